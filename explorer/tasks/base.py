@@ -1,0 +1,30 @@
+"""The Task object every task returns: fixed train/val/test splits and the input spec the model is built for."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from explorer.config import InputSpec
+
+__all__ = ["Task"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """A classification task with fixed splits.
+
+    ``X`` tensors are ``int64 [n, seq]`` for token inputs or ``float32 [n, seq, n_features]`` for feature
+    inputs (``spec.kind`` says which); ``y`` tensors are ``int64 [n]`` with labels in ``[0, spec.n_classes)``.
+    """
+
+    name: str  # "digits", "relations", or the npz file's stem
+    spec: InputSpec  # what the model must accept
+    train: tuple[torch.Tensor, torch.Tensor]  # (X, y)
+    val: tuple[torch.Tensor, torch.Tensor]  # (X, y), used for model selection and early stopping
+    test: tuple[torch.Tensor, torch.Tensor]  # (X, y), reported, never used to choose
+    description: str = ""  # one line for reports
+
+    def sizes(self) -> dict[str, int]:
+        return {"train": len(self.train[1]), "val": len(self.val[1]), "test": len(self.test[1])}
