@@ -15,6 +15,7 @@ __all__ = [
     "SpecError",
     "StorageError",
     "StudyNotFoundError",
+    "TrainingDivergedError",
 ]
 
 
@@ -52,3 +53,7 @@ class NoCompletedTrialsError(ExplorerError):
     """A report or export was asked of a study with no completed trial."""
 
     exit_code = 3
+
+
+class TrainingDivergedError(ExplorerError):
+    """The training loss became NaN or infinite."""
