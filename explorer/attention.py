@@ -36,10 +36,14 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention probabilities while training.
     """
 
-    def __init__(self, d_model: int, n_heads: int, *, impl: str = "fused", bias: bool = True, dropout: float = 0.0):
+    def __init__(
+        self, d_model: int, n_heads: int, *, impl: str = "fused", bias: bool = True, dropout: float = 0.0
+    ):
         super().__init__()
         if n_heads < 1 or d_model % n_heads:
-            raise ConfigError(f"d_model={d_model} is not divisible by n_heads={n_heads}; d_k must be an integer.")
+            raise ConfigError(
+                f"d_model={d_model} is not divisible by n_heads={n_heads}; d_k must be an integer."
+            )
         if impl not in ATTENTION_IMPLS:
             raise ConfigError(f"attention impl must be one of {', '.join(ATTENTION_IMPLS)}, got {impl!r}.")
         self.d_model, self.n_heads, self.d_k = d_model, n_heads, d_model // n_heads

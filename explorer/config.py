@@ -14,6 +14,7 @@ valid choices.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -120,7 +121,7 @@ def expand_schedule(schedule: str, n_layers: int, d_model: int, min_dk: int = 1)
 
 def schedule_family(heads: tuple[int, ...] | list[int]) -> str:
     """The family a per-layer head tuple belongs to: uniform, increasing, decreasing or free."""
-    pairs = list(zip(heads, heads[1:]))
+    pairs = list(itertools.pairwise(heads))
     if all(a == b for a, b in pairs):
         return "uniform"
     if all(a <= b for a, b in pairs):
@@ -171,12 +172,18 @@ class ModelConfig:
         for h in self.heads:
             _check_heads(h, self.d_model, self.min_dk, valid)
         if self.attention not in ATTENTION_IMPLS:
-            raise ConfigError(f"attention must be one of {', '.join(ATTENTION_IMPLS)}, got {self.attention!r}.")
+            raise ConfigError(
+                f"attention must be one of {', '.join(ATTENTION_IMPLS)}, got {self.attention!r}."
+            )
         if self.mlp_ratio <= 0 or not 0 <= self.dropout < 1:
-            raise ConfigError(f"need mlp_ratio > 0 and 0 <= dropout < 1, got {self.mlp_ratio}, {self.dropout}.")
+            raise ConfigError(
+                f"need mlp_ratio > 0 and 0 <= dropout < 1, got {self.mlp_ratio}, {self.dropout}."
+            )
 
     @classmethod
-    def from_schedule(cls, d_model: int, n_layers: int, schedule: str, min_dk: int = 1, **kw: Any) -> ModelConfig:
+    def from_schedule(
+        cls, d_model: int, n_layers: int, schedule: str, min_dk: int = 1, **kw: Any
+    ) -> ModelConfig:
         """Build from a compact schedule string (see :func:`expand_schedule`)."""
         heads = expand_schedule(schedule, n_layers, d_model, min_dk)
         return cls(d_model=d_model, heads=heads, min_dk=min_dk, schedule=schedule, **kw)

@@ -22,10 +22,14 @@ def resolve_device(name: str = "auto") -> torch.device:
         return torch.device("cpu")
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise DeviceError(f"device {name!r} was asked for but CUDA is not available here; use --device cpu or auto.")
+            raise DeviceError(
+                f"device {name!r} was asked for but CUDA is not available here; use --device cpu or auto."
+            )
         dev = torch.device(name)
         if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise DeviceError(f"device {name!r} does not exist; {torch.cuda.device_count()} CUDA device(s) are visible.")
+            raise DeviceError(
+                f"device {name!r} does not exist; {torch.cuda.device_count()} CUDA device(s) are visible."
+            )
         return dev
     raise DeviceError(f"unknown device {name!r}; use one of auto, cpu, cuda, cuda:N.")
 
