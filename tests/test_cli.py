@@ -1,0 +1,119 @@
+"""The command line as a user meets it: help for every command, JSON on stdout, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from explorer.cli import main
+
+
+def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for name, cmd in group.commands.items():
+        out.append((*prefix, name))
+        if isinstance(cmd, click.Group):
+            out.extend(_commands(cmd, (*prefix, name)))
+    return out
+
+
+ALL_COMMANDS = _commands(main)
+
+
+def test_every_documented_command_exists():
+    expected = {
+        ("space",),
+        ("train",),
+        ("bench", "attention"),
+        ("study", "run"),
+        ("study", "resume"),
+        ("study", "list"),
+        ("study", "status"),
+        ("report",),
+        ("export",),
+    }
+    assert expected <= set(ALL_COMMANDS)
+
+
+@pytest.mark.parametrize("path", [(), *ALL_COMMANDS], ids=lambda p: " ".join(p) or "explorer")
+def test_help_for_every_command(path):
+    result = CliRunner().invoke(main, [*path, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+@pytest.mark.parametrize(
+    ("d_model", "min_dk", "heads"),
+    [(512, 16, [1, 2, 4, 8, 16, 32]), (96, 16, [1, 2, 3, 4, 6])],
+)
+def test_space_json(d_model, min_dk, heads):
+    result = CliRunner().invoke(main, ["space", "--d-model", str(d_model), "--min-dk", str(min_dk), "--json"])
+    assert result.exit_code == 0
+    doc = json.loads(result.stdout)
+    assert doc == {"d_model": d_model, "min_dk": min_dk, "heads": heads, "d_k": [d_model // h for h in heads]}
+
+
+def test_bad_schedule_is_one_line_without_traceback():
+    result = CliRunner().invoke(main, ["train", "--d-model", "64", "--heads", "uniform:5"])
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: 5 heads is not valid")
+    assert "choose from 1, 2, 4, 8" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_bad_task_option_syntax():
+    result = CliRunner().invoke(main, ["train", "--task-opt", "n_relations"])
+    assert result.exit_code == 2 and "not key=value" in result.stderr
+
+
+def test_missing_config_file(tmp_path):
+    result = CliRunner().invoke(main, ["train", "--config", str(tmp_path / "nope.json")])
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+
+
+@pytest.mark.slow
+def test_train_json_on_digits(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPLORER_CACHE_DIR", str(tmp_path / "cache"))
+    args = [
+        "train",
+        "--task",
+        "digits",
+        "--d-model",
+        "32",
+        "--layers",
+        "2",
+        "--heads",
+        "increasing:2-4",
+        "--min-dk",
+        "8",
+        "--epochs",
+        "3",
+        "--device",
+        "cpu",
+        "--json",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)  # stdout is exactly one JSON document
+    for key in (
+        "val_accuracy",
+        "test_accuracy",
+        "latency_ms",
+        "params",
+        "heads",
+        "d_k",
+        "flops",
+        "train_time_s",
+    ):
+        assert key in doc
+    assert doc["heads"] == [2, 4] and doc["d_k"] == [16, 8]
+    assert 0.3 < doc["val_accuracy"] <= 1.0  # 10 classes: chance is 0.1
+    assert doc["latency_ms"] > 0 and doc["latency"]["batch_size"] == 32 and doc["latency"]["threads"] == 1
+    # A second run of the same architecture reuses the cached latency.
+    again = json.loads(CliRunner().invoke(main, args).stdout)
+    assert again["latency"]["cached"] is True and again["latency_ms"] == doc["latency_ms"]
