@@ -1,0 +1,245 @@
+"""The seed's attention table, measured on the user's device.
+
+The seed reports a serial loop over 8 heads at 12.4 ms / 256 MB against 3.1 ms / 128 MB for the merged
+computation. :func:`bench_attention` measures the same comparison here, for one weight set run four ways:
+``serial``, ``merged`` and ``fused`` (:class:`explorer.attention.MultiHeadAttention`) and
+``torch.nn.MultiheadAttention`` with the same weights copied in. Each row carries the time (median and IQR),
+the peak memory of one forward pass, the speed-up over serial, the achieved GFLOP/s and how that compares
+with a large square matmul timed the same way (what the device can do at best).
+:func:`write_bench` saves the table as CSV and draws it with seaborn (computing and drawing stay apart).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import seaborn as sns
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from torch import nn
+from torch.profiler import ProfilerActivity, profile
+
+from explorer.attention import MultiHeadAttention, attention_flops
+from explorer.config import LatencyConfig, valid_heads
+from explorer.device import resolve_device
+from explorer.errors import ConfigError
+from explorer.latency import time_forward
+
+__all__ = [
+    "BENCH_IMPLS",
+    "bench_attention",
+    "matmul_peak_gflops",
+    "peak_memory_mb",
+    "plot_bench",
+    "write_bench",
+]
+
+BENCH_IMPLS = ("serial", "merged", "fused", "torch_mha")
+_MATMUL_SIZE = {"cpu": 1024, "cuda": 8192}  # square fp32 matmuls that keep each kind of device fully busy
+_MB = 2**20
+
+
+class _TorchMHA(nn.Module):
+    """``torch.nn.MultiheadAttention`` holding the weights of a :class:`MultiHeadAttention`, as self-attention."""
+
+    def __init__(self, src: MultiHeadAttention):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(
+            src.d_model, src.n_heads, bias=src.qkv.bias is not None, batch_first=True
+        )
+        with torch.no_grad():
+            # Both pack [W_Q; W_K; W_V] row-wise, so the weights copy across unchanged.
+            self.mha.in_proj_weight.copy_(src.qkv.weight)
+            self.mha.out_proj.weight.copy_(src.proj.weight)
+            if src.qkv.bias is not None:
+                self.mha.in_proj_bias.copy_(src.qkv.bias)
+                self.mha.out_proj.bias.copy_(src.proj.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mha(x, x, x, need_weights=False)[0]
+
+
+class _MatMul(nn.Module):
+    """``x @ b`` for a fixed square ``b``: the reference workload for the device's peak."""
+
+    def __init__(self, b: torch.Tensor):
+        super().__init__()
+        self.register_buffer("b", b)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.b
+
+
+class _Impl(nn.Module):
+    """One fixed implementation of a shared :class:`MultiHeadAttention`, returning only the output."""
+
+    def __init__(self, attn: MultiHeadAttention, impl: str):
+        super().__init__()
+        self.attn, self.impl = attn, impl
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.attn.impl = self.impl
+        return self.attn(x)[0]
+
+
+def peak_memory_mb(model: nn.Module, x: torch.Tensor) -> float:
+    """Peak memory allocated during one ``model(x)`` above what was allocated before it, in MiB.
+
+    CUDA: the caching allocator's peak counter. CPU: the profiler's allocation records (``profile_memory``),
+    summed in time order; the peak of that running total is the forward pass's high-water mark.
+    """
+    with torch.inference_mode():
+        if x.device.type == "cuda":
+            torch.cuda.synchronize(x.device)
+            torch.cuda.reset_peak_memory_stats(x.device)
+            base = torch.cuda.memory_allocated(x.device)
+            out = model(x)
+            torch.cuda.synchronize(x.device)
+            peak = torch.cuda.max_memory_allocated(x.device) - base
+            del out
+            return peak / _MB
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, acc_events=True) as prof:
+            out = model(x)
+            del out
+    # Each allocation is counted once, by the innermost op it happened in (self usage) or, outside any op,
+    # by a "[memory]" event of its own; frees are negative.
+    timeline = sorted(
+        (e.time_range.start, e.self_cpu_memory_usage) for e in prof.events() if e.self_cpu_memory_usage
+    )
+    running = peak = 0
+    for _, nbytes in timeline:
+        running += nbytes
+        peak = max(peak, running)
+    return peak / _MB
+
+
+def matmul_peak_gflops(
+    device: torch.device, threads: int, min_run_time: float, size: int | None = None
+) -> float:
+    """Achieved GFLOP/s of one large square fp32 matmul, timed like the attention: the device's practical peak."""
+    n = size or _MATMUL_SIZE.get(device.type, 1024)
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(n, n, generator=g), torch.randn(n, n, generator=g)
+    res = time_forward(
+        _MatMul(b), a, device, LatencyConfig(batch_size=n, threads=threads, min_run_time=min_run_time)
+    )
+    return 2 * n**3 / (res.median_ms * 1e-3) / 1e9
+
+
+def _check_shape(d_model: int, heads: int, seq_len: int, batch: int) -> None:
+    if min(d_model, seq_len, batch) < 1:
+        raise ConfigError(f"need d_model, seq_len and batch >= 1, got {d_model}, {seq_len}, {batch}.")
+    if heads not in (valid := valid_heads(d_model)):
+        raise ConfigError(
+            f"{heads} heads does not divide d_model={d_model}; choose from {', '.join(map(str, valid))}."
+        )
+
+
+def bench_attention(
+    d_model: int = 384,
+    heads: int = 8,
+    seq_len: int = 197,
+    batch: int = 8,
+    device: torch.device | str = "auto",
+    min_run_time: float = 0.3,
+    threads: int | None = None,
+    matmul_size: int | None = None,
+) -> pd.DataFrame:
+    """Time one self-attention forward four ways on ``device``; one row per implementation (BENCH_IMPLS).
+
+    Args:
+        d_model, heads, seq_len, batch: the shape (default: ViT-S, 8 images of 196 patches + [CLS]).
+        device: ``auto``, ``cpu``, ``cuda`` or a torch.device.
+        min_run_time: seconds of timed calls per implementation (torch.utils.benchmark).
+        threads: CPU threads while timing; default the process's current count.
+        matmul_size: side of the square matmul that sets the peak; default per device kind.
+
+    Columns: impl, median_ms, iqr_ms, peak_mem_mb, speedup_vs_serial, gflops, matmul_peak_gflops,
+    pct_of_peak, max_abs_diff (largest output difference from serial), device, threads, d_model, heads,
+    seq_len, batch.
+    """
+    _check_shape(d_model, heads, seq_len, batch)
+    device = resolve_device(device) if isinstance(device, str) else device
+    threads = threads or torch.get_num_threads()
+    cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        attn = MultiHeadAttention(d_model, heads).to(device).eval()
+        x = torch.randn(batch, seq_len, d_model).to(device)
+    models: dict[str, nn.Module] = {impl: _Impl(attn, impl) for impl in BENCH_IMPLS[:3]}
+    models["torch_mha"] = _TorchMHA(attn).to(device).eval()
+
+    with torch.inference_mode():
+        reference = models["serial"](x)
+        diffs = {impl: (m(x) - reference).abs().max().item() for impl, m in models.items()}
+    flops = attention_flops(batch, seq_len, d_model)
+    peak = matmul_peak_gflops(device, threads, min_run_time, matmul_size)
+    rows = []
+    for impl, model in models.items():
+        res = time_forward(model, x, device, cfg)
+        gflops = flops / (res.median_ms * 1e-3) / 1e9
+        rows.append(
+            {
+                "impl": impl,
+                "median_ms": res.median_ms,
+                "iqr_ms": res.iqr_ms,
+                "peak_mem_mb": peak_memory_mb(model, x),
+                "gflops": gflops,
+                "matmul_peak_gflops": peak,
+                "pct_of_peak": 100 * gflops / peak,
+                "max_abs_diff": diffs[impl],
+                "device": res.device,
+                "threads": threads,
+                "d_model": d_model,
+                "heads": heads,
+                "seq_len": seq_len,
+                "batch": batch,
+            }
+        )
+    df = pd.DataFrame(rows)
+    df.insert(4, "speedup_vs_serial", df.loc[df.impl == "serial", "median_ms"].item() / df["median_ms"])
+    return df
+
+
+def plot_bench(df: pd.DataFrame) -> Figure:
+    """Bar chart of time per implementation with IQR error bars and speed-up labels; returns the Figure."""
+    fig = Figure(figsize=(7, 4.5), layout="constrained")  # a bare Figure: no pyplot state, Agg when saved
+    ax = fig.add_subplot()
+    sns.barplot(data=df, x="impl", y="median_ms", hue="impl", legend=False, ax=ax, errorbar=None)
+    ax.errorbar(
+        range(len(df)), df["median_ms"], yerr=df["iqr_ms"] / 2, fmt="none", ecolor="black", capsize=4, lw=1
+    )
+    for i, (t, s) in enumerate(zip(df["median_ms"], df["speedup_vs_serial"], strict=True)):
+        ax.annotate(f"{s:.2f}x", (i, t), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom")
+    ax.margins(y=0.15)
+    r = df.iloc[0]
+    ax.set_title(
+        f"Self-attention forward, B={r.batch} T={r.seq_len} d_model={r.d_model} heads={r.heads}\n"
+        f"{r.device}, {r.threads} thread(s)",
+        fontsize=10,
+    )
+    ax.text(
+        0.99,
+        0.98,
+        "bar: median, whisker: ±IQR/2\nlabel: speed-up vs serial",
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=8,
+    )
+    ax.set_xlabel("implementation")
+    ax.set_ylabel("time per forward pass (ms)")
+    return fig
+
+
+def write_bench(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
+    """Write ``bench.csv`` and ``bench.png`` into ``out_dir`` (created if needed); returns both paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv, png = out / "bench.csv", out / "bench.png"
+    df.to_csv(csv, index=False)
+    fig = plot_bench(df)
+    FigureCanvasAgg(fig).print_png(png)
+    return [csv, png]

@@ -1,0 +1,222 @@
+"""On-device inference latency: timed with torch.utils.benchmark, summarized by median and IQR, cached.
+
+Latency is measured apart from training, in eval mode under ``torch.inference_mode``, with a fixed CPU thread
+count (so figures compare across runs and across workers sharing a machine). ``Timer.blocked_autorange``
+picks the number of calls per timed block and synchronizes CUDA, so no hand-written timing loop is needed.
+
+Measuring costs seconds per architecture, so :func:`model_latency` keeps results in a :class:`LatencyCache`:
+one small JSON file per key (architecture + input + batch + threads + dtype + device + torch version).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils import benchmark
+
+from explorer.config import InputSpec, LatencyConfig, ModelConfig
+from explorer.device import resolve_device
+from explorer.errors import ConfigError
+from explorer.model import build_model
+
+__all__ = ["LatencyCache", "LatencyResult", "device_name", "latency_key", "model_latency", "time_forward"]
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_WARMUP_CALLS = 3  # untimed calls first: one-off allocations, kernel selection, lazy initialisation
+
+
+@dataclass(frozen=True)
+class LatencyResult:
+    """Forward latency of one batch: median and interquartile range over timed blocks, in milliseconds."""
+
+    median_ms: float  # median time per forward pass of one batch
+    iqr_ms: float  # interquartile range of the per-block times (the spread)
+    batch_size: int  # examples per forward pass
+    seq_len: int  # positions per example
+    threads: int  # CPU threads used while timing
+    device: str  # device label, e.g. "cpu (Intel(R) Xeon(R) Processor)" or "cuda (NVIDIA H200)"
+    dtype: str  # float32 | bfloat16 | float16
+    runs: int  # timed blocks the median and IQR come from (each averages several calls)
+    cached: bool = False  # True when read from a LatencyCache instead of measured now
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> LatencyResult:
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+@cache
+def _cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what the platform module knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_name(device: torch.device) -> str:
+    """A label naming the hardware (not the thread count): part of the cache key and of every result."""
+    if device.type == "cuda":
+        return f"cuda ({torch.cuda.get_device_name(device)})"
+    return f"{device.type} ({_cpu_model_name()})"
+
+
+def _check_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    if dtype != "float32" and device.type != "cuda":
+        raise ConfigError(f"latency dtype {dtype} needs a CUDA device; use dtype float32 on {device.type}.")
+    return _DTYPES[dtype]
+
+
+def time_forward(
+    model: nn.Module, example: torch.Tensor, device: torch.device | str, cfg: LatencyConfig
+) -> LatencyResult:
+    """Time ``model(example)`` on ``device``: warm-up, then ``Timer.blocked_autorange(cfg.min_run_time)``.
+
+    The model is moved to ``device`` (and cast to ``cfg.dtype`` on CUDA) in place, like ``nn.Module.to``; its
+    train/eval mode and the process's CPU thread count are restored afterwards. ``example`` is one batch,
+    ``[B, T]`` token ids or ``[B, T, F]`` features. Half dtypes on CPU raise :class:`ConfigError`.
+    """
+    device = resolve_device(device) if isinstance(device, str) else device
+    dtype = _check_dtype(cfg.dtype, device)
+    model.to(device=device, dtype=dtype)
+    x = example.to(device)
+    if x.is_floating_point():
+        x = x.to(dtype)
+    was_training, old_threads = model.training, torch.get_num_threads()
+    model.eval()
+    torch.set_num_threads(cfg.threads)
+    try:
+        with torch.inference_mode():
+            for _ in range(_WARMUP_CALLS):
+                model(x)
+            timer = benchmark.Timer(
+                stmt="model(x)", globals={"model": model, "x": x}, num_threads=cfg.threads
+            )
+            m = timer.blocked_autorange(min_run_time=cfg.min_run_time)
+    finally:
+        torch.set_num_threads(old_threads)
+        model.train(was_training)
+    return LatencyResult(
+        median_ms=m.median * 1e3,
+        iqr_ms=m.iqr * 1e3,
+        batch_size=int(x.shape[0]),
+        seq_len=int(x.shape[1]) if x.dim() > 1 else 1,
+        threads=cfg.threads,
+        device=device_name(device),
+        dtype=cfg.dtype,
+        runs=len(m.times),
+    )
+
+
+def _default_cache_dir() -> Path:
+    env = os.environ.get("EXPLORER_CACHE_DIR")
+    return Path(env) if env else Path.home() / ".cache" / "explorer" / "latency"
+
+
+class LatencyCache:
+    """A directory of JSON files, one per key (named by the key's sha256), written atomically.
+
+    Atomic writes (a temporary file in the same directory, then ``os.replace``) mean that workers sharing the
+    directory never read a half-written file. A file that cannot be read back is treated as missing, so a
+    corrupt entry is simply measured again and overwritten.
+
+    Args:
+        directory: where the files live; default ``$EXPLORER_CACHE_DIR`` or ``~/.cache/explorer/latency``.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str] | None = None):
+        self.directory = Path(directory).expanduser() if directory is not None else _default_cache_dir()
+
+    def path(self, key: str) -> Path:
+        return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
+
+    def get(self, key: str) -> LatencyResult | None:
+        """The stored result for ``key`` marked ``cached=True``, or None when absent or unreadable."""
+        try:
+            data = json.loads(self.path(key).read_text())
+            if data["key"] != key:
+                return None
+            return dataclasses.replace(LatencyResult.from_dict(data["result"]), cached=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, key: str, result: LatencyResult) -> None:
+        """Store ``result`` under ``key`` (replacing any previous entry) atomically."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        payload = json.dumps(
+            {"key": key, "result": dataclasses.replace(result, cached=False).to_dict()}, indent=1
+        )
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(payload)
+            os.replace(tmp, self.path(key))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def latency_key(model_cfg: ModelConfig, spec: InputSpec, cfg: LatencyConfig, device: torch.device) -> str:
+    """What a latency figure depends on: architecture, input shape, batch, threads, dtype, hardware, torch."""
+    shape = f"{spec.kind}_T{spec.seq_len}_V{spec.vocab_size}_F{spec.n_features}_C{spec.n_classes}"
+    return "|".join(
+        [
+            model_cfg.key(),
+            shape,
+            f"b{cfg.batch_size}",
+            f"t{cfg.threads}",
+            cfg.dtype,
+            device_name(device),
+            f"torch{torch.__version__}",
+        ]
+    )
+
+
+def random_input(spec: InputSpec, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """A random batch shaped like the task's: token ids ``[B, T]`` (int64) or features ``[B, T, F]``."""
+    if spec.kind == "tokens":
+        return torch.randint(spec.vocab_size, (batch_size, spec.seq_len), generator=generator)
+    return torch.randn(batch_size, spec.seq_len, spec.n_features, generator=generator)
+
+
+def model_latency(
+    model_cfg: ModelConfig,
+    spec: InputSpec,
+    cfg: LatencyConfig,
+    device: torch.device | str,
+    cache: LatencyCache | None = None,
+) -> LatencyResult:
+    """Latency of the encoder ``model_cfg`` builds for ``spec``, from ``cache`` when it holds the key.
+
+    The model is built under seed 0 (inside ``torch.random.fork_rng``, so the caller's RNG state is untouched)
+    and fed one random batch of ``cfg.batch_size``. ``cache=None`` measures every time and stores nothing.
+    """
+    device = resolve_device(device) if isinstance(device, str) else device
+    _check_dtype(cfg.dtype, device)
+    key = latency_key(model_cfg, spec, cfg, device)
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = build_model(model_cfg, spec)
+        example = random_input(spec, cfg.batch_size)
+    result = time_forward(model, example, device, cfg)
+    if cache is not None:
+        cache.put(key, result)
+    return result

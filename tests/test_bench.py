@@ -1,0 +1,82 @@
+"""The attention benchmark at a tiny shape: every implementation, real memory figures, and the written files."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from explorer.bench import BENCH_IMPLS, bench_attention, peak_memory_mb, write_bench
+from explorer.errors import ConfigError
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+TINY = dict(d_model=32, heads=4, seq_len=12, batch=2, min_run_time=0.02, threads=1, matmul_size=128)
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return bench_attention(device="cpu", **TINY)
+
+
+def test_one_row_per_implementation(table: pd.DataFrame) -> None:
+    assert list(table.impl) == list(BENCH_IMPLS)
+    assert {"median_ms", "iqr_ms", "peak_mem_mb", "speedup_vs_serial", "gflops", "matmul_peak_gflops"} <= set(
+        table
+    )
+    assert (table.median_ms > 0).all() and (table.iqr_ms >= 0).all()
+    assert table.set_index("impl").loc["serial", "speedup_vs_serial"] == 1.0
+    assert table.speedup_vs_serial.tolist() == pytest.approx(
+        (table.median_ms.iloc[0] / table.median_ms).tolist()
+    )
+    assert (table.threads == 1).all() and table.device.str.startswith("cpu").all()
+
+
+def test_peak_memory_is_measured_on_cpu(table: pd.DataFrame) -> None:
+    assert (table.peak_mem_mb > 0).all()
+    # Serial holds one head's [B, T, T] scores at a time; merged holds all heads' and returns them.
+    peak = table.set_index("impl").peak_mem_mb
+    assert peak["merged"] > peak["fused"]
+
+
+def test_all_implementations_agree(table: pd.DataFrame) -> None:
+    assert (table.max_abs_diff < 1e-5).all()
+
+
+def test_achieved_gflops_are_consistent(table: pd.DataFrame) -> None:
+    flops = 2 * 2 * 12 * 32 * 4 * 32 + 2 * 2 * 2 * 12 * 12 * 32
+    assert table.gflops.tolist() == pytest.approx((flops / (table.median_ms * 1e-3) / 1e9).tolist())
+    assert table.pct_of_peak.tolist() == pytest.approx(
+        (100 * table.gflops / table.matmul_peak_gflops).tolist()
+    )
+    assert table.matmul_peak_gflops.nunique() == 1 and table.matmul_peak_gflops.iloc[0] > 0
+
+
+def test_cpu_peak_memory_sees_a_temporary() -> None:
+    class Temp(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            big = torch.ones(1 << 20)  # 4 MiB, freed before returning
+            return x + big.sum()
+
+    assert 4.0 <= peak_memory_mb(Temp(), torch.zeros(4)) < 4.1
+
+
+def test_write_bench_writes_csv_and_png(table: pd.DataFrame, tmp_path) -> None:
+    csv, png = write_bench(table, tmp_path / "out")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
+    back = pd.read_csv(csv)
+    assert list(back.impl) == list(table.impl)
+    assert back.median_ms.tolist() == pytest.approx(table.median_ms.tolist())
+
+
+@pytest.mark.parametrize("heads", [5, 0, 64])
+def test_invalid_heads_name_the_valid_counts(heads: int) -> None:
+    with pytest.raises(ConfigError, match="1, 2, 4, 8, 16, 32"):
+        bench_attention(d_model=32, heads=heads, seq_len=4, batch=1, device="cpu")
+
+
+@cuda
+def test_bench_on_cuda() -> None:
+    df = bench_attention(device="cuda", **{**TINY, "matmul_size": 1024})
+    assert list(df.impl) == list(BENCH_IMPLS)
+    assert (df.peak_mem_mb > 0).all() and (df.max_abs_diff < 1e-3).all()
