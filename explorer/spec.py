@@ -1,0 +1,432 @@
+"""Study specs: a strict TOML format describing one study, parsed into frozen dataclasses.
+
+A spec is checked completely before anything runs: an unknown key at any level, a wrong type, a missing
+required key, or a space that is empty or impossible under the head rules is a :class:`SpecError` naming the
+key, its table and the fix. :meth:`StudySpec.to_dict` is JSON-ready and canonical (sorted lists, defaults filled
+in); it is stored in the study's user attrs so ``explorer study resume NAME`` works from the database alone,
+and ``spec_from_dict(spec.to_dict()) == spec``.
+
+Keys (``*`` = required; studies/quickstart.toml shows every one with a comment)::
+
+    name*      study name: letters, digits, '-', '_', '.', not starting with '.' (also the default DB file)
+    n_trials*  the study's total number of trials, across resumes and workers
+    storage    SQLAlchemy URL; default none = sqlite:///studies/<name>.db
+    timeout    optional seconds per `study run` call
+    sampler    tpe | nsga2 | gp | random (default tpe)
+    seed       sampler and training seed (default 0)
+
+    [objectives]     accuracy = "maximize" (validation accuracy, always), latency = "minimize" (always),
+                     params = "minimize" (optional third objective: parameter count)
+    [task]           name* = digits | relations | path/to/data.npz (relative to the working directory);
+                     options = { ... } passed to explorer.tasks.load_task; epochs (10), batch_size (64)
+    [space]          d_model*, n_layers*, heads* (lists of ints: widths, depths, head-count candidates);
+                     min_dk (int or list of ints to search over, default 1); families (subset of uniform,
+                     increasing, decreasing, free; default: every one the space can realise, e.g. free
+                     needs 3+ layers); mlp_ratio (list, default [4.0]);
+                     lr (fixed float, or [low, high] searched log-uniformly; default 3e-3);
+                     dropout (fixed, default 0.0); attention (fused | merged | serial, default fused)
+    [latency]        device (auto | cpu | cuda, default auto), batch_size (32), threads (1),
+                     dtype (float32 | bfloat16 | float16, default float32; half types need cuda)
+    [budgets]        max_latency_ms, max_params: optional; each becomes an Optuna constraint
+    [early_stopping] enabled (true), min_epochs (2: never stop before this epoch),
+                     margin (0.02: how much more accurate an at-least-as-fast trial must have been)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from explorer.config import ATTENTION_IMPLS, SCHEDULE_FAMILIES
+from explorer.errors import SpecError
+
+__all__ = [
+    "SAMPLERS",
+    "BudgetsSpec",
+    "EarlyStoppingSpec",
+    "LatencySpec",
+    "ObjectivesSpec",
+    "SpaceSpec",
+    "StudySpec",
+    "TaskSpec",
+    "load_spec",
+    "spec_from_dict",
+]
+
+SAMPLERS = ("tpe", "nsga2", "gp", "random")
+TASK_NAMES = ("digits", "relations")  # explorer.tasks.TASKS; not imported, so parsing a spec stays torch-free
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("float32", "bfloat16", "float16")
+TOP_KEYS = (
+    *("name", "storage", "n_trials", "timeout", "sampler", "seed"),
+    *("objectives", "task", "space", "latency", "budgets", "early_stopping"),
+)
+
+
+@dataclass(frozen=True)
+class ObjectivesSpec:
+    """What the study optimizes: accuracy and latency always, parameter count on request."""
+
+    accuracy: str = "maximize"  # validation accuracy (fixed)
+    latency: str = "minimize"  # median forward latency in ms (fixed)
+    params: str | None = None  # "minimize" adds the parameter count as a third objective
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The task and its training budget."""
+
+    name: str  # digits | relations | path to a .npz file
+    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments for explorer.tasks.load_task
+    epochs: int = 10  # planned epochs per trial (early stopping may run fewer)
+    batch_size: int = 64  # training batch size
+
+
+@dataclass(frozen=True)
+class SpaceSpec:
+    """The declared design space; explorer.space turns it into a fixed Optuna search space."""
+
+    d_model: tuple[int, ...]  # residual widths
+    n_layers: tuple[int, ...]  # depths
+    heads: tuple[int, ...]  # head-count candidates (uniform counts, ramp endpoints, free per-layer choices)
+    min_dk: tuple[int, ...] = (1,)  # d_k floors; more than one means the floor is searched over
+    families: tuple[str, ...] = SCHEDULE_FAMILIES  # per-layer schedule families
+    mlp_ratio: tuple[float, ...] = (4.0,)  # MLP width multipliers
+    lr: float | tuple[float, float] = 3e-3  # fixed learning rate, or (low, high) searched log-uniformly
+    dropout: float = 0.0  # fixed dropout
+    attention: str = "fused"  # attention implementation every variant uses
+
+
+@dataclass(frozen=True)
+class LatencySpec:
+    """How latency is measured."""
+
+    device: str = "auto"  # auto | cpu | cuda
+    batch_size: int = 32  # examples per timed forward pass
+    threads: int = 1  # CPU threads while timing
+    dtype: str = "float32"  # float32 | bfloat16 | float16
+
+
+@dataclass(frozen=True)
+class BudgetsSpec:
+    """Hard limits; each one set becomes an Optuna constraint (trials over it are infeasible)."""
+
+    max_latency_ms: float | None = None
+    max_params: int | None = None
+
+
+@dataclass(frozen=True)
+class EarlyStoppingSpec:
+    """Stop a trial whose validation accuracy is clearly dominated by at-least-as-fast trials at the same epoch."""
+
+    enabled: bool = True
+    min_epochs: int = 2  # the first epoch at which a trial may be stopped
+    margin: float = 0.02  # accuracy by which a faster trial must lead for this one to stop
+
+
+@dataclass(frozen=True)
+class StudySpec:
+    """One study: what to search, on which task, how to measure it and where to store it."""
+
+    name: str
+    n_trials: int
+    task: TaskSpec
+    space: SpaceSpec
+    objectives: ObjectivesSpec = ObjectivesSpec()
+    latency: LatencySpec = LatencySpec()
+    budgets: BudgetsSpec = BudgetsSpec()
+    early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
+    storage: str | None = None  # None: sqlite:///studies/<name>.db (explorer.storage.default_storage_url)
+    timeout: float | None = None
+    sampler: str = "tpe"
+    seed: int = 0
+
+    def objective_names(self) -> list[str]:
+        """The objectives in the order of a trial's values."""
+        return ["accuracy", "latency"] + (["params"] if self.objectives.params else [])
+
+    def directions(self) -> list[str]:
+        """Optuna directions, one per objective."""
+        return ["maximize", "minimize"] + (["minimize"] if self.objectives.params else [])
+
+    def to_dict(self) -> dict[str, Any]:
+        """A canonical, JSON-ready dict that :func:`spec_from_dict` reads back into an equal spec."""
+        return _plain(dataclasses.asdict(self))
+
+
+def _plain(value: Any) -> Any:
+    """Tuples to lists and unset (None) keys dropped, recursively, so that the dict survives JSON."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+_MISSING = object()
+
+
+def _kind(value: Any) -> str:
+    """A reader-facing name for a TOML value's type."""
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", dict: "a table"}
+    if isinstance(value, list):
+        return "a list"
+    return names.get(type(value), type(value).__name__)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _is_list(v: Any, item_ok: Callable[[Any], bool]) -> bool:
+    return isinstance(v, list) and len(v) > 0 and all(item_ok(x) for x in v)
+
+
+class _Table:
+    """One TOML table being read: rejects unknown keys up front and reads typed values with clear errors."""
+
+    def __init__(self, data: Any, where: str, allowed: tuple[str, ...]):
+        self.where = where
+        if not isinstance(data, dict):
+            raise SpecError(f"{where} must be a table, got {_kind(data)}; write it as [{where.strip('[]')}].")
+        unknown = [k for k in data if k not in allowed]
+        if unknown:
+            raise SpecError(
+                f"unknown key {unknown[0]!r} in {where}; the allowed keys are {', '.join(allowed)}."
+            )
+        self.data = data
+
+    def _fail(self, key: str, expected: str, value: Any) -> SpecError:
+        return SpecError(f"{key!r} in {self.where} must be {expected}, got {_kind(value)} ({value!r}).")
+
+    def raw(self, key: str, default: Any = _MISSING) -> Any:
+        if key in self.data:
+            return self.data[key]
+        if default is _MISSING:
+            raise SpecError(
+                f"{self.where} is missing the required key {key!r}; add it (see studies/quickstart.toml)."
+            )
+        return default
+
+    def _get(self, key: str, default: Any, ok: Callable[[Any], bool], expected: str) -> Any:
+        """The value at ``key`` if ``ok`` accepts it, ``default`` if absent (required if no default)."""
+        if key not in self.data:
+            return self.raw(key, default)
+        if not ok(self.data[key]):
+            raise self._fail(key, expected, self.data[key])
+        return self.data[key]
+
+    def integer(self, key: str, default: Any = _MISSING, low: int = 1) -> Any:
+        return self._get(key, default, lambda v: _is_int(v) and v >= low, f"an integer >= {low}")
+
+    def number(self, key: str, default: Any = _MISSING, low: float = 0.0, high: float = math.inf) -> Any:
+        """A number in ``[low, high)``, as a float."""
+        span = f"in [{low:g}, {high:g})" if high < math.inf else f">= {low:g}"
+        value = self._get(key, default, lambda v: _is_number(v) and low <= v < high, f"a number {span}")
+        return None if value is None else float(value)
+
+    def positive(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._get(key, default, lambda v: _is_number(v) and 0 < v < math.inf, "a number > 0")
+        return None if value is None else float(value)
+
+    def text(self, key: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None) -> Any:
+        value = self._get(key, default, lambda v: isinstance(v, str) and v != "", "a non-empty string")
+        if choices is not None and key in self.data and value not in choices:
+            raise SpecError(f"{key!r} in {self.where} is {value!r}; choose one of {', '.join(choices)}.")
+        return value
+
+    def flag(self, key: str, default: Any = _MISSING) -> Any:
+        return self._get(key, default, lambda v: isinstance(v, bool), "true or false")
+
+    def integers(self, key: str, default: Any = _MISSING, scalar_ok: bool = False) -> Any:
+        """A non-empty list of distinct integers >= 1, sorted ascending (or one integer, if ``scalar_ok``)."""
+        if scalar_ok and _is_int(self.data.get(key)):
+            return self._distinct(key, [self.integer(key)])
+        expected = "an integer >= 1 or a list of them" if scalar_ok else "a non-empty list of integers >= 1"
+        value = self._get(key, default, lambda v: _is_list(v, lambda x: _is_int(x) and x >= 1), expected)
+        return value if key not in self.data else self._distinct(key, value)
+
+    def numbers(self, key: str, default: Any = _MISSING) -> Any:
+        """A non-empty list of distinct numbers > 0, sorted ascending, as floats."""
+        ok = lambda v: _is_list(v, lambda x: _is_number(x) and 0 < x < math.inf)  # noqa: E731
+        value = self._get(key, default, ok, "a non-empty list of numbers > 0")
+        return value if key not in self.data else self._distinct(key, [float(v) for v in value])
+
+    def _distinct(self, key: str, values: list[Any]) -> tuple[Any, ...]:
+        twice = sorted({v for v in values if values.count(v) > 1})
+        if twice:
+            raise SpecError(
+                f"{key!r} in {self.where} lists {twice[0]!r} more than once; list each value once."
+            )
+        return tuple(sorted(values))
+
+
+def _objectives(data: Any) -> ObjectivesSpec:
+    t = _Table(data, "[objectives]", ("accuracy", "latency", "params"))
+    t.text("accuracy", "maximize", choices=("maximize",))
+    t.text("latency", "minimize", choices=("minimize",))
+    return ObjectivesSpec(params=t.text("params", None, choices=("minimize",)))
+
+
+def _task(data: Any) -> TaskSpec:
+    t = _Table(data, "[task]", ("name", "options", "epochs", "batch_size"))
+    name = t.text("name")
+    if name not in TASK_NAMES and not name.endswith(".npz"):
+        raise SpecError(
+            f"'name' in [task] is {name!r}; choose {', '.join(TASK_NAMES)} or give a path ending in .npz."
+        )
+    options = t._get("options", {}, lambda v: isinstance(v, dict), "a table such as { n_relations = 4 }")
+    for key, value in options.items():
+        scalar = lambda v: isinstance(v, (str, int, float, bool))  # noqa: E731 (not TOML dates or tables)
+        if not (scalar(value) or value == [] or _is_list(value, scalar)):
+            raise SpecError(
+                f"task option {key!r} in [task] is {_kind(value)}; task options must be strings, numbers, "
+                "booleans or lists of them."
+            )
+    return TaskSpec(
+        name=name,
+        options=dict(options),
+        epochs=t.integer("epochs", 10),
+        batch_size=t.integer("batch_size", 64),
+    )
+
+
+def _space(data: Any) -> SpaceSpec:
+    keys = ("d_model", "n_layers", "heads", "min_dk", "families", "mlp_ratio", "lr", "dropout", "attention")
+    t = _Table(data, "[space]", keys)
+    names = f"a non-empty list of names from {', '.join(SCHEDULE_FAMILIES)}"
+    families = t._get(
+        "families", SCHEDULE_FAMILIES, lambda v: _is_list(v, lambda x: isinstance(x, str)), names
+    )
+    for f in families:
+        if f not in SCHEDULE_FAMILIES:
+            raise SpecError(
+                f"family {f!r} in [space] is unknown; choose from {', '.join(SCHEDULE_FAMILIES)}."
+            )
+    t._distinct("families", list(families))
+    lr = t.raw("lr", 3e-3)
+    if isinstance(lr, list):
+        if len(lr) != 2 or not _is_list(lr, _is_number):
+            raise t._fail("lr", "a number or a [low, high] pair of numbers", lr)
+        if not 0 < lr[0] < lr[1]:
+            raise SpecError(
+                f"'lr' in [space] is {lr!r}; a searched range needs 0 < low < high, e.g. [1e-4, 1e-2]."
+            )
+        lr = (float(lr[0]), float(lr[1]))
+    else:
+        lr = t.positive("lr", 3e-3)
+    space = SpaceSpec(
+        d_model=t.integers("d_model"),
+        n_layers=t.integers("n_layers"),
+        heads=t.integers("heads"),
+        min_dk=t.integers("min_dk", (1,), scalar_ok=True),
+        families=tuple(f for f in SCHEDULE_FAMILIES if f in families),
+        mlp_ratio=t.numbers("mlp_ratio", (4.0,)),
+        lr=lr,
+        dropout=t.number("dropout", 0.0, high=1.0),
+        attention=t.text("attention", "fused", choices=ATTENTION_IMPLS),
+    )
+    if "families" not in data:  # default: every family this space can realise (free needs 3+ layers...)
+        from explorer.space import realisable_families
+
+        space = dataclasses.replace(space, families=realisable_families(space) or SCHEDULE_FAMILIES)
+    return space
+
+
+def _latency(data: Any) -> LatencySpec:
+    t = _Table(data, "[latency]", ("device", "batch_size", "threads", "dtype"))
+    spec = LatencySpec(
+        device=t.text("device", "auto", choices=DEVICES),
+        batch_size=t.integer("batch_size", 32),
+        threads=t.integer("threads", 1),
+        dtype=t.text("dtype", "float32", choices=DTYPES),
+    )
+    if spec.device == "cpu" and spec.dtype != "float32":
+        raise SpecError(
+            f'[latency] times {spec.dtype} on the cpu; half types need device = "cuda" (or use float32).'
+        )
+    return spec
+
+
+def _budgets(data: Any) -> BudgetsSpec:
+    t = _Table(data, "[budgets]", ("max_latency_ms", "max_params"))
+    return BudgetsSpec(
+        max_latency_ms=t.positive("max_latency_ms", None), max_params=t.integer("max_params", None)
+    )
+
+
+def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
+    t = _Table(data, "[early_stopping]", ("enabled", "min_epochs", "margin"))
+    spec = EarlyStoppingSpec(
+        enabled=t.flag("enabled", True),
+        min_epochs=t.integer("min_epochs", 2),
+        margin=t.number("margin", 0.02, high=1.0),
+    )
+    if spec.enabled and spec.min_epochs >= epochs:
+        raise SpecError(
+            f"'min_epochs' in [early_stopping] is {spec.min_epochs} but [task] trains only {epochs} epochs, so no "
+            "trial could ever stop early; lower min_epochs or set enabled = false."
+        )
+    return spec
+
+
+def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
+    """Build and fully check a spec from a parsed TOML document (or a stored :meth:`StudySpec.to_dict`)."""
+    from explorer.space import SearchSpace
+    from explorer.storage import check_study_name  # the one rule for safe study (and file) names
+
+    t = _Table(dict(data) if isinstance(data, Mapping) else data, "the top level", TOP_KEYS)
+    name = check_study_name(t.text("name"))
+    task = _task(t.raw("task"))
+    timeout = t.positive("timeout", None)
+    spec = StudySpec(
+        name=name,
+        n_trials=t.integer("n_trials"),
+        task=task,
+        space=_space(t.raw("space")),
+        objectives=_objectives(t.raw("objectives", {})),
+        latency=_latency(t.raw("latency", {})),
+        budgets=_budgets(t.raw("budgets", {})),
+        early_stopping=_early_stopping(t.raw("early_stopping", {}), task.epochs),
+        storage=t.text("storage", None),
+        timeout=timeout,
+        sampler=t.text("sampler", "tpe", choices=SAMPLERS),
+        seed=t.integer("seed", 0, low=0),
+    )
+    SearchSpace.from_spec(spec)  # an empty or impossible space is a spec error, found here
+    return spec
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and check a TOML study spec; any problem is one :class:`SpecError` sentence."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        try:
+            import tomli as tomllib  # type: ignore[no-redef]
+        except ImportError:
+            raise SpecError(
+                "reading TOML specs on Python 3.10 needs tomli; `pip install tomli` or use 3.11+."
+            ) from None
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SpecError(f"no spec file {str(path)!r}; check the path (specs live under studies/).") from None
+    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+        raise SpecError(
+            f"cannot read spec {str(path)!r} ({exc.__class__.__name__}); give a readable UTF-8 TOML file."
+        ) from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path} is not valid TOML: {exc}; fix the syntax there.") from None
+    return spec_from_dict(data)

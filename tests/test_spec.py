@@ -1,0 +1,296 @@
+"""Study specs: strict parsing (every bad input is one SpecError naming the key), round trips, committed specs."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from explorer.errors import SpecError
+from explorer.spec import StudySpec, load_spec, spec_from_dict
+
+STUDIES = Path(__file__).resolve().parent.parent / "studies"
+COMMITTED = sorted(STUDIES.glob("*.toml"))
+
+
+def base() -> dict[str, Any]:
+    """A small valid spec with every table present."""
+    return {
+        "name": "t",
+        "n_trials": 10,
+        "sampler": "random",
+        "seed": 3,
+        "objectives": {"accuracy": "maximize", "latency": "minimize"},
+        "task": {"name": "digits", "options": {}, "epochs": 4, "batch_size": 32},
+        "space": {"d_model": [32, 64], "n_layers": [2, 3], "heads": [1, 2, 4], "min_dk": 8},
+        "latency": {"device": "cpu", "batch_size": 16, "threads": 1},
+        "budgets": {"max_latency_ms": 3.0},
+        "early_stopping": {"enabled": True, "min_epochs": 2, "margin": 0.01},
+    }
+
+
+def with_(path: str, value: Any) -> dict[str, Any]:
+    """``base()`` with ``path`` ("space.d_model") set to ``value`` (or removed when value is ...)."""
+    d = base()
+    *tables, key = path.split(".")
+    target = d
+    for t in tables:
+        target = target[t]
+    if value is ...:
+        del target[key]
+    else:
+        target[key] = value
+    return d
+
+
+def fails(data: dict[str, Any], *fragments: str) -> str:
+    with pytest.raises(SpecError) as info:
+        spec_from_dict(data)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, message
+    assert "\n" not in message
+    return message
+
+
+def test_base_is_valid_and_defaults_fill_in():
+    spec = spec_from_dict(base())
+    assert spec.storage is None and spec.timeout is None
+    assert spec.space.families == ("uniform", "increasing", "decreasing", "free")
+    assert spec.space.min_dk == (8,) and spec.space.mlp_ratio == (4.0,) and spec.space.lr == 3e-3
+    assert spec.objective_names() == ["accuracy", "latency"]
+    assert spec.directions() == ["maximize", "minimize"]
+    assert spec.budgets.max_latency_ms == 3.0 and spec.budgets.max_params is None
+
+
+def test_minimal_spec_needs_only_the_required_keys():
+    spec = spec_from_dict(
+        {
+            "name": "m",
+            "n_trials": 1,
+            "task": {"name": "relations"},
+            "space": {"d_model": [8], "n_layers": [1], "heads": [2]},
+        }
+    )
+    assert spec.sampler == "tpe" and spec.seed == 0 and spec.latency.device == "auto"
+    assert spec.early_stopping.enabled and spec.task.epochs == 10
+
+
+def test_params_objective_adds_a_third_direction():
+    spec = spec_from_dict(with_("objectives.params", "minimize"))
+    assert spec.objective_names() == ["accuracy", "latency", "params"]
+    assert spec.directions() == ["maximize", "minimize", "minimize"]
+
+
+@pytest.mark.parametrize(
+    ("table", "where", "an_allowed_key"),
+    [
+        ("", "top level", "n_trials"),
+        ("objectives", "[objectives]", "params"),
+        ("task", "[task]", "batch_size"),
+        ("space", "[space]", "min_dk"),
+        ("latency", "[latency]", "threads"),
+        ("budgets", "[budgets]", "max_params"),
+        ("early_stopping", "[early_stopping]", "margin"),
+    ],
+)
+def test_unknown_key_at_every_level_names_key_table_and_allowed(table, where, an_allowed_key):
+    path = f"{table}.bogus_key" if table else "bogus_key"
+    fails(with_(path, 1), "'bogus_key'", where, "allowed keys", an_allowed_key)
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "expected"),
+    [
+        ("n_trials", "16", "an integer"),
+        ("n_trials", 0, "an integer >= 1"),
+        ("seed", 1.5, "an integer"),
+        ("timeout", "soon", "a number > 0"),
+        ("storage", 5, "a non-empty string"),
+        ("task.epochs", True, "an integer"),
+        ("task.options", 3, "a table"),
+        ("task.options", {"when": {"x": 1}}, "task option 'when'"),
+        ("space.d_model", 64, "a non-empty list of integers"),
+        ("space.d_model", [64, "x"], "a non-empty list of integers"),
+        ("space.heads", [0, 2], "integers >= 1"),
+        ("space.min_dk", "8", "an integer >= 1 or a list"),
+        ("space.mlp_ratio", 4.0, "a non-empty list of numbers"),
+        ("space.lr", "fast", "a number > 0"),
+        ("space.lr", [1e-3], "[low, high]"),
+        ("space.dropout", 1.5, "a number in [0, 1)"),
+        ("space.families", "uniform", "a non-empty list of names"),
+        ("latency.threads", 1.0, "an integer"),
+        ("latency.batch_size", -1, "an integer >= 1"),
+        ("budgets.max_params", "big", "an integer"),
+        ("budgets.max_latency_ms", 0, "a number > 0"),
+        ("early_stopping.enabled", "yes", "true or false"),
+        ("early_stopping.margin", -0.1, "a number in [0, 1)"),
+        ("objectives", ["accuracy"], "must be a table"),
+    ],
+)
+def test_wrong_type_names_key_expected_and_got(path, value, expected):
+    key = path.split(".")[-1]
+    message = fails(with_(path, value), expected)
+    assert f"'{key}'" in message or key in message
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["name", "n_trials", "task", "space", "task.name", "space.d_model", "space.n_layers", "space.heads"],
+)
+def test_missing_required_key(path):
+    fails(with_(path, ...), "missing the required key", f"'{path.split('.')[-1]}'")
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fragments"),
+    [
+        ("sampler", "cmaes", ("'sampler'", "tpe, nsga2, gp, random")),
+        ("space.families", ["uniform", "zigzag"], ("'zigzag'", "uniform, increasing")),
+        ("space.d_model", [], ("'d_model'", "non-empty list")),
+        ("space.families", [], ("'families'", "non-empty")),
+        ("space.heads", [2, 2, 4], ("'heads'", "more than once")),
+        ("task.name", "imagenet", ("'imagenet'", "digits, relations", ".npz")),
+        ("objectives.accuracy", "minimize", ("'accuracy'", "maximize")),
+        ("objectives.latency", "maximize", ("'latency'", "minimize")),
+        ("objectives.params", "maximize", ("'params'", "minimize")),
+        ("latency.device", "tpu", ("'device'", "auto, cpu, cuda")),
+        ("latency.dtype", "bfloat16", ("bfloat16", "cuda")),
+        ("space.attention", "flash", ("'attention'", "fused, merged, serial")),
+        ("space.lr", [1e-2, 1e-3], ("'lr'", "0 < low < high")),
+        ("early_stopping.min_epochs", 4, ("min_epochs", "enabled = false")),
+    ],
+)
+def test_bad_choices(path, value, fragments):
+    fails(with_(path, value), *fragments)
+
+
+def test_early_stopping_floor_is_fine_when_disabled():
+    d = with_("early_stopping.min_epochs", 9)
+    d["early_stopping"]["enabled"] = False
+    assert not spec_from_dict(d).early_stopping.enabled
+
+
+@pytest.mark.parametrize(
+    ("space", "fragments"),
+    [
+        (
+            {"d_model": [64], "heads": [3, 5], "min_dk": 8},
+            ("no head count", "divides any d_model", "lower min_dk"),
+        ),
+        ({"d_model": [32], "heads": [1, 2, 4], "min_dk": 64}, ("no head count", "d_k >= 64")),
+        ({"families": ["free"], "n_layers": [2]}, ("family 'free'", "3+ layers", "drop 'free'")),
+        ({"families": ["uniform", "free"], "n_layers": [2]}, ("family 'free'",)),
+        ({"families": ["increasing"], "heads": [1], "d_model": [32]}, ("family 'increasing'", "2+ valid")),
+        ({"heads": [1, 2, 4, 16]}, ("head count 16", "never valid", "remove it")),
+        ({"families": ["free"], "n_layers": [2, 3]}, ("n_layers 2", "add 'uniform'")),
+        ({"d_model": [30, 64], "heads": [4, 8], "families": ["uniform"]}, ("d_model 30", "remove 30")),
+        ({"min_dk": [8, 64], "d_model": [64], "families": ["increasing"]}, ("min_dk 64", "lower it")),
+    ],
+)
+def test_impossible_space_names_the_problem_and_fix(space, fragments):
+    d = base()
+    d["space"].update(space)
+    fails(d, *fragments)
+
+
+@pytest.mark.parametrize("name", [".hidden", "a/b", "a b", "x" * 65, "../up", "naïve"])
+def test_bad_study_name(name):
+    fails(with_("name", name), "name", "invalid", "letters, digits")
+
+
+def test_empty_name():
+    fails(with_("name", ""), "'name'", "non-empty string")
+
+
+def test_families_default_to_the_realisable_ones_but_listing_one_is_strict():
+    d = with_("space.n_layers", [1, 2])
+    assert spec_from_dict(d).space.families == ("uniform", "increasing", "decreasing")
+    d["space"]["families"] = ["uniform", "free"]
+    fails(d, "family 'free'")
+
+
+def test_round_trip_through_json():
+    for d in (base(), with_("space.lr", [1e-4, 1e-2])):
+        d["objectives"]["params"] = "minimize"
+        d["space"].update(min_dk=[4, 8], mlp_ratio=[4, 2], families=["free", "uniform"])
+        spec = spec_from_dict(d)
+        stored = json.loads(json.dumps(spec.to_dict()))  # what Optuna's user attrs hold
+        again = spec_from_dict(stored)
+        assert again == spec
+        assert again.to_dict() == stored
+    assert spec.space.mlp_ratio == (2.0, 4.0) and spec.space.families == ("uniform", "free")
+
+
+def test_to_dict_is_canonical():
+    a = spec_from_dict(base())
+    d = base()
+    d["space"]["d_model"] = [64, 32]
+    d["space"]["min_dk"] = [8]
+    assert spec_from_dict(d).to_dict() == a.to_dict()
+
+
+def test_input_dict_is_not_mutated():
+    d = base()
+    before = copy.deepcopy(d)
+    spec_from_dict(d)
+    assert d == before
+
+
+def test_load_spec_from_file(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'name = "file-spec"\nn_trials = 3\n[task]\nname = "relations"\noptions = { n_relations = 2 }\nepochs = 3\n'
+        "[space]\nd_model = [32]\nn_layers = [2]\nheads = [1, 2, 4]\nmin_dk = 8\nlr = [1e-4, 1e-2]\n"
+    )
+    spec = load_spec(path)
+    assert isinstance(spec, StudySpec)
+    assert spec.task.options == {"n_relations": 2} and spec.space.lr == (1e-4, 1e-2)
+
+
+def test_toml_syntax_error_gives_the_line(tmp_path):
+    path = tmp_path / "bad.toml"
+    path.write_text('name = "x"\nn_trials = 3\n[space\nd_model = [32]\n')
+    with pytest.raises(SpecError, match=r"not valid TOML.*line 3"):
+        load_spec(path)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(SpecError, match="no spec file"):
+        load_spec(tmp_path / "nope.toml")
+
+
+def test_unknown_key_in_a_file(tmp_path):
+    path = tmp_path / "typo.toml"
+    path.write_text(Path(STUDIES / "quickstart.toml").read_text().replace("min_dk =", "mindk ="))
+    with pytest.raises(SpecError, match=r"unknown key 'mindk' in \[space\]"):
+        load_spec(path)
+
+
+def test_committed_specs_exist():
+    names = {p.stem for p in COMMITTED}
+    assert {"quickstart", "gpu-vit", "relations"} <= names
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: p.stem)
+def test_committed_specs_load_and_round_trip(path):
+    spec = load_spec(path)
+    assert spec.name == path.stem
+    assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+
+
+def test_committed_specs_say_what_they_promise():
+    quick = load_spec(STUDIES / "quickstart.toml")
+    assert quick.task.name == "digits" and quick.latency.device == "cpu" and quick.early_stopping.enabled
+    assert quick.space.families == ("uniform", "increasing", "decreasing", "free")
+    gpu = load_spec(STUDIES / "gpu-vit.toml")
+    assert gpu.latency.device == "cuda" and gpu.latency.dtype == "bfloat16" and max(gpu.space.d_model) >= 256
+    rel = load_spec(STUDIES / "relations.toml")
+    assert (
+        rel.task.name == "relations"
+        and rel.task.options["n_relations"] == 4
+        and rel.space.heads == (1, 2, 4, 8)
+    )
