@@ -1,0 +1,244 @@
+"""Optuna storage by URL: SQLite by default, PostgreSQL for many workers and machines.
+
+Storage is just a URL and both engines go through one code path, :func:`open_storage`, which turns every way a
+URL can be wrong (malformed, unknown engine, missing driver, server down, old schema) into one
+:class:`~explorer.errors.StorageError` sentence with the password masked. With ``heartbeat=True`` (the default)
+a running trial writes a heartbeat; a trial whose worker died (SIGKILL, OOM, lost machine) is marked FAIL by the
+next ``study.optimize`` on that storage and its parameters are queued again
+(:class:`optuna.storages.RetryHeartbeatStaleTrialCallback`). Without a heartbeat such a trial stays RUNNING
+forever.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+import warnings
+from pathlib import Path
+from typing import NamedTuple
+
+import optuna
+import sqlalchemy.exc
+from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from sqlalchemy.engine import URL, make_url
+
+from explorer.errors import SpecError, StorageError
+
+__all__ = [
+    "DEFAULT_STORAGE_TEMPLATE",
+    "StudyRow",
+    "check_study_name",
+    "default_storage_url",
+    "list_study_summaries",
+    "mask_url",
+    "open_storage",
+    "study_exists",
+]
+
+DEFAULT_STORAGE_TEMPLATE = "sqlite:///studies/{name}.db"
+CONNECT_TIMEOUT_S = 5  # a PostgreSQL server that does not answer fails in seconds, not minutes
+SQLITE_LOCK_TIMEOUT_S = 30  # SQLite's `timeout` is how long to wait for another worker's lock: be patient
+URL_FORMS = "sqlite:///path.db or postgresql+psycopg://user:pass@host/db"
+
+_NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
+# `scheme://user:` then everything up to the last `@`: a password may hold an unencoded `@`, `/` or `:`.
+_USERINFO_PASSWORD_RE = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*:)(?P<password>.*)@", re.S)
+_QUERY_PASSWORD_RE = re.compile(r"(?P<head>[?&](?:password|passwd|pwd)=)[^&#]*", re.I)
+
+
+class StudyRow(NamedTuple):
+    """One study in a storage, as `explorer study list` shows it."""
+
+    name: str
+    n_trials: int  # all states, WAITING and RUNNING included
+    directions: tuple[str, ...]  # "maximize" / "minimize", one per objective
+    datetime_start: datetime.datetime | None  # the earliest trial start, None before any trial started
+
+
+def mask_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***``; a URL without one comes back unchanged.
+
+    Works on the raw string, so malformed URLs are masked too. (SQLAlchemy's
+    ``render_as_string(hide_password=True)`` leaves the tail of a password that holds an unencoded ``@``
+    visible, and re-encodes parts of URLs that have no password.)
+    """
+    masked = _USERINFO_PASSWORD_RE.sub(r"\g<head>***@", str(url), count=1)
+    return _QUERY_PASSWORD_RE.sub(r"\g<head>***", masked)
+
+
+def check_study_name(name: str) -> str:
+    """Return ``name`` if it is safe as a study name and file name, else raise :class:`SpecError`."""
+    if isinstance(name, str) and _NAME_RE.fullmatch(name):
+        return name
+    shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:77] + "..."
+    raise SpecError(
+        f"Study name {shown} is invalid; use 1-64 letters, digits, '-', '_' or '.', not starting with '.'."
+    )
+
+
+def default_storage_url(name: str) -> str:
+    """The SQLite URL a study gets when no ``--storage`` is given: ``studies/NAME.db`` under the cwd."""
+    return DEFAULT_STORAGE_TEMPLATE.format(name=check_study_name(name))
+
+
+def open_storage(
+    url: str,
+    *,
+    heartbeat: bool = True,
+    heartbeat_interval: int = 10,
+    grace_period: int = 30,
+    max_retry: int = 3,
+) -> RDBStorage:
+    """Open (creating tables if needed) the Optuna storage at ``url``.
+
+    Accepts ``sqlite:///path.db`` (the parent directory is created), ``sqlite:///:memory:``, and
+    ``postgresql+psycopg://user:pass@host[:port]/db``; a plain ``postgresql://`` URL is rewritten to
+    ``postgresql+psycopg://`` because psycopg 3 is the driver we install (SQLAlchemy would pick psycopg2).
+    Other SQLAlchemy URLs Optuna supports are passed through as they are.
+
+    Args:
+        url: SQLAlchemy database URL.
+        heartbeat: record a heartbeat for running trials, so that a killed worker's trial is failed (and
+            retried) by the next ``study.optimize``; only ``study.optimize`` runs the heartbeat.
+        heartbeat_interval: seconds between heartbeats.
+        grace_period: seconds without a heartbeat before a RUNNING trial counts as dead; must exceed
+            ``heartbeat_interval``.
+        max_retry: how many times a dead trial's parameters are queued again (as a WAITING trial).
+
+    Raises:
+        StorageError: the URL is malformed, its driver is missing, or the database cannot be reached.
+    """
+    if heartbeat and not 0 < heartbeat_interval < grace_period:
+        raise StorageError(
+            f"Heartbeat interval {heartbeat_interval}s and grace period {grace_period}s are invalid; "
+            "use a positive interval shorter than the grace period."
+        )
+    parsed, url = _parse(url)
+    masked = mask_url(url)
+    engine_kwargs = _engine_kwargs(parsed)
+    if parsed.get_backend_name() == "sqlite":
+        _make_sqlite_parent(parsed, masked)
+
+    kwargs: dict = {}
+    with warnings.catch_warnings():
+        # heartbeat_interval and the retry callback are marked experimental in Optuna 5.0; we rely on them
+        # on purpose (tests/test_storage.py kills a worker for real), so the warning only adds noise.
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if heartbeat:
+            kwargs = {
+                "heartbeat_interval": heartbeat_interval,
+                "grace_period": grace_period,
+                # Optuna 4.9 renamed failed_trial_callback / RetryFailedTrialCallback (now deprecated).
+                "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+            }
+        try:
+            # RDBStorage runs str.format(SCHEMA_VERSION=...) on the URL: escape braces in a path or password.
+            return RDBStorage(
+                url.replace("{", "{{").replace("}", "}}"), engine_kwargs=engine_kwargs, **kwargs
+            )
+        except ImportError:
+            raise StorageError(
+                f"The database driver for {masked} is not installed; run pip install 'psycopg[binary]' "
+                "for PostgreSQL (or the driver your URL names)."
+            ) from None
+        except sqlalchemy.exc.DBAPIError as exc:
+            raise StorageError(_unreachable_message(parsed, masked, exc)) from None
+        except RuntimeError as exc:  # Optuna's "table schema is not compatible" check
+            raise StorageError(
+                f"The storage {masked} has an incompatible schema ({_scrub(str(exc), parsed)}); "
+                "run `optuna storage upgrade --storage URL` or use a new database."
+            ) from None
+
+
+def study_exists(storage: BaseStorage | str, name: str) -> bool:
+    """Whether a study called ``name`` is in ``storage`` (a storage object or a URL)."""
+    if isinstance(storage, str):
+        storage = open_storage(storage, heartbeat=False)
+    try:
+        storage.get_study_id_from_name(name)
+    except KeyError:
+        return False
+    return True
+
+
+def list_study_summaries(storage: BaseStorage | str) -> list[StudyRow]:
+    """Every study in ``storage`` (a storage object or a URL), sorted by name."""
+    if isinstance(storage, str):
+        storage = open_storage(storage, heartbeat=False)
+    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
+    rows = [
+        StudyRow(
+            name=s.study_name,
+            n_trials=s.n_trials,
+            directions=tuple(d.name.lower() for d in s.directions),
+            datetime_start=s.datetime_start,
+        )
+        for s in summaries
+    ]
+    return sorted(rows, key=lambda row: row.name)
+
+
+def _parse(url: str) -> tuple[URL, str]:
+    """Parse and check ``url``; return it parsed and as the string to hand to SQLAlchemy."""
+    malformed = StorageError(f"Storage URL {mask_url(url)!r} is malformed; use {URL_FORMS}.")
+    if not isinstance(url, str) or not url.strip():
+        raise malformed
+    url = url.strip()
+    if url.startswith("postgresql://"):
+        url = "postgresql+psycopg://" + url[len("postgresql://") :]
+    try:
+        parsed = make_url(url)
+        parsed.get_dialect()  # an unknown engine ("sqlte://", "postgres://") fails here, before any side effect
+    except (sqlalchemy.exc.ArgumentError, sqlalchemy.exc.NoSuchModuleError, ValueError):
+        raise malformed from None  # SQLAlchemy's message may quote the whole URL, password included
+    if parsed.host and "@" in parsed.host:  # "user:p@ss@host": the driver would print "ss@host" back
+        raise StorageError(
+            f"Storage URL {mask_url(url)!r} is malformed; percent-encode an '@' in the password as %40."
+        )
+    if parsed.get_backend_name() == "sqlite" and not parsed.database:
+        raise malformed  # "sqlite://" is a throwaway in-memory database: say sqlite:///:memory: if meant
+    return parsed, url
+
+
+def _engine_kwargs(parsed: URL) -> dict:
+    """Connection settings: fail fast on an unreachable server, wait patiently for a SQLite lock."""
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+        # pool_pre_ping: a worker's connection may sit idle for a whole trial and be dropped meanwhile.
+        return {"connect_args": connect_args, "pool_pre_ping": True}
+    if backend == "sqlite":
+        return {"connect_args": {"timeout": SQLITE_LOCK_TIMEOUT_S}}
+    return {}
+
+
+def _make_sqlite_parent(parsed: URL, masked: str) -> None:
+    """Create the directory a SQLite file will live in (not for in-memory or ``file:`` URI databases)."""
+    database = parsed.database or ""
+    if database == ":memory:" or database.startswith("file:") or parsed.query.get("uri") == "true":
+        return
+    parent = Path(database).expanduser().parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StorageError(
+            f"Cannot create the directory {str(parent)!r} for {masked} ({exc.strerror}); "
+            "choose a writable path."
+        ) from None
+
+
+def _unreachable_message(parsed: URL, masked: str, exc: sqlalchemy.exc.DBAPIError) -> str:
+    """One sentence for a database that refused or failed the connection, with the driver's reason."""
+    lines = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
+    reason = _scrub(lines[0] if lines else type(exc).__name__, parsed)
+    if parsed.get_backend_name() == "sqlite":
+        hint = "check that the path is a writable SQLite file"
+    else:
+        hint = "check that the server is running and the host, port, user, password and database are right"
+    return f"Cannot open the storage {masked} ({reason}); {hint}."
+
+
+def _scrub(text: str, parsed: URL) -> str:
+    """Remove the password from a driver's message, in case it quotes it (short ones would garble it)."""
+    password = str(parsed.password or "")
+    return text.replace(password, "***") if len(password) >= 4 else text
