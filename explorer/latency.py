@@ -30,7 +30,15 @@ from explorer.device import resolve_device
 from explorer.errors import ConfigError
 from explorer.model import build_model
 
-__all__ = ["LatencyCache", "LatencyResult", "device_name", "latency_key", "model_latency", "time_forward"]
+__all__ = [
+    "LatencyCache",
+    "LatencyResult",
+    "device_name",
+    "latency_key",
+    "model_latency",
+    "random_input",
+    "time_forward",
+]
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _WARMUP_CALLS = 3  # untimed calls first: one-off allocations, kernel selection, lazy initialisation
