@@ -129,10 +129,10 @@ trials.csv, pareto.csv).
 
 **Median end to end: {total:.2f} s** (target: under 15 s).
 
-Where the time goes (cProfile of one write_report at this size): fANOVA parameter importance for two objectives
-(16 trees of depth 8, seed 0) about a third; rendering the 8 PNGs about a third; importing torch for the bench
-chart (explorer.bench draws it) 2-3 s; the tables, the Pareto front, the hypervolume history and the rule checks
-together well under a second.
+Where the time goes (one cProfile run at this size, 17.6 s under the profiler, which inflates everything):
+fANOVA parameter importance for two objectives (16 trees of depth 8, seed 0) 6.0 s; rendering the 8 PNGs 4.1 s;
+importing torch for the bench chart (explorer.bench draws it) 2.8 s; building the three effect figures 2.5 s;
+the tables, the Pareto front, the hypervolume history and the rule checks well under a second together.
 
 Readability at this size was checked by eye on the figures of this run: markers shrink (area 9) and turn
 translucent (alpha 0.45) above 400 trials, point clouds are rasterized, legends sit outside the axes, the latency
