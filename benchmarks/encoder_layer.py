@@ -131,6 +131,16 @@ def summarize(res: dict) -> dict[str, dict[str, float]]:
     return out
 
 
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """The flags every benchmark here shares: threads, device, where to record, a note for the record."""
+    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (stated in the record)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--record", type=Path, help="append a dated markdown block to this file")
+    p.add_argument(
+        "--note", default="", help="free text for the record (e.g. 'machine shared with other jobs')"
+    )
+
+
 def command_line() -> str:
     """How this run was started, without the free-text ``--note`` (the record lists it separately)."""
     argv, out = sys.argv, []
@@ -205,14 +215,9 @@ def main() -> None:
     p.add_argument("--mlp-ratio", type=float, default=4.0)
     p.add_argument("--seq-len", type=int, default=197)
     p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (stated in the record)")
     p.add_argument("--rounds", type=int, default=6, help="alternating rounds per model")
     p.add_argument("--min-run-time", type=float, default=1.0, help="seconds per blocked_autorange")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--record", type=Path, help="append a dated markdown block to this file")
-    p.add_argument(
-        "--note", default="", help="free text for the record (e.g. 'machine shared with other jobs')"
-    )
+    add_run_args(p)
     args = p.parse_args()
     res = measure(args)
     print(table(res))

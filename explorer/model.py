@@ -93,6 +93,11 @@ class Encoder(nn.Module):
         self.head = nn.Linear(d, spec.n_classes)
         self.apply(self._init_weights)
         _trunc_normal(self.pos)
+        if spec.kind == "features":
+            # A few raw features per position: at std 0.02 their embedding would be as faint as the positional
+            # one, so the content signal starts buried. Fan-in scaling (LeCun normal, like a ViT's patch
+            # embedding) starts it at unit scale; on digits this lifted val accuracy after 10 epochs 0.54 -> 0.70.
+            _trunc_normal(self.embed.weight, std=spec.n_features**-0.5)
 
     @staticmethod
     def _init_weights(m: nn.Module) -> None:
