@@ -125,9 +125,9 @@ def space(d_model: int, min_dk: int, as_json: bool) -> None:
     show_default=True,
     help="Attention implementation.",
 )
-@click.option("--epochs", type=int, default=10, show_default=True)
-@click.option("--batch-size", type=int, default=64, show_default=True, help="Training batch size.")
-@click.option("--lr", type=float, default=3e-3, show_default=True, help="Peak learning rate.")
+@click.option("--epochs", type=int, default=15, show_default=True)
+@click.option("--batch-size", type=int, default=32, show_default=True, help="Training batch size.")
+@click.option("--lr", type=float, default=2e-3, show_default=True, help="Peak learning rate.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--latency-batch", type=int, default=32, show_default=True, help="Batch size for timing.")
@@ -445,11 +445,12 @@ def report(name: str, storage: str | None, out: Path | None, as_json: bool) -> N
     handle = open_study(name, storage)
     out_dir = out or Path("reports") / name
     paths = write_report(handle.study, out_dir, handle.storage_url)
-    files = [str(p) for p in paths.all()] if hasattr(paths, "all") else [str(out_dir)]
+    files = [paths.markdown, paths.html, paths.trials_csv, paths.pareto_csv, *paths.figures.values()]
     if as_json:
-        _emit_json({"study": name, "out": str(out_dir), "files": files})
+        _emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in files]})
         return
-    click.echo(f"wrote the report for {name!r} to {out_dir}/ (report.md, report.html, figures, CSVs)")
+    click.echo(f"wrote the report for {name!r} to {paths.out_dir}/: report.html, report.md, "
+               f"{len(paths.figures)} figures, trials.csv, pareto.csv")
 
 
 @main.command()
@@ -473,3 +474,7 @@ def export(name: str, storage: str | None, which: str, out: Path) -> None:
     _quiet_optuna()
     number = export_trial(open_study(name, storage), which, out)
     click.echo(f"wrote trial #{number} of {name!r} to {out}; retrain with: explorer train --config {out}")
+
+
+if __name__ == "__main__":
+    main()
