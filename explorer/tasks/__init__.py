@@ -1,0 +1,53 @@
+"""Tasks: every loader returns a :class:`Task` with fixed train/val/test splits.
+
+``load_task("digits")``, ``load_task("relations", n_relations=4)`` or ``load_task("path/to/data.npz")``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Callable
+from typing import Any
+
+from explorer.errors import ConfigError
+from explorer.tasks.base import Task
+from explorer.tasks.digits import load_digits_task
+from explorer.tasks.npz import load_npz
+from explorer.tasks.relations import load_relations
+
+__all__ = ["TASKS", "Task", "load_task"]
+
+TASKS = ("digits", "relations")  # built-in task names; a path ending in .npz is a user file
+_LOADERS: dict[str, Callable[..., Task]] = {"digits": load_digits_task, "relations": load_relations}
+
+
+def _options(loader: Callable[..., Task]) -> list[str]:
+    """The keyword options a loader accepts besides ``seed``."""
+    params = inspect.signature(loader).parameters
+    return [p for p in params if p not in ("seed", "path")]
+
+
+def load_task(name: str | os.PathLike[str], *, seed: int = 0, **options: Any) -> Task:
+    """Load a built-in task by name or a user ``.npz`` file by path; ``seed`` fixes data and splits."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"the task seed must be a non-negative integer, got {seed!r}.")
+    text = os.fspath(name)
+    if text.endswith(".npz"):
+        loader: Callable[..., Task] = load_npz
+        label = ".npz files"
+    elif text in _LOADERS:
+        loader, label = _LOADERS[text], f"task {text!r}"
+    else:
+        raise ConfigError(
+            f"unknown task {text!r}; choose one of {', '.join(TASKS)}, or give a path ending in .npz."
+        )
+    allowed = _options(loader)
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"unknown option(s) {', '.join(unknown)} for {label}; allowed: {', '.join(allowed) or 'none'}."
+        )
+    if loader is load_npz:
+        return load_npz(text, seed=seed)
+    return loader(seed=seed, **options)
