@@ -285,6 +285,7 @@ class Objective:
             "rejected": sampled.rejected,
             "repaired": sampled.repaired,
             "epochs_planned": epochs,
+            "seed": self.spec.seed + trial.number,
             "device": describe_device(self.device),
             "torch_version": torch.__version__,
             "attention_impl": cfg.attention,
@@ -328,7 +329,10 @@ class Objective:
             )
 
         train_cfg = TrainConfig(
-            epochs=epochs, batch_size=self.spec.task.batch_size, lr=sampled.lr, seed=self.spec.seed
+            epochs=epochs,
+            batch_size=self.spec.task.batch_size,
+            lr=sampled.lr,
+            seed=self.spec.seed + trial.number,
         )
         from explorer.train import fit
 
@@ -390,6 +394,30 @@ class Objective:
 # --------------------------------------------------------------------------------------------- running
 
 
+def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list[dict[str, Any]]:
+    """The seed's serial/merged/fused table at the study's widest shape, on the study's device.
+
+    Recorded once per study so the report can check "merged heads are faster" where the search ran.
+    """
+    from explorer.bench import bench_attention
+    from explorer.config import valid_heads
+
+    d_model = max(spec.space.d_model)
+    valid = valid_heads(d_model, min(spec.space.min_dk))
+    heads = max(h for h in valid if h <= 8)
+    df = bench_attention(
+        d_model=d_model,
+        heads=heads,
+        seq_len=seq_len,
+        batch=spec.latency.batch_size,
+        device=device,
+        min_run_time=0.2,
+        threads=spec.latency.threads,
+        matmul_size=512,
+    )
+    return df.to_dict(orient="records")
+
+
 def _counted(study: optuna.Study) -> int:
     return len(study.get_trials(deepcopy=False, states=LIVE_STATES))
 
@@ -425,6 +453,8 @@ def _work(
     existing = len(handle.study.get_trials(deepcopy=False))
     handle.study.sampler = make_sampler(handle.spec, stream=existing * 64 + worker)
     objective = Objective(handle, total, device)
+    if "bench" not in handle.study.user_attrs:
+        handle.study.set_user_attr("bench", attention_bench(handle.spec, objective.task.spec.seq_len, device))
     callbacks: list[Callable[..., None]] = [_StopRules(total)]
     if on_trial is not None:
         callbacks.append(lambda study, trial: on_trial(trial))
