@@ -153,7 +153,8 @@ def command_line() -> str:
             skip = True
             continue
         out.append(a)
-    python = ".venv/bin/python" if ".venv" in sys.executable else "python3"
+    repo_venv = Path(__file__).resolve().parents[1] / ".venv"
+    python = ".venv/bin/python" if Path(sys.executable).is_relative_to(repo_venv) else "python3"
     return shlex.join([python, *out])
 
 
