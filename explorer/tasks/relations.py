@@ -30,10 +30,10 @@ ones), nor does any fixed position (markers move).
 Measured (d_model 64, 2 layers, default TrainConfig, k=4, on a GPU): with n_samples=4000 neither 1 nor 4
 heads learns it (val stays near chance, 0.06-0.12; the model memorizes 2,800 examples); with n_samples=20000
 and 40 epochs 4 heads reach 0.19 / 0.45 val (seeds 0 / 1) against 0.11 / 0.15 for 1 head, still rising.
-Use n_samples >= 20000 when the head-count separation matters.
+That is why the default is n_samples=20000.
 
 Splits: the ``n_samples`` generated examples (seeded by ``seed``, i.i.d.) are cut in order into 70/15/15
-train/val/test; with the defaults that is 2,800 / 600 / 600.
+train/val/test; with the defaults that is 14,000 / 3,000 / 3,000.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
 
 
 def load_relations(
-    *, seed: int = 0, n_relations: int = 2, seq_len: int = 24, n_samples: int = 4000, vocab_size: int = 16
+    *, seed: int = 0, n_relations: int = 2, seq_len: int = 24, n_samples: int = 20000, vocab_size: int = 16
 ) -> Task:
     """Generate the relations task (see the module docstring); the same arguments give the same task."""
     k = _check_int("n_relations", n_relations, 1, MAX_RELATIONS)
