@@ -11,6 +11,10 @@ with a large square matmul timed the same way (what the device can do at best).
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -84,6 +88,23 @@ class _Impl(nn.Module):
         return self.attn(x)[0]
 
 
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Hide what the profiler's C++ side writes straight to file descriptor 2 ("USDT ... profiler_start").
+
+    Those lines bypass Python's sys.stderr, so they would land in the middle of the CLI's progress output.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 def peak_memory_mb(model: nn.Module, x: torch.Tensor) -> float:
     """Peak memory allocated during one ``model(x)`` above what was allocated before it, in MiB.
 
@@ -100,7 +121,10 @@ def peak_memory_mb(model: nn.Module, x: torch.Tensor) -> float:
             peak = torch.cuda.max_memory_allocated(x.device) - base
             del out
             return peak / _MB
-        with profile(activities=[ProfilerActivity.CPU], profile_memory=True, acc_events=True) as prof:
+        with (
+            _native_stderr_silenced(),
+            profile(activities=[ProfilerActivity.CPU], profile_memory=True, acc_events=True) as prof,
+        ):
             out = model(x)
             del out
     # Each allocation is counted once, by the innermost op it happened in (self usage) or, outside any op,
