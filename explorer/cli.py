@@ -278,7 +278,12 @@ def _quiet_optuna() -> None:
 
 
 def _run_with_progress(
-    handle: Any, n_trials: int | None, timeout: float | None, workers: int, device: str | None
+    handle: Any,
+    n_trials: int | None,
+    timeout: float | None,
+    workers: int,
+    device: str | None,
+    threads: int | None,
 ) -> None:
     """Run a study with a progress bar on stderr; Ctrl-C stops cleanly and says how to resume."""
     from tqdm import tqdm
@@ -309,6 +314,7 @@ def _run_with_progress(
                 timeout=timeout,
                 workers=workers,
                 device=device,
+                threads=threads,
                 on_progress=on_progress,
             )
         except KeyboardInterrupt:
@@ -342,6 +348,9 @@ def _default_url(name: str) -> str:
 @click.option("--timeout", type=float, help="Stop starting new trials after this many seconds.")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes on this machine.")
 @click.option("--device", help="Override the spec's device (auto, cpu, cuda).")
+@click.option(
+    "--threads", type=int, help="CPU threads per worker (default: the cores divided among the workers)."
+)
 def study_run(
     spec_path: Path,
     storage: str | None,
@@ -349,6 +358,7 @@ def study_run(
     timeout: float | None,
     workers: int,
     device: str | None,
+    threads: int | None,
 ) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
     from explorer.spec import load_spec
@@ -356,7 +366,7 @@ def study_run(
 
     _quiet_optuna()
     handle = prepare_study(load_spec(spec_path), storage)
-    _run_with_progress(handle, n_trials, timeout, workers, device)
+    _run_with_progress(handle, n_trials, timeout, workers, device, threads)
 
 
 @study.command("resume")
@@ -366,6 +376,9 @@ def study_run(
 @click.option("--timeout", type=float, help="Stop starting new trials after this many seconds.")
 @click.option("--workers", type=int, default=1, show_default=True, help="Worker processes on this machine.")
 @click.option("--device", help="Override the stored spec's device (auto, cpu, cuda).")
+@click.option(
+    "--threads", type=int, help="CPU threads per worker (default: the cores divided among the workers)."
+)
 def study_resume(
     name: str,
     storage: str | None,
@@ -373,13 +386,14 @@ def study_resume(
     timeout: float | None,
     workers: int,
     device: str | None,
+    threads: int | None,
 ) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
     from explorer.study import open_study
 
     _quiet_optuna()
     handle = open_study(name, storage)
-    _run_with_progress(handle, n_trials, timeout, workers, device)
+    _run_with_progress(handle, n_trials, timeout, workers, device, threads)
 
 
 @study.command("list")
@@ -449,8 +463,10 @@ def report(name: str, storage: str | None, out: Path | None, as_json: bool) -> N
     if as_json:
         _emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in files]})
         return
-    click.echo(f"wrote the report for {name!r} to {paths.out_dir}/: report.html, report.md, "
-               f"{len(paths.figures)} figures, trials.csv, pareto.csv")
+    click.echo(
+        f"wrote the report for {name!r} to {paths.out_dir}/: report.html, report.md, "
+        f"{len(paths.figures)} figures, trials.csv, pareto.csv"
+    )
 
 
 @main.command()

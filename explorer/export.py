@@ -70,7 +70,7 @@ def export_trial(handle: StudyHandle, which: str, out: Path) -> int:
         attention=a.get("attention_impl", spec.space.attention),
     )
     train_cfg = TrainConfig(
-        epochs=spec.task.epochs, batch_size=spec.task.batch_size, lr=a["lr"], seed=spec.seed
+        epochs=spec.task.epochs, batch_size=spec.task.batch_size, lr=a["lr"], seed=a.get("seed", spec.seed)
     )
     source: dict[str, Any] = {
         "study": spec.name,

@@ -293,7 +293,9 @@ class Objective:
         model = build_model(cfg, self.task.spec)
         attrs.update(params=model.num_params(), flops=model.flops(1))
         del model
+        t0 = time.perf_counter()
         latency = model_latency(cfg, self.task.spec, self.lat_cfg, self.device, cache=self.cache)
+        attrs["latency_time_s"] = time.perf_counter() - t0  # ~0 when the architecture was timed before
         attrs.update(
             latency_ms=latency.median_ms, latency_iqr_ms=latency.iqr_ms, latency_batch_size=latency.batch_size
         )
@@ -337,7 +339,9 @@ class Objective:
         from explorer.train import fit
 
         try:
+            t0 = time.perf_counter()
             _, result = fit(cfg, self.task, train_cfg, self.device, on_epoch=on_epoch)
+            fit_time = time.perf_counter() - t0  # training and per-epoch evaluation
         except TrainingDivergedError as exc:
             trial.set_user_attr("fail_reason", f"diverged: {exc}")
             raise TrialFailed(str(exc)) from None
@@ -358,6 +362,7 @@ class Objective:
                 "epochs_saved": epochs - result.epochs_run,
                 "early_stopped": result.stopped_early,
                 "samples_per_s": result.samples_per_s,
+                "fit_time_s": fit_time,
             },
         )
         if result.stopped_early:
@@ -491,12 +496,14 @@ def run_study(
     timeout: float | None = None,
     workers: int = 1,
     device: str | None = None,
+    threads: int | None = None,
     on_progress: Callable[[Progress], None] | None = None,
     poll_interval: float = 1.0,
 ) -> Progress:
     """Run the study to its total (``n_trials`` overrides the spec's) with ``workers`` processes on this machine.
 
-    Returns the final progress. Raises KeyboardInterrupt after a clean stop on Ctrl-C.
+    Each worker trains with ``threads`` CPU threads (default: the cores divided among the workers, so they do
+    not oversubscribe them). Returns the final progress; raises KeyboardInterrupt after a clean stop on Ctrl-C.
     """
     from explorer.device import resolve_device
 
@@ -508,11 +515,18 @@ def run_study(
     dev = resolve_device(device or handle.spec.latency.device)
     report = (lambda: on_progress(study_progress(handle.study, total))) if on_progress else (lambda: None)
     report()
+    threads = threads or max(1, (os.cpu_count() or 1) // workers)
+    if threads < 1:
+        raise SpecError(f"--threads must be at least 1, got {threads}.")
     if workers == 1:
-        _work(handle, total, dev, timeout, on_trial=lambda _t: report())
+        previous = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            _work(handle, total, dev, timeout, on_trial=lambda _t: report())
+        finally:
+            torch.set_num_threads(previous)
         return study_progress(handle.study, total)
 
-    threads = max(1, (os.cpu_count() or 1) // workers)
     ctx = multiprocessing.get_context("spawn")
     procs = [
         ctx.Process(
