@@ -1,0 +1,597 @@
+"""What each head of a trained model does: importance, masking, attention entropy and redundancy.
+
+* Importance (Michel et al., 2019): a mask ``xi_h = 1`` multiplies every head's output; a head's importance is
+  the expected absolute per-example gradient ``E_x |dL(x)/dxi_h|`` over the validation split (per-example
+  gradients with ``torch.func.vmap``, as the paper defines it), then each layer's scores are divided by their L2
+  norm, so scores compare within a layer and the global masking order is the paper's.
+* Masking: heads are switched off (mask 0, which is exactly removing them) from least to most important, and
+  per layer, the number a layer can lose before validation accuracy drops by more than ``tolerance`` gives a
+  second head-count recommendation, independent of the search.
+* Attention maps: the entropy of each head's attention rows (nats; log T is uniform attention) and the
+  Jensen-Shannon similarity ``1 - JS(p, q) / ln 2`` of two heads' rows (1 = identical maps): redundant heads
+  look alike.
+
+Pure functions return arrays and DataFrames; the ``*_figure`` functions draw them; :func:`analyse_trial` runs all
+of it on one trial of a study and writes figures, ``heads.csv`` and ``heads.md``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import torch
+import torch.nn.functional as F
+from matplotlib.figure import Figure
+from torch.func import functional_call, grad, vmap
+
+from explorer.device import autocast, resolve_device
+
+if TYPE_CHECKING:
+    from explorer.artifacts import ArtifactStore
+    from explorer.model import Encoder
+    from explorer.study import StudyHandle
+
+__all__ = [
+    "HeadsReport",
+    "analyse_trial",
+    "attention_figure",
+    "attention_pairs",
+    "attention_stats",
+    "attention_stats_figure",
+    "head_importance",
+    "heads_needed",
+    "importance_figure",
+    "layer_masking_curves",
+    "masking_curve",
+    "masking_figure",
+    "redundant_pairs",
+    "unpatchify",
+]
+
+TOLERANCE = 0.01  # one accuracy point: how much a layer may lose before its heads count as needed
+REDUNDANT = 0.9  # JS similarity above which two heads of a layer are called redundant
+
+
+def _device(device: torch.device | str) -> torch.device:
+    return resolve_device(device) if isinstance(device, str) else device
+
+
+def _heads(model: Encoder) -> list[int]:
+    return [b.attn.n_heads for b in model.blocks]
+
+
+# --------------------------------------------------------------------------------------------- importance
+
+
+def head_importance(
+    model: Encoder, X: torch.Tensor, y: torch.Tensor, device: torch.device | str, batch_size: int = 256
+) -> list[np.ndarray]:
+    """Per layer, ``[H_i]`` importance scores ``E_x |dL(x)/d mask|``, L2-normalized within the layer.
+
+    The model is moved to ``device`` and evaluated without dropout; its mode and attention impl are restored.
+    """
+    device = _device(device)
+    model.to(device)
+    was_training, impls = model.training, [b.attn.impl for b in model.blocks]
+    model.eval()
+    for b in model.blocks:  # the merged path is the same function as fused, in plain matmuls vmap can batch
+        b.attn.impl = "merged"
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+
+    def loss(masks: tuple[torch.Tensor, ...], x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        logits = functional_call(model, (params, buffers), (x.unsqueeze(0),), {"head_masks": list(masks)})
+        return F.cross_entropy(logits.float(), t.unsqueeze(0))
+
+    per_example = vmap(grad(loss), in_dims=(None, 0, 0))
+    ones = tuple(torch.ones(h, device=device) for h in _heads(model))
+    total = [torch.zeros(h, dtype=torch.float64, device=device) for h in _heads(model)]
+    try:
+        for i in range(0, len(y), batch_size):
+            xb, yb = X[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+            for acc, g in zip(total, per_example(ones, xb, yb), strict=True):  # g: [B, H_i]
+                acc += g.abs().sum(dim=0).double()
+    finally:
+        for b, impl in zip(model.blocks, impls, strict=True):
+            b.attn.impl = impl
+        model.train(was_training)
+    out = []
+    for acc in total:
+        s = (acc / max(len(y), 1)).cpu().numpy()
+        norm = np.linalg.norm(s)
+        out.append(s / norm if norm > 0 else s)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- masking
+
+
+def _accuracy(
+    model: Encoder, X: torch.Tensor, y: torch.Tensor, device: torch.device, masks: list[torch.Tensor]
+) -> float:
+    """Validation accuracy with ``masks`` applied (eval mode, no grad)."""
+    was_training = model.training
+    model.eval()
+    correct = 0
+    try:
+        with torch.inference_mode(), autocast(device):
+            for i in range(0, len(y), 512):
+                logits = model(X[i : i + 512].to(device), head_masks=masks)
+                correct += int((logits.argmax(-1).cpu() == y[i : i + 512]).sum())
+    finally:
+        model.train(was_training)
+    return correct / max(len(y), 1)
+
+
+def _cumulative(
+    model: Encoder,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    device: torch.device | str,
+    steps: Sequence[tuple[int, int]],
+) -> list[float]:
+    """Accuracy with nothing masked, then after masking each ``(layer, head)`` of ``steps`` in turn, cumulatively."""
+    device = _device(device)
+    model.to(device)
+    masks = [torch.ones(h, device=device) for h in _heads(model)]
+    out = [_accuracy(model, X, y, device, masks)]
+    for layer, h in steps:
+        masks[layer][h] = 0.0
+        out.append(_accuracy(model, X, y, device, masks))
+    return out
+
+
+def masking_curve(
+    model: Encoder,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    importance: Sequence[np.ndarray],
+    device: torch.device | str,
+) -> pd.DataFrame:
+    """Accuracy as heads are masked across all layers, least important first (row 0: nothing masked).
+
+    Columns: ``n_masked``, ``layer``, ``head`` (the head masked at this step, 0-based; NA in row 0),
+    ``importance`` (its score) and ``accuracy``.
+    """
+    order = sorted((float(s), layer, h) for layer, v in enumerate(importance) for h, s in enumerate(v))
+    acc = _cumulative(model, X, y, device, [(layer, h) for _, layer, h in order])
+    return pd.DataFrame({
+        "n_masked": range(len(acc)),
+        "layer": pd.array([pd.NA] + [layer for _, layer, _ in order], dtype="Int64"),
+        "head": pd.array([pd.NA] + [h for _, _, h in order], dtype="Int64"),
+        "importance": [np.nan] + [s for s, _, _ in order],
+        "accuracy": acc,
+    })  # fmt: skip
+
+
+def layer_masking_curves(
+    model: Encoder,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    importance: Sequence[np.ndarray],
+    device: torch.device | str,
+) -> pd.DataFrame:
+    """Per layer, accuracy as that layer's heads are masked least important first, other layers intact.
+
+    Columns: ``layer``, ``n_masked`` (0 = nothing masked), ``head`` (masked at this step), ``accuracy``.
+    """
+    frames = []
+    for layer, scores in enumerate(importance):
+        order = [int(h) for h in np.argsort(scores, kind="stable")]
+        acc = _cumulative(model, X, y, device, [(layer, h) for h in order])
+        frames.append(pd.DataFrame({"layer": layer, "n_masked": range(len(acc)),
+                                    "head": pd.array([pd.NA, *order], dtype="Int64"), "accuracy": acc}))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def _needed(curves: pd.DataFrame, heads: Sequence[int], tolerance: float) -> list[int]:
+    """Heads each layer keeps: all but the longest prefix of its curve that stays within ``tolerance``."""
+    out = []
+    for layer, h in enumerate(heads):
+        c = curves[curves["layer"] == layer].sort_values("n_masked")
+        base = float(c["accuracy"].iloc[0])
+        removable = 0
+        for k, acc in zip(c["n_masked"].iloc[1:], c["accuracy"].iloc[1:], strict=True):
+            if acc < base - tolerance - 1e-12:
+                break
+            removable = int(k)
+        out.append(h - removable)
+    return out
+
+
+def heads_needed(
+    model: Encoder,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    importance: Sequence[np.ndarray],
+    device: torch.device | str,
+    tolerance: float = TOLERANCE,
+    curves: pd.DataFrame | None = None,
+) -> list[int]:
+    """Per layer, the heads it needs: its head count minus how many it can lose (greedily, least important
+    first, other layers intact) before validation accuracy drops by more than ``tolerance`` (0.01 = 1 point).
+
+    Pass ``curves`` from :func:`layer_masking_curves` to reuse them. Each value lies in ``[0, H_i]``.
+    """
+    if curves is None:
+        curves = layer_masking_curves(model, X, y, importance, device)
+    return _needed(curves, _heads(model), tolerance)
+
+
+# --------------------------------------------------------------------------------------------- attention maps
+
+
+def _map_stats(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> tuple[list, list]:
+    """Per layer: mean entropy ``[H]`` (nats) and mean JS similarity ``[H, H]`` of attention rows."""
+    device = next(model.parameters()).device
+    ent: list[torch.Tensor] = []
+    sim: list[torch.Tensor] = []
+    rows = 0
+    for i in range(0, len(X), batch_size):
+        maps = model.attention_maps(X[i : i + batch_size].to(device))
+        for layer, p in enumerate(maps):
+            p = p.double()  # [B, H, T, T]
+            B, H, T, _ = p.shape
+            if layer == len(ent):
+                ent.append(torch.zeros(H, dtype=torch.float64))
+                sim.append(torch.zeros(H, H, dtype=torch.float64))
+            plogp = torch.xlogy(p, p).sum(-1)  # [B, H, T]
+            ent[layer] += -plogp.sum((0, 2)).cpu()
+            for a in range(H - 1):
+                q = p[:, a + 1 :]  # [B, H-a-1, T, T]
+                m = 0.5 * (p[:, a : a + 1] + q)
+                js = 0.5 * (plogp[:, a : a + 1] - torch.xlogy(p[:, a : a + 1], m).sum(-1))
+                js = js + 0.5 * (plogp[:, a + 1 :] - torch.xlogy(q, m).sum(-1))  # [B, H-a-1, T]
+                s = (1.0 - js.clamp(min=0.0) / math.log(2)).sum((0, 2)).cpu()
+                sim[layer][a, a + 1 :] += s
+                sim[layer][a + 1 :, a] += s
+        rows += maps[0].shape[0] * maps[0].shape[2]
+    entropy = [(e / rows).numpy() for e in ent]
+    similarity = []
+    for s in sim:
+        s = (s / rows).numpy()
+        np.fill_diagonal(s, 1.0)
+        similarity.append(s)
+    return entropy, similarity
+
+
+def _stats_frame(entropy: list[np.ndarray], similarity: list[np.ndarray], seq_len: int) -> pd.DataFrame:
+    rows = []
+    for layer, (e, s) in enumerate(zip(entropy, similarity, strict=True)):
+        for h in range(len(e)):
+            others = np.delete(s[h], h)
+            rows.append({
+                "layer": layer, "head": h, "entropy": float(e[h]), "uniform_entropy": math.log(seq_len),
+                "similarity_mean": float(others.mean()) if len(others) else np.nan,
+                "similarity_max": float(others.max()) if len(others) else np.nan,
+                "most_similar": int(np.delete(np.arange(len(e)), h)[others.argmax()]) if len(others) else -1,
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _pairs_frame(similarity: list[np.ndarray]) -> pd.DataFrame:
+    rows = [
+        {"layer": layer, "head_a": a, "head_b": b, "similarity": float(s[a, b])}
+        for layer, s in enumerate(similarity)
+        for a in range(len(s))
+        for b in range(a + 1, len(s))
+    ]
+    return pd.DataFrame(rows, columns=["layer", "head_a", "head_b", "similarity"])
+
+
+def attention_stats(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> pd.DataFrame:
+    """Per layer and head: mean attention entropy (nats), log T for reference, and the mean and max JS similarity
+    of its maps to the other heads of its layer (``most_similar`` names that head; NaN/-1 in one-head layers)."""
+    entropy, similarity = _map_stats(model, X, batch_size)
+    return _stats_frame(entropy, similarity, X.shape[1])
+
+
+def attention_pairs(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> pd.DataFrame:
+    """Every pair of heads in a layer with the mean JS similarity of their attention rows (1 = identical)."""
+    return _pairs_frame(_map_stats(model, X, batch_size)[1])
+
+
+def redundant_pairs(pairs: pd.DataFrame, threshold: float = REDUNDANT) -> pd.DataFrame:
+    """The pairs from :func:`attention_pairs` at or above ``threshold`` similarity, most similar first."""
+    return pairs[pairs["similarity"] >= threshold].sort_values(
+        "similarity", ascending=False, ignore_index=True
+    )
+
+
+def unpatchify(X: np.ndarray | torch.Tensor) -> np.ndarray:
+    """Inverse of explorer.tasks.digits.patchify: ``[n, g*g, p*p]`` patches -> ``[n, g*p, g*p]`` images."""
+    X = np.asarray(X)
+    n, T, P = X.shape
+    g, p = math.isqrt(T), math.isqrt(P)
+    if g * g != T or p * p != P:
+        raise ValueError(f"{T} positions of {P} features are not square patches of a square image.")
+    return X.reshape(n, g, g, p, p).transpose(0, 1, 3, 2, 4).reshape(n, g * p, g * p)
+
+
+# --------------------------------------------------------------------------------------------- figures
+
+
+def _fig(w: float, h: float) -> Figure:
+    from explorer.plots import DPI
+
+    return Figure(figsize=(w, h), dpi=DPI, layout="constrained")
+
+
+def _grid(values: Sequence[np.ndarray]) -> np.ndarray:
+    """Ragged per-layer vectors as a ``[layers, max heads]`` matrix padded with NaN."""
+    width = max(len(v) for v in values)
+    return np.array(
+        [np.pad(np.asarray(v, float), (0, width - len(v)), constant_values=np.nan) for v in values]
+    )
+
+
+def importance_figure(importance: Sequence[np.ndarray], needed: Sequence[int] | None = None) -> Figure:
+    """Heatmap of head importance, one row per layer (L2-normalized per layer; blank = no such head)."""
+    mat = _grid(importance)
+    labels = [
+        f"layer {i + 1}" + (f" (needs {needed[i]}/{len(v)})" if needed is not None else "")
+        for i, v in enumerate(importance)
+    ]
+    fig = _fig(max(5.0, 0.55 * mat.shape[1] + 3.2), 0.45 * len(mat) + 1.6)
+    ax = fig.add_subplot()
+    sns.heatmap(
+        pd.DataFrame(mat, index=labels, columns=[str(h) for h in range(mat.shape[1])]), mask=np.isnan(mat),
+        annot=mat.shape[1] <= 16, fmt=".2f", cmap="rocket_r", vmin=0, linewidths=0.5, linecolor="white",
+        cbar_kws={"label": "importance (|dL/dmask|, L2-normalized per layer)"}, annot_kws={"fontsize": 7}, ax=ax,
+    )  # fmt: skip
+    ax.set_xlabel("head")
+    ax.set_ylabel("")
+    ax.set_title(
+        "Head importance (Michel et al., 2019): expected |gradient| of the loss w.r.t. a head mask",
+        fontsize=10,
+    )
+    return fig
+
+
+def masking_figure(
+    curve: pd.DataFrame, layer_curves: pd.DataFrame | None = None, tolerance: float = TOLERANCE
+) -> Figure:
+    """Validation accuracy as heads are masked: across layers (left) and one layer at a time (right)."""
+    panels = 1 if layer_curves is None else 2
+    with sns.axes_style("whitegrid"):
+        fig = _fig(5.2 * panels, 4.0)
+        axes = fig.subplots(1, panels, squeeze=False)[0]
+    base = float(curve["accuracy"].iloc[0]) * 100
+    c = curve.assign(acc=curve["accuracy"] * 100)
+    sns.lineplot(data=c, x="n_masked", y="acc", marker="o", markersize=4, ax=axes[0])
+    axes[0].set_title("All layers, least important head first", fontsize=10)
+    axes[0].set_xlabel("heads masked")
+    if layer_curves is not None:
+        lc = layer_curves.assign(acc=layer_curves["accuracy"] * 100, layer=layer_curves["layer"] + 1)
+        sns.lineplot(
+            data=lc,
+            x="n_masked",
+            y="acc",
+            hue="layer",
+            marker="o",
+            markersize=4,
+            palette="viridis",
+            ax=axes[1],
+        )
+        axes[1].set_title("One layer at a time (others intact)", fontsize=10)
+        axes[1].set_xlabel("heads masked in the layer")
+    for ax in axes:
+        ax.axhline(base - tolerance * 100, color="0.4", ls="--", lw=1, label=f"-{tolerance * 100:g} point")
+        ax.set_ylabel("validation accuracy (%)")
+    axes[-1].legend(fontsize=8)
+    return fig
+
+
+def attention_figure(
+    maps: Sequence[np.ndarray], images: np.ndarray | None = None, labels: Sequence[str] | None = None
+) -> Figure:
+    """Attention maps of a few inputs: one row per (input, layer), one column per head.
+
+    ``maps`` holds one ``[n, H, T, T]`` array per layer. With ``images`` (``[n, side, side]``, e.g. digits) each
+    cell overlays the attention each patch receives (mean over query patches), on the patch grid upsampled to the
+    image; without, each cell is the ``T x T`` map (rows: queries, columns: keys).
+    """
+    n, n_layers, width = maps[0].shape[0], len(maps), max(m.shape[1] for m in maps)
+    fig = _fig(1.25 * width + 1.4, 1.25 * n * n_layers + 0.6)
+    axes = fig.subplots(n * n_layers, width, squeeze=False)
+    for i in range(n):
+        for layer, m in enumerate(maps):
+            row = axes[i * n_layers + layer]
+            for h, ax in enumerate(row):
+                ax.set_xticks([])
+                ax.set_yticks([])
+                if h >= m.shape[1]:
+                    ax.set_axis_off()
+                    continue
+                if images is not None:
+                    side, T = images.shape[-1], m.shape[-1]
+                    g = math.isqrt(T)
+                    received = m[i, h].mean(axis=0).reshape(g, g)  # attention each key patch gets
+                    ax.imshow(images[i], cmap="gray_r", extent=(0, side, side, 0))
+                    ax.imshow(np.kron(received, np.ones((side // g, side // g))), cmap="magma", alpha=0.55,
+                              extent=(0, side, side, 0))  # fmt: skip
+                else:
+                    sns.heatmap(m[i, h], cmap="magma", vmin=0, cbar=False, square=True, xticklabels=False,
+                                yticklabels=False, ax=ax)  # fmt: skip
+                if i == 0 and layer == 0:
+                    ax.set_title(f"head {h}", fontsize=8)
+            tag = labels[i] if labels is not None else f"input {i}"
+            row[0].set_ylabel(f"{tag}\nlayer {layer + 1}", fontsize=8)
+    kind = "attention received per patch (mean over queries)" if images is not None else "query x key maps"
+    fig.suptitle(f"Attention per head: {kind}", fontsize=10)
+    return fig
+
+
+def attention_stats_figure(stats: pd.DataFrame) -> Figure:
+    """Per head, grouped by layer: attention entropy (uniform = log T, dashed) and mean similarity to the
+    other heads of its layer (JS similarity, 1 = identical maps)."""
+    s = stats.assign(layer=stats["layer"] + 1)
+    with sns.axes_style("whitegrid"):
+        fig = _fig(10, 4.0)
+        ax1, ax2 = fig.subplots(1, 2)
+    sns.barplot(data=s, x="layer", y="entropy", hue="head", palette="crest", legend=False, ax=ax1)
+    ax1.axhline(float(s["uniform_entropy"].iloc[0]), color="0.4", ls="--", lw=1)
+    ax1.set_ylabel("mean attention entropy (nats)")
+    ax1.set_title("Entropy per head (dashed: uniform attention)", fontsize=10)
+    sns.barplot(data=s, x="layer", y="similarity_mean", hue="head", palette="crest", legend=False, ax=ax2)
+    ax2.set_ylim(0, 1.02)
+    ax2.set_ylabel("mean JS similarity to other heads")
+    ax2.set_title("Redundancy: similarity of each head's maps to its layer's others", fontsize=10)
+    return fig
+
+
+# --------------------------------------------------------------------------------------------- one trial
+
+
+@dataclass(frozen=True)
+class HeadsReport:
+    """The head analysis of one trial (validation split) and where its files went."""
+
+    study: str
+    trial: int
+    d_model: int
+    heads: tuple[int, ...]  # per layer, as trained
+    heads_needed: tuple[int, ...]  # per layer, from masking (the second recommendation)
+    tolerance: float  # accuracy loss allowed per layer when counting needed heads (0.01 = 1 point)
+    val_accuracy_stored: float  # what the study recorded for the trial
+    val_accuracy: float  # of the model analysed (loaded or retrained); should match the stored figure
+    importance: tuple[tuple[float, ...], ...]  # per layer and head, L2-normalized per layer
+    table: pd.DataFrame  # per head: importance, masking order, entropy, similarity (= heads.csv)
+    curve: pd.DataFrame  # masking_curve
+    layer_curves: pd.DataFrame  # layer_masking_curves
+    redundant: pd.DataFrame  # redundant_pairs
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def verdict(self) -> str:
+        """One sentence comparing the masking recommendation with the trained schedule."""
+        trained, needed = ",".join(map(str, self.heads)), ",".join(map(str, self.heads_needed))
+        if self.heads_needed == self.heads:
+            return f"every layer needs all its heads ({trained}): no layer can lose one within {self.tolerance * 100:g} point."
+        return (
+            f"masking keeps accuracy within {self.tolerance * 100:g} point with {needed} heads per layer "
+            f"(trained with {trained}); the masked heads' capacity is unused on this task."
+        )
+
+
+def _table(importance: Sequence[np.ndarray], curve: pd.DataFrame, stats: pd.DataFrame) -> pd.DataFrame:
+    order = curve.dropna(subset=["layer"]).astype({"layer": int, "head": int})
+    order = order.rename(columns={"n_masked": "mask_order", "accuracy": "accuracy_after_masking"})
+    imp = pd.DataFrame(
+        [
+            {"layer": layer, "head": h, "importance": float(s)}
+            for layer, v in enumerate(importance)
+            for h, s in enumerate(v)
+        ]
+    )
+    t = imp.merge(order[["layer", "head", "mask_order", "accuracy_after_masking"]], on=["layer", "head"])
+    return t.merge(stats, on=["layer", "head"]).sort_values(["layer", "head"], ignore_index=True)
+
+
+def _markdown(r: HeadsReport, pairs_shown: int = 10) -> str:
+    from explorer.report import _md_table
+
+    per_layer = pd.DataFrame({
+        "layer": range(1, len(r.heads) + 1), "heads": r.heads, "needed": r.heads_needed,
+        "mean entropy (nats)": r.table.groupby("layer")["entropy"].mean().round(3).to_numpy(),
+        "max similarity": r.table.groupby("layer")["similarity_max"].max().round(3).to_numpy(),
+    })  # fmt: skip
+    t = r.table.round(4)
+    lines = [
+        f"# Heads of trial #{r.trial} in study {r.study}",
+        "",
+        f"d_model {r.d_model}, heads per layer {','.join(map(str, r.heads))}. Validation accuracy "
+        f"{r.val_accuracy * 100:.2f}% (the study recorded {r.val_accuracy_stored * 100:.2f}%).",
+        "",
+        f"**Second head-count recommendation:** {r.verdict}",
+        "",
+        "Importance is the expected absolute gradient of the loss with respect to a mask on each head "
+        "(Michel et al., 2019), L2-normalized per layer. Entropy is in nats (uniform attention = "
+        f"{float(r.table['uniform_entropy'].iloc[0]):.3f}); similarity is 1 - JS divergence / ln 2 between two "
+        "heads' attention rows (1 = identical).",
+        "",
+        _md_table(per_layer),
+        "",
+        f"## Redundant pairs (similarity >= {REDUNDANT})",
+        "",
+        _md_table(r.redundant.head(pairs_shown).round(3)),
+        "",
+        "## Per head",
+        "",
+        _md_table(t),
+        "",
+        *[f"![{k}]({p.name})" for k, p in r.files.items() if p.suffix == ".png"],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def analyse_trial(
+    handle: StudyHandle,
+    which: str | int = "knee",
+    device: torch.device | str = "auto",
+    out_dir: str | Path = ".",
+    *,
+    store: ArtifactStore | None = None,
+    tolerance: float = TOLERANCE,
+    n_examples: int = 3,
+) -> HeadsReport:
+    """Analyse the heads of one trial (``knee``, ``most-accurate``, ``fastest`` or a number) on its task's
+    validation split; write ``importance.png``, ``masking.png``, ``attention_maps.png``, ``attention_stats.png``,
+    ``heads.csv`` and ``heads.md`` into ``out_dir``. Weights come from the study's artifacts, else a retrain."""
+    from explorer.artifacts import trained_model
+    from explorer.export import select_trial
+    from explorer.plots import save_png
+
+    device = _device(device)
+    number = select_trial(handle, str(which))
+    model, task = trained_model(handle, number, device, store)
+    X, y = task.val
+    importance = head_importance(model, X, y, device)
+    curve = masking_curve(model, X, y, importance, device)
+    layer_curves = layer_masking_curves(model, X, y, importance, device)
+    needed = _needed(layer_curves, _heads(model), tolerance)
+    entropy, similarity = _map_stats(model, X)
+    stats = _stats_frame(entropy, similarity, X.shape[1])
+    first: dict[int, int] = {}
+    for i, label in enumerate(y.tolist()):
+        first.setdefault(label, i)
+    picks = torch.tensor(list(first.values())[:n_examples])  # a few inputs of different classes
+    ex_maps = [m.cpu().numpy() for m in model.attention_maps(X[picks].to(device))]
+    images = unpatchify(X[picks].numpy()) if task.name == "digits" and task.spec.kind == "features" else None
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {
+        "importance": lambda: importance_figure(importance, needed),
+        "masking": lambda: masking_figure(curve, layer_curves, tolerance),
+        "attention_maps": lambda: attention_figure(ex_maps, images, [f"label {int(y[i])}" for i in picks]),
+        "attention_stats": lambda: attention_stats_figure(stats),
+    }
+    files = {k: save_png(make(), out / f"{k}.png") for k, make in figures.items()}
+    trial = handle.study.get_trials(deepcopy=False)[number]
+    report = HeadsReport(
+        study=handle.spec.name,
+        trial=number,
+        d_model=model.cfg.d_model,
+        heads=tuple(_heads(model)),
+        heads_needed=tuple(needed),
+        tolerance=tolerance,
+        val_accuracy_stored=float(trial.user_attrs.get("val_accuracy", np.nan)),
+        val_accuracy=float(curve["accuracy"].iloc[0]),
+        importance=tuple(tuple(float(s) for s in v) for v in importance),
+        table=_table(importance, curve, stats),
+        curve=curve,
+        layer_curves=layer_curves,
+        redundant=redundant_pairs(_pairs_frame(similarity)),
+        files={**files, "csv": out / "heads.csv", "markdown": out / "heads.md"},
+    )
+    report.table.to_csv(out / "heads.csv", index=False)
+    (out / "heads.md").write_text(_markdown(report), encoding="utf-8")
+    return report
