@@ -278,6 +278,7 @@ def tiny_study(tmp_path_factory):
         yield handle
 
 
+@pytest.mark.slow
 def test_analyse_trial_retrains_exactly_stores_weights_and_writes_files(tiny_study, tmp_path):
     store = ArtifactStore(tmp_path / "weights")
     report = heads.analyse_trial(tiny_study, "knee", "cpu", tmp_path / "out", store=store)
