@@ -1,6 +1,6 @@
 """Time `write_report` end to end on a synthetic 1,000-trial study stored in SQLite (target: under 15 s).
 
-The study comes from the synthetic builder the tests use (tests/test_analysis.py: accuracy falls at one head,
+The study comes from the synthetic builder the tests use (explorer/synthetic.py: accuracy falls at one head,
 rises with the head count to 8, drops when d_k < 16; latency grows with width and depth), with failed, pruned
 and over-budget trials and an attention bench table, so every figure is drawn. Each timed run loads the study
 from the SQLite file and writes the whole report, in a fresh process, so imports (seaborn, torch for the bench
@@ -48,10 +48,10 @@ print(f"{t3 - t0:.3f} {t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f}")
 
 
 def build(url: str, n: int) -> None:
-    sys.path.insert(0, str(ROOT / "tests"))
     sys.path.insert(0, str(ROOT))
     import optuna
-    from test_analysis import make_study
+
+    from explorer.synthetic import make_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     make_study(
@@ -118,7 +118,7 @@ Machine: {cpu}, {os.cpu_count()} cores, no GPU; Python {platform.python_version(
 pandas {pandas.__version__}, seaborn {seaborn.__version__}, matplotlib {matplotlib.__version__}. Other jobs were
 running on the machine at the same time, so these are upper bounds.
 
-Study: {args.trials} COMPLETE trials from the synthetic builder in tests/test_analysis.py, plus 20 FAIL and 60 PRUNED,
+Study: {args.trials} COMPLETE trials from the synthetic builder in explorer/synthetic.py, plus 20 FAIL and 60 PRUNED,
 about 40% over the latency budget (infeasible), and a 4-row attention bench table, in SQLite. Each run is a fresh
 process: import, `optuna.load_study`, `write_report` (8 figures, report.md, self-contained report.html,
 trials.csv, pareto.csv).

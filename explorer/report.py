@@ -22,7 +22,7 @@ import optuna
 import pandas as pd
 
 from explorer import analysis as an
-from explorer import plots
+from explorer import plots, rules
 from explorer.errors import ConfigError, NoCompletedTrialsError
 
 __all__ = ["ReportPaths", "write_report"]
@@ -279,11 +279,11 @@ def _content(
         )
 
     b.append(("h", 2, "Rules of thumb, checked on this study"))
-    rules = an.rules_of_thumb(df, bench)
+    verdicts = rules.rules_of_thumb(df, bench)
     b.append(
         (
             "table",
-            pd.DataFrame([{"rule": r.rule, "verdict": r.verdict, "evidence": r.evidence} for r in rules]),
+            pd.DataFrame([{"rule": r.rule, "verdict": r.verdict, "evidence": r.evidence} for r in verdicts]),
         )
     )
     b.append(("p", [f"Method: COMPLETE feasible trials only, compared within groups of equal d_model and depth "

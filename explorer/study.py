@@ -459,7 +459,9 @@ def _work(
     handle.study.sampler = make_sampler(handle.spec, stream=existing * 64 + worker)
     objective = Objective(handle, total, device)
     if "bench" not in handle.study.user_attrs:
+        t0 = time.perf_counter()
         handle.study.set_user_attr("bench", attention_bench(handle.spec, objective.task.spec.seq_len, device))
+        handle.study.set_user_attr("bench_time_s", time.perf_counter() - t0)
     callbacks: list[Callable[..., None]] = [_StopRules(total)]
     if on_trial is not None:
         callbacks.append(lambda study, trial: on_trial(trial))

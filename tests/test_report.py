@@ -9,12 +9,12 @@ import optuna
 import pandas as pd
 import pytest
 from optuna.trial import TrialState, create_trial
-from test_analysis import make_study  # tests/ is on sys.path under pytest's default import mode
 
 from explorer import analysis as an
-from explorer import plots
+from explorer import plots, rules
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.report import write_report
+from explorer.synthetic import make_study
 
 BENCH = [
     {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3},
@@ -72,7 +72,7 @@ def test_report_writes_every_file(tmp_path):
         md.index(s) for s in ("## Recommendation", "## Evidence", "## Rules of thumb", "## Study account")
     ]
     assert order == sorted(order)
-    for rule in an.rules_of_thumb(an.trials_table(study), BENCH):
+    for rule in rules.rules_of_thumb(an.trials_table(study), BENCH):
         assert rule.rule in md
     assert "Merged heads are faster | supported" in md
     assert "explorer study resume synthetic --storage sqlite:///" in md

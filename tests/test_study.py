@@ -54,8 +54,15 @@ margin = 0.02
 """
 
 
-def write_spec(tmp_path: Path, name: str = "tiny", n_trials: int = 4, epochs: int = 2, sampler: str = "tpe",
-               early: bool = True, extra: str = "") -> Path:
+def write_spec(
+    tmp_path: Path,
+    name: str = "tiny",
+    n_trials: int = 4,
+    epochs: int = 2,
+    sampler: str = "tpe",
+    early: bool = True,
+    extra: str = "",
+) -> Path:
     path = tmp_path / f"{name}.toml"
     early = early and epochs > 1  # with one epoch there is nothing to stop early (the spec refuses it)
     text = TINY.format(name=name, n_trials=n_trials, epochs=epochs, sampler=sampler, early=str(early).lower())
@@ -90,9 +97,24 @@ def test_run_records_everything_and_total_is_kept_across_resumes(tmp_path, sqlit
     for t in finished(study):
         a = t.user_attrs
         heads, d_model = a["heads"], a["d_model"]
-        assert a["d_k"] == [d_model // h for h in heads] and all(d_model % h == 0 and d_model // h >= 4 for h in heads)
-        for key in ("val_accuracy", "test_accuracy", "latency_ms", "latency_iqr_ms", "params", "flops",
-                    "train_time_s", "epochs_run", "device", "torch_version", "attention_impl", "family", "lr"):
+        assert a["d_k"] == [d_model // h for h in heads] and all(
+            d_model % h == 0 and d_model // h >= 4 for h in heads
+        )
+        for key in (
+            "val_accuracy",
+            "test_accuracy",
+            "latency_ms",
+            "latency_iqr_ms",
+            "params",
+            "flops",
+            "train_time_s",
+            "epochs_run",
+            "device",
+            "torch_version",
+            "attention_impl",
+            "family",
+            "lr",
+        ):
             assert key in a, key
         assert a["torch_version"] == torch.__version__ and a["rejected"] == 0
     assert study.user_attrs["spec"]["name"] == "tiny"
@@ -150,7 +172,7 @@ def test_bad_input_creates_nothing(tmp_path):
 
 def test_cli_errors_are_one_line(tmp_path):
     runner = CliRunner()
-    spec = write_spec(tmp_path, extra='\n[budgets]\nmax_latency = 3\n')
+    spec = write_spec(tmp_path, extra="\n[budgets]\nmax_latency = 3\n")
     result = runner.invoke(main, ["study", "run", str(spec), "--storage", f"sqlite:///{tmp_path}/a.db"])
     assert result.exit_code != 0 and len(result.stderr.strip().splitlines()) == 1
     assert "max_latency" in result.stderr and "Traceback" not in result.stderr
@@ -175,8 +197,16 @@ def test_a_changed_spec_under_the_same_name_is_refused(tmp_path, sqlite_url):
 
 def _run_workers(tmp_path: Path, url: str, total: int, workers: int, name: str) -> optuna.Study:
     result = CliRunner().invoke(
-        main, ["study", "run", str(write_spec(tmp_path, name=name, n_trials=total, epochs=1)), "--storage", url,
-               "--workers", str(workers)],
+        main,
+        [
+            "study",
+            "run",
+            str(write_spec(tmp_path, name=name, n_trials=total, epochs=1)),
+            "--storage",
+            url,
+            "--workers",
+            str(workers),
+        ],
     )
     assert result.exit_code == 0, result.stderr
     return optuna.load_study(study_name=name, storage=url)
@@ -207,7 +237,9 @@ def test_two_workers_postgres_produce_exactly_the_total(tmp_path, postgres_url, 
 @pytest.mark.slow
 def test_sigkill_mid_trial_then_resume_loses_nothing(tmp_path, sqlite_url):
     env = {**os.environ, "EXPLORER_HEARTBEAT_INTERVAL": "1", "EXPLORER_GRACE_PERIOD": "2"}
-    spec = write_spec(tmp_path, name="killme", n_trials=3, epochs=60, early=False)  # trials of several seconds
+    spec = write_spec(
+        tmp_path, name="killme", n_trials=3, epochs=60, early=False
+    )  # trials of several seconds
     cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--storage", sqlite_url]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -234,8 +266,13 @@ def test_sigkill_mid_trial_then_resume_loses_nothing(tmp_path, sqlite_url):
     before = {t.number: t.values for t in study.get_trials(states=(TrialState.COMPLETE,))}
     assert study.get_trials()[victim.number].state == TrialState.RUNNING
     time.sleep(3)  # past the grace period
-    resume = subprocess.run([sys.executable, "-m", "explorer.cli", "study", "resume", "killme", "--storage",
-                             sqlite_url], env=env, capture_output=True, text=True, timeout=300)
+    resume = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "study", "resume", "killme", "--storage", sqlite_url],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert resume.returncode == 0, resume.stderr
     study = optuna.load_study(study_name="killme", storage=sqlite_url)
     assert study.get_trials()[victim.number].state == TrialState.FAIL
