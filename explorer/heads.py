@@ -344,12 +344,12 @@ def importance_figure(importance: Sequence[np.ndarray], needed: Sequence[int] | 
     sns.heatmap(
         pd.DataFrame(mat, index=labels, columns=[str(h) for h in range(mat.shape[1])]), mask=np.isnan(mat),
         annot=mat.shape[1] <= 16, fmt=".2f", cmap="rocket_r", vmin=0, linewidths=0.5, linecolor="white",
-        cbar_kws={"label": "importance (|dL/dmask|, L2-normalized per layer)"}, annot_kws={"fontsize": 7}, ax=ax,
+        cbar_kws={"label": "importance (L2-norm. per layer)"}, annot_kws={"fontsize": 7}, ax=ax,
     )  # fmt: skip
     ax.set_xlabel("head")
     ax.set_ylabel("")
     ax.set_title(
-        "Head importance (Michel et al., 2019): expected |gradient| of the loss w.r.t. a head mask",
+        "Head importance (Michel et al., 2019)\nexpected |dL/d mask| per head over the validation split",
         fontsize=10,
     )
     return fig
@@ -385,7 +385,7 @@ def masking_figure(
     for ax in axes:
         ax.axhline(base - tolerance * 100, color="0.4", ls="--", lw=1, label=f"-{tolerance * 100:g} point")
         ax.set_ylabel("validation accuracy (%)")
-    axes[-1].legend(fontsize=8)
+    axes[-1].legend(fontsize=8, title="layer" if layer_curves is not None else None)
     return fig
 
 
@@ -424,7 +424,9 @@ def attention_figure(
                     ax.set_title(f"head {h}", fontsize=8)
             tag = labels[i] if labels is not None else f"input {i}"
             row[0].set_ylabel(f"{tag}\nlayer {layer + 1}", fontsize=8)
-    kind = "attention received per patch (mean over queries)" if images is not None else "query x key maps"
+    kind = (
+        "attention received per patch (mean over queries)" if images is not None else "query x key maps"
+    ) + ", colour scaled per cell"
     fig.suptitle(f"Attention per head: {kind}", fontsize=10)
     return fig
 
