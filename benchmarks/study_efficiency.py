@@ -63,7 +63,7 @@ def overhead(tmp: Path, es_study: tuple[optuna.Study, float] | None = None) -> t
     )
 
 
-def workers(tmp: Path, n_trials: int = 12) -> str:
+def workers(tmp: Path, n_trials: int = 24) -> str:
     base = load_spec(QUICKSTART)
     space = dataclasses.replace(
         base.space, d_model=(32,), n_layers=(2,), heads=(4,), min_dk=(4,), families=("uniform",)

@@ -29,7 +29,7 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
                      dtype (float32 | bfloat16 | float16, default float32; half types need cuda)
     [budgets]        max_latency_ms, max_params: optional; each becomes an Optuna constraint
     [early_stopping] enabled (true), min_epochs (2: never stop before this epoch),
-                     margin (0.02: how much more accurate an at-least-as-fast trial must have been)
+                     margin (0.05: how much more accurate an at-least-as-fast trial must have been)
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ class EarlyStoppingSpec:
 
     enabled: bool = True
     min_epochs: int = 2  # the first epoch at which a trial may be stopped
-    margin: float = 0.02  # accuracy by which a faster trial must lead for this one to stop
+    margin: float = 0.05  # accuracy by which a faster trial must lead for this one to stop
 
 
 @dataclass(frozen=True)
@@ -370,7 +370,7 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
     spec = EarlyStoppingSpec(
         enabled=t.flag("enabled", True),
         min_epochs=t.integer("min_epochs", 2),
-        margin=t.number("margin", 0.02, high=1.0),
+        margin=t.number("margin", 0.05, high=1.0),
     )
     if spec.enabled and spec.min_epochs >= epochs:
         raise SpecError(

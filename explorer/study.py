@@ -1,24 +1,19 @@
 """Studies: create, resume and run a multi-objective Optuna search over valid attention variants.
 
-The flow per trial (the objective): sample a valid :class:`~explorer.config.ModelConfig` from the fixed search
-space, time it on the device first (latency depends only on the architecture, and is cached), check the
-user's budgets as Optuna constraints, then train epoch by epoch, stopping early when the trial is clearly
-dominated (see :func:`dominated_at_epoch`). Everything the report needs is stored on the trial.
-
-Three properties the code below is organised around:
+What one trial does is :class:`explorer.objective.Objective`; this module opens studies, runs workers, and
+reports progress and status. Three properties the code below is organised around:
 
 * **The spec's ``n_trials`` is the study's total**, across resumes and workers. Trials are numbered by the
   storage in creation order, so a trial knows whether it is within the total by counting the live trials
-  numbered before it (:func:`_is_surplus`); that rule is exact under any number of racing workers.
+  numbered before it (explorer.objective); that rule is exact under any number of racing workers.
 * **No completed work is lost.** Heartbeats make a SIGKILLed worker's trial FAIL on the next run and its
-  configuration re-enqueued (RetryFailedTrialCallback); Ctrl-C marks the running trial FAIL, re-enqueues its
+  configuration re-enqueued (RetryHeartbeatStaleTrialCallback); Ctrl-C marks the running trial FAIL, re-enqueues its
   configuration, and leaves the database consistent; a NaN loss or out-of-memory fails one trial, not the study.
 * **Bad input changes nothing.** The spec, the task and the space are checked before the storage is touched.
 """
 
 from __future__ import annotations
 
-import logging
 import multiprocessing
 import os
 import time
@@ -32,39 +27,24 @@ import torch
 from optuna.trial import TrialState
 
 from explorer import __version__
-from explorer.config import LatencyConfig, TrainConfig
-from explorer.errors import (
-    ExplorerError,
-    SpecError,
-    StudyNotFoundError,
-    TrainingDivergedError,
-)
+from explorer.errors import ExplorerError, SpecError, StudyNotFoundError
+from explorer.objective import LIVE_STATES, Objective, SurplusTrial, TrialFailed
 from explorer.spec import StudySpec, spec_from_dict
 from explorer.storage import check_study_name, default_storage_url, mask_url, open_storage, study_exists
 
 __all__ = [
     "Progress",
     "StudyHandle",
-    "dominated_at_epoch",
+    "list_studies",
     "open_study",
     "prepare_study",
     "run_study",
+    "status",
     "study_progress",
 ]
 
-log = logging.getLogger(__name__)
 
-LIVE_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials in a row
-
-
-class TrialFailed(Exception):
-    """A trial failed for a reason recorded in its ``fail_reason`` attribute; the study goes on."""
-
-
-class SurplusTrial(Exception):
-    """A racing worker created a trial beyond the study's total; it is closed without running."""
 
 
 # --------------------------------------------------------------------------------------------- opening
@@ -200,202 +180,6 @@ def study_progress(study: optuna.Study, total: int) -> Progress:
     )
 
 
-# --------------------------------------------------------------------------------------------- early stop
-
-
-def dominated_at_epoch(
-    epoch: int, val_accuracy: float, latency_ms: float, peers: list[tuple[float, list[float]]], margin: float
-) -> bool:
-    """True when a finished trial at least as fast was more than ``margin`` more accurate at this epoch.
-
-    Such a trial can no longer reach the Pareto front unless it out-learns a faster model by more than the
-    margin in its remaining epochs; the margin is how much late catching-up we allow for.
-    """
-    for peer_latency, history in peers:
-        if (
-            peer_latency <= latency_ms
-            and len(history) >= epoch
-            and history[epoch - 1] > val_accuracy + margin
-        ):
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------------------------- objective
-
-
-def _is_surplus(study: optuna.Study, trial: optuna.Trial, total: int) -> bool:
-    """Whether ``trial`` would exceed the total: count live trials created before it (exact under races)."""
-    before = [t for t in study.get_trials(deepcopy=False, states=LIVE_STATES) if t.number < trial.number]
-    return len(before) >= total
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
-
-
-class Objective:
-    """The per-trial work. Built once per worker; the task is loaded once, latency is cached per architecture."""
-
-    def __init__(self, handle: StudyHandle, total: int, device: torch.device):
-        from explorer.latency import LatencyCache
-        from explorer.space import SearchSpace
-        from explorer.tasks import load_task
-
-        self.study, self.spec, self.total, self.device = handle.study, handle.spec, total, device
-        self.space = SearchSpace.from_spec(self.spec)
-        self.task = load_task(self.spec.task.name, **self.spec.task.options)
-        self.cache = LatencyCache()
-        lat = self.spec.latency
-        self.lat_cfg = LatencyConfig(batch_size=lat.batch_size, threads=lat.threads, dtype=lat.dtype)
-
-    def __call__(self, trial: optuna.Trial) -> tuple[float, ...]:
-        try:
-            return self._run(trial)
-        except KeyboardInterrupt:
-            # Optuna marks this trial FAIL and re-raises; queue its configuration so a resume retries it.
-            trial.set_user_attr("fail_reason", "interrupted (Ctrl-C); its configuration is queued for resume")
-            if trial.params:
-                self.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
-            raise
-
-    def _run(self, trial: optuna.Trial) -> tuple[float, ...]:
-        if _is_surplus(self.study, trial, self.total):
-            trial.set_user_attr("surplus", True)
-            raise SurplusTrial(f"trial {trial.number} is beyond the study's total of {self.total}")
-        from explorer.device import describe_device
-        from explorer.latency import model_latency
-        from explorer.model import build_model
-
-        sampled = self.space.sample(trial)
-        cfg = sampled.config
-        epochs = self.spec.task.epochs
-        attrs: dict[str, Any] = {
-            "d_model": cfg.d_model,
-            "n_layers": cfg.n_layers,
-            "heads": list(cfg.heads),
-            "d_k": list(cfg.d_k),
-            "family": cfg.family,
-            "min_dk": cfg.min_dk,
-            "mlp_ratio": cfg.mlp_ratio,
-            "lr": sampled.lr,
-            "rejected": sampled.rejected,
-            "repaired": sampled.repaired,
-            "epochs_planned": epochs,
-            "seed": self.spec.seed + trial.number,
-            "device": describe_device(self.device),
-            "torch_version": torch.__version__,
-            "attention_impl": cfg.attention,
-        }
-        model = build_model(cfg, self.task.spec)
-        attrs.update(params=model.num_params(), flops=model.flops(1))
-        del model
-        t0 = time.perf_counter()
-        latency = model_latency(cfg, self.task.spec, self.lat_cfg, self.device, cache=self.cache)
-        attrs["latency_time_s"] = time.perf_counter() - t0  # ~0 when the architecture was timed before
-        attrs.update(
-            latency_ms=latency.median_ms, latency_iqr_ms=latency.iqr_ms, latency_batch_size=latency.batch_size
-        )
-        constraints = self._constraints(attrs)
-        attrs["constraints"] = constraints
-        for key, value in constraints.items():
-            trial.set_constraint(key, value)
-        self._set_attrs(trial, attrs)
-        if any(v > 0 for v in constraints.values()):
-            self._set_attrs(
-                trial,
-                {
-                    "epochs_run": 0,
-                    "epochs_saved": epochs,
-                    "early_stopped": True,
-                    "stop_reason": "over budget before training",
-                },
-            )
-            raise optuna.TrialPruned("over budget: " + ", ".join(k for k, v in constraints.items() if v > 0))
-
-        peers = self._peers()
-        es = self.spec.early_stopping
-        history: list[float] = []
-
-        def on_epoch(stats: Any) -> bool:
-            history.append(stats.val_accuracy)
-            trial.set_user_attr("val_history", list(history))
-            return (
-                es.enabled
-                and stats.epoch >= es.min_epochs
-                and stats.epoch < epochs
-                and dominated_at_epoch(stats.epoch, stats.val_accuracy, latency.median_ms, peers, es.margin)
-            )
-
-        train_cfg = TrainConfig(
-            epochs=epochs,
-            batch_size=self.spec.task.batch_size,
-            lr=sampled.lr,
-            seed=self.spec.seed + trial.number,
-        )
-        from explorer.train import fit
-
-        try:
-            t0 = time.perf_counter()
-            _, result = fit(cfg, self.task, train_cfg, self.device, on_epoch=on_epoch)
-            fit_time = time.perf_counter() - t0  # training and per-epoch evaluation
-        except TrainingDivergedError as exc:
-            trial.set_user_attr("fail_reason", f"diverged: {exc}")
-            raise TrialFailed(str(exc)) from None
-        except (RuntimeError, MemoryError) as exc:
-            if not (_is_oom(exc) or isinstance(exc, MemoryError)):
-                raise
-            trial.set_user_attr("fail_reason", f"out of memory on {self.device}: {str(exc)[:200]}")
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            raise TrialFailed("out of memory") from None
-        self._set_attrs(
-            trial,
-            {
-                "val_accuracy": result.val_accuracy,
-                "test_accuracy": result.test_accuracy,
-                "train_time_s": result.train_time_s,
-                "epochs_run": result.epochs_run,
-                "epochs_saved": epochs - result.epochs_run,
-                "early_stopped": result.stopped_early,
-                "samples_per_s": result.samples_per_s,
-                "fit_time_s": fit_time,
-            },
-        )
-        if result.stopped_early:
-            trial.set_user_attr("stop_reason", f"dominated at epoch {result.epochs_run}")
-            raise optuna.TrialPruned(f"dominated at epoch {result.epochs_run}")
-        values = [result.val_accuracy, latency.median_ms]
-        if self.spec.objectives.params:
-            values.append(float(attrs["params"]))
-        return tuple(values)
-
-    def _constraints(self, attrs: dict[str, Any]) -> dict[str, float]:
-        budgets = self.spec.budgets
-        out: dict[str, float] = {}
-        if budgets.max_latency_ms is not None:
-            out["latency_ms"] = attrs["latency_ms"] - budgets.max_latency_ms
-        if budgets.max_params is not None:
-            out["params"] = float(attrs["params"] - budgets.max_params)
-        return out
-
-    def _peers(self) -> list[tuple[float, list[float]]]:
-        """Finished trials' latency and per-epoch validation accuracy, fetched once per trial."""
-        return [
-            (t.user_attrs["latency_ms"], t.user_attrs["val_history"])
-            for t in self.study.get_trials(deepcopy=False, states=FINISHED_STATES)
-            if "latency_ms" in t.user_attrs and t.user_attrs.get("val_history")
-        ]
-
-    @staticmethod
-    def _set_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
-
-
 # --------------------------------------------------------------------------------------------- running
 
 
@@ -421,6 +205,18 @@ def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list
         matmul_size=512,
     )
     return df.to_dict(orient="records")
+
+
+def _record_bench(handle: StudyHandle, device: torch.device) -> None:
+    """Run the attention benchmark once per study, before any worker starts, and store it with the study."""
+    from explorer.tasks import load_task
+
+    if "bench" in handle.study.user_attrs:
+        return
+    t0 = time.perf_counter()
+    seq_len = load_task(handle.spec.task.name, **handle.spec.task.options).spec.seq_len
+    handle.study.set_user_attr("bench", attention_bench(handle.spec, seq_len, device))
+    handle.study.set_user_attr("bench_time_s", time.perf_counter() - t0)
 
 
 def _counted(study: optuna.Study) -> int:
@@ -458,10 +254,6 @@ def _work(
     existing = len(handle.study.get_trials(deepcopy=False))
     handle.study.sampler = make_sampler(handle.spec, stream=existing * 64 + worker)
     objective = Objective(handle, total, device)
-    if "bench" not in handle.study.user_attrs:
-        t0 = time.perf_counter()
-        handle.study.set_user_attr("bench", attention_bench(handle.spec, objective.task.spec.seq_len, device))
-        handle.study.set_user_attr("bench_time_s", time.perf_counter() - t0)
     callbacks: list[Callable[..., None]] = [_StopRules(total)]
     if on_trial is not None:
         callbacks.append(lambda study, trial: on_trial(trial))
@@ -520,6 +312,8 @@ def run_study(
     threads = threads or max(1, (os.cpu_count() or 1) // workers)
     if threads < 1:
         raise SpecError(f"--threads must be at least 1, got {threads}.")
+    if _counted(handle.study) < total:
+        _record_bench(handle, dev)
     if workers == 1:
         previous = torch.get_num_threads()
         torch.set_num_threads(threads)
