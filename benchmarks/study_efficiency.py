@@ -63,13 +63,19 @@ def overhead(tmp: Path, es_study: tuple[optuna.Study, float] | None = None) -> t
     )
 
 
+def _span(study: optuna.Study) -> float:
+    """Seconds from the first trial's start to the last one's end: throughput once the workers are up."""
+    done = _finished(study)
+    return (max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)).total_seconds()
+
+
 def workers(tmp: Path, n_trials: int = 24) -> str:
     base = load_spec(QUICKSTART)
     space = dataclasses.replace(
         base.space, d_model=(32,), n_layers=(2,), heads=(4,), min_dk=(4,), families=("uniform",)
     )
     es = dataclasses.replace(base.early_stopping, enabled=False)
-    rates = {}
+    rates, steady = {}, {}
     for k in (1, 2):
         spec = dataclasses.replace(
             base, name=f"workers{k}", n_trials=n_trials, space=space, early_stopping=es, sampler="random"
@@ -77,11 +83,14 @@ def workers(tmp: Path, n_trials: int = 24) -> str:
         study, wall = _run(spec, tmp, workers=k, threads=1)
         assert len(_finished(study)) == n_trials
         rates[k] = n_trials / wall * 60
-    ratio = rates[2] / rates[1]
+        steady[k] = n_trials / _span(study) * 60
+    ratio, ratio_steady = rates[2] / rates[1], steady[2] / steady[1]
     return (
-        f"workers: {n_trials} identical trials; 1 worker x 1 thread {rates[1]:.1f} trials/min, "
-        f"2 workers x 1 thread {rates[2]:.1f} trials/min: {ratio:.2f}x (target >= 1.6x: "
-        f"{'met' if ratio >= 1.6 else 'NOT met'}); worker start-up (spawn + imports) included"
+        f"workers: {n_trials} identical trials; whole command: 1 worker x 1 thread {rates[1]:.1f} trials/min, "
+        f"2 workers x 1 thread {rates[2]:.1f} trials/min = {ratio:.2f}x (includes spawning the worker processes "
+        f"and their imports); once running (first trial start to last trial end): {steady[1]:.1f} vs "
+        f"{steady[2]:.1f} trials/min = {ratio_steady:.2f}x (target >= 1.6x: whole command "
+        f"{'met' if ratio >= 1.6 else 'NOT met'}, once running {'met' if ratio_steady >= 1.6 else 'NOT met'})"
     )
 
 
