@@ -492,5 +492,122 @@ def export(name: str, storage: str | None, which: str, out: Path) -> None:
     click.echo(f"wrote trial #{number} of {name!r} to {out}; retrain with: explorer train --config {out}")
 
 
+# --------------------------------------------------------------------------------------------- evidence
+
+
+@main.command()
+@click.argument("name")
+@click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+@click.option(
+    "--top", type=int, default=3, show_default=True, help="Pareto finalists to confirm (knee first)."
+)
+@click.option("--seeds", type=int, default=3, show_default=True, help="Training seeds per configuration.")
+@click.option("--device", help="Override the stored spec's device (auto, cpu, cuda).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def confirm(name: str, storage: str | None, top: int, seeds: int, device: str | None, as_json: bool) -> None:
+    """Retrain the finalists (plus 1-head and 8-head references) with fresh seeds; resumable."""
+    from tqdm import tqdm
+
+    from explorer.confirm import confirm as run_confirm
+    from explorer.confirm import confirm_summary, significant_differences
+    from explorer.study import open_study
+
+    _quiet_optuna()
+    handle = open_study(name, storage)
+    with tqdm(desc="confirm", unit="run", file=sys.stderr, leave=False) as bar:
+
+        def on_progress(done: int, total: int, row: dict[str, Any]) -> None:
+            bar.total = total
+            bar.n = done
+            bar.set_postfix_str(f"{row['label']} seed {row['seed']}: val {row['val_accuracy']:.3f}")
+            bar.refresh()
+
+        try:
+            rows = run_confirm(handle, top=top, seeds=seeds, device=device, on_progress=on_progress)
+        except KeyboardInterrupt:
+            bar.close()
+            _note(
+                f"interrupted: finished runs are stored; continue with: explorer confirm {name}"
+                + (f" --storage '{handle.masked_url}'" if storage else "")
+            )
+            sys.exit(130)
+    summary, tests = confirm_summary(rows), significant_differences(rows)
+    if as_json:
+        _emit_json(
+            {
+                "study": name,
+                "summary": summary.to_dict(orient="records"),
+                "differences": tests.to_dict(orient="records"),
+            }
+        )
+        return
+    cols = [
+        c
+        for c in (
+            "label",
+            "heads",
+            "n",
+            "val_accuracy_mean",
+            "val_accuracy_ci_low",
+            "val_accuracy_ci_high",
+            "latency_ms_mean",
+            "latency_ms_ci_low",
+            "latency_ms_ci_high",
+        )
+        if c in summary
+    ]
+    click.echo(summary[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    if len(tests):
+        click.echo("\nWelch t-tests against the knee (significant at 0.05):")
+        click.echo(tests.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    _note(f"stored with the study; `explorer report {name}` now shows confirmed figures.")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+@click.option(
+    "--trial",
+    "which",
+    default="knee",
+    show_default=True,
+    help="knee, most-accurate, fastest or a trial number.",
+)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME-heads.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+def heads(name: str, storage: str | None, which: str, device: str, out: Path | None, as_json: bool) -> None:
+    """What each head of a trained finalist does: importance, masking, entropy, similarity, attention maps."""
+    from explorer.heads import analyse_trial
+    from explorer.study import open_study
+
+    _quiet_optuna()
+    handle = open_study(name, storage)
+    out_dir = out or Path("reports") / f"{name}-heads"
+    if not as_json:
+        _note(f"analysing trial {which} of {name!r} (weights from the study's artifacts, else retrained) ...")
+    r = analyse_trial(handle, which, device, out_dir)
+    if as_json:
+        _emit_json(
+            {
+                "study": name,
+                "trial": r.trial,
+                "heads": list(r.heads),
+                "heads_needed": list(r.heads_needed),
+                "val_accuracy": r.val_accuracy,
+                "val_accuracy_stored": r.val_accuracy_stored,
+                "importance": [list(x) for x in r.importance],
+                "verdict": r.verdict,
+                "files": {k: str(v) for k, v in r.files.items()},
+            }
+        )
+        return
+    click.echo(
+        f"trial #{r.trial}: heads per layer {list(r.heads)}; masking says {list(r.heads_needed)} suffice"
+    )
+    click.echo(r.verdict)
+    click.echo(f"wrote {out_dir}/ (heads.md, heads.csv, importance, masking, attention maps and statistics)")
+
+
 if __name__ == "__main__":
     main()

@@ -19,8 +19,9 @@ from optuna.trial import TrialState
 
 from explorer.cli import main
 from explorer.errors import SpecError, StorageError, StudyNotFoundError, TrainingDivergedError
+from explorer.objective import dominated_at_epoch
 from explorer.spec import load_spec
-from explorer.study import dominated_at_epoch, open_study, prepare_study, run_study
+from explorer.study import open_study, prepare_study, run_study
 
 TINY = """
 name = "{name}"
@@ -299,3 +300,33 @@ def test_status_and_export_retrain_exactly(tmp_path, sqlite_url):
     doc = json.loads(trained.stdout)
     assert doc["heads"] == exported["model"]["heads"]
     assert doc["val_accuracy"] == pytest.approx(exported["source"]["val_accuracy"], abs=1e-9)
+
+
+@pytest.mark.slow
+def test_confirm_and_heads_from_the_command_line(tmp_path, sqlite_url):
+    runner = CliRunner()
+    spec = write_spec(tmp_path, name="ev", n_trials=3, epochs=2, early=False)
+    assert runner.invoke(main, ["study", "run", str(spec), "--storage", sqlite_url]).exit_code == 0
+    result = runner.invoke(
+        main, ["confirm", "ev", "--storage", sqlite_url, "--top", "1", "--seeds", "2", "--json"]
+    )
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["summary"][0]["label"].startswith("knee") and all(r["n"] == 2 for r in doc["summary"])
+    # A single-head configuration is always confirmed: as the reference, or as the knee itself.
+    heads_of = [
+        [int(h) for h in str(r["heads"]).strip("()[] ").split(",") if h.strip()] for r in doc["summary"]
+    ]
+    assert any(set(h) == {1} for h in heads_of), heads_of
+    out = tmp_path / "rep"
+    assert runner.invoke(main, ["report", "ev", "--storage", sqlite_url, "--out", str(out)]).exit_code == 0
+    assert "Confirmed across seeds" in (out / "report.md").read_text()
+    result = runner.invoke(
+        main, ["heads", "ev", "--storage", sqlite_url, "--out", str(tmp_path / "h"), "--json"]
+    )
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert len(doc["heads_needed"]) == len(doc["heads"])
+    assert all(0 <= n <= h for n, h in zip(doc["heads_needed"], doc["heads"], strict=True))
+    assert doc["val_accuracy"] == pytest.approx(doc["val_accuracy_stored"], abs=1e-9)  # retrained exactly
+    assert (tmp_path / "h" / "heads.md").exists()
