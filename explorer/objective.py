@@ -85,6 +85,9 @@ class Objective:
         self.space = SearchSpace.from_spec(self.spec)
         self.task = load_task(self.spec.task.name, **self.spec.task.options)
         self.cache = LatencyCache()
+        from explorer.artifacts import store_for
+
+        self.store = store_for(handle)  # trained weights of completed trials, for `explorer heads`
         lat = self.spec.latency
         self.lat_cfg = LatencyConfig(batch_size=lat.batch_size, threads=lat.threads, dtype=lat.dtype)
 
@@ -175,7 +178,7 @@ class Objective:
 
         try:
             t0 = time.perf_counter()
-            _, result = fit(cfg, self.task, train_cfg, self.device, on_epoch=on_epoch)
+            model, result = fit(cfg, self.task, train_cfg, self.device, on_epoch=on_epoch)
             fit_time = time.perf_counter() - t0  # training and per-epoch evaluation
         except TrainingDivergedError as exc:
             trial.set_user_attr("fail_reason", f"diverged: {exc}")
@@ -199,11 +202,14 @@ class Objective:
                 "samples_per_s": result.samples_per_s,
                 "fit_time_s": fit_time,
                 "val_history": history,
-                **({"stop_reason": f"dominated at epoch {result.epochs_run}"} if result.stopped_early else {}),
+                **(
+                    {"stop_reason": f"dominated at epoch {result.epochs_run}"} if result.stopped_early else {}
+                ),
             },
         )
         if result.stopped_early:
             raise optuna.TrialPruned(f"dominated at epoch {result.epochs_run}")
+        self.store.save(self.spec.name, trial.number, model)  # size-capped; `heads` retrains what was evicted
         values = [result.val_accuracy, latency.median_ms]
         if self.spec.objectives.params:
             values.append(float(attrs["params"]))

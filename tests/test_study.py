@@ -119,6 +119,9 @@ def test_run_records_everything_and_total_is_kept_across_resumes(tmp_path, sqlit
             assert key in a, key
         assert a["torch_version"] == torch.__version__ and a["rejected"] == 0
     assert study.user_attrs["spec"]["name"] == "tiny"
+    # Completed trials keep their trained weights next to the database, for `explorer heads`.
+    for t in study.get_trials(states=(TrialState.COMPLETE,)):
+        assert (tmp_path / "studies.artifacts" / "tiny" / f"trial-{t.number:05d}.pt").is_file()
 
     # Running the same spec again does nothing: the total is reached.
     again = prepare_study(load_spec(tmp_path / "tiny.toml"), sqlite_url)
