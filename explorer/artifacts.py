@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
-from explorer.config import ModelConfig, TrainConfig
 from explorer.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -38,7 +37,6 @@ __all__ = [
     "artifact_root_for",
     "store_for",
     "trained_model",
-    "trial_configs",
 ]
 
 ARTIFACT_DIR_ENV = "EXPLORER_ARTIFACT_DIR"
@@ -154,36 +152,6 @@ def store_for(handle: StudyHandle, max_bytes: int = DEFAULT_MAX_BYTES) -> Artifa
     return ArtifactStore(artifact_root_for(handle.storage_url), max_bytes)
 
 
-def trial_configs(handle: StudyHandle, trial_number: int) -> tuple[ModelConfig, TrainConfig]:
-    """The architecture and training settings a COMPLETE trial ran with, including its own training seed."""
-    from optuna.trial import TrialState
-
-    trials = handle.study.get_trials(deepcopy=False)
-    if not 0 <= trial_number < len(trials):
-        raise ConfigError(f"study {handle.spec.name!r} has no trial #{trial_number} (it has {len(trials)}).")
-    trial = trials[trial_number]
-    if trial.state != TrialState.COMPLETE:
-        raise ConfigError(
-            f"trial #{trial_number} is {trial.state.name}, not COMPLETE; pick a completed trial."
-        )
-    a, spec = trial.user_attrs, handle.spec
-    model_cfg = ModelConfig(
-        d_model=a["d_model"],
-        heads=tuple(a["heads"]),
-        min_dk=a["min_dk"],
-        mlp_ratio=a["mlp_ratio"],
-        dropout=spec.space.dropout,
-        attention=a.get("attention_impl", spec.space.attention),
-    )
-    train_cfg = TrainConfig(
-        epochs=spec.task.epochs,
-        batch_size=spec.task.batch_size,
-        lr=a["lr"],
-        seed=a.get("seed", spec.seed),  # studies before per-trial seeds trained every trial with spec.seed
-    )
-    return model_cfg, train_cfg
-
-
 def trained_model(
     handle: StudyHandle,
     trial_number: int,
@@ -202,6 +170,8 @@ def trained_model(
 
     device = resolve_device(device) if isinstance(device, str) else device
     store = store or store_for(handle)
+    from explorer.export import trial_configs
+
     model_cfg, train_cfg = trial_configs(handle, trial_number)
     task = load_task(handle.spec.task.name, **handle.spec.task.options)
     name = handle.spec.name

@@ -341,59 +341,49 @@ def _default_url(name: str) -> str:
     return default_storage_url(name)
 
 
+def _run_options(f: Any) -> Any:
+    """The options `study run` and `study resume` share (how long, how many workers, where)."""
+    options = [
+        click.option(
+            "--n-trials", type=int, help="The study's total number of trials (default: the spec's)."
+        ),
+        click.option("--timeout", type=float, help="Stop starting new trials after this many seconds."),
+        click.option(
+            "--workers", type=int, default=1, show_default=True, help="Worker processes on this machine."
+        ),
+        click.option("--device", help="Override the spec's device (auto, cpu, cuda)."),
+        click.option(
+            "--threads", type=int, help="CPU threads per worker (default: the cores divided among them)."
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
 @study.command("run")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--storage", help="Storage URL (default: the spec's, else sqlite:///studies/NAME.db).")
-@click.option("--n-trials", type=int, help="The study's total number of trials (default: the spec's).")
-@click.option("--timeout", type=float, help="Stop starting new trials after this many seconds.")
-@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes on this machine.")
-@click.option("--device", help="Override the spec's device (auto, cpu, cuda).")
-@click.option(
-    "--threads", type=int, help="CPU threads per worker (default: the cores divided among the workers)."
-)
-def study_run(
-    spec_path: Path,
-    storage: str | None,
-    n_trials: int | None,
-    timeout: float | None,
-    workers: int,
-    device: str | None,
-    threads: int | None,
-) -> None:
+@_run_options
+def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
     from explorer.spec import load_spec
     from explorer.study import prepare_study
 
     _quiet_optuna()
-    handle = prepare_study(load_spec(spec_path), storage)
-    _run_with_progress(handle, n_trials, timeout, workers, device, threads)
+    _run_with_progress(prepare_study(load_spec(spec_path), storage), **run)
 
 
 @study.command("resume")
 @click.argument("name")
 @click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
-@click.option("--n-trials", type=int, help="Raise or lower the study's total.")
-@click.option("--timeout", type=float, help="Stop starting new trials after this many seconds.")
-@click.option("--workers", type=int, default=1, show_default=True, help="Worker processes on this machine.")
-@click.option("--device", help="Override the stored spec's device (auto, cpu, cuda).")
-@click.option(
-    "--threads", type=int, help="CPU threads per worker (default: the cores divided among the workers)."
-)
-def study_resume(
-    name: str,
-    storage: str | None,
-    n_trials: int | None,
-    timeout: float | None,
-    workers: int,
-    device: str | None,
-    threads: int | None,
-) -> None:
+@_run_options
+def study_resume(name: str, storage: str | None, **run: Any) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
     from explorer.study import open_study
 
     _quiet_optuna()
-    handle = open_study(name, storage)
-    _run_with_progress(handle, n_trials, timeout, workers, device, threads)
+    _run_with_progress(open_study(name, storage), **run)
 
 
 @study.command("list")

@@ -77,8 +77,7 @@ def _candidate(label: str, role: str, trial: int | None, cfg: ModelConfig, lr: f
 def finalists(handle: StudyHandle, top: int = 3) -> list[Candidate]:
     """The knee, the ``top - 1`` Pareto trials nearest it (normalized objective space), then the references."""
     from explorer.analysis import _within, completed, normalize, pareto_front, recommend, trials_table
-    from explorer.artifacts import trial_configs
-    from explorer.export import budgets_of
+    from explorer.export import budgets_of, trial_configs
 
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}.")

@@ -14,7 +14,7 @@ from explorer.runner import write_run_config
 if TYPE_CHECKING:
     from explorer.study import StudyHandle
 
-__all__ = ["PICKS", "budgets_of", "export_trial", "select_trial"]
+__all__ = ["PICKS", "budgets_of", "export_trial", "select_trial", "trial_configs"]
 
 PICKS = {"knee": "knee", "most-accurate": "most_accurate", "fastest": "fastest"}
 
@@ -56,10 +56,16 @@ def select_trial(handle: StudyHandle, which: str) -> int:
     return number
 
 
-def export_trial(handle: StudyHandle, which: str, out: Path) -> int:
-    """Write the chosen trial's task, architecture and training settings to ``out``; return its number."""
-    number = select_trial(handle, which)
-    trial = handle.study.get_trials(deepcopy=False)[number]
+def trial_configs(handle: StudyHandle, trial_number: int) -> tuple[ModelConfig, TrainConfig]:
+    """The architecture and training settings a COMPLETE trial ran with, including its own training seed."""
+    trials = handle.study.get_trials(deepcopy=False)
+    if not 0 <= trial_number < len(trials):
+        raise ConfigError(f"study {handle.spec.name!r} has no trial #{trial_number} (it has {len(trials)}).")
+    trial = trials[trial_number]
+    if trial.state != TrialState.COMPLETE:
+        raise ConfigError(
+            f"trial #{trial_number} is {trial.state.name}, not COMPLETE; pick a completed trial."
+        )
     a, spec = trial.user_attrs, handle.spec
     model_cfg = ModelConfig(
         d_model=a["d_model"],
@@ -70,8 +76,19 @@ def export_trial(handle: StudyHandle, which: str, out: Path) -> int:
         attention=a.get("attention_impl", spec.space.attention),
     )
     train_cfg = TrainConfig(
-        epochs=spec.task.epochs, batch_size=spec.task.batch_size, lr=a["lr"], seed=a.get("seed", spec.seed)
+        epochs=spec.task.epochs,
+        batch_size=spec.task.batch_size,
+        lr=a["lr"],
+        seed=a.get("seed", spec.seed),  # studies before per-trial seeds trained every trial with spec.seed
     )
+    return model_cfg, train_cfg
+
+
+def export_trial(handle: StudyHandle, which: str, out: Path) -> int:
+    """Write the chosen trial's task, architecture and training settings to ``out``; return its number."""
+    number = select_trial(handle, which)
+    model_cfg, train_cfg = trial_configs(handle, number)
+    a, spec = handle.study.get_trials(deepcopy=False)[number].user_attrs, handle.spec
     source: dict[str, Any] = {
         "study": spec.name,
         "storage": handle.masked_url,

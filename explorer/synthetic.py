@@ -1,4 +1,4 @@
-"""Synthetic studies with a known structure, for tests, benchmarks and trying the report without training.
+"""Synthetic studies with a known structure, and a tiny real spec, for tests, benchmarks and trying the report.
 
 :func:`make_study` fills an Optuna study with trial records shaped exactly like explorer/study.py's (see
 explorer/analysis.py), whose accuracy falls at one head and saturates by eight and whose latency grows with
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from pathlib import Path
 
 import numpy as np
 import optuna
@@ -17,7 +18,7 @@ from optuna.trial import TrialState, create_trial
 
 from explorer.config import expand_schedule, valid_heads
 
-__all__ = ["make_study", "synthetic_accuracy", "synthetic_latency"]
+__all__ = ["TINY_SPEC", "make_study", "synthetic_accuracy", "synthetic_latency", "write_tiny_spec"]
 
 D_MODELS = (64, 128, 256)
 LAYERS = (2, 4)
@@ -115,3 +116,54 @@ def make_study(
             t.datetime_complete = t.datetime_start + dt.timedelta(seconds=8)
         study.add_trial(t)
     return study
+
+
+TINY_SPEC = """
+name = "{name}"
+n_trials = {n_trials}
+sampler = "{sampler}"
+seed = 0
+
+[task]
+name = "digits"
+epochs = {epochs}
+batch_size = 128
+
+[space]
+d_model = [16, 32]
+n_layers = [1, 2]
+heads = [1, 2, 4]
+min_dk = [4]
+families = ["uniform", "increasing", "decreasing"]
+mlp_ratio = [2.0]
+lr = 3e-3
+
+[latency]
+device = "cpu"
+batch_size = 16
+threads = 1
+
+[early_stopping]
+enabled = {early}
+min_epochs = 1
+margin = 0.02
+"""
+
+
+def write_tiny_spec(
+    tmp_path: Path,
+    name: str = "tiny",
+    n_trials: int = 4,
+    epochs: int = 2,
+    sampler: str = "tpe",
+    early: bool = True,
+    extra: str = "",
+) -> Path:
+    """Write a tiny digits study spec (two widths, one or two layers, a few epochs) into ``tmp_path``."""
+    path = Path(tmp_path) / f"{name}.toml"
+    early = early and epochs > 1  # with one epoch there is nothing to stop early (the spec refuses it)
+    text = TINY_SPEC.format(
+        name=name, n_trials=n_trials, epochs=epochs, sampler=sampler, early=str(early).lower()
+    )
+    path.write_text(text + extra)
+    return path

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 import torch
 from scipy import stats
-from test_study import write_spec
 
 from explorer import confirm as cf
 from explorer.analysis import mean_ci
 from explorer.config import LatencyConfig, valid_heads
 from explorer.spec import load_spec
 from explorer.study import prepare_study, run_study
+from explorer.synthetic import write_tiny_spec as write_spec
 
 FAST_TIMING = LatencyConfig(batch_size=16, threads=1, min_run_time=0.01)
 

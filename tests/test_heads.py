@@ -10,16 +10,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from test_study import write_spec
 
 from explorer import heads
-from explorer.artifacts import ARTIFACT_DIR_ENV, ArtifactStore, artifact_root_for, trial_configs
+from explorer.artifacts import ARTIFACT_DIR_ENV, ArtifactStore, artifact_root_for
 from explorer.config import InputSpec, ModelConfig, TrainConfig
 from explorer.errors import DataError
+from explorer.export import trial_configs
 from explorer.model import build_model
 from explorer.plots import save_png
 from explorer.spec import load_spec
 from explorer.study import prepare_study, run_study
+from explorer.synthetic import write_tiny_spec as write_spec
 from explorer.tasks.base import Task
 from explorer.train import evaluate, fit
 

@@ -22,53 +22,7 @@ from explorer.errors import SpecError, StorageError, StudyNotFoundError, Trainin
 from explorer.objective import dominated_at_epoch
 from explorer.spec import load_spec
 from explorer.study import open_study, prepare_study, run_study
-
-TINY = """
-name = "{name}"
-n_trials = {n_trials}
-sampler = "{sampler}"
-seed = 0
-
-[task]
-name = "digits"
-epochs = {epochs}
-batch_size = 128
-
-[space]
-d_model = [16, 32]
-n_layers = [1, 2]
-heads = [1, 2, 4]
-min_dk = [4]
-families = ["uniform", "increasing", "decreasing"]
-mlp_ratio = [2.0]
-lr = 3e-3
-
-[latency]
-device = "cpu"
-batch_size = 16
-threads = 1
-
-[early_stopping]
-enabled = {early}
-min_epochs = 1
-margin = 0.02
-"""
-
-
-def write_spec(
-    tmp_path: Path,
-    name: str = "tiny",
-    n_trials: int = 4,
-    epochs: int = 2,
-    sampler: str = "tpe",
-    early: bool = True,
-    extra: str = "",
-) -> Path:
-    path = tmp_path / f"{name}.toml"
-    early = early and epochs > 1  # with one epoch there is nothing to stop early (the spec refuses it)
-    text = TINY.format(name=name, n_trials=n_trials, epochs=epochs, sampler=sampler, early=str(early).lower())
-    path.write_text(text + extra)
-    return path
+from explorer.synthetic import write_tiny_spec as write_spec
 
 
 def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
