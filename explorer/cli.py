@@ -272,9 +272,13 @@ def study() -> None:
 
 
 def _quiet_optuna() -> None:
+    """Optuna's per-trial log lines (and failed trials' tracebacks) would break the progress bar; the bar and
+    the report say what failed and why (`-v` turns the log back on)."""
     import optuna
 
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    root = click.get_current_context().find_root()
+    if not (root.obj or {}).get("verbose"):
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
 def _run_with_progress(

@@ -267,7 +267,7 @@ def _worker_main(
     import signal
 
     torch.set_num_threads(threads)
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         handle = open_study(name, storage_url)
         _work(handle, total, torch.device(device), timeout, worker)

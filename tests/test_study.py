@@ -200,19 +200,8 @@ def test_sigkill_mid_trial_then_resume_loses_nothing(tmp_path, sqlite_url):
     )  # trials of several seconds
     cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--storage", sqlite_url]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
-    victim = None
     try:
-        while time.monotonic() < deadline and victim is None:
-            time.sleep(0.2)
-            try:
-                study = optuna.load_study(study_name="killme", storage=sqlite_url)
-            except KeyError:
-                continue
-            trials = study.get_trials()
-            running = [t for t in trials if t.state == TrialState.RUNNING and "latency_ms" in t.user_attrs]
-            if any(t.state == TrialState.COMPLETE for t in trials) and running:
-                victim = running[0]
+        victim = _wait_for_running_trial(proc, "killme", sqlite_url)
         assert victim is not None, "the worker never reached a second trial"
         time.sleep(1.5)  # let its heartbeat land
         proc.send_signal(signal.SIGKILL)
@@ -287,3 +276,51 @@ def test_confirm_and_heads_from_the_command_line(tmp_path, sqlite_url):
     assert all(0 <= n <= h for n, h in zip(doc["heads_needed"], doc["heads"], strict=True))
     assert doc["val_accuracy"] == pytest.approx(doc["val_accuracy_stored"], abs=1e-9)  # retrained exactly
     assert (tmp_path / "h" / "heads.md").exists()
+
+
+def _wait_for_running_trial(proc: subprocess.Popen, name: str, url: str, timeout: float = 120):
+    """Poll the database until a trial is RUNNING past its latency measurement, after one has completed."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+        try:
+            trials = optuna.load_study(study_name=name, storage=url).get_trials()
+        except KeyError:
+            continue
+        running = [t for t in trials if t.state == TrialState.RUNNING and "latency_ms" in t.user_attrs]
+        if any(t.state == TrialState.COMPLETE for t in trials) and running:
+            return running[0]
+    return None
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_resume_retries_the_interrupted_trial(tmp_path, sqlite_url):
+    spec = write_spec(tmp_path, name="ctrlc", n_trials=3, epochs=60, early=False)  # trials of several seconds
+    cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--storage", sqlite_url]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        victim = _wait_for_running_trial(proc, "ctrlc", sqlite_url)
+        assert victim is not None, "the run never reached a second trial"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "resume with: explorer study resume ctrlc" in err and "Traceback" not in err
+    study = optuna.load_study(study_name="ctrlc", storage=sqlite_url)
+    interrupted = study.get_trials()[victim.number]
+    assert interrupted.state == TrialState.FAIL and "interrupted" in interrupted.user_attrs["fail_reason"]
+    queued = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.system_attrs["fixed_params"] for t in queued] == [interrupted.params]
+    assert not study.get_trials(states=(TrialState.RUNNING,))  # consistent: nothing left RUNNING
+    resume = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "study", "resume", "ctrlc", "--storage", sqlite_url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert resume.returncode == 0, resume.stderr
+    study = optuna.load_study(study_name="ctrlc", storage=sqlite_url)
+    assert len(finished(study)) == 3
+    assert any(t.params == interrupted.params and t.number > interrupted.number for t in finished(study))
