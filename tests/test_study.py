@@ -324,3 +324,26 @@ def test_ctrl_c_stops_cleanly_and_resume_retries_the_interrupted_trial(tmp_path,
     study = optuna.load_study(study_name="ctrlc", storage=sqlite_url)
     assert len(finished(study)) == 3
     assert any(t.params == interrupted.params and t.number > interrupted.number for t in finished(study))
+
+
+@pytest.mark.slow
+def test_budgets_become_constraints_and_the_front_is_feasible(tmp_path, sqlite_url):
+    # d_model 16 models have ~2-5k parameters, d_model 32 ones ~9-17k: a 6,000 budget splits them.
+    spec = write_spec(
+        tmp_path,
+        name="budget",
+        n_trials=6,
+        epochs=1,
+        sampler="random",
+        extra="\n[budgets]\nmax_params = 6000\n",
+    )
+    handle = prepare_study(load_spec(spec), sqlite_url)
+    run_study(handle)
+    trials = finished(handle.study)
+    assert all(set(t.constraints) == {"params"} for t in trials)  # the same key on every trial
+    over = [t for t in trials if t.user_attrs["params"] > 6000]
+    under = [t for t in trials if t.user_attrs["params"] <= 6000]
+    assert over and under, "the budget should split this space"
+    assert all(t.state == TrialState.PRUNED and t.user_attrs["epochs_run"] == 0 for t in over)  # not trained
+    assert all(t.constraints["params"] == t.user_attrs["params"] - 6000 for t in trials)
+    assert {t.number for t in handle.study.best_trials} <= {t.number for t in under}
