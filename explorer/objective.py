@@ -77,6 +77,7 @@ class Objective:
     """The per-trial work. Built once per worker; the task is loaded once, latency is cached per architecture."""
 
     def __init__(self, handle: StudyHandle, total: int, device: torch.device):
+        from explorer.artifacts import store_for
         from explorer.latency import LatencyCache
         from explorer.space import SearchSpace
         from explorer.tasks import load_task
@@ -85,8 +86,6 @@ class Objective:
         self.space = SearchSpace.from_spec(self.spec)
         self.task = load_task(self.spec.task.name, **self.spec.task.options)
         self.cache = LatencyCache()
-        from explorer.artifacts import store_for
-
         self.store = store_for(handle)  # trained weights of completed trials, for `explorer heads`
         lat = self.spec.latency
         self.lat_cfg = LatencyConfig(batch_size=lat.batch_size, threads=lat.threads, dtype=lat.dtype)

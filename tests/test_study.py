@@ -86,6 +86,7 @@ def test_run_records_everything_and_total_is_kept_across_resumes(tmp_path, sqlit
     assert resumed.spec == handle.spec
     run_study(resumed, n_trials=5)
     assert len(finished(resumed.study)) == 5
+    assert open_study("tiny", sqlite_url).spec.n_trials == 5  # the new total is stored with the study
 
 
 @pytest.mark.slow
