@@ -305,7 +305,9 @@ def run_study(
     total = n_trials if n_trials is not None else handle.spec.n_trials
     if total < 1:
         raise SpecError(f"n_trials must be at least 1, got {total}.")
-    if total != handle.spec.n_trials:  # --n-trials sets the study's total: store it, so reports and resumes agree
+    if (
+        total != handle.spec.n_trials
+    ):  # --n-trials sets the study's total: store it, so reports and resumes agree
         handle.spec = dataclasses.replace(handle.spec, n_trials=total)
         handle.study.set_user_attr("spec", handle.spec.to_dict())
     if workers < 1:
