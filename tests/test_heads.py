@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from explorer import heads
+from explorer import heads, heads_plots
 from explorer.artifacts import ARTIFACT_DIR_ENV, ArtifactStore, artifact_root_for
 from explorer.config import InputSpec, ModelConfig, TrainConfig
 from explorer.errors import DataError
@@ -193,11 +193,11 @@ def test_figures_render(trained, tmp_path):
     images = np.random.default_rng(0).random((2, 8, 8))
     digit_maps = [np.full((2, 3, 16, 16), 1 / 16), np.full((2, 1, 16, 16), 1 / 16)]
     figures = {
-        "importance": heads.importance_figure(imp, [3, 2]),
-        "masking": heads.masking_figure(curve, layer_curves),
-        "maps": heads.attention_figure(maps),
-        "digits": heads.attention_figure(digit_maps, images, ["a", "b"]),
-        "stats": heads.attention_stats_figure(heads.attention_stats(model, X)),
+        "importance": heads_plots.importance_figure(imp, [3, 2]),
+        "masking": heads_plots.masking_figure(curve, layer_curves),
+        "maps": heads_plots.attention_figure(maps),
+        "digits": heads_plots.attention_figure(digit_maps, images, ["a", "b"]),
+        "stats": heads_plots.attention_stats_figure(heads.attention_stats(model, X)),
     }
     for name, fig in figures.items():
         assert is_png(save_png(fig, tmp_path / f"{name}.png")), name
