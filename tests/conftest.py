@@ -54,3 +54,14 @@ def storage_url(storage_kind: str, tmp_path, request: pytest.FixtureRequest) -> 
     if storage_kind == "sqlite":
         return f"sqlite:///{tmp_path / 'studies.db'}"
     return request.getfixturevalue("postgres_url")
+
+
+@pytest.fixture(scope="module")
+def one_thread():
+    """Tiny models on a shared 2-core machine: a second thread only waits for the first (60x slower under load)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)

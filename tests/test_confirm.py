@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from scipy import stats
 
 from explorer import confirm as cf
@@ -17,13 +16,7 @@ from explorer.synthetic import write_tiny_spec as write_spec
 FAST_TIMING = LatencyConfig(batch_size=16, threads=1, min_run_time=0.01)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine: a second thread only waits for the first."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")

@@ -97,13 +97,7 @@ def test_masking_a_head_is_removing_it(impl):
     assert (a - c).abs().max() > 1e-4  # and the head did matter
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models on a shared 2-core machine: a second thread only waits for the first (60x slower under load)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
