@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from explorer.study import StudyHandle
 
 __all__ = [
+    "SPECIALIZED",
+    "relation_specialization",
+    "specialization_from_maps",
+    "specialized_heads",
     "HeadsReport",
     "analyse_trial",
     "attention_pairs",
@@ -307,6 +311,64 @@ def unpatchify(X: np.ndarray | torch.Tensor) -> np.ndarray:
     if g * g != T or p * p != P:
         raise ValueError(f"{T} positions of {P} features are not square patches of a square image.")
     return X.reshape(n, g, g, p, p).transpose(0, 1, 3, 2, 4).reshape(n, g * p, g * p)
+
+
+# --------------------------------------------------------------------------------------------- relations
+
+SPECIALIZED = 0.3  # attention a head puts on a relation's target (either direction) to count as following it
+
+
+def specialization_from_maps(
+    maps: Sequence[torch.Tensor | np.ndarray], X: torch.Tensor | np.ndarray, offsets: Sequence[int]
+) -> pd.DataFrame:
+    """How much each head attends along each relation of the ``relations`` task.
+
+    Relation ``r`` links marker token ``r`` to the token ``offsets[r]`` positions away; a head follows it when
+    it puts attention between the two (marker -> target or target -> marker, whichever is larger), averaged
+    over examples. ``maps`` are per-layer ``[B, H, T, T]`` attention probabilities for inputs ``X [B, T]``.
+    Returns one row per (layer, head, relation) with ``attention`` in [0, 1].
+    """
+    X = np.asarray(X)
+    rows = np.arange(len(X))
+    out = []
+    for r, offset in enumerate(offsets):
+        marker = (X == r).argmax(axis=1)
+        target = marker + offset
+        for layer, m in enumerate(maps):
+            m = np.asarray(m, dtype=float)
+            there = m[rows, :, marker, target]  # [B, H]: marker attends to its target
+            back = m[rows, :, target, marker]  # [B, H]: target attends to its marker
+            both = np.maximum(there.mean(axis=0), back.mean(axis=0))
+            out += [
+                {"layer": layer, "head": h, "relation": r, "attention": float(a)} for h, a in enumerate(both)
+            ]
+    return pd.DataFrame(out)
+
+
+def specialized_heads(table: pd.DataFrame, threshold: float = SPECIALIZED) -> pd.DataFrame:
+    """Per layer: heads that follow some relation (best relation's attention >= threshold), and which ones.
+
+    Columns: layer, heads, specialized (heads following a relation), relations_covered (distinct relations
+    followed by at least one head), k.
+    """
+    k = int(table["relation"].max()) + 1
+    best = table.loc[table.groupby(["layer", "head"])["attention"].idxmax()]
+    out = []
+    for layer, g in best.groupby("layer"):
+        followed = g[g["attention"] >= threshold]
+        out.append({"layer": int(layer), "heads": len(g), "specialized": len(followed),
+                    "relations_covered": int(followed["relation"].nunique()), "k": k})  # fmt: skip
+    return pd.DataFrame(out)
+
+
+def relation_specialization(
+    model: Encoder, X: torch.Tensor, n_relations: int, vocab_size: int
+) -> pd.DataFrame:
+    """:func:`specialization_from_maps` for a model trained on the relations task (offsets from the task)."""
+    from explorer.tasks.relations import relation_rules
+
+    offsets = [offset for offset, _ in relation_rules(n_relations, vocab_size)]
+    return specialization_from_maps(model.attention_maps(X), X, offsets)
 
 
 @dataclass(frozen=True)

@@ -115,6 +115,78 @@ def _budgets(spec: Any) -> dict[str, float]:
     return {k: float(v) for k, v in found.items() if isinstance(v, int | float)}
 
 
+def _confirmed_knee_blocks(study: optuna.Study, number: int) -> list[tuple]:
+    """When `explorer confirm` has retrained this knee, its multi-seed figures, which replace the single run's."""
+    from explorer.confirm import confirm_rows, confirm_summary
+
+    rows = [r for r in confirm_rows(study) if r.get("role") == "knee" and r.get("trial") == number]
+    if len(rows) < 2:
+        return []
+    c = confirm_summary(rows).iloc[0]
+    return [("p", [("b", f"Confirmed over {int(c['n'])} seeds: "),
+                   f"{_pct(c['val_accuracy_mean'])}% validation [95% CI {_pct(c['val_accuracy_ci_low'])}, "
+                   f"{_pct(c['val_accuracy_ci_high'])}], {_pct(c['test_accuracy_mean'])}% test, "
+                   f"{_num(c['latency_ms_mean'])} ms [{_num(c['latency_ms_ci_low'])}, {_num(c['latency_ms_ci_high'])}]. "
+                   "These confirmed figures replace the single-run ones in this sentence and the table below."])]  # fmt: skip
+
+
+def _relations_blocks(study: optuna.Study, df: pd.DataFrame, storage_url: str | None) -> list[tuple]:
+    """ "One head learns one relation", checked on a relations study: accuracy with fewer than k heads in some
+    layer vs at least k in every layer (from the trials), and how many of the knee's heads follow a relation."""
+    spec = study.user_attrs.get("spec") or {}
+    k = int(an.spec_value(spec, "n_relations") or 2)
+    ok = an.completed(df)
+    blocks: list[tuple] = [("h", 2, f"One head per relation? (relations task, k = {k})")]
+    d = rules.compare(ok, ok["heads_min"] >= k, ok["heads_min"] < k) if len(ok) else None
+    if d is None:
+        acc = (f"Not enough data to compare models with at least {k} heads in every layer against models with "
+               f"fewer: each side needs {an.MIN_GROUP} completed trials at the same width and depth.")  # fmt: skip
+        held = None
+    else:
+        held = d.low > 0
+        acc = (f"At least {k} heads in every layer: {_pct(d.mean_a)}% validation accuracy ({d.n_a} trials); fewer "
+               f"than {k} in some layer: {_pct(d.mean_b)}% ({d.n_b} trials); difference {d.diff * 100:+.2f} points, "
+               f"95% CI [{d.low * 100:+.2f}, {d.high * 100:+.2f}] over {d.strata} width/depth groups: "
+               + ("fewer than k heads costs accuracy here." if held else "no clear cost of fewer than k heads."))  # fmt: skip
+    blocks.append(("p", [acc]))
+    spec_text, covered = _knee_specialization(study, spec, ok, k, storage_url)
+    blocks.append(("p", [spec_text]))
+    if held is not None and covered is not None:
+        verdict = "held" if held and covered >= k else "did not hold"
+        blocks.append(("p", [("b", f"The claim {verdict} on this study"),
+                             f" (accuracy cost below k heads: {'yes' if held else 'no'}; relations followed by the "
+                             f"knee's heads: {covered} of {k})."]))  # fmt: skip
+    return blocks
+
+
+def _knee_specialization(
+    study: optuna.Study, spec: dict[str, Any], ok: pd.DataFrame, k: int, storage_url: str | None
+) -> tuple[str, int | None]:
+    """How many relations the knee's heads follow, from its stored weights (never retrained inside a report)."""
+    rec = an.recommend(ok, _budgets(spec))
+    if rec.knee is None or storage_url is None:
+        return "No stored model to analyse.", None
+    from explorer.artifacts import artifact_root_for, store_for, trained_model
+    from explorer.heads import SPECIALIZED, relation_specialization, specialized_heads
+    from explorer.spec import spec_from_dict
+    from explorer.study import StudyHandle
+
+    handle = StudyHandle(study, spec_from_dict(spec), storage_url)
+    store = store_for(handle)
+    if not store.has(study.study_name, rec.knee.number):
+        return (f"The knee's trained weights are not stored under {artifact_root_for(storage_url)}; "
+                f"`explorer heads {study.study_name}` retrains and analyses it."), None  # fmt: skip
+    model, task = trained_model(handle, rec.knee.number, "cpu", store)
+    table = specialized_heads(relation_specialization(model, task.val[0], k, task.spec.vocab_size))
+    per_layer = "; ".join(f"layer {int(r.layer)}: {int(r.specialized)} of {int(r.heads)} heads follow a relation, "
+                          f"covering {int(r.relations_covered)} of {k}" for r in table.itertuples())  # fmt: skip
+    covered = int(table["relations_covered"].max())
+    return (f"Knee (trial {rec.knee.number}, heads {rec.knee.heads}): {per_layer} (a head follows relation r when "
+            f"it puts at least {SPECIALIZED:.0%} of its attention between marker r and its target, averaged over the "
+            "validation "
+            "split).", covered)  # fmt: skip
+
+
 def _confirmation_blocks(study: optuna.Study) -> list[tuple]:
     """The finalists retrained with several seeds (explorer confirm), or a note that they were not yet."""
     from explorer.confirm import confirm_rows, confirm_summary, significant_differences
@@ -260,6 +332,7 @@ def _content(
                         f"and {_pct(k.test_accuracy)}% test accuracy at {_num(k.latency_ms)} ms per batch "
                         f"(IQR {_num(k.latency_iqr_ms, '.2g')} ms), {_num(k.params, ',.0f')} parameters. "
                         "This is the knee of the accuracy/latency Pareto front."]))  # fmt: skip
+        b.extend(_confirmed_knee_blocks(study, k.number))
         b.append(("table", _picks_table(rec)))
         b.append(("p", [("b", f"Confidence: {rec.confidence}. "), rec.statement]))
     if rec.budgets:
@@ -333,6 +406,8 @@ def _content(
                     "its spread. Otherwise: not enough data. Each configuration was trained once, so "
                     "seed-to-seed noise is part of the spread."]))  # fmt: skip
 
+    if acct.task == "relations":
+        b.extend(_relations_blocks(study, df, storage_url))
     b.append(("h", 2, "Study account"))
     states = ", ".join(f"{s} {n}" for s, n in sorted(acct.states.items()))
     target = f" of {acct.n_trials_target} planned" if acct.n_trials_target else ""

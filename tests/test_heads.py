@@ -292,3 +292,26 @@ def test_analyse_trial_retrains_exactly_stores_weights_and_writes_files(tiny_stu
     again = heads.analyse_trial(tiny_study, str(report.trial), "cpu", tmp_path / "out2", store=store)
     assert store.path("tiny", report.trial).stat().st_mtime_ns == before  # loaded, not retrained
     assert again.importance == report.importance
+
+
+def test_specialization_from_hand_made_maps():
+    # Two examples, T = 6; marker 0 then its target 1 position later, marker 1 then its target 2 positions back.
+    X = np.array([[0, 5, 9, 7, 1, 8], [9, 0, 6, 1, 7, 7]])
+    offsets = [1, -2]
+    B, H, T = 2, 3, 6
+    maps = np.full((B, H, T, T), 1.0 / T)
+    for b in range(B):
+        m0 = list(X[b]).index(0)
+        m1 = list(X[b]).index(1)
+        maps[b, 0, m0] = 0.0
+        maps[b, 0, m0, m0 + 1] = 1.0  # head 0: marker 0 -> its target
+        maps[b, 1, m1 - 2] = 0.0
+        maps[b, 1, m1 - 2, m1] = 1.0  # head 1: relation 1's target -> its marker (the other direction)
+    table = heads.specialization_from_maps([maps], X, offsets)
+    att = table.set_index(["head", "relation"])["attention"]
+    assert att[(0, 0)] == pytest.approx(1.0) and att[(1, 1)] == pytest.approx(1.0)
+    assert att[(2, 0)] == pytest.approx(1 / T) and att[(2, 1)] == pytest.approx(1 / T)  # head 2: uniform
+    summary = heads.specialized_heads(table)
+    assert summary.to_dict(orient="records") == [
+        {"layer": 0, "heads": 3, "specialized": 2, "relations_covered": 2, "k": 2}
+    ]

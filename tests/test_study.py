@@ -267,7 +267,8 @@ def test_confirm_and_heads_from_the_command_line(tmp_path, sqlite_url):
     assert any(set(h) == {1} for h in heads_of), heads_of
     out = tmp_path / "rep"
     assert runner.invoke(main, ["report", "ev", "--storage", sqlite_url, "--out", str(out)]).exit_code == 0
-    assert "Confirmed across seeds" in (out / "report.md").read_text()
+    text = (out / "report.md").read_text()
+    assert "Confirmed across seeds" in text and "Confirmed over 2 seeds:" in text  # the headline uses them
     result = runner.invoke(
         main, ["heads", "ev", "--storage", sqlite_url, "--out", str(tmp_path / "h"), "--json"]
     )
@@ -348,3 +349,43 @@ def test_budgets_become_constraints_and_the_front_is_feasible(tmp_path, sqlite_u
     assert all(t.state == TrialState.PRUNED and t.user_attrs["epochs_run"] == 0 for t in over)  # not trained
     assert all(t.constraints["params"] == t.user_attrs["params"] - 6000 for t in trials)
     assert {t.number for t in handle.study.best_trials} <= {t.number for t in under}
+
+
+RELATIONS_SPEC = """
+name = "rel"
+n_trials = 6
+sampler = "random"
+[task]
+name = "relations"
+options = { n_relations = 2, n_samples = 600 }
+epochs = 2
+batch_size = 64
+[space]
+d_model = [16, 32]
+n_layers = [1]
+heads = [1, 2, 4]
+min_dk = 4
+families = ["uniform"]
+mlp_ratio = [2.0]
+[latency]
+device = "cpu"
+batch_size = 16
+[early_stopping]
+enabled = false
+"""
+
+
+@pytest.mark.slow
+def test_relations_report_states_whether_one_head_per_relation_held(tmp_path, sqlite_url):
+    spec = tmp_path / "rel.toml"
+    spec.write_text(RELATIONS_SPEC)
+    handle = prepare_study(load_spec(spec), sqlite_url)
+    run_study(handle)
+    out = tmp_path / "rep"
+    assert (
+        CliRunner().invoke(main, ["report", "rel", "--storage", sqlite_url, "--out", str(out)]).exit_code == 0
+    )
+    text = (out / "report.md").read_text()
+    assert "One head per relation? (relations task, k = 2)" in text
+    # The knee's stored weights were analysed: one sentence per layer says how many heads follow a relation.
+    assert "heads follow a relation, covering" in text
