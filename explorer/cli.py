@@ -391,22 +391,31 @@ def study_resume(name: str, storage: str | None, **run: Any) -> None:
 
 
 @study.command("list")
-@click.option("--storage", default="sqlite:///studies/quickstart.db", show_default=True, help="Storage URL.")
+@click.option("--storage", help="Storage URL (default: every SQLite database in ./studies/).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def study_list(storage: str, as_json: bool) -> None:
-    """List the studies in a storage with their trial counts."""
+def study_list(storage: str | None, as_json: bool) -> None:
+    """List the studies in a storage (or in every studies/*.db) with their trial counts."""
+    from explorer.storage import mask_url
     from explorer.study import list_studies
 
     _quiet_optuna()
-    rows = list_studies(storage)
+    urls = (
+        [storage] if storage else [f"sqlite:///{p.as_posix()}" for p in sorted(Path("studies").glob("*.db"))]
+    )
+    rows = [{**r, "storage": mask_url(url)} for url in urls for r in list_studies(url)]
     if as_json:
         _emit_json(rows)
         return
     if not rows:
-        click.echo("no studies in this storage.")
+        click.echo(
+            "no studies " + ("in this storage." if storage else "in studies/*.db; pass --storage URL.")
+        )
     for r in rows:
         counts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(r["trials"].items()))
-        click.echo(f"{r['name']:<24} total {r['total']}  {counts or 'no trials'}  started {r['started']}")
+        click.echo(
+            f"{r['name']:<24} total {r['total']}  {counts or 'no trials'}  started {r['started']}  "
+            f"({r['storage']})"
+        )
 
 
 @study.command("status")

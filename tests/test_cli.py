@@ -117,3 +117,19 @@ def test_train_json_on_digits(tmp_path, monkeypatch):
     # A second run of the same architecture reuses the cached latency.
     again = json.loads(CliRunner().invoke(main, args).stdout)
     assert again["latency"]["cached"] is True and again["latency_ms"] == doc["latency_ms"]
+
+
+def test_study_list_without_storage_scans_the_studies_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["study", "list"])
+    assert result.exit_code == 0 and "no studies in studies/*.db" in result.stdout
+    import optuna
+
+    (tmp_path / "studies").mkdir()
+    for name in ("a", "b"):
+        optuna.create_study(study_name=name, storage=f"sqlite:///studies/{name}.db")
+    rows = json.loads(CliRunner().invoke(main, ["study", "list", "--json"]).stdout)
+    assert [(r["name"], r["storage"]) for r in rows] == [
+        ("a", "sqlite:///studies/a.db"),
+        ("b", "sqlite:///studies/b.db"),
+    ]

@@ -236,6 +236,8 @@ def test_status_and_export_retrain_exactly(tmp_path, sqlite_url):
     runner = CliRunner()
     spec = write_spec(tmp_path, name="exp", n_trials=3, epochs=2, early=False)
     assert runner.invoke(main, ["study", "run", str(spec), "--storage", sqlite_url]).exit_code == 0
+    listed = json.loads(runner.invoke(main, ["study", "list", "--storage", sqlite_url, "--json"]).stdout)
+    assert [(r["name"], r["total"], r["trials"]["COMPLETE"]) for r in listed] == [("exp", 3, 3)]
     status = runner.invoke(main, ["study", "status", "exp", "--storage", sqlite_url, "--json"])
     doc = json.loads(status.stdout)
     assert doc["trials"]["COMPLETE"] == 3 and doc["pareto"] and "***" not in doc["storage"]
