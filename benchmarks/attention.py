@@ -13,8 +13,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
-import platform
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,7 +27,10 @@ from explorer.attention import MultiHeadAttention, attention_flops  # noqa: E402
 from explorer.bench import bench_attention  # noqa: E402
 from explorer.config import LatencyConfig  # noqa: E402
 from explorer.device import resolve_device  # noqa: E402
-from explorer.latency import time_forward  # noqa: E402
+from explorer.latency import (
+    cpu_model_name,  # noqa: E402
+    time_forward,  # noqa: E402
+)
 
 SPEEDUP_TARGET, PEAK_TARGET = 1.3, 80.0
 
@@ -96,13 +97,7 @@ def markdown(df: pd.DataFrame, floatfmt: str = "{:.3g}") -> str:
 
 
 def machine() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
-        cpu = f"{info['Model name'].strip()}, {info['CPU(s)'].strip()} CPU(s)"
-    except (OSError, subprocess.CalledProcessError, KeyError):
-        cpu = f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPU(s)"
-    return cpu
+    return f"{cpu_model_name()}, {os.cpu_count()} CPU(s)"
 
 
 def best_of(tables: list[pd.DataFrame], by: str) -> pd.DataFrame:

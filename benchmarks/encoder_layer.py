@@ -19,10 +19,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import platform
 import shlex
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -32,6 +30,7 @@ from torch.utils import benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
+from explorer.latency import cpu_model_name  # noqa: E402
 from explorer.model import Block  # noqa: E402
 
 
@@ -159,14 +158,7 @@ def command_line() -> str:
 
 
 def cpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name:"):
-                return line.split(":", 1)[1].strip()
-    except (OSError, subprocess.CalledProcessError):
-        pass
-    return platform.processor() or platform.machine()
+    return cpu_model_name()
 
 
 def table(res: dict) -> str:

@@ -16,8 +16,6 @@ import argparse
 import dataclasses
 import datetime as dt
 import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,6 +26,7 @@ import optuna
 import torch
 
 from explorer.analysis import hypervolume_2d
+from explorer.latency import cpu_model_name
 from explorer.spec import load_spec
 from explorer.study import prepare_study, run_study
 
@@ -140,15 +139,9 @@ def early_stopping(tmp: Path) -> tuple[str, tuple[optuna.Study, float]]:
 
 
 def _machine() -> str:
-    try:
-        model = next(
-            line.split(":", 1)[1].strip()
-            for line in subprocess.check_output(["lscpu"], text=True).splitlines()
-            if line.startswith("Model name")
-        )
-    except Exception:  # noqa: BLE001 - a label only
-        model = platform.processor() or platform.machine()
-    return f"{model}, {os.cpu_count()} cores, torch {torch.__version__}, optuna {optuna.__version__}"
+    return (
+        f"{cpu_model_name()}, {os.cpu_count()} cores, torch {torch.__version__}, optuna {optuna.__version__}"
+    )
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from explorer.errors import ConfigError
 from explorer.model import build_model
 
 __all__ = [
+    "cpu_model_name",
     "LatencyCache",
     "LatencyResult",
     "device_name",
@@ -68,7 +69,7 @@ class LatencyResult:
 
 
 @cache
-def _cpu_model_name() -> str:
+def cpu_model_name() -> str:
     """The CPU's model name from /proc/cpuinfo (Linux), else what the platform module knows."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -83,7 +84,7 @@ def device_name(device: torch.device) -> str:
     """A label naming the hardware (not the thread count): part of the cache key and of every result."""
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
-    return f"{device.type} ({_cpu_model_name()})"
+    return f"{device.type} ({cpu_model_name()})"
 
 
 def _check_dtype(dtype: str, device: torch.device) -> torch.dtype:
