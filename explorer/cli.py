@@ -601,6 +601,9 @@ def heads(name: str, storage: str | None, which: str, device: str, out: Path | N
                 "val_accuracy_stored": r.val_accuracy_stored,
                 "importance": [list(x) for x in r.importance],
                 "verdict": r.verdict,
+                "relations_followed": None
+                if r.relations_followed is None
+                else r.relations_followed.to_dict(orient="records"),
                 "files": {k: str(v) for k, v in r.files.items()},
             }
         )
@@ -609,6 +612,8 @@ def heads(name: str, storage: str | None, which: str, device: str, out: Path | N
         f"trial #{r.trial}: heads per layer {list(r.heads)}; masking says {list(r.heads_needed)} suffice"
     )
     click.echo(r.verdict)
+    if r.relations_summary:
+        click.echo(f"relations: {r.relations_summary}")
     click.echo(f"wrote {out_dir}/ (heads.md, heads.csv, importance, masking, attention maps and statistics)")
 
 

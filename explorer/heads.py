@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -328,14 +328,14 @@ def specialization_from_maps(
     over examples. ``maps`` are per-layer ``[B, H, T, T]`` attention probabilities for inputs ``X [B, T]``.
     Returns one row per (layer, head, relation) with ``attention`` in [0, 1].
     """
-    X = np.asarray(X)
+    X = _numpy(X)
+    maps = [_numpy(m).astype(float) for m in maps]
     rows = np.arange(len(X))
     out = []
     for r, offset in enumerate(offsets):
         marker = (X == r).argmax(axis=1)
         target = marker + offset
         for layer, m in enumerate(maps):
-            m = np.asarray(m, dtype=float)
             there = m[rows, :, marker, target]  # [B, H]: marker attends to its target
             back = m[rows, :, target, marker]  # [B, H]: target attends to its marker
             both = np.maximum(there.mean(axis=0), back.mean(axis=0))
@@ -343,6 +343,14 @@ def specialization_from_maps(
                 {"layer": layer, "head": h, "relation": r, "attention": float(a)} for h, a in enumerate(both)
             ]
     return pd.DataFrame(out)
+
+
+def _numpy(a: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A host array of ``a`` (attention maps may be bf16 on a GPU; numpy has no bf16)."""
+    if isinstance(a, torch.Tensor):
+        a = a.detach().cpu()
+        return (a.float() if a.is_floating_point() else a).numpy()
+    return np.asarray(a)
 
 
 def specialized_heads(table: pd.DataFrame, threshold: float = SPECIALIZED) -> pd.DataFrame:
@@ -389,6 +397,20 @@ class HeadsReport:
     layer_curves: pd.DataFrame  # layer_masking_curves
     redundant: pd.DataFrame  # redundant_pairs
     files: dict[str, Path] = field(default_factory=dict)
+    # relations task only: attention along each relation per (layer, head), and its per-layer summary
+    relations: pd.DataFrame | None = None  # specialization_from_maps
+    relations_followed: pd.DataFrame | None = None  # specialized_heads
+
+    @property
+    def relations_summary(self) -> str | None:
+        """One line per layer: how many heads follow a relation and how many relations they cover."""
+        if self.relations_followed is None:
+            return None
+        return "; ".join(
+            f"layer {int(r.layer) + 1}: {int(r.specialized)} of {int(r.heads)} heads follow a relation, "
+            f"covering {int(r.relations_covered)} of {int(r.k)}"
+            for r in self.relations_followed.itertuples()
+        )
 
     @property
     def verdict(self) -> str:
@@ -448,9 +470,29 @@ def _markdown(r: HeadsReport, pairs_shown: int = 10) -> str:
         "",
         _md_table(t),
         "",
+        *_relations_markdown(r),
         *[f"![{k}]({p.name})" for k, p in r.files.items() if p.suffix == ".png"],
     ]
     return "\n".join(lines) + "\n"
+
+
+def _relations_markdown(r: HeadsReport) -> list[str]:
+    if r.relations is None:
+        return []
+    from explorer.report import _md_table
+
+    best = r.relations.loc[r.relations.groupby(["layer", "head"])["attention"].idxmax()]
+    best = best.assign(layer=best["layer"] + 1, follows=best["attention"] >= SPECIALIZED).round(3)
+    return [
+        "## Relations: one head per relation?",
+        "",
+        f"{r.relations_summary}. A head follows relation r when it puts at least {SPECIALIZED:.0%} of its "
+        "attention between marker r and its target (either direction), averaged over the validation split; "
+        "`relations.csv` has every (layer, head, relation).",
+        "",
+        _md_table(best.rename(columns={"relation": "best relation"})),
+        "",
+    ]
 
 
 def analyse_trial(
@@ -519,6 +561,16 @@ def analyse_trial(
         redundant=redundant_pairs(_pairs_frame(similarity)),
         files={**files, "csv": out / "heads.csv", "markdown": out / "heads.md"},
     )
+    if task.name == "relations":
+        k = task.spec.n_classes.bit_length() - 1  # the label is a k-bit pattern
+        relations = relation_specialization(model, X.to(device), k, task.spec.vocab_size)
+        relations.to_csv(out / "relations.csv", index=False)
+        report = replace(
+            report,
+            relations=relations,
+            relations_followed=specialized_heads(relations),
+            files={**report.files, "relations": out / "relations.csv"},
+        )
     report.table.to_csv(out / "heads.csv", index=False)
     (out / "heads.md").write_text(_markdown(report), encoding="utf-8")
     return report

@@ -132,7 +132,8 @@ def _confirmed_knee_blocks(study: optuna.Study, number: int) -> list[tuple]:
 
 def _relations_blocks(study: optuna.Study, df: pd.DataFrame, storage_url: str | None) -> list[tuple]:
     """ "One head learns one relation", checked on a relations study: accuracy with fewer than k heads in some
-    layer vs at least k in every layer (from the trials), and how many of the knee's heads follow a relation."""
+    layer vs at least k in every layer (from the trials), and how many relations the heads of the best model
+    with at least k heads per layer follow (from its stored weights)."""
     spec = study.user_attrs.get("spec") or {}
     k = int(an.spec_value(spec, "n_relations") or 2)
     ok = an.completed(df)
@@ -149,23 +150,30 @@ def _relations_blocks(study: optuna.Study, df: pd.DataFrame, storage_url: str | 
                f"95% CI [{d.low * 100:+.2f}, {d.high * 100:+.2f}] over {d.strata} width/depth groups: "
                + ("fewer than k heads costs accuracy here." if held else "no clear cost of fewer than k heads."))  # fmt: skip
     blocks.append(("p", [acc]))
-    spec_text, covered = _knee_specialization(study, spec, ok, k, storage_url)
+    spec_text, covered = _specialization(study, spec, ok, k, storage_url)
     blocks.append(("p", [spec_text]))
     if held is not None and covered is not None:
         verdict = "held" if held and covered >= k else "did not hold"
         blocks.append(("p", [("b", f"The claim {verdict} on this study"),
                              f" (accuracy cost below k heads: {'yes' if held else 'no'}; relations followed by the "
-                             f"knee's heads: {covered} of {k})."]))  # fmt: skip
+                             f"heads of the best model with k or more heads per layer: {covered} of {k})."]))  # fmt: skip
     return blocks
 
 
-def _knee_specialization(
+def _specialization(
     study: optuna.Study, spec: dict[str, Any], ok: pd.DataFrame, k: int, storage_url: str | None
 ) -> tuple[str, int | None]:
-    """How many relations the knee's heads follow, from its stored weights (never retrained inside a report)."""
-    rec = an.recommend(ok, _budgets(spec))
-    if rec.knee is None or storage_url is None:
-        return "No stored model to analyse.", None
+    """How many relations the heads of the most accurate trial with at least ``k`` heads in every layer follow.
+
+    That trial, not the knee, is the claim's subject: "at least k heads end up specialized" is about a model
+    that has k heads and has learned the task; the knee may have fewer heads. Read from stored weights; a report
+    never retrains.
+    """
+    wide = ok[ok["heads_min"] >= k]
+    if wide.empty or storage_url is None:
+        return f"No completed trial with at least {k} heads in every layer to analyse.", None
+    best = wide.loc[wide["val_accuracy"].idxmax()]
+    number = int(best["number"])
     from explorer.artifacts import artifact_root_for, store_for, trained_model
     from explorer.heads import SPECIALIZED, relation_specialization, specialized_heads
     from explorer.spec import spec_from_dict
@@ -173,18 +181,18 @@ def _knee_specialization(
 
     handle = StudyHandle(study, spec_from_dict(spec), storage_url)
     store = store_for(handle)
-    if not store.has(study.study_name, rec.knee.number):
-        return (f"The knee's trained weights are not stored under {artifact_root_for(storage_url)}; "
-                f"`explorer heads {study.study_name}` retrains and analyses it."), None  # fmt: skip
-    model, task = trained_model(handle, rec.knee.number, "cpu", store)
+    if not store.has(study.study_name, number):
+        return (f"The trained weights of trial {number} are not stored under {artifact_root_for(storage_url)}; "
+                f"`explorer heads {study.study_name} --trial {number}` retrains and analyses it."), None  # fmt: skip
+    model, task = trained_model(handle, number, "cpu", store)
     table = specialized_heads(relation_specialization(model, task.val[0], k, task.spec.vocab_size))
     per_layer = "; ".join(f"layer {int(r.layer)}: {int(r.specialized)} of {int(r.heads)} heads follow a relation, "
                           f"covering {int(r.relations_covered)} of {k}" for r in table.itertuples())  # fmt: skip
     covered = int(table["relations_covered"].max())
-    return (f"Knee (trial {rec.knee.number}, heads {rec.knee.heads}): {per_layer} (a head follows relation r when "
-            f"it puts at least {SPECIALIZED:.0%} of its attention between marker r and its target, averaged over the "
-            "validation "
-            "split).", covered)  # fmt: skip
+    return (f"Most accurate trial with at least {k} heads in every layer (trial {number}, heads {best['heads']}, "
+            f"{_pct(best['val_accuracy'])}% validation): {per_layer}. A head follows relation r when it puts at "
+            f"least {SPECIALIZED:.0%} of its attention between marker r and its target, averaged over the "
+            "validation split.", covered)  # fmt: skip
 
 
 def _confirmation_blocks(study: optuna.Study) -> list[tuple]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 
 from explorer.config import ModelConfig, valid_heads
 from explorer.errors import ConfigError, SpecError
+from explorer.spec import SAMPLERS
 
 if TYPE_CHECKING:
     from explorer.spec import SpaceSpec, StudySpec
@@ -357,7 +359,21 @@ def make_sampler(spec: StudySpec, stream: int = 0) -> optuna.samplers.BaseSample
         return optuna.samplers.GPSampler(seed=seed)
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    raise SpecError(f"sampler {spec.sampler!r} is unknown; choose tpe, nsga2, gp or random.")
+    if spec.sampler == "qmc":
+        # Scrambled Sobol points cover the space evenly (any 2^m consecutive points put 2^m / q in each of q
+        # equal bins of a parameter): the sampler for a small space that must be covered, not searched. All
+        # workers must share one sequence, so its seed ignores the stream; Optuna counts the points used in
+        # the study's storage. The first trial comes from the independent sampler, streamed like "random".
+        with warnings.catch_warnings():  # "experimental since 3.0": a notice for developers, not for users
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.samplers.QMCSampler(
+                qmc_type="sobol",
+                scramble=True,
+                seed=spec.seed,
+                independent_sampler=optuna.samplers.RandomSampler(seed=seed),
+                warn_independent_sampling=False,
+            )
+    raise SpecError(f"sampler {spec.sampler!r} is unknown; choose one of {', '.join(SAMPLERS)}.")
 
 
 def _mix(seed: int, stream: int) -> int:

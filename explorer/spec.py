@@ -12,7 +12,7 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
     n_trials*  the study's total number of trials, across resumes and workers
     storage    SQLAlchemy URL; default none = sqlite:///studies/<name>.db
     timeout    optional seconds per `study run` call
-    sampler    tpe | nsga2 | gp | random (default tpe)
+    sampler    tpe | nsga2 | gp | random | qmc (default tpe; qmc covers a small space evenly)
     seed       sampler and training seed (default 0)
 
     [objectives]     accuracy = "maximize" (validation accuracy, always), latency = "minimize" (always),
@@ -57,7 +57,7 @@ __all__ = [
     "spec_from_dict",
 ]
 
-SAMPLERS = ("tpe", "nsga2", "gp", "random")
+SAMPLERS = ("tpe", "nsga2", "gp", "random", "qmc")
 TASK_NAMES = ("digits", "relations")  # explorer.tasks.TASKS; not imported, so parsing a spec stays torch-free
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")

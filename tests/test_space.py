@@ -140,7 +140,10 @@ def test_gpu_vit_uses_plain_categoricals_where_every_value_is_usable():
 
 
 def test_single_valued_factors_are_not_suggested():
-    space = SearchSpace.from_spec(committed("relations"))
+    d = committed("relations").to_dict()  # one d_model, min_dk, mlp_ratio and lr
+    assert set(SearchSpace.from_spec(spec_from_dict(d)).distributions) == {"heads_q0"}  # uniform, 2 layers
+    d["space"] = d["space"] | {"n_layers": [1, 2], "families": ["uniform", "increasing", "decreasing"]}
+    space = SearchSpace.from_spec(spec_from_dict(d))
     assert set(space.distributions) == {"family", "n_layers_q", "heads_q0", "heads_q1"}
 
 
@@ -213,6 +216,7 @@ def test_decode_rejects_foreign_params():
         ("nsga2", optuna.samplers.NSGAIISampler),
         ("gp", optuna.samplers.GPSampler),
         ("random", optuna.samplers.RandomSampler),
+        ("qmc", optuna.samplers.QMCSampler),
     ],
 )
 def test_make_sampler_returns_the_named_class(name, cls):
@@ -232,6 +236,24 @@ def test_make_sampler_seeds_reproducibly_and_streams_differ():
     assert first_params(0) == first_params(0)
     assert first_params(1) == first_params(1)
     assert first_params(0) != first_params(1)
+
+
+def test_qmc_workers_share_one_even_sequence():
+    """Two workers (streams 1 and 2) asking in turn cover a 4-architecture space evenly: Sobol points are shared
+    through the study, so after the first (random) trial each block of 4 points holds every architecture once."""
+    spec = spec_from_dict(committed("relations").to_dict() | {"sampler": "qmc"})
+    space = SearchSpace.from_spec(spec)
+    assert space.size() == 4
+    study = optuna.create_study(directions=spec.directions())
+    samplers = [make_sampler(spec, 1), make_sampler(spec, 2)]
+    heads = []
+    for i in range(9):
+        study.sampler = samplers[i % 2]
+        trial = study.ask()
+        heads.append(space.sample(trial).config.heads[0])
+        study.tell(trial, [0.5, 1.0])
+    counts = {h: heads[1:].count(h) for h in (1, 2, 4, 8)}
+    assert counts == {1: 2, 2: 2, 4: 2, 8: 2}, heads
 
 
 def test_nsga2_population_scales_with_the_budget():

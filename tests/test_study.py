@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import optuna
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -389,5 +390,32 @@ def test_relations_report_states_whether_one_head_per_relation_held(tmp_path, sq
     )
     text = (out / "report.md").read_text()
     assert "One head per relation? (relations task, k = 2)" in text
-    # The knee's stored weights were analysed: one sentence per layer says how many heads follow a relation.
+    # The best model with >= k heads per layer was analysed from its stored weights, one clause per layer.
+    wide = [
+        t
+        for t in finished(handle.study)
+        if t.state == TrialState.COMPLETE and min(t.user_attrs["heads"]) >= 2
+    ]
+    best = max(wide, key=lambda t: t.user_attrs["val_accuracy"])
+    assert f"Most accurate trial with at least 2 heads in every layer (trial {best.number}," in text
     assert "heads follow a relation, covering" in text
+    # explorer heads adds the same measurement for any trial, per head, to heads.md and relations.csv.
+    heads_out = tmp_path / "heads"
+    args = [
+        "heads",
+        "rel",
+        "--storage",
+        sqlite_url,
+        "--trial",
+        str(best.number),
+        "--out",
+        str(heads_out),
+        "--json",
+    ]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    followed = json.loads(result.stdout)["relations_followed"]
+    assert [row["layer"] for row in followed] == [0] and followed[0]["heads"] == min(best.user_attrs["heads"])
+    assert "## Relations: one head per relation?" in (heads_out / "heads.md").read_text()
+    rel = pd.read_csv(heads_out / "relations.csv")
+    assert len(rel) == 2 * followed[0]["heads"] and rel["attention"].between(0, 1).all()
