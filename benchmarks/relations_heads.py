@@ -3,10 +3,12 @@
 d_model 64, 2 layers, min_dk 8, 20,000 sequences (14,000 train), 40 epochs, batch 64, lr 3e-3, seed 0, one CPU
 thread. Prints one JSON line per run, with how many heads per layer follow a relation (explorer.heads).
 Usage: python benchmarks/relations_heads.py K HEADS [EPOCHS] [SEED]   (e.g. 4 1,2,4 120; EPOCHS defaults to 40)
+DEVICE=cuda in the environment trains on the GPU (bf16 autocast) instead of the CPU.
 Results: benchmarks/relations.md.
 """
 
 import json
+import os
 import sys
 import time
 
@@ -29,7 +31,7 @@ for h in heads_list:
         ModelConfig(d_model=64, heads=(h, h), min_dk=8),
         task,
         TrainConfig(epochs=epochs, batch_size=64, lr=3e-3, seed=seed),
-        "cpu",
+        os.environ.get("DEVICE", "cpu"),
     )
     print(
         json.dumps(
