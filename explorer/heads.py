@@ -41,6 +41,8 @@ __all__ = [
     "relation_specialization",
     "specialization_from_maps",
     "specialized_heads",
+    "describe_specialization",
+    "relations_followed",
     "HeadsReport",
     "analyse_trial",
     "attention_pairs",
@@ -357,16 +359,34 @@ def specialized_heads(table: pd.DataFrame, threshold: float = SPECIALIZED) -> pd
     """Per layer: heads that follow some relation (best relation's attention >= threshold), and which ones.
 
     Columns: layer, heads, specialized (heads following a relation), relations_covered (distinct relations
-    followed by at least one head), k.
+    followed by at least one head), k, relations (those relations, e.g. "0,2").
     """
     k = int(table["relation"].max()) + 1
+    table = table.reset_index(drop=True)  # idxmax labels must be unique
     best = table.loc[table.groupby(["layer", "head"])["attention"].idxmax()]
     out = []
     for layer, g in best.groupby("layer"):
-        followed = g[g["attention"] >= threshold]
-        out.append({"layer": int(layer), "heads": len(g), "specialized": len(followed),
-                    "relations_covered": int(followed["relation"].nunique()), "k": k})  # fmt: skip
+        followed = sorted(set(g.loc[g["attention"] >= threshold, "relation"].astype(int)))
+        out.append({"layer": int(layer), "heads": len(g), "specialized": int((g["attention"] >= threshold).sum()),
+                    "relations_covered": len(followed), "k": k,
+                    "relations": ",".join(map(str, followed))})  # fmt: skip
     return pd.DataFrame(out)
+
+
+def relations_followed(summary: pd.DataFrame) -> set[int]:
+    """Relations followed by some head in any layer, from :func:`specialized_heads`."""
+    return {int(r) for cell in summary["relations"] for r in cell.split(",") if r}
+
+
+def describe_specialization(summary: pd.DataFrame) -> str:
+    """One clause per layer (numbered from 1) and the network-wide count, from :func:`specialized_heads`."""
+    k = int(summary["k"].iloc[0])
+    layers = "; ".join(
+        f"layer {int(r.layer) + 1}: {int(r.specialized)} of {int(r.heads)} heads follow a relation"
+        + (f" (relation{'s' * (',' in r.relations)} {r.relations})" if r.relations else "")
+        for r in summary.itertuples()
+    )
+    return f"{layers}; in all, heads follow {len(relations_followed(summary))} of the {k} relations"
 
 
 def relation_specialization(
@@ -406,11 +426,7 @@ class HeadsReport:
         """One line per layer: how many heads follow a relation and how many relations they cover."""
         if self.relations_followed is None:
             return None
-        return "; ".join(
-            f"layer {int(r.layer) + 1}: {int(r.specialized)} of {int(r.heads)} heads follow a relation, "
-            f"covering {int(r.relations_covered)} of {int(r.k)}"
-            for r in self.relations_followed.itertuples()
-        )
+        return describe_specialization(self.relations_followed)
 
     @property
     def verdict(self) -> str:

@@ -175,7 +175,13 @@ def _specialization(
     best = wide.loc[wide["val_accuracy"].idxmax()]
     number = int(best["number"])
     from explorer.artifacts import artifact_root_for, store_for, trained_model
-    from explorer.heads import SPECIALIZED, relation_specialization, specialized_heads
+    from explorer.heads import (
+        SPECIALIZED,
+        describe_specialization,
+        relation_specialization,
+        relations_followed,
+        specialized_heads,
+    )
     from explorer.spec import spec_from_dict
     from explorer.study import StudyHandle
 
@@ -186,9 +192,7 @@ def _specialization(
                 f"`explorer heads {study.study_name} --trial {number}` retrains and analyses it."), None  # fmt: skip
     model, task = trained_model(handle, number, "cpu", store)
     table = specialized_heads(relation_specialization(model, task.val[0], k, task.spec.vocab_size))
-    per_layer = "; ".join(f"layer {int(r.layer)}: {int(r.specialized)} of {int(r.heads)} heads follow a relation, "
-                          f"covering {int(r.relations_covered)} of {k}" for r in table.itertuples())  # fmt: skip
-    covered = int(table["relations_covered"].max())
+    per_layer, covered = describe_specialization(table), len(relations_followed(table))
     return (f"Most accurate trial with at least {k} heads in every layer (trial {number}, heads {best['heads']}, "
             f"{_pct(best['val_accuracy'])}% validation): {per_layer}. A head follows relation r when it puts at "
             f"least {SPECIALIZED:.0%} of its attention between marker r and its target, averaged over the "

@@ -398,7 +398,7 @@ def test_relations_report_states_whether_one_head_per_relation_held(tmp_path, sq
     ]
     best = max(wide, key=lambda t: t.user_attrs["val_accuracy"])
     assert f"Most accurate trial with at least 2 heads in every layer (trial {best.number}," in text
-    assert "heads follow a relation, covering" in text
+    assert "layer 1: " in text and "in all, heads follow" in text
     # explorer heads adds the same measurement for any trial, per head, to heads.md and relations.csv.
     heads_out = tmp_path / "heads"
     args = [
