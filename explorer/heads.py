@@ -356,20 +356,25 @@ def _numpy(a: torch.Tensor | np.ndarray) -> np.ndarray:
 
 
 def specialized_heads(table: pd.DataFrame, threshold: float = SPECIALIZED) -> pd.DataFrame:
-    """Per layer: heads that follow some relation (best relation's attention >= threshold), and which ones.
+    """Per layer: which heads follow which relations (attention along it >= threshold).
 
-    Columns: layer, heads, specialized (heads following a relation), relations_covered (distinct relations
-    followed by at least one head), k, relations (those relations, e.g. "0,2").
+    A head may follow several relations: "one head learns one relation" is what this checks, not assumes.
+    Columns: layer, heads, specialized (heads following at least one relation), relations_covered (distinct
+    relations followed by some head), k, relations (those relations, e.g. "0,2"), shared (heads following more
+    than one), detail (per following head, numbered from 1: "2: 0,1,2; 3: 3").
     """
     k = int(table["relation"].max()) + 1
-    table = table.reset_index(drop=True)  # idxmax labels must be unique
-    best = table.loc[table.groupby(["layer", "head"])["attention"].idxmax()]
     out = []
-    for layer, g in best.groupby("layer"):
-        followed = sorted(set(g.loc[g["attention"] >= threshold, "relation"].astype(int)))
-        out.append({"layer": int(layer), "heads": len(g), "specialized": int((g["attention"] >= threshold).sum()),
-                    "relations_covered": len(followed), "k": k,
-                    "relations": ",".join(map(str, followed))})  # fmt: skip
+    for layer, g in table.groupby("layer"):
+        hits = g[g["attention"] >= threshold]
+        per_head = hits.groupby("head")["relation"].apply(lambda r: sorted(int(x) for x in r))
+        out.append({
+            "layer": int(layer), "heads": int(g["head"].nunique()), "specialized": len(per_head),
+            "relations_covered": int(hits["relation"].nunique()), "k": k,
+            "relations": ",".join(map(str, sorted(int(x) for x in hits["relation"].unique()))),
+            "shared": int(sum(len(rs) > 1 for rs in per_head)),
+            "detail": "; ".join(f"{int(h) + 1}: {','.join(map(str, rs))}" for h, rs in per_head.items()),
+        })  # fmt: skip
     return pd.DataFrame(out)
 
 
@@ -380,13 +385,21 @@ def relations_followed(summary: pd.DataFrame) -> set[int]:
 
 def describe_specialization(summary: pd.DataFrame) -> str:
     """One clause per layer (numbered from 1) and the network-wide count, from :func:`specialized_heads`."""
+
+    def heads(detail: str) -> str:  # "2: 0,1; 3: 3" -> "head 2: relations 0,1, head 3: relation 3"
+        parts = (part.split(": ") for part in detail.split("; "))
+        return ", ".join(f"head {h}: relation{'s' * (',' in rs)} {rs}" for h, rs in parts)
+
     k = int(summary["k"].iloc[0])
     layers = "; ".join(
         f"layer {int(r.layer) + 1}: {int(r.specialized)} of {int(r.heads)} heads follow a relation"
-        + (f" (relation{'s' * (',' in r.relations)} {r.relations})" if r.relations else "")
+        + (f" ({heads(r.detail)})" if r.detail else "")
         for r in summary.itertuples()
     )
-    return f"{layers}; in all, heads follow {len(relations_followed(summary))} of the {k} relations"
+    shared = int(summary["shared"].sum())
+    return f"{layers}; in all, heads follow {len(relations_followed(summary))} of the {k} relations" + (
+        f", and {shared} head{'s' * (shared > 1)} follow{'s' * (shared == 1)} more than one" if shared else ""
+    )
 
 
 def relation_specialization(
@@ -497,8 +510,9 @@ def _relations_markdown(r: HeadsReport) -> list[str]:
         return []
     from explorer.report import _md_table
 
-    best = r.relations.loc[r.relations.groupby(["layer", "head"])["attention"].idxmax()]
-    best = best.assign(layer=best["layer"] + 1, follows=best["attention"] >= SPECIALIZED).round(3)
+    grid = r.relations.assign(layer=r.relations["layer"] + 1, head=r.relations["head"] + 1)
+    grid = grid.pivot_table(index=["layer", "head"], columns="relation", values="attention").round(3)
+    grid.columns = [f"relation {c}" for c in grid.columns]
     return [
         "## Relations: one head per relation?",
         "",
@@ -506,7 +520,9 @@ def _relations_markdown(r: HeadsReport) -> list[str]:
         "attention between marker r and its target (either direction), averaged over the validation split; "
         "`relations.csv` has every (layer, head, relation).",
         "",
-        _md_table(best.rename(columns={"relation": "best relation"})),
+        "Attention along each relation, per head (layers and heads numbered from 1):",
+        "",
+        _md_table(grid.reset_index()),
         "",
     ]
 

@@ -149,21 +149,32 @@ def _relations_blocks(study: optuna.Study, df: pd.DataFrame, storage_url: str | 
                f"than {k} in some layer: {_pct(d.mean_b)}% ({d.n_b} trials); difference {d.diff * 100:+.2f} points, "
                f"95% CI [{d.low * 100:+.2f}, {d.high * 100:+.2f}] over {d.strata} width/depth groups: "
                + ("fewer than k heads costs accuracy here." if held else "no clear cost of fewer than k heads."))  # fmt: skip
+    if len(ok):
+        by_heads = ok.sort_values("number").groupby("heads", sort=False)["val_accuracy"]
+        order = sorted(by_heads.groups, key=lambda h: [int(x) for x in str(h).split(",")])
+        acc += (
+            " Each trial's validation accuracy, by heads per layer: "
+            + "; ".join(f"{h}: " + ", ".join(f"{_pct(v)}%" for v in by_heads.get_group(h)) for h in order)
+            + "."
+        )
     blocks.append(("p", [acc]))
-    spec_text, covered = _specialization(study, spec, ok, k, storage_url)
+    spec_text, followed = _specialization(study, spec, ok, k, storage_url)
     blocks.append(("p", [spec_text]))
-    if held is not None and covered is not None:
-        verdict = "held" if held and covered >= k else "did not hold"
+    if held is not None and followed is not None:
+        covered, n_heads = followed
+        specialized = covered >= k and n_heads >= k
+        verdict = "held" if held and specialized else "did not hold"
         blocks.append(("p", [("b", f"The claim {verdict} on this study"),
-                             f" (accuracy cost below k heads: {'yes' if held else 'no'}; relations followed by the "
-                             f"heads of the best model with k or more heads per layer: {covered} of {k})."]))  # fmt: skip
+                             f" (accuracy cost below k heads: {'yes' if held else 'no'}; at least k heads specialized: "
+                             f"{'yes' if specialized else 'no'}, {n_heads} heads of the best model with k or more per "
+                             f"layer follow a relation, covering {covered} of {k})."]))  # fmt: skip
     return blocks
 
 
 def _specialization(
     study: optuna.Study, spec: dict[str, Any], ok: pd.DataFrame, k: int, storage_url: str | None
-) -> tuple[str, int | None]:
-    """How many relations the heads of the most accurate trial with at least ``k`` heads in every layer follow.
+) -> tuple[str, tuple[int, int] | None]:
+    """Relations followed, and heads following one, in the most accurate trial with >= ``k`` heads per layer.
 
     That trial, not the knee, is the claim's subject: "at least k heads end up specialized" is about a model
     that has k heads and has learned the task; the knee may have fewer heads. Read from stored weights; a report
@@ -192,11 +203,12 @@ def _specialization(
                 f"`explorer heads {study.study_name} --trial {number}` retrains and analyses it."), None  # fmt: skip
     model, task = trained_model(handle, number, "cpu", store)
     table = specialized_heads(relation_specialization(model, task.val[0], k, task.spec.vocab_size))
-    per_layer, covered = describe_specialization(table), len(relations_followed(table))
+    per_layer = describe_specialization(table)
+    followed = len(relations_followed(table)), int(table["specialized"].sum())
     return (f"Most accurate trial with at least {k} heads in every layer (trial {number}, heads {best['heads']}, "
             f"{_pct(best['val_accuracy'])}% validation): {per_layer}. A head follows relation r when it puts at "
             f"least {SPECIALIZED:.0%} of its attention between marker r and its target, averaged over the "
-            "validation split.", covered)  # fmt: skip
+            "validation split.", followed)  # fmt: skip
 
 
 def _confirmation_blocks(study: optuna.Study) -> list[tuple]:

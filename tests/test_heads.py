@@ -314,14 +314,22 @@ def test_specialization_from_hand_made_maps():
     assert att[(2, 0)] == pytest.approx(1 / T) and att[(2, 1)] == pytest.approx(1 / T)  # head 2: uniform
     summary = heads.specialized_heads(table)
     assert summary.to_dict(orient="records") == [
-        {"layer": 0, "heads": 3, "specialized": 2, "relations_covered": 2, "k": 2, "relations": "0,1"}
-    ]
+        {"layer": 0, "heads": 3, "specialized": 2, "relations_covered": 2, "k": 2, "relations": "0,1",
+         "shared": 0, "detail": "1: 0; 2: 1"}
+    ]  # fmt: skip
     assert heads.relations_followed(summary) == {0, 1}
     # A second layer where only relation 1 is followed adds no relation; the network-wide count stays 2.
     layer1 = table.assign(layer=1, attention=np.where(table["relation"] == 1, table["attention"], 0.0))
     both = heads.specialized_heads(pd.concat([table, layer1]))
     assert both["relations"].tolist() == ["0,1", "1"] and heads.relations_followed(both) == {0, 1}
     assert heads.describe_specialization(both) == (
-        "layer 1: 2 of 3 heads follow a relation (relations 0,1); "
-        "layer 2: 1 of 3 heads follow a relation (relation 1); in all, heads follow 2 of the 2 relations"
+        "layer 1: 2 of 3 heads follow a relation (head 1: relation 0, head 2: relation 1); "
+        "layer 2: 1 of 3 heads follow a relation (head 2: relation 1); in all, heads follow 2 of the 2 relations"
     )
+    # One head may follow several relations: the check does not assume "one head, one relation".
+    shared = table.assign(attention=np.where(table["head"] == 2, 0.4, table["attention"]))
+    one = heads.specialized_heads(shared)
+    assert one[["specialized", "shared", "detail"]].to_dict(orient="records") == [
+        {"specialized": 3, "shared": 1, "detail": "1: 0; 2: 1; 3: 0,1"}
+    ]
+    assert heads.describe_specialization(one).endswith("and 1 head follows more than one")
