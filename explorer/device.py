@@ -38,7 +38,8 @@ def describe_device(device: torch.device) -> str:
     """A human label for reports: the GPU's name, or the CPU's architecture and thread count."""
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
-    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+    n = torch.get_num_threads()
+    return f"cpu ({platform.machine()}, {n} thread{'s' * (n != 1)})"
 
 
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:
