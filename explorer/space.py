@@ -360,8 +360,8 @@ def make_sampler(spec: StudySpec, stream: int = 0) -> optuna.samplers.BaseSample
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if spec.sampler == "qmc":
-        # Scrambled Sobol points cover the space evenly (any 2^m consecutive points put 2^m / q in each of q
-        # equal bins of a parameter): the sampler for a small space that must be covered, not searched. All
+        # Scrambled Sobol points cover the space evenly (each aligned block of 2^m points puts 2^m / q in each of
+        # q equal bins of a parameter, q a power of 2 up to 2^m): for a small space to cover, not search. All
         # workers must share one sequence, so its seed ignores the stream; Optuna counts the points used in
         # the study's storage. The first trial comes from the independent sampler, streamed like "random".
         with warnings.catch_warnings():  # "experimental since 3.0": a notice for developers, not for users
