@@ -345,6 +345,17 @@ def _default_url(name: str) -> str:
     return default_storage_url(name)
 
 
+# Options several commands share, declared once.
+_storage_option = click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+_trial_option = click.option(
+    "--trial",
+    "which",
+    default="knee",
+    show_default=True,
+    help="knee, most-accurate, fastest or a trial number.",
+)
+
+
 def _run_options(f: Any) -> Any:
     """The options `study run` and `study resume` share (how long, how many workers, where)."""
     options = [
@@ -380,7 +391,7 @@ def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
 
 @study.command("resume")
 @click.argument("name")
-@click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+@_storage_option
 @_run_options
 def study_resume(name: str, storage: str | None, **run: Any) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
@@ -420,7 +431,7 @@ def study_list(storage: str | None, as_json: bool) -> None:
 
 @study.command("status")
 @click.argument("name")
-@click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+@_storage_option
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def study_status(name: str, storage: str | None, as_json: bool) -> None:
     """Trial counts by state, early stopping and the Pareto trials of one study."""
@@ -450,7 +461,7 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
 
 @main.command()
 @click.argument("name")
-@click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+@_storage_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME.")
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as one JSON document.")
 def report(name: str, storage: str | None, out: Path | None, as_json: bool) -> None:
@@ -474,14 +485,8 @@ def report(name: str, storage: str | None, out: Path | None, as_json: bool) -> N
 
 @main.command()
 @click.argument("name")
-@click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
-@click.option(
-    "--trial",
-    "which",
-    default="knee",
-    show_default=True,
-    help="knee, most-accurate, fastest or a trial number.",
-)
+@_storage_option
+@_trial_option
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="FILE.json to write."
 )
@@ -500,7 +505,7 @@ def export(name: str, storage: str | None, which: str, out: Path) -> None:
 
 @main.command()
 @click.argument("name")
-@click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+@_storage_option
 @click.option(
     "--top", type=int, default=3, show_default=True, help="Pareto finalists to confirm (knee first)."
 )
@@ -568,14 +573,8 @@ def confirm(name: str, storage: str | None, top: int, seeds: int, device: str | 
 
 @main.command()
 @click.argument("name")
-@click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
-@click.option(
-    "--trial",
-    "which",
-    default="knee",
-    show_default=True,
-    help="knee, most-accurate, fastest or a trial number.",
-)
+@_storage_option
+@_trial_option
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME-heads.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")

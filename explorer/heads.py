@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -576,6 +576,12 @@ def analyse_trial(
         "attention_stats": lambda: attention_stats_figure(stats),
     }
     files = {k: save_png(make(), out / f"{k}.png") for k, make in figures.items()}
+    relations = None
+    if task.name == "relations":
+        k = task.spec.n_classes.bit_length() - 1  # the label is a k-bit pattern
+        relations = relation_specialization(model, X.to(device), k, task.spec.vocab_size)
+        relations.to_csv(out / "relations.csv", index=False)
+        files["relations"] = out / "relations.csv"
     trial = handle.study.get_trials(deepcopy=False)[number]
     report = HeadsReport(
         study=handle.spec.name,
@@ -592,17 +598,9 @@ def analyse_trial(
         layer_curves=layer_curves,
         redundant=redundant_pairs(_pairs_frame(similarity)),
         files={**files, "csv": out / "heads.csv", "markdown": out / "heads.md"},
+        relations=relations,
+        relations_followed=None if relations is None else specialized_heads(relations),
     )
-    if task.name == "relations":
-        k = task.spec.n_classes.bit_length() - 1  # the label is a k-bit pattern
-        relations = relation_specialization(model, X.to(device), k, task.spec.vocab_size)
-        relations.to_csv(out / "relations.csv", index=False)
-        report = replace(
-            report,
-            relations=relations,
-            relations_followed=specialized_heads(relations),
-            files={**report.files, "relations": out / "relations.csv"},
-        )
     report.table.to_csv(out / "heads.csv", index=False)
     (out / "heads.md").write_text(_markdown(report), encoding="utf-8")
     return report
