@@ -23,11 +23,11 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from explorer.attention import MultiHeadAttention, attention_flops  # noqa: E402
-from explorer.bench import bench_attention  # noqa: E402
-from explorer.config import LatencyConfig  # noqa: E402
-from explorer.device import resolve_device  # noqa: E402
-from explorer.latency import (
+from explorer.engine.attention import MultiHeadAttention, attention_flops  # noqa: E402
+from explorer.engine.bench import bench_attention  # noqa: E402
+from explorer.engine.config import LatencyConfig  # noqa: E402
+from explorer.engine.device import resolve_device  # noqa: E402
+from explorer.engine.latency import (
     cpu_model_name,  # noqa: E402
     time_forward,  # noqa: E402
 )

@@ -30,8 +30,8 @@ from torch.utils import benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from explorer.latency import cpu_model_name  # noqa: E402
-from explorer.model import Block  # noqa: E402
+from explorer.engine.latency import cpu_model_name  # noqa: E402
+from explorer.engine.model import Block  # noqa: E402
 
 
 def build(args: argparse.Namespace, device: torch.device) -> tuple[nn.Module, nn.Module]:

@@ -1,7 +1,7 @@
 """The seed's claim "one head learns one relation", measured: relations with k relations, 1 vs 2 vs 4 heads.
 
 d_model 64, 2 layers, min_dk 8, 20,000 sequences (14,000 train), batch 64, lr 3e-3, one CPU thread. Prints one
-JSON line per run, with which relations each layer's heads follow (explorer.heads.specialized_heads). 120 epochs
+JSON line per run, with which relations each layer's heads follow (explorer.insight.heads.specialized_heads). 120 epochs
 get past the task's plateau; 40 do not.
 Usage: python benchmarks/relations_heads.py K HEADS [EPOCHS] [SEED]   (e.g. 4 1,2,4 120; EPOCHS defaults to 40)
 DEVICE=cuda in the environment trains on the GPU (bf16 autocast) instead of the CPU; LAYERS=1 builds 1 layer, not 2.
@@ -15,10 +15,10 @@ import time
 
 import torch
 
-from explorer.config import ModelConfig, TrainConfig
-from explorer.heads import relation_specialization, specialized_heads
-from explorer.tasks import load_task
-from explorer.train import fit
+from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.engine.tasks import load_task
+from explorer.engine.train import fit
+from explorer.insight.heads import relation_specialization, specialized_heads
 
 torch.set_num_threads(1)
 

@@ -37,7 +37,7 @@ import sys, time
 t0 = time.perf_counter()
 import optuna
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-from explorer.report import write_report
+from explorer.output.report import write_report
 t1 = time.perf_counter()
 study = optuna.load_study(study_name="scale", storage=sys.argv[1])
 t2 = time.perf_counter()
@@ -51,7 +51,7 @@ def build(url: str, n: int) -> None:
     sys.path.insert(0, str(ROOT))
     import optuna
 
-    from explorer.synthetic import make_study
+    from tests.fixtures import make_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     make_study(
@@ -131,7 +131,7 @@ trials.csv, pareto.csv).
 
 Where the time goes (one cProfile run at this size, 17.6 s under the profiler, which inflates everything):
 fANOVA parameter importance for two objectives (16 trees of depth 8, seed 0) 6.0 s; rendering the 8 PNGs 4.1 s;
-importing torch for the bench chart (explorer.bench draws it) 2.8 s; building the three effect figures 2.5 s;
+importing torch for the bench chart (explorer.engine.bench draws it) 2.8 s; building the three effect figures 2.5 s;
 the tables, the Pareto front, the hypervolume history and the rule checks well under a second together.
 
 Readability at this size was checked by eye on the figures of this run: markers shrink (area 9) and turn

@@ -25,10 +25,10 @@ import numpy as np
 import optuna
 import torch
 
-from explorer.analysis import hypervolume_2d
-from explorer.latency import cpu_model_name
-from explorer.spec import load_spec
-from explorer.study import prepare_study, run_study
+from explorer.engine.latency import cpu_model_name
+from explorer.insight.analysis import hypervolume_2d
+from explorer.search.spec import load_spec
+from explorer.search.study import prepare_study, run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "studies" / "quickstart.toml"

@@ -1,4 +1,4 @@
-"""Training throughput (samples/s) of one variant on a real task, through explorer.train.fit.
+"""Training throughput (samples/s) of one variant on a real task, through explorer.engine.train.fit.
 
 Default: the digits variant the README trains (d_model 64, 4 layers, heads increasing:2-8, min_dk 8). Each
 repeat is a fresh ``fit`` with the same seed; ``samples/s`` is fit's own figure (training examples processed
@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywher
 
 from encoder_layer import add_run_args, command_line, cpu_model  # noqa: E402
 
-from explorer.config import ModelConfig, TrainConfig  # noqa: E402
-from explorer.device import resolve_device  # noqa: E402
-from explorer.tasks import load_task  # noqa: E402
-from explorer.train import fit  # noqa: E402
+from explorer.engine.config import ModelConfig, TrainConfig  # noqa: E402
+from explorer.engine.device import resolve_device  # noqa: E402
+from explorer.engine.tasks import load_task  # noqa: E402
+from explorer.engine.train import fit  # noqa: E402
 
 
 def measure(args: argparse.Namespace) -> dict[str, list]:
@@ -95,7 +95,7 @@ def main() -> None:
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument(
-        "--heads", default="increasing:2-8", help="head schedule (see explorer.config.expand_schedule)"
+        "--heads", default="increasing:2-8", help="head schedule (see explorer.engine.config.expand_schedule)"
     )
     p.add_argument("--min-dk", type=int, default=8)
     p.add_argument("--mlp-ratio", type=float, default=4.0)

@@ -1,8 +1,8 @@
 """explorer: how many attention heads, per layer, should your Transformer have, on your task and device?
 
-The package builds encoder variants under the head rules (:mod:`explorer.config`), trains them on real tasks
-(:mod:`explorer.tasks`, :mod:`explorer.train`), times them on the device (:mod:`explorer.latency`), searches the
-accuracy/latency trade-off with Optuna (:mod:`explorer.study`) and reports what to pick (:mod:`explorer.report`).
+The package builds encoder variants under the head rules (:mod:`explorer.engine.config`), trains them on real tasks
+(:mod:`explorer.engine.tasks`, :mod:`explorer.engine.train`), times them on the device (:mod:`explorer.engine.latency`), searches the
+accuracy/latency trade-off with Optuna (:mod:`explorer.search.study`) and reports what to pick (:mod:`explorer.output.report`).
 Submodules import torch and optuna; this top level does not, so the command line starts instantly.
 """
 

@@ -80,7 +80,7 @@ def main(ctx: click.Context, verbose: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def space(d_model: int, min_dk: int, as_json: bool) -> None:
     """List the valid head counts for a width and d_k floor, with their d_k."""
-    from explorer.config import valid_heads
+    from explorer.engine.config import valid_heads
 
     heads = valid_heads(d_model, min_dk)
     d_k = [d_model // h for h in heads]
@@ -153,8 +153,8 @@ def train(
     as_json: bool,
 ) -> None:
     """Train one variant; report accuracy, latency, parameters, FLOPs and training time."""
-    from explorer.config import LatencyConfig, ModelConfig, TrainConfig
-    from explorer.runner import load_run_config, run_variant
+    from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
+    from explorer.engine.evaluate import load_run_config, run_variant
 
     options = _parse_options(task_opts)
     if config_path is not None:
@@ -234,8 +234,8 @@ def bench_attention_cmd(
     out: Path | None,
 ) -> None:
     """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the seed's table)."""
-    from explorer.bench import bench_attention, write_bench
-    from explorer.device import resolve_device
+    from explorer.engine.bench import bench_attention, write_bench
+    from explorer.engine.device import resolve_device
 
     if not as_json:
         _note(f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads ...")
@@ -292,7 +292,7 @@ def _run_with_progress(
     """Run a study with a progress bar on stderr; Ctrl-C stops cleanly and says how to resume."""
     from tqdm import tqdm
 
-    from explorer.study import run_study
+    from explorer.search.study import run_study
 
     total = n_trials if n_trials is not None else handle.spec.n_trials
     resume = f"explorer study resume {handle.spec.name} --storage '{handle.masked_url}'"
@@ -340,7 +340,7 @@ def _run_with_progress(
 
 
 def _default_url(name: str) -> str:
-    from explorer.storage import default_storage_url
+    from explorer.search.storage import default_storage_url
 
     return default_storage_url(name)
 
@@ -382,8 +382,8 @@ def _run_options(f: Any) -> Any:
 @_run_options
 def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
-    from explorer.spec import load_spec
-    from explorer.study import prepare_study
+    from explorer.search.spec import load_spec
+    from explorer.search.study import prepare_study
 
     _quiet_optuna()
     _run_with_progress(prepare_study(load_spec(spec_path), storage), **run)
@@ -395,7 +395,7 @@ def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
 @_run_options
 def study_resume(name: str, storage: str | None, **run: Any) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
-    from explorer.study import open_study
+    from explorer.search.study import open_study
 
     _quiet_optuna()
     _run_with_progress(open_study(name, storage), **run)
@@ -406,8 +406,8 @@ def study_resume(name: str, storage: str | None, **run: Any) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def study_list(storage: str | None, as_json: bool) -> None:
     """List the studies in a storage (or in every studies/*.db) with their trial counts."""
-    from explorer.storage import mask_url
-    from explorer.study import list_studies
+    from explorer.search.storage import mask_url
+    from explorer.search.study import list_studies
 
     _quiet_optuna()
     urls = (
@@ -435,7 +435,7 @@ def study_list(storage: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def study_status(name: str, storage: str | None, as_json: bool) -> None:
     """Trial counts by state, early stopping and the Pareto trials of one study."""
-    from explorer.study import open_study, status
+    from explorer.search.study import open_study, status
 
     _quiet_optuna()
     doc = status(open_study(name, storage))
@@ -466,8 +466,8 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the written paths as one JSON document.")
 def report(name: str, storage: str | None, out: Path | None, as_json: bool) -> None:
     """Write the recommendation report, figures and CSVs for a study."""
-    from explorer.report import write_report
-    from explorer.study import open_study
+    from explorer.output.report import write_report
+    from explorer.search.study import open_study
 
     _quiet_optuna()
     handle = open_study(name, storage)
@@ -492,8 +492,8 @@ def report(name: str, storage: str | None, out: Path | None, as_json: bool) -> N
 )
 def export(name: str, storage: str | None, which: str, out: Path) -> None:
     """Write a trial's config so `explorer train --config FILE.json` rebuilds and retrains it exactly."""
-    from explorer.export import export_trial
-    from explorer.study import open_study
+    from explorer.output.export import export_trial
+    from explorer.search.study import open_study
 
     _quiet_optuna()
     number = export_trial(open_study(name, storage), which, out)
@@ -516,9 +516,9 @@ def confirm(name: str, storage: str | None, top: int, seeds: int, device: str | 
     """Retrain the finalists (plus 1-head and 8-head references) with fresh seeds; resumable."""
     from tqdm import tqdm
 
-    from explorer.confirm import confirm as run_confirm
-    from explorer.confirm import confirm_summary, significant_differences
-    from explorer.study import open_study
+    from explorer.insight.confirm import confirm as run_confirm
+    from explorer.insight.confirm import confirm_summary, significant_differences
+    from explorer.search.study import open_study
 
     _quiet_optuna()
     handle = open_study(name, storage)
@@ -580,8 +580,8 @@ def confirm(name: str, storage: str | None, top: int, seeds: int, device: str | 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 def heads(name: str, storage: str | None, which: str, device: str, out: Path | None, as_json: bool) -> None:
     """What each head of a trained finalist does: importance, masking, entropy, similarity, attention maps."""
-    from explorer.heads import analyse_trial
-    from explorer.study import open_study
+    from explorer.insight.heads import analyse_trial
+    from explorer.search.study import open_study
 
     _quiet_optuna()
     handle = open_study(name, storage)

@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from explorer import analysis as an
-from explorer import rules
-from explorer.synthetic import make_study
+from explorer.insight import analysis as an
+from explorer.insight import rules
+from tests.fixtures import make_study
 
 
 def table(**cols) -> pd.DataFrame:

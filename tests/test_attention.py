@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.attention import MultiHeadAttention, attention_flops, set_attention_impl
+from explorer.engine.attention import MultiHeadAttention, attention_flops, set_attention_impl
 from explorer.errors import ConfigError
 
 IMPLS = ("fused", "merged", "serial")

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from explorer.bench import BENCH_IMPLS, bench_attention, peak_memory_mb, write_bench
+from explorer.engine.bench import BENCH_IMPLS, bench_attention, peak_memory_mb, write_bench
 from explorer.errors import ConfigError
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

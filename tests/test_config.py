@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.config import InputSpec, ModelConfig, TrainConfig, expand_schedule, schedule_family, valid_heads
+from explorer.engine.config import (
+    InputSpec,
+    ModelConfig,
+    TrainConfig,
+    expand_schedule,
+    schedule_family,
+    valid_heads,
+)
 from explorer.errors import ConfigError
 
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from explorer import confirm as cf
-from explorer.analysis import mean_ci
-from explorer.config import LatencyConfig, valid_heads
-from explorer.spec import load_spec
-from explorer.study import prepare_study, run_study
-from explorer.synthetic import write_tiny_spec as write_spec
+from explorer.engine.config import LatencyConfig, valid_heads
+from explorer.insight import confirm as cf
+from explorer.insight.analysis import mean_ci
+from explorer.search.spec import load_spec
+from explorer.search.study import prepare_study, run_study
+from tests.fixtures import write_tiny_spec as write_spec
 
 FAST_TIMING = LatencyConfig(batch_size=16, threads=1, min_run_time=0.01)
 

@@ -12,18 +12,19 @@ import pandas as pd
 import pytest
 import torch
 
-from explorer import heads, heads_plots
-from explorer.artifacts import ARTIFACT_DIR_ENV, ArtifactStore, artifact_root_for
-from explorer.config import InputSpec, ModelConfig, TrainConfig
+from explorer.engine.config import InputSpec, ModelConfig, TrainConfig
+from explorer.engine.model import build_model
+from explorer.engine.tasks.base import Task
+from explorer.engine.train import evaluate, fit
 from explorer.errors import DataError
-from explorer.export import trial_configs
-from explorer.model import build_model
-from explorer.plots import save_png
-from explorer.spec import load_spec
-from explorer.study import prepare_study, run_study
-from explorer.synthetic import write_tiny_spec as write_spec
-from explorer.tasks.base import Task
-from explorer.train import evaluate, fit
+from explorer.insight import heads
+from explorer.output import heads_plots
+from explorer.output.export import trial_configs
+from explorer.output.plots import save_png
+from explorer.search.artifacts import ARTIFACT_DIR_ENV, ArtifactStore, artifact_root_for
+from explorer.search.spec import load_spec
+from explorer.search.study import prepare_study, run_study
+from tests.fixtures import write_tiny_spec as write_spec
 
 SPEC = InputSpec(kind="features", seq_len=6, n_classes=3, n_features=4)
 
@@ -168,7 +169,7 @@ def test_uniform_attention_has_entropy_log_t_and_identical_heads_are_maximally_s
 
 
 def test_unpatchify_inverts_the_digits_patches():
-    from explorer.tasks.digits import patchify
+    from explorer.engine.tasks.digits import patchify
 
     img = np.arange(2 * 64, dtype=np.float32).reshape(2, 8, 8)
     for p in (1, 2, 4):

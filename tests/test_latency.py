@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-import explorer.latency as latency
-from explorer.config import InputSpec, LatencyConfig, ModelConfig
+import explorer.engine.latency as latency
+from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
+from explorer.engine.latency import LatencyCache, LatencyResult, latency_key, model_latency, time_forward
 from explorer.errors import ConfigError
-from explorer.latency import LatencyCache, LatencyResult, latency_key, model_latency, time_forward
 
 FAST = LatencyConfig(batch_size=2, threads=1, min_run_time=0.02)
 TOKENS = InputSpec(kind="tokens", seq_len=8, n_classes=3, vocab_size=11)

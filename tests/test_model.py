@@ -3,10 +3,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from explorer.attention import set_attention_impl
-from explorer.config import InputSpec, ModelConfig
+from explorer.engine.attention import set_attention_impl
+from explorer.engine.config import InputSpec, ModelConfig
+from explorer.engine.model import Encoder, build_model
 from explorer.errors import DataError
-from explorer.model import Encoder, build_model
 
 TOKENS = InputSpec(kind="tokens", seq_len=7, n_classes=5, vocab_size=11)
 FEATURES = InputSpec(kind="features", seq_len=6, n_classes=3, n_features=4)

@@ -10,11 +10,12 @@ import pandas as pd
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from explorer import analysis as an
-from explorer import plots, rules
 from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.report import write_report
-from explorer.synthetic import make_study
+from explorer.insight import analysis as an
+from explorer.insight import rules
+from explorer.output import plots
+from explorer.output.report import write_report
+from tests.fixtures import make_study
 
 BENCH = [
     {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3},

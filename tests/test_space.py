@@ -11,10 +11,10 @@ from pathlib import Path
 import optuna
 import pytest
 
-from explorer.config import ModelConfig, schedule_family, valid_heads
+from explorer.engine.config import ModelConfig, schedule_family, valid_heads
 from explorer.errors import ConfigError
-from explorer.space import SearchSpace, make_sampler
-from explorer.spec import StudySpec, load_spec, spec_from_dict
+from explorer.search.space import SearchSpace, make_sampler
+from explorer.search.spec import StudySpec, load_spec, spec_from_dict
 
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
 COMMITTED = ("quickstart", "gpu-vit", "relations")

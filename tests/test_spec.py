@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from explorer.errors import SpecError
-from explorer.spec import StudySpec, load_spec, spec_from_dict
+from explorer.search.spec import StudySpec, load_spec, spec_from_dict
 
 STUDIES = Path(__file__).resolve().parent.parent / "studies"
 COMMITTED = sorted(STUDIES.glob("*.toml"))

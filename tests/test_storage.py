@@ -1,4 +1,4 @@
-"""explorer.storage: URL checks, masked errors, SQLite/PostgreSQL round trips, and a real killed worker."""
+"""explorer.search.storage: URL checks, masked errors, SQLite/PostgreSQL round trips, and a real killed worker."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from explorer.errors import SpecError, StorageError
-from explorer.storage import (
+from explorer.search.storage import (
     check_study_name,
     default_storage_url,
     list_study_summaries,
@@ -222,7 +222,7 @@ WORKER = textwrap.dedent(
     f"""
     import sys, time
     import optuna
-    from explorer.storage import open_storage
+    from explorer.search.storage import open_storage
 
     url, name = sys.argv[1], sys.argv[2]
     storage = open_storage(url, heartbeat_interval={HEARTBEAT_S}, grace_period={GRACE_S})

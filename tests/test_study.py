@@ -20,10 +20,10 @@ from optuna.trial import TrialState
 
 from explorer.cli import main
 from explorer.errors import SpecError, StorageError, StudyNotFoundError, TrainingDivergedError
-from explorer.objective import dominated_at_epoch
-from explorer.spec import load_spec
-from explorer.study import open_study, prepare_study, run_study
-from explorer.synthetic import write_tiny_spec as write_spec
+from explorer.search.objective import dominated_at_epoch
+from explorer.search.spec import load_spec
+from explorer.search.study import open_study, prepare_study, run_study
+from tests.fixtures import write_tiny_spec as write_spec
 
 
 def finished(study: optuna.Study) -> list[optuna.trial.FrozenTrial]:
@@ -92,9 +92,9 @@ def test_run_records_everything_and_total_is_kept_across_resumes(tmp_path, sqlit
 
 @pytest.mark.slow
 def test_nan_and_oom_fail_one_trial_and_the_study_goes_on(tmp_path, sqlite_url, monkeypatch):
-    import explorer.train
+    import explorer.engine.train
 
-    real_fit = explorer.train.fit
+    real_fit = explorer.engine.train.fit
     calls = {"n": 0}
 
     def flaky_fit(*args, **kwargs):
@@ -105,7 +105,7 @@ def test_nan_and_oom_fail_one_trial_and_the_study_goes_on(tmp_path, sqlite_url, 
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real_fit(*args, **kwargs)
 
-    monkeypatch.setattr(explorer.train, "fit", flaky_fit)
+    monkeypatch.setattr(explorer.engine.train, "fit", flaky_fit)
     handle = prepare_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url)
     run_study(handle)
     failed = handle.study.get_trials(states=(TrialState.FAIL,))

@@ -7,9 +7,9 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
+from explorer.engine.tasks import TASKS, Task, load_task
+from explorer.engine.tasks.relations import relation_bits
 from explorer.errors import ConfigError, DataError
-from explorer.tasks import TASKS, Task, load_task
-from explorer.tasks.relations import relation_bits
 
 
 def _all(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
@@ -47,7 +47,7 @@ def test_digits_patch_sizes(patch: int, shape: tuple[int, int], digits: Task) ->
 def test_digits_patch_layout_is_row_major() -> None:
     from sklearn.datasets import load_digits
 
-    from explorer.tasks.digits import patchify
+    from explorer.engine.tasks.digits import patchify
 
     img = load_digits().images[:1] / 16.0
     patches = patchify(img, 2)

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from explorer.config import InputSpec, ModelConfig, TrainConfig
+from explorer.engine.config import InputSpec, ModelConfig, TrainConfig
+from explorer.engine.tasks.base import Task
+from explorer.engine.train import EpochStats, TrainResult, _lr_lambda, evaluate, fit
 from explorer.errors import TrainingDivergedError
-from explorer.tasks.base import Task
-from explorer.train import EpochStats, TrainResult, _lr_lambda, evaluate, fit
 
 CPU = torch.device("cpu")
 MODEL = ModelConfig(d_model=16, heads=(2, 4))
@@ -81,7 +81,7 @@ def test_divergence_raises(poison):
 
 def test_evaluate_restores_mode_and_handles_partial_batches():
     torch.manual_seed(0)
-    from explorer.model import build_model
+    from explorer.engine.model import build_model
 
     model = build_model(MODEL, TASK.spec).train()
     X, y = TASK.val

@@ -18,7 +18,7 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
     [objectives]     accuracy = "maximize" (validation accuracy, always), latency = "minimize" (always),
                      params = "minimize" (optional third objective: parameter count)
     [task]           name* = digits | relations | path/to/data.npz (relative to the working directory);
-                     options = { ... } passed to explorer.tasks.load_task; epochs (10), batch_size (64)
+                     options = { ... } passed to explorer.engine.tasks.load_task; epochs (10), batch_size (64)
     [space]          d_model*, n_layers*, heads* (lists of ints: widths, depths, head-count candidates);
                      min_dk (int or list of ints to search over, default 1); families (subset of uniform,
                      increasing, decreasing, free; default: every one the space can realise, e.g. free
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explorer.config import ATTENTION_IMPLS, SCHEDULE_FAMILIES
+from explorer.engine.config import ATTENTION_IMPLS, SCHEDULE_FAMILIES
 from explorer.errors import SpecError
 
 __all__ = [
@@ -58,7 +58,10 @@ __all__ = [
 ]
 
 SAMPLERS = ("tpe", "nsga2", "gp", "random", "qmc")
-TASK_NAMES = ("digits", "relations")  # explorer.tasks.TASKS; not imported, so parsing a spec stays torch-free
+TASK_NAMES = (
+    "digits",
+    "relations",
+)  # explorer.engine.tasks.TASKS; not imported, so parsing a spec stays torch-free
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("float32", "bfloat16", "float16")
 TOP_KEYS = (
@@ -81,14 +84,16 @@ class TaskSpec:
     """The task and its training budget."""
 
     name: str  # digits | relations | path to a .npz file
-    options: dict[str, Any] = field(default_factory=dict)  # keyword arguments for explorer.tasks.load_task
+    options: dict[str, Any] = field(
+        default_factory=dict
+    )  # keyword arguments for explorer.engine.tasks.load_task
     epochs: int = 10  # planned epochs per trial (early stopping may run fewer)
     batch_size: int = 64  # training batch size
 
 
 @dataclass(frozen=True)
 class SpaceSpec:
-    """The declared design space; explorer.space turns it into a fixed Optuna search space."""
+    """The declared design space; explorer.search.space turns it into a fixed Optuna search space."""
 
     d_model: tuple[int, ...]  # residual widths
     n_layers: tuple[int, ...]  # depths
@@ -140,7 +145,9 @@ class StudySpec:
     latency: LatencySpec = LatencySpec()
     budgets: BudgetsSpec = BudgetsSpec()
     early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
-    storage: str | None = None  # None: sqlite:///studies/<name>.db (explorer.storage.default_storage_url)
+    storage: str | None = (
+        None  # None: sqlite:///studies/<name>.db (explorer.search.storage.default_storage_url)
+    )
     timeout: float | None = None
     sampler: str = "tpe"
     seed: int = 0
@@ -337,7 +344,7 @@ def _space(data: Any) -> SpaceSpec:
         attention=t.text("attention", "fused", choices=ATTENTION_IMPLS),
     )
     if "families" not in data:  # default: every family this space can realise (free needs 3+ layers...)
-        from explorer.space import realisable_families
+        from explorer.search.space import realisable_families
 
         space = dataclasses.replace(space, families=realisable_families(space) or SCHEDULE_FAMILIES)
     return space
@@ -382,8 +389,8 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
 
 def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
     """Build and fully check a spec from a parsed TOML document (or a stored :meth:`StudySpec.to_dict`)."""
-    from explorer.space import SearchSpace
-    from explorer.storage import check_study_name  # the one rule for safe study (and file) names
+    from explorer.search.space import SearchSpace
+    from explorer.search.storage import check_study_name  # the one rule for safe study (and file) names
 
     t = _Table(dict(data) if isinstance(data, Mapping) else data, "the top level", TOP_KEYS)
     name = check_study_name(t.text("name"))

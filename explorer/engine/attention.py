@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from explorer.config import ATTENTION_IMPLS
+from explorer.engine.config import ATTENTION_IMPLS
 from explorer.errors import ConfigError
 
 __all__ = ["MultiHeadAttention", "attention_flops", "set_attention_impl"]

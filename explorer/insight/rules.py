@@ -2,7 +2,7 @@
 
 Each rule (SEED_SUMMARY.md, rule 5 and claim 4) becomes a comparison between groups of COMPLETE feasible trials
 with the same width and depth, with a 95% interval; the verdict is "supported", "contradicted" or "not enough
-data", always with the numbers behind it. Thresholds are the named constants in :mod:`explorer.analysis`.
+data", always with the numbers behind it. Thresholds are the named constants in :mod:`explorer.insight.analysis`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from explorer.analysis import (
+from explorer.insight.analysis import (
     ACC_POINT,
     CONFIDENCE,
     DK_FLOOR,

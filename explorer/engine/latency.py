@@ -26,10 +26,10 @@ import torch
 from torch import nn
 from torch.utils import benchmark
 
-from explorer.config import InputSpec, LatencyConfig, ModelConfig
-from explorer.device import resolve_device
+from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
+from explorer.engine.device import resolve_device
+from explorer.engine.model import build_model
 from explorer.errors import ConfigError
-from explorer.model import build_model
 
 __all__ = [
     "cpu_model_name",

@@ -18,7 +18,7 @@ The parameters, in order:
   min_dk* (dividing d_model, d_k >= min_dk), so an invalid count cannot be drawn. ``uniform`` reads heads_q0;
   ``increasing``/``decreasing`` read heads_q0 for the first layer and heads_q{L-1} for the last (the far end is
   drawn among the counts strictly above/below, so a ramp never degenerates to uniform) and fill the layers in
-  between with :func:`explorer.config.expand_schedule` (which steps through every valid count between the
+  between with :func:`explorer.engine.config.expand_schedule` (which steps through every valid count between the
   ends); ``free`` reads one per layer, each drawn among the counts that still allow a non-monotone schedule.
   Hence ``config.family`` is always the sampled family, and the families partition the space.
 * ``mlp_ratio`` (categorical) and ``lr`` (log-uniform float) when the spec gives more than one value.
@@ -41,12 +41,12 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
-from explorer.config import ModelConfig, valid_heads
+from explorer.engine.config import ModelConfig, valid_heads
 from explorer.errors import ConfigError, SpecError
-from explorer.spec import SAMPLERS
+from explorer.search.spec import SAMPLERS
 
 if TYPE_CHECKING:
-    from explorer.spec import SpaceSpec, StudySpec
+    from explorer.search.spec import SpaceSpec, StudySpec
 
 __all__ = ["SearchSpace", "Sampled", "make_sampler", "realisable_families"]
 
@@ -59,7 +59,7 @@ def _combos(
     space: SpaceSpec,
 ) -> tuple[dict[tuple[int, int], tuple[int, ...]], tuple[tuple[str, int, int, int], ...]]:
     """Valid head candidates per (d_model, min_dk), and every realisable (family, d_model, min_dk, n_layers)."""
-    counts = {  # the one head rule lives in explorer.config.valid_heads
+    counts = {  # the one head rule lives in explorer.engine.config.valid_heads
         (d, m): tuple(h for h in space.heads if h in set(valid_heads(d, m)))
         for d in space.d_model
         for m in space.min_dk

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from explorer.analysis import DK_FLOOR, HV_REFERENCE, completed, mean_ci
+from explorer.insight.analysis import DK_FLOOR, HV_REFERENCE, completed, mean_ci
 
 __all__ = [
     "bench_figure",
@@ -330,8 +330,8 @@ def hypervolume_figure(history: pd.DataFrame) -> Figure:
 
 
 def bench_figure(bench: Sequence[Mapping[str, Any]]) -> Figure:
-    """The study's attention benchmark (serial loop vs merged vs fused), drawn by explorer.bench."""
-    from explorer.bench import plot_bench  # imports torch; only when a study recorded a bench table
+    """The study's attention benchmark (serial loop vs merged vs fused), drawn by explorer.engine.bench."""
+    from explorer.engine.bench import plot_bench  # imports torch; only when a study recorded a bench table
 
     df = pd.DataFrame(list(bench))
     if "speedup_vs_serial" not in df and (df["impl"] == "serial").any():

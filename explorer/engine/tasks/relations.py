@@ -47,9 +47,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from explorer.config import InputSpec
+from explorer.engine.config import InputSpec
+from explorer.engine.tasks.base import Task
 from explorer.errors import ConfigError
-from explorer.tasks.base import Task
 
 __all__ = ["MAX_RELATIONS", "OFFSETS", "load_relations", "min_seq_len", "relation_bits", "relation_rules"]
 

@@ -2,7 +2,7 @@
 
 The seed reports a serial loop over 8 heads at 12.4 ms / 256 MB against 3.1 ms / 128 MB for the merged
 computation. :func:`bench_attention` measures the same comparison here, for one weight set run four ways:
-``serial``, ``merged`` and ``fused`` (:class:`explorer.attention.MultiHeadAttention`) and
+``serial``, ``merged`` and ``fused`` (:class:`explorer.engine.attention.MultiHeadAttention`) and
 ``torch.nn.MultiheadAttention`` with the same weights copied in. Each row carries the time (median and IQR),
 the peak memory of one forward pass, the speed-up over serial, the achieved GFLOP/s and how that compares
 with a large square matmul timed the same way (what the device can do at best).
@@ -25,11 +25,11 @@ from matplotlib.figure import Figure
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from explorer.attention import MultiHeadAttention, attention_flops
-from explorer.config import LatencyConfig, valid_heads
-from explorer.device import resolve_device
+from explorer.engine.attention import MultiHeadAttention, attention_flops
+from explorer.engine.config import LatencyConfig, valid_heads
+from explorer.engine.device import resolve_device
+from explorer.engine.latency import time_forward
 from explorer.errors import ConfigError
-from explorer.latency import time_forward
 
 __all__ = [
     "BENCH_IMPLS",

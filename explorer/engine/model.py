@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from explorer.attention import MultiHeadAttention, attention_flops
-from explorer.config import InputSpec, ModelConfig
+from explorer.engine.attention import MultiHeadAttention, attention_flops
+from explorer.engine.config import InputSpec, ModelConfig
 from explorer.errors import DataError
 
 __all__ = ["Block", "Encoder", "MLP", "build_model"]

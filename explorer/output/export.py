@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from optuna.trial import TrialState
 
-from explorer.config import ModelConfig, TrainConfig
+from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.engine.evaluate import write_run_config
 from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.runner import write_run_config
 
 if TYPE_CHECKING:
-    from explorer.study import StudyHandle
+    from explorer.search.study import StudyHandle
 
 __all__ = ["PICKS", "budgets_of", "export_trial", "select_trial", "trial_configs"]
 
@@ -20,7 +20,7 @@ PICKS = {"knee": "knee", "most-accurate": "most_accurate", "fastest": "fastest"}
 
 
 def budgets_of(handle: StudyHandle) -> dict[str, float]:
-    """The spec's budgets in the form :func:`explorer.analysis.recommend` takes."""
+    """The spec's budgets in the form :func:`explorer.insight.analysis.recommend` takes."""
     b = handle.spec.budgets
     out: dict[str, float] = {}
     if b.max_latency_ms is not None:
@@ -32,7 +32,7 @@ def budgets_of(handle: StudyHandle) -> dict[str, float]:
 
 def select_trial(handle: StudyHandle, which: str) -> int:
     """The number of the trial ``which`` names: knee, most-accurate, fastest, or a trial number."""
-    from explorer.analysis import recommend, trials_table
+    from explorer.insight.analysis import recommend, trials_table
 
     study = handle.study
     if which in PICKS:

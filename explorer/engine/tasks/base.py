@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from explorer.config import InputSpec
+from explorer.engine.config import InputSpec
 
 __all__ = ["Task"]
 

@@ -10,11 +10,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from explorer.engine.tasks.base import Task
+from explorer.engine.tasks.digits import load_digits_task
+from explorer.engine.tasks.npz import load_npz
+from explorer.engine.tasks.relations import load_relations
 from explorer.errors import ConfigError
-from explorer.tasks.base import Task
-from explorer.tasks.digits import load_digits_task
-from explorer.tasks.npz import load_npz
-from explorer.tasks.relations import load_relations
 
 __all__ = ["TASKS", "Task", "load_task"]
 

@@ -29,12 +29,12 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, grad, vmap
 
-from explorer.device import autocast, resolve_device
+from explorer.engine.device import autocast, resolve_device
 
 if TYPE_CHECKING:
-    from explorer.artifacts import ArtifactStore
-    from explorer.model import Encoder
-    from explorer.study import StudyHandle
+    from explorer.engine.model import Encoder
+    from explorer.search.artifacts import ArtifactStore
+    from explorer.search.study import StudyHandle
 
 __all__ = [
     "SPECIALIZED",
@@ -306,7 +306,7 @@ def redundant_pairs(pairs: pd.DataFrame, threshold: float = REDUNDANT) -> pd.Dat
 
 
 def unpatchify(X: np.ndarray | torch.Tensor) -> np.ndarray:
-    """Inverse of explorer.tasks.digits.patchify: ``[n, g*g, p*p]`` patches -> ``[n, g*p, g*p]`` images."""
+    """Inverse of explorer.engine.tasks.digits.patchify: ``[n, g*g, p*p]`` patches -> ``[n, g*p, g*p]`` images."""
     X = np.asarray(X)
     n, T, P = X.shape
     g, p = math.isqrt(T), math.isqrt(P)
@@ -406,7 +406,7 @@ def relation_specialization(
     model: Encoder, X: torch.Tensor, n_relations: int, vocab_size: int
 ) -> pd.DataFrame:
     """:func:`specialization_from_maps` for a model trained on the relations task (offsets from the task)."""
-    from explorer.tasks.relations import relation_rules
+    from explorer.engine.tasks.relations import relation_rules
 
     offsets = [offset for offset, _ in relation_rules(n_relations, vocab_size)]
     return specialization_from_maps(model.attention_maps(X), X, offsets)
@@ -468,7 +468,7 @@ def _table(importance: Sequence[np.ndarray], curve: pd.DataFrame, stats: pd.Data
 
 
 def _markdown(r: HeadsReport, pairs_shown: int = 10) -> str:
-    from explorer.report import _md_table
+    from explorer.output.report import _md_table
 
     per_layer = pd.DataFrame({
         "layer": range(1, len(r.heads) + 1), "heads": r.heads, "needed": r.heads_needed,
@@ -508,7 +508,7 @@ def _markdown(r: HeadsReport, pairs_shown: int = 10) -> str:
 def _relations_markdown(r: HeadsReport) -> list[str]:
     if r.relations is None:
         return []
-    from explorer.report import _md_table
+    from explorer.output.report import _md_table
 
     grid = r.relations.assign(layer=r.relations["layer"] + 1, head=r.relations["head"] + 1)
     grid = grid.pivot_table(index=["layer", "head"], columns="relation", values="attention").round(3)
@@ -540,15 +540,15 @@ def analyse_trial(
     """Analyse the heads of one trial (``knee``, ``most-accurate``, ``fastest`` or a number) on its task's
     validation split; write ``importance.png``, ``masking.png``, ``attention_maps.png``, ``attention_stats.png``,
     ``heads.csv`` and ``heads.md`` into ``out_dir``. Weights come from the study's artifacts, else a retrain."""
-    from explorer.artifacts import trained_model
-    from explorer.export import select_trial
-    from explorer.heads_plots import (
+    from explorer.output.export import select_trial
+    from explorer.output.heads_plots import (
         attention_figure,
         attention_stats_figure,
         importance_figure,
         masking_figure,
     )
-    from explorer.plots import save_png
+    from explorer.output.plots import save_png
+    from explorer.search.artifacts import trained_model
 
     device = _device(device)
     number = select_trial(handle, str(which))

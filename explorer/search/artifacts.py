@@ -26,9 +26,9 @@ from torch import nn
 from explorer.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from explorer.model import Encoder
-    from explorer.study import StudyHandle
-    from explorer.tasks.base import Task
+    from explorer.engine.model import Encoder
+    from explorer.engine.tasks.base import Task
+    from explorer.search.study import StudyHandle
 
 __all__ = [
     "ARTIFACT_DIR_ENV",
@@ -163,14 +163,14 @@ def trained_model(
     Stored weights are loaded when present; otherwise the trial is retrained exactly (same config, lr and seed)
     and its weights are stored for next time.
     """
-    from explorer.device import resolve_device
-    from explorer.model import build_model
-    from explorer.tasks import load_task
-    from explorer.train import fit
+    from explorer.engine.device import resolve_device
+    from explorer.engine.model import build_model
+    from explorer.engine.tasks import load_task
+    from explorer.engine.train import fit
 
     device = resolve_device(device) if isinstance(device, str) else device
     store = store or store_for(handle)
-    from explorer.export import trial_configs
+    from explorer.output.export import trial_configs
 
     model_cfg, train_cfg = trial_configs(handle, trial_number)
     task = load_task(handle.spec.task.name, **handle.spec.task.options)

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from explorer.config import LatencyConfig, ModelConfig, TrainConfig
+from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
 from explorer.errors import ConfigError
 
 __all__ = ["RUN_CONFIG_VERSION", "load_run_config", "run_variant", "write_run_config"]
@@ -32,10 +32,10 @@ def run_variant(
     on_epoch: Callable[[Any], bool] | None = None,
 ) -> dict[str, Any]:
     """Train and time one variant; return a flat, JSON-ready record of everything measured."""
-    from explorer.device import describe_device, resolve_device
-    from explorer.latency import LatencyCache, model_latency
-    from explorer.tasks import load_task
-    from explorer.train import fit
+    from explorer.engine.device import describe_device, resolve_device
+    from explorer.engine.latency import LatencyCache, model_latency
+    from explorer.engine.tasks import load_task
+    from explorer.engine.train import fit
 
     device = resolve_device(device_name)
     task = load_task(task_name, **task_options)

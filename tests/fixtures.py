@@ -16,7 +16,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from explorer.config import expand_schedule, valid_heads
+from explorer.engine.config import expand_schedule, valid_heads
 
 __all__ = ["TINY_SPEC", "make_study", "synthetic_accuracy", "synthetic_latency", "write_tiny_spec"]
 

@@ -18,11 +18,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from explorer.config import ModelConfig, TrainConfig
-from explorer.device import autocast, resolve_device
+from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.engine.device import autocast, resolve_device
+from explorer.engine.model import Encoder, build_model
+from explorer.engine.tasks.base import Task
 from explorer.errors import TrainingDivergedError
-from explorer.model import Encoder, build_model
-from explorer.tasks.base import Task
 
 __all__ = ["EpochStats", "TrainResult", "evaluate", "fit"]
 

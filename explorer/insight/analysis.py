@@ -19,7 +19,7 @@ import optuna
 import pandas as pd
 from scipy import stats
 
-from explorer.config import schedule_family
+from explorer.engine.config import schedule_family
 
 __all__ = [
     "ACC_POINT",
@@ -440,7 +440,7 @@ class StudyAccount:
 
 def study_account(study: optuna.Study, df: pd.DataFrame, storage_url: str | None = None) -> StudyAccount:
     """Summarize the study; partial when trials are RUNNING or fewer than the spec's total have finished."""
-    from explorer.storage import (
+    from explorer.search.storage import (
         mask_url,
     )  # written by the studies module; imported late to keep this module light
 

@@ -1,6 +1,6 @@
 """Figures of the per-head analysis (explorer/heads.py): importance, masking curves, attention maps, statistics.
 
-Each function takes the tables and arrays that explorer.heads computes and returns a matplotlib Figure (no
+Each function takes the tables and arrays that explorer.insight.heads computes and returns a matplotlib Figure (no
 pyplot state), in the style of explorer/plots.py.
 """
 
@@ -14,13 +14,13 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from explorer.heads import TOLERANCE
+from explorer.insight.heads import TOLERANCE
 
 __all__ = ["attention_figure", "attention_stats_figure", "importance_figure", "masking_figure"]
 
 
 def _fig(w: float, h: float) -> Figure:
-    from explorer.plots import DPI
+    from explorer.output.plots import DPI
 
     return Figure(figsize=(w, h), dpi=DPI, layout="constrained")
 

@@ -21,15 +21,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from explorer.analysis import CONFIDENCE, mean_ci
-from explorer.config import LatencyConfig, ModelConfig, valid_heads
+from explorer.engine.config import LatencyConfig, ModelConfig, valid_heads
 from explorer.errors import ConfigError, NoCompletedTrialsError
+from explorer.insight.analysis import CONFIDENCE, mean_ci
 
 if TYPE_CHECKING:
     import optuna
     import torch
 
-    from explorer.study import StudyHandle
+    from explorer.search.study import StudyHandle
 
 __all__ = [
     "CONFIRM_ATTR",
@@ -76,8 +76,8 @@ def _candidate(label: str, role: str, trial: int | None, cfg: ModelConfig, lr: f
 
 def finalists(handle: StudyHandle, top: int = 3) -> list[Candidate]:
     """The knee, the ``top - 1`` Pareto trials nearest it (normalized objective space), then the references."""
-    from explorer.analysis import _within, completed, normalize, pareto_front, recommend, trials_table
-    from explorer.export import budgets_of, trial_configs
+    from explorer.insight.analysis import _within, completed, normalize, pareto_front, recommend, trials_table
+    from explorer.output.export import budgets_of, trial_configs
 
     if top < 1:
         raise ConfigError(f"--top must be at least 1, got {top}.")
@@ -139,10 +139,10 @@ def _run_one(c: Candidate, seed: int, r: int, handle: StudyHandle, task: Any, de
     """Train one candidate with one seed, evaluate it, and time it on ``device``."""
     import torch
 
-    from explorer.config import TrainConfig
-    from explorer.device import describe_device
-    from explorer.latency import random_input, time_forward
-    from explorer.train import fit
+    from explorer.engine.config import TrainConfig
+    from explorer.engine.device import describe_device
+    from explorer.engine.latency import random_input, time_forward
+    from explorer.engine.train import fit
 
     spec = handle.spec
     train = TrainConfig(epochs=spec.task.epochs, batch_size=spec.task.batch_size, lr=c.lr, seed=seed)
@@ -171,8 +171,8 @@ def confirm(
     after each new row. ``latency`` overrides the spec's timing settings. Returns the plan's rows."""
     import torch
 
-    from explorer.device import resolve_device
-    from explorer.tasks import load_task
+    from explorer.engine.device import resolve_device
+    from explorer.engine.tasks import load_task
 
     spec = handle.spec
     dev = device if isinstance(device, torch.device) else resolve_device(device or spec.latency.device)

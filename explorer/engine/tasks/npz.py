@@ -17,9 +17,9 @@ import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
 
-from explorer.config import InputSpec
+from explorer.engine.config import InputSpec
+from explorer.engine.tasks.base import Task
 from explorer.errors import DataError
-from explorer.tasks.base import Task
 
 __all__ = ["ALLOWED_KEYS", "MIN_EVAL", "MIN_TRAIN", "load_npz", "split_indices", "task_from_arrays"]
 

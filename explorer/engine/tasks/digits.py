@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from explorer.engine.tasks.base import Task
+from explorer.engine.tasks.npz import task_from_arrays
 from explorer.errors import ConfigError
-from explorer.tasks.base import Task
-from explorer.tasks.npz import task_from_arrays
 
 __all__ = ["PATCHES", "load_digits_task", "patchify"]
 

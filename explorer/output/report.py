@@ -21,9 +21,10 @@ from typing import Any
 import optuna
 import pandas as pd
 
-from explorer import analysis as an
-from explorer import plots, rules
 from explorer.errors import ConfigError, NoCompletedTrialsError
+from explorer.insight import analysis as an
+from explorer.insight import rules
+from explorer.output import plots
 
 __all__ = ["ReportPaths", "write_report"]
 
@@ -117,7 +118,7 @@ def _budgets(spec: Any) -> dict[str, float]:
 
 def _confirmed_knee_blocks(study: optuna.Study, number: int) -> list[tuple]:
     """When `explorer confirm` has retrained this knee, its multi-seed figures, which replace the single run's."""
-    from explorer.confirm import confirm_rows, confirm_summary
+    from explorer.insight.confirm import confirm_rows, confirm_summary
 
     rows = [r for r in confirm_rows(study) if r.get("role") == "knee" and r.get("trial") == number]
     if len(rows) < 2:
@@ -185,16 +186,16 @@ def _specialization(
         return f"No completed trial with at least {k} heads in every layer to analyse.", None
     best = wide.loc[wide["val_accuracy"].idxmax()]
     number = int(best["number"])
-    from explorer.artifacts import artifact_root_for, store_for, trained_model
-    from explorer.heads import (
+    from explorer.insight.heads import (
         SPECIALIZED,
         describe_specialization,
         relation_specialization,
         relations_followed,
         specialized_heads,
     )
-    from explorer.spec import spec_from_dict
-    from explorer.study import StudyHandle
+    from explorer.search.artifacts import artifact_root_for, store_for, trained_model
+    from explorer.search.spec import spec_from_dict
+    from explorer.search.study import StudyHandle
 
     handle = StudyHandle(study, spec_from_dict(spec), storage_url)
     store = store_for(handle)
@@ -213,7 +214,7 @@ def _specialization(
 
 def _confirmation_blocks(study: optuna.Study) -> list[tuple]:
     """The finalists retrained with several seeds (explorer confirm), or a note that they were not yet."""
-    from explorer.confirm import confirm_rows, confirm_summary, significant_differences
+    from explorer.insight.confirm import confirm_rows, confirm_summary, significant_differences
 
     rows = confirm_rows(study)
     if not rows:

@@ -1,11 +1,11 @@
 """Studies: create, resume and run a multi-objective Optuna search over valid attention variants.
 
-What one trial does is :class:`explorer.objective.Objective`; this module opens studies, runs workers, and
+What one trial does is :class:`explorer.search.objective.Objective`; this module opens studies, runs workers, and
 reports progress and status. Three properties the code below is organised around:
 
 * **The spec's ``n_trials`` is the study's total**, across resumes and workers. Trials are numbered by the
   storage in creation order, so a trial knows whether it is within the total by counting the live trials
-  numbered before it (explorer.objective); that rule is exact under any number of racing workers.
+  numbered before it (explorer.search.objective); that rule is exact under any number of racing workers.
 * **No completed work is lost.** Heartbeats make a SIGKILLed worker's trial FAIL on the next run and its
   configuration re-enqueued (RetryHeartbeatStaleTrialCallback); Ctrl-C marks the running trial FAIL, re-enqueues its
   configuration, and leaves the database consistent; a NaN loss or out-of-memory fails one trial, not the study.
@@ -29,9 +29,15 @@ from optuna.trial import TrialState
 
 from explorer import __version__
 from explorer.errors import ExplorerError, SpecError, StudyNotFoundError
-from explorer.objective import LIVE_STATES, Objective, SurplusTrial, TrialFailed
-from explorer.spec import StudySpec, spec_from_dict
-from explorer.storage import check_study_name, default_storage_url, mask_url, open_storage, study_exists
+from explorer.search.objective import LIVE_STATES, Objective, SurplusTrial, TrialFailed
+from explorer.search.spec import StudySpec, spec_from_dict
+from explorer.search.storage import (
+    check_study_name,
+    default_storage_url,
+    mask_url,
+    open_storage,
+    study_exists,
+)
 
 __all__ = [
     "Progress",
@@ -94,8 +100,8 @@ def _check_sqlite_exists(url: str, name: str) -> None:
 
 def prepare_study(spec: StudySpec, storage_url: str | None = None) -> StudyHandle:
     """Create the spec's study, or load it when it exists with the same spec; check everything first."""
-    from explorer.space import SearchSpace, make_sampler
-    from explorer.tasks import load_task
+    from explorer.engine.tasks import load_task
+    from explorer.search.space import SearchSpace, make_sampler
 
     check_study_name(spec.name)
     SearchSpace.from_spec(spec)  # an empty or impossible space fails here, before the storage is touched
@@ -189,8 +195,8 @@ def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list
 
     Recorded once per study so the report can check "merged heads are faster" where the search ran.
     """
-    from explorer.bench import bench_attention
-    from explorer.config import valid_heads
+    from explorer.engine.bench import bench_attention
+    from explorer.engine.config import valid_heads
 
     d_model = max(spec.space.d_model)
     valid = valid_heads(d_model, min(spec.space.min_dk))
@@ -210,7 +216,7 @@ def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list
 
 def _record_bench(handle: StudyHandle, device: torch.device) -> None:
     """Run the attention benchmark once per study, before any worker starts, and store it with the study."""
-    from explorer.tasks import load_task
+    from explorer.engine.tasks import load_task
 
     if "bench" in handle.study.user_attrs:
         return
@@ -247,7 +253,7 @@ def _work(
     on_trial: Callable[[optuna.trial.FrozenTrial], None] | None = None,
 ) -> None:
     """One worker's loop: run trials until the study's total is reached (or the timeout, or Ctrl-C)."""
-    from explorer.space import make_sampler
+    from explorer.search.space import make_sampler
 
     if _counted(handle.study) >= total:
         return
@@ -300,7 +306,7 @@ def run_study(
     Each worker trains with ``threads`` CPU threads (default: the cores divided among the workers, so they do
     not oversubscribe them). Returns the final progress; raises KeyboardInterrupt after a clean stop on Ctrl-C.
     """
-    from explorer.device import resolve_device
+    from explorer.engine.device import resolve_device
 
     total = n_trials if n_trials is not None else handle.spec.n_trials
     if total < 1:

@@ -1,6 +1,6 @@
 """The objective: what one trial of a study does, and when it stops early.
 
-Per trial: sample a valid :class:`~explorer.config.ModelConfig` from the fixed search space, time it on the device
+Per trial: sample a valid :class:`~explorer.engine.config.ModelConfig` from the fixed search space, time it on the device
 first (latency depends only on the architecture, and is cached), check the user's budgets as Optuna constraints
 (an over-budget trial is pruned before any training), then train epoch by epoch, stopping early when the trial is
 clearly dominated (:func:`dominated_at_epoch`). Everything the report needs is stored on the trial. A NaN loss or
@@ -16,11 +16,11 @@ import optuna
 import torch
 from optuna.trial import TrialState
 
-from explorer.config import LatencyConfig, TrainConfig
+from explorer.engine.config import LatencyConfig, TrainConfig
 from explorer.errors import TrainingDivergedError
 
 if TYPE_CHECKING:
-    from explorer.study import StudyHandle
+    from explorer.search.study import StudyHandle
 
 __all__ = ["FINISHED_STATES", "LIVE_STATES", "Objective", "SurplusTrial", "TrialFailed", "dominated_at_epoch"]
 
@@ -77,10 +77,10 @@ class Objective:
     """The per-trial work. Built once per worker; the task is loaded once, latency is cached per architecture."""
 
     def __init__(self, handle: StudyHandle, total: int, device: torch.device):
-        from explorer.artifacts import store_for
-        from explorer.latency import LatencyCache
-        from explorer.space import SearchSpace
-        from explorer.tasks import load_task
+        from explorer.engine.latency import LatencyCache
+        from explorer.engine.tasks import load_task
+        from explorer.search.artifacts import store_for
+        from explorer.search.space import SearchSpace
 
         self.study, self.spec, self.total, self.device = handle.study, handle.spec, total, device
         self.space = SearchSpace.from_spec(self.spec)
@@ -104,9 +104,9 @@ class Objective:
         if _is_surplus(self.study, trial, self.total):
             trial.set_user_attr("surplus", True)
             raise SurplusTrial(f"trial {trial.number} is beyond the study's total of {self.total}")
-        from explorer.device import describe_device
-        from explorer.latency import model_latency
-        from explorer.model import build_model
+        from explorer.engine.device import describe_device
+        from explorer.engine.latency import model_latency
+        from explorer.engine.model import build_model
 
         sampled = self.space.sample(trial)
         cfg = sampled.config
@@ -173,7 +173,7 @@ class Objective:
             lr=sampled.lr,
             seed=self.spec.seed + trial.number,
         )
-        from explorer.train import fit
+        from explorer.engine.train import fit
 
         try:
             t0 = time.perf_counter()
