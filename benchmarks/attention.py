@@ -26,11 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from explorer.engine.attention import MultiHeadAttention, attention_flops  # noqa: E402
 from explorer.engine.bench import bench_attention  # noqa: E402
 from explorer.engine.config import LatencyConfig  # noqa: E402
-from explorer.engine.device import resolve_device  # noqa: E402
-from explorer.engine.latency import (
-    cpu_model_name,  # noqa: E402
-    time_forward,  # noqa: E402
-)
+from explorer.engine.device import cpu_model_name, resolve_device  # noqa: E402
+from explorer.engine.latency import time_forward  # noqa: E402
 
 SPEEDUP_TARGET, PEAK_TARGET = 1.3, 80.0
 

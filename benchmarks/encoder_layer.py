@@ -30,7 +30,7 @@ from torch.utils import benchmark
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
 
-from explorer.engine.latency import cpu_model_name  # noqa: E402
+from explorer.engine.device import cpu_model_name  # noqa: E402
 from explorer.engine.model import Block  # noqa: E402
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import optuna
 import torch
 
-from explorer.engine.latency import cpu_model_name
+from explorer.engine.device import cpu_model_name
 from explorer.insight.analysis import hypervolume_2d
 from explorer.search.spec import load_spec
 from explorer.search.study import prepare_study, run_study

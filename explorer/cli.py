@@ -1,15 +1,17 @@
-"""The ``explorer`` command line: a thin click group over the library.
+"""The ``explorer`` command line: a thin click group over :mod:`explorer.api` and the stage packages.
 
 Each command parses its options, calls one library function and prints. Heavy imports (torch, optuna, seaborn)
-happen inside the commands so ``explorer --help`` is instant. Every :class:`~explorer.errors.ExplorerError`
-becomes one line on stderr and a non-zero exit; ``-v`` shows the traceback too. ``--json`` prints exactly one
-JSON document on stdout; progress and notes go to stderr.
+happen inside the commands so ``explorer --help`` and read-only commands start fast. Every
+:class:`~explorer.errors.ExplorerError` becomes one line on stderr and its exit code, never a traceback (``-v``
+shows one). ``--json`` prints exactly one JSON document on stdout; progress and notes go to stderr.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,16 @@ class ExplorerGroup(click.Group):
 
 
 def _emit_json(doc: Any) -> None:
-    click.echo(json.dumps(doc, indent=2, sort_keys=False, default=str))
+    def plain(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
+        return v
+
+    click.echo(json.dumps(plain(doc), indent=2, default=str))
 
 
 def _note(message: str) -> None:
@@ -53,6 +64,19 @@ def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
+def _quiet_optuna() -> None:
+    """Optuna's per-trial log lines would break the progress bar; `-v` turns them back on."""
+    import optuna
+
+    root = click.get_current_context().find_root()
+    if not (root.obj or {}).get("verbose"):
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def _heads_text(heads: Any) -> str:
+    return ",".join(map(str, heads))
+
+
 @click.group(cls=ExplorerGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and debug logs.")
 @click.version_option(package_name="explorer")
@@ -71,24 +95,48 @@ def main(ctx: click.Context, verbose: bool) -> None:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
 
 
+# Options several commands share, declared once.
+_storage_option = click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+_trial_option = click.option(
+    "--trial",
+    "which",
+    default="knee",
+    show_default=True,
+    help="knee, most-accurate, fastest or a trial number.",
+)
+_json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+_threads_option = click.option(
+    "--threads", type=int, default=1, show_default=True, help="CPU threads for training (per worker)."
+)
+_force_option = click.option(
+    "--force", is_flag=True, help="Write into a folder holding other files (they are left alone)."
+)
+
+
+def _check_threads(threads: int) -> None:
+    if threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {threads}.")
+
+
 # --------------------------------------------------------------------------------------------- space
 
 
 @main.command()
 @click.option("--d-model", type=int, required=True, help="Model width.")
 @click.option("--min-dk", type=int, default=16, show_default=True, help="Floor on d_k = d_model / heads.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@_json_option
 def space(d_model: int, min_dk: int, as_json: bool) -> None:
     """List the valid head counts for a width and d_k floor, with their d_k."""
     from explorer.engine.config import valid_heads
 
     heads = valid_heads(d_model, min_dk)
+    if not heads:
+        raise ConfigError(
+            f"no head count gives d_k >= {min_dk} at d_model={d_model}; lower --min-dk to at most {d_model}."
+        )
     d_k = [d_model // h for h in heads]
     if as_json:
         _emit_json({"d_model": d_model, "min_dk": min_dk, "heads": heads, "d_k": d_k})
-        return
-    if not heads:
-        click.echo(f"no head count gives d_k >= {min_dk} at d_model={d_model}; lower --min-dk.")
         return
     click.echo(f"d_model={d_model}, min_dk={min_dk}: {len(heads)} valid head counts")
     click.echo(f"{'heads':>6}  {'d_k':>5}")
@@ -131,8 +179,9 @@ def space(d_model: int, min_dk: int, as_json: bool) -> None:
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--latency-batch", type=int, default=32, show_default=True, help="Batch size for timing.")
-@click.option("--threads", type=int, default=1, show_default=True, help="CPU threads while timing.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option("--latency-threads", type=int, default=1, show_default=True, help="CPU threads while timing.")
+@_threads_option
+@_json_option
 def train(
     task: str,
     task_opts: tuple[str, ...],
@@ -149,56 +198,75 @@ def train(
     seed: int,
     device: str,
     latency_batch: int,
+    latency_threads: int,
     threads: int,
     as_json: bool,
 ) -> None:
     """Train one variant; report accuracy, latency, parameters, FLOPs and training time."""
+    _check_threads(threads)
+    import torch
+    from tqdm import tqdm
+
     from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
-    from explorer.engine.evaluate import load_run_config, run_variant
+    from explorer.engine.evaluate import evaluate_variant
+    from explorer.engine.latency_cache import LatencyCache
+    from explorer.engine.runconfig import load_run_config
+    from explorer.engine.tasks import load_task
 
     options = _parse_options(task_opts)
+    stop_after = None
     if config_path is not None:
-        task, options, model_cfg, train_cfg = load_run_config(config_path)
+        run = load_run_config(config_path)
+        task, options, model_cfg, train_cfg, stop_after = (
+            run.task,
+            run.task_options,
+            run.model,
+            run.train,
+            run.stop_after,
+        )
     else:
         model_cfg = ModelConfig.from_schedule(
             d_model, layers, heads, min_dk=min_dk, mlp_ratio=mlp_ratio, attention=attention
         )
         train_cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    lat_cfg = LatencyConfig(batch_size=latency_batch, threads=threads)
-
+    lat_cfg = LatencyConfig(device=device, batch_size=latency_batch, threads=latency_threads)
+    loaded = load_task(task, **options)
+    torch.set_num_threads(threads)
     if not as_json:
         _note(
             f"training {task}: d_model={model_cfg.d_model}, heads per layer {list(model_cfg.heads)}, "
             f"d_k {list(model_cfg.d_k)}"
         )
-    from tqdm import tqdm
-
-    with tqdm(total=train_cfg.epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False) as bar:
+    with tqdm(
+        total=stop_after or train_cfg.epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False
+    ) as bar:
 
         def on_epoch(stats: Any) -> bool:
             bar.set_postfix(loss=f"{stats.train_loss:.3f}", val=f"{stats.val_accuracy:.3f}")
             bar.update(1)
-            return False
+            return stop_after is not None and stats.epoch >= stop_after
 
-        result = run_variant(task, options, model_cfg, train_cfg, lat_cfg, device, on_epoch=on_epoch)
+        result = evaluate_variant(
+            model_cfg, loaded, train_cfg, lat_cfg, cache=LatencyCache(), on_epoch=on_epoch
+        )
+    doc = {"task": loaded.name, "task_options": options, **result.to_dict()}
     if as_json:
-        _emit_json(result)
+        _emit_json(doc)
         return
-    lat = result["latency"]
-    click.echo(f"task            {result['task']} ({result['device']})")
-    click.echo(f"heads / layer   {result['heads']}   d_k {result['d_k']}")
-    click.echo(f"val accuracy    {result['val_accuracy']:.4f}")
-    click.echo(f"test accuracy   {result['test_accuracy']:.4f}")
+    lat = result.latency
+    click.echo(f"task            {loaded.name} ({result.device})")
+    click.echo(f"heads / layer   {list(model_cfg.heads)}   d_k {list(model_cfg.d_k)}")
+    click.echo(f"val accuracy    {result.val_accuracy:.4f} ({result.val_size} examples)")
+    click.echo(f"test accuracy   {result.test_accuracy:.4f}")
     click.echo(
-        f"latency         {result['latency_ms']:.3f} ms/batch (IQR {lat['iqr_ms']:.3f}) at batch "
-        f"{lat['batch_size']}, seq {lat['seq_len']}, {lat['threads']} thread(s)"
-        f"{' [cached]' if lat['cached'] else ''}"
+        f"latency         {lat.median_ms:.3f} ms/batch (IQR {lat.iqr_ms:.3f}) at batch {lat.batch_size}, "
+        f"seq {lat.seq_len}, {lat.threads} thread(s){' [from the cache]' if lat.cached else ''}"
     )
-    click.echo(f"params          {result['params']:,}")
-    click.echo(f"FLOPs/example   {result['flops']:,}")
+    click.echo(f"params          {result.params:,}")
+    click.echo(f"FLOPs/example   {result.flops:,}")
     click.echo(
-        f"training        {result['train_time_s']:.1f} s, {result['epochs_run']} epochs, "
-        f"{result['samples_per_s']:.0f} samples/s"
+        f"training        {result.fit.train_time_s:.1f} s, {result.fit.epochs_run} epochs, "
+        f"{result.fit.samples_per_s:.0f} samples/s"
     )
 
 
@@ -218,10 +286,11 @@ def bench() -> None:
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--threads", type=int, default=None, help="CPU threads (default: all torch uses).")
 @click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@_json_option
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), help="Write bench.csv and bench.png here."
 )
+@_force_option
 def bench_attention_cmd(
     d_model: int,
     heads: int,
@@ -232,9 +301,17 @@ def bench_attention_cmd(
     min_run_time: float,
     as_json: bool,
     out: Path | None,
+    force: bool,
 ) -> None:
     """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the seed's table)."""
-    from explorer.engine.bench import bench_attention, write_bench
+    from explorer.output.files import OutputFolder
+
+    if threads is not None:
+        _check_threads(threads)
+    if not min_run_time > 0:
+        raise ConfigError(f"--min-run-time must be positive, got {min_run_time:g}.")
+    folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
+    from explorer.engine.bench import bench_attention
     from explorer.engine.device import resolve_device
 
     if not as_json:
@@ -248,7 +325,18 @@ def bench_attention_cmd(
         min_run_time=min_run_time,
         threads=threads,
     )
-    written = write_bench(df, out) if out is not None else []
+    written: list[Path] = []
+    if folder is not None:
+        import tempfile
+
+        from explorer.output.plots import bench_figure, save_png
+
+        folder.write("bench.csv", df.to_csv(index=False))
+        with tempfile.TemporaryDirectory() as tmp:
+            folder.write(
+                "bench.png", save_png(bench_figure(df.to_dict("records")), Path(tmp) / "b.png").read_bytes()
+            )
+        written = folder.finish()
     if as_json:
         _emit_json(
             {
@@ -271,145 +359,175 @@ def study() -> None:
     """Run, resume and inspect Optuna studies over head counts and schedules."""
 
 
-def _quiet_optuna() -> None:
-    """Optuna's per-trial log lines (and failed trials' tracebacks) would break the progress bar; the bar and
-    the report say what failed and why (`-v` turns the log back on)."""
-    import optuna
-
-    root = click.get_current_context().find_root()
-    if not (root.obj or {}).get("verbose"):
-        optuna.logging.set_verbosity(optuna.logging.ERROR)
-
-
-def _run_with_progress(
-    handle: Any,
-    n_trials: int | None,
-    timeout: float | None,
-    workers: int,
-    device: str | None,
-    threads: int | None,
-) -> None:
-    """Run a study with a progress bar on stderr; Ctrl-C stops cleanly and says how to resume."""
-    from tqdm import tqdm
-
-    from explorer.search.study import run_study
-
-    total = n_trials if n_trials is not None else handle.spec.n_trials
-    resume = f"explorer study resume {handle.spec.name} --storage '{handle.masked_url}'"
-    _note(f"study {handle.spec.name!r} in {handle.masked_url}: {total} trials in total, {workers} worker(s)")
-    with tqdm(total=total, desc=handle.spec.name, unit="trial", file=sys.stderr, dynamic_ncols=True) as bar:
-
-        def on_progress(p: Any) -> None:
-            bar.n = min(p.done, total)
-            best = (
-                f"acc {p.best_accuracy:.3f}, {p.best_latency_ms:.2f} ms"
-                if p.best_accuracy is not None
-                else "no trial yet"
-            )
-            bar.set_postfix_str(
-                f"pareto {p.pareto_size} | best {best} | pruned {p.pruned} | failed {p.failed}"
-            )
-            bar.refresh()
-
-        try:
-            final = run_study(
-                handle,
-                n_trials=n_trials,
-                timeout=timeout,
-                workers=workers,
-                device=device,
-                threads=threads,
-                on_progress=on_progress,
-            )
-        except KeyboardInterrupt:
-            bar.close()
-            _note("interrupted: finished trials are saved and the running one will be retried on resume.")
-            _note(f"resume with: {resume}")
-            sys.exit(130)
-    if final.done < total:
-        _note(f"stopped at {final.done}/{total} trials (timeout or repeated failures); resume with: {resume}")
-    _note(
-        f"done: {final.done} trials ({final.pruned} stopped early, {final.failed} failed), "
-        f"{final.pareto_size} on the Pareto front. Next: explorer report {handle.spec.name}"
-        + (
-            ""
-            if handle.storage_url == _default_url(handle.spec.name)
-            else f" --storage '{handle.masked_url}'"
-        )
-    )
-
-
-def _default_url(name: str) -> str:
-    from explorer.search.storage import default_storage_url
-
-    return default_storage_url(name)
-
-
-# Options several commands share, declared once.
-_storage_option = click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
-_trial_option = click.option(
-    "--trial",
-    "which",
-    default="knee",
-    show_default=True,
-    help="knee, most-accurate, fastest or a trial number.",
-)
-
-
-def _run_options(f: Any) -> Any:
-    """The options `study run` and `study resume` share (how long, how many workers, where)."""
+def _run_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `study run`, `study resume` and `confirm` share (how long, how many workers, where)."""
     options = [
-        click.option(
-            "--n-trials", type=int, help="The study's total number of trials (default: the spec's)."
-        ),
         click.option("--timeout", type=float, help="Stop starting new trials after this many seconds."),
         click.option(
             "--workers", type=int, default=1, show_default=True, help="Worker processes on this machine."
         ),
         click.option("--device", help="Override the spec's device (auto, cpu, cuda)."),
-        click.option(
-            "--threads", type=int, help="CPU threads per worker (default: the cores divided among them)."
-        ),
+        _threads_option,
+        _json_option,
     ]
     for option in reversed(options):
         f = option(f)
     return f
 
 
+def _progress(
+    handle: Any, as_json: bool
+) -> tuple[Callable[..., None], Callable[..., None], Callable[[], None]]:
+    """(on_stage, on_progress, close) drawing one tqdm bar per stage on stderr."""
+    from tqdm import tqdm
+
+    state: dict[str, Any] = {"bar": None}
+
+    def close() -> None:
+        if state["bar"] is not None:
+            state["bar"].close()
+            state["bar"] = None
+
+    def on_stage(stage: str, total: int) -> None:
+        close()
+        if not as_json:
+            desc = f"{handle.name} {'search' if stage == 'search' else 'finalists'}"
+            state["bar"] = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
+
+    def on_progress(p: Any) -> None:
+        bar = state["bar"]
+        if bar is None:
+            return
+        bar.n = min(p.done, p.total)
+        best = f"best val {p.best_accuracy:.3f}" if p.best_accuracy is not None else "no result yet"
+        bar.set_postfix_str(
+            f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}"
+        )
+        bar.refresh()
+
+    return on_stage, on_progress, close
+
+
+def _summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {
+        "study": handle.name,
+        "storage": handle.masked_url,
+        "complete": summary.complete,
+        "search": asdict(summary.search),
+        "finalists": None if summary.finalists is None else asdict(summary.finalists),
+        "finalist_runs_queued": summary.added,
+        "next": f"explorer report {handle.name}"
+        + ("" if handle.is_default_storage else f" --storage '{handle.masked_url}'"),
+    }
+
+
+def _run_and_report(handle: Any, action: Callable[..., Any], as_json: bool, **kw: Any) -> None:
+    """Run a study action with progress; Ctrl-C stops cleanly and says how to resume."""
+    where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
+    resume = f"explorer study resume {handle.name}{where}"
+    on_stage, on_progress, close = _progress(handle, as_json)
+    if not as_json:
+        _note(f"study {handle.name!r} in {handle.masked_url}: {handle.spec.n_trials} search trials in total")
+    try:
+        summary = action(handle, on_progress=on_progress, on_stage=on_stage, **kw)
+    except KeyboardInterrupt:
+        close()
+        _note("interrupted: finished trials are saved and the running one will be retried on resume.")
+        _note(f"resume with: {resume}")
+        sys.exit(130)
+    close()
+    if as_json:
+        _emit_json(_summary_doc(handle, summary))
+        return
+    s, f = summary.search, summary.finalists
+    if s.done < s.total or s.note:
+        why = s.note or "timeout"
+        _note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
+    elif f is not None and (f.note or f.done < f.total):
+        _note(
+            f"stopped the finalists at {f.done}/{f.total} runs ({f.note or 'timeout'}); resume with: {resume}"
+        )
+    line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
+    if f is not None:
+        line += f"; finalists: {f.done} runs ({f.failed} failed)"
+    _note(f"{line}. Next: explorer report {handle.name}{where}")
+
+
+def _options(workers: int, threads: int, device: str | None, timeout: float | None) -> Any:
+    from explorer.search.study import RunOptions
+
+    return RunOptions(workers=workers, threads=threads, device=device, timeout=timeout).check()
+
+
 @study.command("run")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--storage", help="Storage URL (default: the spec's, else sqlite:///studies/NAME.db).")
+@click.option("--n-trials", type=int, help="The study's total of search trials (default: the spec's).")
+@click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
 @_run_options
-def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
+def study_run(
+    spec_path: Path,
+    storage: str | None,
+    n_trials: int | None,
+    no_finalists: bool,
+    timeout: float | None,
+    workers: int,
+    device: str | None,
+    threads: int,
+    as_json: bool,
+) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
+    options = _options(
+        workers, threads, device, timeout
+    )  # every option checked before the storage is touched
+    from explorer import api
     from explorer.search.spec import load_spec
     from explorer.search.study import prepare_study
 
     _quiet_optuna()
-    _run_with_progress(prepare_study(load_spec(spec_path), storage), **run)
+    handle = prepare_study(load_spec(spec_path), storage, device=device)
+    if "spec_path" not in handle.study.user_attrs:
+        handle.study.set_user_attr("spec_path", str(spec_path))
+    _run_and_report(handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists)
 
 
 @study.command("resume")
 @click.argument("name")
 @_storage_option
+@click.option("--n-trials", type=int, help="A new total of search trials (stored with the study).")
+@click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
 @_run_options
-def study_resume(name: str, storage: str | None, **run: Any) -> None:
+def study_resume(
+    name: str,
+    storage: str | None,
+    n_trials: int | None,
+    no_finalists: bool,
+    timeout: float | None,
+    workers: int,
+    device: str | None,
+    threads: int,
+    as_json: bool,
+) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
+    options = _options(workers, threads, device, timeout)
+    from explorer import api
     from explorer.search.study import open_study
 
     _quiet_optuna()
-    _run_with_progress(open_study(name, storage), **run)
+    handle = open_study(name, storage)
+    _run_and_report(handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists)
 
 
 @study.command("list")
 @click.option("--storage", help="Storage URL (default: every SQLite database in ./studies/).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@_json_option
 def study_list(storage: str | None, as_json: bool) -> None:
     """List the studies in a storage (or in every studies/*.db) with their trial counts."""
+    from explorer.search.catalog import list_studies
     from explorer.search.storage import mask_url
-    from explorer.search.study import list_studies
 
-    _quiet_optuna()
     urls = (
         [storage] if storage else [f"sqlite:///{p.as_posix()}" for p in sorted(Path("studies").glob("*.db"))]
     )
@@ -424,35 +542,31 @@ def study_list(storage: str | None, as_json: bool) -> None:
     for r in rows:
         counts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(r["trials"].items()))
         click.echo(
-            f"{r['name']:<24} total {r['total']}  {counts or 'no trials'}  started {r['started']}  "
-            f"({r['storage']})"
+            f"{r['name']:<24} total {r['total']}  {counts or 'no trials'}  started {r['started']}  ({r['storage']})"
         )
 
 
 @study.command("status")
 @click.argument("name")
 @_storage_option
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@_json_option
 def study_status(name: str, storage: str | None, as_json: bool) -> None:
-    """Trial counts by state, early stopping and the Pareto trials of one study."""
-    from explorer.search.study import open_study, status
+    """Trials by role and state, early stopping, and the current recommendation of one study."""
+    from explorer.search.catalog import study_status as read_status
 
-    _quiet_optuna()
-    doc = status(open_study(name, storage))
+    doc = read_status(name, storage)
     if as_json:
         _emit_json(doc)
         return
-    counts = ", ".join(f"{k.lower()} {v}" for k, v in doc["trials"].items() if v)
-    click.echo(f"study {doc['name']} in {doc['storage']}: total {doc['total']}; {counts or 'no trials'}")
-    click.echo(
-        f"early stopped {doc['early_stopped']} trials, {doc['epochs_saved']} epochs saved; "
-        f"rejected configs {doc['rejected_configs']}, repaired {doc['repaired_configs']}"
-    )
-    click.echo(f"Pareto front ({len(doc['pareto'])} trials):")
-    for p in doc["pareto"]:
+    click.echo(f"study {doc['name']} in {doc['storage']}: search total {doc['total']}")
+    for role, counts in doc["trials"].items():
+        text = ", ".join(f"{k.lower()} {v}" for k, v in counts.items() if v)
+        click.echo(f"  {role}: {text or 'none'}")
+    click.echo(f"  stopped early {doc['stopped_early']} trials, {doc['epochs_saved']} epochs saved")
+    for r in doc["best"]:
         click.echo(
-            f"  #{p['number']:<4} d_model {p['d_model']:<4} heads {p['heads']} d_k {p['d_k']}  "
-            f"val {p['val_accuracy']:.4f}  {p['latency_ms']:.3f} ms  {p['params']:,} params"
+            f"  #{r['number']:<4} {r['role']:<8} d_model {r['d_model']:<4} heads {_heads_text(r['heads'])}  "
+            f"val {r['val_accuracy']:.4f}  {r['latency_ms']:.3f} ms"
         )
 
 
@@ -463,24 +577,18 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
 @click.argument("name")
 @_storage_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME.")
-@click.option("--json", "as_json", is_flag=True, help="Print the written paths as one JSON document.")
-def report(name: str, storage: str | None, out: Path | None, as_json: bool) -> None:
+@_force_option
+@_json_option
+def report(name: str, storage: str | None, out: Path | None, force: bool, as_json: bool) -> None:
     """Write the recommendation report, figures and CSVs for a study."""
-    from explorer.output.report import write_report
-    from explorer.search.study import open_study
+    from explorer import api
 
     _quiet_optuna()
-    handle = open_study(name, storage)
-    out_dir = out or Path("reports") / name
-    paths = write_report(handle.study, out_dir, handle.storage_url)
-    files = [paths.markdown, paths.html, paths.trials_csv, paths.pareto_csv, *paths.figures.values()]
+    paths = api.report(name, storage, out, force)
     if as_json:
-        _emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in files]})
+        _emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in paths.files]})
         return
-    click.echo(
-        f"wrote the report for {name!r} to {paths.out_dir}/: report.html, report.md, "
-        f"{len(paths.figures)} figures, trials.csv, pareto.csv"
-    )
+    click.echo(f"wrote the report for {name!r} to {paths.out_dir}/: report.html, report.md, figures and CSVs")
 
 
 @main.command()
@@ -490,14 +598,19 @@ def report(name: str, storage: str | None, out: Path | None, as_json: bool) -> N
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="FILE.json to write."
 )
-def export(name: str, storage: str | None, which: str, out: Path) -> None:
+@_json_option
+def export(name: str, storage: str | None, which: str, out: Path, as_json: bool) -> None:
     """Write a trial's config so `explorer train --config FILE.json` rebuilds and retrains it exactly."""
-    from explorer.output.export import export_trial
-    from explorer.search.study import open_study
+    from explorer import api
 
     _quiet_optuna()
-    number = export_trial(open_study(name, storage), which, out)
-    click.echo(f"wrote trial #{number} of {name!r} to {out}; retrain with: explorer train --config {out}")
+    record = api.export(name, out, which, storage)
+    if as_json:
+        _emit_json({"study": name, "trial": record.number, "heads": list(record.heads), "out": str(out)})
+        return
+    click.echo(
+        f"wrote trial #{record.number} of {name!r} to {out}; retrain with: explorer train --config {out}"
+    )
 
 
 # --------------------------------------------------------------------------------------------- evidence
@@ -507,68 +620,29 @@ def export(name: str, storage: str | None, which: str, out: Path) -> None:
 @click.argument("name")
 @_storage_option
 @click.option(
-    "--top", type=int, default=3, show_default=True, help="Pareto finalists to confirm (knee first)."
+    "--top", type=int, help="Front architectures nearest the knee to retrain (default: the spec's)."
 )
-@click.option("--seeds", type=int, default=3, show_default=True, help="Training seeds per configuration.")
-@click.option("--device", help="Override the stored spec's device (auto, cpu, cuda).")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def confirm(name: str, storage: str | None, top: int, seeds: int, device: str | None, as_json: bool) -> None:
-    """Retrain the finalists (plus 1-head and 8-head references) with fresh seeds; resumable."""
-    from tqdm import tqdm
-
-    from explorer.insight.confirm import confirm as run_confirm
-    from explorer.insight.confirm import confirm_summary, significant_differences
+@click.option("--seeds", type=int, help="Fresh seeds per finalist (default: the spec's).")
+@_run_options
+def confirm(
+    name: str,
+    storage: str | None,
+    top: int | None,
+    seeds: int | None,
+    timeout: float | None,
+    workers: int,
+    device: str | None,
+    threads: int,
+    as_json: bool,
+) -> None:
+    """Run the finalist stage now, with more finalists or seeds; runs already done are kept (resumable)."""
+    options = _options(workers, threads, device, timeout)
+    from explorer import api
     from explorer.search.study import open_study
 
     _quiet_optuna()
     handle = open_study(name, storage)
-    with tqdm(desc="confirm", unit="run", file=sys.stderr, leave=False) as bar:
-
-        def on_progress(done: int, total: int, row: dict[str, Any]) -> None:
-            bar.total = total
-            bar.n = done
-            bar.set_postfix_str(f"{row['label']} seed {row['seed']}: val {row['val_accuracy']:.3f}")
-            bar.refresh()
-
-        try:
-            rows = run_confirm(handle, top=top, seeds=seeds, device=device, on_progress=on_progress)
-        except KeyboardInterrupt:
-            bar.close()
-            _note(
-                f"interrupted: finished runs are stored; continue with: explorer confirm {name}"
-                + (f" --storage '{handle.masked_url}'" if storage else "")
-            )
-            sys.exit(130)
-    summary, tests = confirm_summary(rows), significant_differences(rows)
-    if as_json:
-        _emit_json(
-            {
-                "study": name,
-                "summary": summary.to_dict(orient="records"),
-                "differences": tests.to_dict(orient="records"),
-            }
-        )
-        return
-    cols = [
-        c
-        for c in (
-            "label",
-            "heads",
-            "n",
-            "val_accuracy_mean",
-            "val_accuracy_ci_low",
-            "val_accuracy_ci_high",
-            "latency_ms_mean",
-            "latency_ms_ci_low",
-            "latency_ms_ci_high",
-        )
-        if c in summary
-    ]
-    click.echo(summary[cols].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    if len(tests):
-        click.echo("\nWelch t-tests against the knee (significant at 0.05):")
-        click.echo(tests.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-    _note(f"stored with the study; `explorer report {name}` now shows confirmed figures.")
+    _run_and_report(handle, api.confirm, as_json, top=top, seeds=seeds, options=options)
 
 
 @main.command()
@@ -577,18 +651,30 @@ def confirm(name: str, storage: str | None, top: int, seeds: int, device: str | 
 @_trial_option
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME-heads.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-def heads(name: str, storage: str | None, which: str, device: str, out: Path | None, as_json: bool) -> None:
+@_threads_option
+@_force_option
+@_json_option
+def heads(
+    name: str,
+    storage: str | None,
+    which: str,
+    device: str,
+    out: Path | None,
+    threads: int,
+    force: bool,
+    as_json: bool,
+) -> None:
     """What each head of a trained finalist does: importance, masking, entropy, similarity, attention maps."""
-    from explorer.insight.heads import analyse_trial
-    from explorer.search.study import open_study
+    _check_threads(threads)
+    import torch
+
+    from explorer import api
 
     _quiet_optuna()
-    handle = open_study(name, storage)
-    out_dir = out or Path("reports") / f"{name}-heads"
+    torch.set_num_threads(threads)
     if not as_json:
         _note(f"analysing trial {which} of {name!r} (weights from the study's artifacts, else retrained) ...")
-    r = analyse_trial(handle, which, device, out_dir)
+    r, files = api.heads(name, storage, which, device, out, force)
     if as_json:
         _emit_json(
             {
@@ -596,6 +682,8 @@ def heads(name: str, storage: str | None, which: str, device: str, out: Path | N
                 "trial": r.trial,
                 "heads": list(r.heads),
                 "heads_needed": list(r.heads_needed),
+                "layout": list(r.layout.heads),
+                "layout_accuracy": r.layout.accuracy,
                 "val_accuracy": r.val_accuracy,
                 "val_accuracy_stored": r.val_accuracy_stored,
                 "importance": [list(x) for x in r.importance],
@@ -603,17 +691,15 @@ def heads(name: str, storage: str | None, which: str, device: str, out: Path | N
                 "relations_followed": None
                 if r.relations_followed is None
                 else r.relations_followed.to_dict(orient="records"),
-                "files": {k: str(v) for k, v in r.files.items()},
+                "files": [str(p) for p in files],
             }
         )
         return
-    click.echo(
-        f"trial #{r.trial}: heads per layer {list(r.heads)}; masking says {list(r.heads_needed)} suffice"
-    )
+    click.echo(f"trial #{r.trial}: heads per layer {list(r.heads)}; masking suggests {list(r.layout.heads)}")
     click.echo(r.verdict)
     if r.relations_summary:
         click.echo(f"relations: {r.relations_summary}")
-    click.echo(f"wrote {out_dir}/ (heads.md, heads.csv, importance, masking, attention maps and statistics)")
+    click.echo(f"wrote {len(files)} files to {files[0].parent}/ (heads.md, heads.csv, figures)")
 
 
 if __name__ == "__main__":

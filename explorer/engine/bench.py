@@ -6,28 +6,23 @@ computation. :func:`bench_attention` measures the same comparison here, for one 
 ``torch.nn.MultiheadAttention`` with the same weights copied in. Each row carries the time (median and IQR),
 the peak memory of one forward pass, the speed-up over serial, the achieved GFLOP/s and how that compares
 with a large square matmul timed the same way (what the device can do at best).
-:func:`write_bench` saves the table as CSV and draws it with seaborn (computing and drawing stay apart).
+Drawing it is :mod:`explorer.output`'s job; this module only measures.
 """
 
 from __future__ import annotations
 
-import contextlib
+import multiprocessing
 import os
-import sys
-from collections.abc import Iterator
-from pathlib import Path
+from typing import Any
 
 import pandas as pd
-import seaborn as sns
 import torch
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from explorer.engine.attention import MultiHeadAttention, attention_flops
 from explorer.engine.config import LatencyConfig, valid_heads
-from explorer.engine.device import resolve_device
+from explorer.engine.device import as_device
 from explorer.engine.latency import time_forward
 from explorer.errors import ConfigError
 
@@ -36,8 +31,6 @@ __all__ = [
     "bench_attention",
     "matmul_peak_gflops",
     "peak_memory_mb",
-    "plot_bench",
-    "write_bench",
 ]
 
 BENCH_IMPLS = ("serial", "merged", "fused", "torch_mha")
@@ -88,45 +81,26 @@ class _Impl(nn.Module):
         return self.attn(x)[0]
 
 
-@contextlib.contextmanager
-def _native_stderr_silenced() -> Iterator[None]:
-    """Hide what the profiler's C++ side writes straight to file descriptor 2 ("USDT ... profiler_start").
-
-    Those lines bypass Python's sys.stderr, so they would land in the middle of the CLI's progress output.
-    """
-    sys.stderr.flush()
-    saved = os.dup(2)
-    try:
-        with open(os.devnull, "w") as devnull:
-            os.dup2(devnull.fileno(), 2)
-            yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-def peak_memory_mb(model: nn.Module, x: torch.Tensor) -> float:
-    """Peak memory allocated during one ``model(x)`` above what was allocated before it, in MiB.
-
-    CUDA: the caching allocator's peak counter. CPU: the profiler's allocation records (``profile_memory``),
-    summed in time order; the peak of that running total is the forward pass's high-water mark.
-    """
+def _cuda_peak_mb(model: nn.Module, x: torch.Tensor) -> float:
     with torch.inference_mode():
-        if x.device.type == "cuda":
-            torch.cuda.synchronize(x.device)
-            torch.cuda.reset_peak_memory_stats(x.device)
-            base = torch.cuda.memory_allocated(x.device)
-            out = model(x)
-            torch.cuda.synchronize(x.device)
-            peak = torch.cuda.max_memory_allocated(x.device) - base
-            del out
-            return peak / _MB
-        with (
-            _native_stderr_silenced(),
-            profile(activities=[ProfilerActivity.CPU], profile_memory=True, acc_events=True) as prof,
-        ):
-            out = model(x)
-            del out
+        torch.cuda.synchronize(x.device)
+        torch.cuda.reset_peak_memory_stats(x.device)
+        base = torch.cuda.memory_allocated(x.device)
+        out = model(x)
+        torch.cuda.synchronize(x.device)
+        peak = torch.cuda.max_memory_allocated(x.device) - base
+        del out
+    return peak / _MB
+
+
+def _cpu_peak_mb(model: nn.Module, x: torch.Tensor) -> float:
+    """The profiler's allocation records (``profile_memory``) summed in time order; the running total's peak."""
+    with (
+        torch.inference_mode(),
+        profile(activities=[ProfilerActivity.CPU], profile_memory=True, acc_events=True) as prof,
+    ):
+        out = model(x)
+        del out
     # Each allocation is counted once, by the innermost op it happened in (self usage) or, outside any op,
     # by a "[memory]" event of its own; frees are negative.
     timeline = sorted(
@@ -137,6 +111,33 @@ def peak_memory_mb(model: nn.Module, x: torch.Tensor) -> float:
         running += nbytes
         peak = max(peak, running)
     return peak / _MB
+
+
+def _cpu_peaks_child(models: dict[str, nn.Module], x: torch.Tensor, out: Any) -> None:
+    """In a child process: the profiler's C++ side writes "USDT ... profiler_start" straight to file
+    descriptor 2, so the child silences its own stderr (never the caller's) and sends the peaks back."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    torch.set_num_threads(1)
+    out.put({name: _cpu_peak_mb(m, x) for name, m in models.items()})
+
+
+def peak_memory_mb(models: dict[str, nn.Module], x: torch.Tensor) -> dict[str, float]:
+    """Peak memory allocated during one ``model(x)`` of each model, above what was allocated before, in MiB.
+
+    CUDA: the caching allocator's peak counter. CPU: the profiler's allocation records, measured in a child
+    process (see :func:`_cpu_peaks_child`), so nothing the profiler prints reaches this process's output.
+    """
+    if x.device.type == "cuda":
+        return {name: _cuda_peak_mb(m, x) for name, m in models.items()}
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    child = ctx.Process(target=_cpu_peaks_child, args=(models, x, queue))
+    child.start()
+    child.join()
+    if child.exitcode != 0 or queue.empty():
+        raise RuntimeError(f"the memory probe process failed (exit code {child.exitcode})")
+    return queue.get()
 
 
 def matmul_peak_gflops(
@@ -170,6 +171,7 @@ def bench_attention(
     min_run_time: float = 0.3,
     threads: int | None = None,
     matmul_size: int | None = None,
+    memory: bool = True,
 ) -> pd.DataFrame:
     """Time one self-attention forward four ways on ``device``; one row per implementation (BENCH_IMPLS).
 
@@ -179,13 +181,15 @@ def bench_attention(
         min_run_time: seconds of timed calls per implementation (torch.utils.benchmark).
         threads: CPU threads while timing; default the process's current count.
         matmul_size: side of the square matmul that sets the peak; default per device kind.
+        memory: also measure each implementation's peak memory (on a CPU in a child process, a few seconds);
+            ``peak_mem_mb`` is NaN when False.
 
     Columns: impl, median_ms, iqr_ms, peak_mem_mb, speedup_vs_serial, gflops, matmul_peak_gflops,
     pct_of_peak, max_abs_diff (largest output difference from serial), device, threads, d_model, heads,
     seq_len, batch.
     """
     _check_shape(d_model, heads, seq_len, batch)
-    device = resolve_device(device) if isinstance(device, str) else device
+    device = as_device(device)
     threads = threads or torch.get_num_threads()
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
     with torch.random.fork_rng(devices=[]):
@@ -200,6 +204,7 @@ def bench_attention(
         diffs = {impl: (m(x) - reference).abs().max().item() for impl, m in models.items()}
     flops = attention_flops(batch, seq_len, d_model)
     peak = matmul_peak_gflops(device, threads, min_run_time, matmul_size)
+    memory_mb = peak_memory_mb(models, x) if memory else {}
     rows = []
     for impl, model in models.items():
         res = time_forward(model, x, device, cfg)
@@ -209,7 +214,7 @@ def bench_attention(
                 "impl": impl,
                 "median_ms": res.median_ms,
                 "iqr_ms": res.iqr_ms,
-                "peak_mem_mb": peak_memory_mb(model, x),
+                "peak_mem_mb": memory_mb.get(impl, float("nan")),
                 "gflops": gflops,
                 "matmul_peak_gflops": peak,
                 "pct_of_peak": 100 * gflops / peak,
@@ -225,45 +230,3 @@ def bench_attention(
     df = pd.DataFrame(rows)
     df.insert(4, "speedup_vs_serial", df.loc[df.impl == "serial", "median_ms"].item() / df["median_ms"])
     return df
-
-
-def plot_bench(df: pd.DataFrame) -> Figure:
-    """Bar chart of time per implementation with IQR error bars and speed-up labels; returns the Figure."""
-    fig = Figure(figsize=(7, 4.5), layout="constrained")  # a bare Figure: no pyplot state, Agg when saved
-    ax = fig.add_subplot()
-    sns.barplot(data=df, x="impl", y="median_ms", hue="impl", legend=False, ax=ax, errorbar=None)
-    ax.errorbar(
-        range(len(df)), df["median_ms"], yerr=df["iqr_ms"] / 2, fmt="none", ecolor="black", capsize=4, lw=1
-    )
-    for i, (t, s) in enumerate(zip(df["median_ms"], df["speedup_vs_serial"], strict=True)):
-        ax.annotate(f"{s:.2f}x", (i, t), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom")
-    ax.margins(y=0.15)
-    r = df.iloc[0]
-    ax.set_title(
-        f"Self-attention forward, B={r.batch} T={r.seq_len} d_model={r.d_model} heads={r.heads}\n"
-        f"{r.device}, {r.threads} thread(s)",
-        fontsize=10,
-    )
-    ax.text(
-        0.99,
-        0.98,
-        "bar: median, whisker: ±IQR/2\nlabel: speed-up vs serial",
-        transform=ax.transAxes,
-        ha="right",
-        va="top",
-        fontsize=8,
-    )
-    ax.set_xlabel("implementation")
-    ax.set_ylabel("time per forward pass (ms)")
-    return fig
-
-
-def write_bench(df: pd.DataFrame, out_dir: str | Path) -> list[Path]:
-    """Write ``bench.csv`` and ``bench.png`` into ``out_dir`` (created if needed); returns both paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    csv, png = out / "bench.csv", out / "bench.png"
-    df.to_csv(csv, index=False)
-    fig = plot_bench(df)
-    FigureCanvasAgg(fig).print_png(png)
-    return [csv, png]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +24,7 @@ from explorer.errors import ConfigError
 
 __all__ = [
     "ATTENTION_IMPLS",
+    "LATENCY_DTYPES",
     "SCHEDULE_FAMILIES",
     "InputSpec",
     "LatencyConfig",
@@ -101,7 +103,8 @@ def expand_schedule(schedule: str, n_layers: int, d_model: int, min_dk: int = 1)
         if n_layers == 1:
             ramp = [steps[0]]
         else:
-            ramp = [steps[round(i * (len(steps) - 1) / (n_layers - 1))] for i in range(n_layers)]
+            # Half-way positions round up (not to even, as round() does), so a ramp steps evenly.
+            ramp = [steps[math.floor(i * (len(steps) - 1) / (n_layers - 1) + 0.5)] for i in range(n_layers)]
         return tuple(ramp if family == "increasing" else ramp[::-1])
     if _LIST.match(text):
         heads = tuple(int(t) for t in text.split(","))
@@ -238,17 +241,29 @@ class TrainConfig:
             raise ConfigError(f"the learning rate must be positive, got {self.lr}.")
 
 
+LATENCY_DTYPES = ("float32", "bfloat16", "float16")
+_DEVICE_NAME = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
 @dataclass(frozen=True)
 class LatencyConfig:
-    """How inference latency is measured: separate from training, in eval mode under inference_mode."""
+    """How inference latency is measured: separate from training, in eval mode under inference_mode.
 
+    A study spec's ``[latency]`` table is read straight into this class.
+    """
+
+    device: str = "auto"  # auto | cpu | cuda | cuda:N: where latency is measured (and training runs)
     batch_size: int = 32  # examples per timed forward pass
     threads: int = 1  # CPU threads while timing (fixed so figures compare across runs and workers)
-    min_run_time: float = 0.3  # seconds of timed runs (torch.utils.benchmark.Timer.blocked_autorange)
     dtype: str = "float32"  # float32 | bfloat16 | float16 (half types only on CUDA)
+    min_run_time: float = 0.3  # seconds of timed runs (torch.utils.benchmark.Timer.blocked_autorange)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.device, str) or not _DEVICE_NAME.match(self.device):
+            raise ConfigError(f"latency device must be auto, cpu, cuda or cuda:N, got {self.device!r}.")
         if self.batch_size < 1 or self.threads < 1 or self.min_run_time <= 0:
             raise ConfigError("latency needs batch_size >= 1, threads >= 1 and min_run_time > 0.")
-        if self.dtype not in ("float32", "bfloat16", "float16"):
+        if self.dtype not in LATENCY_DTYPES:
             raise ConfigError(f"latency dtype must be float32, bfloat16 or float16, got {self.dtype!r}.")
+        if self.device == "cpu" and self.dtype != "float32":
+            raise ConfigError(f"latency dtype {self.dtype} needs a CUDA device; use float32 on the cpu.")

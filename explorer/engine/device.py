@@ -1,15 +1,17 @@
-"""Device selection in one place: ``auto`` means CUDA when present, CPU otherwise."""
+"""Devices in one place: ``auto`` means CUDA when present, CPU otherwise; one label for reports and caches."""
 
 from __future__ import annotations
 
 import contextlib
 import platform
+from functools import cache
+from pathlib import Path
 
 import torch
 
 from explorer.errors import DeviceError
 
-__all__ = ["DEVICE_CHOICES", "autocast", "describe_device", "resolve_device"]
+__all__ = ["DEVICE_CHOICES", "as_device", "autocast", "cpu_model_name", "device_label", "resolve_device"]
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
@@ -25,7 +27,10 @@ def resolve_device(name: str = "auto") -> torch.device:
             raise DeviceError(
                 f"device {name!r} was asked for but CUDA is not available here; use --device cpu or auto."
             )
-        dev = torch.device(name)
+        try:
+            dev = torch.device(name)
+        except RuntimeError:
+            raise DeviceError(f"unknown device {name!r}; use one of auto, cpu, cuda, cuda:N.") from None
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise DeviceError(
                 f"device {name!r} does not exist; {torch.cuda.device_count()} CUDA device(s) are visible."
@@ -34,12 +39,34 @@ def resolve_device(name: str = "auto") -> torch.device:
     raise DeviceError(f"unknown device {name!r}; use one of auto, cpu, cuda, cuda:N.")
 
 
-def describe_device(device: torch.device) -> str:
-    """A human label for reports: the GPU's name, or the CPU's architecture and thread count."""
+def as_device(device: torch.device | str) -> torch.device:
+    """A torch.device from either a device or a name (names go through :func:`resolve_device`)."""
+    return resolve_device(device) if isinstance(device, str) else device
+
+
+@cache
+def cpu_model_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what the platform module knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def device_label(device: torch.device, threads: int | None = None) -> str:
+    """The hardware a figure was measured on: ``cuda (NVIDIA H200)`` or ``cpu (Intel Xeon ..., 2 threads)``.
+
+    ``threads`` is added for CPUs when given (what a latency or a training speed depends on besides the chip).
+    """
     if device.type == "cuda":
         return f"cuda ({torch.cuda.get_device_name(device)})"
-    n = torch.get_num_threads()
-    return f"cpu ({platform.machine()}, {n} thread{'s' * (n != 1)})"
+    name = cpu_model_name()
+    if threads is None:
+        return f"{device.type} ({name})"
+    return f"{device.type} ({name}, {threads} thread{'s' * (threads != 1)})"
 
 
 def autocast(device: torch.device) -> contextlib.AbstractContextManager:

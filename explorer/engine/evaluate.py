@@ -1,117 +1,167 @@
-"""One variant end to end: load the task, train, evaluate, time on the device, and describe the result.
+"""One variant end to end: build it, time it on the device, train it, evaluate it. The one path every caller uses.
 
-`explorer train` and the study objective both go through here, so a trial and a single training run report
-exactly the same figures. A run config (written by `explorer export`) is a small JSON file that pins the task,
-the architecture and the training settings, so `explorer train --config FILE.json` rebuilds and retrains it.
+`explorer train`, a study's trials, finalist runs and retraining a trial for analysis all call
+:func:`evaluate_variant`, so they measure the same things the same way. Latency is measured before training (it
+depends only on the architecture), so a caller can refuse a variant on it (a latency budget) before spending any
+training. A NaN loss or running out of memory, while timing or while training, is a :class:`VariantFailed` with
+the reason, never a crash of the caller.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 import torch
 
 from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
-from explorer.errors import ConfigError
+from explorer.engine.device import as_device, device_label
+from explorer.engine.latency import model_latency
+from explorer.engine.latency_cache import LatencyCache
+from explorer.engine.measures import LatencyResult
+from explorer.engine.model import Encoder, build_model
+from explorer.engine.probe import relation_specialization
+from explorer.engine.tasks.base import Task
+from explorer.engine.train import EpochStats, TrainResult, fit
+from explorer.errors import ExplorerError, TrainingDivergedError
 
-__all__ = ["RUN_CONFIG_VERSION", "load_run_config", "run_variant", "write_run_config"]
-
-RUN_CONFIG_VERSION = 1
+__all__ = ["VariantFailed", "VariantResult", "evaluate_variant", "is_out_of_memory"]
 
 
-def run_variant(
-    task_name: str,
-    task_options: dict[str, Any],
-    model_cfg: ModelConfig,
+class VariantFailed(ExplorerError):
+    """A variant could not be evaluated: its loss diverged or it ran out of memory (``kind`` says which)."""
+
+    def __init__(self, message: str, kind: str):
+        super().__init__(message)
+        self.kind = kind  # "diverged" | "out of memory"
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """Everything measured about one variant (the trained model rides along, out of comparisons and JSON)."""
+
+    config: ModelConfig
+    train: TrainConfig
+    latency: LatencyResult
+    fit: TrainResult
+    params: int  # trainable parameters
+    flops: int  # forward FLOPs per example (2 x multiply-adds of the matmuls)
+    device: str  # where it trained, e.g. "cpu (Intel Xeon ..., 2 threads)"
+    torch_version: str
+    val_size: int  # validation examples: the accuracy is a proportion of this many
+    relations: pd.DataFrame | None = field(default=None, compare=False, repr=False)  # relations task only
+    model: Encoder | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def val_accuracy(self) -> float:
+        return self.fit.val_accuracy
+
+    @property
+    def test_accuracy(self) -> float:
+        return self.fit.test_accuracy
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the configs, measurements and training history (not the model)."""
+        return {
+            "model": self.config.to_dict(),
+            "train": dataclasses.asdict(self.train),
+            "heads": list(self.config.heads),
+            "d_k": list(self.config.d_k),
+            "family": self.config.family,
+            "val_accuracy": self.val_accuracy,
+            "test_accuracy": self.test_accuracy,
+            "val_size": self.val_size,
+            "latency_ms": self.latency.median_ms,
+            "latency": self.latency.to_dict(),
+            "params": self.params,
+            "flops": self.flops,
+            "device": self.device,
+            "torch_version": self.torch_version,
+            "fit": self.fit.to_dict(),
+        }
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation failure (CUDA or host), which fails one variant, not the caller."""
+    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def _oom(device: torch.device, stage: str, exc: BaseException) -> VariantFailed:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return VariantFailed(f"out of memory on {device} while {stage}: {str(exc)[:200]}", "out of memory")
+
+
+def count_cost(cfg: ModelConfig, task: Task) -> tuple[int, int]:
+    """Parameters and forward FLOPs per example of ``cfg`` built for ``task`` (the caller's RNG is untouched)."""
+    with torch.random.fork_rng(devices=[]):
+        model = build_model(cfg, task.spec)
+    return model.num_params(), model.flops(1)
+
+
+def evaluate_variant(
+    cfg: ModelConfig,
+    task: Task,
     train_cfg: TrainConfig,
-    lat_cfg: LatencyConfig,
-    device_name: str = "auto",
-    on_epoch: Callable[[Any], bool] | None = None,
-) -> dict[str, Any]:
-    """Train and time one variant; return a flat, JSON-ready record of everything measured."""
-    from explorer.engine.device import describe_device, resolve_device
-    from explorer.engine.latency import LatencyCache, model_latency
-    from explorer.engine.tasks import load_task
-    from explorer.engine.train import fit
+    latency_cfg: LatencyConfig,
+    device: torch.device | str | None = None,
+    *,
+    cache: LatencyCache | None = None,
+    on_measured: Callable[[LatencyResult, int], None] | None = None,
+    on_epoch: Callable[[EpochStats], bool | None] | None = None,
+    keep_model: bool = False,
+) -> VariantResult:
+    """Build, time, train and evaluate one variant; return a :class:`VariantResult`.
 
-    device = resolve_device(device_name)
-    task = load_task(task_name, **task_options)
-    model, result = fit(model_cfg, task, train_cfg, device, on_epoch=on_epoch)
-    latency = model_latency(model_cfg, task.spec, lat_cfg, device, cache=LatencyCache())
-    return {
-        "task": task.name,
-        "task_options": task_options,
-        "device": describe_device(device),
-        "torch_version": torch.__version__,
-        "attention_impl": model_cfg.attention,
-        "d_model": model_cfg.d_model,
-        "n_layers": model_cfg.n_layers,
-        "heads": list(model_cfg.heads),
-        "d_k": list(model_cfg.d_k),
-        "family": model_cfg.family,
-        "val_accuracy": result.val_accuracy,
-        "test_accuracy": result.test_accuracy,
-        "latency_ms": latency.median_ms,
-        "latency": latency.to_dict(),
-        "params": model.num_params(),
-        "flops": model.flops(1),
-        "train_time_s": result.train_time_s,
-        "samples_per_s": result.samples_per_s,
-        "epochs_run": result.epochs_run,
-        "model": model_cfg.to_dict(),
-        "train": _train_dict(train_cfg),
-    }
+    Args:
+        cfg, task, train_cfg: the architecture, the task and how to train it (its seed fixes the run).
+        latency_cfg: how to time it; ``device`` (default ``latency_cfg.device``) is where it is timed and trained.
+        cache: a latency cache to read and fill (None: always measure).
+        on_measured: called with the latency and the parameter count before training; raising there stops
+            the evaluation before any training (a budget).
+        on_epoch: called after every epoch; returning True stops training after it (early stopping).
+        keep_model: keep the trained model on the result (``result.model``).
 
-
-def _train_dict(cfg: TrainConfig) -> dict[str, Any]:
-    import dataclasses
-
-    return dataclasses.asdict(cfg)
-
-
-def write_run_config(
-    path: Path,
-    task_name: str,
-    task_options: dict[str, Any],
-    model_cfg: ModelConfig,
-    train_cfg: TrainConfig,
-    source: dict[str, Any] | None = None,
-) -> Path:
-    """Write a run config that `explorer train --config` retrains exactly."""
-    doc = {
-        "explorer_run_config": RUN_CONFIG_VERSION,
-        "task": task_name,
-        "task_options": task_options,
-        "model": model_cfg.to_dict(),
-        "train": _train_dict(train_cfg),
-        "source": source or {},
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(path)
-    return path
-
-
-def load_run_config(path: Path) -> tuple[str, dict[str, Any], ModelConfig, TrainConfig]:
-    """Read a run config; any problem is one ConfigError naming the file and what is wrong."""
+    Raises:
+        VariantFailed: the loss became NaN/inf, or the device ran out of memory while timing or training.
+    """
+    device = as_device(device if device is not None else latency_cfg.device)
+    params, flops = count_cost(cfg, task)
     try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist; write one with `explorer export`.") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"config file {path} is not readable JSON ({exc}).") from None
-    if not isinstance(doc, dict) or doc.get("explorer_run_config") != RUN_CONFIG_VERSION:
-        raise ConfigError(
-            f"{path} is not an explorer run config (version {RUN_CONFIG_VERSION}); "
-            f"write one with `explorer export`."
-        )
+        latency = model_latency(cfg, task.spec, latency_cfg, device, cache=cache)
+    except (RuntimeError, MemoryError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise _oom(device, "timing", exc) from None
+    if on_measured is not None:
+        on_measured(latency, params)
     try:
-        train_cfg = TrainConfig(**doc["train"])
-        model_cfg = ModelConfig.from_dict(doc["model"])
-        return str(doc["task"]), dict(doc.get("task_options") or {}), model_cfg, train_cfg
-    except (KeyError, TypeError) as exc:
-        raise ConfigError(f"config file {path} is missing or has a malformed field ({exc}).") from None
+        model, result = fit(cfg, task, train_cfg, device, on_epoch=on_epoch)
+    except TrainingDivergedError as exc:
+        raise VariantFailed(f"diverged: {exc}", "diverged") from None
+    except (RuntimeError, MemoryError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise _oom(device, "training", exc) from None
+    relations = None
+    if task.relation_offsets:
+        relations = relation_specialization(model, task.val[0], task.relation_offsets)
+    return VariantResult(
+        config=cfg,
+        train=train_cfg,
+        latency=latency,
+        fit=result,
+        params=params,
+        flops=flops,
+        device=device_label(device, torch.get_num_threads() if device.type == "cpu" else None),
+        torch_version=torch.__version__,
+        val_size=len(task.val[1]),
+        relations=relations,
+        model=model if keep_model else None,
+    )

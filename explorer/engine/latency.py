@@ -4,38 +4,28 @@ Latency is measured apart from training, in eval mode under ``torch.inference_mo
 count (so figures compare across runs and across workers sharing a machine). ``Timer.blocked_autorange``
 picks the number of calls per timed block and synchronizes CUDA, so no hand-written timing loop is needed.
 
-Measuring costs seconds per architecture, so :func:`model_latency` keeps results in a :class:`LatencyCache`:
-one small JSON file per key (architecture + input + batch + threads + dtype + device + torch version).
+Measuring costs seconds per architecture, so :func:`model_latency` keeps results in a
+:class:`~explorer.engine.latency_cache.LatencyCache`.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
-import json
+import datetime as dt
 import os
-import platform
-import tempfile
 import time
-from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 from torch.utils import benchmark
 
 from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
-from explorer.engine.device import resolve_device
+from explorer.engine.device import as_device, device_label
+from explorer.engine.latency_cache import LatencyCache
+from explorer.engine.measures import LatencyResult
 from explorer.engine.model import build_model
 from explorer.errors import ConfigError
 
 __all__ = [
-    "cpu_model_name",
-    "LatencyCache",
-    "LatencyResult",
-    "device_name",
     "latency_key",
     "model_latency",
     "random_input",
@@ -46,45 +36,11 @@ _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torc
 _WARMUP_CALLS = 3  # untimed calls first: one-off allocations, kernel selection, lazy initialisation
 
 
-@dataclass(frozen=True)
-class LatencyResult:
-    """Forward latency of one batch: median and interquartile range over timed blocks, in milliseconds."""
-
-    median_ms: float  # median time per forward pass of one batch
-    iqr_ms: float  # interquartile range of the per-block times (the spread)
-    batch_size: int  # examples per forward pass
-    seq_len: int  # positions per example
-    threads: int  # CPU threads used while timing
-    device: str  # device label, e.g. "cpu (Intel(R) Xeon(R) Processor)" or "cuda (NVIDIA H200)"
-    dtype: str  # float32 | bfloat16 | float16
-    runs: int  # timed blocks the median and IQR come from (each averages several calls)
-    cached: bool = False  # True when read from a LatencyCache instead of measured now
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> LatencyResult:
-        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
-
-
-@cache
-def cpu_model_name() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else what the platform module knows."""
+def _load_average() -> float | None:
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def device_name(device: torch.device) -> str:
-    """A label naming the hardware (not the thread count): part of the cache key and of every result."""
-    if device.type == "cuda":
-        return f"cuda ({torch.cuda.get_device_name(device)})"
-    return f"{device.type} ({cpu_model_name()})"
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):  # not on every platform
+        return None
 
 
 def _check_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -102,7 +58,7 @@ def time_forward(
     train/eval mode and the process's CPU thread count are restored afterwards. ``example`` is one batch,
     ``[B, T]`` token ids or ``[B, T, F]`` features. Half dtypes on CPU raise :class:`ConfigError`.
     """
-    device = resolve_device(device) if isinstance(device, str) else device
+    device = as_device(device)
     dtype = _check_dtype(cfg.dtype, device)
     model.to(device=device, dtype=dtype)
     x = example.to(device)
@@ -134,58 +90,13 @@ def time_forward(
         batch_size=int(x.shape[0]),
         seq_len=int(x.shape[1]) if x.dim() > 1 else 1,
         threads=cfg.threads,
-        device=device_name(device),
+        device=device_label(device),
         dtype=cfg.dtype,
         runs=len(m.times),
+        samples_ms=tuple(t * 1e3 for t in m.times),
+        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        load=_load_average(),
     )
-
-
-def _default_cache_dir() -> Path:
-    env = os.environ.get("EXPLORER_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "explorer" / "latency"
-
-
-class LatencyCache:
-    """A directory of JSON files, one per key (named by the key's sha256), written atomically.
-
-    Atomic writes (a temporary file in the same directory, then ``os.replace``) mean that workers sharing the
-    directory never read a half-written file. A file that cannot be read back is treated as missing, so a
-    corrupt entry is simply measured again and overwritten.
-
-    Args:
-        directory: where the files live; default ``$EXPLORER_CACHE_DIR`` or ``~/.cache/explorer/latency``.
-    """
-
-    def __init__(self, directory: str | os.PathLike[str] | None = None):
-        self.directory = Path(directory).expanduser() if directory is not None else _default_cache_dir()
-
-    def path(self, key: str) -> Path:
-        return self.directory / f"{hashlib.sha256(key.encode()).hexdigest()}.json"
-
-    def get(self, key: str) -> LatencyResult | None:
-        """The stored result for ``key`` marked ``cached=True``, or None when absent or unreadable."""
-        try:
-            data = json.loads(self.path(key).read_text())
-            if data["key"] != key:
-                return None
-            return dataclasses.replace(LatencyResult.from_dict(data["result"]), cached=True)
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def put(self, key: str, result: LatencyResult) -> None:
-        """Store ``result`` under ``key`` (replacing any previous entry) atomically."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        payload = json.dumps(
-            {"key": key, "result": dataclasses.replace(result, cached=False).to_dict()}, indent=1
-        )
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(payload)
-            os.replace(tmp, self.path(key))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
 
 
 def latency_key(model_cfg: ModelConfig, spec: InputSpec, cfg: LatencyConfig, device: torch.device) -> str:
@@ -198,7 +109,7 @@ def latency_key(model_cfg: ModelConfig, spec: InputSpec, cfg: LatencyConfig, dev
             f"b{cfg.batch_size}",
             f"t{cfg.threads}",
             cfg.dtype,
-            device_name(device),
+            device_label(device),
             f"torch{torch.__version__}",
         ]
     )
@@ -223,7 +134,7 @@ def model_latency(
     The model is built under seed 0 (inside ``torch.random.fork_rng``, so the caller's RNG state is untouched)
     and fed one random batch of ``cfg.batch_size``. ``cache=None`` measures every time and stores nothing.
     """
-    device = resolve_device(device) if isinstance(device, str) else device
+    device = as_device(device)
     _check_dtype(cfg.dtype, device)
     key = latency_key(model_cfg, spec, cfg, device)
     if cache is not None and (hit := cache.get(key)) is not None:

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from explorer.engine.config import ModelConfig, TrainConfig
-from explorer.engine.device import autocast, resolve_device
+from explorer.engine.device import as_device, autocast
 from explorer.engine.model import Encoder, build_model
 from explorer.engine.tasks.base import Task
 from explorer.errors import TrainingDivergedError
@@ -69,22 +69,20 @@ def _lr_lambda(total_steps: int, warmup_frac: float) -> Callable[[int], float]:
     return factor
 
 
-def _as_device(device: torch.device | str) -> torch.device:
-    return resolve_device(device) if isinstance(device, str) else device
-
-
 def evaluate(
     model: torch.nn.Module,
     X: torch.Tensor,
     y: torch.Tensor,
     device: torch.device | str,
     batch_size: int = 512,
+    head_masks: list[torch.Tensor | None] | None = None,
 ) -> float:
     """Accuracy of ``model`` on ``(X, y)`` in [0, 1], in eval mode under inference_mode, batch by batch.
 
-    The model's train/eval mode is restored afterwards.
+    ``head_masks`` (one ``[H_i]`` multiplier per layer, 0 removes a head) is passed to the model. The model's
+    train/eval mode is restored afterwards.
     """
-    device = _as_device(device)
+    device = as_device(device)
     if len(y) == 0:
         return 0.0
     was_training = model.training
@@ -95,7 +93,8 @@ def evaluate(
             for i in range(0, len(y), batch_size):
                 xb = X[i : i + batch_size].to(device, non_blocking=True)
                 yb = y[i : i + batch_size].to(device, non_blocking=True)
-                correct += (model(xb).argmax(dim=-1) == yb).sum()
+                logits = model(xb) if head_masks is None else model(xb, head_masks=head_masks)
+                correct += (logits.argmax(dim=-1) == yb).sum()
     finally:
         model.train(was_training)
     return correct.item() / len(y)
@@ -113,7 +112,7 @@ def fit(
     ``on_epoch(stats)`` is called after every epoch; returning True stops training after that epoch.
     A NaN or infinite training loss raises :class:`TrainingDivergedError`.
     """
-    device = _as_device(device)
+    device = as_device(device)
     torch.manual_seed(train_cfg.seed)  # init and dropout
     shuffle = torch.Generator().manual_seed(train_cfg.seed)  # data order, independent of the model's draws
     model = build_model(model_cfg, task.spec).to(device)

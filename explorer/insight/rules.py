@@ -1,265 +1,239 @@
-"""The seed's rules of thumb checked against a study's own trials.
+"""The seed's rules of thumb, checked on a study's own architectures.
 
-Each rule (SEED_SUMMARY.md, rule 5 and claim 4) becomes a comparison between groups of COMPLETE feasible trials
-with the same width and depth, with a 95% interval; the verdict is "supported", "contradicted" or "not enough
-data", always with the numbers behind it. Thresholds are the named constants in :mod:`explorer.insight.analysis`.
+Each rule compares two groups of architectures (the unit: seeds averaged) within strata of equal width and depth
+(the head count does not change the parameter count), using the validation accuracy every compared architecture
+reached: the last epoch all of them trained (:func:`explorer.insight.tables.common_epoch`), so trials stopped
+early neither drop out nor bias the comparison. The test is a stratified exact permutation test (Monte Carlo when
+the splits are too many to list), the interval a stratified bootstrap, and the verdict one of:
+
+* **supported**: the difference goes the claimed way, p <= 0.05;
+* **contradicted**: it goes the other way, p <= 0.05 (for "more than 16 heads brings little": the gain of more
+  than 16 heads is above one point with 95% confidence);
+* **no difference larger than X points**: neither; X is the largest difference the 95% interval still allows,
+  stated with the smallest difference this many architectures could have detected (80% power).
+
+"Not enough data" is left for a study that lacks a group: fewer than two architectures on a side.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pandas as pd
-from scipy import stats
+from explorer.engine.config import ModelConfig
+from explorer.insight.stats import Comparison, compare
+from explorer.insight.tables import ACC_POINT, architectures, common_epoch
+from explorer.search.record import TrialRecord
 
-from explorer.insight.analysis import (
-    ACC_POINT,
-    CONFIDENCE,
-    DK_FLOOR,
-    MIN_GROUP,
-    MIN_SPEEDUP,
-    NEGLIGIBLE_ACC,
-    completed,
-)
-
-__all__ = ["NOT_ENOUGH", "Difference", "RuleVerdict", "compare", "rules_of_thumb"]
+__all__ = [
+    "ALPHA",
+    "DK_FLOOR",
+    "MIN_ARCHS",
+    "MIN_SPEEDUP",
+    "NOT_ENOUGH",
+    "RuleVerdict",
+    "group_comparison",
+    "rules_of_thumb",
+]
 
 NOT_ENOUGH = "not enough data"
-STRATA = (
-    "d_model",
-    "n_layers",
-)  # comparisons are made within the same width and depth (same parameter count)
+ALPHA = 0.05
+MIN_ARCHS = 2  # architectures needed on each side of a comparison
+DK_FLOOR = 16  # the folklore's d_k floor
+MIN_SPEEDUP = 1.10  # merged must beat serial by at least 10% (and outside the spread) to count as faster
 
 
 @dataclass(frozen=True)
 class RuleVerdict:
-    """One rule of thumb from the seed checked against this study's trials."""
+    """One rule of thumb from the seed checked against this study's architectures."""
 
     rule: str
-    verdict: str  # "supported", "contradicted" or NOT_ENOUGH
+    verdict: str  # supported | contradicted | no difference larger than X points | NOT_ENOUGH
     evidence: str
-    numbers: dict[str, float]
+    comparison: Comparison | None = None
+    epoch: int | None = None  # the epoch the accuracies were read at
+    numbers: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
-class Difference:
-    """mean(a) - mean(b) of a metric over matched strata, with a 95% interval."""
-
-    diff: float
-    low: float
-    high: float
-    n_a: int
-    n_b: int
-    strata: int
-    mean_a: float
-    mean_b: float
+class GroupComparison:
+    comparison: Comparison
+    epoch: int
+    strata: tuple[tuple[Any, ...], ...]  # the strata compared (width, depth, ...)
+    values: tuple[tuple[list[float], list[float]], ...]  # per stratum: side a's and side b's accuracies
 
 
-def compare(
-    df: pd.DataFrame, a: pd.Series, b: pd.Series, metric: str = "val_accuracy", strata: Sequence[str] = STRATA
-) -> Difference | None:
-    """Compare trials where mask ``a`` holds against those where ``b`` holds, within each stratum.
+def group_comparison(
+    records: Sequence[TrialRecord],
+    in_a: Callable[[ModelConfig], bool],
+    in_b: Callable[[ModelConfig], bool],
+    strata: Callable[[ModelConfig], tuple[Any, ...]] = lambda c: (c.d_model, c.n_layers),
+    alternative: str = "greater",
+) -> tuple[GroupComparison | None, int, int]:
+    """Compare architectures where ``in_a`` holds against those where ``in_b`` holds, stratum by stratum.
 
-    Strata default to (d_model, depth): the same width and depth means the same parameter count, since the head
-    count does not change it.
-    A stratum counts when it holds at least MIN_GROUP trials of each kind; per stratum the Welch difference of
-    means, combined across strata by inverse-variance weights, with a t interval on the smallest Welch df.
-    None when no stratum qualifies.
+    Returns (the comparison or None, architectures on side a, on side b). None when a side has fewer than
+    MIN_ARCHS architectures in the strata both sides share.
     """
-    ests, used_a, used_b = [], [], []
-    for _, g in df.dropna(subset=[*strata, metric]).groupby(list(strata)):
-        xa, xb = (
-            g.loc[a.reindex(g.index, fill_value=False), metric],
-            g.loc[b.reindex(g.index, fill_value=False), metric],
-        )
-        if len(xa) < MIN_GROUP or len(xb) < MIN_GROUP:
-            continue
-        va, vb = xa.var(ddof=1) / len(xa), xb.var(ddof=1) / len(xb)
-        se2 = max(va + vb, 1e-12)
-        dof = (
-            se2**2 / (va**2 / (len(xa) - 1) + vb**2 / (len(xb) - 1)) if va + vb > 0 else len(xa) + len(xb) - 2
-        )
-        ests.append((xa.mean() - xb.mean(), se2, dof))
-        used_a.append(xa)
-        used_b.append(xb)
-    if not ests:
-        return None
-    d, se2, dof = (np.array(v, dtype=float) for v in zip(*ests, strict=True))
-    w = 1 / se2
-    diff, half = (
-        float((w * d).sum() / w.sum()),
-        float(stats.t.ppf(0.5 + CONFIDENCE / 2, dof.min()) / math.sqrt(w.sum())),
-    )
-    xa, xb = pd.concat(used_a), pd.concat(used_b)
-    return Difference(
-        diff, diff - half, diff + half, len(xa), len(xb), len(ests), float(xa.mean()), float(xb.mean())
-    )
+    keys = {
+        r.key
+        for r in records
+        if r.role == "search" and r.config is not None and r.feasible and (in_a(r.config) or in_b(r.config))
+    }
+    epoch = common_epoch(records, keys)
+    if epoch is None:
+        return None, 0, 0
+    archs = [a for a in architectures(records, "search", epoch=epoch) if a.key in keys and a.feasible]
+    groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
+    for a in archs:
+        side = 0 if in_a(a.config) else 1 if in_b(a.config) else None
+        if side is not None:
+            groups.setdefault(strata(a.config), ([], []))[side].append(a.accuracy.estimate)
+    kept = {s: g for s, g in groups.items() if g[0] and g[1]}
+    n_a = sum(len(g[0]) for g in kept.values())
+    n_b = sum(len(g[1]) for g in kept.values())
+    if n_a < MIN_ARCHS or n_b < MIN_ARCHS:
+        return None, sum(len(g[0]) for g in groups.values()), sum(len(g[1]) for g in groups.values())
+    c = compare(list(kept.values()), alternative=alternative)
+    return GroupComparison(c, epoch, tuple(kept), tuple(kept.values())), n_a, n_b
 
 
 def _pts(x: float) -> str:
-    return f"{x * 100:+.2f}"
+    return f"{x * 100:+.1f}"
 
 
-def _difference_evidence(d: Difference, a: str, b: str, strata: Sequence[str] = STRATA) -> str:
+def _evidence(g: GroupComparison, a: str, b: str) -> str:
+    c = g.comparison
+    p = f"p = {c.p_value:.3g}{'' if c.exact else ' (Monte Carlo)'}"
+    mde = "any" if math.isinf(c.mde) else f"{c.mde * 100:.1f} points"
     return (
-        f"{a}: {d.mean_a * 100:.2f}% vs {b}: {d.mean_b * 100:.2f}% mean val accuracy (n = {d.n_a} vs {d.n_b} in "
-        f"{d.strata} group(s) of equal {', '.join(strata)}); difference {_pts(d.diff)} points, "
-        f"95% interval [{_pts(d.low)}, {_pts(d.high)}]"
+        f"{a}: {c.mean_a * 100:.1f}% vs {b}: {c.mean_b * 100:.1f}% mean validation accuracy after epoch {g.epoch} "
+        f"({c.n_a} vs {c.n_b} architectures in {c.strata} group(s) of equal width and depth); difference "
+        f"{_pts(c.diff)} points, 95% interval [{_pts(c.low)}, {_pts(c.high)}], {p}; smallest difference "
+        f"detectable here: {mde}"
     )
 
 
-def _numbers(d: Difference | None, lat: Difference | None) -> dict[str, float]:
-    out: dict[str, float] = {}
-    if d is not None:
-        out.update(acc_diff_pts=d.diff * 100, acc_low_pts=d.low * 100, acc_high_pts=d.high * 100)
-        out.update(n_a=d.n_a, n_b=d.n_b, strata=d.strata)
-    if lat is not None:
-        out.update(latency_diff_ms=lat.diff, latency_low_ms=lat.low, latency_high_ms=lat.high)
-    return out
+def _no_difference(c: Comparison) -> str:
+    return f"no difference larger than {c.bound * 100:.1f} points"
 
 
 def _harm_rule(
     rule: str,
-    c: pd.DataFrame,
-    good: pd.Series,
-    bad: pd.Series,
+    records: Sequence[TrialRecord],
+    good: Callable[[ModelConfig], bool],
+    bad: Callable[[ModelConfig], bool],
     names: tuple[str, str],
-    strata: Sequence[str] = STRATA,
+    strata: Callable[[ModelConfig], tuple[Any, ...]] = lambda c: (c.d_model, c.n_layers),
 ) -> RuleVerdict:
-    """Claim: ``bad`` trials are less accurate than ``good`` ones within the same strata."""
-    good_name, bad_name = names
-    d, lat = compare(c, good, bad, strata=strata), compare(c, good, bad, "latency_ms", strata)
-    if d is None:
+    """Claim: ``good`` architectures are more accurate than ``bad`` ones of the same width and depth."""
+    g, n_a, n_b = group_comparison(records, good, bad, strata, alternative="greater")
+    if g is None:
         return RuleVerdict(
             rule,
             NOT_ENOUGH,
-            f"needs >= {MIN_GROUP} trials each of {good_name} and {bad_name} with the same {', '.join(strata)}; "
-            f"the study has {int(good.sum())} and {int(bad.sum())} in all",
-            {"n_a": int(good.sum()), "n_b": int(bad.sum())},
+            f"needs >= {MIN_ARCHS} architectures each of {names[0]} and {names[1]} at a shared width and depth; "
+            f"the study has {n_a} and {n_b}",
         )
-    ev = _difference_evidence(d, good_name, bad_name, strata)
-    if d.low > 0:
-        return RuleVerdict(rule, "supported", ev + ": the interval lies above 0", _numbers(d, lat))
-    if d.high < NEGLIGIBLE_ACC:
+    c, ev = g.comparison, _evidence(g, *names)
+    if c.p_value <= ALPHA:
+        return RuleVerdict(rule, "supported", ev, c, g.epoch)
+    reverse = compare(list(g.values), alternative="less")
+    if reverse.p_value <= ALPHA:
+        return RuleVerdict(
+            rule, "contradicted", ev + f"; the reverse holds (p = {reverse.p_value:.3g})", c, g.epoch
+        )
+    return RuleVerdict(rule, _no_difference(c), ev, c, g.epoch)
+
+
+def _few_heads_rule(records: Sequence[TrialRecord]) -> RuleVerdict:
+    """Claim: more than 16 heads (in some layer) brings less than one point over 8-16 heads."""
+    rule = "8-16 heads suffice (more than 16 brings little)"
+    g, n_a, n_b = group_comparison(
+        records, lambda c: max(c.heads) > 16, lambda c: 8 <= max(c.heads) <= 16, alternative="greater"
+    )
+    if g is None:
         return RuleVerdict(
             rule,
-            "contradicted",
-            ev
-            + f": the interval lies below +{NEGLIGIBLE_ACC * 100:.1f} points, so any effect is negligible or reversed",
-            _numbers(d, lat),
+            NOT_ENOUGH,
+            f"needs >= {MIN_ARCHS} architectures each with more than 16 and with 8-16 heads (most in any layer) at "
+            f"a shared width and depth; the study has {n_a} and {n_b}",
         )
-    return RuleVerdict(
-        rule, NOT_ENOUGH, ev + ": the interval spans 0, more trials are needed", _numbers(d, lat)
-    )
-
-
-def rules_of_thumb(df: pd.DataFrame, bench: Sequence[Mapping[str, Any]] | None = None) -> list[RuleVerdict]:
-    """Check the seed's rules of thumb on the COMPLETE feasible trials (and the study's bench table)."""
-    c = completed(df)
-    for col in ("heads_max", "heads_min", "dk_min", "family", *STRATA):
-        if col not in c:
-            c = c.assign(**{col: np.nan})
-    multi = c["heads_min"] >= 2
-    out = [
-        _harm_rule("One head loses accuracy", c, multi, c["heads_max"] == 1, ("multi-head", "one head")),
-        # Multi-head trials only, so the one-head penalty does not masquerade as a d_k effect.
-        _harm_rule(
-            f"d_k below {DK_FLOOR} hurts",
-            c,
-            multi & (c["dk_min"] >= DK_FLOOR),
-            multi & (c["dk_min"] < DK_FLOOR),
-            (f"multi-head, d_k >= {DK_FLOOR}", f"multi-head, d_k < {DK_FLOOR}"),
-        ),
-    ]
-    rule = "8-16 heads suffice (more than 16 brings little)"
-    mid, many = c["heads_max"].between(8, 16), c["heads_max"] > 16
-    d, lat = compare(c, many, mid), compare(c, many, mid, "latency_ms")
-    if d is None:
-        out.append(
-            RuleVerdict(
-                rule,
-                NOT_ENOUGH,
-                f"needs >= {MIN_GROUP} trials each with 8-16 and with more than 16 "
-                f"heads (most heads in any layer) at the same d_model and depth; the study has "
-                f"{int(mid.sum())} and {int(many.sum())}",
-                {"n_a": int(many.sum()), "n_b": int(mid.sum())},
-            )
+    c, ev = g.comparison, _evidence(g, "> 16 heads", "8-16 heads")
+    if c.high < ACC_POINT:
+        return RuleVerdict(
+            rule, "supported", ev + f": the gain is below {ACC_POINT * 100:.0f} point", c, g.epoch
         )
-    else:
-        ev = _difference_evidence(d, "> 16 heads", "8-16 heads")
-        if d.high < ACC_POINT:
-            out.append(
-                RuleVerdict(
-                    rule,
-                    "supported",
-                    ev + f": the gain is below {ACC_POINT * 100:.0f} point",
-                    _numbers(d, lat),
-                )
-            )
-        elif d.low > ACC_POINT:
-            out.append(
-                RuleVerdict(
-                    rule,
-                    "contradicted",
-                    ev + f": the gain exceeds {ACC_POINT * 100:.0f} point",
-                    _numbers(d, lat),
-                )
-            )
-        else:
-            out.append(
-                RuleVerdict(
-                    rule,
-                    NOT_ENOUGH,
-                    ev + f": the interval spans {ACC_POINT * 100:.0f} point",
-                    _numbers(d, lat),
-                )
-            )
-    inc, other = c["family"] == "increasing", c["family"].isin(["uniform", "decreasing"])
-    # Same width, depth and largest layer: increasing 4->16 against uniform 16 and decreasing 16->4.
-    out.append(
-        _harm_rule(
-            "More heads deep than shallow",
-            c,
-            inc,
-            other,
-            ("increasing", "uniform/decreasing"),
-            (*STRATA, "heads_max"),
+    if c.low > ACC_POINT:
+        return RuleVerdict(
+            rule, "contradicted", ev + f": the gain exceeds {ACC_POINT * 100:.0f} point", c, g.epoch
         )
-    )
-    out.append(_bench_rule(bench))
-    return out
+    return RuleVerdict(rule, _no_difference(c), ev, c, g.epoch)
 
 
 def _bench_rule(bench: Sequence[Mapping[str, Any]] | None) -> RuleVerdict:
     """Claim: the merged computation of all heads beats the serial loop over heads (from the bench table)."""
     rule = "Merged heads are faster"
-    t = pd.DataFrame(list(bench or []))
-    if t.empty or not {"impl", "median_ms"} <= set(t) or not {"serial", "merged"} <= set(t["impl"]):
+    rows = {str(r.get("impl")): r for r in bench or []}
+    if not {"serial", "merged"} <= set(rows):
         return RuleVerdict(
-            rule, NOT_ENOUGH, "the study recorded no attention benchmark with serial and merged rows", {}
+            rule, NOT_ENOUGH, "the study recorded no attention benchmark (spec: bench = false)"
         )
-    row = {i: g.iloc[0] for i, g in t.groupby("impl")}
-    s, m = row["serial"], row["merged"]
-    iqr = lambda r: float(r.get("iqr_ms", 0.0) or 0.0)  # noqa: E731
-    speedup = float(s["median_ms"] / m["median_ms"])
-    nums = {"serial_ms": float(s["median_ms"]), "merged_ms": float(m["median_ms"]), "speedup": speedup}
-    if "fused" in row:
-        nums["fused_speedup"] = float(s["median_ms"] / row["fused"]["median_ms"])
+    s, m = rows["serial"], rows["merged"]
+    s_ms, m_ms = float(s["median_ms"]), float(m["median_ms"])
+    s_iqr, m_iqr = float(s.get("iqr_ms") or 0.0), float(m.get("iqr_ms") or 0.0)
+    speedup = s_ms / m_ms
+    nums = {"serial_ms": s_ms, "merged_ms": m_ms, "speedup": speedup}
+    if "fused" in rows:
+        nums["fused_speedup"] = s_ms / float(rows["fused"]["median_ms"])
     ev = (
-        f"serial loop {s['median_ms']:.3g} ms (IQR {iqr(s):.2g}) vs merged {m['median_ms']:.3g} ms "
-        f"(IQR {iqr(m):.2g}): {speedup:.2f}x"
+        f"serial loop {s_ms:.3g} ms (IQR {s_iqr:.2g}) vs merged {m_ms:.3g} ms (IQR {m_iqr:.2g}), medians of the "
+        f"timer's blocks at d_model {s.get('d_model')}, {s.get('heads')} heads: {speedup:.2f}x"
     )
-    apart = m["median_ms"] + iqr(m) / 2 < s["median_ms"] - iqr(s) / 2
+    apart = m_ms + m_iqr / 2 < s_ms - s_iqr / 2
     if speedup >= MIN_SPEEDUP and apart:
         return RuleVerdict(
-            rule, "supported", ev + f", at least {MIN_SPEEDUP:.2f}x and outside the spread", nums
+            rule, "supported", ev + f", at least {MIN_SPEEDUP:.2f}x and outside the spread", numbers=nums
         )
-    if speedup <= 1.0:
-        return RuleVerdict(rule, "contradicted", ev + ": merged is not faster here", nums)
+    if s_ms + s_iqr / 2 < m_ms - m_iqr / 2:
+        return RuleVerdict(rule, "contradicted", ev + ": merged is slower, outside the spread", numbers=nums)
+    bound = max(abs(speedup - 1), (s_iqr + m_iqr) / 2 / m_ms)
     return RuleVerdict(
-        rule, NOT_ENOUGH, ev + f": faster by less than {MIN_SPEEDUP:.2f}x or within the spread", nums
+        rule, f"no difference larger than {bound * 100:.0f}%", ev + ": within the timing spread", numbers=nums
     )
+
+
+def rules_of_thumb(
+    records: Sequence[TrialRecord], bench: Sequence[Mapping[str, Any]] | None = None
+) -> list[RuleVerdict]:
+    """Check the seed's rules of thumb on the study's search architectures (and its bench table)."""
+
+    def multi(c: ModelConfig) -> bool:
+        return min(c.heads) >= 2
+
+    return [
+        _harm_rule(
+            "One head loses accuracy", records, multi, lambda c: max(c.heads) == 1, ("multi-head", "one head")
+        ),
+        # Multi-head architectures only, so the one-head penalty does not masquerade as a d_k effect.
+        _harm_rule(
+            f"d_k below {DK_FLOOR} hurts",
+            records,
+            lambda c: multi(c) and min(c.d_k) >= DK_FLOOR,
+            lambda c: multi(c) and min(c.d_k) < DK_FLOOR,
+            (f"multi-head, d_k >= {DK_FLOOR}", f"multi-head, d_k < {DK_FLOOR}"),
+        ),
+        _few_heads_rule(records),
+        # Same width, depth and largest layer: increasing 4->16 against uniform 16 and decreasing 16->4.
+        _harm_rule(
+            "More heads deep than shallow",
+            records,
+            lambda c: c.family == "increasing",
+            lambda c: c.family in ("uniform", "decreasing"),
+            ("increasing", "uniform/decreasing"),
+            strata=lambda c: (c.d_model, c.n_layers, max(c.heads)),
+        ),
+        _bench_rule(bench),
+    ]

@@ -1,4 +1,4 @@
-"""Figures of the per-head analysis (explorer/heads.py): importance, masking curves, attention maps, statistics.
+"""Figures of the per-head analysis (explorer.engine.probe, explorer.insight.heads): importance, masking curves, attention maps, statistics.
 
 Each function takes the tables and arrays that explorer.insight.heads computes and returns a matplotlib Figure (no
 pyplot state), in the style of explorer/plots.py.
@@ -15,13 +15,12 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from explorer.insight.heads import TOLERANCE
+from explorer.output.plots import DPI
 
 __all__ = ["attention_figure", "attention_stats_figure", "importance_figure", "masking_figure"]
 
 
 def _fig(w: float, h: float) -> Figure:
-    from explorer.output.plots import DPI
-
     return Figure(figsize=(w, h), dpi=DPI, layout="constrained")
 
 

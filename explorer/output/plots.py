@@ -1,8 +1,9 @@
-"""Seaborn figures for the report, drawn from the tables in explorer/analysis.py.
+"""Seaborn figures for the report, drawn from the architecture tables of :mod:`explorer.insight.tables`.
 
 Every function takes DataFrames and returns a bare :class:`matplotlib.figure.Figure` (no pyplot state, rendered
-with Agg by :func:`save_png`). Built to stay readable at 1,000 trials: small translucent markers, rasterized point
-clouds, legends outside the axes, and intervals drawn from the same t-based 95% intervals as the report's tables.
+with Agg by :func:`save_png`). One point is one architecture (its runs averaged). Built to stay readable at
+1,000 architectures: small translucent markers, rasterized point clouds, legends outside the axes. Group means
+carry seaborn's 95% percentile-bootstrap interval (fixed seed), which stays inside the data's range.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from explorer.insight.analysis import DK_FLOOR, HV_REFERENCE, completed, mean_ci
+from explorer.insight.pareto import HV_REFERENCE
+from explorer.insight.rules import DK_FLOOR
 
 __all__ = [
     "bench_figure",
@@ -30,7 +32,6 @@ __all__ = [
     "heads_figure",
     "heads_heatmap",
     "hypervolume_figure",
-    "importance_figure",
     "pareto_figure",
     "save_png",
 ]
@@ -60,17 +61,16 @@ def _marker_style(n: int) -> tuple[float, float]:
     return 9.0, 0.45
 
 
-def _ci(v: Sequence[float]) -> tuple[float, float]:
-    lo, hi = mean_ci(v)
-    m = float(np.mean(v))
-    return (m, m) if np.isnan(lo) else (lo, hi)
+_ERRORBAR = ("ci", 95)  # seaborn's percentile bootstrap of the mean (seeded below): inside the data's range
+_SEED = 0
 
 
-def _latency_label(df: pd.DataFrame) -> str:
-    b = df["latency_batch_size"].dropna().unique() if "latency_batch_size" in df else []
-    return (
-        f"latency (ms per batch of {int(b[0])}, median)" if len(b) == 1 else "latency (ms per batch, median)"
-    )
+def _text(heads: Any) -> str:
+    return ",".join(map(str, heads)) if isinstance(heads, tuple | list) else str(heads)
+
+
+def _latency_label(batch: int | None) -> str:
+    return f"latency (ms per batch of {batch}, median)" if batch else "latency (ms per batch, median)"
 
 
 def _empty(fig: Figure, text: str) -> Figure:
@@ -80,44 +80,38 @@ def _empty(fig: Figure, text: str) -> Figure:
     return fig
 
 
-def pareto_figure(df: pd.DataFrame, front: pd.DataFrame, knee: pd.Series | None = None) -> Figure:
-    """Accuracy vs latency of every completed trial; colour = most heads in a layer, marker = schedule family."""
-    c = completed(df, feasible_only=False).copy()
+def pareto_figure(
+    archs: pd.DataFrame,
+    front: pd.DataFrame,
+    knee: pd.Series | None = None,
+    finalists: pd.DataFrame | None = None,
+    batch: int | None = None,
+) -> Figure:
+    """Accuracy vs latency of every searched architecture (colour: most heads in a layer, marker: schedule
+    family), the search's Pareto front, and the finalists' means with their 95% intervals."""
+    c = archs.copy()
     c["acc"] = c["val_accuracy"] * 100
     feas = c[c["feasible"].fillna(True).astype(bool)]
     size, alpha = _marker_style(len(c))
     with sns.axes_style("whitegrid"):
         fig = _figure(10, 6)
         ax = fig.add_subplot()
+    if c.empty:
+        return _empty(fig, "no architecture finished its search budget")
     levels = sorted(int(h) for h in c["heads_max"].dropna().unique())
     colors = dict(zip(levels, sns.color_palette("viridis", len(levels)), strict=True))
     handles: list[Any] = [Line2D([], [], ls="", label="most heads in a layer")]
     handles += [Line2D([], [], ls="", marker="o", color=colors[h], label=str(h)) for h in levels]
     fams = [f for f in FAMILY_ORDER if f in set(c["family"].dropna())]
     handles += [Line2D([], [], ls="", label="schedule")]
-    extra = sorted(set(c["family"].dropna().astype(str)) - set(FAMILY_ORDER))
-    fams += extra
     markers = {f: FAMILY_MARKERS.get(f, "D") for f in fams}
     handles += [Line2D([], [], ls="", marker=markers[f], color="0.3", label=f) for f in fams]
-    pts = feas.dropna(subset=["heads_max"])
-    if len(pts):
+    if len(feas):
         sns.scatterplot(
-            data=pts,
-            x="latency_ms",
-            y="acc",
-            hue="heads_max",
-            hue_order=levels,
-            palette=colors,
-            style="family",
-            markers=markers,
-            style_order=fams,
-            s=size,
-            alpha=alpha,
-            linewidth=0,
-            legend=False,
-            rasterized=True,
-            ax=ax,
-        )
+            data=feas, x="latency_ms", y="acc", hue="heads_max", hue_order=levels, palette=colors,
+            style="family", markers=markers, style_order=fams, s=size, alpha=alpha, linewidth=0, legend=False,
+            rasterized=True, ax=ax,
+        )  # fmt: skip
     infeas = c[~c.index.isin(feas.index)]
     if len(infeas):
         ax.scatter(
@@ -138,33 +132,43 @@ def pareto_figure(df: pd.DataFrame, front: pd.DataFrame, knee: pd.Series | None 
             zorder=4,
         )
         handles.append(
-            Line2D([], [], color="black", marker="o", mfc="none", label=f"Pareto front ({len(front)})")
+            Line2D([], [], color="black", marker="o", mfc="none", label=f"search front ({len(front)})")
+        )
+    if finalists is not None and len(finalists):
+        fx, fy = finalists["latency_ms"].to_numpy(), finalists["val_accuracy"].to_numpy() * 100
+        ax.errorbar(
+            fx, fy,
+            xerr=[fx - finalists["latency_low"].to_numpy(), finalists["latency_high"].to_numpy() - fx],
+            yerr=[fy - finalists["val_low"].to_numpy() * 100, finalists["val_high"].to_numpy() * 100 - fy],
+            fmt="D", color="C1", ms=6, capsize=3, lw=1, zorder=5,
+        )  # fmt: skip
+        for r in finalists.itertuples():
+            ax.annotate(_text(r.heads), (r.latency_ms, r.val_accuracy * 100), xytext=(5, -10),
+                        textcoords="offset points", fontsize=8, color="C1")  # fmt: skip
+        handles.append(
+            Line2D([], [], ls="", marker="D", color="C1", label="finalists: mean over seeds,\n95% intervals")
         )
     if knee is not None:
         kx, ky = knee["latency_ms"], knee["val_accuracy"] * 100
-        ax.scatter([kx], [ky], marker="*", s=260, color="crimson", edgecolor="white", zorder=5)
+        ax.scatter([kx], [ky], marker="*", s=260, color="crimson", edgecolor="white", zorder=6)
         ax.annotate(
-            f"knee: trial {int(knee['number'])}\nheads {knee['heads']} (d_model {int(knee['d_model'])})\n"
-            f"{ky:.2f}% at {kx:.3g} ms",
-            xy=(kx, ky),
-            xytext=(0.03, 0.97),
-            textcoords="axes fraction",
-            va="top",
-            fontsize=9,
+            f"recommended: heads {_text(knee['heads'])} (d_model {int(knee['d_model'])})\n{ky:.2f}% at {kx:.3g} ms",
+            xy=(kx, ky), xytext=(0.03, 0.97), textcoords="axes fraction", va="top", fontsize=9,
             bbox={"boxstyle": "round", "fc": "white", "ec": "crimson"},
-            arrowprops={"arrowstyle": "->", "color": "crimson", "lw": 1},
-            zorder=6,
-        )
-        handles.append(Line2D([], [], ls="", marker="*", ms=12, color="crimson", label="knee"))
-    if len(c) and c["latency_ms"].max() / max(c["latency_ms"].min(), 1e-12) > 20:
+            arrowprops={"arrowstyle": "->", "color": "crimson", "lw": 1}, zorder=7,
+        )  # fmt: skip
+        handles.append(Line2D([], [], ls="", marker="*", ms=12, color="crimson", label="recommended"))
+    if c["latency_ms"].max() / max(c["latency_ms"].min(), 1e-12) > 20:
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_xlabel(_latency_label(c))
+    ax.set_xlabel(_latency_label(batch))
     ax.set_ylabel("validation accuracy (%)")
-    ax.set_title(f"Accuracy vs latency: {len(c)} completed trials, {len(front)} on the Pareto front")
+    ax.set_title(
+        f"Accuracy vs latency: {len(c)} architectures searched, {len(front)} on the search's Pareto front"
+    )
     return fig
 
 
@@ -177,8 +181,9 @@ def _effect_figure(
     shade_below: float | None = None,
     floors: Sequence[float] = (),
 ) -> Figure:
-    """Rows: accuracy and latency; columns: d_model. Grey dots are trials, the line is the mean with its 95% CI."""
-    c = completed(df).dropna(subset=[x]).copy()
+    """Rows: accuracy and latency; columns: d_model. Grey dots are architectures, the line their mean with a 95%
+    bootstrap interval."""
+    c = df.dropna(subset=[x]).copy()
     c["acc"] = c["val_accuracy"] * 100
     widths = (
         sorted(c["d_model"].dropna().unique()) if "d_model" in c and c["d_model"].notna().any() else [None]
@@ -187,11 +192,11 @@ def _effect_figure(
         fig = _figure(max(3.3 * len(widths) + 0.8, 6), 6.5)
         axes = fig.subplots(2, len(widths), sharey="row", squeeze=False)
     if c.empty:
-        return _empty(fig, f"no completed feasible trial has {x}")
+        return _empty(fig, f"no architecture has {x}")
     present = set(c[x])
     levels = [v for v in order if v in present] + sorted(present - set(order)) if order else sorted(present)
     size = 3.0 if len(c) <= 400 else 1.8
-    rows = (("acc", "validation accuracy (%)", "C0"), ("latency_ms", _latency_label(c), "C3"))
+    rows = (("acc", "validation accuracy (%)", "C0"), ("latency_ms", _latency_label(None), "C3"))
     for j, w in enumerate(widths):
         g = c if w is None else c[c["d_model"] == w]
         for i, (metric, ylabel, color) in enumerate(rows):
@@ -202,8 +207,8 @@ def _effect_figure(
             )  # fmt: skip
             if len(g):
                 sns.pointplot(
-                    data=g, x=x, y=metric, order=levels, errorbar=_ci, color=color, markersize=5, capsize=0.15,
-                    err_kws={"linewidth": 1.4}, linewidth=1.4, ax=ax,
+                    data=g, x=x, y=metric, order=levels, errorbar=_ERRORBAR, seed=_SEED, color=color, markersize=5,
+                    capsize=0.15, err_kws={"linewidth": 1.4}, linewidth=1.4, ax=ax,
                 )  # fmt: skip
             if shade_below is not None:
                 k = sum(float(v) < shade_below for v in levels)
@@ -218,10 +223,12 @@ def _effect_figure(
             ax.tick_params(axis="x", labelsize=8, rotation=0 if len(levels) <= 8 else 45)
             if i == 0:
                 ax.set_title(
-                    f"d_model = {int(w)} ({len(g)} trials)" if w is not None else f"{len(g)} trials",
+                    f"d_model = {int(w)} ({len(g)} architectures)"
+                    if w is not None
+                    else f"{len(g)} architectures",
                     fontsize=10,
                 )
-    note = "dots: trials; line: mean with 95% t-interval"
+    note = "dots: architectures; line: mean with 95% bootstrap interval"
     if shade_below is not None:
         note += f"; shaded: below {shade_below:g} (the folklore floor)"
     if floors:
@@ -257,7 +264,7 @@ def heads_heatmap(front: pd.DataFrame) -> Figure:
     shown = f
     if len(f) > MAX_HEATMAP_ROWS:
         shown = f.iloc[np.linspace(0, len(f) - 1, MAX_HEATMAP_ROWS).round().astype(int)]
-    heads = [[int(h) for h in str(s).split(",")] for s in shown["heads"]] if "heads" in shown else []
+    heads = [list(h) for h in shown["heads"]] if "heads" in shown else []
     width = max((len(h) for h in heads), default=0)
     mat = pd.DataFrame(
         [h + [np.nan] * (width - len(h)) for h in heads],
@@ -269,7 +276,7 @@ def heads_heatmap(front: pd.DataFrame) -> Figure:
     )
     fig = _figure(max(4.5, 1.0 * width + 4.0), max(3.0, 0.28 * len(mat) + 1.6))
     if mat.empty:
-        return _empty(fig, "no Pareto trial")
+        return _empty(fig, "no architecture on the front")
     ax = fig.add_subplot()
     sns.heatmap(
         mat, annot=True, fmt=".0f", cmap="viridis", norm=LogNorm(vmin=1, vmax=max(2.0, np.nanmax(mat.to_numpy()))),
@@ -282,31 +289,12 @@ def heads_heatmap(front: pd.DataFrame) -> Figure:
     cbar.ax.minorticks_off()
     ax.tick_params(axis="y", labelsize=8)
     ax.set_xlabel("layer (input side first)")
-    ax.set_ylabel("Pareto trial, fastest first")
+    ax.set_ylabel("front architecture, fastest first")
     sub = f", {len(mat)} of {len(f)} shown" if len(f) > len(mat) else ""
     ax.set_title(
-        f"Heads per layer on the Pareto front ({len(f)} trials{sub})\nrow: trial number, d_model, val accuracy, latency",
+        f"Heads per layer on the Pareto front ({len(f)} architectures{sub})\nrow: trial, d_model, val accuracy, latency",
         fontsize=10,
     )
-    return fig
-
-
-def importance_figure(imp: pd.DataFrame, reason: str = "") -> Figure:
-    """Horizontal bars of fANOVA importance per sampled parameter, one panel per objective."""
-    objectives = list(dict.fromkeys(imp["objective"])) if len(imp) else []
-    with sns.axes_style("whitegrid"):
-        fig = _figure(max(5.0, 4.2 * len(objectives)), 0.35 * imp["param"].nunique() + 2.0 if len(imp) else 3)
-        if not objectives:
-            return _empty(fig, f"Parameter importance not computed: {reason or 'no data'}")
-        axes = fig.subplots(1, len(objectives), squeeze=False)[0]
-    for ax, obj in zip(axes, objectives, strict=True):
-        d = imp[imp["objective"] == obj].sort_values("importance", ascending=False)
-        sns.barplot(data=d, x="importance", y="param", hue="param", legend=False, palette="crest", ax=ax)
-        ax.set_xlim(0, 1)
-        ax.set_xlabel("importance (share of variance, fANOVA)")
-        ax.set_ylabel("sampled parameter" if ax is axes[0] else "")
-        ax.set_title(obj)
-    fig.suptitle("Which sampled parameters drive each objective (fANOVA, fixed seed)", fontsize=11)
     return fig
 
 
@@ -330,9 +318,7 @@ def hypervolume_figure(history: pd.DataFrame) -> Figure:
 
 
 def bench_figure(bench: Sequence[Mapping[str, Any]]) -> Figure:
-    """The study's attention benchmark (serial loop vs merged vs fused), drawn by explorer.engine.bench."""
-    from explorer.engine.bench import plot_bench  # imports torch; only when a study recorded a bench table
-
+    """The attention benchmark: time per implementation (median, IQR whiskers) with speed-up labels."""
     df = pd.DataFrame(list(bench))
     if "speedup_vs_serial" not in df and (df["impl"] == "serial").any():
         df["speedup_vs_serial"] = df.loc[df["impl"] == "serial", "median_ms"].iloc[0] / df["median_ms"]
@@ -341,4 +327,23 @@ def bench_figure(bench: Sequence[Mapping[str, Any]]) -> Figure:
             df[col] = "?"
     if "iqr_ms" not in df:
         df["iqr_ms"] = 0.0
-    return plot_bench(df)
+    fig = _figure(7, 4.5)
+    ax = fig.add_subplot()
+    sns.barplot(data=df, x="impl", y="median_ms", hue="impl", legend=False, ax=ax, errorbar=None)
+    ax.errorbar(
+        range(len(df)), df["median_ms"], yerr=df["iqr_ms"] / 2, fmt="none", ecolor="black", capsize=4, lw=1
+    )
+    for i, (t, s) in enumerate(zip(df["median_ms"], df["speedup_vs_serial"], strict=True)):
+        ax.annotate(f"{s:.2f}x", (i, t), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom")
+    ax.margins(y=0.15)
+    r = df.iloc[0]
+    ax.set_title(
+        f"Self-attention forward, B={r.batch} T={r.seq_len} d_model={r.d_model} heads={r.heads}\n"
+        f"{r.device}, {r.threads} thread(s)",
+        fontsize=10,
+    )
+    ax.text(0.99, 0.98, "bar: median, whisker: ±IQR/2\nlabel: speed-up vs serial", transform=ax.transAxes,
+            ha="right", va="top", fontsize=8)  # fmt: skip
+    ax.set_xlabel("implementation")
+    ax.set_ylabel("time per forward pass (ms)")
+    return fig

@@ -1,34 +1,51 @@
 """The head-count report: report.md, a self-contained report.html, PNG figures and CSVs in one folder.
 
-The content is built once as a list of neutral blocks (headings, paragraphs, tables, figures, code) and rendered
-twice, to Markdown and to HTML, so both say the same thing. Every piece of text that reaches the HTML goes
-through :func:`html.escape`; figures are embedded as base64 PNG data URIs. Files are written into a temporary
-folder next to ``out_dir`` and moved into place at the end, so a crash never leaves half a report.
+The content is built once as neutral blocks (:mod:`explorer.output.render`) from the study's records and what
+:mod:`explorer.insight` makes of them, then rendered to Markdown and to HTML. The report reads records only: it
+never loads weights or runs a model. Files are written one by one, each atomically (a temporary file, then a
+rename), and only files the report owns are ever replaced: a folder that holds anything else is refused unless
+``force`` is given, and even then nothing but the report's own files is touched.
 """
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import html
-import shutil
-import uuid
-from collections.abc import Callable
+import math
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import optuna
 import pandas as pd
 
-from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.insight import analysis as an
+from explorer.errors import NoCompletedTrialsError
 from explorer.insight import rules
+from explorer.insight.account import StudyAccount, study_account
+from explorer.insight.pareto import HV_REFERENCE, hypervolume_history, pareto_front
+from explorer.insight.recommend import Answer, Contrast, answer
+from explorer.insight.relations import relations_claim
+from explorer.insight.stats import kendall_tau
+from explorer.insight.tables import Architecture, architecture_table, architectures, csv_ready, trials_table
 from explorer.output import plots
+from explorer.output.files import OutputFolder
+from explorer.output.render import html_page, markdown
+from explorer.search.record import TrialRecord
+from explorer.search.spec import StudySpec
 
-__all__ = ["ReportPaths", "write_report"]
+__all__ = ["ReportInput", "ReportPaths", "write_report"]
 
-Span = str | tuple[str, str]  # plain text, or ("b" | "code", text)
+
+@dataclass(frozen=True)
+class ReportInput:
+    """Everything a report reads: the study's spec and records, and what was stored beside them."""
+
+    spec: StudySpec
+    records: tuple[TrialRecord, ...]
+    bench: tuple[Mapping[str, Any], ...] = ()
+    storage: str | None = None  # masked; named in the commands when not the default
+    spec_path: str | None = None  # the spec file the study was started from, when known
+    closed: Mapping[str, int] = field(default_factory=dict)  # bookkeeping trials by kind
 
 
 @dataclass(frozen=True)
@@ -38,372 +55,372 @@ class ReportPaths:
     out_dir: Path
     markdown: Path
     html: Path
-    trials_csv: Path
-    pareto_csv: Path
-    figures: dict[str, Path] = field(default_factory=dict)
+    files: tuple[Path, ...]
 
 
-def write_report(study: optuna.Study, out_dir: str | Path, storage_url: str | None = None) -> ReportPaths:
-    """Write the report of ``study`` into ``out_dir`` (replacing an earlier report there) and return its paths.
+# --------------------------------------------------------------------------------------------- writing
 
-    Raises NoCompletedTrialsError when the study has no COMPLETE trial.
+
+def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) -> ReportPaths:
+    """Write the report of a study into ``out_dir``; return its paths.
+
+    Raises NoCompletedTrialsError when no search trial has finished, ConfigError for an unusable ``out_dir``
+    (a file, a folder holding files explorer did not write unless ``force``, or one that cannot be written).
     """
-    df = an.trials_table(study)
-    if not (df["state"] == "COMPLETE").any():
+    if not any(r.finished and r.role == "search" for r in data.records):
         raise NoCompletedTrialsError(
-            f"study {study.study_name!r} has no completed trial yet; run `explorer study run <spec>` "
-            f"(or `explorer study resume {study.study_name}`) first."
+            f"study {data.spec.name!r} has no completed search trial yet; run `explorer study resume "
+            f"{data.spec.name}` first."
         )
-    out = Path(out_dir).resolve()
-    if out.exists() and (not out.is_dir() or (any(out.iterdir()) and not (out / "report.md").exists())):
-        raise ConfigError(f"{out} exists and is not a report folder; pass --out with a new or empty folder.")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(
-        f".{out.name}.{uuid.uuid4().hex[:8]}.tmp"
-    )  # same file system, so the move is a rename
-    tmp.mkdir()
-    try:
-        blocks, figures = _content(study, df, storage_url)
-        fig_paths = {}
-        for key, make in figures.items():
-            fig_paths[key] = plots.save_png(make(), tmp / f"{key}.png")
-        df.to_csv(tmp / "trials.csv", index=False)
-        an.pareto_front(df).to_csv(tmp / "pareto.csv", index=False)
-        (tmp / "report.md").write_text(_markdown(blocks), encoding="utf-8")
-        (tmp / "report.html").write_text(_html(blocks, study.study_name, tmp), encoding="utf-8")
-        _swap(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return ReportPaths(
-        out_dir=out,
-        markdown=out / "report.md",
-        html=out / "report.html",
-        trials_csv=out / "trials.csv",
-        pareto_csv=out / "pareto.csv",
-        figures={k: out / p.name for k, p in fig_paths.items()},
-    )
+    folder = OutputFolder(out_dir, force)
+    blocks, figures, tables = _content(data)
+    with tempfile.TemporaryDirectory(prefix="explorer-figures-") as tmp:
+        for name, make in figures.items():
+            path = plots.save_png(make(), Path(tmp) / f"{name}.png")
+            folder.write(path.name, path.read_bytes())
+    for name, table in tables.items():
+        folder.write(name, csv_ready(table).to_csv(index=False))
+    folder.write("report.md", markdown(blocks))
+    folder.write("report.html", html_page(blocks, f"Head-count report: {data.spec.name}", folder.path))
+    files = folder.finish()
+    return ReportPaths(folder.path, folder.path / "report.md", folder.path / "report.html", tuple(files))
 
 
-def _swap(tmp: Path, out: Path) -> None:
-    """Move the finished report into place; an earlier report is renamed away first and deleted last."""
-    old = None
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{uuid.uuid4().hex[:8]}")
-        out.rename(old)
-    tmp.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+# --------------------------------------------------------------------------------------------- formatting
 
 
-# --- content ---------------------------------------------------------------------------------------------------
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None or pd.isna(x) else f"{x * 100:.2f}"
 
 
-def _pct(x: float) -> str:
-    return "n/a" if pd.isna(x) else f"{x * 100:.2f}"
+def _num(x: float | None, fmt: str = ".3g") -> str:
+    return "n/a" if x is None or pd.isna(x) else format(x, fmt)
 
 
-def _num(x: float, fmt: str = ".3g") -> str:
-    return "n/a" if pd.isna(x) else format(x, fmt)
+def _heads(heads: Sequence[int]) -> str:
+    return ",".join(map(str, heads))
 
 
-def _budgets(spec: Any) -> dict[str, float]:
-    found = {
-        "max_latency_ms": an.spec_value(spec, "max_latency_ms", "max_latency"),
-        "max_params": an.spec_value(spec, "max_params"),
-        "min_val_accuracy": an.spec_value(spec, "min_val_accuracy", "min_accuracy"),
+def _acc_text(a: Architecture) -> str:
+    i = a.accuracy
+    return f"{_pct(i.estimate)}% [{_pct(i.low)}, {_pct(i.high)}]"
+
+
+def _lat_text(a: Architecture) -> str:
+    i = a.latency
+    return f"{_num(i.estimate)} ms [{_num(i.low)}, {_num(i.high)}]"
+
+
+def _runs_text(a: Architecture, evidence: str) -> str:
+    if evidence == "finalists":
+        return f"mean of {a.n} seed{'s' * (a.n != 1)}, each trained until its accuracy stopped moving"
+    return f"one run of {a.epochs:.0f} epochs"
+
+
+def _arch_row(a: Architecture, evidence: str) -> dict[str, Any]:
+    c = a.config
+    return {
+        "heads per layer": _heads(c.heads),
+        "d_k per layer": _heads(c.d_k),
+        "d_model": c.d_model,
+        "layers": c.n_layers,
+        "runs": a.n,
+        "val acc (%), mean [95% interval]": _acc_text(a),
+        "test acc (%)": _pct(a.test_accuracy),
+        "latency (ms) [95% interval for a new timing]": _lat_text(a),
+        "params": f"{a.params:,}",
+        "epochs": f"{a.epochs:.0f}" if evidence == "search" else f"{a.epochs:.1f} (mean)",
     }
-    return {k: float(v) for k, v in found.items() if isinstance(v, int | float)}
 
 
-def _confirmed_knee_blocks(study: optuna.Study, number: int) -> list[tuple]:
-    """When `explorer confirm` has retrained this knee, its multi-seed figures, which replace the single run's."""
-    from explorer.insight.confirm import confirm_rows, confirm_summary
-
-    rows = [r for r in confirm_rows(study) if r.get("role") == "knee" and r.get("trial") == number]
-    if len(rows) < 2:
-        return []
-    c = confirm_summary(rows).iloc[0]
-    return [("p", [("b", f"Confirmed over {int(c['n'])} seeds: "),
-                   f"{_pct(c['val_accuracy_mean'])}% validation [95% CI {_pct(c['val_accuracy_ci_low'])}, "
-                   f"{_pct(c['val_accuracy_ci_high'])}], {_pct(c['test_accuracy_mean'])}% test, "
-                   f"{_num(c['latency_ms_mean'])} ms [{_num(c['latency_ms_ci_low'])}, {_num(c['latency_ms_ci_high'])}]. "
-                   "These confirmed figures replace the single-run ones in this sentence and the table below."])]  # fmt: skip
-
-
-def _relations_blocks(study: optuna.Study, df: pd.DataFrame, storage_url: str | None) -> list[tuple]:
-    """ "One head learns one relation", checked on a relations study: accuracy with fewer than k heads in some
-    layer vs at least k in every layer (from the trials), and how many relations the heads of the best model
-    with at least k heads per layer follow (from its stored weights)."""
-    spec = study.user_attrs.get("spec") or {}
-    k = int(an.spec_value(spec, "n_relations") or 2)
-    ok = an.completed(df)
-    blocks: list[tuple] = [("h", 2, f"One head per relation? (relations task, k = {k})")]
-    d = rules.compare(ok, ok["heads_min"] >= k, ok["heads_min"] < k) if len(ok) else None
-    if d is None:
-        acc = (f"Not enough data to compare models with at least {k} heads in every layer against models with "
-               f"fewer: each side needs {an.MIN_GROUP} completed trials at the same width and depth.")  # fmt: skip
-        held = None
+def _contrast_row(c: Contrast) -> dict[str, Any]:
+    if c.other is None:
+        return {"alternative": c.name, "heads per layer": "", "val acc (%)": "", "vs recommended": c.note,
+                "latency (ms)": "", "latency vs recommended": ""}  # fmt: skip
+    if c.note:
+        vs = c.note
+    elif c.accuracy is not None:
+        k = c.accuracy
+        p = f"p = {k.p_value:.2g}{'' if k.exact else ' (Monte Carlo)'}"
+        vs = f"{k.diff * 100:+.2f} points [{k.low * 100:+.2f}, {k.high * 100:+.2f}], {p}"
     else:
-        held = d.low > 0
-        acc = (f"At least {k} heads in every layer: {_pct(d.mean_a)}% validation accuracy ({d.n_a} trials); fewer "
-               f"than {k} in some layer: {_pct(d.mean_b)}% ({d.n_b} trials); difference {d.diff * 100:+.2f} points, "
-               f"95% CI [{d.low * 100:+.2f}, {d.high * 100:+.2f}] over {d.strata} width/depth groups: "
-               + ("fewer than k heads costs accuracy here." if held else "no clear cost of fewer than k heads."))  # fmt: skip
-    if len(ok):
-        by_heads = ok.sort_values("number").groupby("heads", sort=False)["val_accuracy"]
-        order = sorted(by_heads.groups, key=lambda h: [int(x) for x in str(h).split(",")])
-        acc += (
-            " Each trial's validation accuracy, by heads per layer: "
-            + "; ".join(f"{h}: " + ", ".join(f"{_pct(v)}%" for v in by_heads.get_group(h)) for h in order)
-            + "."
-        )
-    blocks.append(("p", [acc]))
-    spec_text, followed = _specialization(study, spec, ok, k, storage_url)
-    blocks.append(("p", [spec_text]))
-    if held is not None and followed is not None:
-        covered, n_heads = followed
-        specialized = covered >= k and n_heads >= k
-        verdict = "held" if held and specialized else "did not hold"
-        blocks.append(("p", [("b", f"The claim {verdict} on this study"),
-                             f" (accuracy cost below k heads: {'yes' if held else 'no'}; at least k heads specialized: "
-                             f"{'yes' if specialized else 'no'}, {n_heads} heads of the best model with k or more per "
-                             f"layer follow a relation, covering {covered} of {k})."]))  # fmt: skip
-    return blocks
+        vs = f"{c.accuracy_diff * 100:+.2f} points (single runs: no test)"
+    lat = "within timing noise" if c.latency_tie else f"{c.latency_ratio:.2f}x"
+    return {
+        "alternative": c.name,
+        "heads per layer": _heads(c.other.heads),
+        "val acc (%)": _acc_text(c.other),
+        "vs recommended": vs,
+        "latency (ms)": _lat_text(c.other),
+        "latency vs recommended": lat if c.note == "" else "",
+    }
 
 
-def _specialization(
-    study: optuna.Study, spec: dict[str, Any], ok: pd.DataFrame, k: int, storage_url: str | None
-) -> tuple[str, tuple[int, int] | None]:
-    """Relations followed, and heads following one, in the most accurate trial with >= ``k`` heads per layer.
-
-    That trial, not the knee, is the claim's subject: "at least k heads end up specialized" is about a model
-    that has k heads and has learned the task; the knee may have fewer heads. Read from stored weights; a report
-    never retrains.
-    """
-    wide = ok[ok["heads_min"] >= k]
-    if wide.empty or storage_url is None:
-        return f"No completed trial with at least {k} heads in every layer to analyse.", None
-    best = wide.loc[wide["val_accuracy"].idxmax()]
-    number = int(best["number"])
-    from explorer.insight.heads import (
-        SPECIALIZED,
-        describe_specialization,
-        relation_specialization,
-        relations_followed,
-        specialized_heads,
+def _contrast_sentence(c: Contrast) -> str:
+    if c.other is None or c.note:
+        return f"{c.name}: {c.note}."
+    lat = (
+        "at a latency within the timing noise"
+        if c.latency_tie
+        else f"at {c.latency_ratio:.2f}x the latency ({'slower' if c.latency_ratio > 1 else 'faster'})"
     )
-    from explorer.search.artifacts import artifact_root_for, store_for, trained_model
-    from explorer.search.spec import spec_from_dict
-    from explorer.search.study import StudyHandle
-
-    handle = StudyHandle(study, spec_from_dict(spec), storage_url)
-    store = store_for(handle)
-    if not store.has(study.study_name, number):
-        return (f"The trained weights of trial {number} are not stored under {artifact_root_for(storage_url)}; "
-                f"`explorer heads {study.study_name} --trial {number}` retrains and analyses it."), None  # fmt: skip
-    model, task = trained_model(handle, number, "cpu", store)
-    table = specialized_heads(relation_specialization(model, task.val[0], k, task.spec.vocab_size))
-    per_layer = describe_specialization(table)
-    followed = len(relations_followed(table)), int(table["specialized"].sum())
-    return (f"Most accurate trial with at least {k} heads in every layer (trial {number}, heads {best['heads']}, "
-            f"{_pct(best['val_accuracy'])}% validation): {per_layer}. A head follows relation r when it puts at "
-            f"least {SPECIALIZED:.0%} of its attention between marker r and its target, averaged over the "
-            "validation split.", followed)  # fmt: skip
+    if c.accuracy is None:
+        return f"{c.name} ({_heads(c.other.heads)}): {c.accuracy_diff * 100:+.2f} points {lat} (single runs)."
+    k = c.accuracy
+    if k.significant():
+        verdict = f"{'loses' if k.diff < 0 else 'gains'} {abs(k.diff) * 100:.2f} points (p = {k.p_value:.2g})"
+    else:
+        verdict = f"shows no difference larger than {k.bound * 100:.2f} points (p = {k.p_value:.2g})"
+    return f"{c.name} ({_heads(c.other.heads)}) {verdict}, {lat}."
 
 
-def _confirmation_blocks(study: optuna.Study) -> list[tuple]:
-    """The finalists retrained with several seeds (explorer confirm), or a note that they were not yet."""
-    from explorer.insight.confirm import confirm_rows, confirm_summary, significant_differences
+# --------------------------------------------------------------------------------------------- content
 
-    rows = confirm_rows(study)
-    if not rows:
-        return [("p", ["Not yet confirmed: every figure above comes from one training run. "
-                       f"`explorer confirm {study.study_name}` retrains the finalists with several seeds, re-times "
-                       "them in randomized order, and adds intervals and significance tests here."])]  # fmt: skip
-    summary, tests = confirm_summary(rows), significant_differences(rows)
-    view = pd.DataFrame({
-        "configuration": summary["label"],
-        "heads per layer": summary["heads"].astype(str),
-        "seeds": summary["n"],
-        "val acc (%), mean [95% CI]": [f"{m * 100:.2f} [{lo * 100:.2f}, {hi * 100:.2f}]" for m, lo, hi in
-                                       zip(summary["val_accuracy_mean"], summary["val_accuracy_ci_low"],
-                                           summary["val_accuracy_ci_high"], strict=True)],
-        "latency (ms), mean [95% CI]": [f"{m:.3g} [{lo:.3g}, {hi:.3g}]" for m, lo, hi in
-                                        zip(summary["latency_ms_mean"], summary["latency_ms_ci_low"],
-                                            summary["latency_ms_ci_high"], strict=True)],
-    })  # fmt: skip
-    sig = tests[tests["significant"].astype(bool)] if len(tests) else tests
-    said = (
-        "; ".join(f"{r.label} differs from the knee in {r.metric.replace('_', ' ')} by {r.difference:+.4g} "
-                  f"(p = {r.p_value:.3g})" for r in sig.itertuples())
-        if len(sig) else "no difference from the knee is significant at the 0.05 level"
-    )  # fmt: skip
+
+def _answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
+    b: list[tuple] = [("h", 2, "The answer")]
+    rec = ans.recommended
+    if rec is None:
+        return [*b, ("p", ["No recommendation: " + "; ".join(ans.notes) + "."])]
+    c = rec.config
+    b.append(("p", [
+        ("b", f"Use {_heads(c.heads)} heads per layer"),
+        f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {_heads(c.d_k)}, {c.family} schedule): "
+        f"{_acc_text(rec)} validation accuracy ({_runs_text(rec, ans.evidence)}; 95% interval), "
+        f"{_pct(rec.test_accuracy)}% test accuracy, and {_lat_text(rec)} per batch of {spec.latency.batch_size} "
+        f"(median of {rec.latency.n} timing{'s' * (rec.latency.n != 1)}; 95% interval for a new timing), "
+        f"{rec.params:,} parameters.",
+    ]))  # fmt: skip
+    if ans.confidence is not None:
+        b.append(
+            ("p", [("b", f"Confidence: {ans.confidence:.0%}. "), f"Measured as the {ans.confidence_method}."])
+        )
+    else:
+        b.append(("p", [("b", "Confidence: "), ans.confidence_method + "."]))
+    b.append(("p", ["What the alternatives at this width and depth cost or gain (other minus recommended; "
+                    "differences over seeds with a 95% bootstrap interval and an exact permutation test):"]))  # fmt: skip
+    b.append(("table", pd.DataFrame([_contrast_row(x) for x in ans.contrasts])))
+    b.append(("ul", [_contrast_sentence(x) for x in ans.contrasts]))
+    for note in ans.notes:
+        b.append(("p", [("b", "Note: "), note + "."]))
+    if len(ans.per_base) > 1:
+        rows = [
+            {"d_model": d, "layers": n, "heads per layer": _heads(a.heads), "d_k": _heads(a.config.d_k),
+             "val acc (%)": _acc_text(a), "latency (ms)": _lat_text(a), "trial": a.numbers[0]}
+            for d, n, a in ans.per_base
+        ]  # fmt: skip
+        b.append(("p", ["The head-count answer for each width and depth the search tried (the knee of that "
+                        "width and depth's search architectures; one run each):"]))  # fmt: skip
+        b.append(("table", pd.DataFrame(rows)))
+    return b
+
+
+def _finalist_blocks(ans: Answer, records: Sequence[TrialRecord]) -> list[tuple]:
+    if ans.evidence != "finalists":
+        return []
+    finals = architectures(records, "finalist")
+    rows = [
+        {"part": a.label or "", **_arch_row(a, "finalists"), "trials": ", ".join(map(str, a.numbers))}
+        for a in finals
+    ]
+    search = {a.key: a for a in architectures(records, "search")}
+    pairs = [(search[a.key].accuracy.estimate, a.accuracy.estimate) for a in finals if a.key in search]
+    tau_text = ""
+    if len(pairs) >= 3:
+        tau, p = kendall_tau([x for x, _ in pairs], [y for _, y in pairs])
+        tau_text = (
+            f" Rank agreement between the search's short runs and these converged means, over the {len(pairs)} "
+            f"finalists that were also searched: Kendall tau {tau:.2f} (p = {p:.2g})."
+        )
     return [
-        ("h", 3, "Confirmed across seeds"),
-        ("p", ["The finalists and the 1-head and 8-head references, retrained with fresh seeds and re-timed in "
-               f"randomized order on the same device (Welch t-tests against the knee): {said}. These confirmed "
-               "figures supersede the single-run figures above where they differ."]),
-        ("table", view),
+        ("h", 3, "Finalists: retrained with fresh seeds until accuracy stopped moving"),
+        (
+            "p",
+            [
+                f"Each run trained until its best validation accuracy had not risen by more than one binomial "
+                f"standard error for the spec's patience, or to its cap, and was timed afresh.{tau_text}"
+            ],
+        ),  # fmt: skip
+        ("table", pd.DataFrame(rows)),
+    ]
+
+
+def _rules_blocks(verdicts: Sequence[rules.RuleVerdict]) -> list[tuple]:
+    return [
+        ("h", 2, "Rules of thumb, checked on this study"),
+        ("table", pd.DataFrame([{"rule": v.rule, "verdict": v.verdict, "evidence": v.evidence} for v in verdicts])),
+        ("p", [f"Method: the search's architectures (one run each), compared within groups of equal width and depth "
+               "at the last epoch every compared architecture trained, so runs stopped early neither drop out nor "
+               "bias the groups. p: stratified exact permutation test of the claimed direction (labels permuted "
+               "within each group; Monte Carlo where the splits are too many); interval: stratified 95% bootstrap. "
+               f"Supported: p <= {rules.ALPHA}. Contradicted: the reverse holds at p <= {rules.ALPHA} (for '8-16 heads "
+               "suffice': more than 16 heads gain over one point, the whole interval above it). Otherwise the "
+               "largest difference the interval allows is stated. Merged heads: the study's attention benchmark, at "
+               f"least {rules.MIN_SPEEDUP:.2f}x faster than the serial loop and outside the timer's spread."]),
     ]  # fmt: skip
 
 
-def _picks_table(rec: an.Recommendation) -> pd.DataFrame:
-    rows = []
-    for p in (rec.knee, rec.most_accurate, rec.fastest):
-        if p is not None:
-            rows.append(
-                {
-                    "pick": p.label,
-                    "trial": p.number,
-                    "d_model": p.d_model,
-                    "layers": p.n_layers,
-                    "heads per layer": p.heads,
-                    "d_k per layer": p.d_k,
-                    "schedule": p.family,
-                    "val acc (%)": _pct(p.val_accuracy),
-                    "test acc (%)": _pct(p.test_accuracy),
-                    "latency (ms, median)": _num(p.latency_ms),
-                    "latency IQR (ms)": _num(p.latency_iqr_ms, ".2g"),
-                    "params": _num(p.params, ",.0f"),
-                }
+def _relations_blocks(records: Sequence[TrialRecord], k: int) -> list[tuple]:
+    claim = relations_claim(records, k)
+    b: list[tuple] = [("h", 2, f"One head per relation? (relations task, k = {k})")]
+    g = claim.accuracy
+    if g is None:
+        acc = (f"Not enough data to compare architectures with at least {k} heads in every layer ({claim.n_at_least}) "
+               f"against architectures with fewer ({claim.n_fewer}): each side needs {rules.MIN_ARCHS}.")  # fmt: skip
+    else:
+        c = g.comparison
+        acc = (f"At least {k} heads in every layer: {c.mean_a * 100:.2f}% mean validation accuracy ({c.n_a} "
+               f"architectures); fewer than {k} in some layer: {c.mean_b * 100:.2f}% ({c.n_b}); difference "
+               f"{c.diff * 100:+.2f} points, 95% interval [{c.low * 100:+.2f}, {c.high * 100:+.2f}], exact "
+               f"permutation p = {c.p_value:.3g} (one-sided, after epoch {g.epoch}): "
+               + ("fewer than k heads costs accuracy here." if claim.accuracy_held else "no clear cost shown."))  # fmt: skip
+    if claim.by_heads:
+        acc += (
+            " Validation accuracy of every architecture, by heads per layer: "
+            + "; ".join(
+                f"{_heads(h)}: " + ", ".join(f"{v * 100:.1f}%" for v in vals) for h, vals in claim.by_heads
             )
-    return pd.DataFrame(rows)
-
-
-def _effect_view(eff: pd.DataFrame, level: str, label: str) -> pd.DataFrame:
-    def ci(m: str, scale: float, fmt: str) -> pd.Series:
-        return eff.apply(
-            lambda r: (
-                f"{r[f'{m}_mean'] * scale:{fmt}} [{r[f'{m}_ci_low'] * scale:{fmt}}, {r[f'{m}_ci_high'] * scale:{fmt}}]"
-                if r["n"] > 1
-                else f"{r[f'{m}_mean'] * scale:{fmt}} (one trial)"
-            ),
-            axis=1,
+            + "."
         )
+    b.append(("p", [acc]))
+    b.append(("p", [claim.description]))
+    if claim.held is not None:
+        b.append(("p", [("b", f"The claim {'held' if claim.held else 'did not hold'} on this study"),
+                        f" (accuracy cost below k heads: {'yes' if claim.accuracy_held else 'no'}; at least k heads "
+                        f"specialized, covering the k relations: {'yes' if claim.specialization_held else 'no'})."]))  # fmt: skip
+    return b
 
-    view = pd.DataFrame({label: eff[level].astype(str), "trials": eff["n"]})
-    if "d_model" in eff:
-        view.insert(0, "d_model", eff["d_model"].astype(int))
-    view["val acc (%), mean [95% CI]"] = ci("val_accuracy", 100, ".2f")
-    view["latency (ms), mean [95% CI]"] = ci("latency_ms", 1, ".3g")
-    return view
+
+def _early_stopping_blocks(
+    acct: StudyAccount, spec: StudySpec, records: Sequence[TrialRecord]
+) -> list[tuple]:
+    es = spec.early_stopping
+    if not es.enabled:
+        return [("p", ["Early stopping was off: every search trial trained its full budget."])]
+    rungs = ", ".join(map(str, es.rungs(spec.task.epochs)))
+    planned = acct.epochs_run + acct.epochs_saved
+    share = acct.epochs_saved / planned if planned else 0.0
+    finished = [r for r in records if r.role == "search" and r.finished and len(r.history) >= es.min_epochs]
+    tau_text = ""
+    if len(finished) >= 3:
+        tau, p = kendall_tau(
+            [r.history[es.min_epochs - 1] for r in finished], [r.val_accuracy for r in finished]
+        )
+        tau_text = (
+            f" Among the {len(finished)} trials that ran to the end, accuracy at the first rung (epoch "
+            f"{es.min_epochs}) ranks them like their final accuracy with Kendall tau {tau:.2f} (p = {p:.2g})."
+        )
+    return [("p", [
+        f"Early stopping: a search trial may stop only at a rung (epochs {rungs}), and only when a different "
+        "architecture that is at least as fast (latencies within their timing spread count as ties) was more "
+        f"accurate at that epoch by more than the validation split's binomial noise allows (Bonferroni over the "
+        f"peers compared, family-wise alpha {es.alpha:g}); other seeds of the same architecture never count. "
+        f"{acct.stopped_early} trials stopped early, saving {acct.epochs_saved} of {planned} planned epochs "
+        f"({share:.0%}).{tau_text}",
+    ])]  # fmt: skip
 
 
-def _front_view(front: pd.DataFrame, limit: int = 25) -> pd.DataFrame:
-    cols = [
-        "number",
-        "d_model",
-        "n_layers",
-        "heads",
-        "d_k",
-        "family",
-        "val_accuracy",
-        "test_accuracy",
-        "latency_ms",
-    ]
-    view = front[[c for c in cols if c in front]].head(limit).copy()
-    for c in ("val_accuracy", "test_accuracy"):
-        if c in view:
-            view[c] = view[c].map(_pct)
-    view["latency_ms"] = view["latency_ms"].map(_num)
-    return view.rename(
-        columns={"number": "trial", "val_accuracy": "val acc (%)", "test_accuracy": "test acc (%)"}
+def _account_blocks(acct: StudyAccount) -> list[tuple]:
+    s = ", ".join(f"{k} {v}" for k, v in sorted(acct.search_states.items()))
+    f = ", ".join(f"{k} {v}" for k, v in sorted(acct.finalist_states.items())) or "none"
+    closed = ", ".join(f"{k} {v}" for k, v in sorted(acct.closed.items())) or "none"
+    failed = ", ".join(f"{k} {v}" for k, v in sorted(acct.failed.items())) or "none"
+    return [
+        ("h", 2, "Study account"),
+        ("ul", [
+            f"Task: {acct.task}; device(s): {', '.join(acct.devices) or 'not recorded'}",
+            f"Search trials (total {acct.search_total}): {s}; finalist runs: {f}",
+            f"Over budget, pruned untrained: {acct.over_budget}; stopped early at a rung: {acct.stopped_early}",
+            f"Architectures the sampler proposed again and the search skipped without training: "
+            f"{acct.proposals_rejected}; trials given an untaken architecture at random after that: {acct.fallbacks}",
+            f"Trials closed without running (beyond a total, or a configuration another trial held): {closed}",
+            f"Failed trials: {failed}",
+            f"Wall time: {acct.wall_time_s / 60:.1f} min (first start to last finish); time inside trials: "
+            f"{acct.trial_time_s / 60:.1f} min",
+            "Status: " + (f"partial ({acct.partial_reason})" if acct.partial else "finished"),
+            "Files: trials.csv (every trial), architectures.csv (per architecture and role), pareto.csv, *.png",
+        ]),
+        ("p", ["Reproduce, or resume this study from its database:"]),
+        ("code", f"{acct.reproduce}\n{acct.resume}"),
+    ]  # fmt: skip
+
+
+def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any]], dict[str, pd.DataFrame]]:
+    """The report as blocks, the figures to draw (name -> function returning a Figure) and the CSV tables."""
+    spec, records = data.spec, data.records
+    ans = answer(records, spec)
+    acct = study_account(records, spec, storage=data.storage, closed=data.closed, spec_path=data.spec_path)
+    search = architectures(records, "search")
+    table = architecture_table(search)
+    feasible_table = table[table["feasible"].astype(bool)] if len(table) else table
+    front = pareto_front(feasible_table) if len(feasible_table) else feasible_table
+    finals = architecture_table(architectures(records, "finalist"))
+    rec_row = None
+    if ans.recommended is not None:
+        rec_row = architecture_table([ans.recommended]).iloc[0]
+    hist = (
+        hypervolume_history(feasible_table)
+        if len(feasible_table)
+        else pd.DataFrame(columns=["number", "hypervolume"])
     )
-
-
-def _content(
-    study: optuna.Study, df: pd.DataFrame, storage_url: str | None
-) -> tuple[list[tuple], dict[str, Callable[[], Any]]]:
-    """The report as blocks, plus the figures to draw (name -> function returning a Figure)."""
-    spec = study.user_attrs.get("spec") or {}
-    acct = an.study_account(study, df, storage_url)
-    rec = an.recommend(df, _budgets(spec))
-    front = an.pareto_front(df)
-    feas = an.completed(df)
-    knee_row = front[front["number"] == rec.knee.number].iloc[0] if rec.knee is not None else None
-    hist = an.hypervolume_history(df)
-    imp, imp_reason = an.param_importances(study)
-    bench = study.user_attrs.get("bench")
-    floors = sorted({float(v) for v in df.get("min_dk", pd.Series(dtype=float)).dropna() if float(v) > 1})
+    verdicts = rules.rules_of_thumb(records, data.bench)
     figures: dict[str, Callable[[], Any]] = {
-        "pareto": lambda: plots.pareto_figure(df, front, knee_row),
-        "heads": lambda: plots.heads_figure(df),
-        "dk": lambda: plots.dk_figure(df, floors),
-        "family": lambda: plots.family_figure(df),
+        "pareto": lambda: plots.pareto_figure(table, front, rec_row, finals, spec.latency.batch_size),
+        "heads": lambda: plots.heads_figure(table),
+        "dk": lambda: plots.dk_figure(table, sorted({float(m) for m in spec.space.min_dk if m > 1})),
+        "family": lambda: plots.family_figure(table),
         "pareto_heads": lambda: plots.heads_heatmap(front),
-        "importance": lambda: plots.importance_figure(imp, imp_reason),
         "hypervolume": lambda: plots.hypervolume_figure(hist),
     }
-    if bench:
-        figures["bench"] = lambda: plots.bench_figure(bench)
+    if data.bench:
+        figures["bench"] = lambda: plots.bench_figure(data.bench)
 
-    n_done = acct.states.get("COMPLETE", 0)
-    b: list[tuple] = [("h", 1, f"Head-count report: {study.study_name}")]
-    b.append(("p", [f"Task {acct.task} on {', '.join(acct.devices) or 'an unrecorded device'}; {n_done} completed "
-                    f"trials ({len(feas)} feasible) of {len(df)} recorded. Generated "
+    devices = ", ".join(acct.devices) or "an unrecorded device"
+    n_final = len(finals)
+    b: list[tuple] = [("h", 1, f"Head-count report: {spec.name}")]
+    b.append(("p", [f"Task {acct.task} on {devices}: {len(search)} architectures searched (one run each, up to "
+                    f"{spec.task.epochs} epochs), {n_final} retrained as finalists. Generated "
                     f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."]))  # fmt: skip
     if acct.partial:
         b.append(("p", [("b", "Partial study: "), f"{acct.partial_reason}. Everything below uses the trials "
                         "finished so far; resume with ", ("code", acct.resume), "."]))  # fmt: skip
-
-    b.append(("h", 2, "Recommendation"))
-    if rec.knee is None:
-        b.append(("p", [f"No recommendation: {rec.statement}"]))
-    else:
-        k = rec.knee
-        b.append(("p", [("b", f"Use {k.heads} heads per layer"), f" (d_model {k.d_model}, {k.n_layers} layers, "
-                        f"d_k {k.d_k}, {k.family} schedule; trial {k.number}): {_pct(k.val_accuracy)}% validation "
-                        f"and {_pct(k.test_accuracy)}% test accuracy at {_num(k.latency_ms)} ms per batch "
-                        f"(IQR {_num(k.latency_iqr_ms, '.2g')} ms), {_num(k.params, ',.0f')} parameters. "
-                        "This is the knee of the accuracy/latency Pareto front."]))  # fmt: skip
-        b.extend(_confirmed_knee_blocks(study, k.number))
-        b.append(("table", _picks_table(rec)))
-        b.append(("p", [("b", f"Confidence: {rec.confidence}. "), rec.statement]))
-    if rec.budgets:
-        b.append(
-            (
-                "p",
-                ["Budgets from the spec: " + ", ".join(f"{k} = {v:g}" for k, v in rec.budgets.items()) + "."],
-            )
-        )
-    for note in rec.notes:
-        b.append(("p", [note]))
-    b.extend(_confirmation_blocks(study))
-    b.append(("p", ["The knee is the front point farthest from the straight line joining the most accurate and "
-                    "the fastest trial, with both objectives scaled to [0, 1] over the feasible trials (with one "
-                    "or two front points, or none off that line, the point nearest the ideal corner). "
-                    "Accuracy is chosen on the validation split; test accuracy is reported, never used to choose."]))  # fmt: skip
-    b.append(("fig", "pareto", "Accuracy against latency; the black step line is the Pareto front."))
-    b.append(("h", 3, f"Pareto front ({len(front)} trials; all in pareto.csv)"))
-    b.append(("table", _front_view(front)))
-
-    b.append(("h", 2, "Evidence"))
+    b.extend(_answer_blocks(ans, spec))
+    b.extend(_finalist_blocks(ans, records))
+    b.append(("h", 2, "Evidence from the search"))
+    b.append(("fig", "pareto", "Accuracy against latency of every searched architecture; the black step line is "
+                               "the search's Pareto front; diamonds are the finalists."))  # fmt: skip
+    b.append(("p", ["The recommendation is the knee of the candidates' front: the point farthest from the straight "
+                    "line joining the most accurate and the fastest, both objectives scaled to [0, 1] (with one or two "
+                    "front points, or none off that line, the point nearest the ideal corner). Accuracy is chosen on "
+                    "the validation split; test accuracy is reported, never used to choose."]))  # fmt: skip
+    b.append(("h", 3, f"The search's Pareto front ({len(front)} architectures; all in pareto.csv)"))
+    b.append(("table", pd.DataFrame([
+        {"trial": int(r.number), "heads per layer": _heads(r.heads), "d_k": _heads(r.d_k), "d_model": int(r.d_model),
+         "layers": int(r.n_layers), "val acc (%)": _pct(r.val_accuracy), "latency (ms)": _num(r.latency_ms)}
+        for r in front.head(25).itertuples()
+    ])))  # fmt: skip
     b.append(("h", 3, "Head count"))
     b.append(
         ("fig", "heads", "Accuracy and latency against the largest head count in any layer, per d_model.")
     )
-    b.append(("table", _effect_view(an.effect_table(df, "heads_max"), "heads_max", "heads (max)")))
     b.append(("h", 3, "Head width d_k and the floor"))
     b.append(("fig", "dk", "Accuracy and latency against the smallest d_k in the model."))
-    b.append(("table", _effect_view(an.effect_table(df, "dk_min"), "dk_min", "d_k (min)")))
     b.append(("h", 3, "Schedule family"))
     b.append(("fig", "family", "Uniform, increasing (more heads deep), decreasing and free schedules."))
-    b.append(("table", _effect_view(an.effect_table(df, "family"), "family", "schedule")))
     b.append(("h", 3, "Heads per layer on the front"))
-    b.append(("fig", "pareto_heads", "Per-layer heads of the Pareto trials."))
-    b.append(("h", 3, "What drives each objective"))
-    b.append(("fig", "importance", imp_reason or "fANOVA parameter importance per objective."))
+    b.append(("fig", "pareto_heads", "Per-layer heads of the front's architectures."))
     b.append(("h", 3, "Search progress"))
-    final = hist["hypervolume"].iloc[-1] if len(hist) else float("nan")
+    final = hist["hypervolume"].iloc[-1] if len(hist) else math.nan
+    ref = HV_REFERENCE[0] * HV_REFERENCE[1]
     b.append(
         (
             "fig",
             "hypervolume",
-            f"Hypervolume after each completed trial (final {_num(final, '.3f')} of 1.21).",
+            f"Hypervolume after each finished search trial (final {_num(final, '.3f')} of {ref:.2f}).",
         )
     )
-    if bench:
+    b.extend(_early_stopping_blocks(acct, spec, records))
+    if data.bench:
         b.append(("h", 3, "Attention benchmark"))
         b.append(
             (
@@ -412,140 +429,13 @@ def _content(
                 "Serial loop over heads vs merged and fused computation, from the study's bench.",
             )
         )
-
-    b.append(("h", 2, "Rules of thumb, checked on this study"))
-    verdicts = rules.rules_of_thumb(df, bench)
-    b.append(
-        (
-            "table",
-            pd.DataFrame([{"rule": r.rule, "verdict": r.verdict, "evidence": r.evidence} for r in verdicts]),
-        )
-    )
-    b.append(("p", [f"Method: COMPLETE feasible trials only, compared within groups of equal d_model and depth "
-                    f"(the head count does not change the parameter count); a group counts with at least "
-                    f"{an.MIN_GROUP} trials on each side; differences are inverse-variance weighted Welch "
-                    f"differences with a {an.CONFIDENCE:.0%} t-interval. Supported: the interval excludes no effect "
-                    f"in the claimed direction. Contradicted: it lies below +{an.NEGLIGIBLE_ACC * 100:.1f} points "
-                    f"(for '8-16 heads suffice': the gain of more than 16 heads exceeds {an.ACC_POINT * 100:.0f} "
-                    f"point). Merged heads: at least {an.MIN_SPEEDUP:.2f}x faster than the serial loop and outside "
-                    "its spread. Otherwise: not enough data. Each configuration was trained once, so "
-                    "seed-to-seed noise is part of the spread."]))  # fmt: skip
-
-    if acct.task == "relations":
-        b.extend(_relations_blocks(study, df, storage_url))
-    b.append(("h", 2, "Study account"))
-    states = ", ".join(f"{s} {n}" for s, n in sorted(acct.states.items()))
-    target = f" of {acct.n_trials_target} planned" if acct.n_trials_target else ""
-    b.append(("ul", [
-        f"Task: {acct.task}; device(s): {', '.join(acct.devices) or 'not recorded'}",
-        f"Trials{target}: {states}",
-        f"Early-stopped trials: {acct.early_stopped}, saving {acct.epochs_saved} training epochs",
-        f"Configurations rejected while sampling: {acct.rejected}",
-        f"Wall time: {acct.wall_time_s / 60:.1f} min (first start to last finish); time inside trials: "
-        f"{acct.trial_time_s / 60:.1f} min",
-        "Status: " + (f"partial ({acct.partial_reason})" if acct.partial else "finished"),
-        "Files: trials.csv (every trial, every stored attribute), pareto.csv (the front), *.png (figures)",
-    ]))  # fmt: skip
-    b.append(("p", ["Reproduce from the spec, or resume this study from its database:"]))
-    b.append(("code", f"{acct.reproduce}\n{acct.resume}"))
-    return b, figures
-
-
-# --- rendering -------------------------------------------------------------------------------------------------
-
-
-def _md_text(s: str) -> str:
-    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
-
-
-def _md_spans(spans: list[Span]) -> str:
-    out = []
-    for s in spans:
-        if isinstance(s, tuple):
-            text = _md_text(s[1])
-            out.append(f"**{text.strip()}**" + " " * (text != text.rstrip()) if s[0] == "b" else f"`{s[1]}`")
-        else:
-            out.append(_md_text(s))
-    return "".join(out)
-
-
-def _markdown(blocks: list[tuple]) -> str:
-    out = []
-    for blk in blocks:
-        kind = blk[0]
-        if kind == "h":
-            out.append("#" * blk[1] + " " + _md_text(blk[2]))
-        elif kind == "p":
-            out.append(_md_spans(blk[1]))
-        elif kind == "ul":
-            out.append("\n".join(f"- {_md_text(x)}" for x in blk[1]))
-        elif kind == "code":
-            out.append(f"```\n{blk[1]}\n```")
-        elif kind == "fig":
-            out.append(f"![{_md_text(blk[2])}]({blk[1]}.png)\n\n*{_md_text(blk[2])}*")
-        elif kind == "table":
-            out.append(_md_table(blk[1]))
-    return "\n\n".join(out) + "\n"
-
-
-def _md_table(t: pd.DataFrame) -> str:
-    if t.empty:
-        return "*(no rows)*"
-    head = "| " + " | ".join(_md_text(c) for c in t.columns) + " |"
-    rule = "|" + "|".join("---" for _ in t.columns) + "|"
-    body = [
-        "| " + " | ".join(_md_text(v) for v in row) + " |" for row in t.astype(str).itertuples(index=False)
-    ]
-    return "\n".join([head, rule, *body])
-
-
-_CSS = (
-    "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;line-height:1.45;"
-    "color:#222}table{border-collapse:collapse;margin:1em 0;font-size:.85em}td,th{border:1px solid #ccc;"
-    "padding:.3em .6em;text-align:left;vertical-align:top}th{background:#f3f3f3}img{max-width:100%;"
-    "border:1px solid #eee}figcaption{font-size:.9em;color:#555}pre{background:#f6f6f6;padding:.8em;"
-    "overflow-x:auto}code{background:#f6f6f6;padding:0 .2em}"
-)
-
-
-def _html_spans(spans: list[Span]) -> str:
-    e = html.escape
-    out = []
-    for s in spans:
-        if isinstance(s, tuple):
-            out.append(f"<strong>{e(s[1])}</strong>" if s[0] == "b" else f"<code>{e(s[1])}</code>")
-        else:
-            out.append(e(str(s)))
-    return "".join(out)
-
-
-def _html(blocks: list[tuple], title: str, fig_dir: Path) -> str:
-    e = html.escape
-    out = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"]
-    out.append(f"<style>{_CSS}</style></head><body>")
-    for blk in blocks:
-        kind = blk[0]
-        if kind == "h":
-            out.append(f"<h{blk[1]}>{e(blk[2])}</h{blk[1]}>")
-        elif kind == "p":
-            out.append(f"<p>{_html_spans(blk[1])}</p>")
-        elif kind == "ul":
-            out.append("<ul>" + "".join(f"<li>{e(x)}</li>" for x in blk[1]) + "</ul>")
-        elif kind == "code":
-            out.append(f"<pre><code>{e(blk[1])}</code></pre>")
-        elif kind == "fig":
-            data = base64.b64encode((fig_dir / f"{blk[1]}.png").read_bytes()).decode("ascii")
-            out.append(
-                f"<figure><img alt='{e(blk[2])}' src='data:image/png;base64,{data}'>"
-                f"<figcaption>{e(blk[2])}</figcaption></figure>"
-            )
-        elif kind == "table":
-            t = blk[1]
-            head = "".join(f"<th>{e(str(c))}</th>" for c in t.columns)
-            rows = "".join(
-                "<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in r) + "</tr>"
-                for r in t.itertuples(index=False)
-            )
-            out.append(f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>")
-    out.append("</body></html>")
-    return "\n".join(out)
+    b.extend(_rules_blocks(verdicts))
+    if spec.task.name == "relations":
+        b.extend(_relations_blocks(records, int(spec.task.options.get("n_relations", 2))))
+    b.extend(_account_blocks(acct))
+    tables = {
+        "trials.csv": trials_table(records),
+        "architectures.csv": pd.concat([table, finals], ignore_index=True) if len(finals) else table,
+        "pareto.csv": front,
+    }
+    return b, figures, tables

@@ -18,17 +18,19 @@ import pickle
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 
+from explorer.engine.config import LatencyConfig
+from explorer.engine.device import as_device
+from explorer.engine.evaluate import evaluate_variant
+from explorer.engine.model import Encoder, build_model
+from explorer.engine.tasks.base import Task
+from explorer.engine.train import EpochStats
 from explorer.errors import ConfigError, DataError
-
-if TYPE_CHECKING:
-    from explorer.engine.model import Encoder
-    from explorer.engine.tasks.base import Task
-    from explorer.search.study import StudyHandle
+from explorer.search.record import TrialRecord
 
 __all__ = [
     "ARTIFACT_DIR_ENV",
@@ -147,45 +149,46 @@ class ArtifactStore:
         return gone
 
 
-def store_for(handle: StudyHandle, max_bytes: int = DEFAULT_MAX_BYTES) -> ArtifactStore:
-    """The artifact store that belongs to the study's storage."""
-    return ArtifactStore(artifact_root_for(handle.storage_url), max_bytes)
+def store_for(storage_url: str, max_bytes: int = DEFAULT_MAX_BYTES) -> ArtifactStore:
+    """The artifact store that belongs to a study storage."""
+    return ArtifactStore(artifact_root_for(storage_url), max_bytes)
 
 
 def trained_model(
-    handle: StudyHandle,
-    trial_number: int,
-    device: torch.device | str,
-    store: ArtifactStore | None = None,
-) -> tuple[Encoder, Task]:
-    """The trial's trained model (eval mode, on ``device``) and its task.
+    study_name: str,
+    record: TrialRecord,
+    task: Task,
+    latency: LatencyConfig,
+    store: ArtifactStore,
+    device: torch.device | str = "cpu",
+) -> Encoder:
+    """The trained model of a trial (eval mode, on ``device``).
 
-    Stored weights are loaded when present; otherwise the trial is retrained exactly (same config, lr and seed)
-    and its weights are stored for next time.
+    Stored weights are loaded when present; otherwise the trial is retrained exactly (same architecture,
+    learning rate, seed and epochs, through :func:`explorer.engine.evaluate.evaluate_variant`) and its weights
+    are stored for next time. A finalist retrains for the epochs it ran (its plateau), not its cap.
     """
-    from explorer.engine.device import resolve_device
-    from explorer.engine.model import build_model
-    from explorer.engine.tasks import load_task
-    from explorer.engine.train import fit
-
-    device = resolve_device(device) if isinstance(device, str) else device
-    store = store or store_for(handle)
-    from explorer.output.export import trial_configs
-
-    model_cfg, train_cfg = trial_configs(handle, trial_number)
-    task = load_task(handle.spec.task.name, **handle.spec.task.options)
-    name = handle.spec.name
-    if store.has(name, trial_number):
-        model = build_model(model_cfg, task.spec)
+    if record.config is None or record.lr is None or record.seed is None or not record.history:
+        raise DataError(f"trial #{record.number} of {study_name!r} has no trained configuration to load.")
+    device = as_device(device)
+    if store.has(study_name, record.number):
+        with torch.random.fork_rng(devices=[]):
+            model = build_model(record.config, task.spec)
         try:
-            model.load_state_dict(store.load_state(name, trial_number))
+            model.load_state_dict(store.load_state(study_name, record.number))
         except RuntimeError:
             raise DataError(
-                f"stored weights {store.path(name, trial_number)} do not fit trial #{trial_number}'s "
+                f"stored weights {store.path(study_name, record.number)} do not fit trial #{record.number}'s "
                 f"architecture; delete the file so the trial is retrained."
             ) from None
-        model.to(device)
-    else:
-        model, _ = fit(model_cfg, task, train_cfg, device)
-        store.save(name, trial_number, model)
-    return model.eval(), task
+        return model.to(device).eval()
+    train = record.train_config()
+    stop_at = record.epochs_run
+
+    def on_epoch(stats: EpochStats) -> bool:
+        return stats.epoch >= stop_at  # the same schedule, stopped where the trial stopped
+
+    result = evaluate_variant(record.config, task, train, latency, device, on_epoch=on_epoch, keep_model=True)
+    assert result.model is not None
+    store.save(study_name, record.number, result.model)
+    return result.model.eval()

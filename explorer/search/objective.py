@@ -1,94 +1,112 @@
-"""The objective: what one trial of a study does, and when it stops early.
+"""The objective: what one trial of a study does.
 
-Per trial: sample a valid :class:`~explorer.engine.config.ModelConfig` from the fixed search space, time it on the device
-first (latency depends only on the architecture, and is cached), check the user's budgets as Optuna constraints
-(an over-budget trial is pruned before any training), then train epoch by epoch, stopping early when the trial is
-clearly dominated (:func:`dominated_at_epoch`). Everything the report needs is stored on the trial. A NaN loss or
-running out of memory fails this trial with the reason recorded (:class:`TrialFailed`), not the study.
+A trial is one configuration trained with one seed, in one of two roles:
+
+* ``search``: the sampler proposes an architecture the study has not taken (:mod:`explorer.search.sampling`);
+  the trial claims it (:mod:`explorer.search.claims`: a configuration another trial holds makes this trial a
+  duplicate, closed without training and not counted), trains it with seed ``spec.seed + trial number`` for
+  ``[task] epochs``, and may stop at a rung when a faster architecture beats it beyond noise
+  (:func:`explorer.search.fidelity.dominated_at_rung`).
+* ``finalist``: an enqueued run of a chosen architecture with a fresh seed, trained until its accuracy stops
+  moving (:func:`explorer.search.fidelity.plateaued`) or its cap, and timed afresh.
+
+Both go through :func:`explorer.engine.evaluate.evaluate_variant` (time first, then train) and write one
+:class:`~explorer.search.record.TrialRecord` as user attributes. A budget is checked on the latency and the
+parameter count before any training (an over-budget trial is pruned untrained). A NaN loss or running out of
+memory fails this trial with the reason recorded, not the study.
 """
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Any
+import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import optuna
-import torch
 from optuna.trial import TrialState
 
-from explorer.engine.config import LatencyConfig, TrainConfig
-from explorer.errors import TrainingDivergedError
+from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.engine.evaluate import VariantFailed, evaluate_variant
+from explorer.engine.latency_cache import LatencyCache
+from explorer.engine.measures import LatencyResult
+from explorer.engine.tasks import load_task
+from explorer.engine.train import EpochStats
+from explorer.search import fidelity
+from explorer.search.artifacts import ArtifactStore
+from explorer.search.claims import Claims
+from explorer.search.record import RETRY_ATTRS, TrialRecord, arch_key, is_bookkeeping
+from explorer.search.space import SearchSpace
+from explorer.search.spec import StudySpec
 
-if TYPE_CHECKING:
-    from explorer.search.study import StudyHandle
+__all__ = [
+    "LIVE_STATES",
+    "ClosedTrial",
+    "Objective",
+    "TrialFailed",
+    "live_trials",
+]
 
-__all__ = ["FINISHED_STATES", "LIVE_STATES", "Objective", "SurplusTrial", "TrialFailed", "dominated_at_epoch"]
-
-LIVE_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
-FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+LIVE_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # what counts toward a total
 
 
 class TrialFailed(Exception):
     """A trial failed for a reason recorded in its ``fail_reason`` attribute; the study goes on."""
 
 
-class SurplusTrial(Exception):
-    """A racing worker created a trial beyond the study's total; it is closed without running."""
+class ClosedTrial(Exception):
+    """A trial closed without running: beyond its stage's total, or its configuration held by another trial."""
 
 
-# --------------------------------------------------------------------------------------------- early stop
+def live_trials(study: optuna.Study, role: str) -> list[optuna.trial.FrozenTrial]:
+    """The trials of ``role`` that count toward its total: COMPLETE, PRUNED or RUNNING, bookkeeping left out."""
+    return [
+        t
+        for t in study.get_trials(deepcopy=False, states=LIVE_STATES)
+        if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
+    ]
 
 
-def dominated_at_epoch(
-    epoch: int, val_accuracy: float, latency_ms: float, peers: list[tuple[float, list[float]]], margin: float
-) -> bool:
-    """True when a finished trial at least as fast was more than ``margin`` more accurate at this epoch.
-
-    Such a trial can no longer reach the Pareto front unless it out-learns a faster model by more than the
-    margin in its remaining epochs; the margin is how much late catching-up we allow for.
-    """
-    for peer_latency, history in peers:
-        if (
-            peer_latency <= latency_ms
-            and len(history) >= epoch
-            and history[epoch - 1] > val_accuracy + margin
-        ):
-            return True
-    return False
-
-
-# --------------------------------------------------------------------------------------------- objective
-
-
-def _is_surplus(study: optuna.Study, trial: optuna.Trial, total: int) -> bool:
-    """Whether ``trial`` would exceed the total: count live trials created before it (exact under races)."""
-    before = [t for t in study.get_trials(deepcopy=False, states=LIVE_STATES) if t.number < trial.number]
-    return len(before) >= total
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, torch.OutOfMemoryError):
-        return True
-    text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+class _OverBudget(Exception):
+    def __init__(self, keys: list[str]):
+        super().__init__(", ".join(keys))
+        self.keys = keys
 
 
 class Objective:
-    """The per-trial work. Built once per worker; the task is loaded once, latency is cached per architecture."""
+    """The per-trial work of one worker. The task is loaded once; latency is cached per architecture.
 
-    def __init__(self, handle: StudyHandle, total: int, device: torch.device):
-        from explorer.engine.latency import LatencyCache
-        from explorer.engine.tasks import load_task
-        from explorer.search.artifacts import store_for
-        from explorer.search.space import SearchSpace
+    Args:
+        study, spec, storage_url: the study, its spec, and where it lives (for the artifact store).
+        stage: ``search`` (sample new architectures up to ``total``) or ``finalists`` (run queued finalist
+            runs only; anything else is closed).
+        total: the search stage's total (ignored in the finalist stage).
+        device: where to time and train (default: the spec's latency device).
+        store: where completed trials' weights go (None: not kept).
+        on_epoch: called after every epoch of every trial (progress in this process).
+    """
 
-        self.study, self.spec, self.total, self.device = handle.study, handle.spec, total, device
-        self.space = SearchSpace.from_spec(self.spec)
-        self.task = load_task(self.spec.task.name, **self.spec.task.options)
+    def __init__(
+        self,
+        study: optuna.Study,
+        spec: StudySpec,
+        *,
+        stage: str = "search",
+        total: int | None = None,
+        device: str | None = None,
+        store: ArtifactStore | None = None,
+        on_epoch: Callable[[], None] | None = None,
+    ):
+        self.study, self.spec, self.stage = study, spec, stage
+        self.on_epoch = on_epoch
+        self.total = spec.n_trials if total is None else total
+        self.space = SearchSpace(spec.space)
+        self.task = load_task(spec.task.name, **spec.task.options)
         self.cache = LatencyCache()
-        self.store = store_for(handle)  # trained weights of completed trials, for `explorer heads`
-        lat = self.spec.latency
-        self.lat_cfg = LatencyConfig(batch_size=lat.batch_size, threads=lat.threads, dtype=lat.dtype)
+        self.latency_cfg = dataclasses.replace(spec.latency, device=device or spec.latency.device)
+        self.claims = Claims(study._storage, spec.name)
+        self.store = store
+
+    # ---------------------------------------------------------------------------------------- entry
 
     def __call__(self, trial: optuna.Trial) -> tuple[float, ...]:
         try:
@@ -96,142 +114,187 @@ class Objective:
         except KeyboardInterrupt:
             # Optuna marks this trial FAIL and re-raises; queue its configuration so a resume retries it.
             trial.set_user_attr("fail_reason", "interrupted (Ctrl-C); its configuration is queued for resume")
-            if trial.params:
-                self.study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+            if trial.params or trial.user_attrs.get("role") == "finalist":
+                keep = {k: trial.user_attrs[k] for k in RETRY_ATTRS if k in trial.user_attrs}
+                self.study.enqueue_trial(trial.params, user_attrs={**keep, "retry_of": trial.number})
             raise
 
+    def _close(self, trial: optuna.Trial, attr: str, value: Any, why: str) -> ClosedTrial:
+        trial.set_user_attr(attr, value)
+        return ClosedTrial(f"trial {trial.number}: {why}")
+
     def _run(self, trial: optuna.Trial) -> tuple[float, ...]:
-        if _is_surplus(self.study, trial, self.total):
-            trial.set_user_attr("surplus", True)
-            raise SurplusTrial(f"trial {trial.number} is beyond the study's total of {self.total}")
-        from explorer.engine.device import describe_device
-        from explorer.engine.latency import model_latency
-        from explorer.engine.model import build_model
+        role = trial.user_attrs.get("role", "search")
+        if self.stage == "finalists" and role != "finalist":
+            raise self._close(trial, "surplus", True, "the finalist queue is empty")
+        if role == "search":
+            before = [t for t in live_trials(self.study, "search") if t.number < trial.number]
+            if len(before) >= self.total:
+                raise self._close(trial, "surplus", True, f"beyond the search total of {self.total}")
+        if "proposal" not in trial.user_attrs:
+            trial.set_user_attr("proposal", "enqueued")
+        if role == "finalist":  # a chosen architecture, possibly outside the search space (a reference)
+            run = trial.user_attrs["finalist"]
+            config, lr = ModelConfig.from_dict(run["model"]), float(run["lr"])
+        else:
+            sampled = self.space.sample(trial)
+            config, lr = sampled.config, sampled.lr
+        key = arch_key(config, lr)
+        if role == "finalist":
+            seed = int(trial.user_attrs["seed"])
+            claim_key, epochs = f"{key}|seed{seed}", self.spec.finalists.epochs(self.spec.task.epochs)
+        else:
+            seed = int(trial.user_attrs.get("seed", self.spec.seed + trial.number))
+            claim_key, epochs = key, self.spec.task.epochs
+        failed = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
+        holder = self.claims.claim(claim_key, trial.number, can_take_over=failed)
+        if holder != trial.number:
+            raise self._close(trial, "duplicate_of", holder, f"trial {holder} already runs {claim_key}")
 
-        sampled = self.space.sample(trial)
-        cfg = sampled.config
-        epochs = self.spec.task.epochs
-        attrs: dict[str, Any] = {
-            "d_model": cfg.d_model,
-            "n_layers": cfg.n_layers,
-            "heads": list(cfg.heads),
-            "d_k": list(cfg.d_k),
-            "family": cfg.family,
-            "min_dk": cfg.min_dk,
-            "mlp_ratio": cfg.mlp_ratio,
-            "lr": sampled.lr,
-            "rejected": sampled.rejected,
-            "repaired": sampled.repaired,
-            "epochs_planned": epochs,
-            "seed": self.spec.seed + trial.number,
-            "device": describe_device(self.device),
-            "torch_version": torch.__version__,
-            "attention_impl": cfg.attention,
-        }
-        model = build_model(cfg, self.task.spec)
-        attrs.update(params=model.num_params(), flops=model.flops(1))
-        del model
-        t0 = time.perf_counter()
-        latency = model_latency(cfg, self.task.spec, self.lat_cfg, self.device, cache=self.cache)
-        attrs["latency_time_s"] = time.perf_counter() - t0  # ~0 when the architecture was timed before
-        attrs.update(
-            latency_ms=latency.median_ms, latency_iqr_ms=latency.iqr_ms, latency_batch_size=latency.batch_size
+        record = TrialRecord(
+            number=trial.number,
+            state="RUNNING",
+            role=role,
+            config=config,
+            lr=lr,
+            seed=seed,
+            epochs_planned=epochs,
+            batch_size=self.spec.task.batch_size,
         )
-        constraints = self._constraints(attrs)
-        attrs["constraints"] = constraints
-        for key, value in constraints.items():
-            trial.set_constraint(key, value)
-        self._set_attrs(trial, attrs)
-        if any(v > 0 for v in constraints.values()):
-            self._set_attrs(
-                trial,
-                {
-                    "epochs_run": 0,
-                    "epochs_saved": epochs,
-                    "early_stopped": True,
-                    "stop_reason": "over budget before training",
-                },
-            )
-            raise optuna.TrialPruned("over budget: " + ", ".join(k for k, v in constraints.items() if v > 0))
-
-        peers = self._peers()
-        es = self.spec.early_stopping
+        _set_attrs(trial, record.arch_attrs())
+        train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed)
+        measured: dict[str, Any] = {}
         history: list[float] = []
 
-        def on_epoch(stats: Any) -> bool:
-            history.append(stats.val_accuracy)  # stored once at the end: peers only read finished trials
-            return (
-                es.enabled
-                and stats.epoch >= es.min_epochs
-                and stats.epoch < epochs
-                and dominated_at_epoch(stats.epoch, stats.val_accuracy, latency.median_ms, peers, es.margin)
+        def on_measured(latency: LatencyResult, params: int) -> None:
+            measured["latency"] = latency
+            constraints = self._constraints(latency.median_ms, params)
+            _set_attrs(
+                trial, {"latency": latency.to_dict(), "latency_ms": latency.median_ms, "params": params}
             )
+            for name, value in constraints.items():
+                trial.set_constraint(name, value)
+            over = [name for name, value in constraints.items() if value > 0]
+            if over:
+                raise _OverBudget(over)
 
-        train_cfg = TrainConfig(
-            epochs=epochs,
-            batch_size=self.spec.task.batch_size,
-            lr=sampled.lr,
-            seed=self.spec.seed + trial.number,
-        )
-        from explorer.engine.train import fit
+        rungs = set(self.spec.early_stopping.rungs(epochs)) if role == "search" else set()
+        n_val = len(self.task.val[1])
+
+        def on_epoch(stats: EpochStats) -> bool:
+            history.append(stats.val_accuracy)
+            trial.set_user_attr("epoch", stats.epoch)  # progress, for a parent process polling the storage
+            if self.on_epoch is not None:
+                self.on_epoch()
+            if role == "finalist":
+                if fidelity.plateaued(history, n_val, self.spec.finalists.patience):
+                    measured["stop"] = (
+                        f"plateau at epoch {stats.epoch}: no rise above one standard error in "
+                        f"{self.spec.finalists.patience} epochs"
+                    )
+                    return True
+                return False
+            if stats.epoch not in rungs:
+                return False
+            trial.set_user_attr("history", list(history))  # running peers compare against it
+            lat = measured["latency"]
+            verdict = fidelity.dominated_at_rung(
+                stats.epoch,
+                stats.val_accuracy,
+                n_val,
+                key,
+                lat.median_ms,
+                lat.iqr_ms / lat.median_ms,
+                self._peers(trial.number),
+                self.spec.early_stopping.alpha,
+            )
+            if verdict.stop:
+                measured["stop"] = verdict.reason
+            return verdict.stop
 
         try:
-            t0 = time.perf_counter()
-            model, result = fit(cfg, self.task, train_cfg, self.device, on_epoch=on_epoch)
-            fit_time = time.perf_counter() - t0  # training and per-epoch evaluation
-        except TrainingDivergedError as exc:
-            trial.set_user_attr("fail_reason", f"diverged: {exc}")
+            result = evaluate_variant(
+                config,
+                self.task,
+                train_cfg,
+                self.latency_cfg,
+                # finalists are timed afresh: independent timings give the latency its real spread
+                cache=self.cache if role == "search" else None,
+                on_measured=on_measured,
+                on_epoch=on_epoch,
+                keep_model=self.store is not None,
+            )
+        except _OverBudget as exc:
+            _set_attrs(trial, {"stop": f"over budget before training ({exc})", "history": []})
+            raise optuna.TrialPruned(f"over budget: {exc}") from None
+        except VariantFailed as exc:
+            _set_attrs(trial, {"fail_reason": str(exc), "history": history})
             raise TrialFailed(str(exc)) from None
-        except (RuntimeError, MemoryError) as exc:
-            if not (_is_oom(exc) or isinstance(exc, MemoryError)):
-                raise
-            trial.set_user_attr("fail_reason", f"out of memory on {self.device}: {str(exc)[:200]}")
-            if self.device.type == "cuda":
-                torch.cuda.empty_cache()
-            raise TrialFailed("out of memory") from None
-        self._set_attrs(
-            trial,
-            {
-                "val_accuracy": result.val_accuracy,
-                "test_accuracy": result.test_accuracy,
-                "train_time_s": result.train_time_s,
-                "epochs_run": result.epochs_run,
-                "epochs_saved": epochs - result.epochs_run,
-                "early_stopped": result.stopped_early,
-                "samples_per_s": result.samples_per_s,
-                "fit_time_s": fit_time,
-                "val_history": history,
-                **(
-                    {"stop_reason": f"dominated at epoch {result.epochs_run}"} if result.stopped_early else {}
-                ),
-            },
-        )
-        if result.stopped_early:
-            raise optuna.TrialPruned(f"dominated at epoch {result.epochs_run}")
-        self.store.save(self.spec.name, trial.number, model)  # size-capped; `heads` retrains what was evicted
-        values = [result.val_accuracy, latency.median_ms]
+
+        attrs: dict[str, Any] = {
+            "history": [s.val_accuracy for s in result.fit.history],
+            "val_accuracy": result.val_accuracy,
+            "test_accuracy": result.test_accuracy,
+            "val_size": result.val_size,
+            "flops": result.flops,
+            "device": result.device,
+            "torch_version": result.torch_version,
+            "train_time_s": result.fit.train_time_s,
+            "samples_per_s": result.fit.samples_per_s,
+        }
+        if "stop" in measured:
+            attrs["stop"] = measured["stop"]
+        if result.relations is not None:
+            attrs["relations"] = [
+                [int(r.layer), int(r.head), int(r.relation), round(float(r.attention), 4)]
+                for r in result.relations.itertuples()
+            ]
+        _set_attrs(trial, attrs)
+        if role == "search" and result.fit.stopped_early:
+            raise optuna.TrialPruned(measured.get("stop", "stopped early"))
+        if self.store is not None and result.model is not None:
+            self.store.save(self.spec.name, trial.number, result.model)  # size-capped; retrained if evicted
+        values = [result.val_accuracy, result.latency.median_ms]
         if self.spec.objectives.params:
-            values.append(float(attrs["params"]))
+            values.append(float(result.params))
         return tuple(values)
 
-    def _constraints(self, attrs: dict[str, Any]) -> dict[str, float]:
+    # ---------------------------------------------------------------------------------------- helpers
+
+    def _constraints(self, latency_ms: float, params: int) -> dict[str, float]:
         budgets = self.spec.budgets
         out: dict[str, float] = {}
         if budgets.max_latency_ms is not None:
-            out["latency_ms"] = attrs["latency_ms"] - budgets.max_latency_ms
+            out["latency_ms"] = latency_ms - budgets.max_latency_ms
         if budgets.max_params is not None:
-            out["params"] = float(attrs["params"] - budgets.max_params)
+            out["params"] = float(params - budgets.max_params)
         return out
 
-    def _peers(self) -> list[tuple[float, list[float]]]:
-        """Finished trials' latency and per-epoch validation accuracy, fetched once per trial."""
-        return [
-            (t.user_attrs["latency_ms"], t.user_attrs["val_history"])
-            for t in self.study.get_trials(deepcopy=False, states=FINISHED_STATES)
-            if "latency_ms" in t.user_attrs and t.user_attrs.get("val_history")
-        ]
+    def _peers(self, number: int) -> list[fidelity.Peer]:
+        """Other search trials with a latency and a validation history (finished, or running past a rung)."""
+        peers = []
+        for t in self.study.get_trials(deepcopy=False, states=LIVE_STATES):
+            a = t.user_attrs
+            if t.number == number or is_bookkeeping(t) or a.get("role", "search") != "search":
+                continue
+            if not a.get("history") or not isinstance(a.get("latency"), dict):
+                continue
+            lat = LatencyResult.from_dict(a["latency"])
+            config = self.space.decode(t.params) if t.params else None
+            if config is None:
+                continue
+            peers.append(
+                fidelity.Peer(
+                    number=t.number,
+                    key=arch_key(config.config, config.lr),
+                    latency_ms=lat.median_ms,
+                    spread=lat.iqr_ms / lat.median_ms if lat.median_ms > 0 else 0.0,
+                    history=tuple(float(x) for x in a["history"]),
+                )
+            )
+        return peers
 
-    @staticmethod
-    def _set_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
-        for key, value in attrs.items():
-            trial.set_user_attr(key, value)
+
+def _set_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
+    for key, value in attrs.items():
+        trial.set_user_attr(key, value)

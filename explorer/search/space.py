@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -41,43 +40,14 @@ from typing import TYPE_CHECKING, Any
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
-from explorer.engine.config import ModelConfig, valid_heads
-from explorer.errors import ConfigError, SpecError
-from explorer.search.spec import SAMPLERS
+from explorer.engine.config import ModelConfig
+from explorer.errors import ConfigError
+from explorer.search.spec import FACTORS, check_space, space_combos
 
 if TYPE_CHECKING:
     from explorer.search.spec import SpaceSpec, StudySpec
 
-__all__ = ["SearchSpace", "Sampled", "make_sampler", "realisable_families"]
-
-FACTORS = ("family", "d_model", "min_dk", "n_layers")  # sampled in this order; nominal family first
-MIN_LAYERS = {"uniform": 1, "increasing": 2, "decreasing": 2, "free": 3}  # depth a family needs
-MIN_COUNTS = {"uniform": 1, "increasing": 2, "decreasing": 2, "free": 2}  # valid head counts it needs
-
-
-def _combos(
-    space: SpaceSpec,
-) -> tuple[dict[tuple[int, int], tuple[int, ...]], tuple[tuple[str, int, int, int], ...]]:
-    """Valid head candidates per (d_model, min_dk), and every realisable (family, d_model, min_dk, n_layers)."""
-    counts = {  # the one head rule lives in explorer.engine.config.valid_heads
-        (d, m): tuple(h for h in space.heads if h in set(valid_heads(d, m)))
-        for d in space.d_model
-        for m in space.min_dk
-    }
-    combos = tuple(
-        (f, d, m, n_layers)
-        for f in space.families
-        for d in space.d_model
-        for m in space.min_dk
-        for n_layers in space.n_layers
-        if len(counts[d, m]) >= MIN_COUNTS[f] and n_layers >= MIN_LAYERS[f]
-    )
-    return counts, combos
-
-
-def realisable_families(space: SpaceSpec) -> tuple[str, ...]:
-    """The families of ``space.families`` that some d_model, min_dk and depth of the space can realise."""
-    return tuple(dict.fromkeys(f for f, *_ in _combos(space)[1]))
+__all__ = ["SearchSpace", "Sampled"]
 
 
 def _pick(u: float, k: int) -> int:
@@ -99,8 +69,6 @@ class Sampled:
     config: ModelConfig
     lr: float
     params: dict[str, Any]
-    repaired: bool = False  # never True: every parameter combination decodes to a valid config
-    rejected: int = 0  # never above 0, for the same reason; kept so the trial record can show it
 
     @property
     def family(self) -> str:
@@ -123,8 +91,8 @@ class SearchSpace:
 
     def __init__(self, space: SpaceSpec):
         self.space = space
-        self.counts, self.combos = _combos(space)
-        self._check()
+        check_space(space)
+        self.counts, self.combos = space_combos(space)
         # options[p][prefix]: values of factor p usable after the earlier factors took the values in prefix
         self._options: list[dict[tuple[Any, ...], tuple[Any, ...]]] = []
         self.factors: list[_Factor] = []
@@ -168,59 +136,6 @@ class SearchSpace:
         return (0, n_layers - 1) if family in ("increasing", "decreasing") else tuple(range(n_layers))
 
     # ----------------------------------------------------------------------------------------- checks
-
-    def _check(self) -> None:
-        """Every listed value must be usable by some valid config; say which is not and how to fix it."""
-        s = self.space
-        floor = min(s.min_dk)
-        if not any(self.counts.values()):
-            raise SpecError(
-                f"no head count in heads {list(s.heads)} divides any d_model in {list(s.d_model)} with "
-                f"d_k >= {floor}; for d_model {s.d_model[-1]} the valid counts are "
-                f"{valid_heads(s.d_model[-1], floor) or 'none'}: add some, or lower min_dk."
-            )
-        used = {i: {c[i] for c in self.combos} for i in range(4)}
-        for f in s.families:
-            if f not in used[0]:
-                raise SpecError(
-                    f"family {f!r} cannot be realised: it needs {MIN_LAYERS[f]}+ layers and {MIN_COUNTS[f]}+ valid "
-                    f"head counts for one d_model and min_dk; add such n_layers or head counts, or drop {f!r}."
-                )
-        for d in s.d_model:
-            if d not in used[1]:
-                valid = sorted({h for m in s.min_dk for h in self.counts[d, m]})
-                has = f"only the head counts {valid}" if valid else f"none of the head counts {list(s.heads)}"
-                raise SpecError(
-                    f"d_model {d} admits {has} at d_k >= {floor}, too few for families {list(s.families)}; "
-                    f"add head counts from {valid_heads(d, floor)} or remove {d} from d_model."
-                )
-        for m in s.min_dk:
-            if m not in used[2]:
-                raise SpecError(
-                    f"min_dk {m} leaves too few valid head counts for every d_model and family; lower it, "
-                    f"remove it from min_dk, or add a wider d_model."
-                )
-        for n_layers in s.n_layers:
-            if n_layers not in used[3]:
-                raise SpecError(
-                    f"n_layers {n_layers} fits none of the families {list(s.families)} (increasing and decreasing "
-                    f"need 2+ layers, free 3+); remove it or add 'uniform' to families."
-                )
-        usable = {h for _, d, m, _ in self.combos for h in self.counts[d, m]}
-        for h in s.heads:
-            if h not in usable:
-                if any(d % h == 0 for d in s.d_model):
-                    d = max(d for d in s.d_model if d % h == 0)
-                    why = (
-                        f"d_k = {d}/{h} = {d // h} < {floor}"
-                        if d // h < floor
-                        else "no listed family can use it"
-                    )
-                else:
-                    why = f"{h} divides no listed d_model"
-                raise SpecError(
-                    f"head count {h} is never valid ({why}); remove it from heads, lower min_dk or add a wider d_model."
-                )
 
     # ----------------------------------------------------------------------------------------- sampling
 
@@ -274,6 +189,35 @@ class SearchSpace:
         )
         return Sampled(config=config, lr=float(lr), params=dict(params))
 
+    # ----------------------------------------------------------------------------------------- listing
+
+    def points(self) -> Iterator[Sampled]:
+        """Every configuration the space can produce, each with parameters that :meth:`decode` maps back to it.
+
+        Lazily, family by family. A searched learning rate is given its range's geometric midpoint.
+        """
+        lr = math.sqrt(self.space.lr[0] * self.space.lr[1]) if isinstance(self.space.lr, tuple) else None
+        for combo in self.combos:
+            base: dict[str, Any] = {}
+            for p, factor in enumerate(self.factors):
+                value = combo[p]
+                if factor.mode == "direct":
+                    base[factor.param] = value
+                elif factor.mode == "quantile":
+                    options = self._options[p][combo[:p]]
+                    base[factor.param] = (options.index(value) + 0.5) / len(options)
+            family, d_model, min_dk, n_layers = combo
+            counts = self.counts[d_model, min_dk]
+            for heads_params in _heads_params(family, len(counts), n_layers):
+                for mlp_ratio in self.space.mlp_ratio:
+                    params = {name: 0.5 for name in self.distributions if name.startswith("heads_q")}
+                    params |= base | heads_params
+                    if "mlp_ratio" in self.distributions:
+                        params["mlp_ratio"] = mlp_ratio
+                    if lr is not None:
+                        params["lr"] = lr
+                    yield self.decode(params)
+
     # ----------------------------------------------------------------------------------------- counting
 
     def enumerate_configs(self) -> Iterator[ModelConfig]:
@@ -326,6 +270,33 @@ def _schedule(family: str, counts: tuple[int, ...], n_layers: int, u: Callable[[
     return ",".join(str(counts[k]) for k in idx)
 
 
+def _heads_params(family: str, n: int, n_layers: int) -> Iterator[dict[str, float]]:
+    """For every schedule of ``family`` over ``n`` valid counts, the ``heads_q*`` positions that select it in
+    :func:`_schedule` (the middle of each position's bin)."""
+    last = n_layers - 1
+    if n == 1:  # a single valid count: nothing to choose
+        yield {}
+    elif family == "uniform":
+        yield from ({"heads_q0": (k + 0.5) / n} for k in range(n))
+    elif family == "increasing":
+        for i in range(n - 1):
+            for j in range(i + 1, n):
+                yield {"heads_q0": (i + 0.5) / (n - 1), f"heads_q{last}": (j - i - 1 + 0.5) / (n - 1 - i)}
+    elif family == "decreasing":
+        for i in range(1, n):
+            for j in range(i):
+                yield {"heads_q0": (i - 1 + 0.5) / (n - 1), f"heads_q{last}": (j + 0.5) / i}
+    else:
+        for idx in itertools.product(range(n), repeat=n_layers):
+            if not _can_finish_free(list(idx), 0):
+                continue
+            params = {}
+            for layer in range(n_layers):
+                allowed = [k for k in range(n) if _can_finish_free([*idx[:layer], k], last - layer)]
+                params[f"heads_q{layer}"] = (allowed.index(idx[layer]) + 0.5) / len(allowed)
+            yield params
+
+
 def _all_schedules(family: str, counts: tuple[int, ...], n_layers: int) -> Iterator[str]:
     """Every schedule of ``family`` over ``counts``: the set :func:`_schedule` ranges over."""
     if family == "uniform":
@@ -338,46 +309,3 @@ def _all_schedules(family: str, counts: tuple[int, ...], n_layers: int) -> Itera
         for idx in itertools.product(range(len(counts)), repeat=n_layers):
             if _can_finish_free(list(idx), 0):
                 yield ",".join(str(counts[k]) for k in idx)
-
-
-def make_sampler(spec: StudySpec, stream: int = 0) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler the spec names, seeded from ``spec.seed``.
-
-    Budgets reach the samplers through ``trial.set_constraint`` (Optuna 5.0 reads trial.constraints itself; the
-    old ``constraints_func`` argument is deprecated there), so no constraints function is passed. ``stream``
-    varies the seed reproducibly: give each worker process (and each resumed run) its own stream, or seeded
-    samplers in parallel repeat one another's draws.
-    """
-    seed = spec.seed if stream == 0 else _mix(spec.seed, stream)
-    if spec.sampler == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True)
-    if spec.sampler == "nsga2":
-        # a generation per ~1/5 of the budget, so that small studies still evolve
-        population = min(50, max(8, spec.n_trials // 5))
-        return optuna.samplers.NSGAIISampler(seed=seed, population_size=population)
-    if spec.sampler == "gp":
-        return optuna.samplers.GPSampler(seed=seed)
-    if spec.sampler == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
-    if spec.sampler == "qmc":
-        # Scrambled Sobol points cover the space evenly (each aligned block of 2^m points puts 2^m / q in each of
-        # q equal bins of a parameter, q a power of 2 up to 2^m): for a small space to cover, not search. All
-        # workers must share one sequence, so its seed ignores the stream; Optuna counts the points used in
-        # the study's storage. The first trial comes from the independent sampler, streamed like "random".
-        with warnings.catch_warnings():  # "experimental since 3.0": a notice for developers, not for users
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.samplers.QMCSampler(
-                qmc_type="sobol",
-                scramble=True,
-                seed=spec.seed,
-                independent_sampler=optuna.samplers.RandomSampler(seed=seed),
-                warn_independent_sampling=False,
-            )
-    raise SpecError(f"sampler {spec.sampler!r} is unknown; choose one of {', '.join(SAMPLERS)}.")
-
-
-def _mix(seed: int, stream: int) -> int:
-    """A seed for ``stream`` that differs from every other stream's and stays the same from run to run."""
-    import numpy as np
-
-    return int(np.random.SeedSequence([seed, stream]).generate_state(1)[0])

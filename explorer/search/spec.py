@@ -9,17 +9,20 @@ and ``spec_from_dict(spec.to_dict()) == spec``.
 Keys (``*`` = required; studies/quickstart.toml shows every one with a comment)::
 
     name*      study name: letters, digits, '-', '_', '.', not starting with '.' (also the default DB file)
-    n_trials*  the study's total number of trials, across resumes and workers
-    storage    SQLAlchemy URL; default none = sqlite:///studies/<name>.db
+    n_trials*  search trials: each evaluates one architecture not evaluated before, with one seed
+    storage    SQLAlchemy URL; default none = sqlite:///studies/<name>.db (never stored with the study)
     timeout    optional seconds per `study run` call
     sampler    tpe | nsga2 | gp | random | qmc (default tpe; qmc covers a small space evenly)
     seed       sampler and training seed (default 0)
+    bench      run the attention benchmark once per study, for the "merged heads are faster" rule (true)
 
     [objectives]     accuracy = "maximize" (validation accuracy, always), latency = "minimize" (always),
                      params = "minimize" (optional third objective: parameter count)
     [task]           name* = digits | relations | path/to/data.npz (relative to the working directory);
-                     options = { ... } passed to explorer.engine.tasks.load_task; epochs (10), batch_size (64)
-    [space]          d_model*, n_layers*, heads* (lists of ints: widths, depths, head-count candidates);
+                     options = { ... } passed to explorer.engine.tasks.load_task; epochs (10): a search
+                     trial's full budget; batch_size (64)
+    [space]          d_model*, n_layers*, heads* (lists of ints: widths, depths, head-count candidates; one
+                     width and one depth fix the base model, so the study answers "how many heads for it");
                      min_dk (int or list of ints to search over, default 1); families (subset of uniform,
                      increasing, decreasing, free; default: every one the space can realise, e.g. free
                      needs 3+ layers); mlp_ratio (list, default [4.0]);
@@ -28,8 +31,17 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
     [latency]        device (auto | cpu | cuda, default auto), batch_size (32), threads (1),
                      dtype (float32 | bfloat16 | float16, default float32; half types need cuda)
     [budgets]        max_latency_ms, max_params: optional; each becomes an Optuna constraint
-    [early_stopping] enabled (true), min_epochs (2: never stop before this epoch),
-                     margin (0.05: how much more accurate an at-least-as-fast trial must have been)
+    [early_stopping] enabled (true); min_epochs (3): the first rung; reduction (2): rungs at min_epochs,
+                     min_epochs * reduction, ... below [task] epochs; alpha (0.05): at a rung a trial stops
+                     only when a different, at-least-as-fast architecture is more accurate by more than the
+                     validation split's binomial noise allows at family-wise error alpha (Bonferroni over
+                     the peers compared)
+    [finalists]      enabled (true): after the search, retrain the knee, its nearest front neighbours and
+                     reference layouts with fresh seeds until accuracy stops moving; top (2): front
+                     architectures nearest the knee; references (true): 1 head and the folklore's 8 (8-16)
+                     heads per layer at the knee's width and depth, and the next faster front layout;
+                     seeds (3); max_epochs (3 x [task] epochs); patience (4): stop when the best validation
+                     accuracy has not risen by more than one binomial standard error in this many epochs
 """
 
 from __future__ import annotations
@@ -41,19 +53,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from explorer.engine.config import ATTENTION_IMPLS, SCHEDULE_FAMILIES
-from explorer.errors import SpecError
+from explorer.engine.config import (
+    ATTENTION_IMPLS,
+    LATENCY_DTYPES,
+    SCHEDULE_FAMILIES,
+    LatencyConfig,
+    valid_heads,
+)
+from explorer.errors import ConfigError, SpecError
+from explorer.search.storage import check_study_name  # the one rule for safe study (and file) names
 
 __all__ = [
     "SAMPLERS",
     "BudgetsSpec",
     "EarlyStoppingSpec",
-    "LatencySpec",
+    "FinalistsSpec",
     "ObjectivesSpec",
     "SpaceSpec",
     "StudySpec",
     "TaskSpec",
+    "check_space",
     "load_spec",
+    "realisable_families",
+    "space_combos",
     "spec_from_dict",
 ]
 
@@ -63,10 +85,9 @@ TASK_NAMES = (
     "relations",
 )  # explorer.engine.tasks.TASKS; not imported, so parsing a spec stays torch-free
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("float32", "bfloat16", "float16")
 TOP_KEYS = (
-    *("name", "storage", "n_trials", "timeout", "sampler", "seed"),
-    *("objectives", "task", "space", "latency", "budgets", "early_stopping"),
+    *("name", "storage", "n_trials", "timeout", "sampler", "seed", "bench"),
+    *("objectives", "task", "space", "latency", "budgets", "early_stopping", "finalists"),
 )
 
 
@@ -107,16 +128,6 @@ class SpaceSpec:
 
 
 @dataclass(frozen=True)
-class LatencySpec:
-    """How latency is measured."""
-
-    device: str = "auto"  # auto | cpu | cuda
-    batch_size: int = 32  # examples per timed forward pass
-    threads: int = 1  # CPU threads while timing
-    dtype: str = "float32"  # float32 | bfloat16 | float16
-
-
-@dataclass(frozen=True)
 class BudgetsSpec:
     """Hard limits; each one set becomes an Optuna constraint (trials over it are infeasible)."""
 
@@ -126,11 +137,37 @@ class BudgetsSpec:
 
 @dataclass(frozen=True)
 class EarlyStoppingSpec:
-    """Stop a trial whose validation accuracy is clearly dominated by at-least-as-fast trials at the same epoch."""
+    """Rung-based early stopping that is honest under the validation split's noise (explorer.search.fidelity)."""
 
     enabled: bool = True
-    min_epochs: int = 2  # the first epoch at which a trial may be stopped
-    margin: float = 0.05  # accuracy by which a faster trial must lead for this one to stop
+    min_epochs: int = 3  # the first rung: no trial stops before this epoch
+    reduction: int = 2  # rungs at min_epochs * reduction**i, below the planned epochs
+    alpha: float = 0.05  # family-wise error of "a faster architecture is more accurate" at one rung
+
+    def rungs(self, epochs: int) -> tuple[int, ...]:
+        """The epochs at which a trial of ``epochs`` planned epochs may stop (none when disabled)."""
+        if not self.enabled:
+            return ()
+        out, r = [], self.min_epochs
+        while r < epochs:
+            out.append(r)
+            r *= self.reduction
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class FinalistsSpec:
+    """The finalist stage: the knee, its neighbours and references retrained with fresh seeds to a plateau."""
+
+    enabled: bool = True
+    top: int = 2  # front architectures nearest the knee (the knee included)
+    references: bool = True  # 1 head, 8 (8-16) heads per layer and the next faster front layout
+    seeds: int = 3  # fresh seeds per finalist
+    max_epochs: int | None = None  # cap of the plateau rule; None: 3 x [task] epochs
+    patience: int = 4  # epochs without a rise of more than one binomial standard error before stopping
+
+    def epochs(self, search_epochs: int) -> int:
+        return self.max_epochs or 3 * search_epochs
 
 
 @dataclass(frozen=True)
@@ -142,15 +179,15 @@ class StudySpec:
     task: TaskSpec
     space: SpaceSpec
     objectives: ObjectivesSpec = ObjectivesSpec()
-    latency: LatencySpec = LatencySpec()
+    latency: LatencyConfig = LatencyConfig()
     budgets: BudgetsSpec = BudgetsSpec()
     early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
-    storage: str | None = (
-        None  # None: sqlite:///studies/<name>.db (explorer.search.storage.default_storage_url)
-    )
+    finalists: FinalistsSpec = FinalistsSpec()
+    storage: str | None = None  # None: sqlite:///studies/<name>.db (search.storage.default_storage_url)
     timeout: float | None = None
     sampler: str = "tpe"
     seed: int = 0
+    bench: bool = True  # the attention benchmark, once per study (the "merged heads are faster" rule)
 
     def objective_names(self) -> list[str]:
         """The objectives in the order of a trial's values."""
@@ -164,6 +201,13 @@ class StudySpec:
         """A canonical, JSON-ready dict that :func:`spec_from_dict` reads back into an equal spec."""
         return _plain(dataclasses.asdict(self))
 
+    def stored(self) -> dict[str, Any]:
+        """What is stored with the study: :meth:`to_dict` without ``storage`` (a URL may hold a password, and
+        where the study lives is not part of what it means)."""
+        d = self.to_dict()
+        d.pop("storage", None)
+        return d
+
 
 def _plain(value: Any) -> Any:
     """Tuples to lists and unset (None) keys dropped, recursively, so that the dict survives JSON."""
@@ -172,6 +216,90 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+# --------------------------------------------------------------------------------------------- the space
+
+FACTORS = ("family", "d_model", "min_dk", "n_layers")  # sampled in this order; nominal family first
+MIN_LAYERS = {"uniform": 1, "increasing": 2, "decreasing": 2, "free": 3}  # depth a family needs
+MIN_COUNTS = {"uniform": 1, "increasing": 2, "decreasing": 2, "free": 2}  # valid head counts it needs
+
+
+def space_combos(
+    space: SpaceSpec,
+) -> tuple[dict[tuple[int, int], tuple[int, ...]], tuple[tuple[str, int, int, int], ...]]:
+    """Valid head candidates per (d_model, min_dk), and every realisable (family, d_model, min_dk, n_layers)."""
+    counts = {  # the one head rule lives in explorer.engine.config.valid_heads
+        (d, m): tuple(h for h in space.heads if h in set(valid_heads(d, m)))
+        for d in space.d_model
+        for m in space.min_dk
+    }
+    combos = tuple(
+        (f, d, m, n_layers)
+        for f in space.families
+        for d in space.d_model
+        for m in space.min_dk
+        for n_layers in space.n_layers
+        if len(counts[d, m]) >= MIN_COUNTS[f] and n_layers >= MIN_LAYERS[f]
+    )
+    return counts, combos
+
+
+def realisable_families(space: SpaceSpec) -> tuple[str, ...]:
+    """The families of ``space.families`` that some d_model, min_dk and depth of the space can realise."""
+    return tuple(dict.fromkeys(f for f, *_ in space_combos(space)[1]))
+
+
+def check_space(s: SpaceSpec) -> None:
+    """Every listed value must be usable by some valid config; say which is not and how to fix it."""
+    counts, combos = space_combos(s)
+    floor = min(s.min_dk)
+    if not any(counts.values()):
+        raise SpecError(
+            f"no head count in heads {list(s.heads)} divides any d_model in {list(s.d_model)} with "
+            f"d_k >= {floor}; for d_model {s.d_model[-1]} the valid counts are "
+            f"{valid_heads(s.d_model[-1], floor) or 'none'}: add some, or lower min_dk."
+        )
+    used = {i: {c[i] for c in combos} for i in range(4)}
+    for f in s.families:
+        if f not in used[0]:
+            raise SpecError(
+                f"family {f!r} cannot be realised: it needs {MIN_LAYERS[f]}+ layers and {MIN_COUNTS[f]}+ valid "
+                f"head counts for one d_model and min_dk; add such n_layers or head counts, or drop {f!r}."
+            )
+    for d in s.d_model:
+        if d not in used[1]:
+            valid = sorted({h for m in s.min_dk for h in counts[d, m]})
+            has = f"only the head counts {valid}" if valid else f"none of the head counts {list(s.heads)}"
+            raise SpecError(
+                f"d_model {d} admits {has} at d_k >= {floor}, too few for families {list(s.families)}; "
+                f"add head counts from {valid_heads(d, floor)} or remove {d} from d_model."
+            )
+    for m in s.min_dk:
+        if m not in used[2]:
+            raise SpecError(
+                f"min_dk {m} leaves too few valid head counts for every d_model and family; lower it, "
+                f"remove it from min_dk, or add a wider d_model."
+            )
+    for n_layers in s.n_layers:
+        if n_layers not in used[3]:
+            raise SpecError(
+                f"n_layers {n_layers} fits none of the families {list(s.families)} (increasing and decreasing "
+                f"need 2+ layers, free 3+); remove it or add 'uniform' to families."
+            )
+    usable = {h for _, d, m, _ in combos for h in counts[d, m]}
+    for h in s.heads:
+        if h not in usable:
+            if any(d % h == 0 for d in s.d_model):
+                d = max(d for d in s.d_model if d % h == 0)
+                why = (
+                    f"d_k = {d}/{h} = {d // h} < {floor}" if d // h < floor else "no listed family can use it"
+                )
+            else:
+                why = f"{h} divides no listed d_model"
+            raise SpecError(
+                f"head count {h} is never valid ({why}); remove it from heads, lower min_dk or add a wider d_model."
+            )
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -344,25 +472,28 @@ def _space(data: Any) -> SpaceSpec:
         attention=t.text("attention", "fused", choices=ATTENTION_IMPLS),
     )
     if "families" not in data:  # default: every family this space can realise (free needs 3+ layers...)
-        from explorer.search.space import realisable_families
-
         space = dataclasses.replace(space, families=realisable_families(space) or SCHEDULE_FAMILIES)
     return space
 
 
-def _latency(data: Any) -> LatencySpec:
-    t = _Table(data, "[latency]", ("device", "batch_size", "threads", "dtype"))
-    spec = LatencySpec(
-        device=t.text("device", "auto", choices=DEVICES),
-        batch_size=t.integer("batch_size", 32),
-        threads=t.integer("threads", 1),
-        dtype=t.text("dtype", "float32", choices=DTYPES),
-    )
-    if spec.device == "cpu" and spec.dtype != "float32":
+def _latency(data: Any) -> LatencyConfig:
+    t = _Table(data, "[latency]", ("device", "batch_size", "threads", "dtype", "min_run_time"))
+    device = t.text("device", "auto", choices=DEVICES)
+    dtype = t.text("dtype", "float32", choices=LATENCY_DTYPES)
+    if device == "cpu" and dtype != "float32":
         raise SpecError(
-            f'[latency] times {spec.dtype} on the cpu; half types need device = "cuda" (or use float32).'
+            f'[latency] times {dtype} on the cpu; half types need device = "cuda" (or use float32).'
         )
-    return spec
+    try:
+        return LatencyConfig(
+            device=device,
+            batch_size=t.integer("batch_size", 32),
+            threads=t.integer("threads", 1),
+            dtype=dtype,
+            min_run_time=t.positive("min_run_time", 0.3),
+        )
+    except ConfigError as exc:
+        raise SpecError(f"[latency]: {exc}") from None
 
 
 def _budgets(data: Any) -> BudgetsSpec:
@@ -373,11 +504,12 @@ def _budgets(data: Any) -> BudgetsSpec:
 
 
 def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
-    t = _Table(data, "[early_stopping]", ("enabled", "min_epochs", "margin"))
+    t = _Table(data, "[early_stopping]", ("enabled", "min_epochs", "reduction", "alpha"))
     spec = EarlyStoppingSpec(
         enabled=t.flag("enabled", True),
-        min_epochs=t.integer("min_epochs", 2),
-        margin=t.number("margin", 0.05, high=1.0),
+        min_epochs=t.integer("min_epochs", 3),
+        reduction=t.integer("reduction", 2, low=2),
+        alpha=t.number("alpha", 0.05, low=1e-6, high=1.0),
     )
     if spec.enabled and spec.min_epochs >= epochs:
         raise SpecError(
@@ -387,10 +519,26 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
     return spec
 
 
+def _finalists(data: Any, epochs: int) -> FinalistsSpec:
+    t = _Table(data, "[finalists]", ("enabled", "top", "references", "seeds", "max_epochs", "patience"))
+    spec = FinalistsSpec(
+        enabled=t.flag("enabled", True),
+        top=t.integer("top", 2),
+        references=t.flag("references", True),
+        seeds=t.integer("seeds", 3),
+        max_epochs=t.integer("max_epochs", None),
+        patience=t.integer("patience", 4),
+    )
+    if spec.max_epochs is not None and spec.max_epochs < epochs:
+        raise SpecError(
+            f"'max_epochs' in [finalists] is {spec.max_epochs}, below the {epochs} epochs of a search trial; "
+            "finalists train at least as long: raise it or leave it out (default 3 x epochs)."
+        )
+    return spec
+
+
 def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
     """Build and fully check a spec from a parsed TOML document (or a stored :meth:`StudySpec.to_dict`)."""
-    from explorer.search.space import SearchSpace
-    from explorer.search.storage import check_study_name  # the one rule for safe study (and file) names
 
     t = _Table(dict(data) if isinstance(data, Mapping) else data, "the top level", TOP_KEYS)
     name = check_study_name(t.text("name"))
@@ -405,12 +553,14 @@ def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
         latency=_latency(t.raw("latency", {})),
         budgets=_budgets(t.raw("budgets", {})),
         early_stopping=_early_stopping(t.raw("early_stopping", {}), task.epochs),
+        finalists=_finalists(t.raw("finalists", {}), task.epochs),
         storage=t.text("storage", None),
         timeout=timeout,
         sampler=t.text("sampler", "tpe", choices=SAMPLERS),
         seed=t.integer("seed", 0, low=0),
+        bench=t.flag("bench", True),
     )
-    SearchSpace.from_spec(spec)  # an empty or impossible space is a spec error, found here
+    check_space(spec.space)  # an empty or impossible space is a spec error, found here
     return spec
 
 

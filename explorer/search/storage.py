@@ -4,15 +4,15 @@ Storage is just a URL and both engines go through one code path, :func:`open_sto
 URL can be wrong (malformed, unknown engine, missing driver, server down, old schema) into one
 :class:`~explorer.errors.StorageError` sentence with the password masked. With ``heartbeat=True`` (the default)
 a running trial writes a heartbeat; a trial whose worker died (SIGKILL, OOM, lost machine) is marked FAIL by the
-next ``study.optimize`` on that storage and its parameters are queued again
-(:class:`optuna.storages.RetryHeartbeatStaleTrialCallback`). Without a heartbeat such a trial stays RUNNING
-forever.
+next run on that storage, its reason is recorded, and its configuration is queued again (:class:`RetryStaleTrial`).
+Without a heartbeat such a trial stays RUNNING forever.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
+import time
 import warnings
 from pathlib import Path
 from typing import NamedTuple
@@ -20,19 +20,23 @@ from typing import NamedTuple
 import optuna
 import sqlalchemy.event
 import sqlalchemy.exc
-from optuna.storages import BaseStorage, RDBStorage, RetryHeartbeatStaleTrialCallback
+from optuna.storages import BaseStorage, RDBStorage
+from optuna.trial import FrozenTrial, TrialState, create_trial
 from sqlalchemy.engine import URL, make_url
 
 from explorer.errors import SpecError, StorageError
 
 __all__ = [
     "DEFAULT_STORAGE_TEMPLATE",
+    "STALE_REASON",
+    "RetryStaleTrial",
     "StudyRow",
     "check_study_name",
     "default_storage_url",
     "list_study_summaries",
     "mask_url",
     "open_storage",
+    "sqlite_path",
     "study_exists",
 ]
 
@@ -80,6 +84,40 @@ def check_study_name(name: str) -> str:
 def default_storage_url(name: str) -> str:
     """The SQLite URL a study gets when no ``--storage`` is given: ``studies/NAME.db`` under the cwd."""
     return DEFAULT_STORAGE_TEMPLATE.format(name=check_study_name(name))
+
+
+STALE_REASON = "its worker stopped sending heartbeats (killed, or its machine was lost)"
+
+
+class RetryStaleTrial:
+    """Heartbeat callback for a trial whose worker died: record why, and queue its configuration again.
+
+    Optuna's own retry callback copies every user attribute (half a run's measurements) onto the retry; this one
+    gives the retry only the trial's role and seed, and ``retry_of``. The dead trial is already FAIL when this
+    runs (its own attributes can no longer change), so the reason is stored on the study as
+    ``fail_reason:<number>`` (explorer.search.record reads it back).
+    """
+
+    def __init__(self, max_retry: int = 3):
+        self.max_retry = max_retry
+
+    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        history = [*trial.system_attrs.get("retry_history", []), trial.number]
+        retry = len(history) <= self.max_retry
+        note = f"; retried as a new trial (attempt {len(history)})" if retry else "; not retried again"
+        study.set_user_attr(f"fail_reason:{trial.number}", STALE_REASON + note)
+        if not retry:
+            return
+        keep = {k: trial.user_attrs[k] for k in ("role", "seed", "finalist") if k in trial.user_attrs}
+        study.add_trial(
+            create_trial(
+                state=TrialState.WAITING,
+                params=trial.params,
+                distributions=trial.distributions,
+                user_attrs={**keep, "retry_of": trial.number},
+                system_attrs={"retry_history": history, "failed_trial": history[0]},
+            )
+        )
 
 
 def open_storage(
@@ -130,13 +168,11 @@ def open_storage(
                 "heartbeat_interval": heartbeat_interval,
                 "grace_period": grace_period,
                 # Optuna 4.9 renamed failed_trial_callback / RetryFailedTrialCallback (now deprecated).
-                "heartbeat_stale_trial_callback": RetryHeartbeatStaleTrialCallback(max_retry=max_retry),
+                "heartbeat_stale_trial_callback": RetryStaleTrial(max_retry=max_retry),
             }
         try:
             # RDBStorage runs str.format(SCHEMA_VERSION=...) on the URL: escape braces in a path or password.
-            storage = RDBStorage(
-                url.replace("{", "{{").replace("}", "}}"), engine_kwargs=engine_kwargs, **kwargs
-            )
+            storage = _rdb_storage(url.replace("{", "{{").replace("}", "}}"), engine_kwargs, kwargs)
             if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
                 _use_wal(storage)
             return storage
@@ -152,6 +188,32 @@ def open_storage(
                 f"The storage {masked} has an incompatible schema ({_scrub(str(exc), parsed)}); "
                 "run `optuna storage upgrade --storage URL` or use a new database."
             ) from None
+
+
+def _rdb_storage(url: str, engine_kwargs: dict, kwargs: dict) -> RDBStorage:
+    """RDBStorage, tolerating a second process that creates the same new database's tables at the same time
+    (SQLite then says "table ... already exists"; PostgreSQL a duplicate key in its catalog)."""
+    for attempt in range(5):
+        try:
+            return RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
+        except (
+            sqlalchemy.exc.OperationalError,
+            sqlalchemy.exc.IntegrityError,
+            sqlalchemy.exc.ProgrammingError,
+        ) as exc:
+            text = str(exc).lower()
+            if attempt == 4 or not ("already exists" in text or "duplicate key" in text):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///path.db[?query]`` URL (None for other URLs and in-memory databases)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = url.removeprefix("sqlite:///").split("?", 1)[0]
+    return None if path in ("", ":memory:") or path.startswith("file:") else Path(path)
 
 
 def _use_wal(storage: RDBStorage) -> None:

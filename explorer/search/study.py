@@ -1,15 +1,16 @@
-"""Studies: create, resume and run a multi-objective Optuna search over valid attention variants.
+"""Studies: create, open and run them with any number of workers, on SQLite or PostgreSQL.
 
-What one trial does is :class:`explorer.search.objective.Objective`; this module opens studies, runs workers, and
-reports progress and status. Three properties the code below is organised around:
+What one trial does is :class:`explorer.search.objective.Objective`; this module opens studies and runs stages of
+trials with workers. What it is organised around:
 
-* **The spec's ``n_trials`` is the study's total**, across resumes and workers. Trials are numbered by the
-  storage in creation order, so a trial knows whether it is within the total by counting the live trials
-  numbered before it (explorer.search.objective); that rule is exact under any number of racing workers.
-* **No completed work is lost.** Heartbeats make a SIGKILLed worker's trial FAIL on the next run and its
-  configuration re-enqueued (RetryHeartbeatStaleTrialCallback); Ctrl-C marks the running trial FAIL, re-enqueues its
-  configuration, and leaves the database consistent; a NaN loss or out-of-memory fails one trial, not the study.
-* **Bad input changes nothing.** The spec, the task and the space are checked before the storage is touched.
+* **Totals are exact.** A search trial counts the live search trials numbered before it (numbers are given by
+  the storage in creation order), so the spec's ``n_trials`` holds under any number of racing workers, across
+  resumes and machines. The finalist stage runs exactly the runs queued for it.
+* **No completed work is lost, nothing is stuck.** Heartbeats mark a dead worker's trial FAIL (with the reason)
+  and queue its configuration again. Before deciding that a stage is done, a worker fails stale trials and waits
+  for trials still running elsewhere, so a study killed during its last trials resumes to its total.
+* **Bad input changes nothing.** The spec, the task, the space, the device and every option are checked before
+  the storage is touched; a stored total changes only after the command that changes it has been accepted.
 """
 
 from __future__ import annotations
@@ -18,59 +19,88 @@ import dataclasses
 import multiprocessing
 import os
 import time
-from collections.abc import Callable
+import uuid
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import optuna
 import torch
+from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from explorer import __version__
-from explorer.errors import ExplorerError, SpecError, StudyNotFoundError
-from explorer.search.objective import LIVE_STATES, Objective, SurplusTrial, TrialFailed
+from explorer.engine.bench import bench_attention
+from explorer.engine.config import ModelConfig, valid_heads
+from explorer.engine.device import resolve_device
+from explorer.engine.tasks import load_task
+from explorer.errors import ConfigError, ExplorerError, SpecError, StorageError, StudyNotFoundError
+from explorer.search.artifacts import store_for
+from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
+from explorer.search.record import FinalistRun, arch_key, is_bookkeeping
+from explorer.search.sampling import make_sampler
+from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
     check_study_name,
     default_storage_url,
     mask_url,
     open_storage,
+    sqlite_path,
     study_exists,
 )
 
 __all__ = [
+    "MAX_CONSECUTIVE_FAILURES",
     "Progress",
+    "RunOptions",
     "StudyHandle",
-    "list_studies",
+    "enqueue_runs",
     "open_study",
     "prepare_study",
-    "run_study",
-    "status",
-    "study_progress",
+    "record_bench",
+    "run_stage",
+    "stage_progress",
 ]
 
-
 MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials in a row
+SPEC_WAIT_S = 30.0  # how long to wait for a study another command is creating right now to get its spec
+STAGES = ("search", "finalists")
 
 
 # --------------------------------------------------------------------------------------------- opening
 
 
+def _env_seconds(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise StorageError(
+            f"{name}={raw!r} is not a whole number of seconds; set e.g. {name}={default}."
+        ) from None
+    if value < 1:
+        raise StorageError(f"{name}={raw!r} must be at least 1 second; set e.g. {name}={default}.")
+    return value
+
+
 def _open(url: str) -> Any:
     """Open a storage with heartbeats; EXPLORER_HEARTBEAT_INTERVAL / EXPLORER_GRACE_PERIOD (seconds) tune them.
 
-    A killed worker's trial is failed and retried once it has been silent for the grace period, at the start of
-    the next trial any worker runs. The defaults (10 s, 30 s) suit real trials; tests shorten them.
+    A killed worker's trial is failed and retried once it has been silent for the grace period. The defaults
+    (10 s, 30 s) suit real trials; tests shorten them.
     """
-    interval = int(os.environ.get("EXPLORER_HEARTBEAT_INTERVAL", "10"))
-    grace = int(os.environ.get("EXPLORER_GRACE_PERIOD", "30"))
+    interval = _env_seconds("EXPLORER_HEARTBEAT_INTERVAL", 10)
+    grace = _env_seconds("EXPLORER_GRACE_PERIOD", 30)
     return open_storage(url, heartbeat_interval=interval, grace_period=grace)
 
 
 @dataclass
 class StudyHandle:
-    """A loaded study with the spec it was created from and the (masked) storage it lives in."""
+    """A loaded study with the spec it was created from and the storage it lives in."""
 
     study: optuna.Study
     spec: StudySpec
@@ -80,74 +110,104 @@ class StudyHandle:
     def masked_url(self) -> str:
         return mask_url(self.storage_url)
 
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def is_default_storage(self) -> bool:
+        """Whether the study lives where ``--storage`` defaults to (so commands need not name it)."""
+        return self.storage_url == default_storage_url(self.spec.name)
+
 
 def _comparable(spec: StudySpec) -> dict[str, Any]:
     """The parts of a spec that define the study's meaning (a new total or timeout is allowed on resume)."""
-    d = spec.to_dict()
-    for key in ("n_trials", "timeout", "storage"):
+    d = spec.stored()
+    for key in ("n_trials", "timeout"):
         d.pop(key, None)
     return d
 
 
-def _check_sqlite_exists(url: str, name: str) -> None:
-    if url.startswith("sqlite:///"):
-        path = Path(url.removeprefix("sqlite:///"))
-        if not path.exists():
-            raise StudyNotFoundError(
-                f"no study {name!r}: the database {path} does not exist; start it with `explorer study run SPEC`."
+def _stored_spec(study: optuna.Study, url: str, wait_s: float = 0.0) -> StudySpec:
+    """The spec stored with ``study``; waits up to ``wait_s`` for one another command is about to write."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        attrs = optuna.load_study(study_name=study.study_name, storage=study._storage).user_attrs
+        if "spec" in attrs:
+            return spec_from_dict(attrs["spec"])
+        if time.monotonic() >= deadline:
+            raise SpecError(
+                f"study {study.study_name!r} in {mask_url(url)} has no stored spec (it was not created by explorer, "
+                "or its creation was interrupted); use Optuna directly or create it again under another name."
             )
+        time.sleep(0.2)
 
 
-def prepare_study(spec: StudySpec, storage_url: str | None = None) -> StudyHandle:
-    """Create the spec's study, or load it when it exists with the same spec; check everything first."""
-    from explorer.engine.tasks import load_task
-    from explorer.search.space import SearchSpace, make_sampler
+def check_device(name: str) -> torch.device:
+    """The device ``name`` resolves to, or a one-line error naming what is available."""
+    return resolve_device(name)
 
+
+def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str | None = None) -> StudyHandle:
+    """Create the spec's study, or load it when it exists with the same spec; check everything first.
+
+    Two commands creating the same study at once both succeed: one creates it, the other waits for its spec.
+    """
     check_study_name(spec.name)
-    SearchSpace.from_spec(spec)  # an empty or impossible space fails here, before the storage is touched
+    SearchSpace(spec.space)  # an empty or impossible space fails here, before the storage is touched
     load_task(spec.task.name, **spec.task.options)  # so does a missing or malformed data file
+    check_device(device or spec.latency.device)  # and a device this machine does not have
     url = storage_url or spec.storage or default_storage_url(spec.name)
     storage = _open(url)
-    if study_exists(storage, spec.name):
-        study = optuna.load_study(study_name=spec.name, storage=storage)
-        stored = spec_from_dict(study.user_attrs["spec"])
-        if _comparable(stored) != _comparable(spec):
-            raise SpecError(
-                f"study {spec.name!r} already exists in {mask_url(url)} with a different spec; "
-                f"give the changed spec a new name, or resume it with `explorer study resume {spec.name}`."
-            )
-        if spec.n_trials != stored.n_trials:
-            study.set_user_attr("spec", spec.to_dict())
+    created = False
+    if not study_exists(storage, spec.name):
+        try:
+            study = optuna.create_study(study_name=spec.name, storage=storage, directions=spec.directions())
+            created = True
+        except optuna.exceptions.DuplicatedStudyError:  # another command created it a moment ago
+            pass
+    if created:
+        with warnings.catch_warnings():  # "experimental since 3.2": a notice for developers, not for users
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(spec.objective_names())
+        study.set_user_attr("explorer_version", __version__)
+        study.set_user_attr("task", spec.task.name)
+        study.set_user_attr("spec", spec.stored())  # last: its presence says the study is ready
         return StudyHandle(study, spec, url)
-    study = optuna.create_study(
-        study_name=spec.name,
-        storage=storage,
-        sampler=make_sampler(spec),
-        directions=spec.directions(),
-    )
-    study.set_user_attr("spec", spec.to_dict())
-    study.set_user_attr("explorer_version", __version__)
-    study.set_user_attr("task", spec.task.name)
-    study.set_user_attr("objectives", spec.objective_names())
-    return StudyHandle(study, spec, url)
+    study = optuna.load_study(study_name=spec.name, storage=storage)
+    stored = _stored_spec(study, url, wait_s=SPEC_WAIT_S)
+    if _comparable(stored) != _comparable(spec):
+        raise SpecError(
+            f"study {spec.name!r} already exists in {mask_url(url)} with a different spec; "
+            f"give the changed spec a new name, or resume it with `explorer study resume {spec.name}`."
+        )
+    return StudyHandle(study, stored, url)
 
 
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
     """Load an existing study and the spec stored with it (no spec file needed)."""
     check_study_name(name)
     url = storage_url or default_storage_url(name)
-    _check_sqlite_exists(url, name)
+    path = sqlite_path(url)
+    if path is not None and not path.exists():
+        raise StudyNotFoundError(
+            f"no study {name!r}: the database {path} does not exist; start it with `explorer study run SPEC`."
+        )
     storage = _open(url)
     if not study_exists(storage, name):
         raise StudyNotFoundError(
             f"no study {name!r} in {mask_url(url)}; `explorer study list --storage URL` shows the studies there."
         )
     study = optuna.load_study(study_name=name, storage=storage)
-    if "spec" not in study.user_attrs:
-        raise SpecError(
-            f"study {name!r} was not created by explorer (it has no stored spec); use Optuna directly."
-        )
-    return StudyHandle(study, spec_from_dict(study.user_attrs["spec"]), url)
+    return StudyHandle(study, _stored_spec(study, url, wait_s=SPEC_WAIT_S), url)
+
+
+def set_total(handle: StudyHandle, total: int) -> None:
+    """Make ``total`` the study's search total (stored, so reports and resumes agree). Call it only once the
+    command that asks for it has been fully checked."""
+    if total != handle.spec.n_trials:
+        handle.spec = dataclasses.replace(handle.spec, n_trials=total)
+        handle.study.set_user_attr("spec", handle.spec.stored())
 
 
 # --------------------------------------------------------------------------------------------- progress
@@ -155,49 +215,50 @@ def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
 
 @dataclass(frozen=True)
 class Progress:
-    """What a progress bar shows: trials done out of the total, the Pareto front's size, the best values."""
+    """What a progress bar shows for one stage."""
 
-    done: int
-    total: int
+    stage: str  # search | finalists
+    done: int  # COMPLETE or PRUNED trials of the stage
+    total: int  # the stage's total
     running: int
     failed: int
     pruned: int
-    pareto_size: int
-    best_accuracy: float | None
-    best_latency_ms: float | None
+    epochs: int  # epochs trained so far by the stage's finished and running trials
+    best_accuracy: float | None  # best validation accuracy among the stage's COMPLETE feasible trials
+    note: str = ""  # why a stage ended short, when it did
 
 
-def study_progress(study: optuna.Study, total: int) -> Progress:
-    trials = study.get_trials(deepcopy=False)
-    by_state = {s: 0 for s in TrialState}
-    for t in trials:
-        by_state[t.state] += 1
-    complete = [t for t in trials if t.state == TrialState.COMPLETE]
-    feasible = [t for t in complete if all(v <= 0 for v in t.constraints.values())]
-    pareto = study.best_trials if complete else []
+def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
+    role = "search" if stage == "search" else "finalist"
+    trials = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
+    ]
+    count = {s: sum(t.state == s for t in trials) for s in TrialState}
+    complete = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE and t.values and all(v <= 0 for v in (t.constraints or {}).values())
+    ]
+    epochs = sum(int(t.user_attrs.get("epoch", len(t.user_attrs.get("history") or ()))) for t in trials)
     return Progress(
-        done=by_state[TrialState.COMPLETE] + by_state[TrialState.PRUNED],
+        stage=stage,
+        done=count[TrialState.COMPLETE] + count[TrialState.PRUNED],
         total=total,
-        running=by_state[TrialState.RUNNING],
-        failed=sum(1 for t in trials if t.state == TrialState.FAIL and not t.user_attrs.get("surplus")),
-        pruned=by_state[TrialState.PRUNED],
-        pareto_size=len(pareto),
-        best_accuracy=max((t.values[0] for t in feasible), default=None),
-        best_latency_ms=min((t.values[1] for t in feasible), default=None),
+        running=count[TrialState.RUNNING],
+        failed=count[TrialState.FAIL],
+        pruned=count[TrialState.PRUNED],
+        epochs=epochs,
+        best_accuracy=max((t.values[0] for t in complete), default=None),
     )
 
 
-# --------------------------------------------------------------------------------------------- running
+# --------------------------------------------------------------------------------------------- the bench
 
 
 def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list[dict[str, Any]]:
-    """The seed's serial/merged/fused table at the study's widest shape, on the study's device.
-
-    Recorded once per study so the report can check "merged heads are faster" where the search ran.
-    """
-    from explorer.engine.bench import bench_attention
-    from explorer.engine.config import valid_heads
-
+    """The seed's serial/merged/fused table at the study's widest shape, on the study's device (no memory)."""
     d_model = max(spec.space.d_model)
     valid = valid_heads(d_model, min(spec.space.min_dk))
     heads = max(h for h in valid if h <= 8)
@@ -210,74 +271,167 @@ def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list
         min_run_time=0.2,
         threads=spec.latency.threads,
         matmul_size=512,
+        memory=False,
     )
     return df.to_dict(orient="records")
 
 
-def _record_bench(handle: StudyHandle, device: torch.device) -> None:
-    """Run the attention benchmark once per study, before any worker starts, and store it with the study."""
-    from explorer.engine.tasks import load_task
-
-    if "bench" in handle.study.user_attrs:
-        return
+def record_bench(handle: StudyHandle, device: torch.device) -> bool:
+    """Run the attention benchmark once per study and store it with the study; False when there was nothing to
+    do (recorded already, or switched off by the spec's ``bench = false``)."""
+    if not handle.spec.bench or "bench" in handle.study.user_attrs:
+        return False
     t0 = time.perf_counter()
     seq_len = load_task(handle.spec.task.name, **handle.spec.task.options).spec.seq_len
     handle.study.set_user_attr("bench", attention_bench(handle.spec, seq_len, device))
     handle.study.set_user_attr("bench_time_s", time.perf_counter() - t0)
+    return True
 
 
-def _counted(study: optuna.Study) -> int:
-    return len(study.get_trials(deepcopy=False, states=LIVE_STATES))
+# --------------------------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a command runs a study's trials: checked as a whole before anything is written."""
+
+    workers: int = 1
+    threads: int = 1  # torch CPU threads per worker
+    device: str | None = None  # None: the spec's latency device
+    timeout: float | None = None  # seconds after which no new trial starts
+    poll_interval: float = 1.0
+
+    def check(self) -> RunOptions:
+        if self.workers < 1:
+            raise ConfigError(f"--workers must be at least 1, got {self.workers}.")
+        if self.threads < 1:
+            raise ConfigError(f"--threads must be at least 1, got {self.threads}.")
+        if self.timeout is not None and not self.timeout > 0:
+            raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout:g}.")
+        if self.device is not None:
+            check_device(self.device)
+        return self
+
+
+def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
+    """Queue the finalist runs not already queued, running or done; return how many were added.
+
+    A run is identified by its configuration and seed, so planning again (after a resume, or `explorer confirm`
+    with more seeds) queues only what is new.
+    """
+    have = set()
+    for t in handle.study.get_trials(deepcopy=False):
+        a = t.user_attrs
+        if a.get("role") == "finalist" and t.state != TrialState.FAIL and not is_bookkeeping(t):
+            run = a["finalist"]
+            have.add((arch_key(ModelConfig.from_dict(run["model"]), float(run["lr"])), int(a["seed"])))
+    added = 0
+    for run in runs:
+        if (arch_key(run.config, run.lr), run.seed) in have:
+            continue
+        handle.study.enqueue_trial(
+            {}, user_attrs={"role": "finalist", "seed": run.seed, "finalist": run.attrs()}
+        )
+        added += 1
+    return added
+
+
+def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
+    """(trials the stage still has to start, trials of the stage running now)."""
+    if stage == "search":
+        live = live_trials(study, "search")
+        running = sum(t.state == TrialState.RUNNING for t in live)
+        return total - len(live), running
+    waiting = running = 0
+    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
+        if t.user_attrs.get("role") == "finalist" and not is_bookkeeping(t):
+            waiting += t.state == TrialState.WAITING
+            running += t.state == TrialState.RUNNING
+    return waiting, running
 
 
 class _StopRules:
-    """Optuna callback: stop this worker at the total, or after repeated failures."""
+    """Optuna callback: stop this worker when its stage has nothing left to start, or after repeated failures."""
 
-    def __init__(self, total: int):
-        self.total = total
+    def __init__(self, stage: str, total: int):
+        self.stage, self.total = stage, total
         self.failures = 0
+        self.gave_up = False
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        surplus = trial.user_attrs.get("surplus", False)
-        self.failures = self.failures + 1 if trial.state == TrialState.FAIL and not surplus else 0
-        if surplus or self.failures >= MAX_CONSECUTIVE_FAILURES or _counted(study) >= self.total:
+        closed = is_bookkeeping(trial)
+        self.failures = self.failures + 1 if trial.state == TrialState.FAIL and not closed else 0
+        if self.failures >= MAX_CONSECUTIVE_FAILURES:
+            self.gave_up = True
+        if closed or self.gave_up or _remaining(study, self.stage, self.total)[0] <= 0:
             study.stop()
 
 
 def _work(
     handle: StudyHandle,
+    stage: str,
     total: int,
-    device: torch.device,
-    timeout: float | None,
-    worker: int = 0,
-    on_trial: Callable[[optuna.trial.FrozenTrial], None] | None = None,
-) -> None:
-    """One worker's loop: run trials until the study's total is reached (or the timeout, or Ctrl-C)."""
-    from explorer.search.space import make_sampler
-
-    if _counted(handle.study) >= total:
-        return
-    # Seeded samplers built alike draw alike: give each worker and each resumed run its own random stream.
-    existing = len(handle.study.get_trials(deepcopy=False))
-    handle.study.sampler = make_sampler(handle.spec, stream=existing * 64 + worker)
-    objective = Objective(handle, total, device)
-    callbacks: list[Callable[..., None]] = [_StopRules(total)]
+    device: str | None,
+    deadline: float | None,
+    poll_interval: float,
+    on_trial: Callable[[], None] | None = None,
+) -> str:
+    """One worker's loop over a stage; returns "" when the stage is done, else why it stopped."""
+    study = handle.study
+    # Seeded samplers built alike draw alike: every worker process gets a stream of its own.
+    study.sampler = make_sampler(handle.spec, os.getpid(), uuid.uuid4().int % 2**31)
+    objective = Objective(
+        study,
+        handle.spec,
+        stage=stage,
+        total=total,
+        device=device,
+        store=store_for(handle.storage_url),
+        on_epoch=on_trial,
+    )
+    callbacks: list[Callable[..., None]] = []
+    stop = _StopRules(stage, total)
+    callbacks.append(stop)
     if on_trial is not None:
-        callbacks.append(lambda study, trial: on_trial(trial))
-    handle.study.optimize(objective, timeout=timeout, catch=(TrialFailed, SurplusTrial), callbacks=callbacks)
+        callbacks.append(lambda _study, _trial: on_trial())
+    while True:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            fail_stale_trials(study)  # a dead worker's trial must not hold the total (nor be waited for)
+        left, running = _remaining(study, stage, total)
+        if deadline is not None and time.monotonic() >= deadline:
+            return "timeout"
+        if left <= 0:
+            if running == 0:
+                return ""
+            time.sleep(poll_interval)  # trials still running elsewhere: wait for them to finish or go stale
+            continue
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        study.optimize(objective, timeout=timeout, catch=(TrialFailed, ClosedTrial), callbacks=callbacks)
+        if stop.gave_up:
+            return f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
+        stop.failures = 0
 
 
 def _worker_main(
-    storage_url: str, name: str, total: int, device: str, threads: int, timeout: float | None, worker: int
+    storage_url: str,
+    name: str,
+    stage: str,
+    total: int,
+    device: str,
+    threads: int,
+    deadline_in: float | None,
+    out: Any,
 ) -> None:
-    """Entry point of a worker process (spawned): open the study by name and work on it."""
+    """Entry point of a worker process (spawned): open the study by name and work on the stage."""
     import signal
 
     torch.set_num_threads(threads)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    deadline = None if deadline_in is None else time.monotonic() + deadline_in
     try:
         handle = open_study(name, storage_url)
-        _work(handle, total, torch.device(device), timeout, worker)
+        out.put(_work(handle, stage, total, device, deadline, 1.0))
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
 
@@ -287,67 +441,55 @@ def _worker_devices(device: torch.device, workers: int) -> list[str]:
     if device.type == "cuda":
         n = torch.cuda.device_count()
         return [f"cuda:{i % n}" for i in range(workers)]
-    return ["cpu"] * workers
+    return [str(device)] * workers
 
 
-def run_study(
+def run_stage(
     handle: StudyHandle,
-    *,
-    n_trials: int | None = None,
-    timeout: float | None = None,
-    workers: int = 1,
-    device: str | None = None,
-    threads: int | None = None,
+    stage: str,
+    total: int,
+    options: RunOptions,
+    deadline: float | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-    poll_interval: float = 1.0,
 ) -> Progress:
-    """Run the study to its total (``n_trials`` overrides the spec's) with ``workers`` processes on this machine.
+    """Run one stage of the study (``search`` to ``total`` trials, or the queued ``finalists``) with
+    ``options.workers`` processes on this machine; return its progress. Ctrl-C stops cleanly and re-raises."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r}")
+    study = handle.study
+    dev = resolve_device(options.device or handle.spec.latency.device)
 
-    Each worker trains with ``threads`` CPU threads (default: the cores divided among the workers, so they do
-    not oversubscribe them). Returns the final progress; raises KeyboardInterrupt after a clean stop on Ctrl-C.
-    """
-    from explorer.engine.device import resolve_device
+    def report(note: str = "") -> Progress:
+        p = dataclasses.replace(stage_progress(study, stage, total), note=note)
+        if on_progress is not None:
+            on_progress(p)
+        return p
 
-    total = n_trials if n_trials is not None else handle.spec.n_trials
-    if total < 1:
-        raise SpecError(f"n_trials must be at least 1, got {total}.")
-    if (
-        total != handle.spec.n_trials
-    ):  # --n-trials sets the study's total: store it, so reports and resumes agree
-        handle.spec = dataclasses.replace(handle.spec, n_trials=total)
-        handle.study.set_user_attr("spec", handle.spec.to_dict())
-    if workers < 1:
-        raise SpecError(f"--workers must be at least 1, got {workers}.")
-    dev = resolve_device(device or handle.spec.latency.device)
-    report = (lambda: on_progress(study_progress(handle.study, total))) if on_progress else (lambda: None)
     report()
-    threads = threads or max(1, (os.cpu_count() or 1) // workers)
-    if threads < 1:
-        raise SpecError(f"--threads must be at least 1, got {threads}.")
-    if _counted(handle.study) < total:
-        _record_bench(handle, dev)
-    if workers == 1:
+    if options.workers == 1:
         previous = torch.get_num_threads()
-        torch.set_num_threads(threads)
+        torch.set_num_threads(options.threads)
         try:
-            _work(handle, total, dev, timeout, on_trial=lambda _t: report())
+            note = _work(handle, stage, total, str(dev), deadline, options.poll_interval, on_trial=report)
         finally:
             torch.set_num_threads(previous)
-        return study_progress(handle.study, total)
+        return report(note)
 
     ctx = multiprocessing.get_context("spawn")
+    queue = ctx.SimpleQueue()
+    left = None if deadline is None else max(0.0, deadline - time.monotonic())
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(handle.storage_url, handle.spec.name, total, d, threads, timeout, i),
+            args=(handle.storage_url, handle.spec.name, stage, total, d, options.threads, left, queue),
         )
-        for i, d in enumerate(_worker_devices(dev, workers))
+        for d in _worker_devices(dev, options.workers)
     ]
     for p in procs:
         p.start()
     try:
         while any(p.is_alive() for p in procs):
-            time.sleep(poll_interval)
+            time.sleep(options.poll_interval)
             report()
     except KeyboardInterrupt:
         for p in procs:
@@ -356,66 +498,12 @@ def run_study(
     finally:
         for p in procs:
             p.join()
-    report()
     bad = [p.exitcode for p in procs if p.exitcode not in (0, None)]
     if bad:
         raise ExplorerError(
             f"{len(bad)} worker(s) exited with an error (codes {bad}); rerun with -v for details."
         )
-    return study_progress(handle.study, total)
-
-
-def list_studies(storage_url: str) -> list[dict[str, Any]]:
-    """Every study in a storage with its trial counts by state."""
-    storage = open_storage(storage_url, heartbeat=False)
-    out = []
-    for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
-        study = optuna.load_study(study_name=s.study_name, storage=storage)
-        counts: dict[str, int] = {}
-        for t in study.get_trials(deepcopy=False):
-            counts[t.state.name] = counts.get(t.state.name, 0) + 1
-        total = study.user_attrs.get("spec", {}).get("n_trials")
-        out.append(
-            {
-                "name": s.study_name,
-                "trials": counts,
-                "total": total,
-                "started": s.datetime_start.isoformat(timespec="seconds") if s.datetime_start else None,
-            }
-        )
-    return out
-
-
-def status(handle: StudyHandle) -> dict[str, Any]:
-    """A JSON-ready summary: counts by state, early stopping, rejections, and the Pareto trials."""
-    study = handle.study
-    trials = study.get_trials(deepcopy=False)
-    counts = {s.name: 0 for s in TrialState}
-    for t in trials:
-        counts[t.state.name] += 1
-    live = [t for t in trials if not t.user_attrs.get("surplus")]
-    pareto = study.best_trials if counts["COMPLETE"] else []
-    return {
-        "name": handle.spec.name,
-        "storage": handle.masked_url,
-        "objectives": handle.spec.objective_names(),
-        "total": handle.spec.n_trials,
-        "trials": counts,
-        "early_stopped": sum(1 for t in live if t.user_attrs.get("early_stopped")),
-        "epochs_saved": sum(int(t.user_attrs.get("epochs_saved", 0)) for t in live),
-        "rejected_configs": sum(int(t.user_attrs.get("rejected", 0)) for t in live),
-        "repaired_configs": sum(1 for t in live if t.user_attrs.get("repaired")),
-        "pareto": [
-            {
-                "number": t.number,
-                "heads": t.user_attrs.get("heads"),
-                "d_k": t.user_attrs.get("d_k"),
-                "d_model": t.user_attrs.get("d_model"),
-                "val_accuracy": t.values[0],
-                "test_accuracy": t.user_attrs.get("test_accuracy"),
-                "latency_ms": t.values[1],
-                "params": t.user_attrs.get("params"),
-            }
-            for t in sorted(pareto, key=lambda t: t.values[1])
-        ],
-    }
+    notes = []
+    while not queue.empty():
+        notes.append(queue.get())
+    return report(next((n for n in notes if n), ""))

@@ -25,6 +25,9 @@ class Task:
     val: tuple[torch.Tensor, torch.Tensor]  # (X, y), used for model selection and early stopping
     test: tuple[torch.Tensor, torch.Tensor]  # (X, y), reported, never used to choose
     description: str = ""  # one line for reports
+    # Planted relations (the relations task): relation r links marker token r to the token offsets[r] away.
+    # Where set, every trained model is probed for which heads follow which relation (engine.probe).
+    relation_offsets: tuple[int, ...] = ()
 
     def sizes(self) -> dict[str, int]:
         return {"train": len(self.train[1]), "val": len(self.val[1]), "test": len(self.test[1])}

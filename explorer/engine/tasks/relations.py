@@ -165,4 +165,13 @@ def load_relations(
         f"relations: {k} relation(s), label = {k}-bit pattern ({2**k} classes), "
         f"{seq_len} tokens from {vocab_size}, {n} examples"
     )
-    return Task(name="relations", spec=spec, train=train, val=val, test=test, description=description)
+    offsets = tuple(offset for offset, _ in relation_rules(k, vocab_size))
+    return Task(
+        name="relations",
+        spec=spec,
+        train=train,
+        val=val,
+        test=test,
+        description=description,
+        relation_offsets=offsets,
+    )

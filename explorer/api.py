@@ -1,0 +1,258 @@
+"""The workflows a user runs, composed from the stages: what the command line calls, and a notebook can too.
+
+A study runs in two stages (:func:`run`): the search (``n_trials`` architectures, one run each, rungs stopping the
+clearly beaten), then the finalists (:mod:`explorer.insight.finalists` picks the knee, its neighbours and the
+reference layouts; each is retrained with fresh seeds until its accuracy stops moving). Both stages run as trials
+of the same Optuna study, so workers, heartbeats, totals and resumption work the same for both.
+
+    >>> import explorer
+    >>> summary = explorer.run_study("studies/quickstart.toml")
+    >>> df = explorer.trials("quickstart")          # one row per trial, a pandas DataFrame
+    >>> answer = explorer.recommend("quickstart")   # the head-count answer, with its evidence
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from explorer.engine.device import resolve_device
+from explorer.errors import ConfigError, NoCompletedTrialsError
+from explorer.insight.finalists import Plan, plan_finalists
+from explorer.insight.recommend import Answer, answer
+from explorer.insight.tables import trials_table
+from explorer.output.export import export_config
+from explorer.output.heads_report import analyse_trial
+from explorer.output.report import ReportInput, ReportPaths, write_report
+from explorer.search.record import TrialRecord, closed_counts, load_records
+from explorer.search.spec import StudySpec, load_spec
+from explorer.search.study import (
+    Progress,
+    RunOptions,
+    StudyHandle,
+    enqueue_runs,
+    open_study,
+    prepare_study,
+    record_bench,
+    run_stage,
+    set_total,
+)
+
+__all__ = [
+    "RunSummary",
+    "confirm",
+    "export",
+    "heads",
+    "load",
+    "recommend",
+    "report",
+    "run",
+    "run_study",
+    "trials",
+]
+
+
+DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """How a run of a study ended."""
+
+    search: Progress
+    finalists: Progress | None  # None when the stage did not run (switched off, or the search did not finish)
+    plan: Plan | None
+    added: int  # finalist runs queued by this run
+
+    @property
+    def complete(self) -> bool:
+        return (
+            not self.search.note
+            and self.search.done >= self.search.total
+            and (self.finalists is None or not self.finalists.note)
+        )
+
+
+def _deadline(options: RunOptions) -> float | None:
+    return None if options.timeout is None else time.monotonic() + options.timeout
+
+
+def _finished_search(handle: StudyHandle) -> int:
+    return sum(r.state in ("COMPLETE", "PRUNED") for r in load_records(handle.study, roles=("search",)))
+
+
+def run(
+    handle: StudyHandle,
+    *,
+    n_trials: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    finalists: bool = True,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> RunSummary:
+    """Run (or resume) a study to its total, then its finalist stage; see the module docstring.
+
+    ``n_trials`` makes a new search total (stored with the study, so resumes and reports agree); it may not fall
+    below the search trials already finished. ``on_stage(stage, total)`` is called as each stage starts.
+    Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
+    """
+    options = options.check()
+    total = handle.spec.n_trials if n_trials is None else n_trials
+    if total < 1:
+        raise ConfigError(f"--n-trials must be at least 1, got {total}.")
+    done = _finished_search(handle)
+    if total < done:
+        raise ConfigError(
+            f"--n-trials {total} is below the {done} search trials {handle.name!r} has already finished; "
+            f"give at least {done}."
+        )
+    set_total(handle, total)  # only now: every input of this command has been accepted
+    deadline = _deadline(options)
+    if _finished_search(handle) < total:
+        record_bench(handle, resolve_device(options.device or handle.spec.latency.device))
+    if on_stage:
+        on_stage("search", total)
+    search = run_stage(handle, "search", total, options, deadline, on_progress)
+    if search.note or search.done < total or not (finalists and handle.spec.finalists.enabled):
+        return RunSummary(search, None, None, 0)
+    return _finalist_stage(handle, search, options, deadline, on_progress, on_stage)
+
+
+def _finalist_stage(
+    handle: StudyHandle,
+    search: Progress,
+    options: RunOptions,
+    deadline: float | None,
+    on_progress: Callable[[Progress], None] | None,
+    on_stage: Callable[[str, int], None] | None,
+    top: int | None = None,
+    seeds: int | None = None,
+) -> RunSummary:
+    plan = plan_finalists(load_records(handle.study), handle.spec, top=top, seeds=seeds)
+    added = enqueue_runs(handle, plan.runs)
+    total = len(plan.runs)
+    if on_stage:
+        on_stage("finalists", total)
+    finals = run_stage(handle, "finalists", total, options, deadline, on_progress)
+    return RunSummary(search, finals, plan, added)
+
+
+def confirm(
+    handle: StudyHandle,
+    *,
+    top: int | None = None,
+    seeds: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> RunSummary:
+    """Run the finalist stage now, with more finalists (``top``) or seeds than the spec's; resumable: runs already
+    done are kept, only what is new is queued."""
+    options = options.check()
+    for name, value in (("--top", top), ("--seeds", seeds)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}.")
+    records = load_records(handle.study, roles=("search",))
+    if not any(r.finished for r in records):
+        raise NoCompletedTrialsError(
+            f"study {handle.name!r} has no completed search trial to confirm; run it first."
+        )
+    search = run_stage(handle, "search", handle.spec.n_trials, dataclasses.replace(options, workers=1), None)
+    return _finalist_stage(handle, search, options, _deadline(options), on_progress, on_stage, top, seeds)
+
+
+# --------------------------------------------------------------------------------------------- reading
+
+
+@dataclass(frozen=True)
+class StudyData:
+    """A study's handle and records, read once."""
+
+    handle: StudyHandle
+    records: tuple[TrialRecord, ...]
+
+    def report_input(self) -> ReportInput:
+        attrs = self.handle.study.user_attrs
+        return ReportInput(
+            spec=self.handle.spec,
+            records=self.records,
+            bench=tuple(attrs.get("bench") or ()),
+            storage=None if self.handle.is_default_storage else self.handle.masked_url,
+            spec_path=attrs.get("spec_path"),
+            closed=closed_counts(self.handle.study),
+        )
+
+
+def load(name: str, storage: str | None = None) -> StudyData:
+    """Open a study by name (default storage: ``studies/NAME.db``) and read its records."""
+    handle = open_study(name, storage)
+    return StudyData(handle, tuple(load_records(handle.study)))
+
+
+def run_study(
+    spec: str | Path | StudySpec,
+    storage: str | None = None,
+    *,
+    n_trials: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    finalists: bool = True,
+) -> RunSummary:
+    """Create (or resume) the study a spec file or :class:`StudySpec` describes and run it to its total."""
+    options = options.check()
+    spec_obj = spec if isinstance(spec, StudySpec) else load_spec(spec)
+    handle = prepare_study(spec_obj, storage, device=options.device)
+    if not isinstance(spec, StudySpec) and "spec_path" not in handle.study.user_attrs:
+        handle.study.set_user_attr("spec_path", str(spec))
+    return run(handle, n_trials=n_trials, options=options, finalists=finalists)
+
+
+def trials(name: str, storage: str | None = None) -> pd.DataFrame:
+    """One row per trial of the study (every state and role), as a DataFrame."""
+    return trials_table(load(name, storage).records)
+
+
+def recommend(name: str, storage: str | None = None) -> Answer:
+    """The study's head-count answer (:func:`explorer.insight.recommend.answer`)."""
+    data = load(name, storage)
+    return answer(data.records, data.handle.spec)
+
+
+def report(
+    name: str, storage: str | None = None, out: str | Path | None = None, force: bool = False
+) -> ReportPaths:
+    """Write the study's report into ``out`` (default ``reports/NAME``)."""
+    data = load(name, storage)
+    return write_report(data.report_input(), out or Path("reports") / name, force)
+
+
+def export(name: str, out: str | Path, which: str = "knee", storage: str | None = None) -> TrialRecord:
+    """Write the run config of a trial (knee, most-accurate, fastest or a number); return its record."""
+    data = load(name, storage)
+    masked = None if data.handle.is_default_storage else data.handle.masked_url
+    return export_config(data.records, data.handle.spec, which, out, masked)
+
+
+def heads(
+    name: str,
+    storage: str | None = None,
+    which: str = "knee",
+    device: str = "auto",
+    out: str | Path | None = None,
+    force: bool = False,
+):  # -> tuple[HeadsReport, list[Path]]
+    """Analyse the heads of one trial; see :func:`explorer.output.heads_report.analyse_trial`."""
+    data = load(name, storage)
+    return analyse_trial(
+        data.records,
+        data.handle.spec,
+        data.handle.storage_url,
+        which,
+        device,
+        out or Path("reports") / f"{name}-heads",
+        force=force,
+    )

@@ -1,0 +1,312 @@
+"""Probes of a trained model's heads: importance, masking curves, attention statistics, planted relations.
+
+* Importance (Michel et al., 2019): a mask ``xi_h = 1`` multiplies every head's output; a head's importance is
+  the expected absolute per-example gradient ``E_x |dL(x)/dxi_h|`` over the given split (per-example gradients
+  with ``torch.func.vmap``, as the paper defines it), then each layer's scores are divided by their L2 norm, so
+  scores compare within a layer and the global masking order is the paper's.
+* Masking: heads are switched off (mask 0, which is exactly removing them) from least to most important, one
+  layer at a time (:func:`layer_masking_curves`), across all layers (:func:`masking_curve`), or as one whole
+  layout (:func:`masked_accuracy`): what :mod:`explorer.insight.heads` turns into a head-count suggestion.
+* Attention maps: the entropy of each head's attention rows (nats; log T is uniform attention) and the
+  Jensen-Shannon similarity ``1 - JS(p, q) / ln 2`` of two heads' rows (1 = identical maps).
+* Relations (the relations task): how much attention each head puts along each planted relation.
+
+Everything here takes a model and tensors and returns arrays or DataFrames; nothing draws or writes files.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
+
+from explorer.engine.device import as_device
+from explorer.engine.model import Encoder
+from explorer.engine.train import evaluate
+
+__all__ = [
+    "attention_pairs",
+    "attention_statistics",
+    "attention_stats",
+    "head_counts",
+    "head_importance",
+    "layer_masking_curves",
+    "masked_accuracy",
+    "masking_curve",
+    "relation_specialization",
+    "specialization_from_maps",
+    "unpatchify",
+]
+
+
+def head_counts(model: Encoder) -> list[int]:
+    """Heads per layer of a built model."""
+    return [b.attn.n_heads for b in model.blocks]
+
+
+# --------------------------------------------------------------------------------------------- importance
+
+
+def head_importance(
+    model: Encoder, X: torch.Tensor, y: torch.Tensor, device: torch.device | str, batch_size: int = 256
+) -> list[np.ndarray]:
+    """Per layer, ``[H_i]`` importance scores ``E_x |dL(x)/d mask|``, L2-normalized within the layer.
+
+    The model is moved to ``device`` and evaluated without dropout; its mode and attention impl are restored.
+    """
+    device = as_device(device)
+    model.to(device)
+    was_training, impls = model.training, [b.attn.impl for b in model.blocks]
+    model.eval()
+    for b in model.blocks:  # the merged path is the same function as fused, in plain matmuls vmap can batch
+        b.attn.impl = "merged"
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    buffers = {k: v.detach() for k, v in model.named_buffers()}
+
+    def loss(masks: tuple[torch.Tensor, ...], x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        logits = functional_call(model, (params, buffers), (x.unsqueeze(0),), {"head_masks": list(masks)})
+        return F.cross_entropy(logits.float(), t.unsqueeze(0))
+
+    per_example = vmap(grad(loss), in_dims=(None, 0, 0))
+    ones = tuple(torch.ones(h, device=device) for h in head_counts(model))
+    total = [torch.zeros(h, dtype=torch.float64, device=device) for h in head_counts(model)]
+    try:
+        for i in range(0, len(y), batch_size):
+            xb, yb = X[i : i + batch_size].to(device), y[i : i + batch_size].to(device)
+            for acc, g in zip(total, per_example(ones, xb, yb), strict=True):  # g: [B, H_i]
+                acc += g.abs().sum(dim=0).double()
+    finally:
+        for b, impl in zip(model.blocks, impls, strict=True):
+            b.attn.impl = impl
+        model.train(was_training)
+    out = []
+    for acc in total:
+        s = (acc / max(len(y), 1)).cpu().numpy()
+        norm = np.linalg.norm(s)
+        out.append(s / norm if norm > 0 else s)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- masking
+
+
+def _cumulative(
+    model: Encoder,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    device: torch.device | str,
+    steps: Sequence[tuple[int, int]],
+) -> list[float]:
+    """Accuracy with nothing masked, then after masking each ``(layer, head)`` of ``steps`` in turn, cumulatively."""
+    device = as_device(device)
+    model.to(device)
+    masks = [torch.ones(h, device=device) for h in head_counts(model)]
+    out = [evaluate(model, X, y, device, head_masks=masks)]
+    for layer, h in steps:
+        masks[layer][h] = 0.0
+        out.append(evaluate(model, X, y, device, head_masks=masks))
+    return out
+
+
+def masking_curve(
+    model: Encoder,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    importance: Sequence[np.ndarray],
+    device: torch.device | str,
+) -> pd.DataFrame:
+    """Accuracy as heads are masked across all layers, least important first (row 0: nothing masked).
+
+    Columns: ``n_masked``, ``layer``, ``head`` (the head masked at this step, 0-based; NA in row 0),
+    ``importance`` (its score) and ``accuracy``.
+    """
+    order = sorted((float(s), layer, h) for layer, v in enumerate(importance) for h, s in enumerate(v))
+    acc = _cumulative(model, X, y, device, [(layer, h) for _, layer, h in order])
+    return pd.DataFrame({
+        "n_masked": range(len(acc)),
+        "layer": pd.array([pd.NA] + [layer for _, layer, _ in order], dtype="Int64"),
+        "head": pd.array([pd.NA] + [h for _, _, h in order], dtype="Int64"),
+        "importance": [np.nan] + [s for s, _, _ in order],
+        "accuracy": acc,
+    })  # fmt: skip
+
+
+def layer_masking_curves(
+    model: Encoder,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    importance: Sequence[np.ndarray],
+    device: torch.device | str,
+) -> pd.DataFrame:
+    """Per layer, accuracy as that layer's heads are masked least important first, other layers intact.
+
+    Columns: ``layer``, ``n_masked`` (0 = nothing masked), ``head`` (masked at this step), ``accuracy``.
+    """
+    frames = []
+    for layer, scores in enumerate(importance):
+        order = [int(h) for h in np.argsort(scores, kind="stable")]
+        acc = _cumulative(model, X, y, device, [(layer, h) for h in order])
+        frames.append(pd.DataFrame({"layer": layer, "n_masked": range(len(acc)),
+                                    "head": pd.array([pd.NA, *order], dtype="Int64"), "accuracy": acc}))  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+# --------------------------------------------------------------------------------------------- attention maps
+
+
+def _map_stats(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> tuple[list, list]:
+    """Per layer: mean entropy ``[H]`` (nats) and mean JS similarity ``[H, H]`` of attention rows."""
+    device = next(model.parameters()).device
+    ent: list[torch.Tensor] = []
+    sim: list[torch.Tensor] = []
+    rows = 0
+    for i in range(0, len(X), batch_size):
+        maps = model.attention_maps(X[i : i + batch_size].to(device))
+        for layer, p in enumerate(maps):
+            p = p.double()  # [B, H, T, T]
+            B, H, T, _ = p.shape
+            if layer == len(ent):
+                ent.append(torch.zeros(H, dtype=torch.float64))
+                sim.append(torch.zeros(H, H, dtype=torch.float64))
+            plogp = torch.xlogy(p, p).sum(-1)  # [B, H, T]
+            ent[layer] += -plogp.sum((0, 2)).cpu()
+            for a in range(H - 1):
+                q = p[:, a + 1 :]  # [B, H-a-1, T, T]
+                m = 0.5 * (p[:, a : a + 1] + q)
+                js = 0.5 * (plogp[:, a : a + 1] - torch.xlogy(p[:, a : a + 1], m).sum(-1))
+                js = js + 0.5 * (plogp[:, a + 1 :] - torch.xlogy(q, m).sum(-1))  # [B, H-a-1, T]
+                s = (1.0 - js.clamp(min=0.0) / math.log(2)).sum((0, 2)).cpu()
+                sim[layer][a, a + 1 :] += s
+                sim[layer][a + 1 :, a] += s
+        rows += maps[0].shape[0] * maps[0].shape[2]
+    entropy = [(e / rows).numpy() for e in ent]
+    similarity = []
+    for s in sim:
+        s = (s / rows).numpy()
+        np.fill_diagonal(s, 1.0)
+        similarity.append(s)
+    return entropy, similarity
+
+
+def _stats_frame(entropy: list[np.ndarray], similarity: list[np.ndarray], seq_len: int) -> pd.DataFrame:
+    rows = []
+    for layer, (e, s) in enumerate(zip(entropy, similarity, strict=True)):
+        for h in range(len(e)):
+            others = np.delete(s[h], h)
+            rows.append({
+                "layer": layer, "head": h, "entropy": float(e[h]), "uniform_entropy": math.log(seq_len),
+                "similarity_mean": float(others.mean()) if len(others) else np.nan,
+                "similarity_max": float(others.max()) if len(others) else np.nan,
+                "most_similar": int(np.delete(np.arange(len(e)), h)[others.argmax()]) if len(others) else -1,
+            })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _pairs_frame(similarity: list[np.ndarray]) -> pd.DataFrame:
+    rows = [
+        {"layer": layer, "head_a": a, "head_b": b, "similarity": float(s[a, b])}
+        for layer, s in enumerate(similarity)
+        for a in range(len(s))
+        for b in range(a + 1, len(s))
+    ]
+    return pd.DataFrame(rows, columns=["layer", "head_a", "head_b", "similarity"])
+
+
+def attention_stats(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> pd.DataFrame:
+    """Per layer and head: mean attention entropy (nats), log T for reference, and the mean and max JS similarity
+    of its maps to the other heads of its layer (``most_similar`` names that head; NaN/-1 in one-head layers)."""
+    entropy, similarity = _map_stats(model, X, batch_size)
+    return _stats_frame(entropy, similarity, X.shape[1])
+
+
+def attention_pairs(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> pd.DataFrame:
+    """Every pair of heads in a layer with the mean JS similarity of their attention rows (1 = identical)."""
+    return _pairs_frame(_map_stats(model, X, batch_size)[1])
+
+
+def unpatchify(X: np.ndarray | torch.Tensor) -> np.ndarray:
+    """Inverse of explorer.engine.tasks.digits.patchify: ``[n, g*g, p*p]`` patches -> ``[n, g*p, g*p]`` images."""
+    X = np.asarray(X)
+    n, T, P = X.shape
+    g, p = math.isqrt(T), math.isqrt(P)
+    if g * g != T or p * p != P:
+        raise ValueError(f"{T} positions of {P} features are not square patches of a square image.")
+    return X.reshape(n, g, g, p, p).transpose(0, 1, 3, 2, 4).reshape(n, g * p, g * p)
+
+
+# --------------------------------------------------------------------------------------------- relations
+
+SPECIALIZED = 0.3  # attention a head puts on a relation's target (either direction) to count as following it
+
+
+def specialization_from_maps(
+    maps: Sequence[torch.Tensor | np.ndarray], X: torch.Tensor | np.ndarray, offsets: Sequence[int]
+) -> pd.DataFrame:
+    """How much each head attends along each relation of the ``relations`` task.
+
+    Relation ``r`` links marker token ``r`` to the token ``offsets[r]`` positions away; a head follows it when
+    it puts attention between the two (marker -> target or target -> marker, whichever is larger), averaged
+    over examples. ``maps`` are per-layer ``[B, H, T, T]`` attention probabilities for inputs ``X [B, T]``.
+    Returns one row per (layer, head, relation) with ``attention`` in [0, 1].
+    """
+    X = _numpy(X)
+    maps = [_numpy(m).astype(float) for m in maps]
+    rows = np.arange(len(X))
+    out = []
+    for r, offset in enumerate(offsets):
+        marker = (X == r).argmax(axis=1)
+        target = marker + offset
+        for layer, m in enumerate(maps):
+            there = m[rows, :, marker, target]  # [B, H]: marker attends to its target
+            back = m[rows, :, target, marker]  # [B, H]: target attends to its marker
+            both = np.maximum(there.mean(axis=0), back.mean(axis=0))
+            out += [
+                {"layer": layer, "head": h, "relation": r, "attention": float(a)} for h, a in enumerate(both)
+            ]
+    return pd.DataFrame(out)
+
+
+def _numpy(a: torch.Tensor | np.ndarray) -> np.ndarray:
+    """A host array of ``a`` (attention maps may be bf16 on a GPU; numpy has no bf16)."""
+    if isinstance(a, torch.Tensor):
+        a = a.detach().cpu()
+        return (a.float() if a.is_floating_point() else a).numpy()
+    return np.asarray(a)
+
+
+def masked_accuracy(
+    model: Encoder,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    importance: Sequence[np.ndarray],
+    keep: Sequence[int],
+    device: torch.device | str,
+) -> float:
+    """Accuracy with only the ``keep[i]`` most important heads of each layer i switched on, all layers at once."""
+    device = as_device(device)
+    model.to(device)
+    masks = []
+    for scores, k in zip(importance, keep, strict=True):
+        m = torch.zeros(len(scores), device=device)
+        m[torch.as_tensor(np.argsort(-np.asarray(scores), kind="stable")[:k].copy(), dtype=torch.long)] = 1.0
+        masks.append(m)
+    return evaluate(model, X, y, device, head_masks=masks)
+
+
+def relation_specialization(model: Encoder, X: torch.Tensor, offsets: Sequence[int]) -> pd.DataFrame:
+    """:func:`specialization_from_maps` for a model trained on the relations task (``task.relation_offsets``)."""
+    device = next(model.parameters()).device
+    return specialization_from_maps(model.attention_maps(X.to(device)), X, offsets)
+
+
+def attention_statistics(
+    model: Encoder, X: torch.Tensor, batch_size: int = 256
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`attention_stats` and :func:`attention_pairs` from one pass over ``X``."""
+    entropy, similarity = _map_stats(model, X, batch_size)
+    return _stats_frame(entropy, similarity, X.shape[1]), _pairs_frame(similarity)

@@ -1,0 +1,85 @@
+"""Run configs: a small JSON file pinning one variant's task, architecture and training settings.
+
+`explorer export` writes one for a study's trial; `explorer train --config FILE.json` reads it and retrains the
+variant exactly (same config and seed on the same device give the same numbers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.errors import ConfigError
+
+__all__ = ["RUN_CONFIG_VERSION", "RunConfig", "load_run_config", "write_run_config"]
+
+RUN_CONFIG_VERSION = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What a run config file holds."""
+
+    task: str  # digits | relations | path to a .npz file
+    task_options: dict[str, Any]
+    model: ModelConfig
+    train: TrainConfig
+    stop_after: int | None = (
+        None  # the epoch training stopped at (early stopping or a plateau), if before the end
+    )
+    source: dict[str, Any] = dataclasses.field(default_factory=dict)  # where it came from (study, trial...)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "explorer_run_config": RUN_CONFIG_VERSION,
+            "task": self.task,
+            "task_options": dict(self.task_options),
+            "model": self.model.to_dict(),
+            "train": dataclasses.asdict(self.train),
+            "stop_after": self.stop_after,
+            "source": dict(self.source),
+        }
+
+
+def write_run_config(path: str | Path, config: RunConfig) -> Path:
+    """Write ``config`` to ``path`` atomically (a temporary file beside it, then a rename)."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {path} ({exc.strerror}); choose a writable --out path.") from None
+    return path
+
+
+def load_run_config(path: str | Path) -> RunConfig:
+    """Read a run config; any problem is one ConfigError naming the file and what is wrong."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist; write one with `explorer export`.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"config file {path} is not readable JSON ({exc}).") from None
+    if not isinstance(doc, dict) or doc.get("explorer_run_config") != RUN_CONFIG_VERSION:
+        raise ConfigError(
+            f"{path} is not an explorer run config (version {RUN_CONFIG_VERSION}); "
+            f"write one with `explorer export`."
+        )
+    try:
+        return RunConfig(
+            task=str(doc["task"]),
+            task_options=dict(doc.get("task_options") or {}),
+            model=ModelConfig.from_dict(doc["model"]),
+            train=TrainConfig(**doc["train"]),
+            stop_after=None if doc.get("stop_after") is None else int(doc["stop_after"]),
+            source=dict(doc.get("source") or {}),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(f"config file {path} is missing or has a malformed field ({exc}).") from None

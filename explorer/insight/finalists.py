@@ -1,0 +1,121 @@
+"""Which architectures the finalist stage retrains, and with which seeds.
+
+After the search, the answer rests on single short runs. The finalist plan picks the search's knee (the
+accuracy/latency front's knee among feasible architectures within the budgets), the front architectures nearest
+it, and three references at the knee's width and depth: one head per layer (the seed's "one head is not
+enough"), the folklore's default of 8 heads per layer (or the nearest valid count in 8-16), and the next faster
+layout on the front (what a little less latency would cost). Each is trained with the same fresh seeds. The plan
+is a pure function of the search's records, so planning again after a resume queues only what is new.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from explorer.engine.config import ModelConfig, valid_heads
+from explorer.insight.pareto import knee, normalize, pareto_front
+from explorer.insight.tables import Architecture, architecture_table, architectures
+from explorer.search.record import FINALIST_SEED_OFFSET, FinalistRun, TrialRecord, arch_key
+from explorer.search.spec import StudySpec
+
+__all__ = ["DEFAULT_HEADS", "Plan", "finalist_seeds", "plan_finalists", "within_budgets"]
+
+DEFAULT_HEADS = (8, 16)  # the folklore's "8-16 heads usually suffice; start at 8"
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: tuple[FinalistRun, ...]
+    knee: Architecture | None  # the search's knee
+    notes: tuple[str, ...] = field(default_factory=tuple)  # references that could not be built, and why
+
+
+def within_budgets(archs: Sequence[Architecture], spec: StudySpec) -> list[Architecture]:
+    """The feasible architectures that meet the spec's budgets."""
+    b = spec.budgets
+    return [
+        a
+        for a in archs
+        if a.feasible
+        and (b.max_latency_ms is None or a.latency.estimate <= b.max_latency_ms)
+        and (b.max_params is None or a.params <= b.max_params)
+    ]
+
+
+def finalist_seeds(spec: StudySpec, seeds: int) -> list[int]:
+    """The fresh seeds finalists train with (search trials used spec.seed + trial number)."""
+    return [spec.seed + FINALIST_SEED_OFFSET + i for i in range(seeds)]
+
+
+def _uniform(base: ModelConfig, heads: int) -> tuple[ModelConfig | None, str]:
+    """``base`` with ``heads`` heads in every layer, under base's d_k floor if it allows, else none at all."""
+    if heads not in valid_heads(base.d_model):
+        return None, f"{heads} heads do not divide d_model {base.d_model}"
+    floor = base.min_dk if heads in valid_heads(base.d_model, base.min_dk) else 1
+    config = ModelConfig(
+        d_model=base.d_model,
+        heads=(heads,) * base.n_layers,
+        min_dk=floor,
+        mlp_ratio=base.mlp_ratio,
+        dropout=base.dropout,
+        attention=base.attention,
+    )
+    return config, ""
+
+
+def plan_finalists(
+    records: Sequence[TrialRecord], spec: StudySpec, top: int | None = None, seeds: int | None = None
+) -> Plan:
+    """The finalist runs for the study's search so far (``top`` and ``seeds`` override the spec's)."""
+    fs = spec.finalists
+    top = fs.top if top is None else top
+    seeds = fs.seeds if seeds is None else seeds
+    pool = within_budgets(architectures(records, "search"), spec)
+    if not pool:
+        return Plan((), None, ("no feasible search trial within the budgets has finished yet",))
+    table = architecture_table(pool)
+    front = pareto_front(table)
+    k = knee(front, bounds=table)
+    by_key = {a.key: a for a in pool}
+    knee_arch = by_key[k["key"]]
+    y = normalize(front, table)
+    at = y[(front["key"] == knee_arch.key).to_numpy()][0]
+    order = front.assign(_d=np.hypot(*(y - at).T)).sort_values(["_d", "number"])["key"].tolist()
+    picks: list[tuple[Architecture | ModelConfig, str]] = [(knee_arch, "knee")]
+    picks += [(by_key[key], "front") for key in order if key != knee_arch.key][: max(0, top - 1)]
+    notes = []
+    if fs.references:
+        base = knee_arch.config
+        one, why = _uniform(base, 1)
+        if one is not None:
+            picks.append((one, "1 head"))
+        folk = next(
+            (h for h in range(DEFAULT_HEADS[0], DEFAULT_HEADS[1] + 1) if h in valid_heads(base.d_model)), None
+        )
+        if folk is None:
+            notes.append(f"no head count in 8-16 divides d_model {base.d_model}: no folklore reference")
+        else:
+            config, why = _uniform(base, folk)
+            if config is not None:
+                picks.append((config, f"{folk} heads"))
+        faster = front[front["latency_ms"] < knee_arch.latency.estimate]
+        same_base = faster[(faster["d_model"] == base.d_model) & (faster["n_layers"] == base.n_layers)]
+        if len(same_base):  # the fastest-first front: the last row is the one just faster than the knee
+            picks.append((by_key[same_base["key"].iloc[-1]], "next faster"))
+    runs: list[FinalistRun] = []
+    seen: set[str] = set()
+    for pick, label in picks:
+        config, lr, source = (
+            (pick.config, pick.lr, pick.numbers[0])
+            if isinstance(pick, Architecture)
+            else (pick, knee_arch.lr, None)
+        )
+        key = arch_key(config, lr)
+        if key in seen:
+            continue
+        seen.add(key)
+        runs += [FinalistRun(config, lr, seed, label, source) for seed in finalist_seeds(spec, seeds)]
+    return Plan(tuple(runs), knee_arch, tuple(notes))

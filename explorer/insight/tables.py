@@ -1,0 +1,272 @@
+"""Trial records -> tables: one row per trial, and one row per architecture (runs of it summarized).
+
+The statistical unit of every comparison in the report is the *architecture* (width, depth, per-layer heads and
+d_k, learning rate): its runs (seeds) are averaged first, so a configuration tried three times counts once, and
+the spread between seeds is its uncertainty. Accuracies are fractions in [0, 1] of a validation split of
+``val_size`` examples; "one point" is 0.01. Nothing here draws or prints.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from explorer.engine.config import ModelConfig
+from explorer.insight.stats import (
+    Interval,
+    Spread,
+    accuracy_mean_ci,
+    accuracy_rerun_interval,
+    latency_interval,
+    log_spread,
+    logit_spread,
+    pool,
+)
+from explorer.search.record import TrialRecord
+
+__all__ = [
+    "ACC_POINT",
+    "Architecture",
+    "architecture_table",
+    "architectures",
+    "common_epoch",
+    "trials_table",
+]
+
+ACC_POINT = 0.01  # one accuracy point
+
+
+def _heads_text(heads: Sequence[int]) -> str:
+    return ",".join(map(str, heads))
+
+
+def trials_table(records: Iterable[TrialRecord]) -> pd.DataFrame:
+    """One row per record (every state and role), flat, for the CSV and the figures.
+
+    ``heads`` and ``d_k`` are tuples; :func:`csv_ready` turns them into "4,2" strings for the CSV edge.
+    """
+    rows = []
+    for r in records:
+        lat = r.latency
+        row = {
+            "number": r.number,
+            "state": r.state,
+            "role": r.role,
+            "label": r.label,
+            "d_model": r.config.d_model if r.config else np.nan,
+            "n_layers": r.config.n_layers if r.config else np.nan,
+            "heads": r.heads,
+            "d_k": r.d_k,
+            "family": r.family,
+            "min_dk": r.config.min_dk if r.config else np.nan,
+            "heads_max": max(r.heads) if r.heads else np.nan,
+            "heads_min": min(r.heads) if r.heads else np.nan,
+            "dk_min": min(r.d_k) if r.d_k else np.nan,
+            "lr": r.lr,
+            "seed": r.seed,
+            "val_accuracy": r.val_accuracy,
+            "test_accuracy": r.test_accuracy,
+            "val_size": r.val_size,
+            "latency_ms": lat.median_ms if lat else np.nan,
+            "latency_iqr_ms": lat.iqr_ms if lat else np.nan,
+            "latency_cached": lat.cached if lat else None,
+            "params": r.params,
+            "flops": r.flops,
+            "epochs_run": r.epochs_run,
+            "epochs_planned": r.epochs_planned,
+            "stop": r.stop,
+            "fail_reason": r.fail_reason,
+            "retry_of": r.retry_of,
+            "feasible": r.feasible,
+            "proposal": r.proposal,
+            "rejected": r.rejected,
+            "device": r.device,
+            "duration_s": r.duration_s,
+            "started": r.started,
+            "completed": r.completed,
+            "key": r.key,
+        }
+        for name, value in r.constraints:
+            row[f"constraint_{name}"] = value
+        rows.append(row)
+    df = pd.DataFrame(rows)
+    if df.empty:
+        df = pd.DataFrame(
+            columns=["number", "state", "role", "heads", "val_accuracy", "latency_ms", "feasible"]
+        )
+    return df
+
+
+def csv_ready(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with tuple columns written as "4,2" strings (the CSV edge)."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].map(lambda v: isinstance(v, tuple)).any():
+            out[col] = out[col].map(lambda v: _heads_text(v) if isinstance(v, tuple) else v)
+    return out
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """One configuration's runs of one role, summarized (the unit every comparison uses)."""
+
+    key: str
+    config: ModelConfig
+    lr: float
+    role: str
+    numbers: tuple[int, ...]  # the trials
+    seeds: tuple[int, ...]
+    epoch: int | None  # accuracies read after this epoch (None: after each run's last epoch)
+    values: tuple[float, ...]  # validation accuracy of each run
+    accuracy: Interval  # mean validation accuracy over the runs, with its 95% interval
+    rerun: Interval  # where the mean of 3 fresh seeds should land (95% prediction interval)
+    test_accuracy: float  # mean test accuracy (NaN when a run has none)
+    latency: Interval  # median latency (ms) and the 95% interval a new timing would fall in
+    params: int
+    epochs: float  # mean epochs trained
+    feasible: bool
+    label: str | None  # a finalist's part in the plan
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        return self.config.heads
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+
+def _timings(runs: Sequence[TrialRecord]) -> list:
+    """Distinct measurements only: a cached figure reused by several runs is one measurement."""
+    distinct = {}
+    for r in runs:
+        lat = r.latency
+        assert lat is not None
+        distinct.setdefault((lat.measured_at, round(lat.median_ms, 9)), lat)
+    return list(distinct.values())
+
+
+def _latency(runs: Sequence[TrialRecord], pooled: Spread | None) -> Interval:
+    timings = _timings(runs)
+    medians = [lat.median_ms for lat in timings]
+    if pooled is not None or len(set(medians)) > 1:
+        return latency_interval(medians, pooled=pooled)
+    within = timings[0].samples_ms
+    if len(within) >= 2:
+        return latency_interval(medians, within=within)
+    m, iqr = medians[0], timings[0].iqr_ms
+    return Interval(m, max(m - iqr, 0.0), m + iqr, 1, "IQR of one measurement (no block times recorded)")
+
+
+def architectures(
+    records: Iterable[TrialRecord], role: str = "search", epoch: int | None = None
+) -> list[Architecture]:
+    """Every configuration of ``role`` with its runs summarized.
+
+    ``epoch=None``: COMPLETE runs, their final accuracy. ``epoch=e``: every run (COMPLETE or stopped early) that
+    trained at least ``e`` epochs, its accuracy after epoch ``e``: the comparison that stopped runs do not bias.
+    """
+    groups: dict[str, list[TrialRecord]] = defaultdict(list)
+    for r in records:
+        if r.role != role or r.config is None or r.latency is None or r.key is None:
+            continue
+        if epoch is None and not r.finished:
+            continue
+        if epoch is not None and (r.state not in ("COMPLETE", "PRUNED") or r.epochs_run < epoch):
+            continue
+        groups[r.key].append(r)
+
+    def value(r: TrialRecord) -> float:
+        return r.history[epoch - 1] if epoch else float(r.val_accuracy)  # type: ignore[arg-type]
+
+    # Seed-to-seed and timing-to-timing spreads pooled over the role's architectures: a few seeds each give
+    # t intervals with 1-2 degrees of freedom; pooled over the finalists, with ten or more.
+    acc_pool = pool([logit_spread([value(r) for r in g], g[0].val_size or 1) for g in groups.values()])
+    lat_pool = pool([log_spread([t.median_ms for t in _timings(g)]) for g in groups.values()])
+    out = []
+    for key, runs in groups.items():
+        runs = sorted(runs, key=lambda r: r.number)
+        values = [value(r) for r in runs]
+        n_val = runs[0].val_size or 1
+        tests = [r.test_accuracy for r in runs]
+        first = runs[0]
+        out.append(
+            Architecture(
+                key=key,
+                config=first.config,  # type: ignore[arg-type]
+                lr=float(first.lr),  # type: ignore[arg-type]
+                role=role,
+                numbers=tuple(r.number for r in runs),
+                seeds=tuple(int(r.seed) for r in runs if r.seed is not None),
+                epoch=epoch,
+                values=tuple(values),
+                accuracy=accuracy_mean_ci(values, n_val, pooled=acc_pool),
+                rerun=accuracy_rerun_interval(values, n_val, 3, pooled=acc_pool),
+                test_accuracy=float(np.mean(tests)) if all(t is not None for t in tests) else float("nan"),
+                latency=_latency(runs, lat_pool),
+                params=int(first.params or 0),
+                epochs=float(np.mean([r.epochs_run for r in runs])),
+                feasible=all(r.feasible for r in runs),
+                label=next((r.label for r in runs if r.label), None),
+            )
+        )
+    return sorted(out, key=lambda a: (a.latency.estimate, -a.accuracy.estimate))
+
+
+def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
+    """One row per architecture: what the figures and tables of the report use."""
+    rows = []
+    for a in archs:
+        c = a.config
+        rows.append(
+            {
+                "key": a.key,
+                "role": a.role,
+                "label": a.label,
+                "number": a.numbers[0],
+                "runs": a.n,
+                "d_model": c.d_model,
+                "n_layers": c.n_layers,
+                "heads": c.heads,
+                "d_k": c.d_k,
+                "family": c.family,
+                "heads_max": max(c.heads),
+                "heads_min": min(c.heads),
+                "heads_mean": float(np.mean(c.heads)),
+                "dk_min": min(c.d_k),
+                "min_dk": c.min_dk,
+                "lr": a.lr,
+                "val_accuracy": a.accuracy.estimate,
+                "val_low": a.accuracy.low,
+                "val_high": a.accuracy.high,
+                "test_accuracy": a.test_accuracy,
+                "latency_ms": a.latency.estimate,
+                "latency_low": a.latency.low,
+                "latency_high": a.latency.high,
+                "params": a.params,
+                "epochs": a.epochs,
+                "feasible": a.feasible,
+            }
+        )
+    cols = ["key", "heads", "val_accuracy", "latency_ms", "d_model", "n_layers", "feasible", "number"]
+    return pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)
+
+
+def common_epoch(
+    records: Iterable[TrialRecord], keys: set[str] | None = None, role: str = "search"
+) -> int | None:
+    """The last epoch every (COMPLETE or stopped) run of ``role`` (among ``keys``) trained: accuracies compared
+    there are free of the bias of stopping some runs early. None when there are no such runs."""
+    epochs = [
+        r.epochs_run
+        for r in records
+        if r.role == role
+        and r.state in ("COMPLETE", "PRUNED")
+        and r.epochs_run > 0
+        and (keys is None or r.key in keys)
+    ]
+    return min(epochs) if epochs else None

@@ -1,0 +1,92 @@
+"""Atomic claims: no two trials of a study ever train the same configuration with the same seed.
+
+Samplers avoid configurations they can see are taken, but two workers (or two commands on two machines) can
+pick the same one at the same moment. A claim is a row in a small table of our own beside Optuna's, in the
+study's database, with the (study, configuration) pair as its primary key: the database itself lets exactly one
+INSERT win, on SQLite and PostgreSQL alike. A claim held by a trial that ended FAIL (killed, interrupted,
+diverged) can be taken over by its retry; any other holder makes the newcomer a duplicate.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+import sqlalchemy.exc
+from optuna.storages import RDBStorage
+
+__all__ = ["Claims"]
+
+_METADATA = sa.MetaData()
+_TABLE = sa.Table(
+    "explorer_claims",
+    _METADATA,
+    sa.Column("study", sa.String(512), primary_key=True),
+    sa.Column("config", sa.String(512), primary_key=True),
+    sa.Column("trial", sa.Integer, nullable=False),
+)
+
+
+class Claims:
+    """The claims of one study in ``storage`` (an Optuna RDBStorage: its engine holds the table).
+
+    Claims are keyed by the study's id, so a study deleted and created again under its name starts afresh.
+    """
+
+    def __init__(self, storage: RDBStorage, study_name: str):
+        storage = getattr(storage, "_backend", storage)  # Optuna wraps an RDBStorage in a cache layer
+        self.engine = storage.engine
+        self.study = str(storage.get_study_id_from_name(study_name))
+        for attempt in range(3):  # two processes creating the table at once: the loser sees it exist
+            try:
+                _METADATA.create_all(self.engine, checkfirst=True)
+                break
+            except sqlalchemy.exc.DBAPIError:
+                if attempt == 2:
+                    raise
+
+    def owner(self, config: str) -> int | None:
+        """The trial number holding ``config``, or None."""
+        with self.engine.connect() as conn:
+            row = conn.execute(
+                sa.select(_TABLE.c.trial).where(_TABLE.c.study == self.study, _TABLE.c.config == config)
+            ).first()
+        return None if row is None else int(row[0])
+
+    def claim(self, config: str, trial: int, can_take_over: set[int] | frozenset[int] = frozenset()) -> int:
+        """Claim ``config`` for ``trial``; return the trial that holds it afterwards (``trial`` on success).
+
+        A claim held by a trial in ``can_take_over`` (trials that ended FAIL) passes to ``trial`` atomically:
+        of two retries racing for it, one wins.
+        """
+        for _ in range(3):
+            try:
+                with self.engine.begin() as conn:
+                    conn.execute(_TABLE.insert().values(study=self.study, config=config, trial=trial))
+                return trial
+            except sqlalchemy.exc.IntegrityError:
+                pass
+            holder = self.owner(config)
+            if holder is None:  # released between our INSERT and SELECT: try again
+                continue
+            if holder == trial or holder not in can_take_over:
+                return holder
+            with self.engine.begin() as conn:
+                done = conn.execute(
+                    _TABLE.update()
+                    .where(
+                        _TABLE.c.study == self.study,
+                        _TABLE.c.config == config,
+                        _TABLE.c.trial == holder,
+                    )
+                    .values(trial=trial)
+                ).rowcount
+            if done == 1:
+                return trial
+        return self.owner(config) or trial
+
+    def taken(self) -> dict[str, int]:
+        """Every claimed configuration of the study and its trial."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                sa.select(_TABLE.c.config, _TABLE.c.trial).where(_TABLE.c.study == self.study)
+            ).all()
+        return {str(c): int(t) for c, t in rows}

@@ -1,0 +1,98 @@
+"""When a trial may stop before its planned epochs: rungs for search trials, a plateau for finalists.
+
+Search trials (:func:`dominated_at_rung`). A trial may stop only at a rung (``min_epochs * reduction**i``
+epochs, see :class:`~explorer.search.spec.EarlyStoppingSpec`), and only when a *different* architecture that is
+at least as fast (latency within the two measurements' spread counts as a tie) was more accurate at the same
+epoch by more than the validation split can explain: accuracy is a proportion of ``n`` examples, so the
+difference of two has standard error ``sqrt(a(1-a)/n + b(1-b)/n)``; with ``m`` such peers compared, the
+threshold is ``z = Phi^-1(1 - alpha/m)`` standard errors (Bonferroni), so the chance of stopping a trial that
+is truly as good as all of them stays below ``alpha`` however many peers there are. Other seeds of the same
+architecture are never peers.
+
+Finalists (:func:`plateaued`). A finalist trains until its best validation accuracy has not risen by more than
+one binomial standard error for ``patience`` epochs, or to its cap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scipy.stats import norm
+
+__all__ = ["Peer", "Verdict", "binomial_se", "dominated_at_rung", "plateaued", "tie_tolerance"]
+
+
+def binomial_se(p: float, n: int) -> float:
+    """Standard error of an accuracy ``p`` measured on ``n`` examples (p kept off 0 and 1 by half an example)."""
+    p = min(max(p, 0.5 / n), 1 - 0.5 / n)
+    return math.sqrt(p * (1 - p) / n)
+
+
+@dataclass(frozen=True)
+class Peer:
+    """A trial to compare against at a rung."""
+
+    number: int
+    key: str  # configuration identity; the same key (another seed) is never a peer
+    latency_ms: float
+    spread: float  # relative spread of its latency measurement (IQR / median)
+    history: tuple[float, ...]  # validation accuracy per epoch
+
+
+@dataclass(frozen=True)
+class Verdict:
+    stop: bool
+    reason: str = ""
+
+
+def tie_tolerance(spread_a: float, spread_b: float) -> float:
+    """Relative latency difference two measurements cannot tell apart: their spreads combined."""
+    return math.hypot(spread_a, spread_b)
+
+
+def dominated_at_rung(
+    epoch: int,
+    accuracy: float,
+    n_val: int,
+    key: str,
+    latency_ms: float,
+    spread: float,
+    peers: Sequence[Peer],
+    alpha: float,
+) -> Verdict:
+    """Whether a trial at ``epoch`` (a rung) is beaten beyond noise by an at-least-as-fast other architecture."""
+    eligible = [
+        p
+        for p in peers
+        if p.key != key
+        and len(p.history) >= epoch
+        and p.latency_ms <= latency_ms * (1 + tie_tolerance(spread, p.spread))
+    ]
+    if not eligible:
+        return Verdict(False)
+    z = float(norm.ppf(1 - alpha / len(eligible)))
+
+    def lead_and_se(p: Peer) -> tuple[float, float]:
+        theirs = p.history[epoch - 1]
+        return theirs - accuracy, math.hypot(binomial_se(theirs, n_val), binomial_se(accuracy, n_val))
+
+    best = max(eligible, key=lambda p: (lambda d, se: d / se)(*lead_and_se(p)))
+    lead, se = lead_and_se(best)
+    if lead > z * se:
+        return Verdict(
+            True,
+            f"stopped at epoch {epoch}: trial #{best.number}, at least as fast ({best.latency_ms:.3g} vs "
+            f"{latency_ms:.3g} ms), led by {lead * 100:.1f} points > {z:.2f} standard errors "
+            f"({z * se * 100:.1f} points; {len(eligible)} peers compared, alpha {alpha:g})",
+        )
+    return Verdict(False)
+
+
+def plateaued(history: Sequence[float], n_val: int, patience: int) -> bool:
+    """True when the best accuracy of the last ``patience`` epochs beats the best before them by <= one SE."""
+    if len(history) <= patience:
+        return False
+    before = max(history[:-patience])
+    return max(history[-patience:]) - before <= binomial_se(before, n_val)

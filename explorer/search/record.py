@@ -1,0 +1,273 @@
+"""The trial record: what one trial measured, written by the objective and read back by everything else.
+
+:class:`TrialRecord` is the one shape a trial has outside Optuna. The objective writes it as user attributes
+(plain JSON values with readable names, so optuna-dashboard shows ``heads = [4, 2]`` rather than an encoded
+position); :func:`record_from_trial` reads one back from an Optuna ``FrozenTrial``, and :func:`load_records`
+reads a whole study. Analysis, the report, plots, export and confirmation read records, never raw attributes.
+Inside a record everything is typed (tuples, numbers, a :class:`~explorer.engine.config.ModelConfig`); strings
+like "4,2" exist only at the CSV, TOML, JSON and command-line edges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial
+
+from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.engine.measures import LatencyResult
+
+__all__ = [
+    "FINALIST_SEED_OFFSET",
+    "RECORD_VERSION",
+    "RETRY_ATTRS",
+    "FinalistRun",
+    "ROLES",
+    "TrialRecord",
+    "arch_key",
+    "closed_counts",
+    "is_bookkeeping",
+    "load_records",
+    "record_from_trial",
+]
+
+RECORD_VERSION = 2
+ROLES = ("search", "finalist")  # a search trial (one new architecture) or a finalist run (a fresh seed)
+_BOOKKEEPING = ("surplus", "duplicate_of")  # trials closed without running: not results, not failures
+RETRY_ATTRS = ("role", "seed", "finalist")  # what a retried trial inherits: what it is, not what it measured
+FINALIST_SEED_OFFSET = 1_000_000  # finalist seeds are spec.seed + offset + i; search seeds spec.seed + number
+
+
+def arch_key(config: ModelConfig, lr: float) -> str:
+    """What makes two trials the same configuration: the architecture and its learning rate."""
+    return f"{config.key()}_lr{lr:.6g}"
+
+
+@dataclass(frozen=True)
+class FinalistRun:
+    """One planned finalist run: an architecture, its learning rate, a fresh seed, and its part in the plan."""
+
+    config: ModelConfig
+    lr: float
+    seed: int
+    label: str  # knee | front | 1 head | 8 heads | next faster ...
+    source: int | None = None  # the search trial it comes from (None for a reference layout)
+
+    def attrs(self) -> dict[str, Any]:
+        """What the queued trial carries (its ``finalist`` user attribute)."""
+        return {"model": self.config.to_dict(), "lr": self.lr, "label": self.label, "source": self.source}
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """One trial of a study, typed. Fields a trial had not reached (a failure, a pruned trial) are None."""
+
+    number: int
+    state: str  # COMPLETE | PRUNED | FAIL | RUNNING | WAITING
+    role: str  # search | finalist
+    config: ModelConfig | None  # the architecture (None only if the trial failed before sampling)
+    lr: float | None
+    seed: int | None  # the training seed (init, data order, dropout)
+    epochs_planned: int | None
+    batch_size: int | None = None  # training batch size
+    history: tuple[float, ...] = ()  # validation accuracy after each epoch run
+    val_accuracy: float | None = None  # after the last epoch run
+    test_accuracy: float | None = None
+    val_size: int | None = None  # validation examples: accuracies are proportions of this many
+    latency: LatencyResult | None = None
+    params: int | None = None
+    flops: int | None = None
+    device: str | None = None
+    torch_version: str | None = None
+    train_time_s: float | None = None
+    samples_per_s: float | None = None
+    stop: str | None = None  # why training ended before its plan (a rung, a plateau, a budget)
+    fail_reason: str | None = None
+    retry_of: int | None = None  # the killed or interrupted trial this one retries
+    constraints: tuple[tuple[str, float], ...] = ()  # (name, value); <= 0 is feasible
+    proposal: str | None = None  # how the search chose it: sampler | unevaluated (fallback) | enqueued
+    label: str | None = None  # a finalist's part in the plan: knee, front, 1 head, 8 heads, next faster
+    rejected: int = 0  # proposals for already-evaluated architectures the search skipped before this one
+    relations: tuple[
+        tuple[int, int, int, float], ...
+    ] = ()  # (layer, head, relation, attention), relations task
+    started: dt.datetime | None = None
+    completed: dt.datetime | None = None
+
+    # ---------------------------------------------------------------------------------------- derived
+
+    @property
+    def key(self) -> str | None:
+        """The configuration's identity (architecture and learning rate)."""
+        return None if self.config is None or self.lr is None else arch_key(self.config, self.lr)
+
+    @property
+    def heads(self) -> tuple[int, ...]:
+        return self.config.heads if self.config is not None else ()
+
+    @property
+    def d_k(self) -> tuple[int, ...]:
+        return self.config.d_k if self.config is not None else ()
+
+    @property
+    def family(self) -> str | None:
+        return self.config.family if self.config is not None else None
+
+    @property
+    def epochs_run(self) -> int:
+        return len(self.history)
+
+    @property
+    def feasible(self) -> bool:
+        return all(v <= 0 for _, v in self.constraints)
+
+    @property
+    def latency_ms(self) -> float | None:
+        return None if self.latency is None else self.latency.median_ms
+
+    @property
+    def finished(self) -> bool:
+        """COMPLETE with both objectives measured."""
+        return self.state == "COMPLETE" and self.val_accuracy is not None and self.latency is not None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started is None or self.completed is None:
+            return None
+        return (self.completed - self.started).total_seconds()
+
+    def train_config(self) -> TrainConfig:
+        """How this trial trained (its planned epochs; :attr:`epochs_run` says where it stopped)."""
+        if self.lr is None or self.seed is None or self.epochs_planned is None:
+            raise ValueError(f"trial #{self.number} has no training settings recorded")
+        return TrainConfig(
+            epochs=self.epochs_planned, batch_size=self.batch_size or 32, lr=self.lr, seed=self.seed
+        )
+
+    # ---------------------------------------------------------------------------------------- writing
+
+    def arch_attrs(self) -> dict[str, Any]:
+        """The architecture as readable user attributes (what the objective writes first)."""
+        c = self.config
+        assert c is not None
+        return {
+            "record_version": RECORD_VERSION,
+            "role": self.role,
+            "d_model": c.d_model,
+            "n_layers": c.n_layers,
+            "heads": list(c.heads),
+            "d_k": list(c.d_k),
+            "family": c.family,
+            "min_dk": c.min_dk,
+            "mlp_ratio": c.mlp_ratio,
+            "attention": c.attention,
+            "lr": self.lr,
+            "seed": self.seed,
+            "epochs_planned": self.epochs_planned,
+            "batch_size": self.batch_size,
+        }
+
+
+def _tuple_pairs(value: Any) -> tuple[tuple[str, float], ...]:
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), float(v)) for k, v in value.items()))
+    return ()
+
+
+def _config(a: Mapping[str, Any]) -> ModelConfig | None:
+    if "heads" not in a or "d_model" not in a:
+        return None
+    return ModelConfig(
+        d_model=int(a["d_model"]),
+        heads=tuple(int(h) for h in a["heads"]),
+        min_dk=int(a.get("min_dk", 1)),
+        mlp_ratio=float(a.get("mlp_ratio", 4.0)),
+        dropout=float(a.get("dropout", 0.0)),
+        attention=str(a.get("attention", "fused")),
+    )
+
+
+def _opt(a: Mapping[str, Any], key: str, kind: type) -> Any:
+    v = a.get(key)
+    return None if v is None else kind(v)
+
+
+def record_from_trial(t: FrozenTrial) -> TrialRecord:
+    """The record of one Optuna trial (any state), from the user attributes the objective wrote."""
+    a = t.user_attrs
+    latency = LatencyResult.from_dict(a["latency"]) if isinstance(a.get("latency"), Mapping) else None
+    relations = tuple(
+        (int(r[0]), int(r[1]), int(r[2]), float(r[3])) for r in a.get("relations") or () if len(r) == 4
+    )
+    return TrialRecord(
+        number=t.number,
+        state=t.state.name,
+        role=str(a.get("role", "search")),
+        config=_config(a),
+        lr=_opt(a, "lr", float),
+        seed=_opt(a, "seed", int),
+        epochs_planned=_opt(a, "epochs_planned", int),
+        batch_size=_opt(a, "batch_size", int),
+        history=tuple(float(x) for x in a.get("history") or ()),
+        val_accuracy=_opt(a, "val_accuracy", float),
+        test_accuracy=_opt(a, "test_accuracy", float),
+        val_size=_opt(a, "val_size", int),
+        latency=latency,
+        params=_opt(a, "params", int),
+        flops=_opt(a, "flops", int),
+        device=_opt(a, "device", str),
+        torch_version=_opt(a, "torch_version", str),
+        train_time_s=_opt(a, "train_time_s", float),
+        samples_per_s=_opt(a, "samples_per_s", float),
+        stop=_opt(a, "stop", str),
+        fail_reason=_opt(a, "fail_reason", str),
+        retry_of=_opt(a, "retry_of", int),
+        constraints=_tuple_pairs(t.constraints) or _tuple_pairs(a.get("constraints")),
+        proposal=_opt(a, "proposal", str),
+        label=_opt(a.get("finalist") or {}, "label", str),
+        rejected=int(a.get("rejected", 0) or 0),
+        relations=relations,
+        started=t.datetime_start,
+        completed=t.datetime_complete,
+    )
+
+
+def is_bookkeeping(t: FrozenTrial) -> bool:
+    """A trial closed without running (beyond the total, or a configuration another trial already owns)."""
+    return any(k in t.user_attrs for k in _BOOKKEEPING)
+
+
+def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[TrialRecord]:
+    """Every trial of ``study`` with one of ``roles`` as a record, in trial-number order (bookkeeping left out)."""
+    notes = study.user_attrs  # reasons recorded after a trial ended (a dead worker's: RetryStaleTrial)
+    out = []
+    for t in study.get_trials(deepcopy=False):
+        if is_bookkeeping(t):
+            continue
+        r = record_from_trial(t)
+        if r.state == "FAIL" and r.fail_reason is None and f"fail_reason:{r.number}" in notes:
+            r = dataclasses.replace(r, fail_reason=str(notes[f"fail_reason:{r.number}"]))
+        if r.role in roles:
+            out.append(r)
+    return out
+
+
+def replace(record: TrialRecord, **changes: Any) -> TrialRecord:
+    """A copy of ``record`` with ``changes`` (for tests and synthetic studies)."""
+    return dataclasses.replace(record, **changes)
+
+
+def closed_counts(study: optuna.Study) -> dict[str, int]:
+    """Trials closed without running, by kind: ``beyond a total`` and ``duplicate`` (another trial's claim)."""
+    out: dict[str, int] = {}
+    for t in study.get_trials(deepcopy=False):
+        if "surplus" in t.user_attrs:
+            out["beyond a total"] = out.get("beyond a total", 0) + 1
+        elif "duplicate_of" in t.user_attrs:
+            out["duplicate"] = out.get("duplicate", 0) + 1
+    return out
