@@ -32,6 +32,7 @@ from explorer.output.report import ReportInput, ReportPaths, write_report
 from explorer.search.record import TrialRecord, closed_counts, load_records
 from explorer.search.spec import StudySpec, load_spec
 from explorer.search.study import (
+    EXHAUSTED,
     Progress,
     RunOptions,
     StudyHandle,
@@ -118,7 +119,10 @@ def run(
     if on_stage:
         on_stage("search", total)
     search = run_stage(handle, "search", total, options, deadline, on_progress)
-    if search.note or search.done < total or not (finalists and handle.spec.finalists.enabled):
+    covered = search.note.startswith(EXHAUSTED)  # a small space evaluated whole: the search is done
+    if (search.note and not covered) or (search.done < total and not covered):
+        return RunSummary(search, None, None, 0)
+    if not (finalists and handle.spec.finalists.enabled):
         return RunSummary(search, None, None, 0)
     return _finalist_stage(handle, search, options, deadline, on_progress, on_stage)
 

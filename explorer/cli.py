@@ -442,7 +442,9 @@ def _run_and_report(handle: Any, action: Callable[..., Any], as_json: bool, **kw
         _emit_json(_summary_doc(handle, summary))
         return
     s, f = summary.search, summary.finalists
-    if s.done < s.total or s.note:
+    if s.note.startswith("the search space has no architecture left"):
+        _note(f"search: {s.note}, fewer than the {s.total} trials asked for")
+    elif s.done < s.total or s.note:
         why = s.note or "timeout"
         _note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
     elif f is not None and (f.note or f.done < f.total):

@@ -1,33 +1,37 @@
-"""Synthetic studies with a known structure, and a tiny real spec, for tests, benchmarks and trying the report.
+"""Synthetic studies and records with a known structure, and a tiny real spec, for tests and benchmarks.
 
-:func:`make_study` fills an Optuna study with trial records shaped exactly like explorer/study.py's (see
-explorer/analysis.py), whose accuracy falls at one head and saturates by eight and whose latency grows with
-width and head count, so the analysis has right answers to find.
+:func:`make_study` fills an Optuna study with trials written exactly as the objective writes them
+(:meth:`explorer.search.record.TrialRecord.to_attrs`), whose accuracy falls at one head and saturates by eight,
+drops when d_k < 16, and whose latency grows with width and head count, so the analysis has right answers to
+find. :func:`record` builds one :class:`~explorer.search.record.TrialRecord` for pure-function tests.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import optuna
-from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from explorer.engine.config import expand_schedule, valid_heads
+from explorer.engine.config import ModelConfig, expand_schedule, valid_heads
+from explorer.engine.measures import LatencyResult
+from explorer.search.record import FINALIST_SEED_OFFSET, TrialRecord
 
-__all__ = ["TINY_SPEC", "make_study", "synthetic_accuracy", "synthetic_latency", "write_tiny_spec"]
+__all__ = ["TINY_SPEC", "make_study", "record", "synthetic_accuracy", "synthetic_latency", "write_tiny_spec"]
 
 D_MODELS = (64, 128, 256)
 LAYERS = (2, 4)
-FAMILIES = ("uniform", "increasing", "decreasing")
 HEADS = (1, 2, 4, 8, 16, 32)
 BASE = dt.datetime(2025, 1, 1, 12, 0, 0)
+N_VAL = 270
 
 
-def synthetic_accuracy(heads: list[int], d_model: int) -> float:
+def synthetic_accuracy(heads: tuple[int, ...], d_model: int) -> float:
     """The known truth the tests check: -6 points at one head, +1.5 per doubling up to 8, -4 when d_k < 16."""
     h = float(np.mean([min(x, 8) for x in heads]))
     acc = 0.80 + 0.02 * math.log2(d_model / 64) + 0.015 * math.log2(h)
@@ -36,8 +40,89 @@ def synthetic_accuracy(heads: list[int], d_model: int) -> float:
     return acc
 
 
-def synthetic_latency(heads: list[int], d_model: int) -> float:
+def synthetic_latency(heads: tuple[int, ...], d_model: int) -> float:
     return 0.2 * (d_model / 64) ** 1.5 * len(heads) * (1 + 0.03 * float(np.mean(heads)))
+
+
+def latency(ms: float, when: str = "2025-01-01T12:00:00+00:00", spread: float = 0.02, cached: bool = False):
+    """A latency measurement of median ``ms`` with ten block times spread by ``spread`` (relative)."""
+    blocks = tuple(ms * (1 + spread * (k - 4.5) / 4.5) for k in range(10))
+    return LatencyResult(ms, ms * spread, 64, 16, 1, "cpu (test)", "float32", 10, cached, blocks, when, 0.1)
+
+
+def record(
+    number: int,
+    heads: tuple[int, ...],
+    acc: float,
+    lat: float,
+    *,
+    d_model: int = 64,
+    role: str = "search",
+    state: str = "COMPLETE",
+    seed: int | None = None,
+    epochs: int = 10,
+    history: tuple[float, ...] | None = None,
+    params: int | None = None,
+    label: str | None = None,
+    when: str | None = None,
+    **changes: Any,
+) -> TrialRecord:
+    """One trial record; ``history`` defaults to a run that reached ``acc`` at its last of ``epochs`` epochs."""
+    config = ModelConfig(d_model=d_model, heads=heads, min_dk=1, mlp_ratio=2.0)
+    hist = (
+        history if history is not None else tuple(acc * (0.6 + 0.4 * (e + 1) / epochs) for e in range(epochs))
+    )
+    return TrialRecord(
+        number=number,
+        state=state,
+        role=role,
+        config=config,
+        lr=1e-3,
+        seed=number if seed is None else seed,
+        epochs_planned=epochs,
+        batch_size=32,
+        history=hist,
+        val_accuracy=hist[-1] if hist else None,
+        test_accuracy=(hist[-1] - 0.005) if hist else None,
+        val_size=N_VAL,
+        latency=latency(lat, when or f"2025-01-01T12:{number // 60:02d}:{number % 60:02d}+00:00"),
+        params=params if params is not None else d_model * d_model * 12 * len(heads),
+        flops=d_model * d_model * 24 * len(heads),
+        device="cpu (test)",
+        torch_version="2.13",
+        proposal="sampler" if role == "search" else "enqueued",
+        label=label,
+        **changes,
+    )
+
+
+def _architectures() -> list[tuple[int, tuple[int, ...]]]:
+    out = []
+    for d in D_MODELS:
+        valid = [h for h in HEADS if h in valid_heads(d, 2)]
+        for layers in LAYERS:
+            for h in valid:
+                out.append((d, (h,) * layers))
+            for lo, hi in itertools.combinations(valid, 2):
+                out.append((d, expand_schedule(f"increasing:{lo}-{hi}", layers, d)))
+                out.append((d, expand_schedule(f"decreasing:{hi}-{lo}", layers, d)))
+    return list(dict.fromkeys(out))
+
+
+def _spec(name: str, total: int, max_latency_ms: float | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "name": name,
+        "n_trials": total,
+        "sampler": "random",
+        "task": {"name": "digits", "epochs": 10},
+        "space": {"d_model": list(D_MODELS), "n_layers": list(LAYERS), "heads": list(HEADS), "min_dk": 2,
+                  "families": ["uniform", "increasing", "decreasing"], "mlp_ratio": [2.0]},
+        "latency": {"device": "cpu", "batch_size": 64},
+        "finalists": {"seeds": 3},
+    }  # fmt: skip
+    if max_latency_ms is not None:
+        spec["budgets"] = {"max_latency_ms": max_latency_ms}
+    return spec
 
 
 def make_study(
@@ -50,66 +135,61 @@ def make_study(
     max_latency_ms: float | None = None,
     bench: list[dict] | None = None,
     n_trials_target: int | None = None,
+    finalists: int = 0,
+    noise: float = 0.004,
 ) -> optuna.Study:
-    """A study of ``n`` COMPLETE trials with the synthetic structure, plus extra trials per state in ``states``."""
+    """A study of ``n`` COMPLETE search trials over distinct synthetic architectures, plus trials in ``states``,
+    plus ``finalists`` seeds of the four most accurate architectures (role finalist) when asked."""
     rng = np.random.default_rng(seed)
+    archs = _architectures()
+    kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]
+    if len(kinds) > len(archs):
+        raise ValueError(f"only {len(archs)} synthetic architectures exist")
+    picks = rng.permutation(len(archs))[: len(kinds)]
     study = optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"])
-    live = n + sum(k for s, k in (states or {}).items() if s in ("PRUNED", "RUNNING"))  # FAIL does not count
-    spec = {"name": name, "n_trials": n_trials_target or live, "task": "digits"}
-    if max_latency_ms is not None:
-        spec["budgets"] = {"max_latency_ms": max_latency_ms}
-    study.set_user_attr("spec", spec)
+    live = n + sum(k for s, k in (states or {}).items() if s in ("PRUNED", "RUNNING"))
+    study.set_user_attr("spec", _spec(name, n_trials_target or live, max_latency_ms))
     study.set_user_attr("task", "digits")
-    study.set_user_attr("explorer_version", "0.1.0")
     if bench is not None:
         study.set_user_attr("bench", bench)
-    dists = {
-        "d_model": CategoricalDistribution(D_MODELS),
-        "n_layers": CategoricalDistribution(LAYERS),
-        "family": CategoricalDistribution(FAMILIES),
-        "heads": CategoricalDistribution(HEADS),
-        "lr": FloatDistribution(1e-4, 1e-2, log=True),
-    }
-    kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]
-    for i, kind in enumerate(kinds):
-        d, layers, fam = int(rng.choice(D_MODELS)), int(rng.choice(LAYERS)), str(rng.choice(FAMILIES))
-        valid = [h for h in HEADS if h in valid_heads(d, 2)]
-        h = int(rng.choice(valid))
-        if fam == "uniform" or h == valid[-1]:
-            fam, heads = "uniform", [h] * layers
-        else:
-            lo, hi = h, valid[-1] if h * 4 > valid[-1] else h * 4
-            heads = list(
-                expand_schedule(f"{fam}:{lo}-{hi}" if fam == "increasing" else f"{fam}:{hi}-{lo}", layers, d)
-            )
-        acc = synthetic_accuracy(heads, d) + rng.normal(0, 0.004)
+    made: list[tuple[TrialRecord, str]] = []
+    for i, (kind, a) in enumerate(zip(kinds, picks, strict=True)):
+        d, heads = archs[a]
+        acc = float(np.clip(synthetic_accuracy(heads, d) + rng.normal(0, noise), 0, 1))
         lat = synthetic_latency(heads, d) * (1 + rng.normal(0, 0.02))
-        attrs = {
-            "d_model": d, "n_layers": layers, "heads": heads, "d_k": [d // x for x in heads], "family": fam,
-            "min_dk": 2, "mlp_ratio": 2.0, "lr": 1e-3, "val_accuracy": acc, "test_accuracy": acc - 0.005,
-            "latency_ms": lat, "latency_iqr_ms": lat * 0.03, "latency_batch_size": 32, "params": d * d * 12 * layers,
-            "flops": d * d * 24 * layers, "train_time_s": 5.0, "epochs_run": 10, "epochs_planned": 10,
-            "early_stopped": kind == "PRUNED", "epochs_saved": 6 if kind == "PRUNED" else 0,
-            "val_history": [acc] * 3, "rejected": int(rng.random() < 0.02), "device": "cpu (2 threads)",
-            "torch_version": "2.13", "attention_impl": "fused",
-        }  # fmt: skip
+        epochs = 4 if kind == "PRUNED" else 10
+        r = record(i, heads, acc, lat, d_model=d, state=kind, epochs=10, history=tuple(
+            acc * (0.6 + 0.04 * (e + 1)) for e in range(epochs)))  # fmt: skip
+        if kind == "PRUNED":
+            r = record(i, heads, acc, lat, d_model=d, state=kind, epochs=10, stop="stopped at epoch 4",
+                       history=tuple(acc * (0.6 + 0.04 * (e + 1)) for e in range(4)))  # fmt: skip
         if kind == "FAIL":
-            attrs["fail_reason"] = "TrainingDivergedError: loss became nan"
-        params = {
-            "d_model": d,
-            "n_layers": layers,
-            "family": fam,
-            "heads": h,
-            "lr": float(rng.uniform(1e-4, 1e-2)),
-        }
-        constraints = {"latency": lat - max_latency_ms} if max_latency_ms is not None else None
+            r = record(
+                i, heads, acc, lat, d_model=d, state=kind, history=(), fail_reason="diverged: loss nan"
+            )
+        made.append((r, kind))
+    if finalists:
+        best = sorted((r for r, k in made if k == "COMPLETE"), key=lambda r: -r.val_accuracy)[:4]
+        number = len(made)
+        for r in best:
+            for s in range(finalists):
+                acc = float(
+                    np.clip(synthetic_accuracy(r.heads, r.config.d_model) + 0.05 + rng.normal(0, noise), 0, 1)
+                )
+                lat = r.latency.median_ms * (1 + rng.normal(0, 0.02))
+                f = record(number, r.heads, acc, lat, d_model=r.config.d_model, role="finalist",
+                           seed=FINALIST_SEED_OFFSET + s, epochs=30, label="front")  # fmt: skip
+                made.append((f, "COMPLETE"))
+                number += 1
+    for i, (r, kind) in enumerate(made):
+        constraints = None
+        if max_latency_ms is not None and kind != "RUNNING":
+            constraints = {"latency_ms": r.latency.median_ms - max_latency_ms}
         t = create_trial(
             state=TrialState[kind],
-            values=[acc, lat] if kind == "COMPLETE" else None,
-            params=params,
-            distributions=dists,
-            user_attrs=attrs,
-            constraints=constraints if kind != "RUNNING" else None,
+            values=[r.val_accuracy, r.latency.median_ms] if kind == "COMPLETE" else None,
+            user_attrs=r.to_attrs(),
+            constraints=constraints,
         )
         t.datetime_start = BASE + dt.timedelta(seconds=10 * i)
         if kind != "RUNNING":
@@ -123,6 +203,7 @@ name = "{name}"
 n_trials = {n_trials}
 sampler = "{sampler}"
 seed = 0
+bench = {bench}
 
 [task]
 name = "digits"
@@ -142,11 +223,18 @@ lr = 3e-3
 device = "cpu"
 batch_size = 16
 threads = 1
+min_run_time = 0.05
 
 [early_stopping]
 enabled = {early}
 min_epochs = 1
-margin = 0.02
+
+[finalists]
+enabled = {finalists}
+top = 1
+seeds = 2
+max_epochs = {final_epochs}
+patience = 2
 """
 
 
@@ -157,13 +245,26 @@ def write_tiny_spec(
     epochs: int = 2,
     sampler: str = "tpe",
     early: bool = True,
+    finalists: bool = False,
+    bench: bool = False,
     extra: str = "",
 ) -> Path:
-    """Write a tiny digits study spec (two widths, one or two layers, a few epochs) into ``tmp_path``."""
+    """Write a tiny digits study spec (two widths, one or two layers, a few epochs) into ``tmp_path``.
+
+    The space holds 24 architectures: d_model 16 or 32, one layer (1, 2 or 4 heads) or two (3 uniform, 3
+    increasing and 3 decreasing layouts).
+    """
     path = Path(tmp_path) / f"{name}.toml"
     early = early and epochs > 1  # with one epoch there is nothing to stop early (the spec refuses it)
     text = TINY_SPEC.format(
-        name=name, n_trials=n_trials, epochs=epochs, sampler=sampler, early=str(early).lower()
+        name=name,
+        n_trials=n_trials,
+        epochs=epochs,
+        sampler=sampler,
+        early=str(early).lower(),
+        finalists=str(finalists).lower(),
+        bench=str(bench).lower(),
+        final_epochs=max(epochs, 2 * epochs),
     )
     path.write_text(text + extra)
     return path

@@ -28,7 +28,8 @@ _TABLE = sa.Table(
 class Claims:
     """The claims of one study in ``storage`` (an Optuna RDBStorage: its engine holds the table).
 
-    Claims are keyed by the study's id, so a study deleted and created again under its name starts afresh.
+    Claims are keyed by the study's id. A database may give a new study the id of a deleted one (SQLite does), so
+    whoever creates a study calls :meth:`clear` first.
     """
 
     def __init__(self, storage: RDBStorage, study_name: str):
@@ -42,6 +43,11 @@ class Claims:
             except sqlalchemy.exc.DBAPIError:
                 if attempt == 2:
                     raise
+
+    def clear(self) -> None:
+        """Forget every claim of this study id (for a study just created)."""
+        with self.engine.begin() as conn:
+            conn.execute(_TABLE.delete().where(_TABLE.c.study == self.study))
 
     def owner(self, config: str) -> int | None:
         """The trial number holding ``config``, or None."""

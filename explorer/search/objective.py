@@ -131,6 +131,8 @@ class Objective:
             before = [t for t in live_trials(self.study, "search") if t.number < trial.number]
             if len(before) >= self.total:
                 raise self._close(trial, "surplus", True, f"beyond the search total of {self.total}")
+        if trial.user_attrs.get("proposal") == "exhausted":
+            raise self._close(trial, "exhausted", True, "every architecture of the space is taken")
         if "proposal" not in trial.user_attrs:
             trial.set_user_attr("proposal", "enqueued")
         if role == "finalist":  # a chosen architecture, possibly outside the search space (a reference)

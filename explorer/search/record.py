@@ -38,7 +38,11 @@ __all__ = [
 
 RECORD_VERSION = 2
 ROLES = ("search", "finalist")  # a search trial (one new architecture) or a finalist run (a fresh seed)
-_BOOKKEEPING = ("surplus", "duplicate_of")  # trials closed without running: not results, not failures
+_BOOKKEEPING = (
+    "surplus",
+    "duplicate_of",
+    "exhausted",
+)  # trials closed without running: neither results nor failures
 RETRY_ATTRS = ("role", "seed", "finalist")  # what a retried trial inherits: what it is, not what it measured
 FINALIST_SEED_OFFSET = 1_000_000  # finalist seeds are spec.seed + offset + i; search seeds spec.seed + number
 
@@ -172,6 +176,43 @@ class TrialRecord:
             "batch_size": self.batch_size,
         }
 
+    def to_attrs(self) -> dict[str, Any]:
+        """Every field as the user attributes the objective writes (what :func:`record_from_trial` reads back;
+        constraints and the trial's state, number and times live in Optuna's own fields)."""
+        attrs = (
+            self.arch_attrs()
+            if self.config is not None
+            else {"record_version": RECORD_VERSION, "role": self.role}
+        )
+        optional = {
+            "history": list(self.history),
+            "val_accuracy": self.val_accuracy,
+            "test_accuracy": self.test_accuracy,
+            "val_size": self.val_size,
+            "latency": None if self.latency is None else self.latency.to_dict(),
+            "latency_ms": self.latency_ms,
+            "params": self.params,
+            "flops": self.flops,
+            "device": self.device,
+            "torch_version": self.torch_version,
+            "train_time_s": self.train_time_s,
+            "samples_per_s": self.samples_per_s,
+            "stop": self.stop,
+            "fail_reason": self.fail_reason,
+            "retry_of": self.retry_of,
+            "proposal": self.proposal,
+            "rejected": self.rejected,
+            "relations": [list(r) for r in self.relations] or None,
+        }
+        if self.label is not None and self.config is not None and self.lr is not None:
+            optional["finalist"] = {
+                "model": self.config.to_dict(),
+                "lr": self.lr,
+                "label": self.label,
+                "source": None,
+            }
+        return {**attrs, **{k: v for k, v in optional.items() if v is not None}}
+
 
 def _tuple_pairs(value: Any) -> tuple[tuple[str, float], ...]:
     if isinstance(value, Mapping):
@@ -263,11 +304,15 @@ def replace(record: TrialRecord, **changes: Any) -> TrialRecord:
 
 
 def closed_counts(study: optuna.Study) -> dict[str, int]:
-    """Trials closed without running, by kind: ``beyond a total`` and ``duplicate`` (another trial's claim)."""
+    """Trials closed without running, by kind: ``beyond a total``, ``duplicate`` (another trial's claim) and
+    ``no space left`` (every architecture taken)."""
     out: dict[str, int] = {}
     for t in study.get_trials(deepcopy=False):
-        if "surplus" in t.user_attrs:
-            out["beyond a total"] = out.get("beyond a total", 0) + 1
-        elif "duplicate_of" in t.user_attrs:
-            out["duplicate"] = out.get("duplicate", 0) + 1
+        for attr, kind in (
+            ("surplus", "beyond a total"),
+            ("duplicate_of", "duplicate"),
+            ("exhausted", "no space left"),
+        ):
+            if attr in t.user_attrs:
+                out[kind] = out.get(kind, 0) + 1
     return out

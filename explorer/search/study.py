@@ -37,6 +37,7 @@ from explorer.engine.device import resolve_device
 from explorer.engine.tasks import load_task
 from explorer.errors import ConfigError, ExplorerError, SpecError, StorageError, StudyNotFoundError
 from explorer.search.artifacts import store_for
+from explorer.search.claims import Claims
 from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.record import FinalistRun, arch_key, is_bookkeeping
 from explorer.search.sampling import make_sampler
@@ -52,6 +53,7 @@ from explorer.search.storage import (
 )
 
 __all__ = [
+    "EXHAUSTED",
     "MAX_CONSECUTIVE_FAILURES",
     "Progress",
     "RunOptions",
@@ -65,6 +67,8 @@ __all__ = [
 ]
 
 MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials in a row
+MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a row that another worker held
+EXHAUSTED = "the search space has no architecture left"  # how a stage's note starts when the space is used up
 SPEC_WAIT_S = 30.0  # how long to wait for a study another command is creating right now to get its spec
 STAGES = ("search", "finalists")
 
@@ -167,6 +171,7 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
         except optuna.exceptions.DuplicatedStudyError:  # another command created it a moment ago
             pass
     if created:
+        Claims(storage, spec.name).clear()  # a new study may reuse a deleted one's id
         with warnings.catch_warnings():  # "experimental since 3.2": a notice for developers, not for users
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(spec.objective_names())
@@ -351,19 +356,27 @@ def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
 
 
 class _StopRules:
-    """Optuna callback: stop this worker when its stage has nothing left to start, or after repeated failures."""
+    """Optuna callback: stop this worker when its stage has nothing left to start, when the space is used up,
+    or after repeated failures (``note`` says why, for the last two)."""
 
-    def __init__(self, stage: str, total: int):
-        self.stage, self.total = stage, total
-        self.failures = 0
-        self.gave_up = False
+    def __init__(self, stage: str, total: int, space_size: int):
+        self.stage, self.total, self.space_size = stage, total, space_size
+        self.failures = self.duplicates = 0
+        self.note = ""
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        closed = is_bookkeeping(trial)
-        self.failures = self.failures + 1 if trial.state == TrialState.FAIL and not closed else 0
-        if self.failures >= MAX_CONSECUTIVE_FAILURES:
-            self.gave_up = True
-        if closed or self.gave_up or _remaining(study, self.stage, self.total)[0] <= 0:
+        a = trial.user_attrs
+        self.failures = (
+            self.failures + 1 if trial.state == TrialState.FAIL and not is_bookkeeping(trial) else 0
+        )
+        self.duplicates = self.duplicates + 1 if "duplicate_of" in a else 0
+        if "exhausted" in a:
+            self.note = f"{EXHAUSTED}: all {self.space_size} have been evaluated"
+        elif self.failures >= MAX_CONSECUTIVE_FAILURES:
+            self.note = f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
+        elif self.duplicates >= MAX_CONSECUTIVE_DUPLICATES:
+            self.note = f"{MAX_CONSECUTIVE_DUPLICATES} proposals in a row were taken by other workers"
+        if self.note or "surplus" in a or _remaining(study, self.stage, self.total)[0] <= 0:
             study.stop()
 
 
@@ -390,7 +403,7 @@ def _work(
         on_epoch=on_trial,
     )
     callbacks: list[Callable[..., None]] = []
-    stop = _StopRules(stage, total)
+    stop = _StopRules(stage, total, SearchSpace(handle.spec.space).size())
     callbacks.append(stop)
     if on_trial is not None:
         callbacks.append(lambda _study, _trial: on_trial())
@@ -408,9 +421,8 @@ def _work(
             continue
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         study.optimize(objective, timeout=timeout, catch=(TrialFailed, ClosedTrial), callbacks=callbacks)
-        if stop.gave_up:
-            return f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
-        stop.failures = 0
+        if stop.note:
+            return stop.note
 
 
 def _worker_main(

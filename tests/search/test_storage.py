@@ -20,6 +20,7 @@ from optuna.trial import TrialState
 
 from explorer.errors import SpecError, StorageError
 from explorer.search.storage import (
+    RetryStaleTrial,
     check_study_name,
     default_storage_url,
     list_study_summaries,
@@ -28,7 +29,7 @@ from explorer.search.storage import (
     study_exists,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 EXPECTED_FORMS = "sqlite:///path.db or postgresql+psycopg://user:pass@host/db"
 
 
@@ -184,7 +185,7 @@ def test_open_storage_uses_current_optuna_api_without_warnings(opened) -> None:
     assert [str(w.message) for w in caught] == []
     assert storage.get_heartbeat_interval() == 10
     assert storage.grace_period == 30
-    assert isinstance(storage.get_heartbeat_stale_trial_callback(), RetryHeartbeatStaleTrialCallback)
+    assert isinstance(storage.get_heartbeat_stale_trial_callback(), RetryStaleTrial)
     assert opened("sqlite:///:memory:", heartbeat=False).get_heartbeat_interval() is None
 
 
@@ -309,3 +310,6 @@ def test_sigkilled_worker_trial_is_failed_and_retried(
     assert retried.params == killed.params  # the killed trial's parameters ran again
     assert RetryHeartbeatStaleTrialCallback.retried_trial_number(retried) == killed.number
     assert RetryHeartbeatStaleTrialCallback.retry_history(retried) == [killed.number]
+    # explorer's callback gives the retry only what the trial is, says so, and records why the first one failed
+    assert retried.user_attrs["retry_of"] == killed.number
+    assert "heartbeats" in study.user_attrs[f"fail_reason:{killed.number}"]

@@ -12,7 +12,7 @@ import pytest
 from explorer.errors import SpecError
 from explorer.search.spec import StudySpec, load_spec, spec_from_dict
 
-STUDIES = Path(__file__).resolve().parent.parent / "studies"
+STUDIES = Path(__file__).resolve().parents[2] / "studies"
 COMMITTED = sorted(STUDIES.glob("*.toml"))
 
 
@@ -28,7 +28,8 @@ def base() -> dict[str, Any]:
         "space": {"d_model": [32, 64], "n_layers": [2, 3], "heads": [1, 2, 4], "min_dk": 8},
         "latency": {"device": "cpu", "batch_size": 16, "threads": 1},
         "budgets": {"max_latency_ms": 3.0},
-        "early_stopping": {"enabled": True, "min_epochs": 2, "margin": 0.01},
+        "early_stopping": {"enabled": True, "min_epochs": 2, "reduction": 2, "alpha": 0.05},
+        "finalists": {"enabled": True, "top": 2, "seeds": 3, "patience": 3},
     }
 
 
@@ -94,7 +95,8 @@ def test_params_objective_adds_a_third_direction():
         ("space", "[space]", "min_dk"),
         ("latency", "[latency]", "threads"),
         ("budgets", "[budgets]", "max_params"),
-        ("early_stopping", "[early_stopping]", "margin"),
+        ("early_stopping", "[early_stopping]", "alpha"),
+        ("finalists", "[finalists]", "seeds"),
     ],
 )
 def test_unknown_key_at_every_level_names_key_table_and_allowed(table, where, an_allowed_key):
@@ -127,7 +129,10 @@ def test_unknown_key_at_every_level_names_key_table_and_allowed(table, where, an
         ("budgets.max_params", "big", "an integer"),
         ("budgets.max_latency_ms", 0, "a number > 0"),
         ("early_stopping.enabled", "yes", "true or false"),
-        ("early_stopping.margin", -0.1, "a number in [0, 1)"),
+        ("early_stopping.alpha", 1.5, "a number in [1e-06, 1)"),
+        ("early_stopping.reduction", 1, "an integer >= 2"),
+        ("finalists.seeds", 0, "an integer >= 1"),
+        ("finalists.enabled", "no", "true or false"),
         ("objectives", ["accuracy"], "must be a table"),
     ],
 )
@@ -240,6 +245,25 @@ def test_input_dict_is_not_mutated():
     assert d == before
 
 
+def test_spec_stored_with_a_study_leaves_the_storage_url_out():
+    d = base()
+    d["storage"] = "postgresql+psycopg://user:secret@db/explorer"
+    spec = spec_from_dict(d)
+    assert spec.storage == d["storage"] and "storage" not in spec.stored()
+    assert "secret" not in json.dumps(spec.stored())
+    assert spec_from_dict(spec.stored()) == spec_from_dict({**spec.stored()})
+
+
+def test_early_stopping_rungs():
+    spec = spec_from_dict(base())  # 4 epochs, min_epochs 2, reduction 2
+    assert spec.early_stopping.rungs(4) == (2,) and spec.early_stopping.rungs(12) == (2, 4, 8)
+    assert spec_from_dict(with_("early_stopping.enabled", False)).early_stopping.rungs(12) == ()
+    d = base()
+    del d["early_stopping"]
+    d["task"]["epochs"] = 3  # the default first rung (3) leaves no rung: not an error when not asked for
+    assert spec_from_dict(d).early_stopping.rungs(3) == ()
+
+
 def test_load_spec_from_file(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(
@@ -285,7 +309,9 @@ def test_committed_specs_load_and_round_trip(path):
 def test_committed_specs_say_what_they_promise():
     quick = load_spec(STUDIES / "quickstart.toml")
     assert quick.task.name == "digits" and quick.latency.device == "cpu" and quick.early_stopping.enabled
-    assert quick.space.families == ("uniform", "increasing", "decreasing", "free")
+    # "how many heads for my model": one width and one depth, heads searched, finalists with 3+ seeds
+    assert len(quick.space.d_model) == 1 and len(quick.space.n_layers) == 1 and len(quick.space.heads) >= 5
+    assert quick.finalists.enabled and quick.finalists.seeds >= 3 and quick.finalists.references
     gpu = load_spec(STUDIES / "gpu-vit.toml")
     assert gpu.latency.device == "cuda" and gpu.latency.dtype == "bfloat16" and max(gpu.space.d_model) >= 256
     rel = load_spec(STUDIES / "relations.toml")
@@ -293,4 +319,5 @@ def test_committed_specs_say_what_they_promise():
         rel.task.name == "relations"
         and rel.task.options["n_relations"] == 4
         and rel.space.heads == (1, 2, 4, 8)
+        and not rel.early_stopping.enabled
     )

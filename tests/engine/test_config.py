@@ -122,3 +122,10 @@ def test_other_configs_validate():
         InputSpec(kind="tokens", seq_len=8, n_classes=2)
     with pytest.raises(ConfigError):
         InputSpec(kind="features", seq_len=8, n_classes=1, n_features=3)
+
+
+def test_ramps_round_half_up_so_they_step_evenly():
+    # 7 layers over 4 counts: positions 0, .5, 1, 1.5, 2, 2.5, 3. Rounding half to even (Python's round) gave
+    # 1, 2, 1, 3 layers per count (2,2,4,8,8,8,16); half up gives 1, 2, 2, 2.
+    assert expand_schedule("increasing:2-16", 7, 64) == (2, 4, 4, 8, 8, 16, 16)
+    assert expand_schedule("decreasing:16-2", 7, 64) == (16, 16, 8, 8, 4, 4, 2)

@@ -1,0 +1,422 @@
+"""Studies end to end: typed records, unique architectures, exact totals across resumes, workers and separate
+commands, recovery from SIGKILL and Ctrl-C, failures that don't stop the study, bad input that changes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+import torch
+from click.testing import CliRunner
+from optuna.trial import TrialState
+
+import explorer.engine.evaluate as evaluate_module
+from explorer import api
+from explorer.cli import main
+from explorer.engine.train import fit as real_fit
+from explorer.errors import (
+    ConfigError,
+    DeviceError,
+    SpecError,
+    StorageError,
+    StudyNotFoundError,
+    TrainingDivergedError,
+)
+from explorer.search.record import is_bookkeeping, load_records
+from explorer.search.spec import load_spec
+from explorer.search.study import RunOptions, open_study, prepare_study
+from tests.fixtures import write_tiny_spec as write_spec
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+
+
+def finished(study: optuna.Study, role: str = "search") -> list[optuna.trial.FrozenTrial]:
+    return [
+        t
+        for t in study.get_trials(states=(TrialState.COMPLETE, TrialState.PRUNED))
+        if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
+    ]
+
+
+def keys(study: optuna.Study, role: str = "search") -> list[tuple]:
+    """The configuration of every finished trial of a role (with its seed for finalists)."""
+    out = []
+    for r in load_records(study):
+        if r.role == role and r.state in ("COMPLETE", "PRUNED"):
+            out.append((r.key, r.seed) if role == "finalist" else (r.key,))
+    return out
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'studies.db'}"
+
+
+@pytest.mark.slow
+def test_run_records_typed_trials_unique_architectures_and_keeps_totals(tmp_path, sqlite_url, one_thread):
+    handle = prepare_study(load_spec(write_spec(tmp_path, n_trials=3)), sqlite_url)
+    summary = api.run(handle)
+    assert summary.search.done == 3 and summary.finalists is None  # finalists off in this spec
+    records = load_records(handle.study)
+    assert len(records) == 3 and len({r.key for r in records}) == 3  # three different architectures
+    for r in records:
+        assert r.role == "search" and r.config is not None and r.seed == r.number  # spec seed 0 + number
+        assert all(r.config.d_model % h == 0 and r.config.d_model // h >= 4 for h in r.heads)
+        assert r.latency is not None and r.latency.median_ms > 0 and r.params and r.flops
+        assert r.history and r.val_size == 270 and r.device and r.torch_version == torch.__version__
+        assert r.proposal in ("sampler", "random", "unevaluated") and r.rejected >= 0
+        a = handle.study.trials[r.number].user_attrs  # readable for Optuna's own tools
+        assert a["heads"] == list(r.heads) and a["d_model"] == r.config.d_model and a["family"] == r.family
+    assert handle.study.metric_names == ["accuracy", "latency"]
+    for t in handle.study.get_trials(states=(TrialState.COMPLETE,)):  # weights kept for explorer heads
+        assert (tmp_path / "studies.artifacts" / "tiny" / f"trial-{t.number:05d}.pt").is_file()
+    # Running the same spec again does nothing: the total is reached.
+    again = prepare_study(load_spec(tmp_path / "tiny.toml"), sqlite_url)
+    api.run(again)
+    assert len(handle.study.get_trials()) == 3
+    # Resuming from the database alone with a higher total tops it up to exactly that total.
+    resumed = open_study("tiny", sqlite_url)
+    assert resumed.spec == handle.spec
+    api.run(resumed, n_trials=5)
+    assert len(finished(resumed.study)) == 5 and len(set(keys(resumed.study))) == 5
+    assert open_study("tiny", sqlite_url).spec.n_trials == 5  # the new total is stored with the study
+
+
+@pytest.mark.slow
+def test_a_small_space_is_covered_once_then_the_study_says_so(tmp_path, sqlite_url, one_thread):
+    spec = write_spec(tmp_path, n_trials=30, epochs=1, sampler="tpe")  # 24 architectures exist
+    handle = prepare_study(load_spec(spec), sqlite_url)
+    summary = api.run(handle)
+    assert len(set(keys(handle.study))) == len(keys(handle.study)) == 24
+    assert summary.search.done == 24 and summary.search.note  # it stopped short of 30, and says why
+
+
+@pytest.mark.slow
+def test_nan_and_oom_fail_one_trial_and_the_study_goes_on(tmp_path, sqlite_url, monkeypatch, one_thread):
+    calls = {"n": 0}
+
+    def flaky_fit(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise TrainingDivergedError("training loss became nan at epoch 1 step 3")
+        if calls["n"] == 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(evaluate_module, "fit", flaky_fit)
+    handle = prepare_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url)
+    api.run(handle)
+    failed = [r for r in load_records(handle.study) if r.state == "FAIL"]
+    assert [r.fail_reason.split(":")[0] for r in failed] == [
+        "diverged",
+        "out of memory on cpu while training",
+    ]
+    assert len(finished(handle.study)) == 2
+
+
+def test_bad_input_creates_nothing(tmp_path):
+    db = tmp_path / "x.db"
+    url = f"sqlite:///{db}"
+    bad = write_spec(tmp_path, name="bad", extra="\n[space2]\nfoo = 1\n")
+    with pytest.raises(SpecError, match="space2"):
+        prepare_study(load_spec(bad), url)
+    impossible = write_spec(tmp_path, name="imp")
+    impossible.write_text(impossible.read_text().replace("heads = [1, 2, 4]", "heads = [3, 5]"))
+    with pytest.raises(SpecError):
+        prepare_study(load_spec(impossible), url)
+    with pytest.raises(StudyNotFoundError, match="does not exist"):
+        open_study("nope", url)
+    with pytest.raises(StorageError):
+        prepare_study(load_spec(write_spec(tmp_path)), "postgresql+psycopg://u:secret@127.0.0.1:1/db")
+    if not torch.cuda.is_available():
+        gpu = write_spec(tmp_path, name="gpu")
+        gpu.write_text(gpu.read_text().replace('device = "cpu"', 'device = "cuda"'))
+        with pytest.raises(DeviceError, match="CUDA is not available"):
+            prepare_study(load_spec(gpu), url)
+    for bad_options in (RunOptions(workers=0), RunOptions(timeout=-1), RunOptions(threads=0)):
+        with pytest.raises(ConfigError):
+            api.run_study(write_spec(tmp_path, name="opts"), url, options=bad_options)
+    assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--workers", "0"], ["--timeout", "-1"], ["--threads", "0"], ["--device", "tpu"]],
+    ids=lambda a: " ".join(a),
+)
+def test_rejected_run_options_leave_the_disk_as_it_was(tmp_path, args):
+    spec = write_spec(tmp_path, name="opts")
+    result = CliRunner().invoke(
+        main, ["study", "run", str(spec), "--storage", f"sqlite:///{tmp_path}/o.db", *args]
+    )
+    assert result.exit_code not in (0, None) and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr and not (tmp_path / "o.db").exists()
+
+
+@pytest.mark.slow
+def test_a_total_below_what_is_done_is_refused_and_stores_nothing(tmp_path, sqlite_url, one_thread):
+    handle = prepare_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url)
+    api.run(handle)
+    with pytest.raises(ConfigError, match="below the 2 search trials"):
+        api.run(open_study("tiny", sqlite_url), n_trials=1)
+    with pytest.raises(ConfigError):  # a bad option in the same command: the new total is not stored either
+        api.run(open_study("tiny", sqlite_url), n_trials=9, options=RunOptions(workers=0))
+    assert open_study("tiny", sqlite_url).spec.n_trials == 2
+
+
+def test_cli_errors_are_one_line(tmp_path):
+    runner = CliRunner()
+    spec = write_spec(tmp_path, extra="\n[budgets]\nmax_latency = 3\n")
+    result = runner.invoke(main, ["study", "run", str(spec), "--storage", f"sqlite:///{tmp_path}/a.db"])
+    assert result.exit_code != 0 and len(result.stderr.strip().splitlines()) == 1
+    assert "max_latency" in result.stderr and "Traceback" not in result.stderr
+    result = runner.invoke(main, ["study", "resume", "ghost", "--storage", f"sqlite:///{tmp_path}/b.db"])
+    assert result.exit_code != 0 and "no study 'ghost'" in result.stderr
+    assert not (tmp_path / "b.db").exists()
+    result = runner.invoke(main, ["study", "status", "bad name!"])
+    assert result.exit_code != 0 and len(result.stderr.strip().splitlines()) == 1
+    url = "postgresql+psycopg://me:hunter2@127.0.0.1:1/db"
+    result = runner.invoke(main, ["study", "run", str(write_spec(tmp_path)), "--storage", url])
+    assert result.exit_code != 0 and "hunter2" not in result.stderr and "***" in result.stderr
+
+
+def test_a_sqlite_url_with_a_query_is_found(tmp_path):
+    url = f"sqlite:///{tmp_path / 'q.db'}?timeout=5"
+    prepare_study(load_spec(write_spec(tmp_path, name="q")), url)
+    assert open_study("q", url).spec.name == "q"  # it used to be reported missing
+
+
+def test_a_spec_storage_password_is_never_stored(tmp_path, sqlite_url):
+    spec = write_spec(tmp_path, name="pw", extra=f'\nstorage = "{sqlite_url}"\n')
+    spec.write_text(
+        f'storage = "{sqlite_url}"\n' + spec.read_text().replace(f'\nstorage = "{sqlite_url}"\n', "")
+    )
+    handle = prepare_study(load_spec(spec))
+    assert "storage" not in handle.study.user_attrs["spec"]
+    pg = write_spec(tmp_path, name="pw2")
+    pg.write_text('storage = "postgresql+psycopg://me:hunter2@db/x"\n' + pg.read_text())
+    assert "hunter2" not in json.dumps(load_spec(pg).stored())
+
+
+def test_a_changed_spec_under_the_same_name_is_refused(tmp_path, sqlite_url):
+    prepare_study(load_spec(write_spec(tmp_path, n_trials=2)), sqlite_url)
+    changed = write_spec(tmp_path, n_trials=2, epochs=5)
+    with pytest.raises(SpecError, match="different spec"):
+        prepare_study(load_spec(changed), sqlite_url)
+    prepare_study(load_spec(write_spec(tmp_path, n_trials=7)), sqlite_url)  # a new total alone is fine
+
+
+def _assert_exact(study: optuna.Study, total: int) -> None:
+    done = finished(study)
+    assert len(done) == total
+    assert study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING)) == []
+    assert len(set(keys(study))) == total  # no configuration ran twice
+
+
+def _cli_run(spec: Path, url: str, *extra: str) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--storage", url, *extra]
+    return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.slow
+def test_two_workers_produce_exactly_the_total_with_no_repeats(tmp_path, storage_url, study_name):
+    spec = write_spec(tmp_path, name=study_name, n_trials=6, epochs=1)
+    result = CliRunner().invoke(main, ["study", "run", str(spec), "--storage", storage_url, "--workers", "2"])
+    assert result.exit_code == 0, result.stderr
+    _assert_exact(optuna.load_study(study_name=study_name, storage=storage_url), 6)
+    # A second machine (another process) with the same URL and spec: nothing left to do, total unchanged.
+    assert CliRunner().invoke(main, ["study", "run", str(spec), "--storage", storage_url]).exit_code == 0
+    _assert_exact(optuna.load_study(study_name=study_name, storage=storage_url), 6)
+
+
+@pytest.mark.slow
+def test_two_commands_started_together_on_a_new_study(tmp_path, storage_url, study_name):
+    """Two separate commands on one new study: one creates it, both work, no configuration runs twice, the
+    total is exact, and neither prints a traceback or claims to have stopped short."""
+    spec = write_spec(tmp_path, name=study_name, n_trials=8, epochs=1)
+    procs = [_cli_run(spec, storage_url), _cli_run(spec, storage_url)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0 and "Traceback" not in err, err
+        assert "stopped the" not in err, err
+    _assert_exact(optuna.load_study(study_name=study_name, storage=storage_url), 8)
+
+
+def _wait_for(predicate, proc: subprocess.Popen, what: str, cap: float = 600):
+    """Poll until ``predicate()`` is truthy (returning it); fail if the process dies or the cap passes. The cap
+    is generous: on a busy machine a trial can take minutes."""
+    deadline = time.monotonic() + cap
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(
+                f"the run exited ({proc.returncode}) before {what}: {proc.stderr.read() if proc.stderr else ''}"
+            )
+        try:
+            found = predicate()
+        except (KeyError, ValueError):
+            found = None
+        if found:
+            return found
+        time.sleep(0.2)
+    pytest.fail(f"timed out after {cap} s waiting for {what}")
+
+
+def _running_after_latency(name: str, url: str, at_least_done: int):
+    trials = optuna.load_study(study_name=name, storage=url).get_trials()
+    done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    running = [t for t in trials if t.state == TrialState.RUNNING and "latency_ms" in t.user_attrs]
+    return running[0] if len(done) >= at_least_done and running else None
+
+
+def _sigkill_then_resume(tmp_path: Path, url: str, name: str, total: int, kill_after_done: int) -> None:
+    env = {**ENV, "EXPLORER_HEARTBEAT_INTERVAL": "1", "EXPLORER_GRACE_PERIOD": "2"}
+    spec = write_spec(
+        tmp_path, name=name, n_trials=total, epochs=40, early=False
+    )  # trials of several seconds
+    cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--storage", url]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        victim = _wait_for(
+            lambda: _running_after_latency(name, url, kill_after_done), proc, "a running trial"
+        )
+        time.sleep(1.5)  # let its heartbeat land
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    study = optuna.load_study(study_name=name, storage=url)
+    before = {t.number: t.values for t in study.get_trials(states=(TrialState.COMPLETE,))}
+    assert study.get_trials()[victim.number].state == TrialState.RUNNING
+    # Resumed at once (inside the grace period): it waits for the dead trial to go stale, fails it, retries it.
+    resume = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "study", "resume", name, "--storage", url],
+        env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert resume.returncode == 0, resume.stderr
+    assert "stopped the" not in resume.stderr, resume.stderr
+    study = optuna.load_study(study_name=name, storage=url)
+    killed = [r for r in load_records(study) if r.number == victim.number][0]
+    assert killed.state == "FAIL" and "heartbeats" in killed.fail_reason
+    retried = [r for r in load_records(study) if r.retry_of == victim.number]
+    assert retried and retried[0].state in ("COMPLETE", "PRUNED") and retried[0].seed == killed.seed
+    assert len(finished(study)) == total
+    after = {t.number: t.values for t in study.get_trials(states=(TrialState.COMPLETE,))}
+    assert all(after[n] == v for n, v in before.items())
+
+
+@pytest.mark.slow
+def test_sigkill_mid_study_then_resume_loses_nothing(tmp_path, sqlite_url):
+    _sigkill_then_resume(tmp_path, sqlite_url, "killme", total=3, kill_after_done=1)
+
+
+@pytest.mark.slow
+def test_sigkill_during_the_last_trial_does_not_stick_the_study(tmp_path, sqlite_url):
+    """Killed while running its last trial, the study used to stay below its total for good: the dead trial
+    counted as running and every resume ran nothing."""
+    _sigkill_then_resume(tmp_path, sqlite_url, "lastone", total=2, kill_after_done=1)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_cleanly_and_resume_retries_the_interrupted_trial(tmp_path, sqlite_url):
+    spec = write_spec(tmp_path, name="ctrlc", n_trials=3, epochs=40, early=False)  # trials of several seconds
+    proc = _cli_run(spec, sqlite_url)
+    try:
+        victim = _wait_for(lambda: _running_after_latency("ctrlc", sqlite_url, 1), proc, "a running trial")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130
+    assert "resume with: explorer study resume ctrlc" in err and "Traceback" not in err
+    study = optuna.load_study(study_name="ctrlc", storage=sqlite_url)
+    interrupted = study.get_trials()[victim.number]
+    assert interrupted.state == TrialState.FAIL and "interrupted" in interrupted.user_attrs["fail_reason"]
+    queued = study.get_trials(states=(TrialState.WAITING,))
+    assert [t.system_attrs["fixed_params"] for t in queued] == [interrupted.params]
+    assert queued[0].user_attrs["retry_of"] == interrupted.number
+    assert not study.get_trials(states=(TrialState.RUNNING,))  # consistent: nothing left RUNNING
+    resume = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", "study", "resume", "ctrlc", "--storage", sqlite_url],
+        env=ENV, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert resume.returncode == 0, resume.stderr
+    study = optuna.load_study(study_name="ctrlc", storage=sqlite_url)
+    assert len(finished(study)) == 3
+    assert any(t.params == interrupted.params and t.number > interrupted.number for t in finished(study))
+
+
+@pytest.mark.slow
+def test_budgets_become_constraints_and_over_budget_trials_are_not_trained(tmp_path, sqlite_url, one_thread):
+    # d_model 16 models have ~2-5k parameters, d_model 32 ones ~9-17k: a 6,000 budget splits them.
+    spec = write_spec(
+        tmp_path,
+        name="budget",
+        n_trials=6,
+        epochs=1,
+        sampler="random",
+        extra="\n[budgets]\nmax_params = 6000\n",
+    )
+    handle = prepare_study(load_spec(spec), sqlite_url)
+    api.run(handle)
+    trials = finished(handle.study)
+    assert all(set(t.constraints) == {"params"} for t in trials)  # the same key on every trial
+    records = {r.number: r for r in load_records(handle.study)}
+    over = [t for t in trials if records[t.number].params > 6000]
+    under = [t for t in trials if records[t.number].params <= 6000]
+    assert over and under, "the budget should split this space"
+    assert all(t.state == TrialState.PRUNED and records[t.number].epochs_run == 0 for t in over)
+    assert all(t.constraints["params"] == records[t.number].params - 6000 for t in trials)
+
+
+@pytest.mark.slow
+def test_finalists_are_retrained_with_fresh_seeds_and_confirm_adds_more(tmp_path, sqlite_url, one_thread):
+    spec = write_spec(tmp_path, name="fin", n_trials=4, epochs=2, finalists=True)
+    handle = prepare_study(load_spec(spec), sqlite_url)
+    summary = api.run(handle)
+    plan = summary.plan
+    assert plan is not None and plan.knee is not None and summary.finalists.done == len(plan.runs)
+    labels = {run.label for run in plan.runs}
+    assert "knee" in labels and "1 head" in labels  # the one-head reference at the knee's width and depth
+    finals = [r for r in load_records(handle.study) if r.role == "finalist"]
+    assert len(finals) == len(plan.runs) and all(r.state == "COMPLETE" for r in finals)
+    assert {r.seed for r in finals} == {1_000_000, 1_000_001}  # fresh seeds, not any search trial's
+    assert all(r.epochs_planned == 4 and 1 <= r.epochs_run <= 4 for r in finals)  # plateau rule, capped
+    assert all(not r.latency.cached for r in finals)  # timed afresh, each its own measurement
+    assert len(set(keys(handle.study, "finalist"))) == len(finals)
+    # Resuming plans the same runs: nothing new. confirm --seeds 3 adds one seed per finalist, nothing else.
+    assert api.run(open_study("fin", sqlite_url)).added == 0
+    result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    n_archs = len({r.key for r in finals})
+    assert doc["finalist_runs_queued"] == n_archs and doc["finalists"]["done"] == 3 * n_archs
+
+
+@pytest.mark.slow
+def test_status_list_and_export_retrain_exactly(tmp_path, sqlite_url, one_thread):
+    runner = CliRunner()
+    spec = write_spec(tmp_path, name="exp", n_trials=3, epochs=2, early=False)
+    assert runner.invoke(main, ["study", "run", str(spec), "--storage", sqlite_url]).exit_code == 0
+    listed = json.loads(runner.invoke(main, ["study", "list", "--storage", sqlite_url, "--json"]).stdout)
+    assert [(r["name"], r["total"], r["trials"]["COMPLETE"]) for r in listed] == [("exp", 3, 3)]
+    status = runner.invoke(main, ["study", "status", "exp", "--storage", sqlite_url, "--json"])
+    doc = json.loads(status.stdout)
+    assert doc["trials"]["search"]["COMPLETE"] == 3 and len(doc["best"]) == 3
+    out = tmp_path / "knee.json"
+    assert runner.invoke(main, ["export", "exp", "--storage", sqlite_url, "--out", str(out)]).exit_code == 0
+    exported = json.loads(out.read_text())
+    trained = runner.invoke(main, ["train", "--config", str(out), "--device", "cpu", "--json"])
+    assert trained.exit_code == 0, trained.stderr
+    doc = json.loads(trained.stdout)
+    assert doc["heads"] == exported["model"]["heads"]
+    assert doc["val_accuracy"] == pytest.approx(exported["source"]["val_accuracy"], abs=1e-9)
