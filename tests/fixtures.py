@@ -65,6 +65,7 @@ def record(
     params: int | None = None,
     label: str | None = None,
     when: str | None = None,
+    lr: float = 1e-3,
     **changes: Any,
 ) -> TrialRecord:
     """One trial record; ``history`` defaults to a run that reached ``acc`` at its last of ``epochs`` epochs."""
@@ -77,7 +78,7 @@ def record(
         state=state,
         role=role,
         config=config,
-        lr=1e-3,
+        lr=lr,
         seed=number if seed is None else seed,
         epochs_planned=epochs,
         batch_size=32,

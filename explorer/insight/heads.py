@@ -216,7 +216,7 @@ def suggest_layout(
         return fits[0] if fits else cap
 
     layout = tuple(up(n, cap) for n, cap in zip(needed, trained, strict=True))
-    rounded = tuple(h != max(n, 1) for h, n in zip(layout, needed, strict=True))
+    rounded = tuple(h != n for h, n in zip(layout, needed, strict=True))
     acc = measure(layout)
     steps = 0
     while acc < base_accuracy - tolerance - 1e-12 and layout != trained:

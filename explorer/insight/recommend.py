@@ -20,7 +20,7 @@ import numpy as np
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.insight.finalists import DEFAULT_HEADS, within_budgets
 from explorer.insight.pareto import front_mask, knee, knee_index, pareto_front
-from explorer.insight.stats import Comparison, compare
+from explorer.insight.stats import Comparison, Spread, mean_difference, pool
 from explorer.insight.tables import ACC_POINT, Architecture, architecture_table, architectures
 from explorer.search.record import TrialRecord
 from explorer.search.spec import StudySpec
@@ -106,14 +106,16 @@ def _picks(archs: Sequence[Architecture]) -> Picks:
     return Picks(k, best, front[0])
 
 
-def _contrast(name: str, rec: Architecture, other: Architecture | None, missing: str) -> Contrast:
+def _contrast(
+    name: str, rec: Architecture, other: Architecture | None, missing: str, pooled: Spread | None
+) -> Contrast:
     if other is None:
         return Contrast(name, None, None, math.nan, math.nan, False, missing)
     if other.key == rec.key:
         return Contrast(name, other, None, 0.0, 1.0, True, "the recommendation itself")
     comparison = None
     if other.n >= 2 and rec.n >= 2:
-        comparison = compare([(other.values, rec.values)], alternative="two-sided")
+        comparison = mean_difference(other.values, rec.values, pooled)
     return Contrast(
         name,
         other,
@@ -190,7 +192,9 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec) -> Answer:
             None, "none", (), (), (), None, "", tuple(per_base), picks, ("no feasible trial finished",)
         )
     rec, front = _knee_of(candidates)
-    pool = finals if evidence == "finalists" else search
+    measured = finals if evidence == "finalists" else search
+    # seed-to-seed spread on the accuracy scale, pooled over every architecture with several runs
+    spread = pool([(float(np.std(a.values, ddof=1)), a.n - 1) for a in measured if a.n > 1])
     base = rec.config
     folk = next(
         (
@@ -204,16 +208,18 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec) -> Answer:
         _contrast(
             "1 head per layer",
             rec,
-            _find(pool, base.d_model, base.n_layers, (1,) * base.n_layers),
+            _find(measured, base.d_model, base.n_layers, (1,) * base.n_layers),
             "not measured at this width and depth",
+            spread,
         ),
         _contrast(
             f"{folk} heads per layer (the folklore's default)" if folk else "8-16 heads per layer",
             rec,
-            _find(pool, base.d_model, base.n_layers, (folk,) * base.n_layers) if folk else None,
+            _find(measured, base.d_model, base.n_layers, (folk,) * base.n_layers) if folk else None,
             "not measured at this width and depth"
             if folk
             else f"no count in 8-16 divides d_model {base.d_model}",
+            spread,
         ),
     ]
     faster = [
@@ -228,6 +234,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec) -> Answer:
             rec,
             faster[-1] if faster else None,
             "nothing on the front is faster at this width and depth",
+            spread,
         )
     )
     confidence, method = None, ""
@@ -271,13 +278,13 @@ def pick(ans: Answer, which: str) -> Architecture | None:
     """The architecture ``knee`` (the recommendation), ``most-accurate`` or ``fastest`` of the answer names."""
     if which == "knee":
         return ans.recommended
-    pool = ans.candidates
-    if not pool:
+    candidates = ans.candidates
+    if not candidates:
         return None
     if which == "most-accurate":
-        return max(pool, key=lambda a: (a.accuracy.estimate, -a.latency.estimate))
+        return max(candidates, key=lambda a: (a.accuracy.estimate, -a.latency.estimate))
     if which == "fastest":
-        return min(pool, key=lambda a: (a.latency.estimate, -a.accuracy.estimate))
+        return min(candidates, key=lambda a: (a.latency.estimate, -a.accuracy.estimate))
     raise ValueError(which)
 
 

@@ -151,13 +151,14 @@ def _timings(runs: Sequence[TrialRecord]) -> list:
 
 
 def _latency(runs: Sequence[TrialRecord], pooled: Spread | None) -> Interval:
+    """A prediction interval for a new timing: from the spread between distinct timings (pooled over the role's
+    architectures when some have several), else from one timing's own block times."""
     timings = _timings(runs)
     medians = [lat.median_ms for lat in timings]
-    if pooled is not None or len(set(medians)) > 1:
-        return latency_interval(medians, pooled=pooled)
-    within = timings[0].samples_ms
-    if len(within) >= 2:
-        return latency_interval(medians, within=within)
+    within = timings[0].samples_ms if len(timings[0].samples_ms) >= 2 else None
+    usable_pool = pooled is not None and pooled[0] > 0
+    if usable_pool or len(set(medians)) > 1 or within is not None:
+        return latency_interval(medians, within=within, pooled=pooled if usable_pool else None)
     m, iqr = medians[0], timings[0].iqr_ms
     return Interval(m, max(m - iqr, 0.0), m + iqr, 1, "IQR of one measurement (no block times recorded)")
 

@@ -1,0 +1,59 @@
+"""The finalist plan: the search's knee, its neighbours and the reference layouts, with fresh seeds."""
+
+from __future__ import annotations
+
+from explorer.insight.finalists import finalist_seeds, plan_finalists
+from explorer.search.spec import spec_from_dict
+from tests.fixtures import record
+
+SPEC = spec_from_dict(
+    {"name": "f", "n_trials": 6, "task": {"name": "digits"}, "latency": {"device": "cpu"},
+     "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 16, 32], "min_dk": 2},
+     "finalists": {"top": 2, "seeds": 3}}
+)  # fmt: skip
+
+
+def search():
+    rows = [
+        ((2, 2), 0.78, 1.2),
+        ((4, 4), 0.84, 1.4),
+        ((2, 4), 0.82, 1.3),
+        ((32, 32), 0.85, 3.0),
+        ((16, 4), 0.6, 2.0),
+    ]
+    return [record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)]
+
+
+def test_plan_has_the_knee_its_neighbour_and_the_references_each_with_fresh_seeds():
+    plan = plan_finalists(search(), SPEC)
+    by_label = {}
+    for run in plan.runs:
+        by_label.setdefault(run.label, set()).add((run.config.heads, run.seed))
+    assert plan.knee.heads == (4, 4)
+    seeds = finalist_seeds(SPEC, 3)
+    assert by_label["knee"] == {((4, 4), s) for s in seeds}
+    assert len({h for h, _ in by_label["front"]}) == 1  # top 2: the knee and its nearest front neighbour
+    assert by_label["1 head"] == {((1, 1), s) for s in seeds}  # outside the searched counts: a reference
+    assert by_label["8 heads"] == {((8, 8), s) for s in seeds}
+    assert {h for h, _ in by_label.get("next faster", set())} <= {(2, 4)}
+    assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == 3 * len(
+        {r.config.key() for r in plan.runs}
+    )
+    assert seeds == [1_000_000, 1_000_001, 1_000_002]
+
+
+def test_a_reference_that_is_already_a_finalist_is_planned_once():
+    rows = [((8, 8), 0.86, 1.4), ((2, 2), 0.70, 1.0), ((32, 32), 0.87, 3.0)]
+    plan = plan_finalists([record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)], SPEC)
+    assert plan.knee.heads == (8, 8)
+    keys = [run.config.key() for run in plan.runs]
+    assert len(keys) == 3 * len(set(keys))  # every architecture once, three seeds each
+    assert "8 heads" not in {run.label for run in plan.runs}  # the knee is already 8 heads per layer
+
+
+def test_overrides_and_an_empty_search():
+    plan = plan_finalists(search(), SPEC, top=1, seeds=5)
+    assert {run.seed for run in plan.runs} == set(finalist_seeds(SPEC, 5))
+    assert "front" not in {run.label for run in plan.runs}
+    empty = plan_finalists([], SPEC)
+    assert empty.runs == () and empty.knee is None and empty.notes

@@ -1,0 +1,113 @@
+"""The head-count answer: the best evidence leads, alternatives are compared over seeds, confidence is measured."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.insight.recommend import answer, pick, resolve_trial, select_run
+from explorer.search.spec import spec_from_dict
+from tests.fixtures import record
+
+SPEC = spec_from_dict(
+    {"name": "r", "n_trials": 6, "task": {"name": "digits"}, "latency": {"device": "cpu"},
+     "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "min_dk": 1}}
+)  # fmt: skip
+
+
+def search_records():
+    # (heads, accuracy, latency): one run each at the search budget
+    rows = [
+        ((1, 1), 0.60, 1.0),
+        ((2, 2), 0.78, 1.2),
+        ((4, 4), 0.84, 1.4),
+        ((8, 8), 0.85, 2.4),
+        ((2, 4), 0.80, 1.3),
+    ]
+    return [record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)]
+
+
+def finalist_records(start: int, rows, seeds: int = 3, noise: float = 0.005):
+    rng = np.random.default_rng(0)
+    out, n = [], start
+    for heads, acc, lat, label in rows:
+        for s in range(seeds):
+            out.append(record(n, heads, acc + rng.normal(0, noise), lat * (1 + rng.normal(0, 0.01)),
+                              role="finalist", seed=1_000_000 + s, epochs=20, label=label))  # fmt: skip
+            n += 1
+    return out
+
+
+def test_without_finalists_the_answer_is_the_search_knee_and_says_it_rests_on_single_runs():
+    ans = answer(search_records(), SPEC)
+    assert ans.evidence == "search" and ans.recommended.heads == (4, 4)
+    assert ans.confidence is None and "one run per architecture" in ans.confidence_method
+    assert any("explorer confirm r" in note for note in ans.notes)
+
+
+def test_finalists_lead_the_answer_and_their_contrasts_are_tested_over_seeds():
+    finals = finalist_records(
+        10,
+        [((4, 4), 0.95, 1.4, "knee"), ((1, 1), 0.70, 1.0, "1 head"), ((8, 8), 0.97, 2.4, "8 heads"),
+         ((2, 2), 0.85, 1.2, "next faster")],
+    )  # fmt: skip
+    ans = answer(search_records() + finals, SPEC)
+    assert ans.evidence == "finalists" and ans.recommended.heads == (4, 4)
+    rec = ans.recommended
+    assert rec.n == 3 and rec.numbers == (10, 11, 12)  # the headline is the finalists' mean, not a search run
+    assert rec.accuracy.estimate == pytest.approx(np.mean([r.val_accuracy for r in finals[:3]]))
+    by_name = {c.name.split(" (")[0]: c for c in ans.contrasts}
+    one = by_name["1 head per layer"]
+    assert one.other.heads == (1, 1) and one.accuracy.significant() and one.accuracy.diff < -0.2
+    assert one.accuracy.low < one.accuracy.diff < one.accuracy.high < 0  # the whole interval is a loss
+    eight = by_name["8 heads per layer"]
+    assert eight.other.heads == (8, 8) and eight.accuracy.mde > 0
+    assert eight.latency_ratio == pytest.approx(2.4 / 1.4, rel=0.05) and not eight.latency_tie
+    assert by_name["next faster layout"].other.heads == (2, 2)
+    assert 0.0 <= ans.confidence <= 1.0 and "bootstrap" in ans.confidence_method
+
+
+def test_confidence_is_low_when_the_seeds_cannot_separate_the_candidates():
+    close = finalist_records(
+        10,
+        [((4, 4), 0.90, 1.4, "knee"), ((2, 4), 0.90, 1.38, "front"), ((2, 2), 0.90, 1.36, "front")],
+        noise=0.03,
+    )
+    clear = finalist_records(
+        10,
+        [((4, 4), 0.95, 1.4, "knee"), ((1, 1), 0.50, 1.0, "1 head"), ((8, 8), 0.96, 4.0, "8 heads")],
+        noise=0.003,
+    )
+    assert answer(close, SPEC).confidence < answer(clear, SPEC).confidence
+
+
+def test_contrasts_are_keyed_by_configuration_not_by_label():
+    """Two finalists labelled 'knee' (the knee moved after a resume) are two configurations, never pooled."""
+    finals = finalist_records(10, [((4, 4), 0.95, 1.4, "knee"), ((2, 4), 0.93, 1.3, "knee")])
+    ans = answer(search_records() + finals, SPEC)
+    assert sorted(a.heads for a in ans.candidates) == [(2, 4), (4, 4)] and all(
+        a.n == 3 for a in ans.candidates
+    )
+
+
+def test_budgets_restrict_the_candidates():
+    spec = spec_from_dict(SPEC.to_dict() | {"budgets": {"max_latency_ms": 1.25}})
+    ans = answer(search_records(), spec)
+    assert ans.recommended.latency.estimate <= 1.25
+    none = answer(search_records(), spec_from_dict(SPEC.to_dict() | {"budgets": {"max_latency_ms": 0.1}}))
+    assert none.recommended is None and none.evidence == "none"
+
+
+def test_picks_and_the_run_that_stands_for_an_architecture():
+    finals = finalist_records(
+        10, [((4, 4), 0.95, 1.4, "knee"), ((8, 8), 0.96, 2.4, "front"), ((1, 1), 0.70, 1.0, "1 head")]
+    )
+    records = search_records() + finals
+    ans = answer(records, SPEC)
+    assert ans.recommended.heads == (4, 4)
+    assert pick(ans, "most-accurate").heads == (8, 8) and pick(ans, "fastest").heads == (1, 1)
+    run = select_run(records, ans.recommended)
+    accs = sorted(r.val_accuracy for r in finals[:3])
+    assert run.val_accuracy == accs[1]  # the median seed, not the luckiest
+    assert resolve_trial(records, SPEC, "knee").number == run.number
+    assert resolve_trial(records, SPEC, "2").heads == (4, 4)
