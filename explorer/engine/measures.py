@@ -6,7 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LatencyResult"]
+from explorer.errors import ConfigError
+
+__all__ = ["QUALITY_METRICS", "LatencyResult", "QualityMetric", "quality_metric"]
 
 
 @dataclass(frozen=True)
@@ -36,3 +38,34 @@ class LatencyResult:
         kw = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d}
         kw["samples_ms"] = tuple(float(x) for x in kw.get("samples_ms") or ())
         return cls(**kw)
+
+
+@dataclass(frozen=True)
+class QualityMetric:
+    """How a task kind's quality is scored: which result field, which way is better, and what to call it.
+
+    ``getattr(result, metric.name)`` reads the value from a ``TrainResult``, ``EpochStats`` or
+    ``VariantResult``; ``metric.direction`` is what an Optuna objective passes ("maximize" or "minimize").
+    """
+
+    name: str  # the validation field: "val_accuracy" | "val_bpb"
+    test_name: str  # the matching test field: "test_accuracy" | "test_bpb"
+    direction: str  # "maximize" | "minimize" (Optuna's words)
+    label: str  # for reports and the command line
+
+
+QUALITY_METRICS = {
+    "classification": QualityMetric("val_accuracy", "test_accuracy", "maximize", "validation accuracy"),
+    # Language-model tasks are byte-level, so bits per token are bits per byte.
+    "language_model": QualityMetric("val_bpb", "test_bpb", "minimize", "validation bits per byte"),
+}
+
+
+def quality_metric(task_kind: str) -> QualityMetric:
+    """The quality metric of a task kind (``InputSpec.task_kind``)."""
+    try:
+        return QUALITY_METRICS[task_kind]
+    except KeyError:
+        raise ConfigError(
+            f"unknown task kind {task_kind!r}; choose one of {', '.join(QUALITY_METRICS)}."
+        ) from None
