@@ -42,6 +42,7 @@ __all__ = [
     "SCHEDULE_FAMILIES",
     "TASK_KINDS",
     "HeadPair",
+    "DecodeConfig",
     "InputSpec",
     "LatencyConfig",
     "ModelConfig",
@@ -554,3 +555,20 @@ class LatencyConfig:
             raise ConfigError(f"latency dtype must be float32, bfloat16 or float16, got {self.dtype!r}.")
         if self.device == "cpu" and self.dtype != "float32":
             raise ConfigError(f"latency dtype {self.dtype} needs a CUDA device; use float32 on the cpu.")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """What decoding latency is measured at: one new token per sequence against a cache of ``context``.
+
+    How it is timed (device, threads, dtype, run time) comes from the :class:`LatencyConfig` it goes with.
+    """
+
+    context: int = 512  # positions already in the key/value cache
+    batch_size: int = 1  # sequences decoded together
+
+    def __post_init__(self) -> None:
+        if isinstance(self.context, bool) or not isinstance(self.context, int) or self.context < 1:
+            raise ConfigError(f"decoding context must be a positive integer, got {self.context!r}.")
+        if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
+            raise ConfigError(f"decoding batch_size must be a positive integer, got {self.batch_size!r}.")
