@@ -234,13 +234,15 @@ class MultiHeadAttention(nn.Module):
                 kw["attn_mask"] = mask
             y = F.scaled_dot_product_attention(q, k, v, dropout_p=p, **kw)  # [B, H, T, dk]
         else:
+            # The G query heads sharing a key/value head become G x T rows of one matmul against it, so the
+            # keys and values are read once per group, never copied G times (a broadcast matmul would).
             G = self.group
-            qg = q.unflatten(1, (Hkv, G))  # [B, Hkv, G, T, dk]: the G query heads sharing one kv head
-            scores = (qg @ k.unsqueeze(2).transpose(-2, -1)) / math.sqrt(dk)  # [B, Hkv, G, T, S]
+            qg = q.unflatten(1, (Hkv, G)).flatten(2, 3)  # [B, Hkv, G*T, dk]
+            scores = ((qg @ k.transpose(-2, -1)) / math.sqrt(dk)).unflatten(2, (G, T))  # [B, Hkv, G, T, S]
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             att = torch.softmax(scores, dim=-1)  # [B, Hkv, G, T, S]
-            y = (F.dropout(att, p) @ v.unsqueeze(2)).flatten(1, 2)  # [B, H, T, dk]
+            y = (F.dropout(att, p).flatten(2, 3) @ v).unflatten(2, (G, T)).flatten(1, 2)  # [B, H, T, dk]
             weights = att.flatten(1, 2)  # [B, H, T, S]
         if head_mask is not None:
             y = y * head_mask.view(1, H, 1, 1)
