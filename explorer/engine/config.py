@@ -349,7 +349,10 @@ class InputSpec:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    """One encoder variant. Valid by construction: building one that breaks the head rules raises."""
+    """One variant: an encoder classifier or a causal language model, as the task asks.
+
+    Valid by construction: building one that breaks the head rules raises.
+    """
 
     d_model: int  # residual width, shared by every layer
     heads: tuple[int, ...]  # attention (query) heads per layer; len(heads) is the depth

@@ -57,7 +57,7 @@ class VariantResult:
     flops: int  # forward FLOPs per example (2 x multiply-adds of the matmuls)
     device: str  # where it trained, e.g. "cpu (Intel Xeon ..., 2 threads)"
     torch_version: str
-    val_size: int  # validation examples: the accuracy is a proportion of this many
+    val_size: int  # validation targets (examples, or predicted bytes): accuracy is a proportion of them
     relations: pd.DataFrame | None = field(default=None, compare=False, repr=False)  # relations task only
     model: Model | None = field(default=None, compare=False, repr=False)
     decode: DecodeResult | None = None  # decoding latency, when asked for (language-model tasks)
@@ -221,7 +221,7 @@ def evaluate_variant(
         flops=flops,
         device=device_label(device, torch.get_num_threads() if device.type == "cpu" else None),
         torch_version=torch.__version__,
-        val_size=len(task.val[1]),
+        val_size=task.val[1].numel(),  # len() for labels [n]; every predicted byte for a language model
         relations=relations,
         model=model if keep_model else None,
         decode=decoded,
