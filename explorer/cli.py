@@ -124,11 +124,41 @@ def _check_threads(threads: int) -> None:
 @main.command()
 @click.option("--d-model", type=int, required=True, help="Model width.")
 @click.option("--min-dk", type=int, default=16, show_default=True, help="Floor on d_k = d_model / heads.")
+@click.option("--kv", is_flag=True, help="List valid (heads, kv_heads) pairs: grouped/multi-query attention.")
+@click.option(
+    "--head-dim", type=int, help="Head width apart from d_model / heads (heads up to d_model // head_dim)."
+)
 @_json_option
-def space(d_model: int, min_dk: int, as_json: bool) -> None:
-    """List the valid head counts for a width and d_k floor, with their d_k."""
-    from explorer.engine.config import valid_heads
+def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bool) -> None:
+    """List the valid head counts for a width and d_k floor, with their d_k (and kv_heads with --kv)."""
+    from explorer.engine.config import valid_head_pairs, valid_heads
 
+    if kv or head_dim is not None:
+        pairs = valid_head_pairs(d_model, min_dk, head_dim=head_dim)
+        if not kv:
+            pairs = [p for p in pairs if p.kv_heads == p.heads]
+        if not pairs:
+            raise ConfigError(
+                f"no head count gives d_k >= {min_dk} at d_model={d_model}; lower --min-dk to at most {d_model}."
+            )
+        rows = [
+            {**p._asdict(), "group": p.group, "kv_bytes_per_token_per_layer": 2 * p.kv_heads * p.d_k * 4}
+            for p in pairs
+        ]
+        if as_json:
+            _emit_json({"d_model": d_model, "min_dk": min_dk, "head_dim": head_dim, "pairs": rows})
+            return
+        width = f"head_dim={head_dim}" if head_dim is not None else f"d_k = {d_model}/heads"
+        click.echo(f"d_model={d_model}, min_dk={min_dk}, {width}: {len(rows)} valid (heads, kv_heads) pairs")
+        click.echo(
+            f"{'heads':>6}  {'kv_heads':>8}  {'group':>5}  {'d_k':>5}  {'kv bytes/token/layer (fp32)':>28}"
+        )
+        for r in rows:
+            click.echo(
+                f"{r['heads']:>6}  {r['kv_heads']:>8}  {r['group']:>5}  {r['d_k']:>5}  "
+                f"{r['kv_bytes_per_token_per_layer']:>28,}"
+            )
+        return
     heads = valid_heads(d_model, min_dk)
     if not heads:
         raise ConfigError(
@@ -148,7 +178,9 @@ def space(d_model: int, min_dk: int, as_json: bool) -> None:
 
 
 @main.command()
-@click.option("--task", default="digits", show_default=True, help="digits, relations, or a PATH.npz file.")
+@click.option(
+    "--task", default="digits", show_default=True, help="digits, relations, text, or a PATH.npz file."
+)
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE", help="Task option (repeatable).")
 @click.option(
     "--config",
@@ -165,6 +197,13 @@ def space(d_model: int, min_dk: int, as_json: bool) -> None:
     help="Head schedule: uniform:8, increasing:4-16, decreasing:16-4 or 4,4,8,16.",
 )
 @click.option("--min-dk", type=int, default=8, show_default=True, help="Floor on d_k = d_model / heads.")
+@click.option(
+    "--kv-heads",
+    help="Key/value heads per layer, written like --heads (uniform:2, decreasing:8-2, 4,4,2,1); default: heads.",
+)
+@click.option(
+    "--head-dim", help="Head width apart from d_model / heads: one width (64) or one per layer (64,64,128)."
+)
 @click.option("--mlp-ratio", type=float, default=4.0, show_default=True, help="MLP width / d_model.")
 @click.option(
     "--attention",
@@ -180,6 +219,11 @@ def space(d_model: int, min_dk: int, as_json: bool) -> None:
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--latency-batch", type=int, default=32, show_default=True, help="Batch size for timing.")
 @click.option("--latency-threads", type=int, default=1, show_default=True, help="CPU threads while timing.")
+@click.option(
+    "--decode-context",
+    type=int,
+    help="Also time decoding: ms per new token against a kv cache of this many positions (--task text).",
+)
 @_threads_option
 @_json_option
 def train(
@@ -190,6 +234,8 @@ def train(
     layers: int,
     heads: str,
     min_dk: int,
+    kv_heads: str | None,
+    head_dim: str | None,
     mlp_ratio: float,
     attention: str,
     epochs: int,
@@ -199,15 +245,16 @@ def train(
     device: str,
     latency_batch: int,
     latency_threads: int,
+    decode_context: int | None,
     threads: int,
     as_json: bool,
 ) -> None:
-    """Train one variant; report accuracy, latency, parameters, FLOPs and training time."""
+    """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time."""
     _check_threads(threads)
     import torch
     from tqdm import tqdm
 
-    from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
+    from explorer.engine.config import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
     from explorer.engine.evaluate import evaluate_variant
     from explorer.engine.latency_cache import LatencyCache
     from explorer.engine.runconfig import load_run_config
@@ -226,42 +273,71 @@ def train(
         )
     else:
         model_cfg = ModelConfig.from_schedule(
-            d_model, layers, heads, min_dk=min_dk, mlp_ratio=mlp_ratio, attention=attention
+            d_model,
+            layers,
+            heads,
+            min_dk=min_dk,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            mlp_ratio=mlp_ratio,
+            attention=attention,
         )
         train_cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     lat_cfg = LatencyConfig(device=device, batch_size=latency_batch, threads=latency_threads)
+    decode = None if decode_context is None else DecodeConfig(context=decode_context)
     loaded = load_task(task, **options)
+    if decode is not None and not loaded.spec.causal:
+        raise ConfigError(f"--decode-context needs a language-model task such as --task text, not {task!r}.")
     torch.set_num_threads(threads)
     if not as_json:
         _note(
             f"training {task}: d_model={model_cfg.d_model}, heads per layer {list(model_cfg.heads)}, "
-            f"d_k {list(model_cfg.d_k)}"
+            f"kv_heads {list(model_cfg.kv_per_layer)}, d_k {list(model_cfg.d_k)}"
         )
     with tqdm(
         total=stop_after or train_cfg.epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False
     ) as bar:
 
         def on_epoch(stats: Any) -> bool:
-            bar.set_postfix(loss=f"{stats.train_loss:.3f}", val=f"{stats.val_accuracy:.3f}")
+            val = stats.val_accuracy if stats.val_bpb is None else stats.val_bpb
+            bar.set_postfix(loss=f"{stats.train_loss:.3f}", val=f"{val:.3f}")
             bar.update(1)
             return stop_after is not None and stats.epoch >= stop_after
 
         result = evaluate_variant(
-            model_cfg, loaded, train_cfg, lat_cfg, cache=LatencyCache(), on_epoch=on_epoch
+            model_cfg, loaded, train_cfg, lat_cfg, cache=LatencyCache(), on_epoch=on_epoch, decode=decode
         )
     doc = {"task": loaded.name, "task_options": options, **result.to_dict()}
+    if loaded.corpus_hash:
+        doc["corpus_sha256"] = loaded.corpus_hash
     if as_json:
         _emit_json(doc)
         return
     lat = result.latency
     click.echo(f"task            {loaded.name} ({result.device})")
     click.echo(f"heads / layer   {list(model_cfg.heads)}   d_k {list(model_cfg.d_k)}")
-    click.echo(f"val accuracy    {result.val_accuracy:.4f} ({result.val_size} examples)")
-    click.echo(f"test accuracy   {result.test_accuracy:.4f}")
+    if model_cfg.kv_heads is not None:
+        click.echo(f"kv heads        {list(model_cfg.kv_per_layer)}")
+    if result.val_bpb is not None:
+        click.echo(f"val bits/byte   {result.val_bpb:.4f} ({loaded.val[1].numel():,} bytes)")
+        click.echo(
+            f"test bits/byte  {result.test_bpb:.4f}   next-byte accuracy {result.val_accuracy:.4f} (val)"
+        )
+        click.echo(f"corpus sha256   {loaded.corpus_hash}")
+    else:
+        click.echo(f"val accuracy    {result.val_accuracy:.4f} ({result.val_size} examples)")
+        click.echo(f"test accuracy   {result.test_accuracy:.4f}")
     click.echo(
         f"latency         {lat.median_ms:.3f} ms/batch (IQR {lat.iqr_ms:.3f}) at batch {lat.batch_size}, "
         f"seq {lat.seq_len}, {lat.threads} thread(s){' [from the cache]' if lat.cached else ''}"
     )
+    if result.decode is not None:
+        dec = result.decode
+        click.echo(
+            f"decoding        {dec.ms_per_token:.3f} ms/token (IQR {dec.latency.iqr_ms:.3f}) against a kv cache of "
+            f"{dec.context} at batch {dec.latency.batch_size}{' [from the cache]' if dec.cached else ''}"
+        )
+    click.echo(f"kv cache        {result.kv_cache_bytes_per_token:,} bytes/token ({lat.dtype})")
     click.echo(f"params          {result.params:,}")
     click.echo(f"FLOPs/example   {result.flops:,}")
     click.echo(
@@ -281,8 +357,11 @@ def bench() -> None:
 @bench.command("attention")
 @click.option("--d-model", type=int, default=384, show_default=True)
 @click.option("--heads", type=int, default=8, show_default=True)
-@click.option("--seq-len", type=int, default=197, show_default=True)
+@click.option("--kv-heads", type=int, help="Key/value heads, dividing --heads (default: --heads).")
+@click.option("--seq-len", type=int, default=197, show_default=True, help="Positions of the forward pass.")
 @click.option("--batch", type=int, default=8, show_default=True)
+@click.option("--decode", is_flag=True, help="Time one new token against a key/value cache of --context.")
+@click.option("--context", type=int, help="Cached positions in --decode mode (default 512).")
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--threads", type=int, default=None, help="CPU threads (default: all torch uses).")
 @click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
@@ -294,8 +373,11 @@ def bench() -> None:
 def bench_attention_cmd(
     d_model: int,
     heads: int,
+    kv_heads: int | None,
     seq_len: int,
     batch: int,
+    decode: bool,
+    context: int | None,
     device: str,
     threads: int | None,
     min_run_time: float,
@@ -303,30 +385,66 @@ def bench_attention_cmd(
     out: Path | None,
     force: bool,
 ) -> None:
-    """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the seed's table)."""
+    """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the seed's table).
+
+    With --decode: one new token per sequence against a key/value cache of --context positions (the three
+    implementations; fewer --kv-heads shrink the cache each step reads).
+    """
     from explorer.output.files import OutputFolder
 
     if threads is not None:
         _check_threads(threads)
     if not min_run_time > 0:
         raise ConfigError(f"--min-run-time must be positive, got {min_run_time:g}.")
+    if not decode and context is not None:
+        raise ConfigError("--context is the cache length of --decode mode; add --decode (or drop --context).")
+    ctx = click.get_current_context()
+    if decode and ctx.get_parameter_source("seq_len") is not click.core.ParameterSource.DEFAULT:
+        raise ConfigError("--seq-len is the forward pass's length; in --decode mode give --context instead.")
+    context = 512 if decode and context is None else context
+    from explorer.engine.bench import bench_attention, bench_decode, check_bench_shape
+
+    check_bench_shape(d_model, heads, context if decode else seq_len, batch, kv_heads)
     folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
-    from explorer.engine.bench import bench_attention
     from explorer.engine.device import resolve_device
 
-    if not as_json:
-        _note(f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads ...")
-    df = bench_attention(
-        d_model=d_model,
-        heads=heads,
-        seq_len=seq_len,
-        batch=batch,
-        device=resolve_device(device),
-        min_run_time=min_run_time,
-        threads=threads,
-    )
+    kv_text = f", {kv_heads} kv heads" if kv_heads is not None else ""
+    if decode:
+        if not as_json:
+            _note(
+                f"timing one decoding step at batch {batch} against a cache of {context}, d_model {d_model}, "
+                f"{heads} heads{kv_text} ..."
+            )
+        df = bench_decode(
+            d_model=d_model,
+            heads=heads,
+            kv_heads=kv_heads,
+            context=context,
+            batch=batch,
+            device=resolve_device(device),
+            min_run_time=min_run_time,
+            threads=threads,
+        )
+    else:
+        if not as_json:
+            _note(
+                f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads{kv_text} ..."
+            )
+        df = bench_attention(
+            d_model=d_model,
+            heads=heads,
+            kv_heads=kv_heads,
+            seq_len=seq_len,
+            batch=batch,
+            device=resolve_device(device),
+            min_run_time=min_run_time,
+            threads=threads,
+        )
     written: list[Path] = []
-    if folder is not None:
+    if folder is not None and decode:
+        folder.write("bench.csv", df.to_csv(index=False))  # no figure for the decoding table yet
+        written = folder.finish()
+    elif folder is not None:
         import tempfile
 
         from explorer.output.plots import bench_figure, save_png
@@ -338,9 +456,11 @@ def bench_attention_cmd(
             )
         written = folder.finish()
     if as_json:
+        shape = {"d_model": d_model, "heads": heads, "kv_heads": kv_heads or heads, "batch": batch}
+        shape |= {"mode": "decode", "context": context} if decode else {"mode": "forward", "seq_len": seq_len}
         _emit_json(
             {
-                "shape": {"d_model": d_model, "heads": heads, "seq_len": seq_len, "batch": batch},
+                "shape": shape,
                 "rows": df.to_dict(orient="records"),
                 "files": [str(p) for p in written],
             }

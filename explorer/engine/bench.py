@@ -5,7 +5,12 @@ computation. :func:`bench_attention` measures the same comparison here, for one 
 ``serial``, ``merged`` and ``fused`` (:class:`explorer.engine.attention.MultiHeadAttention`) and
 ``torch.nn.MultiheadAttention`` with the same weights copied in. Each row carries the time (median and IQR),
 the peak memory of one forward pass, the speed-up over serial, the achieved GFLOP/s and how that compares
-with a large square matmul timed the same way (what the device can do at best).
+with a large square matmul timed the same way (what the device can do at best). With ``kv_heads`` below
+``heads`` (grouped-query attention) ``torch.nn.MultiheadAttention`` has no equivalent and its row is left out.
+
+:func:`bench_decode` is the decoding mode: one new token per sequence against a key/value cache of ``context``
+positions, the three implementations timed alike, with the cache's size and the rate at which each reads it
+(decoding is bound by reading the cache, which is what fewer key/value heads shrink).
 Drawing it is :mod:`explorer.output`'s job; this module only measures.
 """
 
@@ -20,20 +25,24 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from explorer.engine.attention import MultiHeadAttention, attention_flops
-from explorer.engine.config import LatencyConfig, valid_heads
+from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flops
+from explorer.engine.config import ATTENTION_IMPLS, LatencyConfig, valid_heads, valid_kv_heads
 from explorer.engine.device import as_device
-from explorer.engine.latency import time_forward
+from explorer.engine.latency import time_call, time_forward
 from explorer.errors import ConfigError
 
 __all__ = [
     "BENCH_IMPLS",
+    "DECODE_IMPLS",
     "bench_attention",
+    "bench_decode",
+    "check_bench_shape",
     "matmul_peak_gflops",
     "peak_memory_mb",
 ]
 
 BENCH_IMPLS = ("serial", "merged", "fused", "torch_mha")
+DECODE_IMPLS = ATTENTION_IMPLS[::-1]  # serial, merged, fused: torch.nn.MultiheadAttention keeps no cache
 _MATMUL_SIZE = {"cpu": 1024, "cuda": 8192}  # square fp32 matmuls that keep each kind of device fully busy
 _MB = 2**20
 
@@ -153,12 +162,20 @@ def matmul_peak_gflops(
     return 2 * n**3 / (res.median_ms * 1e-3) / 1e9
 
 
-def _check_shape(d_model: int, heads: int, seq_len: int, batch: int) -> None:
+def check_bench_shape(
+    d_model: int, heads: int, seq_len: int, batch: int, kv_heads: int | None = None
+) -> None:
+    """Refuse a benchmark shape before anything runs, naming the valid choices (the CLI calls it first)."""
     if min(d_model, seq_len, batch) < 1:
         raise ConfigError(f"need d_model, seq_len and batch >= 1, got {d_model}, {seq_len}, {batch}.")
     if heads not in (valid := valid_heads(d_model)):
         raise ConfigError(
             f"{heads} heads does not divide d_model={d_model}; choose from {', '.join(map(str, valid))}."
+        )
+    if kv_heads is not None and kv_heads not in (kv_valid := valid_kv_heads(heads)):
+        raise ConfigError(
+            f"{kv_heads} key/value heads does not divide {heads} heads; "
+            f"choose --kv-heads from {', '.join(map(str, kv_valid))}."
         )
 
 
@@ -172,11 +189,13 @@ def bench_attention(
     threads: int | None = None,
     matmul_size: int | None = None,
     memory: bool = True,
+    kv_heads: int | None = None,
 ) -> pd.DataFrame:
     """Time one self-attention forward four ways on ``device``; one row per implementation (BENCH_IMPLS).
 
     Args:
         d_model, heads, seq_len, batch: the shape (default: ViT-S, 8 images of 196 patches + [CLS]).
+        kv_heads: key/value heads (default ``heads``); below ``heads`` the torch_mha row is left out.
         device: ``auto``, ``cpu``, ``cuda`` or a torch.device.
         min_run_time: seconds of timed calls per implementation (torch.utils.benchmark).
         threads: CPU threads while timing; default the process's current count.
@@ -186,23 +205,25 @@ def bench_attention(
 
     Columns: impl, median_ms, iqr_ms, peak_mem_mb, speedup_vs_serial, gflops, matmul_peak_gflops,
     pct_of_peak, max_abs_diff (largest output difference from serial), device, threads, d_model, heads,
-    seq_len, batch.
+    kv_heads, seq_len, batch.
     """
-    _check_shape(d_model, heads, seq_len, batch)
+    check_bench_shape(d_model, heads, seq_len, batch, kv_heads)
+    kv_heads = heads if kv_heads is None else kv_heads
     device = as_device(device)
     threads = threads or torch.get_num_threads()
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        attn = MultiHeadAttention(d_model, heads).to(device).eval()
+        attn = MultiHeadAttention(d_model, heads, n_kv_heads=kv_heads).to(device).eval()
         x = torch.randn(batch, seq_len, d_model).to(device)
     models: dict[str, nn.Module] = {impl: _Impl(attn, impl) for impl in BENCH_IMPLS[:3]}
-    models["torch_mha"] = _TorchMHA(attn).to(device).eval()
+    if kv_heads == heads:
+        models["torch_mha"] = _TorchMHA(attn).to(device).eval()
 
     with torch.inference_mode():
         reference = models["serial"](x)
         diffs = {impl: (m(x) - reference).abs().max().item() for impl, m in models.items()}
-    flops = attention_flops(batch, seq_len, d_model)
+    flops = attention_flops(batch, seq_len, d_model, heads, kv_heads)
     peak = matmul_peak_gflops(device, threads, min_run_time, matmul_size)
     memory_mb = peak_memory_mb(models, x) if memory else {}
     rows = []
@@ -223,10 +244,80 @@ def bench_attention(
                 "threads": threads,
                 "d_model": d_model,
                 "heads": heads,
+                "kv_heads": kv_heads,
                 "seq_len": seq_len,
                 "batch": batch,
             }
         )
     df = pd.DataFrame(rows)
     df.insert(4, "speedup_vs_serial", df.loc[df.impl == "serial", "median_ms"].item() / df["median_ms"])
+    return df
+
+
+def bench_decode(
+    d_model: int = 384,
+    heads: int = 8,
+    kv_heads: int | None = None,
+    context: int = 2048,
+    batch: int = 1,
+    device: torch.device | str = "auto",
+    min_run_time: float = 0.3,
+    threads: int | None = None,
+) -> pd.DataFrame:
+    """Time one decoding step of one attention layer three ways: ``batch`` new tokens, a cache of ``context``.
+
+    The cache is filled with random keys and values (the time does not depend on them) and its length is reset
+    before every timed call, so each step attends over exactly ``context + 1`` positions.
+
+    Columns: impl, median_ms, iqr_ms, speedup_vs_serial, kv_cache_mb (the cache at ``context`` for the batch),
+    cache_gb_per_s (cache bytes read per second of a step), gflops, max_abs_diff (from serial), device,
+    threads, d_model, heads, kv_heads, d_k, context, batch.
+    """
+    check_bench_shape(d_model, heads, context, batch, kv_heads)
+    kv_heads = heads if kv_heads is None else kv_heads
+    device = as_device(device)
+    threads = threads or torch.get_num_threads()
+    cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        attn = MultiHeadAttention(d_model, heads, n_kv_heads=kv_heads, causal=True).to(device).eval()
+        x = torch.randn(batch, 1, d_model).to(device)  # [B, 1, C]: the new token
+        cache = KVCache([(kv_heads, attn.d_k)], batch, context + 1, device=device)
+        for buf in (*cache.k, *cache.v):
+            buf.copy_(torch.randn(buf.shape))
+    cache.length = context
+
+    def step() -> torch.Tensor:
+        cache.length = context
+        return attn(x, kv=cache.layer(0))[0]
+
+    outputs, rows = {}, []
+    kv_bytes = cache.nbytes(context)
+    flops = attention_flops(batch, 1, d_model, heads, kv_heads, attn.d_k, context + 1)
+    for impl in DECODE_IMPLS:
+        attn.impl = impl
+        with torch.inference_mode():
+            outputs[impl] = step()
+        res = time_call(step, device, cfg, batch, context)
+        rows.append(
+            {
+                "impl": impl,
+                "median_ms": res.median_ms,
+                "iqr_ms": res.iqr_ms,
+                "kv_cache_mb": kv_bytes / _MB,
+                "cache_gb_per_s": kv_bytes / (res.median_ms * 1e-3) / 1e9,
+                "gflops": flops / (res.median_ms * 1e-3) / 1e9,
+                "max_abs_diff": (outputs[impl] - outputs["serial"]).abs().max().item(),
+                "device": res.device,
+                "threads": threads,
+                "d_model": d_model,
+                "heads": heads,
+                "kv_heads": kv_heads,
+                "d_k": attn.d_k,
+                "context": context,
+                "batch": batch,
+            }
+        )
+    df = pd.DataFrame(rows)
+    df.insert(3, "speedup_vs_serial", df.loc[df.impl == "serial", "median_ms"].item() / df["median_ms"])
     return df

@@ -17,16 +17,17 @@ from typing import Any
 import pandas as pd
 import torch
 
-from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
+from explorer.engine.config import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
+from explorer.engine.decode import decode_latency
 from explorer.engine.device import as_device, device_label
 from explorer.engine.latency import model_latency
 from explorer.engine.latency_cache import LatencyCache
-from explorer.engine.measures import LatencyResult
-from explorer.engine.model import Encoder, build_model
+from explorer.engine.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
+from explorer.engine.model import Model, build_model
 from explorer.engine.probe import relation_specialization
 from explorer.engine.tasks.base import Task
 from explorer.engine.train import EpochStats, TrainResult, fit
-from explorer.errors import ExplorerError, TrainingDivergedError
+from explorer.errors import ConfigError, ExplorerError, TrainingDivergedError
 
 __all__ = ["VariantFailed", "VariantResult", "evaluate_variant", "is_out_of_memory"]
 
@@ -41,7 +42,12 @@ class VariantFailed(ExplorerError):
 
 @dataclass(frozen=True)
 class VariantResult:
-    """Everything measured about one variant (the trained model rides along, out of comparisons and JSON)."""
+    """Everything measured about one variant (the trained model rides along, out of comparisons and JSON).
+
+    Quality: ``metric`` names the task kind's objective field and direction (``val_accuracy``, maximize, for
+    classification; ``val_bpb``, minimize, for a language model) and ``quality`` is its value, so a study can
+    optimize ``(result.quality, result.metric.direction)`` without knowing the task kind.
+    """
 
     config: ModelConfig
     train: TrainConfig
@@ -51,9 +57,13 @@ class VariantResult:
     flops: int  # forward FLOPs per example (2 x multiply-adds of the matmuls)
     device: str  # where it trained, e.g. "cpu (Intel Xeon ..., 2 threads)"
     torch_version: str
-    val_size: int  # validation examples: the accuracy is a proportion of this many
+    val_size: int  # validation targets (examples, or predicted bytes): accuracy is a proportion of them
     relations: pd.DataFrame | None = field(default=None, compare=False, repr=False)  # relations task only
-    model: Encoder | None = field(default=None, compare=False, repr=False)
+    model: Model | None = field(default=None, compare=False, repr=False)
+    decode: DecodeResult | None = None  # decoding latency, when asked for (language-model tasks)
+    kv_cache_bytes_per_token: int = (
+        0  # key/value bytes one position takes while decoding, at the latency dtype
+    )
 
     @property
     def val_accuracy(self) -> float:
@@ -63,6 +73,31 @@ class VariantResult:
     def test_accuracy(self) -> float:
         return self.fit.test_accuracy
 
+    @property
+    def val_loss(self) -> float:
+        return self.fit.val_loss
+
+    @property
+    def val_bpb(self) -> float | None:
+        return self.fit.val_bpb
+
+    @property
+    def test_bpb(self) -> float | None:
+        return self.fit.test_bpb
+
+    @property
+    def task_kind(self) -> str:
+        return self.fit.task_kind
+
+    @property
+    def metric(self) -> QualityMetric:
+        return quality_metric(self.fit.task_kind)
+
+    @property
+    def quality(self) -> float:
+        """The validation value of :attr:`metric`."""
+        return self.fit.quality
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the configs, measurements and training history (not the model)."""
         return {
@@ -71,8 +106,14 @@ class VariantResult:
             "heads": list(self.config.heads),
             "d_k": list(self.config.d_k),
             "family": self.config.family,
+            "kv_heads": list(self.config.kv_per_layer),
+            "task_kind": self.task_kind,
+            "metric": {"name": self.metric.name, "direction": self.metric.direction, "value": self.quality},
             "val_accuracy": self.val_accuracy,
             "test_accuracy": self.test_accuracy,
+            "val_loss": self.val_loss,
+            "val_bpb": self.val_bpb,
+            "test_bpb": self.test_bpb,
             "val_size": self.val_size,
             "latency_ms": self.latency.median_ms,
             "latency": self.latency.to_dict(),
@@ -80,6 +121,8 @@ class VariantResult:
             "flops": self.flops,
             "device": self.device,
             "torch_version": self.torch_version,
+            "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token,
+            "decode": None if self.decode is None else self.decode.to_dict(),
             "fit": self.fit.to_dict(),
         }
 
@@ -116,6 +159,8 @@ def evaluate_variant(
     on_measured: Callable[[LatencyResult, int], None] | None = None,
     on_epoch: Callable[[EpochStats], bool | None] | None = None,
     keep_model: bool = False,
+    decode: DecodeConfig | None = None,
+    on_decoded: Callable[[DecodeResult], None] | None = None,
 ) -> VariantResult:
     """Build, time, train and evaluate one variant; return a :class:`VariantResult`.
 
@@ -127,18 +172,33 @@ def evaluate_variant(
             the evaluation before any training (a budget).
         on_epoch: called after every epoch; returning True stops training after it (early stopping).
         keep_model: keep the trained model on the result (``result.model``).
+        decode: also time decoding (one new token against a key/value cache of ``decode.context``, at
+            ``decode.batch_size``, timed like ``latency_cfg``); language-model tasks only.
+        on_decoded: called with the decoding latency before training (and before ``on_measured``); raising
+            there stops the evaluation before any training (a decoding budget).
 
     Raises:
         VariantFailed: the loss became NaN/inf, or the device ran out of memory while timing or training.
     """
     device = as_device(device if device is not None else latency_cfg.device)
+    if decode is not None and not task.spec.causal:
+        raise ConfigError(
+            f"decoding latency needs a language-model task (such as text); "
+            f"{task.name!r} is a classification task."
+        )
     params, flops = count_cost(cfg, task)
+    decoded = None
     try:
         latency = model_latency(cfg, task.spec, latency_cfg, device, cache=cache)
+        if decode is not None:
+            decode_cfg = dataclasses.replace(latency_cfg, batch_size=decode.batch_size)
+            decoded = decode_latency(cfg, decode.context, decode_cfg, device, cache, task.spec.vocab_size)
     except (RuntimeError, MemoryError) as exc:
         if not is_out_of_memory(exc):
             raise
         raise _oom(device, "timing", exc) from None
+    if decoded is not None and on_decoded is not None:
+        on_decoded(decoded)
     if on_measured is not None:
         on_measured(latency, params)
     try:
@@ -161,7 +221,9 @@ def evaluate_variant(
         flops=flops,
         device=device_label(device, torch.get_num_threads() if device.type == "cpu" else None),
         torch_version=torch.__version__,
-        val_size=len(task.val[1]),
+        val_size=task.val[1].numel(),  # len() for labels [n]; every predicted byte for a language model
         relations=relations,
         model=model if keep_model else None,
+        decode=decoded,
+        kv_cache_bytes_per_token=cfg.kv_cache_bytes_per_token(latency_cfg.dtype),
     )

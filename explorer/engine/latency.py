@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -26,9 +27,11 @@ from explorer.engine.model import build_model
 from explorer.errors import ConfigError
 
 __all__ = [
+    "check_dtype",
     "latency_key",
     "model_latency",
     "random_input",
+    "time_call",
     "time_forward",
 ]
 
@@ -43,10 +46,52 @@ def _load_average() -> float | None:
         return None
 
 
-def _check_dtype(dtype: str, device: torch.device) -> torch.dtype:
+def check_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """The torch dtype named ``dtype``; half types only on CUDA (a :class:`ConfigError` elsewhere)."""
     if dtype != "float32" and device.type != "cuda":
         raise ConfigError(f"latency dtype {dtype} needs a CUDA device; use dtype float32 on {device.type}.")
     return _DTYPES[dtype]
+
+
+def time_call(
+    fn: Callable[[], object], device: torch.device | str, cfg: LatencyConfig, batch_size: int, seq_len: int
+) -> LatencyResult:
+    """Time ``fn()`` under ``torch.inference_mode`` with ``cfg.threads`` CPU threads: warm-up, then
+    ``Timer.blocked_autorange(cfg.min_run_time)``. ``batch_size`` and ``seq_len`` label the result.
+
+    The process's CPU thread count is restored afterwards. :func:`time_forward` and decoding latency
+    (:mod:`explorer.engine.decode`) both time through here, so they measure the same way.
+    """
+    device = as_device(device)
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        with torch.inference_mode():
+            # Warm up by count and by time: caches, the allocator and the clock settle before timing starts
+            # (a fixed few calls left the first measurement of a fresh process up to 15% slow).
+            calls, deadline = 0, time.perf_counter() + cfg.min_run_time / 3
+            while calls < _WARMUP_CALLS or time.perf_counter() < deadline:
+                fn()
+                calls += 1
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=cfg.threads)
+            m = timer.blocked_autorange(min_run_time=cfg.min_run_time)
+    finally:
+        torch.set_num_threads(old_threads)
+    return LatencyResult(
+        median_ms=m.median * 1e3,
+        iqr_ms=m.iqr * 1e3,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        threads=cfg.threads,
+        device=device_label(device),
+        dtype=cfg.dtype,
+        runs=len(m.times),
+        samples_ms=tuple(t * 1e3 for t in m.times),
+        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        load=_load_average(),
+    )
 
 
 def time_forward(
@@ -59,49 +104,26 @@ def time_forward(
     ``[B, T]`` token ids or ``[B, T, F]`` features. Half dtypes on CPU raise :class:`ConfigError`.
     """
     device = as_device(device)
-    dtype = _check_dtype(cfg.dtype, device)
+    dtype = check_dtype(cfg.dtype, device)
     model.to(device=device, dtype=dtype)
     x = example.to(device)
     if x.is_floating_point():
         x = x.to(dtype)
-    was_training, old_threads = model.training, torch.get_num_threads()
+    was_training = model.training
     model.eval()
-    torch.set_num_threads(cfg.threads)
     try:
-        with torch.inference_mode():
-            # Warm up by count and by time: caches, the allocator and the clock settle before timing starts
-            # (a fixed few calls left the first measurement of a fresh process up to 15% slow).
-            calls, deadline = 0, time.perf_counter() + cfg.min_run_time / 3
-            while calls < _WARMUP_CALLS or time.perf_counter() < deadline:
-                model(x)
-                calls += 1
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            timer = benchmark.Timer(
-                stmt="model(x)", globals={"model": model, "x": x}, num_threads=cfg.threads
-            )
-            m = timer.blocked_autorange(min_run_time=cfg.min_run_time)
+        return time_call(
+            lambda: model(x), device, cfg, int(x.shape[0]), int(x.shape[1]) if x.dim() > 1 else 1
+        )
     finally:
-        torch.set_num_threads(old_threads)
         model.train(was_training)
-    return LatencyResult(
-        median_ms=m.median * 1e3,
-        iqr_ms=m.iqr * 1e3,
-        batch_size=int(x.shape[0]),
-        seq_len=int(x.shape[1]) if x.dim() > 1 else 1,
-        threads=cfg.threads,
-        device=device_label(device),
-        dtype=cfg.dtype,
-        runs=len(m.times),
-        samples_ms=tuple(t * 1e3 for t in m.times),
-        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        load=_load_average(),
-    )
 
 
 def latency_key(model_cfg: ModelConfig, spec: InputSpec, cfg: LatencyConfig, device: torch.device) -> str:
     """What a latency figure depends on: architecture, input shape, batch, threads, dtype, hardware, torch."""
     shape = f"{spec.kind}_T{spec.seq_len}_V{spec.vocab_size}_F{spec.n_features}_C{spec.n_classes}"
+    if spec.causal:
+        shape += "_lm"  # a language model (per-token head, causal attention); classifier keys are unchanged
     return "|".join(
         [
             model_cfg.key(),
@@ -135,7 +157,7 @@ def model_latency(
     and fed one random batch of ``cfg.batch_size``. ``cache=None`` measures every time and stores nothing.
     """
     device = as_device(device)
-    _check_dtype(cfg.dtype, device)
+    check_dtype(cfg.dtype, device)
     key = latency_key(model_cfg, spec, cfg, device)
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit

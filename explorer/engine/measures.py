@@ -6,7 +6,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["LatencyResult"]
+from explorer.errors import ConfigError
+
+__all__ = ["QUALITY_METRICS", "DecodeResult", "LatencyResult", "QualityMetric", "quality_metric"]
 
 
 @dataclass(frozen=True)
@@ -36,3 +38,74 @@ class LatencyResult:
         kw = {f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d}
         kw["samples_ms"] = tuple(float(x) for x in kw.get("samples_ms") or ())
         return cls(**kw)
+
+
+@dataclass(frozen=True)
+class DecodeResult:
+    """Decoding latency: one new token per sequence against a key/value cache of ``context`` positions.
+
+    ``latency`` times one decoding step of ``latency.batch_size`` sequences (its ``seq_len`` is the context),
+    so ``ms_per_token`` is the time each sequence waits for its next token.
+    """
+
+    latency: LatencyResult  # one step: median and IQR in ms, batch, threads, device, dtype
+    context: int  # positions already in the cache when the new token is decoded
+    kv_cache_bytes: int  # bytes of keys and values held at that context, for the whole batch
+    kv_cache_bytes_per_token: int  # bytes one position adds (all layers, one sequence)
+
+    @property
+    def ms_per_token(self) -> float:
+        return self.latency.median_ms
+
+    @property
+    def cached(self) -> bool:
+        return self.latency.cached
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ms_per_token": self.ms_per_token,
+            "context": self.context,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "kv_cache_bytes_per_token": self.kv_cache_bytes_per_token,
+            "latency": self.latency.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> DecodeResult:
+        return cls(
+            latency=LatencyResult.from_dict(d["latency"]),
+            context=int(d["context"]),
+            kv_cache_bytes=int(d["kv_cache_bytes"]),
+            kv_cache_bytes_per_token=int(d["kv_cache_bytes_per_token"]),
+        )
+
+
+@dataclass(frozen=True)
+class QualityMetric:
+    """How a task kind's quality is scored: which result field, which way is better, and what to call it.
+
+    ``getattr(result, metric.name)`` reads the value from a ``TrainResult``, ``EpochStats`` or
+    ``VariantResult``; ``metric.direction`` is what an Optuna objective passes ("maximize" or "minimize").
+    """
+
+    name: str  # the validation field: "val_accuracy" | "val_bpb"
+    test_name: str  # the matching test field: "test_accuracy" | "test_bpb"
+    direction: str  # "maximize" | "minimize" (Optuna's words)
+    label: str  # for reports and the command line
+
+
+QUALITY_METRICS = {
+    "classification": QualityMetric("val_accuracy", "test_accuracy", "maximize", "validation accuracy"),
+    # Language-model tasks are byte-level, so bits per token are bits per byte.
+    "language_model": QualityMetric("val_bpb", "test_bpb", "minimize", "validation bits per byte"),
+}
+
+
+def quality_metric(task_kind: str) -> QualityMetric:
+    """The quality metric of a task kind (``InputSpec.task_kind``)."""
+    try:
+        return QUALITY_METRICS[task_kind]
+    except KeyError:
+        raise ConfigError(
+            f"unknown task kind {task_kind!r}; choose one of {', '.join(QUALITY_METRICS)}."
+        ) from None

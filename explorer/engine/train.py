@@ -1,8 +1,12 @@
 """Training and evaluation loop. Knows nothing model-specific beyond ``build_model`` and logits out.
 
 AdamW with a linear warm-up then cosine decay (stepped per optimizer step), gradient clipping and
-cross-entropy; bf16 autocast on CUDA. Everything random (init, data order, dropout) is seeded from
-``TrainConfig.seed``, so the same config and seed reproduce the same run on the same device. Progress reaches
+cross-entropy; bf16 autocast on CUDA. The task's kind decides what a target is: one label per example
+(classification, logits ``[B, n_classes]``, scored by accuracy) or the next byte at every position (a
+language model, logits ``[B, T, 256]``, scored by bits per byte = mean cross-entropy in nats / ln 2). The
+loss is the mean cross-entropy over targets either way, so the classification path is what it always was.
+Everything random (init, data order, dropout) is seeded from ``TrainConfig.seed``, so the same config and seed
+reproduce the same run on the same device. Progress reaches
 callers only through the per-epoch ``on_epoch`` callback, which can also stop training early (for pruning).
 """
 
@@ -20,11 +24,28 @@ import torch.nn.functional as F
 
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.device import as_device, autocast
-from explorer.engine.model import Encoder, build_model
+from explorer.engine.measures import QualityMetric, quality_metric
+from explorer.engine.model import Model, build_model
 from explorer.engine.tasks.base import Task
 from explorer.errors import TrainingDivergedError
 
-__all__ = ["EpochStats", "TrainResult", "evaluate", "fit"]
+__all__ = ["EpochStats", "SplitScore", "TrainResult", "evaluate", "evaluate_split", "fit"]
+
+_LN2 = math.log(2.0)
+
+
+@dataclass(frozen=True)
+class SplitScore:
+    """How a model does on one split: accuracy and mean cross-entropy over its targets."""
+
+    accuracy: float  # correct targets / targets (a language model: next-byte top-1 accuracy)
+    loss: float  # mean cross-entropy per target, in nats
+    targets: int  # examples (classification) or predicted positions (a language model)
+
+    @property
+    def bits(self) -> float:
+        """Mean cross-entropy in bits per target: bits per byte for a byte-level language model."""
+        return self.loss / _LN2
 
 
 @dataclass(frozen=True)
@@ -33,13 +54,19 @@ class EpochStats:
 
     epoch: int  # 1-based
     train_loss: float  # mean training cross-entropy over the epoch's batches
-    val_accuracy: float  # accuracy on the validation split after the epoch
+    val_accuracy: float  # accuracy on the validation split after the epoch (per target)
     seconds: float  # wall time of the epoch, training plus validation
+    val_loss: float = math.nan  # mean validation cross-entropy per target (nats)
+    val_bpb: float | None = None  # validation bits per byte (language-model tasks only)
 
 
 @dataclass(frozen=True)
 class TrainResult:
-    """The outcome of :func:`fit`."""
+    """The outcome of :func:`fit`.
+
+    ``quality`` is the value of the task kind's metric (``metric``): ``val_accuracy`` for a classification
+    task, ``val_bpb`` (minimized) for a language model; both kinds also report accuracy and loss.
+    """
 
     val_accuracy: float  # after the last epoch run
     test_accuracy: float  # of the final model
@@ -49,6 +76,20 @@ class TrainResult:
     samples_per_s: float  # training examples processed per training second
     stopped_early: bool  # on_epoch returned True (training ended after that epoch)
     history: tuple[EpochStats, ...]
+    task_kind: str = "classification"  # classification | language_model: which metric is the quality
+    val_loss: float = math.nan  # mean validation cross-entropy per target (nats), after the last epoch
+    test_loss: float = math.nan  # mean test cross-entropy per target (nats)
+    val_bpb: float | None = None  # validation bits per byte (language-model tasks only)
+    test_bpb: float | None = None  # test bits per byte (language-model tasks only)
+
+    @property
+    def metric(self) -> QualityMetric:
+        return quality_metric(self.task_kind)
+
+    @property
+    def quality(self) -> float:
+        """The validation value of :attr:`metric` (accuracy, or bits per byte)."""
+        return getattr(self, self.metric.name)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -69,6 +110,48 @@ def _lr_lambda(total_steps: int, warmup_frac: float) -> Callable[[int], float]:
     return factor
 
 
+def _cross_entropy(logits: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
+    """Cross-entropy over every target: ``[B, C]`` vs ``[B]``, or ``[B, T, V]`` vs ``[B, T]``.
+
+    For a classifier the reshape is the identity, so its loss is exactly ``F.cross_entropy(logits, y)``.
+    """
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction=reduction)
+
+
+def evaluate_split(
+    model: torch.nn.Module,
+    X: torch.Tensor,
+    y: torch.Tensor,
+    device: torch.device | str,
+    batch_size: int = 512,
+    head_masks: list[torch.Tensor | None] | None = None,
+) -> SplitScore:
+    """Accuracy and mean cross-entropy of ``model`` on ``(X, y)``, in eval mode under inference_mode.
+
+    ``y`` is ``[n]`` labels or ``[n, T]`` next tokens; every target counts once. ``head_masks`` (one ``[H_i]``
+    multiplier per layer, 0 removes a head) is passed to the model. The model's train/eval mode is restored.
+    """
+    device = as_device(device)
+    targets = y.numel()
+    if targets == 0:
+        return SplitScore(0.0, math.nan, 0)
+    was_training = model.training
+    model.eval()
+    correct = torch.zeros((), dtype=torch.int64, device=device)
+    nats = torch.zeros((), dtype=torch.float64, device=device)
+    try:
+        with torch.inference_mode(), autocast(device):
+            for i in range(0, len(y), batch_size):
+                xb = X[i : i + batch_size].to(device, non_blocking=True)
+                yb = y[i : i + batch_size].to(device, non_blocking=True)
+                logits = model(xb) if head_masks is None else model(xb, head_masks=head_masks)
+                correct += (logits.argmax(dim=-1) == yb).sum()
+                nats += _cross_entropy(logits.float(), yb, reduction="sum").double()
+    finally:
+        model.train(was_training)
+    return SplitScore(correct.item() / targets, nats.item() / targets, targets)
+
+
 def evaluate(
     model: torch.nn.Module,
     X: torch.Tensor,
@@ -77,27 +160,8 @@ def evaluate(
     batch_size: int = 512,
     head_masks: list[torch.Tensor | None] | None = None,
 ) -> float:
-    """Accuracy of ``model`` on ``(X, y)`` in [0, 1], in eval mode under inference_mode, batch by batch.
-
-    ``head_masks`` (one ``[H_i]`` multiplier per layer, 0 removes a head) is passed to the model. The model's
-    train/eval mode is restored afterwards.
-    """
-    device = as_device(device)
-    if len(y) == 0:
-        return 0.0
-    was_training = model.training
-    model.eval()
-    correct = torch.zeros((), dtype=torch.int64, device=device)
-    try:
-        with torch.inference_mode(), autocast(device):
-            for i in range(0, len(y), batch_size):
-                xb = X[i : i + batch_size].to(device, non_blocking=True)
-                yb = y[i : i + batch_size].to(device, non_blocking=True)
-                logits = model(xb) if head_masks is None else model(xb, head_masks=head_masks)
-                correct += (logits.argmax(dim=-1) == yb).sum()
-    finally:
-        model.train(was_training)
-    return correct.item() / len(y)
+    """Accuracy of ``model`` on ``(X, y)`` in [0, 1] (see :func:`evaluate_split`); 0 for an empty split."""
+    return evaluate_split(model, X, y, device, batch_size, head_masks).accuracy
 
 
 def fit(
@@ -106,8 +170,10 @@ def fit(
     train_cfg: TrainConfig,
     device: torch.device | str,
     on_epoch: Callable[[EpochStats], bool | None] | None = None,
-) -> tuple[Encoder, TrainResult]:
+) -> tuple[Model, TrainResult]:
     """Build the model for ``task`` and train it; returns the trained model and a :class:`TrainResult`.
+
+    The loss is the mean cross-entropy over the task's targets (labels, or next bytes for a language model).
 
     ``on_epoch(stats)`` is called after every epoch; returning True stops training after that epoch.
     A NaN or infinite training loss raises :class:`TrainingDivergedError`.
@@ -140,6 +206,7 @@ def fit(
     samples = 0
     stopped_early = False
     val_acc = 0.0
+    lm = task.spec.causal
     for epoch in range(1, train_cfg.epochs + 1):
         t0 = time.perf_counter()
         model.train()
@@ -150,7 +217,7 @@ def fit(
             xb = X[idx].to(device, non_blocking=True)
             yb = y[idx].to(device, non_blocking=True)
             with autocast(device):
-                loss = F.cross_entropy(model(xb), yb)
+                loss = _cross_entropy(model(xb), yb)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             if train_cfg.grad_clip > 0:
@@ -168,21 +235,35 @@ def fit(
                 f"training loss became {epoch_losses[step - 1].item()} at epoch {epoch} step {step}; "
                 f"lower the learning rate (lr={train_cfg.lr:g}) or check the data for NaN/inf values."
             )
-        val_acc = evaluate(model, *task.val, device)
-        stats = EpochStats(epoch, epoch_losses.mean().item(), val_acc, time.perf_counter() - t0)
+        val = evaluate_split(model, *task.val, device)
+        val_acc = val.accuracy
+        stats = EpochStats(
+            epoch,
+            epoch_losses.mean().item(),
+            val_acc,
+            time.perf_counter() - t0,
+            val_loss=val.loss,
+            val_bpb=val.bits if lm else None,
+        )
         history.append(stats)
         if on_epoch is not None and on_epoch(stats):
             stopped_early = True
             break
 
+    test = evaluate_split(model, *task.test, device)
     result = TrainResult(
         val_accuracy=val_acc,
-        test_accuracy=evaluate(model, *task.test, device),
+        test_accuracy=test.accuracy,
         epochs_run=len(history),
         epochs_planned=train_cfg.epochs,
         train_time_s=train_time,
         samples_per_s=samples / train_time if train_time > 0 else 0.0,
         stopped_early=stopped_early,
         history=tuple(history),
+        task_kind=task.spec.task_kind,
+        val_loss=history[-1].val_loss,
+        test_loss=test.loss,
+        val_bpb=history[-1].val_bpb,
+        test_bpb=test.bits if lm else None,
     )
     return model, result

@@ -1,6 +1,7 @@
 """Tasks: every loader returns a :class:`Task` with fixed train/val/test splits.
 
-``load_task("digits")``, ``load_task("relations", n_relations=4)`` or ``load_task("path/to/data.npz")``.
+``load_task("digits")``, ``load_task("relations", n_relations=4)``, ``load_task("text", context=128)`` (a
+byte-level language model on the Python standard library's source) or ``load_task("path/to/data.npz")``.
 """
 
 from __future__ import annotations
@@ -14,12 +15,17 @@ from explorer.engine.tasks.base import Task
 from explorer.engine.tasks.digits import load_digits_task
 from explorer.engine.tasks.npz import load_npz
 from explorer.engine.tasks.relations import load_relations
+from explorer.engine.tasks.text import load_text
 from explorer.errors import ConfigError
 
 __all__ = ["TASKS", "Task", "load_task"]
 
-TASKS = ("digits", "relations")  # built-in task names; a path ending in .npz is a user file
-_LOADERS: dict[str, Callable[..., Task]] = {"digits": load_digits_task, "relations": load_relations}
+TASKS = ("digits", "relations", "text")  # built-in task names; a path ending in .npz is a user file
+_LOADERS: dict[str, Callable[..., Task]] = {
+    "digits": load_digits_task,
+    "relations": load_relations,
+    "text": load_text,
+}
 
 
 def _options(loader: Callable[..., Task]) -> list[str]:

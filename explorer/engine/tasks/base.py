@@ -13,13 +13,14 @@ __all__ = ["Task"]
 
 @dataclass(frozen=True)
 class Task:
-    """A classification task with fixed splits.
+    """A task with fixed splits: classification, or next-token prediction (``spec.task_kind``).
 
     ``X`` tensors are ``int64 [n, seq]`` for token inputs or ``float32 [n, seq, n_features]`` for feature
-    inputs (``spec.kind`` says which); ``y`` tensors are ``int64 [n]`` with labels in ``[0, spec.n_classes)``.
+    inputs (``spec.kind`` says which); ``y`` tensors are ``int64 [n]`` with labels in ``[0, spec.n_classes)``
+    for classification, or ``int64 [n, seq]`` next tokens for a language model.
     """
 
-    name: str  # "digits", "relations", or the npz file's stem
+    name: str  # "digits", "relations", "text", or the npz file's stem
     spec: InputSpec  # what the model must accept
     train: tuple[torch.Tensor, torch.Tensor]  # (X, y)
     val: tuple[torch.Tensor, torch.Tensor]  # (X, y), used for model selection and early stopping
@@ -28,6 +29,14 @@ class Task:
     # Planted relations (the relations task): relation r links marker token r to the token offsets[r] away.
     # Where set, every trained model is probed for which heads follow which relation (engine.probe).
     relation_offsets: tuple[int, ...] = ()
+    corpus_hash: str = (
+        ""  # sha256 of the text a language-model task was built from (results compare if equal)
+    )
+
+    @property
+    def kind(self) -> str:
+        """classification | language_model (what the targets are, and so which metric scores the task)."""
+        return self.spec.task_kind
 
     def sizes(self) -> dict[str, int]:
         return {"train": len(self.train[1]), "val": len(self.val[1]), "test": len(self.test[1])}
