@@ -31,18 +31,8 @@ from explorer.output.heads_report import analyse_trial
 from explorer.output.report import ReportInput, ReportPaths, write_report
 from explorer.search.record import TrialRecord, closed_counts, load_records
 from explorer.search.spec import StudySpec, load_spec
-from explorer.search.study import (
-    EXHAUSTED,
-    Progress,
-    RunOptions,
-    StudyHandle,
-    enqueue_runs,
-    open_study,
-    prepare_study,
-    record_bench,
-    run_stage,
-    set_total,
-)
+from explorer.search.study import StudyHandle, open_study, prepare_study, record_bench, set_total
+from explorer.search.workers import EXHAUSTED, Progress, RunOptions, enqueue_runs, run_stage
 
 __all__ = [
     "RunSummary",

@@ -34,6 +34,8 @@ def test_every_documented_command_exists():
         ("study", "status"),
         ("report",),
         ("export",),
+        ("confirm",),
+        ("heads",),
     }
     assert expected <= set(ALL_COMMANDS)
 
@@ -133,3 +135,62 @@ def test_study_list_without_storage_scans_the_studies_folder(tmp_path, monkeypat
         ("a", "sqlite:///studies/a.db"),
         ("b", "sqlite:///studies/b.db"),
     ]
+
+
+def test_space_without_a_valid_count_is_an_error_not_an_empty_list():
+    result = CliRunner().invoke(main, ["space", "--d-model", "8", "--min-dk", "16", "--json"])
+    assert result.exit_code != 0 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1 and "lower --min-dk" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["train", "--threads", "0"],
+        ["heads", "ghost", "--threads", "0"],
+        ["bench", "attention", "--threads", "0"],
+        ["bench", "attention", "--min-run-time", "0"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_bad_numbers_are_one_line(args, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code != 0 and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr and list(tmp_path.iterdir()) == []
+
+
+def test_bench_out_into_an_unwritable_place_fails_before_running(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = CliRunner().invoke(main, ["bench", "attention", "--out", str(tmp_path / "file" / "b")])
+    assert result.exit_code != 0 and "cannot write into --out" in result.stderr
+    assert "timing attention" not in result.stderr  # refused before the benchmark ran
+
+
+def test_bench_out_writes_its_files(tmp_path):
+    args = [
+        "bench",
+        "attention",
+        "--d-model",
+        "16",
+        "--heads",
+        "2",
+        "--seq-len",
+        "4",
+        "--batch",
+        "1",
+        "--device",
+        "cpu",
+        "--threads",
+        "1",
+        "--min-run-time",
+        "0.02",
+        "--out",
+        str(tmp_path / "b"),
+        "--json",
+    ]
+    result = CliRunner().invoke(main, args)  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert sorted(p.rsplit("/", 1)[-1] for p in doc["files"]) == ["bench.csv", "bench.png"]
+    assert (tmp_path / "b" / "bench.png").read_bytes()[:4] == b"\x89PNG"

@@ -83,15 +83,22 @@ def _check_alternative(alternative: str) -> None:
 def proportion_ci(successes: int, n: int, level: float = 0.95, method: str = "wilson") -> tuple[float, float]:
     """Interval (low, high) for a binomial proportion, inside [0, 1], of positive width for n >= 1.
 
-    scipy's ``binomtest(successes, n).proportion_ci``; ``method`` is ``"wilson"`` (score) or ``"exact"``
-    (Clopper-Pearson).
+    ``method`` is ``"wilson"`` (the score interval, in closed form: the report computes hundreds of them) or
+    ``"exact"`` (Clopper-Pearson, from beta quantiles); both equal scipy's ``binomtest(...).proportion_ci``.
     """
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"need n >= 1 and 0 <= successes <= n, got {successes}/{n}")
     if method not in ("wilson", "exact"):
         raise ValueError(f"method must be 'wilson' or 'exact', not {method!r}")
-    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method=method)
-    return (float(ci.low), float(ci.high))
+    k, alpha = float(successes), 1 - level
+    if method == "exact":
+        low = 0.0 if k == 0 else float(stats.beta.ppf(alpha / 2, k, n - k + 1))
+        high = 1.0 if k == n else float(stats.beta.ppf(1 - alpha / 2, k + 1, n - k))
+        return low, high
+    z = float(stats.norm.ppf(1 - alpha / 2))
+    center = (k + z * z / 2) / (n + z * z)
+    half = z / (n + z * z) * math.sqrt(k * (n - k) / n + z * z / 4)
+    return max(0.0, center - half), min(1.0, center + half)
 
 
 def accuracy_se(p: float, n: int) -> float:

@@ -3,8 +3,8 @@
 A folder written by explorer holds a manifest (``.explorer-report``) naming the files it wrote. Writing there
 again replaces those files and removes the ones the new result no longer has; a folder holding files explorer
 did not write is refused unless ``force`` is given, and even then nothing but explorer's own files is touched.
-The folder is checked (and created, and tested for writing) before any work starts, so a long computation never
-ends in a failed write.
+The folder is checked (tested for writing, without changing anything) before any work starts, so a long
+computation never ends in a failed write; it is created with its first file.
 """
 
 from __future__ import annotations
@@ -65,6 +65,7 @@ class OutputFolder:
         path = self.path / name
         payload = data.encode() if isinstance(data, str) else data
         try:
+            self.path.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f:

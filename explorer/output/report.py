@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,15 +21,24 @@ import pandas as pd
 
 from explorer.errors import NoCompletedTrialsError
 from explorer.insight import rules
-from explorer.insight.account import StudyAccount, study_account
+from explorer.insight.account import study_account
 from explorer.insight.pareto import HV_REFERENCE, hypervolume_history, pareto_front
-from explorer.insight.recommend import Answer, Contrast, answer
-from explorer.insight.relations import relations_claim
-from explorer.insight.stats import kendall_tau
-from explorer.insight.tables import Architecture, architecture_table, architectures, csv_ready, trials_table
+from explorer.insight.recommend import answer
+from explorer.insight.tables import architecture_table, architectures, csv_ready, trials_table
 from explorer.output import plots
 from explorer.output.files import OutputFolder
 from explorer.output.render import html_page, markdown
+from explorer.output.sections import (
+    account_blocks,
+    answer_blocks,
+    early_stopping_blocks,
+    finalist_blocks,
+    heads,
+    num,
+    pct,
+    relations_blocks,
+    rules_blocks,
+)
 from explorer.search.record import TrialRecord
 from explorer.search.spec import StudySpec
 
@@ -74,275 +83,19 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
         )
     folder = OutputFolder(out_dir, force)
     blocks, figures, tables = _content(data)
-    with tempfile.TemporaryDirectory(prefix="explorer-figures-") as tmp:
+    # Everything is rendered before the folder is touched: a failure on the way leaves the last report whole.
+    files: dict[str, bytes] = {}
+    with tempfile.TemporaryDirectory(prefix="explorer-report-") as tmp:
         for name, make in figures.items():
-            path = plots.save_png(make(), Path(tmp) / f"{name}.png")
-            folder.write(path.name, path.read_bytes())
+            files[f"{name}.png"] = plots.save_png(make(), Path(tmp) / f"{name}.png").read_bytes()
+        files["report.html"] = html_page(blocks, f"Head-count report: {data.spec.name}", Path(tmp)).encode()
     for name, table in tables.items():
-        folder.write(name, csv_ready(table).to_csv(index=False))
-    folder.write("report.md", markdown(blocks))
-    folder.write("report.html", html_page(blocks, f"Head-count report: {data.spec.name}", folder.path))
-    files = folder.finish()
-    return ReportPaths(folder.path, folder.path / "report.md", folder.path / "report.html", tuple(files))
-
-
-# --------------------------------------------------------------------------------------------- formatting
-
-
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None or pd.isna(x) else f"{x * 100:.2f}"
-
-
-def _num(x: float | None, fmt: str = ".3g") -> str:
-    return "n/a" if x is None or pd.isna(x) else format(x, fmt)
-
-
-def _heads(heads: Sequence[int]) -> str:
-    return ",".join(map(str, heads))
-
-
-def _acc_text(a: Architecture) -> str:
-    i = a.accuracy
-    return f"{_pct(i.estimate)}% [{_pct(i.low)}, {_pct(i.high)}]"
-
-
-def _lat_text(a: Architecture) -> str:
-    i = a.latency
-    return f"{_num(i.estimate)} ms [{_num(i.low)}, {_num(i.high)}]"
-
-
-def _runs_text(a: Architecture, evidence: str) -> str:
-    if evidence == "finalists":
-        return f"mean of {a.n} seed{'s' * (a.n != 1)}, each trained until its accuracy stopped moving"
-    return f"one run of {a.epochs:.0f} epochs"
-
-
-def _arch_row(a: Architecture, evidence: str) -> dict[str, Any]:
-    c = a.config
-    return {
-        "heads per layer": _heads(c.heads),
-        "d_k per layer": _heads(c.d_k),
-        "d_model": c.d_model,
-        "layers": c.n_layers,
-        "runs": a.n,
-        "val acc (%), mean [95% interval]": _acc_text(a),
-        "test acc (%)": _pct(a.test_accuracy),
-        "latency (ms) [95% interval for a new timing]": _lat_text(a),
-        "params": f"{a.params:,}",
-        "epochs": f"{a.epochs:.0f}" if evidence == "search" else f"{a.epochs:.1f} (mean)",
-    }
-
-
-def _contrast_row(c: Contrast) -> dict[str, Any]:
-    if c.other is None:
-        return {"alternative": c.name, "heads per layer": "", "val acc (%)": "", "vs recommended": c.note,
-                "latency (ms)": "", "latency vs recommended": ""}  # fmt: skip
-    if c.note:
-        vs = c.note
-    elif c.accuracy is not None:
-        k = c.accuracy
-        p = f"p = {k.p_value:.2g}{'' if k.exact else ' (Monte Carlo)'}"
-        vs = f"{k.diff * 100:+.2f} points [{k.low * 100:+.2f}, {k.high * 100:+.2f}], {p}"
-    else:
-        vs = f"{c.accuracy_diff * 100:+.2f} points (single runs: no test)"
-    lat = "within timing noise" if c.latency_tie else f"{c.latency_ratio:.2f}x"
-    return {
-        "alternative": c.name,
-        "heads per layer": _heads(c.other.heads),
-        "val acc (%)": _acc_text(c.other),
-        "vs recommended": vs,
-        "latency (ms)": _lat_text(c.other),
-        "latency vs recommended": lat if c.note == "" else "",
-    }
-
-
-def _contrast_sentence(c: Contrast) -> str:
-    if c.other is None or c.note:
-        return f"{c.name}: {c.note}."
-    lat = (
-        "at a latency within the timing noise"
-        if c.latency_tie
-        else f"at {c.latency_ratio:.2f}x the latency ({'slower' if c.latency_ratio > 1 else 'faster'})"
-    )
-    if c.accuracy is None:
-        return f"{c.name} ({_heads(c.other.heads)}): {c.accuracy_diff * 100:+.2f} points {lat} (single runs)."
-    k = c.accuracy
-    if k.significant():
-        verdict = f"{'loses' if k.diff < 0 else 'gains'} {abs(k.diff) * 100:.2f} points (p = {k.p_value:.2g})"
-    else:
-        verdict = f"shows no difference larger than {k.bound * 100:.2f} points (p = {k.p_value:.2g})"
-    return f"{c.name} ({_heads(c.other.heads)}) {verdict}, {lat}."
-
-
-# --------------------------------------------------------------------------------------------- content
-
-
-def _answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
-    b: list[tuple] = [("h", 2, "The answer")]
-    rec = ans.recommended
-    if rec is None:
-        return [*b, ("p", ["No recommendation: " + "; ".join(ans.notes) + "."])]
-    c = rec.config
-    b.append(("p", [
-        ("b", f"Use {_heads(c.heads)} heads per layer"),
-        f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {_heads(c.d_k)}, {c.family} schedule): "
-        f"{_acc_text(rec)} validation accuracy ({_runs_text(rec, ans.evidence)}; 95% interval), "
-        f"{_pct(rec.test_accuracy)}% test accuracy, and {_lat_text(rec)} per batch of {spec.latency.batch_size} "
-        f"(median of {rec.latency.n} timing{'s' * (rec.latency.n != 1)}; 95% interval for a new timing), "
-        f"{rec.params:,} parameters.",
-    ]))  # fmt: skip
-    if ans.confidence is not None:
-        b.append(
-            ("p", [("b", f"Confidence: {ans.confidence:.0%}. "), f"Measured as the {ans.confidence_method}."])
-        )
-    else:
-        b.append(("p", [("b", "Confidence: "), ans.confidence_method + "."]))
-    b.append(("p", ["What the alternatives at this width and depth cost or gain (other minus recommended; "
-                    "differences over seeds with a 95% bootstrap interval and an exact permutation test):"]))  # fmt: skip
-    b.append(("table", pd.DataFrame([_contrast_row(x) for x in ans.contrasts])))
-    b.append(("ul", [_contrast_sentence(x) for x in ans.contrasts]))
-    for note in ans.notes:
-        b.append(("p", [("b", "Note: "), note + "."]))
-    if len(ans.per_base) > 1:
-        rows = [
-            {"d_model": d, "layers": n, "heads per layer": _heads(a.heads), "d_k": _heads(a.config.d_k),
-             "val acc (%)": _acc_text(a), "latency (ms)": _lat_text(a), "trial": a.numbers[0]}
-            for d, n, a in ans.per_base
-        ]  # fmt: skip
-        b.append(("p", ["The head-count answer for each width and depth the search tried (the knee of that "
-                        "width and depth's search architectures; one run each):"]))  # fmt: skip
-        b.append(("table", pd.DataFrame(rows)))
-    return b
-
-
-def _finalist_blocks(ans: Answer, records: Sequence[TrialRecord]) -> list[tuple]:
-    if ans.evidence != "finalists":
-        return []
-    finals = architectures(records, "finalist")
-    rows = [
-        {"part": a.label or "", **_arch_row(a, "finalists"), "trials": ", ".join(map(str, a.numbers))}
-        for a in finals
-    ]
-    search = {a.key: a for a in architectures(records, "search")}
-    pairs = [(search[a.key].accuracy.estimate, a.accuracy.estimate) for a in finals if a.key in search]
-    tau_text = ""
-    if len(pairs) >= 3:
-        tau, p = kendall_tau([x for x, _ in pairs], [y for _, y in pairs])
-        tau_text = (
-            f" Rank agreement between the search's short runs and these converged means, over the {len(pairs)} "
-            f"finalists that were also searched: Kendall tau {tau:.2f} (p = {p:.2g})."
-        )
-    return [
-        ("h", 3, "Finalists: retrained with fresh seeds until accuracy stopped moving"),
-        (
-            "p",
-            [
-                f"Each run trained until its best validation accuracy had not risen by more than one binomial "
-                f"standard error for the spec's patience, or to its cap, and was timed afresh.{tau_text}"
-            ],
-        ),  # fmt: skip
-        ("table", pd.DataFrame(rows)),
-    ]
-
-
-def _rules_blocks(verdicts: Sequence[rules.RuleVerdict]) -> list[tuple]:
-    return [
-        ("h", 2, "Rules of thumb, checked on this study"),
-        ("table", pd.DataFrame([{"rule": v.rule, "verdict": v.verdict, "evidence": v.evidence} for v in verdicts])),
-        ("p", [f"Method: the search's architectures (one run each), compared within groups of equal width and depth "
-               "at the last epoch every compared architecture trained, so runs stopped early neither drop out nor "
-               "bias the groups. p: stratified exact permutation test of the claimed direction (labels permuted "
-               "within each group; Monte Carlo where the splits are too many); interval: stratified 95% bootstrap. "
-               f"Supported: p <= {rules.ALPHA}. Contradicted: the reverse holds at p <= {rules.ALPHA} (for '8-16 heads "
-               "suffice': more than 16 heads gain over one point, the whole interval above it). Otherwise the "
-               "largest difference the interval allows is stated. Merged heads: the study's attention benchmark, at "
-               f"least {rules.MIN_SPEEDUP:.2f}x faster than the serial loop and outside the timer's spread."]),
-    ]  # fmt: skip
-
-
-def _relations_blocks(records: Sequence[TrialRecord], k: int) -> list[tuple]:
-    claim = relations_claim(records, k)
-    b: list[tuple] = [("h", 2, f"One head per relation? (relations task, k = {k})")]
-    g = claim.accuracy
-    if g is None:
-        acc = (f"Not enough data to compare architectures with at least {k} heads in every layer ({claim.n_at_least}) "
-               f"against architectures with fewer ({claim.n_fewer}): each side needs {rules.MIN_ARCHS}.")  # fmt: skip
-    else:
-        c = g.comparison
-        acc = (f"At least {k} heads in every layer: {c.mean_a * 100:.2f}% mean validation accuracy ({c.n_a} "
-               f"architectures); fewer than {k} in some layer: {c.mean_b * 100:.2f}% ({c.n_b}); difference "
-               f"{c.diff * 100:+.2f} points, 95% interval [{c.low * 100:+.2f}, {c.high * 100:+.2f}], exact "
-               f"permutation p = {c.p_value:.3g} (one-sided, after epoch {g.epoch}): "
-               + ("fewer than k heads costs accuracy here." if claim.accuracy_held else "no clear cost shown."))  # fmt: skip
-    if claim.by_heads:
-        acc += (
-            " Validation accuracy of every architecture, by heads per layer: "
-            + "; ".join(
-                f"{_heads(h)}: " + ", ".join(f"{v * 100:.1f}%" for v in vals) for h, vals in claim.by_heads
-            )
-            + "."
-        )
-    b.append(("p", [acc]))
-    b.append(("p", [claim.description]))
-    if claim.held is not None:
-        b.append(("p", [("b", f"The claim {'held' if claim.held else 'did not hold'} on this study"),
-                        f" (accuracy cost below k heads: {'yes' if claim.accuracy_held else 'no'}; at least k heads "
-                        f"specialized, covering the k relations: {'yes' if claim.specialization_held else 'no'})."]))  # fmt: skip
-    return b
-
-
-def _early_stopping_blocks(
-    acct: StudyAccount, spec: StudySpec, records: Sequence[TrialRecord]
-) -> list[tuple]:
-    es = spec.early_stopping
-    if not es.enabled:
-        return [("p", ["Early stopping was off: every search trial trained its full budget."])]
-    rungs = ", ".join(map(str, es.rungs(spec.task.epochs)))
-    planned = acct.epochs_run + acct.epochs_saved
-    share = acct.epochs_saved / planned if planned else 0.0
-    finished = [r for r in records if r.role == "search" and r.finished and len(r.history) >= es.min_epochs]
-    tau_text = ""
-    if len(finished) >= 3:
-        tau, p = kendall_tau(
-            [r.history[es.min_epochs - 1] for r in finished], [r.val_accuracy for r in finished]
-        )
-        tau_text = (
-            f" Among the {len(finished)} trials that ran to the end, accuracy at the first rung (epoch "
-            f"{es.min_epochs}) ranks them like their final accuracy with Kendall tau {tau:.2f} (p = {p:.2g})."
-        )
-    return [("p", [
-        f"Early stopping: a search trial may stop only at a rung (epochs {rungs}), and only when a different "
-        "architecture that is at least as fast (latencies within their timing spread count as ties) was more "
-        f"accurate at that epoch by more than the validation split's binomial noise allows (Bonferroni over the "
-        f"peers compared, family-wise alpha {es.alpha:g}); other seeds of the same architecture never count. "
-        f"{acct.stopped_early} trials stopped early, saving {acct.epochs_saved} of {planned} planned epochs "
-        f"({share:.0%}).{tau_text}",
-    ])]  # fmt: skip
-
-
-def _account_blocks(acct: StudyAccount) -> list[tuple]:
-    s = ", ".join(f"{k} {v}" for k, v in sorted(acct.search_states.items()))
-    f = ", ".join(f"{k} {v}" for k, v in sorted(acct.finalist_states.items())) or "none"
-    closed = ", ".join(f"{k} {v}" for k, v in sorted(acct.closed.items())) or "none"
-    failed = ", ".join(f"{k} {v}" for k, v in sorted(acct.failed.items())) or "none"
-    return [
-        ("h", 2, "Study account"),
-        ("ul", [
-            f"Task: {acct.task}; device(s): {', '.join(acct.devices) or 'not recorded'}",
-            f"Search trials (total {acct.search_total}): {s}; finalist runs: {f}",
-            f"Over budget, pruned untrained: {acct.over_budget}; stopped early at a rung: {acct.stopped_early}",
-            f"Architectures the sampler proposed again and the search skipped without training: "
-            f"{acct.proposals_rejected}; trials given an untaken architecture at random after that: {acct.fallbacks}",
-            f"Trials closed without running (beyond a total, or a configuration another trial held): {closed}",
-            f"Failed trials: {failed}",
-            f"Wall time: {acct.wall_time_s / 60:.1f} min (first start to last finish); time inside trials: "
-            f"{acct.trial_time_s / 60:.1f} min",
-            "Status: " + (f"partial ({acct.partial_reason})" if acct.partial else "finished"),
-            "Files: trials.csv (every trial), architectures.csv (per architecture and role), pareto.csv, *.png",
-        ]),
-        ("p", ["Reproduce, or resume this study from its database:"]),
-        ("code", f"{acct.reproduce}\n{acct.resume}"),
-    ]  # fmt: skip
+        files[name] = csv_ready(table).to_csv(index=False).encode()
+    files["report.md"] = markdown(blocks).encode()
+    for name, payload in files.items():
+        folder.write(name, payload)
+    written = folder.finish()
+    return ReportPaths(folder.path, folder.path / "report.md", folder.path / "report.html", tuple(written))
 
 
 def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any]], dict[str, pd.DataFrame]]:
@@ -384,8 +137,8 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
     if acct.partial:
         b.append(("p", [("b", "Partial study: "), f"{acct.partial_reason}. Everything below uses the trials "
                         "finished so far; resume with ", ("code", acct.resume), "."]))  # fmt: skip
-    b.extend(_answer_blocks(ans, spec))
-    b.extend(_finalist_blocks(ans, records))
+    b.extend(answer_blocks(ans, spec))
+    b.extend(finalist_blocks(ans, records))
     b.append(("h", 2, "Evidence from the search"))
     b.append(("fig", "pareto", "Accuracy against latency of every searched architecture; the black step line is "
                                "the search's Pareto front; diamonds are the finalists."))  # fmt: skip
@@ -395,8 +148,8 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
                     "the validation split; test accuracy is reported, never used to choose."]))  # fmt: skip
     b.append(("h", 3, f"The search's Pareto front ({len(front)} architectures; all in pareto.csv)"))
     b.append(("table", pd.DataFrame([
-        {"trial": int(r.number), "heads per layer": _heads(r.heads), "d_k": _heads(r.d_k), "d_model": int(r.d_model),
-         "layers": int(r.n_layers), "val acc (%)": _pct(r.val_accuracy), "latency (ms)": _num(r.latency_ms)}
+        {"trial": int(r.number), "heads per layer": heads(r.heads), "d_k": heads(r.d_k), "d_model": int(r.d_model),
+         "layers": int(r.n_layers), "val acc (%)": pct(r.val_accuracy), "latency (ms)": num(r.latency_ms)}
         for r in front.head(25).itertuples()
     ])))  # fmt: skip
     b.append(("h", 3, "Head count"))
@@ -416,10 +169,10 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
         (
             "fig",
             "hypervolume",
-            f"Hypervolume after each finished search trial (final {_num(final, '.3f')} of {ref:.2f}).",
+            f"Hypervolume after each finished search trial (final {num(final, '.3f')} of {ref:.2f}).",
         )
     )
-    b.extend(_early_stopping_blocks(acct, spec, records))
+    b.extend(early_stopping_blocks(acct, spec, records))
     if data.bench:
         b.append(("h", 3, "Attention benchmark"))
         b.append(
@@ -429,10 +182,10 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
                 "Serial loop over heads vs merged and fused computation, from the study's bench.",
             )
         )
-    b.extend(_rules_blocks(verdicts))
+    b.extend(rules_blocks(verdicts))
     if spec.task.name == "relations":
-        b.extend(_relations_blocks(records, int(spec.task.options.get("n_relations", 2))))
-    b.extend(_account_blocks(acct))
+        b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2))))
+    b.extend(account_blocks(acct))
     tables = {
         "trials.csv": trials_table(records),
         "architectures.csv": pd.concat([table, finals], ignore_index=True) if len(finals) else table,

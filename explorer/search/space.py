@@ -35,17 +35,15 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
 from explorer.engine.config import ModelConfig
 from explorer.errors import ConfigError
-from explorer.search.spec import FACTORS, check_space, space_combos
-
-if TYPE_CHECKING:
-    from explorer.search.spec import SpaceSpec, StudySpec
+from explorer.search.feasibility import FACTORS, SpaceSpec, check_space, space_combos
+from explorer.search.spec import StudySpec
 
 __all__ = ["SearchSpace", "Sampled"]
 

@@ -47,8 +47,7 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,10 +57,11 @@ from explorer.engine.config import (
     LATENCY_DTYPES,
     SCHEDULE_FAMILIES,
     LatencyConfig,
-    valid_heads,
 )
 from explorer.errors import ConfigError, SpecError
+from explorer.search.feasibility import SpaceSpec, check_space, realisable_families
 from explorer.search.storage import check_study_name  # the one rule for safe study (and file) names
+from explorer.search.toml_table import Table, is_list, is_number, kind
 
 __all__ = [
     "SAMPLERS",
@@ -72,10 +72,7 @@ __all__ = [
     "SpaceSpec",
     "StudySpec",
     "TaskSpec",
-    "check_space",
     "load_spec",
-    "realisable_families",
-    "space_combos",
     "spec_from_dict",
 ]
 
@@ -110,21 +107,6 @@ class TaskSpec:
     )  # keyword arguments for explorer.engine.tasks.load_task
     epochs: int = 10  # planned epochs per trial (early stopping may run fewer)
     batch_size: int = 64  # training batch size
-
-
-@dataclass(frozen=True)
-class SpaceSpec:
-    """The declared design space; explorer.search.space turns it into a fixed Optuna search space."""
-
-    d_model: tuple[int, ...]  # residual widths
-    n_layers: tuple[int, ...]  # depths
-    heads: tuple[int, ...]  # head-count candidates (uniform counts, ramp endpoints, free per-layer choices)
-    min_dk: tuple[int, ...] = (1,)  # d_k floors; more than one means the floor is searched over
-    families: tuple[str, ...] = SCHEDULE_FAMILIES  # per-layer schedule families
-    mlp_ratio: tuple[float, ...] = (4.0,)  # MLP width multipliers
-    lr: float | tuple[float, float] = 3e-3  # fixed learning rate, or (low, high) searched log-uniformly
-    dropout: float = 0.0  # fixed dropout
-    attention: str = "fused"  # attention implementation every variant uses
 
 
 @dataclass(frozen=True)
@@ -218,214 +200,29 @@ def _plain(value: Any) -> Any:
     return value
 
 
-# --------------------------------------------------------------------------------------------- the space
-
-FACTORS = ("family", "d_model", "min_dk", "n_layers")  # sampled in this order; nominal family first
-MIN_LAYERS = {"uniform": 1, "increasing": 2, "decreasing": 2, "free": 3}  # depth a family needs
-MIN_COUNTS = {"uniform": 1, "increasing": 2, "decreasing": 2, "free": 2}  # valid head counts it needs
-
-
-def space_combos(
-    space: SpaceSpec,
-) -> tuple[dict[tuple[int, int], tuple[int, ...]], tuple[tuple[str, int, int, int], ...]]:
-    """Valid head candidates per (d_model, min_dk), and every realisable (family, d_model, min_dk, n_layers)."""
-    counts = {  # the one head rule lives in explorer.engine.config.valid_heads
-        (d, m): tuple(h for h in space.heads if h in set(valid_heads(d, m)))
-        for d in space.d_model
-        for m in space.min_dk
-    }
-    combos = tuple(
-        (f, d, m, n_layers)
-        for f in space.families
-        for d in space.d_model
-        for m in space.min_dk
-        for n_layers in space.n_layers
-        if len(counts[d, m]) >= MIN_COUNTS[f] and n_layers >= MIN_LAYERS[f]
-    )
-    return counts, combos
-
-
-def realisable_families(space: SpaceSpec) -> tuple[str, ...]:
-    """The families of ``space.families`` that some d_model, min_dk and depth of the space can realise."""
-    return tuple(dict.fromkeys(f for f, *_ in space_combos(space)[1]))
-
-
-def check_space(s: SpaceSpec) -> None:
-    """Every listed value must be usable by some valid config; say which is not and how to fix it."""
-    counts, combos = space_combos(s)
-    floor = min(s.min_dk)
-    if not any(counts.values()):
-        raise SpecError(
-            f"no head count in heads {list(s.heads)} divides any d_model in {list(s.d_model)} with "
-            f"d_k >= {floor}; for d_model {s.d_model[-1]} the valid counts are "
-            f"{valid_heads(s.d_model[-1], floor) or 'none'}: add some, or lower min_dk."
-        )
-    used = {i: {c[i] for c in combos} for i in range(4)}
-    for f in s.families:
-        if f not in used[0]:
-            raise SpecError(
-                f"family {f!r} cannot be realised: it needs {MIN_LAYERS[f]}+ layers and {MIN_COUNTS[f]}+ valid "
-                f"head counts for one d_model and min_dk; add such n_layers or head counts, or drop {f!r}."
-            )
-    for d in s.d_model:
-        if d not in used[1]:
-            valid = sorted({h for m in s.min_dk for h in counts[d, m]})
-            has = f"only the head counts {valid}" if valid else f"none of the head counts {list(s.heads)}"
-            raise SpecError(
-                f"d_model {d} admits {has} at d_k >= {floor}, too few for families {list(s.families)}; "
-                f"add head counts from {valid_heads(d, floor)} or remove {d} from d_model."
-            )
-    for m in s.min_dk:
-        if m not in used[2]:
-            raise SpecError(
-                f"min_dk {m} leaves too few valid head counts for every d_model and family; lower it, "
-                f"remove it from min_dk, or add a wider d_model."
-            )
-    for n_layers in s.n_layers:
-        if n_layers not in used[3]:
-            raise SpecError(
-                f"n_layers {n_layers} fits none of the families {list(s.families)} (increasing and decreasing "
-                f"need 2+ layers, free 3+); remove it or add 'uniform' to families."
-            )
-    usable = {h for _, d, m, _ in combos for h in counts[d, m]}
-    for h in s.heads:
-        if h not in usable:
-            if any(d % h == 0 for d in s.d_model):
-                d = max(d for d in s.d_model if d % h == 0)
-                why = (
-                    f"d_k = {d}/{h} = {d // h} < {floor}" if d // h < floor else "no listed family can use it"
-                )
-            else:
-                why = f"{h} divides no listed d_model"
-            raise SpecError(
-                f"head count {h} is never valid ({why}); remove it from heads, lower min_dk or add a wider d_model."
-            )
-
-
 # --------------------------------------------------------------------------------------------- reading
-
-_MISSING = object()
-
-
-def _kind(value: Any) -> str:
-    """A reader-facing name for a TOML value's type."""
-    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", dict: "a table"}
-    if isinstance(value, list):
-        return "a list"
-    return names.get(type(value), type(value).__name__)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _is_list(v: Any, item_ok: Callable[[Any], bool]) -> bool:
-    return isinstance(v, list) and len(v) > 0 and all(item_ok(x) for x in v)
-
-
-class _Table:
-    """One TOML table being read: rejects unknown keys up front and reads typed values with clear errors."""
-
-    def __init__(self, data: Any, where: str, allowed: tuple[str, ...]):
-        self.where = where
-        if not isinstance(data, dict):
-            raise SpecError(f"{where} must be a table, got {_kind(data)}; write it as [{where.strip('[]')}].")
-        unknown = [k for k in data if k not in allowed]
-        if unknown:
-            raise SpecError(
-                f"unknown key {unknown[0]!r} in {where}; the allowed keys are {', '.join(allowed)}."
-            )
-        self.data = data
-
-    def _fail(self, key: str, expected: str, value: Any) -> SpecError:
-        return SpecError(f"{key!r} in {self.where} must be {expected}, got {_kind(value)} ({value!r}).")
-
-    def raw(self, key: str, default: Any = _MISSING) -> Any:
-        if key in self.data:
-            return self.data[key]
-        if default is _MISSING:
-            raise SpecError(
-                f"{self.where} is missing the required key {key!r}; add it (see studies/quickstart.toml)."
-            )
-        return default
-
-    def _get(self, key: str, default: Any, ok: Callable[[Any], bool], expected: str) -> Any:
-        """The value at ``key`` if ``ok`` accepts it, ``default`` if absent (required if no default)."""
-        if key not in self.data:
-            return self.raw(key, default)
-        if not ok(self.data[key]):
-            raise self._fail(key, expected, self.data[key])
-        return self.data[key]
-
-    def integer(self, key: str, default: Any = _MISSING, low: int = 1) -> Any:
-        return self._get(key, default, lambda v: _is_int(v) and v >= low, f"an integer >= {low}")
-
-    def number(self, key: str, default: Any = _MISSING, low: float = 0.0, high: float = math.inf) -> Any:
-        """A number in ``[low, high)``, as a float."""
-        span = f"in [{low:g}, {high:g})" if high < math.inf else f">= {low:g}"
-        value = self._get(key, default, lambda v: _is_number(v) and low <= v < high, f"a number {span}")
-        return None if value is None else float(value)
-
-    def positive(self, key: str, default: Any = _MISSING) -> Any:
-        value = self._get(key, default, lambda v: _is_number(v) and 0 < v < math.inf, "a number > 0")
-        return None if value is None else float(value)
-
-    def text(self, key: str, default: Any = _MISSING, choices: tuple[str, ...] | None = None) -> Any:
-        value = self._get(key, default, lambda v: isinstance(v, str) and v != "", "a non-empty string")
-        if choices is not None and key in self.data and value not in choices:
-            raise SpecError(f"{key!r} in {self.where} is {value!r}; choose one of {', '.join(choices)}.")
-        return value
-
-    def flag(self, key: str, default: Any = _MISSING) -> Any:
-        return self._get(key, default, lambda v: isinstance(v, bool), "true or false")
-
-    def integers(self, key: str, default: Any = _MISSING, scalar_ok: bool = False) -> Any:
-        """A non-empty list of distinct integers >= 1, sorted ascending (or one integer, if ``scalar_ok``)."""
-        if scalar_ok and _is_int(self.data.get(key)):
-            return self._distinct(key, [self.integer(key)])
-        expected = "an integer >= 1 or a list of them" if scalar_ok else "a non-empty list of integers >= 1"
-        value = self._get(key, default, lambda v: _is_list(v, lambda x: _is_int(x) and x >= 1), expected)
-        return value if key not in self.data else self._distinct(key, value)
-
-    def numbers(self, key: str, default: Any = _MISSING) -> Any:
-        """A non-empty list of distinct numbers > 0, sorted ascending, as floats."""
-        ok = lambda v: _is_list(v, lambda x: _is_number(x) and 0 < x < math.inf)  # noqa: E731
-        value = self._get(key, default, ok, "a non-empty list of numbers > 0")
-        return value if key not in self.data else self._distinct(key, [float(v) for v in value])
-
-    def _distinct(self, key: str, values: list[Any]) -> tuple[Any, ...]:
-        twice = sorted({v for v in values if values.count(v) > 1})
-        if twice:
-            raise SpecError(
-                f"{key!r} in {self.where} lists {twice[0]!r} more than once; list each value once."
-            )
-        return tuple(sorted(values))
 
 
 def _objectives(data: Any) -> ObjectivesSpec:
-    t = _Table(data, "[objectives]", ("accuracy", "latency", "params"))
+    t = Table(data, "[objectives]", ("accuracy", "latency", "params"))
     t.text("accuracy", "maximize", choices=("maximize",))
     t.text("latency", "minimize", choices=("minimize",))
     return ObjectivesSpec(params=t.text("params", None, choices=("minimize",)))
 
 
 def _task(data: Any) -> TaskSpec:
-    t = _Table(data, "[task]", ("name", "options", "epochs", "batch_size"))
+    t = Table(data, "[task]", ("name", "options", "epochs", "batch_size"))
     name = t.text("name")
     if name not in TASK_NAMES and not name.endswith(".npz"):
         raise SpecError(
             f"'name' in [task] is {name!r}; choose {', '.join(TASK_NAMES)} or give a path ending in .npz."
         )
-    options = t._get("options", {}, lambda v: isinstance(v, dict), "a table such as { n_relations = 4 }")
+    options = t.get("options", {}, lambda v: isinstance(v, dict), "a table such as { n_relations = 4 }")
     for key, value in options.items():
         scalar = lambda v: isinstance(v, (str, int, float, bool))  # noqa: E731 (not TOML dates or tables)
-        if not (scalar(value) or value == [] or _is_list(value, scalar)):
+        if not (scalar(value) or value == [] or is_list(value, scalar)):
             raise SpecError(
-                f"task option {key!r} in [task] is {_kind(value)}; task options must be strings, numbers, "
+                f"task option {key!r} in [task] is {kind(value)}; task options must be strings, numbers, "
                 "booleans or lists of them."
             )
     return TaskSpec(
@@ -438,21 +235,19 @@ def _task(data: Any) -> TaskSpec:
 
 def _space(data: Any) -> SpaceSpec:
     keys = ("d_model", "n_layers", "heads", "min_dk", "families", "mlp_ratio", "lr", "dropout", "attention")
-    t = _Table(data, "[space]", keys)
+    t = Table(data, "[space]", keys)
     names = f"a non-empty list of names from {', '.join(SCHEDULE_FAMILIES)}"
-    families = t._get(
-        "families", SCHEDULE_FAMILIES, lambda v: _is_list(v, lambda x: isinstance(x, str)), names
-    )
+    families = t.get("families", SCHEDULE_FAMILIES, lambda v: is_list(v, lambda x: isinstance(x, str)), names)
     for f in families:
         if f not in SCHEDULE_FAMILIES:
             raise SpecError(
                 f"family {f!r} in [space] is unknown; choose from {', '.join(SCHEDULE_FAMILIES)}."
             )
-    t._distinct("families", list(families))
+    t.distinct("families", list(families))
     lr = t.raw("lr", 3e-3)
     if isinstance(lr, list):
-        if len(lr) != 2 or not _is_list(lr, _is_number):
-            raise t._fail("lr", "a number or a [low, high] pair of numbers", lr)
+        if len(lr) != 2 or not is_list(lr, is_number):
+            raise t.fail("lr", "a number or a [low, high] pair of numbers", lr)
         if not 0 < lr[0] < lr[1]:
             raise SpecError(
                 f"'lr' in [space] is {lr!r}; a searched range needs 0 < low < high, e.g. [1e-4, 1e-2]."
@@ -477,7 +272,7 @@ def _space(data: Any) -> SpaceSpec:
 
 
 def _latency(data: Any) -> LatencyConfig:
-    t = _Table(data, "[latency]", ("device", "batch_size", "threads", "dtype", "min_run_time"))
+    t = Table(data, "[latency]", ("device", "batch_size", "threads", "dtype", "min_run_time"))
     device = t.text("device", "auto", choices=DEVICES)
     dtype = t.text("dtype", "float32", choices=LATENCY_DTYPES)
     if device == "cpu" and dtype != "float32":
@@ -497,14 +292,14 @@ def _latency(data: Any) -> LatencyConfig:
 
 
 def _budgets(data: Any) -> BudgetsSpec:
-    t = _Table(data, "[budgets]", ("max_latency_ms", "max_params"))
+    t = Table(data, "[budgets]", ("max_latency_ms", "max_params"))
     return BudgetsSpec(
         max_latency_ms=t.positive("max_latency_ms", None), max_params=t.integer("max_params", None)
     )
 
 
 def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
-    t = _Table(data, "[early_stopping]", ("enabled", "min_epochs", "reduction", "alpha"))
+    t = Table(data, "[early_stopping]", ("enabled", "min_epochs", "reduction", "alpha"))
     spec = EarlyStoppingSpec(
         enabled=t.flag("enabled", True),
         min_epochs=t.integer("min_epochs", 3),
@@ -520,7 +315,7 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
 
 
 def _finalists(data: Any, epochs: int) -> FinalistsSpec:
-    t = _Table(data, "[finalists]", ("enabled", "top", "references", "seeds", "max_epochs", "patience"))
+    t = Table(data, "[finalists]", ("enabled", "top", "references", "seeds", "max_epochs", "patience"))
     spec = FinalistsSpec(
         enabled=t.flag("enabled", True),
         top=t.integer("top", 2),
@@ -540,7 +335,7 @@ def _finalists(data: Any, epochs: int) -> FinalistsSpec:
 def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
     """Build and fully check a spec from a parsed TOML document (or a stored :meth:`StudySpec.to_dict`)."""
 
-    t = _Table(dict(data) if isinstance(data, Mapping) else data, "the top level", TOP_KEYS)
+    t = Table(dict(data) if isinstance(data, Mapping) else data, "the top level", TOP_KEYS)
     name = check_study_name(t.text("name"))
     task = _task(t.raw("task"))
     timeout = t.positive("timeout", None)

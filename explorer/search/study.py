@@ -1,7 +1,7 @@
-"""Studies: create, open and run them with any number of workers, on SQLite or PostgreSQL.
+"""Studies: create and open them, on SQLite or PostgreSQL, and record their attention benchmark.
 
-What one trial does is :class:`explorer.search.objective.Objective`; this module opens studies and runs stages of
-trials with workers. What it is organised around:
+What one trial does is :class:`explorer.search.objective.Objective`; running stages of trials with workers is
+:mod:`explorer.search.workers`. What the two are organised around:
 
 * **Totals are exact.** A search trial counts the live search trials numbered before it (numbers are given by
   the storage in creation order), so the spec's ``n_trials`` holds under any number of racing workers, across
@@ -16,31 +16,22 @@ trials with workers. What it is organised around:
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import os
 import time
-import uuid
 import warnings
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import optuna
 import torch
-from optuna.storages import fail_stale_trials
-from optuna.trial import TrialState
 
-from explorer import __version__
 from explorer.engine.bench import bench_attention
-from explorer.engine.config import ModelConfig, valid_heads
+from explorer.engine.config import valid_heads
 from explorer.engine.device import resolve_device
 from explorer.engine.tasks import load_task
-from explorer.errors import ConfigError, ExplorerError, SpecError, StorageError, StudyNotFoundError
-from explorer.search.artifacts import store_for
+from explorer.errors import SpecError, StorageError, StudyNotFoundError
 from explorer.search.claims import Claims
-from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
-from explorer.search.record import FinalistRun, arch_key, is_bookkeeping
-from explorer.search.sampling import make_sampler
 from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
@@ -53,24 +44,17 @@ from explorer.search.storage import (
 )
 
 __all__ = [
-    "EXHAUSTED",
-    "MAX_CONSECUTIVE_FAILURES",
-    "Progress",
-    "RunOptions",
+    "SPEC_WAIT_S",
     "StudyHandle",
-    "enqueue_runs",
+    "attention_bench",
+    "check_device",
     "open_study",
     "prepare_study",
     "record_bench",
-    "run_stage",
-    "stage_progress",
+    "set_total",
 ]
 
-MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials in a row
-MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a row that another worker held
-EXHAUSTED = "the search space has no architecture left"  # how a stage's note starts when the space is used up
 SPEC_WAIT_S = 30.0  # how long to wait for a study another command is creating right now to get its spec
-STAGES = ("search", "finalists")
 
 
 # --------------------------------------------------------------------------------------------- opening
@@ -124,6 +108,13 @@ class StudyHandle:
         return self.storage_url == default_storage_url(self.spec.name)
 
 
+def _version() -> str:
+    try:
+        return version("explorer")
+    except PackageNotFoundError:  # a source tree that was not installed
+        return "0.0.0+unknown"
+
+
 def _comparable(spec: StudySpec) -> dict[str, Any]:
     """The parts of a spec that define the study's meaning (a new total or timeout is allowed on resume)."""
     d = spec.stored()
@@ -175,7 +166,7 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
         with warnings.catch_warnings():  # "experimental since 3.2": a notice for developers, not for users
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(spec.objective_names())
-        study.set_user_attr("explorer_version", __version__)
+        study.set_user_attr("explorer_version", _version())
         study.set_user_attr("task", spec.task.name)
         study.set_user_attr("spec", spec.stored())  # last: its presence says the study is ready
         return StudyHandle(study, spec, url)
@@ -215,50 +206,6 @@ def set_total(handle: StudyHandle, total: int) -> None:
         handle.study.set_user_attr("spec", handle.spec.stored())
 
 
-# --------------------------------------------------------------------------------------------- progress
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a progress bar shows for one stage."""
-
-    stage: str  # search | finalists
-    done: int  # COMPLETE or PRUNED trials of the stage
-    total: int  # the stage's total
-    running: int
-    failed: int
-    pruned: int
-    epochs: int  # epochs trained so far by the stage's finished and running trials
-    best_accuracy: float | None  # best validation accuracy among the stage's COMPLETE feasible trials
-    note: str = ""  # why a stage ended short, when it did
-
-
-def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
-    role = "search" if stage == "search" else "finalist"
-    trials = [
-        t
-        for t in study.get_trials(deepcopy=False)
-        if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
-    ]
-    count = {s: sum(t.state == s for t in trials) for s in TrialState}
-    complete = [
-        t
-        for t in trials
-        if t.state == TrialState.COMPLETE and t.values and all(v <= 0 for v in (t.constraints or {}).values())
-    ]
-    epochs = sum(int(t.user_attrs.get("epoch", len(t.user_attrs.get("history") or ()))) for t in trials)
-    return Progress(
-        stage=stage,
-        done=count[TrialState.COMPLETE] + count[TrialState.PRUNED],
-        total=total,
-        running=count[TrialState.RUNNING],
-        failed=count[TrialState.FAIL],
-        pruned=count[TrialState.PRUNED],
-        epochs=epochs,
-        best_accuracy=max((t.values[0] for t in complete), default=None),
-    )
-
-
 # --------------------------------------------------------------------------------------------- the bench
 
 
@@ -291,231 +238,3 @@ def record_bench(handle: StudyHandle, device: torch.device) -> bool:
     handle.study.set_user_attr("bench", attention_bench(handle.spec, seq_len, device))
     handle.study.set_user_attr("bench_time_s", time.perf_counter() - t0)
     return True
-
-
-# --------------------------------------------------------------------------------------------- running
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a command runs a study's trials: checked as a whole before anything is written."""
-
-    workers: int = 1
-    threads: int = 1  # torch CPU threads per worker
-    device: str | None = None  # None: the spec's latency device
-    timeout: float | None = None  # seconds after which no new trial starts
-    poll_interval: float = 1.0
-
-    def check(self) -> RunOptions:
-        if self.workers < 1:
-            raise ConfigError(f"--workers must be at least 1, got {self.workers}.")
-        if self.threads < 1:
-            raise ConfigError(f"--threads must be at least 1, got {self.threads}.")
-        if self.timeout is not None and not self.timeout > 0:
-            raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout:g}.")
-        if self.device is not None:
-            check_device(self.device)
-        return self
-
-
-def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
-    """Queue the finalist runs not already queued, running or done; return how many were added.
-
-    A run is identified by its configuration and seed, so planning again (after a resume, or `explorer confirm`
-    with more seeds) queues only what is new.
-    """
-    have = set()
-    for t in handle.study.get_trials(deepcopy=False):
-        a = t.user_attrs
-        if a.get("role") == "finalist" and t.state != TrialState.FAIL and not is_bookkeeping(t):
-            run = a["finalist"]
-            have.add((arch_key(ModelConfig.from_dict(run["model"]), float(run["lr"])), int(a["seed"])))
-    added = 0
-    for run in runs:
-        if (arch_key(run.config, run.lr), run.seed) in have:
-            continue
-        handle.study.enqueue_trial(
-            {}, user_attrs={"role": "finalist", "seed": run.seed, "finalist": run.attrs()}
-        )
-        added += 1
-    return added
-
-
-def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
-    """(trials the stage still has to start, trials of the stage running now)."""
-    if stage == "search":
-        live = live_trials(study, "search")
-        running = sum(t.state == TrialState.RUNNING for t in live)
-        return total - len(live), running
-    waiting = running = 0
-    for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
-        if t.user_attrs.get("role") == "finalist" and not is_bookkeeping(t):
-            waiting += t.state == TrialState.WAITING
-            running += t.state == TrialState.RUNNING
-    return waiting, running
-
-
-class _StopRules:
-    """Optuna callback: stop this worker when its stage has nothing left to start, when the space is used up,
-    or after repeated failures (``note`` says why, for the last two)."""
-
-    def __init__(self, stage: str, total: int, space_size: int):
-        self.stage, self.total, self.space_size = stage, total, space_size
-        self.failures = self.duplicates = 0
-        self.note = ""
-
-    def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        a = trial.user_attrs
-        self.failures = (
-            self.failures + 1 if trial.state == TrialState.FAIL and not is_bookkeeping(trial) else 0
-        )
-        self.duplicates = self.duplicates + 1 if "duplicate_of" in a else 0
-        if "exhausted" in a:
-            self.note = f"{EXHAUSTED}: all {self.space_size} have been evaluated"
-        elif self.failures >= MAX_CONSECUTIVE_FAILURES:
-            self.note = f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
-        elif self.duplicates >= MAX_CONSECUTIVE_DUPLICATES:
-            self.note = f"{MAX_CONSECUTIVE_DUPLICATES} proposals in a row were taken by other workers"
-        if self.note or "surplus" in a or _remaining(study, self.stage, self.total)[0] <= 0:
-            study.stop()
-
-
-def _work(
-    handle: StudyHandle,
-    stage: str,
-    total: int,
-    device: str | None,
-    deadline: float | None,
-    poll_interval: float,
-    on_trial: Callable[[], None] | None = None,
-) -> str:
-    """One worker's loop over a stage; returns "" when the stage is done, else why it stopped."""
-    study = handle.study
-    # Seeded samplers built alike draw alike: every worker process gets a stream of its own.
-    study.sampler = make_sampler(handle.spec, os.getpid(), uuid.uuid4().int % 2**31)
-    objective = Objective(
-        study,
-        handle.spec,
-        stage=stage,
-        total=total,
-        device=device,
-        store=store_for(handle.storage_url),
-        on_epoch=on_trial,
-    )
-    callbacks: list[Callable[..., None]] = []
-    stop = _StopRules(stage, total, SearchSpace(handle.spec.space).size())
-    callbacks.append(stop)
-    if on_trial is not None:
-        callbacks.append(lambda _study, _trial: on_trial())
-    while True:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            fail_stale_trials(study)  # a dead worker's trial must not hold the total (nor be waited for)
-        left, running = _remaining(study, stage, total)
-        if deadline is not None and time.monotonic() >= deadline:
-            return "timeout"
-        if left <= 0:
-            if running == 0:
-                return ""
-            time.sleep(poll_interval)  # trials still running elsewhere: wait for them to finish or go stale
-            continue
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        study.optimize(objective, timeout=timeout, catch=(TrialFailed, ClosedTrial), callbacks=callbacks)
-        if stop.note:
-            return stop.note
-
-
-def _worker_main(
-    storage_url: str,
-    name: str,
-    stage: str,
-    total: int,
-    device: str,
-    threads: int,
-    deadline_in: float | None,
-    out: Any,
-) -> None:
-    """Entry point of a worker process (spawned): open the study by name and work on the stage."""
-    import signal
-
-    torch.set_num_threads(threads)
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    deadline = None if deadline_in is None else time.monotonic() + deadline_in
-    try:
-        handle = open_study(name, storage_url)
-        out.put(_work(handle, stage, total, device, deadline, 1.0))
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
-
-
-def _worker_devices(device: torch.device, workers: int) -> list[str]:
-    """Spread workers over the visible GPUs, or put them all on the CPU."""
-    if device.type == "cuda":
-        n = torch.cuda.device_count()
-        return [f"cuda:{i % n}" for i in range(workers)]
-    return [str(device)] * workers
-
-
-def run_stage(
-    handle: StudyHandle,
-    stage: str,
-    total: int,
-    options: RunOptions,
-    deadline: float | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-) -> Progress:
-    """Run one stage of the study (``search`` to ``total`` trials, or the queued ``finalists``) with
-    ``options.workers`` processes on this machine; return its progress. Ctrl-C stops cleanly and re-raises."""
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}")
-    study = handle.study
-    dev = resolve_device(options.device or handle.spec.latency.device)
-
-    def report(note: str = "") -> Progress:
-        p = dataclasses.replace(stage_progress(study, stage, total), note=note)
-        if on_progress is not None:
-            on_progress(p)
-        return p
-
-    report()
-    if options.workers == 1:
-        previous = torch.get_num_threads()
-        torch.set_num_threads(options.threads)
-        try:
-            note = _work(handle, stage, total, str(dev), deadline, options.poll_interval, on_trial=report)
-        finally:
-            torch.set_num_threads(previous)
-        return report(note)
-
-    ctx = multiprocessing.get_context("spawn")
-    queue = ctx.SimpleQueue()
-    left = None if deadline is None else max(0.0, deadline - time.monotonic())
-    procs = [
-        ctx.Process(
-            target=_worker_main,
-            args=(handle.storage_url, handle.spec.name, stage, total, d, options.threads, left, queue),
-        )
-        for d in _worker_devices(dev, options.workers)
-    ]
-    for p in procs:
-        p.start()
-    try:
-        while any(p.is_alive() for p in procs):
-            time.sleep(options.poll_interval)
-            report()
-    except KeyboardInterrupt:
-        for p in procs:
-            p.join(timeout=30)
-        raise
-    finally:
-        for p in procs:
-            p.join()
-    bad = [p.exitcode for p in procs if p.exitcode not in (0, None)]
-    if bad:
-        raise ExplorerError(
-            f"{len(bad)} worker(s) exited with an error (codes {bad}); rerun with -v for details."
-        )
-    notes = []
-    while not queue.empty():
-        notes.append(queue.get())
-    return report(next((n for n in notes if n), ""))

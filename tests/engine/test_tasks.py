@@ -79,7 +79,9 @@ def test_digits_bad_patch(patch: object) -> None:
 
 def test_load_task_errors() -> None:
     assert TASKS == ("digits", "relations", "text")
-    with pytest.raises(ConfigError, match="choose one of digits, relations, text, or give a path ending in .npz"):
+    with pytest.raises(
+        ConfigError, match="choose one of digits, relations, text, or give a path ending in .npz"
+    ):
         load_task("imagenet")
     with pytest.raises(ConfigError, match="unknown option.*n_relation.*allowed: n_relations, seq_len"):
         load_task("relations", n_relation=3)

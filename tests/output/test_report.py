@@ -1,158 +1,164 @@
-"""write_report end to end on synthetic studies: files, images, escaping, partial studies, failures."""
+"""write_report end to end on synthetic studies: files, the answer first, escaping, partial studies, and a
+folder whose other files are never touched."""
 
 from __future__ import annotations
 
 import re
 import struct
 
-import optuna
 import pandas as pd
 import pytest
-from optuna.trial import TrialState, create_trial
 
 from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.insight import analysis as an
 from explorer.insight import rules
 from explorer.output import plots
-from explorer.output.report import write_report
+from explorer.output.files import MANIFEST
+from explorer.output.report import ReportInput, write_report
+from explorer.search.record import load_records
+from explorer.search.spec import spec_from_dict
 from tests.fixtures import make_study
 
 BENCH = [
-    {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3},
+    {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3, "d_model": 64, "heads": 8},
     {"impl": "merged", "median_ms": 3.1, "iqr_ms": 0.1},
     {"impl": "fused", "median_ms": 2.5, "iqr_ms": 0.1},
 ]
 EVIL = "<script>alert(1)</script>"
 
 
+def data_of(study, storage=None) -> ReportInput:
+    spec = spec_from_dict(study.user_attrs["spec"])
+    return ReportInput(spec, tuple(load_records(study)), tuple(study.user_attrs.get("bench") or ()), storage)
+
+
 def png_size(path) -> tuple[int, int]:
-    """Width and height from a PNG's IHDR chunk, after checking the signature."""
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path.name} is not a PNG"
-    assert data[12:16] == b"IHDR"
     return struct.unpack(">II", data[16:24])
 
 
-def test_report_writes_every_file(tmp_path):
-    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
-    study = make_study(80, storage=url, states={"FAIL": 3, "PRUNED": 5}, max_latency_ms=2.5, bench=BENCH)
-    paths = write_report(study, tmp_path / "out", url)
-
-    assert set(paths.figures) == {
-        "pareto",
-        "heads",
-        "dk",
-        "family",
-        "pareto_heads",
-        "importance",
-        "hypervolume",
-        "bench",
-    }
-    for key, png in paths.figures.items():
-        w, h = png_size(png)
-        assert w >= 400 and h >= 250, key
-        assert png.stat().st_size > 10_000, f"{key}.png looks empty"
-    trials = pd.read_csv(paths.trials_csv)
-    assert len(trials) == 88
-    assert {
-        "heads",
-        "d_k",
-        "heads_max",
-        "dk_min",
-        "param_d_model",
-        "feasible",
-        "fail_reason",
-        "val_history",
-    } <= set(trials)
-    pareto = pd.read_csv(paths.pareto_csv)
-    assert len(pareto) == len(an.pareto_front(an.trials_table(study))) > 0
-    assert pareto["feasible"].all()
-
+def test_report_writes_every_file_and_leads_with_the_answer(tmp_path):
+    study = make_study(80, states={"FAIL": 3, "PRUNED": 5}, bench=BENCH, finalists=3)
+    paths = write_report(data_of(study, "sqlite:///x.db"), tmp_path / "out")
+    names = {p.name for p in paths.files}
+    figures = {"pareto", "heads", "dk", "family", "pareto_heads", "hypervolume", "bench"}
+    assert {f"{f}.png" for f in figures} | {
+        "report.md",
+        "report.html",
+        "trials.csv",
+        "architectures.csv",
+    } <= names
+    for f in figures:
+        w, h = png_size(tmp_path / "out" / f"{f}.png")
+        assert w >= 400 and h >= 250 and (tmp_path / "out" / f"{f}.png").stat().st_size > 10_000, f
+    trials = pd.read_csv(tmp_path / "out" / "trials.csv")
+    assert len(trials) == 80 + 8 + 4 * 3 and {"heads", "d_k", "role", "seed", "fail_reason"} <= set(trials)
+    assert trials["heads"].str.match(r"^\d+(,\d+)*$").all()  # "4,2" at the CSV edge
     md = paths.markdown.read_text()
-    order = [
-        md.index(s) for s in ("## Recommendation", "## Evidence", "## Rules of thumb", "## Study account")
-    ]
+    order = [md.index(s) for s in ("## The answer", "## Evidence from the search", "## Rules of thumb",
+                                   "## Study account")]  # fmt: skip
     assert order == sorted(order)
-    for rule in rules.rules_of_thumb(an.trials_table(study), BENCH):
+    answer = md[md.index("## The answer") : md.index("## Evidence")]
+    assert "mean of 3 seeds" in answer and "Confidence:" in answer  # the headline is the finalists'
+    for rule in rules.rules_of_thumb(load_records(study), BENCH):
         assert rule.rule in md
     assert "Merged heads are faster | supported" in md
-    assert "explorer study resume synthetic --storage sqlite:///" in md
+    assert "explorer study resume synthetic --storage sqlite:///x.db" in md
+    assert "Configurations rejected while sampling: 0" not in md  # every count in the account is counted
     assert "Partial study" not in md
     html = paths.html.read_text()
-    assert html.count("src='data:image/png;base64,") == len(paths.figures)
-    assert ".png'" not in html  # nothing refers to a file next to it: self-contained
-    assert not list(tmp_path.glob(".out.*"))  # the temporary folder was moved into place
+    assert html.count("src='data:image/png;base64,") == len(figures)
+
+
+def test_every_interval_in_the_report_stays_inside_0_to_100_percent(tmp_path):
+    study = make_study(40, finalists=3, noise=0.03)
+    md = write_report(data_of(study), tmp_path / "out").markdown.read_text()
+    for low, high in re.findall(r"(\d+\.\d+)% \[(?:\d+\.\d+), (\d+\.\d+)\]", md):
+        assert 0 <= float(low) <= 100 and 0 <= float(high) <= 100
+    for low, high in re.findall(r"\[(-?\d+\.\d+), (-?\d+\.\d+)\] validation", md):
+        assert 0 <= float(low) <= float(high) <= 100
 
 
 def test_html_and_markdown_escape_user_text(tmp_path):
-    study = make_study(25, name=f"evil{EVIL}", states={"FAIL": 1})
-    study.set_user_attr("task", EVIL)
-    failed = [t for t in study.get_trials() if t.state == TrialState.FAIL]
-    assert failed
-    paths = write_report(study, tmp_path / "out")
+    study = make_study(25, states={"FAIL": 1})
+    records = tuple(
+        r.__class__(**{**r.__dict__, "fail_reason": EVIL, "device": EVIL}) for r in load_records(study)
+    )
+    data = ReportInput(spec_from_dict(study.user_attrs["spec"]), records)
+    paths = write_report(data, tmp_path / "out")
     html, md = paths.html.read_text(), paths.markdown.read_text()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "<title>evil&lt;script&gt;" in html
-    prose = re.sub(r"```.*?```|`[^`]*`", "", md, flags=re.S)  # code is shown literally by Markdown renderers
+    prose = re.sub(r"```.*?```|`[^`]*`", "", md, flags=re.S)
     assert "<script>" not in prose and "&lt;script&gt;" in prose
 
 
 def test_partial_study_is_stated(tmp_path):
     study = make_study(20, states={"RUNNING": 2}, n_trials_target=40)
-    md = write_report(study, tmp_path / "out").markdown.read_text()
+    md = write_report(data_of(study), tmp_path / "out").markdown.read_text()
     assert "Partial study" in md
-    assert "2 trial(s) still RUNNING" in md and "20 of the spec's 40 trials finished" in md
-    assert "explorer study resume synthetic" in md
+    assert "2 trial(s) still RUNNING" in md and "20 of the spec's 40 search trials finished" in md
 
 
 def test_no_completed_trial_raises_and_writes_nothing(tmp_path):
-    study = optuna.create_study(study_name="empty", directions=["maximize", "minimize"])
-    study.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"fail_reason": "oom"}))
-    with pytest.raises(
-        NoCompletedTrialsError, match="study 'empty' has no completed trial yet; run `explorer study run"
-    ):
-        write_report(study, tmp_path / "out")
+    study = make_study(0, states={"FAIL": 2}, n_trials_target=5)
+    with pytest.raises(NoCompletedTrialsError, match="no completed search trial yet"):
+        write_report(data_of(study), tmp_path / "out")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_all_infeasible_study_still_reports(tmp_path):
     study = make_study(12, max_latency_ms=1e-6)
-    md = write_report(study, tmp_path / "out").markdown.read_text()
-    assert "No recommendation: no COMPLETE feasible trial" in md
+    md = write_report(data_of(study), tmp_path / "out").markdown.read_text()
+    assert "No recommendation" in md
 
 
-def test_rewrite_replaces_and_refuses_foreign_folders(tmp_path):
+def test_a_folder_holding_other_files_is_never_emptied(tmp_path):
+    """`--out .` once deleted a whole folder because it held a report.md: now only the report's own files are
+    written, and a folder holding anything else is refused unless --force, which still leaves it alone."""
+    study = make_study(15)
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "notes.txt").write_text("keep me")
+    (home / "report.md").write_text("my own report, not explorer's")
+    with pytest.raises(ConfigError, match="--force"):
+        write_report(data_of(study), home)
+    assert sorted(p.name for p in home.iterdir()) == ["notes.txt", "report.md"]
+    assert (home / "report.md").read_text() == "my own report, not explorer's"
+    write_report(data_of(study), home, force=True)
+    assert (home / "notes.txt").read_text() == "keep me" and (home / MANIFEST).exists()
+
+
+def test_rewriting_replaces_the_reports_own_files_only(tmp_path):
     study = make_study(15)
     out = tmp_path / "out"
-    write_report(study, out)
-    (out / "stale.png").write_bytes(b"old")
-    write_report(study, out)
-    assert not (out / "stale.png").exists()  # the old report was replaced as a whole
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
-
-    foreign = tmp_path / "mine"
-    foreign.mkdir()
-    (foreign / "notes.txt").write_text("keep me")
-    with pytest.raises(ConfigError, match="not a report folder"):
-        write_report(study, foreign)
-    assert (foreign / "notes.txt").read_text() == "keep me"
+    write_report(data_of(study), out)
+    (out / "mine.txt").write_text("added by the user after the report")
+    manifest = (out / MANIFEST).read_text().split()
+    (out / MANIFEST).write_text("\n".join([*manifest, "old_figure.png"]) + "\n")
+    (out / "old_figure.png").write_bytes(b"a figure an earlier report wrote")
+    write_report(data_of(study), out)  # a folder explorer wrote: no --force needed
+    assert not (out / "old_figure.png").exists()  # the earlier report's leftover is gone
+    assert (out / "mine.txt").exists()  # the user's file stays
 
 
-def test_crash_leaves_the_previous_report_whole(tmp_path, monkeypatch):
+def test_a_failure_while_rendering_leaves_the_previous_report_whole(tmp_path, monkeypatch):
     study = make_study(15)
     out = tmp_path / "out"
-    before = write_report(study, out).markdown.read_text()
+    before = {p.name: p.read_bytes() for p in write_report(data_of(study), out).files}
 
-    def boom(df):
+    def boom(*a, **k):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(plots, "family_figure", boom)
     with pytest.raises(RuntimeError, match="disk full"):
-        write_report(study, out)
-    assert (out / "report.md").read_text() == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no temporary folder left behind
+        write_report(data_of(study), out)
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name in before} == before
+    assert not list(tmp_path.glob("**/.*.tmp"))
 
 
-def test_importance_figure_without_enough_trials():
-    fig = plots.importance_figure(pd.DataFrame(columns=["objective", "param", "importance"]), "needs >= 10")
-    assert "needs >= 10" in fig.axes[0].texts[0].get_text()
+def test_an_unwritable_out_is_one_error_before_any_work(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(ConfigError, match="cannot write into --out"):
+        write_report(data_of(make_study(5)), tmp_path / "file" / "sub")
+    with pytest.raises(ConfigError, match="is a file"):
+        write_report(data_of(make_study(5)), tmp_path / "file")

@@ -31,7 +31,8 @@ from explorer.errors import (
 )
 from explorer.search.record import is_bookkeeping, load_records
 from explorer.search.spec import load_spec
-from explorer.search.study import RunOptions, open_study, prepare_study
+from explorer.search.study import open_study, prepare_study
+from explorer.search.workers import RunOptions
 from tests.fixtures import write_tiny_spec as write_spec
 
 REPO = Path(__file__).resolve().parents[2]

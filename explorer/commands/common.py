@@ -1,0 +1,201 @@
+"""What the commands share: output helpers, options declared once, and running a study with progress."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from explorer.errors import ConfigError
+
+__all__ = [
+    "check_threads",
+    "emit_json",
+    "force_option",
+    "heads_text",
+    "json_option",
+    "note",
+    "parse_options",
+    "quiet_optuna",
+    "run_and_report",
+    "run_options",
+    "run_options_of",
+    "storage_option",
+    "threads_option",
+    "trial_option",
+]
+
+
+def emit_json(doc: Any) -> None:
+    def plain(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
+        return v
+
+    click.echo(json.dumps(plain(doc), indent=2, default=str))
+
+
+def note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """Turn repeated ``key=value`` into a dict, reading numbers and booleans as such."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"task option {pair!r} is not key=value; write e.g. --task-opt n_relations=4.")
+        try:
+            options[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[key] = raw
+    return options
+
+
+def quiet_optuna() -> None:
+    """Optuna's per-trial log lines would break the progress bar; `-v` turns them back on."""
+    import optuna
+
+    root = click.get_current_context().find_root()
+    if not (root.obj or {}).get("verbose"):
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def heads_text(heads: Any) -> str:
+    return ",".join(map(str, heads))
+
+
+# Options several commands share, declared once.
+storage_option = click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+trial_option = click.option(
+    "--trial",
+    "which",
+    default="knee",
+    show_default=True,
+    help="knee, most-accurate, fastest or a trial number.",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+threads_option = click.option(
+    "--threads", type=int, default=1, show_default=True, help="CPU threads for training (per worker)."
+)
+force_option = click.option(
+    "--force", is_flag=True, help="Write into a folder holding other files (they are left alone)."
+)
+
+
+def check_threads(threads: int) -> None:
+    if threads < 1:
+        raise ConfigError(f"--threads must be at least 1, got {threads}.")
+
+
+def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `study run`, `study resume` and `confirm` share (how long, how many workers, where)."""
+    options = [
+        click.option("--timeout", type=float, help="Stop starting new trials after this many seconds."),
+        click.option(
+            "--workers", type=int, default=1, show_default=True, help="Worker processes on this machine."
+        ),
+        click.option("--device", help="Override the spec's device (auto, cpu, cuda)."),
+        threads_option,
+        json_option,
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def progress(
+    handle: Any, as_json: bool
+) -> tuple[Callable[..., None], Callable[..., None], Callable[[], None]]:
+    """(on_stage, on_progress, close) drawing one tqdm bar per stage on stderr."""
+    from tqdm import tqdm
+
+    state: dict[str, Any] = {"bar": None}
+
+    def close() -> None:
+        if state["bar"] is not None:
+            state["bar"].close()
+            state["bar"] = None
+
+    def on_stage(stage: str, total: int) -> None:
+        close()
+        if not as_json:
+            desc = f"{handle.name} {'search' if stage == 'search' else 'finalists'}"
+            state["bar"] = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
+
+    def on_progress(p: Any) -> None:
+        bar = state["bar"]
+        if bar is None:
+            return
+        bar.n = min(p.done, p.total)
+        best = f"best val {p.best_accuracy:.3f}" if p.best_accuracy is not None else "no result yet"
+        bar.set_postfix_str(
+            f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}"
+        )
+        bar.refresh()
+
+    return on_stage, on_progress, close
+
+
+def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {
+        "study": handle.name,
+        "storage": handle.masked_url,
+        "complete": summary.complete,
+        "search": asdict(summary.search),
+        "finalists": None if summary.finalists is None else asdict(summary.finalists),
+        "finalist_runs_queued": summary.added,
+        "next": f"explorer report {handle.name}"
+        + ("" if handle.is_default_storage else f" --storage '{handle.masked_url}'"),
+    }
+
+
+def run_and_report(handle: Any, action: Callable[..., Any], as_json: bool, **kw: Any) -> None:
+    """Run a study action with progress; Ctrl-C stops cleanly and says how to resume."""
+    where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
+    resume = f"explorer study resume {handle.name}{where}"
+    on_stage, on_progress, close = progress(handle, as_json)
+    if not as_json:
+        note(f"study {handle.name!r} in {handle.masked_url}: {handle.spec.n_trials} search trials in total")
+    try:
+        summary = action(handle, on_progress=on_progress, on_stage=on_stage, **kw)
+    except KeyboardInterrupt:
+        close()
+        note("interrupted: finished trials are saved and the running one will be retried on resume.")
+        note(f"resume with: {resume}")
+        sys.exit(130)
+    close()
+    if as_json:
+        emit_json(summary_doc(handle, summary))
+        return
+    s, f = summary.search, summary.finalists
+    if s.note.startswith("the search space has no architecture left"):
+        note(f"search: {s.note}, fewer than the {s.total} trials asked for")
+    elif s.done < s.total or s.note:
+        why = s.note or "timeout"
+        note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
+    elif f is not None and (f.note or f.done < f.total):
+        note(
+            f"stopped the finalists at {f.done}/{f.total} runs ({f.note or 'timeout'}); resume with: {resume}"
+        )
+    line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
+    if f is not None:
+        line += f"; finalists: {f.done} runs ({f.failed} failed)"
+    note(f"{line}. Next: explorer report {handle.name}{where}")
+
+
+def run_options_of(workers: int, threads: int, device: str | None, timeout: float | None) -> Any:
+    from explorer.search.workers import RunOptions
+
+    return RunOptions(workers=workers, threads=threads, device=device, timeout=timeout).check()

@@ -1,0 +1,375 @@
+"""`explorer space`, `explorer train` and `explorer bench`: the head rules, one variant, micro-benchmarks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from explorer.commands.common import (
+    check_threads,
+    emit_json,
+    force_option,
+    json_option,
+    note,
+    parse_options,
+    threads_option,
+)
+from explorer.errors import ConfigError
+
+__all__ = ["bench", "space", "train"]
+
+
+# --------------------------------------------------------------------------------------------- space
+
+
+@click.command()
+@click.option("--d-model", type=int, required=True, help="Model width.")
+@click.option("--min-dk", type=int, default=16, show_default=True, help="Floor on d_k = d_model / heads.")
+@click.option("--kv", is_flag=True, help="List valid (heads, kv_heads) pairs: grouped/multi-query attention.")
+@click.option(
+    "--head-dim", type=int, help="Head width apart from d_model / heads (heads up to d_model // head_dim)."
+)
+@json_option
+def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bool) -> None:
+    """List the valid head counts for a width and d_k floor, with their d_k (and kv_heads with --kv)."""
+    from explorer.engine.config import valid_head_pairs, valid_heads
+
+    if kv or head_dim is not None:
+        pairs = valid_head_pairs(d_model, min_dk, head_dim=head_dim)
+        if not kv:
+            pairs = [p for p in pairs if p.kv_heads == p.heads]
+        if not pairs:
+            raise ConfigError(
+                f"no head count gives d_k >= {min_dk} at d_model={d_model}; lower --min-dk to at most {d_model}."
+            )
+        rows = [
+            {**p._asdict(), "group": p.group, "kv_bytes_per_token_per_layer": 2 * p.kv_heads * p.d_k * 4}
+            for p in pairs
+        ]
+        if as_json:
+            emit_json({"d_model": d_model, "min_dk": min_dk, "head_dim": head_dim, "pairs": rows})
+            return
+        width = f"head_dim={head_dim}" if head_dim is not None else f"d_k = {d_model}/heads"
+        click.echo(f"d_model={d_model}, min_dk={min_dk}, {width}: {len(rows)} valid (heads, kv_heads) pairs")
+        click.echo(
+            f"{'heads':>6}  {'kv_heads':>8}  {'group':>5}  {'d_k':>5}  {'kv bytes/token/layer (fp32)':>28}"
+        )
+        for r in rows:
+            click.echo(
+                f"{r['heads']:>6}  {r['kv_heads']:>8}  {r['group']:>5}  {r['d_k']:>5}  "
+                f"{r['kv_bytes_per_token_per_layer']:>28,}"
+            )
+        return
+    heads = valid_heads(d_model, min_dk)
+    if not heads:
+        raise ConfigError(
+            f"no head count gives d_k >= {min_dk} at d_model={d_model}; lower --min-dk to at most {d_model}."
+        )
+    d_k = [d_model // h for h in heads]
+    if as_json:
+        emit_json({"d_model": d_model, "min_dk": min_dk, "heads": heads, "d_k": d_k})
+        return
+    click.echo(f"d_model={d_model}, min_dk={min_dk}: {len(heads)} valid head counts")
+    click.echo(f"{'heads':>6}  {'d_k':>5}")
+    for h, k in zip(heads, d_k, strict=True):
+        click.echo(f"{h:>6}  {k:>5}")
+
+
+# --------------------------------------------------------------------------------------------- train
+
+
+@click.command()
+@click.option(
+    "--task", default="digits", show_default=True, help="digits, relations, text, or a PATH.npz file."
+)
+@click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE", help="Task option (repeatable).")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A config written by `explorer export` (overrides the model and training options).",
+)
+@click.option("--d-model", type=int, default=64, show_default=True, help="Model width.")
+@click.option("--layers", type=int, default=4, show_default=True, help="Number of encoder layers.")
+@click.option(
+    "--heads",
+    default="increasing:2-8",
+    show_default=True,
+    help="Head schedule: uniform:8, increasing:4-16, decreasing:16-4 or 4,4,8,16.",
+)
+@click.option("--min-dk", type=int, default=8, show_default=True, help="Floor on d_k = d_model / heads.")
+@click.option(
+    "--kv-heads",
+    help="Key/value heads per layer, written like --heads (uniform:2, decreasing:8-2, 4,4,2,1); default: heads.",
+)
+@click.option(
+    "--head-dim", help="Head width apart from d_model / heads: one width (64) or one per layer (64,64,128)."
+)
+@click.option("--mlp-ratio", type=float, default=4.0, show_default=True, help="MLP width / d_model.")
+@click.option(
+    "--attention",
+    type=click.Choice(["fused", "merged", "serial"]),
+    default="fused",
+    show_default=True,
+    help="Attention implementation.",
+)
+@click.option("--epochs", type=int, default=15, show_default=True)
+@click.option("--batch-size", type=int, default=32, show_default=True, help="Training batch size.")
+@click.option("--lr", type=float, default=2e-3, show_default=True, help="Peak learning rate.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--latency-batch", type=int, default=32, show_default=True, help="Batch size for timing.")
+@click.option("--latency-threads", type=int, default=1, show_default=True, help="CPU threads while timing.")
+@click.option(
+    "--decode-context",
+    type=int,
+    help="Also time decoding: ms per new token against a kv cache of this many positions (--task text).",
+)
+@threads_option
+@json_option
+def train(
+    task: str,
+    task_opts: tuple[str, ...],
+    config_path: Path | None,
+    d_model: int,
+    layers: int,
+    heads: str,
+    min_dk: int,
+    kv_heads: str | None,
+    head_dim: str | None,
+    mlp_ratio: float,
+    attention: str,
+    epochs: int,
+    batch_size: int,
+    lr: float,
+    seed: int,
+    device: str,
+    latency_batch: int,
+    latency_threads: int,
+    decode_context: int | None,
+    threads: int,
+    as_json: bool,
+) -> None:
+    """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time."""
+    check_threads(threads)
+    import torch
+    from tqdm import tqdm
+
+    from explorer.engine.config import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
+    from explorer.engine.evaluate import evaluate_variant
+    from explorer.engine.latency_cache import LatencyCache
+    from explorer.engine.runconfig import load_run_config
+    from explorer.engine.tasks import load_task
+
+    options = parse_options(task_opts)
+    stop_after = None
+    if config_path is not None:
+        run = load_run_config(config_path)
+        task, options, model_cfg, train_cfg, stop_after = (
+            run.task,
+            run.task_options,
+            run.model,
+            run.train,
+            run.stop_after,
+        )
+    else:
+        model_cfg = ModelConfig.from_schedule(
+            d_model,
+            layers,
+            heads,
+            min_dk=min_dk,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            mlp_ratio=mlp_ratio,
+            attention=attention,
+        )
+        train_cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    lat_cfg = LatencyConfig(device=device, batch_size=latency_batch, threads=latency_threads)
+    decode = None if decode_context is None else DecodeConfig(context=decode_context)
+    loaded = load_task(task, **options)
+    if decode is not None and not loaded.spec.causal:
+        raise ConfigError(f"--decode-context needs a language-model task such as --task text, not {task!r}.")
+    torch.set_num_threads(threads)
+    if not as_json:
+        note(
+            f"training {task}: d_model={model_cfg.d_model}, heads per layer {list(model_cfg.heads)}, "
+            f"kv_heads {list(model_cfg.kv_per_layer)}, d_k {list(model_cfg.d_k)}"
+        )
+    with tqdm(
+        total=stop_after or train_cfg.epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False
+    ) as bar:
+
+        def on_epoch(stats: Any) -> bool:
+            val = stats.val_accuracy if stats.val_bpb is None else stats.val_bpb
+            bar.set_postfix(loss=f"{stats.train_loss:.3f}", val=f"{val:.3f}")
+            bar.update(1)
+            return stop_after is not None and stats.epoch >= stop_after
+
+        result = evaluate_variant(
+            model_cfg, loaded, train_cfg, lat_cfg, cache=LatencyCache(), on_epoch=on_epoch, decode=decode
+        )
+    doc = {"task": loaded.name, "task_options": options, **result.to_dict()}
+    if loaded.corpus_hash:
+        doc["corpus_sha256"] = loaded.corpus_hash
+    if as_json:
+        emit_json(doc)
+        return
+    lat = result.latency
+    click.echo(f"task            {loaded.name} ({result.device})")
+    click.echo(f"heads / layer   {list(model_cfg.heads)}   d_k {list(model_cfg.d_k)}")
+    if model_cfg.kv_heads is not None:
+        click.echo(f"kv heads        {list(model_cfg.kv_per_layer)}")
+    if result.val_bpb is not None:
+        click.echo(f"val bits/byte   {result.val_bpb:.4f} ({loaded.val[1].numel():,} bytes)")
+        click.echo(
+            f"test bits/byte  {result.test_bpb:.4f}   next-byte accuracy {result.val_accuracy:.4f} (val)"
+        )
+        click.echo(f"corpus sha256   {loaded.corpus_hash}")
+    else:
+        click.echo(f"val accuracy    {result.val_accuracy:.4f} ({result.val_size} examples)")
+        click.echo(f"test accuracy   {result.test_accuracy:.4f}")
+    click.echo(
+        f"latency         {lat.median_ms:.3f} ms/batch (IQR {lat.iqr_ms:.3f}) at batch {lat.batch_size}, "
+        f"seq {lat.seq_len}, {lat.threads} thread(s){' [from the cache]' if lat.cached else ''}"
+    )
+    if result.decode is not None:
+        dec = result.decode
+        click.echo(
+            f"decoding        {dec.ms_per_token:.3f} ms/token (IQR {dec.latency.iqr_ms:.3f}) against a kv cache of "
+            f"{dec.context} at batch {dec.latency.batch_size}{' [from the cache]' if dec.cached else ''}"
+        )
+    click.echo(f"kv cache        {result.kv_cache_bytes_per_token:,} bytes/token ({lat.dtype})")
+    click.echo(f"params          {result.params:,}")
+    click.echo(f"FLOPs/example   {result.flops:,}")
+    click.echo(
+        f"training        {result.fit.train_time_s:.1f} s, {result.fit.epochs_run} epochs, "
+        f"{result.fit.samples_per_s:.0f} samples/s"
+    )
+
+
+# --------------------------------------------------------------------------------------------- bench
+
+
+@click.group()
+def bench() -> None:
+    """Micro-benchmarks on this device."""
+
+
+@bench.command("attention")
+@click.option("--d-model", type=int, default=384, show_default=True)
+@click.option("--heads", type=int, default=8, show_default=True)
+@click.option("--kv-heads", type=int, help="Key/value heads, dividing --heads (default: --heads).")
+@click.option("--seq-len", type=int, default=197, show_default=True, help="Positions of the forward pass.")
+@click.option("--batch", type=int, default=8, show_default=True)
+@click.option("--decode", is_flag=True, help="Time one new token against a key/value cache of --context.")
+@click.option("--context", type=int, help="Cached positions in --decode mode (default 512).")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--threads", type=int, default=None, help="CPU threads (default: all torch uses).")
+@click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
+@json_option
+@click.option(
+    "--out", type=click.Path(file_okay=False, path_type=Path), help="Write bench.csv and bench.png here."
+)
+@force_option
+def bench_attention_cmd(
+    d_model: int,
+    heads: int,
+    kv_heads: int | None,
+    seq_len: int,
+    batch: int,
+    decode: bool,
+    context: int | None,
+    device: str,
+    threads: int | None,
+    min_run_time: float,
+    as_json: bool,
+    out: Path | None,
+    force: bool,
+) -> None:
+    """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the seed's table).
+
+    With --decode: one new token per sequence against a key/value cache of --context positions (the three
+    implementations; fewer --kv-heads shrink the cache each step reads).
+    """
+    from explorer.output.files import OutputFolder
+
+    if threads is not None:
+        check_threads(threads)
+    if not min_run_time > 0:
+        raise ConfigError(f"--min-run-time must be positive, got {min_run_time:g}.")
+    if not decode and context is not None:
+        raise ConfigError("--context is the cache length of --decode mode; add --decode (or drop --context).")
+    ctx = click.get_current_context()
+    if decode and ctx.get_parameter_source("seq_len") is not click.core.ParameterSource.DEFAULT:
+        raise ConfigError("--seq-len is the forward pass's length; in --decode mode give --context instead.")
+    context = 512 if decode and context is None else context
+    from explorer.engine.bench import bench_attention, bench_decode, check_bench_shape
+
+    check_bench_shape(d_model, heads, context if decode else seq_len, batch, kv_heads)
+    folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
+    from explorer.engine.device import resolve_device
+
+    kv_text = f", {kv_heads} kv heads" if kv_heads is not None else ""
+    if decode:
+        if not as_json:
+            note(
+                f"timing one decoding step at batch {batch} against a cache of {context}, d_model {d_model}, "
+                f"{heads} heads{kv_text} ..."
+            )
+        df = bench_decode(
+            d_model=d_model,
+            heads=heads,
+            kv_heads=kv_heads,
+            context=context,
+            batch=batch,
+            device=resolve_device(device),
+            min_run_time=min_run_time,
+            threads=threads,
+        )
+    else:
+        if not as_json:
+            note(
+                f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads{kv_text} ..."
+            )
+        df = bench_attention(
+            d_model=d_model,
+            heads=heads,
+            kv_heads=kv_heads,
+            seq_len=seq_len,
+            batch=batch,
+            device=resolve_device(device),
+            min_run_time=min_run_time,
+            threads=threads,
+        )
+    written: list[Path] = []
+    if folder is not None and decode:
+        folder.write("bench.csv", df.to_csv(index=False))  # no figure for the decoding table yet
+        written = folder.finish()
+    elif folder is not None:
+        import tempfile
+
+        from explorer.output.plots import bench_figure, save_png
+
+        folder.write("bench.csv", df.to_csv(index=False))
+        with tempfile.TemporaryDirectory() as tmp:
+            folder.write(
+                "bench.png", save_png(bench_figure(df.to_dict("records")), Path(tmp) / "b.png").read_bytes()
+            )
+        written = folder.finish()
+    if as_json:
+        shape = {"d_model": d_model, "heads": heads, "kv_heads": kv_heads or heads, "batch": batch}
+        shape |= {"mode": "decode", "context": context} if decode else {"mode": "forward", "seq_len": seq_len}
+        emit_json(
+            {
+                "shape": shape,
+                "rows": df.to_dict(orient="records"),
+                "files": [str(p) for p in written],
+            }
+        )
+        return
+    click.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for path in written:
+        note(f"wrote {path}")

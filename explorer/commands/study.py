@@ -1,0 +1,137 @@
+"""`explorer study run|resume|list|status`: run studies with progress, and read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from explorer.commands.common import (
+    emit_json,
+    heads_text,
+    json_option,
+    quiet_optuna,
+    run_and_report,
+    run_options,
+    run_options_of,
+    storage_option,
+)
+
+__all__ = ["study"]
+
+
+# --------------------------------------------------------------------------------------------- study
+
+
+@click.group()
+def study() -> None:
+    """Run, resume and inspect Optuna studies over head counts and schedules."""
+
+
+@study.command("run")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--storage", help="Storage URL (default: the spec's, else sqlite:///studies/NAME.db).")
+@click.option("--n-trials", type=int, help="The study's total of search trials (default: the spec's).")
+@click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
+@run_options
+def study_run(
+    spec_path: Path,
+    storage: str | None,
+    n_trials: int | None,
+    no_finalists: bool,
+    timeout: float | None,
+    workers: int,
+    device: str | None,
+    threads: int,
+    as_json: bool,
+) -> None:
+    """Run the study a spec describes; running it again resumes it up to its total."""
+    options = run_options_of(
+        workers, threads, device, timeout
+    )  # every option checked before the storage is touched
+    from explorer import api
+    from explorer.search.spec import load_spec
+    from explorer.search.study import prepare_study
+
+    quiet_optuna()
+    handle = prepare_study(load_spec(spec_path), storage, device=device)
+    if "spec_path" not in handle.study.user_attrs:
+        handle.study.set_user_attr("spec_path", str(spec_path))
+    run_and_report(handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists)
+
+
+@study.command("resume")
+@click.argument("name")
+@storage_option
+@click.option("--n-trials", type=int, help="A new total of search trials (stored with the study).")
+@click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
+@run_options
+def study_resume(
+    name: str,
+    storage: str | None,
+    n_trials: int | None,
+    no_finalists: bool,
+    timeout: float | None,
+    workers: int,
+    device: str | None,
+    threads: int,
+    as_json: bool,
+) -> None:
+    """Resume a study from its database alone (its spec is stored with it)."""
+    options = run_options_of(workers, threads, device, timeout)
+    from explorer import api
+    from explorer.search.study import open_study
+
+    quiet_optuna()
+    handle = open_study(name, storage)
+    run_and_report(handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists)
+
+
+@study.command("list")
+@click.option("--storage", help="Storage URL (default: every SQLite database in ./studies/).")
+@json_option
+def study_list(storage: str | None, as_json: bool) -> None:
+    """List the studies in a storage (or in every studies/*.db) with their trial counts."""
+    from explorer.search.catalog import list_studies
+    from explorer.search.storage import mask_url
+
+    urls = (
+        [storage] if storage else [f"sqlite:///{p.as_posix()}" for p in sorted(Path("studies").glob("*.db"))]
+    )
+    rows = [{**r, "storage": mask_url(url)} for url in urls for r in list_studies(url)]
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo(
+            "no studies " + ("in this storage." if storage else "in studies/*.db; pass --storage URL.")
+        )
+    for r in rows:
+        counts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(r["trials"].items()))
+        click.echo(
+            f"{r['name']:<24} total {r['total']}  {counts or 'no trials'}  started {r['started']}  ({r['storage']})"
+        )
+
+
+@study.command("status")
+@click.argument("name")
+@storage_option
+@json_option
+def study_status(name: str, storage: str | None, as_json: bool) -> None:
+    """Trials by role and state, early stopping, and the current recommendation of one study."""
+    from explorer.search.catalog import study_status as read_status
+
+    doc = read_status(name, storage)
+    if as_json:
+        emit_json(doc)
+        return
+    click.echo(f"study {doc['name']} in {doc['storage']}: search total {doc['total']}")
+    for role, counts in doc["trials"].items():
+        text = ", ".join(f"{k.lower()} {v}" for k, v in counts.items() if v)
+        click.echo(f"  {role}: {text or 'none'}")
+    click.echo(f"  stopped early {doc['stopped_early']} trials, {doc['epochs_saved']} epochs saved")
+    for r in doc["best"]:
+        click.echo(
+            f"  #{r['number']:<4} {r['role']:<8} d_model {r['d_model']:<4} heads {heads_text(r['heads'])}  "
+            f"val {r['val_accuracy']:.4f}  {r['latency_ms']:.3f} ms"
+        )
