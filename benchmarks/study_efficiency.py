@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import optuna
 import torch
+from explorer.insight.analysis import hypervolume_2d
 
 from explorer.engine.device import cpu_model_name
-from explorer.insight.analysis import hypervolume_2d
 from explorer.search.spec import load_spec
 from explorer.search.study import prepare_study, run_study
 

@@ -10,7 +10,16 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
 # Lower stages never import higher ones. Leaves (errors) may be imported by anyone and import nothing.
-STAGES = {"engine": 0, "search": 1, "insight": 2, "output": 3, "api": 4, "commands": 5, "cli": 6, "__init__": 7}
+STAGES = {
+    "engine": 0,
+    "search": 1,
+    "insight": 2,
+    "output": 3,
+    "api": 4,
+    "commands": 5,
+    "cli": 6,
+    "__init__": 7,
+}
 LEAVES = {"explorer.errors"}
 MAX_LINES = 400
 # Modules allowed past MAX_LINES, with the reason (a reviewer reads this list).
@@ -50,7 +59,9 @@ def imports(module: str) -> list[tuple[str, list[str], int]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             if base.split(".")[0] != "explorer":
                 continue
             for alias in node.names:
