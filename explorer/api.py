@@ -30,6 +30,7 @@ from explorer.output.export import export_config
 from explorer.output.heads_report import analyse_trial
 from explorer.output.report import ReportInput, ReportPaths, write_report
 from explorer.search.record import TrialRecord, closed_counts, load_records
+from explorer.search.retime import finalist_configs, load_retimings, retime
 from explorer.search.spec import StudySpec, load_spec
 from explorer.search.study import StudyHandle, open_study, prepare_study, record_bench, set_total
 from explorer.search.workers import EXHAUSTED, Progress, RunOptions, enqueue_runs, run_stage
@@ -133,6 +134,13 @@ def _finalist_stage(
     if on_stage:
         on_stage("finalists", total)
     finals = run_stage(handle, "finalists", total, options, deadline, on_progress)
+    if not finals.note and finals.done >= total:
+        # Latency measured with nothing else running: interleaved rounds over every finalist architecture.
+        configs = finalist_configs(handle.study)
+        rounds = handle.spec.finalists.timing_rounds
+        if on_stage:
+            on_stage("timing", len(configs) * rounds)
+        retime(handle, configs, rounds, options.device)
     return RunSummary(search, finals, plan, added)
 
 
@@ -179,6 +187,7 @@ class StudyData:
             storage=None if self.handle.is_default_storage else self.handle.masked_url,
             spec_path=attrs.get("spec_path"),
             closed=closed_counts(self.handle.study),
+            retimings=tuple(load_retimings(self.handle.study)),
         )
 
 
@@ -213,7 +222,7 @@ def trials(name: str, storage: str | None = None) -> pd.DataFrame:
 def recommend(name: str, storage: str | None = None) -> Answer:
     """The study's head-count answer (:func:`explorer.insight.recommend.answer`)."""
     data = load(name, storage)
-    return answer(data.records, data.handle.spec)
+    return answer(data.records, data.handle.spec, load_retimings(data.handle.study))
 
 
 def report(

@@ -128,9 +128,15 @@ def progress(
 
     def on_stage(stage: str, total: int) -> None:
         close()
-        if not as_json:
-            desc = f"{handle.name} {'search' if stage == 'search' else 'finalists'}"
-            state["bar"] = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
+        if as_json:
+            return
+        if stage == "timing":
+            note(
+                f"timing the finalists again: {total} measurements in interleaved rounds, nothing else running"
+            )
+            return
+        desc = f"{handle.name} {'search' if stage == 'search' else 'finalists'}"
+        state["bar"] = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
 
     def on_progress(p: Any) -> None:
         bar = state["bar"]

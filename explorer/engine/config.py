@@ -277,12 +277,22 @@ class TrainConfig:
     warmup_frac: float = 0.1  # fraction of steps spent warming up the learning rate
     grad_clip: float = 1.0  # max gradient norm (0 disables)
     seed: int = 0  # seeds init, data order and dropout
+    # "cosine": decay to zero over ``epochs``. "plateau": constant after the warm-up; when validation stops
+    # improving by more than its own noise for ``patience`` epochs the lr drops 10x, and after ``decays`` drops
+    # and one more plateau training stops (``epochs`` is then a cap): trained until accuracy stops moving.
+    schedule: str = "cosine"
+    patience: int = 4
+    decays: int = 2
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1:
             raise ConfigError(f"need epochs >= 1 and batch_size >= 1, got {self.epochs}, {self.batch_size}.")
         if not self.lr > 0:
             raise ConfigError(f"the learning rate must be positive, got {self.lr}.")
+        if self.schedule not in ("cosine", "plateau"):
+            raise ConfigError(f"schedule must be cosine or plateau, got {self.schedule!r}.")
+        if self.patience < 1 or self.decays < 0:
+            raise ConfigError(f"need patience >= 1 and decays >= 0, got {self.patience}, {self.decays}.")
 
 
 LATENCY_DTYPES = ("float32", "bfloat16", "float16")

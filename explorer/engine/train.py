@@ -74,7 +74,7 @@ class TrainResult:
     epochs_planned: int
     train_time_s: float  # seconds spent in training steps (evaluation excluded)
     samples_per_s: float  # training examples processed per training second
-    stopped_early: bool  # on_epoch returned True (training ended after that epoch)
+    stopped_early: bool  # ended before its planned epochs: on_epoch returned True, or a plateau
     history: tuple[EpochStats, ...]
     task_kind: str = "classification"  # classification | language_model: which metric is the quality
     val_loss: float = math.nan  # mean validation cross-entropy per target (nats), after the last epoch
@@ -97,17 +97,40 @@ class TrainResult:
         return d
 
 
-def _lr_lambda(total_steps: int, warmup_frac: float) -> Callable[[int], float]:
-    """Multiplier on the peak lr: linear warm-up over ``warmup_frac`` of the steps, then cosine to zero."""
+def _lr_lambda(
+    total_steps: int, warmup_frac: float, schedule: str = "cosine", scale: list[float] | None = None
+) -> Callable[[int], float]:
+    """Multiplier on the peak lr: linear warm-up over ``warmup_frac`` of the steps, then cosine to zero
+    (``cosine``) or constant times ``scale[0]``, which :func:`fit` lowers on a plateau (``plateau``)."""
     warmup = min(total_steps, math.ceil(warmup_frac * total_steps)) if warmup_frac > 0 else 0
 
     def factor(step: int) -> float:
         if step < warmup:
             return (step + 1) / warmup
+        if schedule == "plateau":
+            return scale[0] if scale else 1.0
         progress = (step - warmup) / max(1, total_steps - warmup)
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return factor
+
+
+def binomial_se(p: float, n: int) -> float:
+    """Standard error of an accuracy ``p`` measured on ``n`` examples (p kept off 0 and 1 by half an example)."""
+    p = min(max(p, 0.5 / n), 1 - 0.5 / n)
+    return math.sqrt(p * (1 - p) / n)
+
+
+def plateaued(values: list[float], n_val: int, patience: int, higher_is_better: bool = True) -> bool:
+    """Whether the best of the last ``patience`` values beats the best before them by no more than the noise:
+    one binomial standard error for an accuracy on ``n_val`` examples, 0.2% for a loss."""
+    if len(values) <= patience:
+        return False
+    sign = 1.0 if higher_is_better else -1.0
+    before = max(sign * v for v in values[:-patience])
+    recent = max(sign * v for v in values[-patience:])
+    noise = binomial_se(before, n_val) if higher_is_better else 0.002 * abs(before)
+    return recent - before <= noise
 
 
 def _cross_entropy(logits: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
@@ -199,7 +222,12 @@ def fit(
         lr=train_cfg.lr,
         fused=device.type == "cuda",
     )
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, _lr_lambda(total_steps, train_cfg.warmup_frac))
+    scale = [1.0]  # the plateau schedule's current lr multiplier
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, _lr_lambda(total_steps, train_cfg.warmup_frac, train_cfg.schedule, scale)
+    )
+    since_decay: list[float] = []  # validation values since the last lr drop (plateau schedule)
+    decays_done = 0
 
     history: list[EpochStats] = []
     train_time = 0.0
@@ -249,6 +277,15 @@ def fit(
         if on_epoch is not None and on_epoch(stats):
             stopped_early = True
             break
+        if train_cfg.schedule == "plateau":
+            since_decay.append(val.bits if lm else val_acc)
+            if plateaued(since_decay, len(task.val[1]), train_cfg.patience, higher_is_better=not lm):
+                if decays_done == train_cfg.decays:
+                    stopped_early = epoch < train_cfg.epochs
+                    break
+                decays_done += 1
+                scale[0] *= 0.1
+                since_decay = since_decay[-1:]
 
     test = evaluate_split(model, *task.test, device)
     result = TrainResult(

@@ -22,7 +22,7 @@ from explorer.insight.finalists import DEFAULT_HEADS, within_budgets
 from explorer.insight.pareto import front_mask, knee, knee_index, pareto_front
 from explorer.insight.stats import Comparison, Spread, mean_difference, pool
 from explorer.insight.tables import ACC_POINT, Architecture, architecture_table, architectures
-from explorer.search.record import TrialRecord
+from explorer.search.record import Retiming, TrialRecord
 from explorer.search.spec import StudySpec
 
 __all__ = [
@@ -141,13 +141,13 @@ def _confidence(
     """Bootstrap over seeds: the share of resamples in which ``rec`` is still the knee of the candidates' front,
     or within one point of the most accurate candidate no slower than it (latency ties count as no slower).
 
-    Each resample draws, per candidate, its runs with replacement and recomputes its mean accuracy and median
-    latency.
+    Each resample draws, per candidate, its runs (seeds) and its timings with replacement and recomputes its mean
+    accuracy and median latency.
     """
     rng = np.random.default_rng(seed)
     keys = [a.key for a in candidates]
     acc = [np.array([r.val_accuracy for r in runs[k]], float) for k in keys]
-    lat = [np.array([r.latency.median_ms for r in runs[k]], float) for k in keys]  # type: ignore[union-attr]
+    lat = [np.array(a.timings, float) for a in candidates]
     i_rec = keys.index(rec.key)
     tie = {k: (a.latency.high / a.latency.estimate) - 1 for k, a in zip(keys, candidates, strict=True)}
     hits = 0
@@ -164,10 +164,11 @@ def _confidence(
     return hits / BOOTSTRAP_ROUNDS
 
 
-def answer(records: Sequence[TrialRecord], spec: StudySpec) -> Answer:
-    """The study's head-count answer (see the module docstring)."""
+def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[Retiming] = ()) -> Answer:
+    """The study's head-count answer (see the module docstring); finalists' latencies come from ``retimings``
+    when the study has them (explorer.search.retime)."""
     search = within_budgets(architectures(records, "search"), spec)
-    finals = architectures(records, "finalist")
+    finals = architectures(records, "finalist", retimings=retimings)
     candidates = within_budgets(finals, spec)
     per_base = []
     for d_model, n_layers in sorted({(a.config.d_model, a.config.n_layers) for a in search}):

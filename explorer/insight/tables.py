@@ -26,7 +26,7 @@ from explorer.insight.stats import (
     logit_spread,
     pool,
 )
-from explorer.search.record import TrialRecord
+from explorer.search.record import Retiming, TrialRecord
 
 __all__ = [
     "ACC_POINT",
@@ -126,6 +126,7 @@ class Architecture:
     rerun: Interval  # where the mean of 3 fresh seeds should land (95% prediction interval)
     test_accuracy: float  # mean test accuracy (NaN when a run has none)
     latency: Interval  # median latency (ms) and the 95% interval a new timing would fall in
+    timings: tuple[float, ...]  # the distinct timings (medians, ms) the latency rests on
     params: int
     epochs: float  # mean epochs trained
     feasible: bool
@@ -150,10 +151,9 @@ def _timings(runs: Sequence[TrialRecord]) -> list:
     return list(distinct.values())
 
 
-def _latency(runs: Sequence[TrialRecord], pooled: Spread | None) -> Interval:
+def _latency(timings: Sequence, pooled: Spread | None) -> Interval:
     """A prediction interval for a new timing: from the spread between distinct timings (pooled over the role's
     architectures when some have several), else from one timing's own block times."""
-    timings = _timings(runs)
     medians = [lat.median_ms for lat in timings]
     within = timings[0].samples_ms if len(timings[0].samples_ms) >= 2 else None
     usable_pool = pooled is not None and pooled[0] > 0
@@ -164,13 +164,21 @@ def _latency(runs: Sequence[TrialRecord], pooled: Spread | None) -> Interval:
 
 
 def architectures(
-    records: Iterable[TrialRecord], role: str = "search", epoch: int | None = None
+    records: Iterable[TrialRecord],
+    role: str = "search",
+    epoch: int | None = None,
+    retimings: Sequence[Retiming] = (),
 ) -> list[Architecture]:
     """Every configuration of ``role`` with its runs summarized.
 
     ``epoch=None``: COMPLETE runs, their final accuracy. ``epoch=e``: every run (COMPLETE or stopped early) that
     trained at least ``e`` epochs, its accuracy after epoch ``e``: the comparison that stopped runs do not bias.
+    An architecture with ``retimings`` (explorer.search.retime: interleaved rounds with nothing else running)
+    takes its latency from them rather than from the timings its runs made while other workers trained.
     """
+    retimed: dict[str, list] = defaultdict(list)
+    for t in retimings:
+        retimed[t.key].append(t.latency)
     groups: dict[str, list[TrialRecord]] = defaultdict(list)
     for r in records:
         if r.role != role or r.config is None or r.latency is None or r.key is None:
@@ -187,7 +195,8 @@ def architectures(
     # Seed-to-seed and timing-to-timing spreads pooled over the role's architectures: a few seeds each give
     # t intervals with 1-2 degrees of freedom; pooled over the finalists, with ten or more.
     acc_pool = pool([logit_spread([value(r) for r in g], g[0].val_size or 1) for g in groups.values()])
-    lat_pool = pool([log_spread([t.median_ms for t in _timings(g)]) for g in groups.values()])
+    timings = {key: retimed.get(key) or _timings(g) for key, g in groups.items()}
+    lat_pool = pool([log_spread([t.median_ms for t in ts]) for ts in timings.values()])
     out = []
     for key, runs in groups.items():
         runs = sorted(runs, key=lambda r: r.number)
@@ -208,7 +217,8 @@ def architectures(
                 accuracy=accuracy_mean_ci(values, n_val, pooled=acc_pool),
                 rerun=accuracy_rerun_interval(values, n_val, 3, pooled=acc_pool),
                 test_accuracy=float(np.mean(tests)) if all(t is not None for t in tests) else float("nan"),
-                latency=_latency(runs, lat_pool),
+                latency=_latency(timings[key], lat_pool),
+                timings=tuple(t.median_ms for t in timings[key]),
                 params=int(first.params or 0),
                 epochs=float(np.mean([r.epochs_run for r in runs])),
                 feasible=all(r.feasible for r in runs),

@@ -39,7 +39,7 @@ from explorer.output.sections import (
     relations_blocks,
     rules_blocks,
 )
-from explorer.search.record import TrialRecord
+from explorer.search.record import Retiming, TrialRecord
 from explorer.search.spec import StudySpec
 
 __all__ = ["ReportInput", "ReportPaths", "write_report"]
@@ -55,6 +55,7 @@ class ReportInput:
     storage: str | None = None  # masked; named in the commands when not the default
     spec_path: str | None = None  # the spec file the study was started from, when known
     closed: Mapping[str, int] = field(default_factory=dict)  # bookkeeping trials by kind
+    retimings: tuple[Retiming, ...] = ()  # the finalists' interleaved re-timings
 
 
 @dataclass(frozen=True)
@@ -101,13 +102,13 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
 def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any]], dict[str, pd.DataFrame]]:
     """The report as blocks, the figures to draw (name -> function returning a Figure) and the CSV tables."""
     spec, records = data.spec, data.records
-    ans = answer(records, spec)
+    ans = answer(records, spec, data.retimings)
     acct = study_account(records, spec, storage=data.storage, closed=data.closed, spec_path=data.spec_path)
     search = architectures(records, "search")
     table = architecture_table(search)
     feasible_table = table[table["feasible"].astype(bool)] if len(table) else table
     front = pareto_front(feasible_table) if len(feasible_table) else feasible_table
-    finals = architecture_table(architectures(records, "finalist"))
+    finals = architecture_table(architectures(records, "finalist", retimings=data.retimings))
     rec_row = None
     if ans.recommended is not None:
         rec_row = architecture_table([ans.recommended]).iloc[0]
@@ -131,14 +132,16 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
     devices = ", ".join(acct.devices) or "an unrecorded device"
     n_final = len(finals)
     b: list[tuple] = [("h", 1, f"Head-count report: {spec.name}")]
-    b.append(("p", [f"Task {acct.task} on {devices}: {len(search)} architectures searched (one run each, up to "
-                    f"{spec.task.epochs} epochs), {n_final} retrained as finalists. Generated "
+    searched = {r.key for r in records if r.role == "search" and r.state in ("COMPLETE", "PRUNED") and r.key}
+    b.append(("p", [f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
+                    f"{spec.task.epochs} epochs ({len(search)} ran them all, {acct.stopped_early} stopped at a rung, "
+                    f"{acct.over_budget} over budget); {n_final} retrained as finalists. Generated "
                     f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."]))  # fmt: skip
     if acct.partial:
         b.append(("p", [("b", "Partial study: "), f"{acct.partial_reason}. Everything below uses the trials "
                         "finished so far; resume with ", ("code", acct.resume), "."]))  # fmt: skip
     b.extend(answer_blocks(ans, spec))
-    b.extend(finalist_blocks(ans, records))
+    b.extend(finalist_blocks(ans, records, data.retimings))
     b.append(("h", 2, "Evidence from the search"))
     b.append(("fig", "pareto", "Accuracy against latency of every searched architecture; the black step line is "
                                "the search's Pareto front; diamonds are the finalists."))  # fmt: skip

@@ -15,7 +15,7 @@ from explorer.insight.recommend import Answer, Contrast
 from explorer.insight.relations import relations_claim
 from explorer.insight.stats import kendall_tau
 from explorer.insight.tables import Architecture, architectures
-from explorer.search.record import TrialRecord
+from explorer.search.record import Retiming, TrialRecord
 from explorer.search.spec import StudySpec
 
 __all__ = [
@@ -83,8 +83,7 @@ def _contrast_row(c: Contrast) -> dict[str, Any]:
         vs = c.note
     elif c.accuracy is not None:
         k = c.accuracy
-        p = f"p = {k.p_value:.2g}{'' if k.exact else ' (Monte Carlo)'}"
-        vs = f"{k.diff * 100:+.2f} points [{k.low * 100:+.2f}, {k.high * 100:+.2f}], {p}"
+        vs = f"{k.diff * 100:+.2f} points [{k.low * 100:+.2f}, {k.high * 100:+.2f}], p = {k.p_value:.2g}"
     else:
         vs = f"{c.accuracy_diff * 100:+.2f} points (single runs: no test)"
     lat = "within timing noise" if c.latency_tie else f"{c.latency_ratio:.2f}x"
@@ -128,7 +127,9 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
         f"{_acc_text(rec)} validation accuracy ({_runs_text(rec, ans.evidence)}; 95% interval), "
         f"{pct(rec.test_accuracy)}% test accuracy, and {_lat_text(rec)} per batch of {spec.latency.batch_size} "
         f"(median of {rec.latency.n} timing{'s' * (rec.latency.n != 1)}; 95% interval for a new timing), "
-        f"{rec.params:,} parameters.",
+        f"{rec.params:,} parameters."
+        + (f" Retrained with 3 fresh seeds, its mean validation accuracy should land in [{pct(rec.rerun.low)}, "
+           f"{pct(rec.rerun.high)}]% (95% prediction interval)." if rec.n > 1 else ""),
     ]))  # fmt: skip
     if ans.confidence is not None:
         b.append(
@@ -137,7 +138,8 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     else:
         b.append(("p", [("b", "Confidence: "), ans.confidence_method + "."]))
     b.append(("p", ["What the alternatives at this width and depth cost or gain (other minus recommended; "
-                    "differences over seeds with a 95% bootstrap interval and an exact permutation test):"]))  # fmt: skip
+                    "differences of mean accuracy over seeds with a 95% t interval and a t test, the seed-to-seed "
+                    "spread pooled over every architecture with several runs):"]))  # fmt: skip
     b.append(("table", pd.DataFrame([_contrast_row(x) for x in ans.contrasts])))
     b.append(("ul", [_contrast_sentence(x) for x in ans.contrasts]))
     for note in ans.notes:
@@ -154,10 +156,12 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     return b
 
 
-def finalist_blocks(ans: Answer, records: Sequence[TrialRecord]) -> list[tuple]:
+def finalist_blocks(
+    ans: Answer, records: Sequence[TrialRecord], retimings: Sequence[Retiming] = ()
+) -> list[tuple]:
     if ans.evidence != "finalists":
         return []
-    finals = architectures(records, "finalist")
+    finals = architectures(records, "finalist", retimings=retimings)
     rows = [
         {"part": a.label or "", **_arch_row(a, "finalists"), "trials": ", ".join(map(str, a.numbers))}
         for a in finals

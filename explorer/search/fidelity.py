@@ -9,8 +9,8 @@ threshold is ``z = Phi^-1(1 - alpha/m)`` standard errors (Bonferroni), so the ch
 is truly as good as all of them stays below ``alpha`` however many peers there are. Other seeds of the same
 architecture are never peers.
 
-Finalists (:func:`plateaued`). A finalist trains until its best validation accuracy has not risen by more than
-one binomial standard error for ``patience`` epochs, or to its cap.
+Finalists train with the plateau schedule of :func:`explorer.engine.train.fit` (the lr drops when validation
+stops improving beyond its noise; training ends after the last drop and one more plateau, or at its cap).
 """
 
 from __future__ import annotations
@@ -21,13 +21,9 @@ from dataclasses import dataclass
 
 from scipy.stats import norm
 
-__all__ = ["Peer", "Verdict", "binomial_se", "dominated_at_rung", "plateaued", "tie_tolerance"]
+from explorer.engine.train import binomial_se
 
-
-def binomial_se(p: float, n: int) -> float:
-    """Standard error of an accuracy ``p`` measured on ``n`` examples (p kept off 0 and 1 by half an example)."""
-    p = min(max(p, 0.5 / n), 1 - 0.5 / n)
-    return math.sqrt(p * (1 - p) / n)
+__all__ = ["Peer", "Verdict", "dominated_at_rung", "tie_tolerance"]
 
 
 @dataclass(frozen=True)
@@ -88,11 +84,3 @@ def dominated_at_rung(
             f"({z * se * 100:.1f} points; {len(eligible)} peers compared, alpha {alpha:g})",
         )
     return Verdict(False)
-
-
-def plateaued(history: Sequence[float], n_val: int, patience: int) -> bool:
-    """True when the best accuracy of the last ``patience`` epochs beats the best before them by <= one SE."""
-    if len(history) <= patience:
-        return False
-    before = max(history[:-patience])
-    return max(history[-patience:]) - before <= binomial_se(before, n_val)

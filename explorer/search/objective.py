@@ -8,7 +8,7 @@ A trial is one configuration trained with one seed, in one of two roles:
   ``[task] epochs``, and may stop at a rung when a faster architecture beats it beyond noise
   (:func:`explorer.search.fidelity.dominated_at_rung`).
 * ``finalist``: an enqueued run of a chosen architecture with a fresh seed, trained until its accuracy stops
-  moving (:func:`explorer.search.fidelity.plateaued`) or its cap, and timed afresh.
+  moving (the plateau schedule of :func:`explorer.engine.train.fit`) or its cap.
 
 Both go through :func:`explorer.engine.evaluate.evaluate_variant` (time first, then train) and write one
 :class:`~explorer.search.record.TrialRecord` as user attributes. A budget is checked on the latency and the
@@ -162,9 +162,16 @@ class Objective:
             seed=seed,
             epochs_planned=epochs,
             batch_size=self.spec.task.batch_size,
+            schedule="plateau" if role == "finalist" else "cosine",
+            patience=self.spec.finalists.patience if role == "finalist" else None,
         )
         _set_attrs(trial, record.arch_attrs())
-        train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed)
+        if role == "finalist":  # trained until accuracy stops moving (the plateau schedule), epochs a cap
+            patience = self.spec.finalists.patience
+            train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed,
+                                    schedule="plateau", patience=patience)  # fmt: skip
+        else:
+            train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed)
         measured: dict[str, Any] = {}
         history: list[float] = []
 
@@ -181,21 +188,13 @@ class Objective:
                 raise _OverBudget(over)
 
         rungs = set(self.spec.early_stopping.rungs(epochs)) if role == "search" else set()
-        n_val = len(self.task.val[1])
+        n_val = len(self.task.val[1])  # accuracies are proportions of this many examples
 
         def on_epoch(stats: EpochStats) -> bool:
             history.append(stats.val_accuracy)
             trial.set_user_attr("epoch", stats.epoch)  # progress, for a parent process polling the storage
             if self.on_epoch is not None:
                 self.on_epoch()
-            if role == "finalist":
-                if fidelity.plateaued(history, n_val, self.spec.finalists.patience):
-                    measured["stop"] = (
-                        f"plateau at epoch {stats.epoch}: no rise above one standard error in "
-                        f"{self.spec.finalists.patience} epochs"
-                    )
-                    return True
-                return False
             if stats.epoch not in rungs:
                 return False
             trial.set_user_attr("history", list(history))  # running peers compare against it
@@ -246,6 +245,11 @@ class Objective:
         }
         if "stop" in measured:
             attrs["stop"] = measured["stop"]
+        elif role == "finalist" and result.fit.stopped_early:
+            attrs["stop"] = (
+                f"plateau at epoch {result.fit.epochs_run}: no rise above the noise in "
+                f"{train_cfg.patience} epochs after the last learning-rate drop"
+            )
         if result.relations is not None:
             attrs["relations"] = [
                 [int(r.layer), int(r.head), int(r.relation), round(float(r.attention), 4)]

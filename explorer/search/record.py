@@ -27,12 +27,15 @@ __all__ = [
     "RECORD_VERSION",
     "RETRY_ATTRS",
     "FinalistRun",
+    "RETIMED_ATTR",
+    "Retiming",
     "ROLES",
     "TrialRecord",
     "arch_key",
     "closed_counts",
     "is_bookkeeping",
     "load_records",
+    "load_retimings",
     "record_from_trial",
 ]
 
@@ -44,6 +47,7 @@ _BOOKKEEPING = (
     "exhausted",
 )  # trials closed without running: neither results nor failures
 RETRY_ATTRS = ("role", "seed", "finalist")  # what a retried trial inherits: what it is, not what it measured
+RETIMED_ATTR = "retimed"  # study attribute holding the finalists' re-timings (explorer.search.retime)
 FINALIST_SEED_OFFSET = 1_000_000  # finalist seeds are spec.seed + offset + i; search seeds spec.seed + number
 
 
@@ -79,6 +83,8 @@ class TrialRecord:
     seed: int | None  # the training seed (init, data order, dropout)
     epochs_planned: int | None
     batch_size: int | None = None  # training batch size
+    schedule: str = "cosine"  # the lr schedule (finalists: plateau, with this patience)
+    patience: int | None = None
     history: tuple[float, ...] = ()  # validation accuracy after each epoch run
     val_accuracy: float | None = None  # after the last epoch run
     test_accuracy: float | None = None
@@ -149,8 +155,9 @@ class TrialRecord:
         """How this trial trained (its planned epochs; :attr:`epochs_run` says where it stopped)."""
         if self.lr is None or self.seed is None or self.epochs_planned is None:
             raise ValueError(f"trial #{self.number} has no training settings recorded")
+        extra = {"schedule": self.schedule} | ({"patience": self.patience} if self.patience else {})
         return TrainConfig(
-            epochs=self.epochs_planned, batch_size=self.batch_size or 32, lr=self.lr, seed=self.seed
+            epochs=self.epochs_planned, batch_size=self.batch_size or 32, lr=self.lr, seed=self.seed, **extra
         )
 
     # ---------------------------------------------------------------------------------------- writing
@@ -174,6 +181,8 @@ class TrialRecord:
             "seed": self.seed,
             "epochs_planned": self.epochs_planned,
             "batch_size": self.batch_size,
+            "schedule": self.schedule,
+            "patience": self.patience,
         }
 
     def to_attrs(self) -> dict[str, Any]:
@@ -254,6 +263,8 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         seed=_opt(a, "seed", int),
         epochs_planned=_opt(a, "epochs_planned", int),
         batch_size=_opt(a, "batch_size", int),
+        schedule=str(a.get("schedule", "cosine")),
+        patience=_opt(a, "patience", int),
         history=tuple(float(x) for x in a.get("history") or ()),
         val_accuracy=_opt(a, "val_accuracy", float),
         test_accuracy=_opt(a, "test_accuracy", float),
@@ -301,6 +312,23 @@ def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[Tria
 def replace(record: TrialRecord, **changes: Any) -> TrialRecord:
     """A copy of ``record`` with ``changes`` (for tests and synthetic studies)."""
     return dataclasses.replace(record, **changes)
+
+
+@dataclass(frozen=True)
+class Retiming:
+    """One architecture timed in one round."""
+
+    key: str  # arch_key of the configuration
+    round: int
+    latency: LatencyResult
+
+
+def load_retimings(study: optuna.Study) -> list[Retiming]:
+    """Every stored re-timing of the study, in the order they were measured."""
+    return [
+        Retiming(str(r["key"]), int(r["round"]), LatencyResult.from_dict(r["latency"]))
+        for r in study.user_attrs.get(RETIMED_ATTR) or []
+    ]
 
 
 def closed_counts(study: optuna.Study) -> dict[str, int]:

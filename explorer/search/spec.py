@@ -40,8 +40,10 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
                      reference layouts with fresh seeds until accuracy stops moving; top (2): front
                      architectures nearest the knee; references (true): 1 head and the folklore's 8 (8-16)
                      heads per layer at the knee's width and depth, and the next faster front layout;
-                     seeds (3); max_epochs (3 x [task] epochs); patience (4): stop when the best validation
-                     accuracy has not risen by more than one binomial standard error in this many epochs
+                     seeds (3); max_epochs (3 x [task] epochs): a cap; patience (4): with a constant learning
+                     rate after warm-up, a plateau (no rise above one binomial standard error in this many
+                     epochs) cuts it 10x, twice, and a third plateau ends the run; timing_rounds (3):
+                     interleaved re-timing rounds of every finalist once training is done
 """
 
 from __future__ import annotations
@@ -147,6 +149,7 @@ class FinalistsSpec:
     seeds: int = 3  # fresh seeds per finalist
     max_epochs: int | None = None  # cap of the plateau rule; None: 3 x [task] epochs
     patience: int = 4  # epochs without a rise of more than one binomial standard error before stopping
+    timing_rounds: int = 3  # interleaved re-timing rounds of every finalist, with no training running
 
     def epochs(self, search_epochs: int) -> int:
         return self.max_epochs or 3 * search_epochs
@@ -315,7 +318,8 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
 
 
 def _finalists(data: Any, epochs: int) -> FinalistsSpec:
-    t = Table(data, "[finalists]", ("enabled", "top", "references", "seeds", "max_epochs", "patience"))
+    keys = ("enabled", "top", "references", "seeds", "max_epochs", "patience", "timing_rounds")
+    t = Table(data, "[finalists]", keys)
     spec = FinalistsSpec(
         enabled=t.flag("enabled", True),
         top=t.integer("top", 2),
@@ -323,6 +327,7 @@ def _finalists(data: Any, epochs: int) -> FinalistsSpec:
         seeds=t.integer("seeds", 3),
         max_epochs=t.integer("max_epochs", None),
         patience=t.integer("patience", 4),
+        timing_rounds=t.integer("timing_rounds", 3),
     )
     if spec.max_epochs is not None and spec.max_epochs < epochs:
         raise SpecError(

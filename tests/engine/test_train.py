@@ -8,7 +8,7 @@ import torch
 from explorer.engine.config import InputSpec, ModelConfig, TrainConfig
 from explorer.engine.tasks.base import Task
 from explorer.engine.train import EpochStats, TrainResult, _lr_lambda, evaluate, fit
-from explorer.errors import TrainingDivergedError
+from explorer.errors import ConfigError, TrainingDivergedError
 
 CPU = torch.device("cpu")
 MODEL = ModelConfig(d_model=16, heads=(2, 4))
@@ -109,3 +109,17 @@ def test_fit_on_cuda_under_autocast():
     assert next(model.parameters()).device.type == "cuda"
     assert next(model.parameters()).dtype == torch.float32  # autocast keeps fp32 master weights
     assert res.val_accuracy > 0.9
+
+
+def test_plateau_schedule_trains_until_accuracy_stops_moving_and_reproduces(one_thread):
+    from explorer.engine.tasks import load_task
+
+    task = load_task("digits")
+    cfg = ModelConfig(d_model=16, heads=(2,), mlp_ratio=1.0)
+    train = TrainConfig(epochs=40, batch_size=128, lr=3e-3, seed=3, schedule="plateau", patience=2, decays=1)
+    _, a = fit(cfg, task, train, "cpu")
+    assert a.stopped_early and a.epochs_run < 40  # stopped on its own, not at the cap
+    _, b = fit(cfg, task, train, "cpu")
+    assert [s.val_accuracy for s in a.history] == [s.val_accuracy for s in b.history]  # exactly again
+    with pytest.raises(ConfigError, match="schedule"):
+        TrainConfig(schedule="step")

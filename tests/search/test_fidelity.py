@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.search.fidelity import Peer, binomial_se, dominated_at_rung, plateaued
+from explorer.engine.train import binomial_se, plateaued
+from explorer.search.fidelity import Peer, dominated_at_rung
 
 N = 270  # validation examples
 
@@ -60,3 +61,4 @@ def test_plateau_rule():
     assert not plateaued([0.5, 0.6, 0.7], N, 2)  # too short to tell
     assert not plateaued([0.5, 0.6, 0.7, 0.8], N, 2)  # still rising by more than one SE
     assert plateaued([0.5, 0.8, 0.81, 0.805], N, 2)  # the last two epochs added less than one SE
+    assert plateaued([3.0, 2.5, 2.499, 2.4995], N, 2, higher_is_better=False)  # a loss that stopped falling

@@ -29,7 +29,7 @@ from explorer.errors import (
     StudyNotFoundError,
     TrainingDivergedError,
 )
-from explorer.search.record import is_bookkeeping, load_records
+from explorer.search.record import is_bookkeeping, load_records, load_retimings
 from explorer.search.spec import load_spec
 from explorer.search.study import open_study, prepare_study
 from explorer.search.workers import RunOptions
@@ -394,12 +394,16 @@ def test_finalists_are_retrained_with_fresh_seeds_and_confirm_adds_more(tmp_path
     assert all(r.epochs_planned == 4 and 1 <= r.epochs_run <= 4 for r in finals)  # plateau rule, capped
     assert all(not r.latency.cached for r in finals)  # timed afresh, each its own measurement
     assert len(set(keys(handle.study, "finalist"))) == len(finals)
+    # then every finalist architecture is timed again in interleaved rounds with nothing else running
+    retimed = load_retimings(handle.study)
+    n_archs = len({r.key for r in finals})
+    assert len(retimed) == 3 * n_archs and {t.round for t in retimed} == {0, 1, 2}
+    assert {t.key for t in retimed} == {r.key for r in finals}
     # Resuming plans the same runs: nothing new. confirm --seeds 3 adds one seed per finalist, nothing else.
     assert api.run(open_study("fin", sqlite_url)).added == 0
     result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    n_archs = len({r.key for r in finals})
     assert doc["finalist_runs_queued"] == n_archs and doc["finalists"]["done"] == 3 * n_archs
 
 

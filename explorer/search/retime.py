@@ -1,0 +1,67 @@
+"""Re-timing the finalists: interleaved rounds of latency measurements with nothing else running.
+
+A trial times its architecture while other workers train on the same cores, and a figure measured under load
+is wrong in a way no seed can average out. After the finalist stage, this module times every finalist
+architecture again in ``rounds`` rounds, each a fresh random order of them (so a drift in the machine's speed
+hits them alike), in the one process of the command, with no training running. Each (architecture, round) is
+stored with the study as it is measured (user attribute ``retimed``), so an interrupted re-timing continues
+where it stopped. The spread between rounds is what the report's latency intervals are built from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Sequence
+
+import optuna
+import torch
+
+from explorer.engine.config import ModelConfig
+from explorer.engine.latency import model_latency
+from explorer.engine.tasks import load_task
+from explorer.search.record import RETIMED_ATTR, Retiming, load_records, load_retimings
+from explorer.search.study import StudyHandle
+
+__all__ = ["finalist_configs", "retime"]
+
+
+def finalist_configs(study: optuna.Study) -> list[tuple[str, ModelConfig]]:
+    """The distinct (key, architecture) of the study's COMPLETE finalist runs, by first trial number."""
+    seen: dict[str, ModelConfig] = {}
+    for r in load_records(study, roles=("finalist",)):
+        if r.finished and r.key is not None and r.config is not None:
+            seen.setdefault(r.key, r.config)
+    return list(seen.items())
+
+
+def retime(
+    handle: StudyHandle,
+    configs: Sequence[tuple[str, ModelConfig]],
+    rounds: int = 3,
+    device: torch.device | str | None = None,
+) -> list[Retiming]:
+    """Time ``configs`` in ``rounds`` interleaved rounds (see the module docstring); return every stored timing.
+
+    Timings already stored for a (key, round) are kept, so a rerun only measures what is missing. Threads,
+    batch and dtype are the spec's ``[latency]``; the device is ``device`` or the spec's.
+    """
+    spec = handle.spec
+    cfg = dataclasses.replace(spec.latency, device=str(device) if device is not None else spec.latency.device)
+    done = {(t.key, t.round) for t in load_retimings(handle.study)}
+    todo = [(key, c) for key, c in configs for r in range(rounds) if (key, r) not in done]
+    if not todo:
+        return load_retimings(handle.study)
+    task = load_task(spec.task.name, **spec.task.options)
+    rng = random.Random(spec.seed)
+    for r in range(rounds):
+        order = list(configs)
+        rng.shuffle(order)  # drawn for every round, done or not, so a rerun keeps the same orders
+        for key, config in order:
+            if (key, r) in done:
+                continue
+            lat = model_latency(config, task.spec, cfg, cfg.device, cache=None)
+            rows = list(handle.study.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
+            rows.append({"key": key, "round": r, "latency": lat.to_dict()})
+            handle.study.set_user_attr(RETIMED_ATTR, rows)
+    return load_retimings(handle.study)
