@@ -156,6 +156,20 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     return b
 
 
+def _finalist_method(retimings: Sequence[Retiming]) -> str:
+    timing = (
+        f"{len({t.round for t in retimings})} interleaved rounds of re-timing every finalist, with nothing else "
+        "running"
+        if retimings
+        else "the timing at the start of each run"
+    )
+    return (
+        "Each run trained at a constant learning rate after its warm-up; when validation accuracy stopped rising by "
+        "more than one binomial standard error for the spec's patience the rate was cut 10x, twice, and a third "
+        f"plateau (or the cap) ended the run. Latencies come from {timing}."
+    )
+
+
 def finalist_blocks(
     ans: Answer, records: Sequence[TrialRecord], retimings: Sequence[Retiming] = ()
 ) -> list[tuple]:
@@ -177,13 +191,7 @@ def finalist_blocks(
         )
     return [
         ("h", 3, "Finalists: retrained with fresh seeds until accuracy stopped moving"),
-        (
-            "p",
-            [
-                f"Each run trained until its best validation accuracy had not risen by more than one binomial "
-                f"standard error for the spec's patience, or to its cap, and was timed afresh.{tau_text}"
-            ],
-        ),  # fmt: skip
+        ("p", [_finalist_method(retimings) + tau_text]),
         ("table", pd.DataFrame(rows)),
     ]
 
