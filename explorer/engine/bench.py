@@ -11,6 +11,7 @@ Drawing it is :mod:`explorer.output`'s job; this module only measures.
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
 from typing import Any
@@ -24,6 +25,7 @@ from explorer.engine.attention import MultiHeadAttention, attention_flops
 from explorer.engine.config import LatencyConfig, valid_heads
 from explorer.engine.device import as_device
 from explorer.engine.latency import time_forward
+from explorer.engine.runtime import check_runtime
 from explorer.errors import ConfigError
 
 __all__ = [
@@ -70,14 +72,16 @@ class _MatMul(nn.Module):
 
 
 class _Impl(nn.Module):
-    """One fixed implementation of a shared :class:`MultiHeadAttention`, returning only the output."""
+    """One fixed implementation of a :class:`MultiHeadAttention` (a copy with the same weights), returning only
+    the output. Each has its own copy so that no forward pass changes module state: a compiled or exported
+    graph then specialises on its implementation once, instead of replaying an attribute write every call."""
 
     def __init__(self, attn: MultiHeadAttention, impl: str):
         super().__init__()
-        self.attn, self.impl = attn, impl
+        self.attn = copy.deepcopy(attn)
+        self.attn.impl = impl
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.attn.impl = self.impl
         return self.attn(x)[0]
 
 
@@ -172,6 +176,7 @@ def bench_attention(
     threads: int | None = None,
     matmul_size: int | None = None,
     memory: bool = True,
+    runtime: str = "eager",
 ) -> pd.DataFrame:
     """Time one self-attention forward four ways on ``device``; one row per implementation (BENCH_IMPLS).
 
@@ -183,15 +188,18 @@ def bench_attention(
         matmul_size: side of the square matmul that sets the peak; default per device kind.
         memory: also measure each implementation's peak memory (on a CPU in a child process, a few seconds);
             ``peak_mem_mb`` is NaN when False.
+        runtime: what runs each implementation while timed: ``eager``, ``compile`` or ``onnxruntime``
+            (:mod:`explorer.engine.runtime`); memory, ``max_abs_diff`` and the matmul peak stay eager.
 
     Columns: impl, median_ms, iqr_ms, peak_mem_mb, speedup_vs_serial, gflops, matmul_peak_gflops,
     pct_of_peak, max_abs_diff (largest output difference from serial), device, threads, d_model, heads,
-    seq_len, batch.
+    seq_len, batch, runtime.
     """
     _check_shape(d_model, heads, seq_len, batch)
     device = as_device(device)
+    check_runtime(runtime, device)
     threads = threads or torch.get_num_threads()
-    cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
+    cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time, runtime=runtime)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         attn = MultiHeadAttention(d_model, heads).to(device).eval()
@@ -225,6 +233,7 @@ def bench_attention(
                 "heads": heads,
                 "seq_len": seq_len,
                 "batch": batch,
+                "runtime": res.runtime,
             }
         )
     df = pd.DataFrame(rows)

@@ -3,6 +3,8 @@
 Latency is measured apart from training, in eval mode under ``torch.inference_mode``, with a fixed CPU thread
 count (so figures compare across runs and across workers sharing a machine). ``Timer.blocked_autorange``
 picks the number of calls per timed block and synchronizes CUDA, so no hand-written timing loop is needed.
+What is timed is the model under the configured runtime (eager, ``torch.compile`` or ONNX Runtime, see
+:mod:`explorer.engine.runtime`) at the deployment shape (``LatencyConfig.batch_size`` and ``seq_len``).
 
 Measuring costs seconds per architecture, so :func:`model_latency` keeps results in a
 :class:`~explorer.engine.latency_cache.LatencyCache`.
@@ -10,6 +12,7 @@ Measuring costs seconds per architecture, so :func:`model_latency` keeps results
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import time
@@ -23,13 +26,16 @@ from explorer.engine.device import as_device, device_label
 from explorer.engine.latency_cache import LatencyCache
 from explorer.engine.measures import LatencyResult
 from explorer.engine.model import build_model
+from explorer.engine.runtime import Runner, check_runtime, prepare_runner, runtime_version
 from explorer.errors import ConfigError
 
 __all__ = [
+    "deployment_spec",
     "latency_key",
     "model_latency",
     "random_input",
     "time_forward",
+    "time_runner",
 ]
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -49,17 +55,52 @@ def _check_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return _DTYPES[dtype]
 
 
+def time_runner(
+    runner: Runner, device: torch.device, cfg: LatencyConfig, batch_size: int, seq_len: int
+) -> LatencyResult:
+    """Time a prepared :class:`~explorer.engine.runtime.Runner`: warm-up, then ``Timer.blocked_autorange``.
+
+    The caller sets the mode (eval, inference mode); the thread count is ``cfg.threads`` while timing.
+    """
+    # Warm up by count and by time: caches, the allocator and the clock settle before timing starts
+    # (a fixed few calls left the first measurement of a fresh process up to 15% slow).
+    calls, deadline = 0, time.perf_counter() + cfg.min_run_time / 3
+    while calls < _WARMUP_CALLS or time.perf_counter() < deadline:
+        runner()
+        calls += 1
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    timer = benchmark.Timer(stmt="run()", globals={"run": runner}, num_threads=cfg.threads)
+    m = timer.blocked_autorange(min_run_time=cfg.min_run_time)
+    return LatencyResult(
+        median_ms=m.median * 1e3,
+        iqr_ms=m.iqr * 1e3,
+        batch_size=batch_size,
+        seq_len=seq_len,
+        threads=cfg.threads,
+        device=device_label(device),
+        dtype=cfg.dtype,
+        runs=len(m.times),
+        samples_ms=tuple(t * 1e3 for t in m.times),
+        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        load=_load_average(),
+        runtime=runner.runtime,
+    )
+
+
 def time_forward(
     model: nn.Module, example: torch.Tensor, device: torch.device | str, cfg: LatencyConfig
 ) -> LatencyResult:
-    """Time ``model(example)`` on ``device``: warm-up, then ``Timer.blocked_autorange(cfg.min_run_time)``.
+    """Time ``model(example)`` on ``device`` under ``cfg.runtime``: warm-up, then ``blocked_autorange``.
 
     The model is moved to ``device`` (and cast to ``cfg.dtype`` on CUDA) in place, like ``nn.Module.to``; its
     train/eval mode and the process's CPU thread count are restored afterwards. ``example`` is one batch,
-    ``[B, T]`` token ids or ``[B, T, F]`` features. Half dtypes on CPU raise :class:`ConfigError`.
+    ``[B, T]`` token ids or ``[B, T, F]`` features. Half dtypes on CPU raise :class:`ConfigError`; a runtime
+    that cannot run here (a missing ``onnx`` extra...) raises before anything is timed.
     """
     device = as_device(device)
     dtype = _check_dtype(cfg.dtype, device)
+    check_runtime(cfg.runtime, device)
     model.to(device=device, dtype=dtype)
     x = example.to(device)
     if x.is_floating_point():
@@ -69,50 +110,36 @@ def time_forward(
     torch.set_num_threads(cfg.threads)
     try:
         with torch.inference_mode():
-            # Warm up by count and by time: caches, the allocator and the clock settle before timing starts
-            # (a fixed few calls left the first measurement of a fresh process up to 15% slow).
-            calls, deadline = 0, time.perf_counter() + cfg.min_run_time / 3
-            while calls < _WARMUP_CALLS or time.perf_counter() < deadline:
-                model(x)
-                calls += 1
-            if device.type == "cuda":
-                torch.cuda.synchronize(device)
-            timer = benchmark.Timer(
-                stmt="model(x)", globals={"model": model, "x": x}, num_threads=cfg.threads
-            )
-            m = timer.blocked_autorange(min_run_time=cfg.min_run_time)
+            runner = prepare_runner(model, x, device, cfg.runtime, cfg.threads)
+            return time_runner(runner, device, cfg, int(x.shape[0]), int(x.shape[1]) if x.dim() > 1 else 1)
     finally:
         torch.set_num_threads(old_threads)
         model.train(was_training)
-    return LatencyResult(
-        median_ms=m.median * 1e3,
-        iqr_ms=m.iqr * 1e3,
-        batch_size=int(x.shape[0]),
-        seq_len=int(x.shape[1]) if x.dim() > 1 else 1,
-        threads=cfg.threads,
-        device=device_label(device),
-        dtype=cfg.dtype,
-        runs=len(m.times),
-        samples_ms=tuple(t * 1e3 for t in m.times),
-        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        load=_load_average(),
-    )
+
+
+def deployment_spec(spec: InputSpec, cfg: LatencyConfig) -> InputSpec:
+    """The task's input shape at the deployment sequence length (``cfg.seq_len``; None keeps the task's)."""
+    return spec if cfg.seq_len in (None, spec.seq_len) else dataclasses.replace(spec, seq_len=cfg.seq_len)
 
 
 def latency_key(model_cfg: ModelConfig, spec: InputSpec, cfg: LatencyConfig, device: torch.device) -> str:
-    """What a latency figure depends on: architecture, input shape, batch, threads, dtype, hardware, torch."""
+    """What a latency figure depends on: architecture, deployment input shape, batch, threads, dtype, hardware,
+    torch, and the runtime with its version (left out for eager, so figures cached before runtimes existed
+    stay valid)."""
+    spec = deployment_spec(spec, cfg)
     shape = f"{spec.kind}_T{spec.seq_len}_V{spec.vocab_size}_F{spec.n_features}_C{spec.n_classes}"
-    return "|".join(
-        [
-            model_cfg.key(),
-            shape,
-            f"b{cfg.batch_size}",
-            f"t{cfg.threads}",
-            cfg.dtype,
-            device_label(device),
-            f"torch{torch.__version__}",
-        ]
-    )
+    parts = [
+        model_cfg.key(),
+        shape,
+        f"b{cfg.batch_size}",
+        f"t{cfg.threads}",
+        cfg.dtype,
+        device_label(device),
+        f"torch{torch.__version__}",
+    ]
+    if cfg.runtime != "eager":
+        parts.append(f"{cfg.runtime}{runtime_version(cfg.runtime)}")
+    return "|".join(parts)
 
 
 def random_input(spec: InputSpec, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -132,10 +159,13 @@ def model_latency(
     """Latency of the encoder ``model_cfg`` builds for ``spec``, from ``cache`` when it holds the key.
 
     The model is built under seed 0 (inside ``torch.random.fork_rng``, so the caller's RNG state is untouched)
-    and fed one random batch of ``cfg.batch_size``. ``cache=None`` measures every time and stores nothing.
+    at the deployment shape (``cfg.seq_len`` positions, default the task's) and fed one random batch of
+    ``cfg.batch_size``, run by ``cfg.runtime``. ``cache=None`` measures every time and stores nothing.
     """
     device = as_device(device)
     _check_dtype(cfg.dtype, device)
+    check_runtime(cfg.runtime, device)
+    spec = deployment_spec(spec, cfg)
     key = latency_key(model_cfg, spec, cfg, device)
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit
