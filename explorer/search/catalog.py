@@ -15,9 +15,9 @@ from explorer.search.record import closed_counts, is_bookkeeping, load_records
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
     check_study_name,
-    default_storage_url,
     mask_url,
     open_storage,
+    resolve_storage_url,
     sqlite_path,
     study_exists,
 )
@@ -28,7 +28,7 @@ __all__ = ["list_studies", "read_study", "study_status"]
 def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study, StudySpec, str]:
     """The study ``name``, its stored spec and its storage URL, opened read-only."""
     check_study_name(name)
-    url = storage_url or default_storage_url(name)
+    url = resolve_storage_url(name, storage_url)
     path = sqlite_path(url)
     if path is not None and not path.exists():
         raise StudyNotFoundError(

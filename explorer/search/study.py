@@ -16,6 +16,7 @@ trials with workers. What it is organised around:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import multiprocessing
 import os
 import time
@@ -34,19 +35,22 @@ from explorer import __version__
 from explorer.engine.bench import bench_attention
 from explorer.engine.config import ModelConfig, valid_heads
 from explorer.engine.device import resolve_device
+from explorer.engine.runtime import check_runtime
 from explorer.engine.tasks import load_task
 from explorer.errors import ConfigError, ExplorerError, SpecError, StorageError, StudyNotFoundError
-from explorer.search.artifacts import store_for
+from explorer.search.artifacts import LOCATION_ATTR, ArtifactStore, store_for
 from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.record import FinalistRun, arch_key, is_bookkeeping
 from explorer.search.sampling import make_sampler
 from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
+    check_artifact_location,
     check_study_name,
     default_storage_url,
     mask_url,
     open_storage,
+    resolve_storage_url,
     sqlite_path,
     study_exists,
 )
@@ -56,7 +60,10 @@ __all__ = [
     "Progress",
     "RunOptions",
     "StudyHandle",
+    "artifact_store",
+    "check_can_run",
     "enqueue_runs",
+    "note_artifact_location",
     "open_study",
     "prepare_study",
     "record_bench",
@@ -67,6 +74,8 @@ __all__ = [
 MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials in a row
 SPEC_WAIT_S = 30.0  # how long to wait for a study another command is creating right now to get its spec
 STAGES = ("search", "finalists")
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------- opening
@@ -121,9 +130,10 @@ class StudyHandle:
 
 
 def _comparable(spec: StudySpec) -> dict[str, Any]:
-    """The parts of a spec that define the study's meaning (a new total or timeout is allowed on resume)."""
+    """The parts of a spec that define the study's meaning (a new total, timeout or artifact location is allowed
+    on resume)."""
     d = spec.stored()
-    for key in ("n_trials", "timeout"):
+    for key in ("n_trials", "timeout", "artifacts"):
         d.pop(key, None)
     return d
 
@@ -156,8 +166,10 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
     check_study_name(spec.name)
     SearchSpace(spec.space)  # an empty or impossible space fails here, before the storage is touched
     load_task(spec.task.name, **spec.task.options)  # so does a missing or malformed data file
-    check_device(device or spec.latency.device)  # and a device this machine does not have
-    url = storage_url or spec.storage or default_storage_url(spec.name)
+    # and a device this machine does not have, or a runtime it cannot run (a missing `onnx` extra...)
+    check_runtime(spec.latency.runtime, check_device(device or spec.latency.device))
+    url = resolve_storage_url(spec.name, storage_url, spec.storage)
+    log.info("opening the storage %s", mask_url(url))
     storage = _open(url)
     created = False
     if not study_exists(storage, spec.name):
@@ -173,6 +185,7 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
         study.set_user_attr("explorer_version", __version__)
         study.set_user_attr("task", spec.task.name)
         study.set_user_attr("spec", spec.stored())  # last: its presence says the study is ready
+        log.info("created study %s (%s)", spec.name, ", ".join(spec.objective_names()))
         return StudyHandle(study, spec, url)
     study = optuna.load_study(study_name=spec.name, storage=storage)
     stored = _stored_spec(study, url, wait_s=SPEC_WAIT_S)
@@ -181,13 +194,14 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
             f"study {spec.name!r} already exists in {mask_url(url)} with a different spec; "
             f"give the changed spec a new name, or resume it with `explorer study resume {spec.name}`."
         )
+    log.info("loaded study %s: %d trials so far", spec.name, len(study.get_trials(deepcopy=False)))
     return StudyHandle(study, stored, url)
 
 
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
     """Load an existing study and the spec stored with it (no spec file needed)."""
     check_study_name(name)
-    url = storage_url or default_storage_url(name)
+    url = resolve_storage_url(name, storage_url)
     path = sqlite_path(url)
     if path is not None and not path.exists():
         raise StudyNotFoundError(
@@ -280,11 +294,14 @@ def record_bench(handle: StudyHandle, device: torch.device) -> bool:
     """Run the attention benchmark once per study and store it with the study; False when there was nothing to
     do (recorded already, or switched off by the spec's ``bench = false``)."""
     if not handle.spec.bench or "bench" in handle.study.user_attrs:
+        log.debug("attention bench: %s", "switched off" if not handle.spec.bench else "recorded already")
         return False
     t0 = time.perf_counter()
+    log.info("running the attention bench once for %s on %s (skip it with --no-bench)", handle.name, device)
     seq_len = load_task(handle.spec.task.name, **handle.spec.task.options).spec.seq_len
     handle.study.set_user_attr("bench", attention_bench(handle.spec, seq_len, device))
     handle.study.set_user_attr("bench_time_s", time.perf_counter() - t0)
+    log.info("attention bench done in %.1f s", time.perf_counter() - t0)
     return True
 
 
@@ -300,6 +317,9 @@ class RunOptions:
     device: str | None = None  # None: the spec's latency device
     timeout: float | None = None  # seconds after which no new trial starts
     poll_interval: float = 1.0
+    artifacts: str | None = (
+        None  # where trained weights go (None: $EXPLORER_ARTIFACTS, the spec's, the default)
+    )
 
     def check(self) -> RunOptions:
         if self.workers < 1:
@@ -310,7 +330,32 @@ class RunOptions:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout:g}.")
         if self.device is not None:
             check_device(self.device)
+        if self.artifacts is not None:
+            check_artifact_location(self.artifacts)
         return self
+
+
+def check_can_run(handle: StudyHandle, options: RunOptions) -> None:
+    """Everything a run of ``handle`` needs from this machine (its device and runtime), checked before any write."""
+    check_runtime(handle.spec.latency.runtime, check_device(options.device or handle.spec.latency.device))
+
+
+def artifact_store(handle: StudyHandle, location: str | None = None) -> ArtifactStore:
+    """The artifact store a study's weights go to and come from (see :mod:`explorer.search.artifacts`), sharing
+    the study's storage connection; ``location`` overrides ``$EXPLORER_ARTIFACTS`` and the spec's."""
+    return store_for(
+        handle.storage_url,
+        location=location,
+        storage=handle.study._storage,
+        spec_location=handle.spec.artifacts,
+    )
+
+
+def note_artifact_location(handle: StudyHandle, store: ArtifactStore) -> None:
+    """Record where this run writes weights on the study (read by people and by benchmarks/dashboard_check.py;
+    every weight's own index entry names its location too)."""
+    if handle.study.user_attrs.get(LOCATION_ATTR) != store.write_location:
+        handle.study.set_user_attr(LOCATION_ATTR, store.write_location)
 
 
 def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
@@ -375,6 +420,7 @@ def _work(
     deadline: float | None,
     poll_interval: float,
     on_trial: Callable[[], None] | None = None,
+    artifacts: str | None = None,
 ) -> str:
     """One worker's loop over a stage; returns "" when the stage is done, else why it stopped."""
     study = handle.study
@@ -386,7 +432,7 @@ def _work(
         stage=stage,
         total=total,
         device=device,
-        store=store_for(handle.storage_url),
+        store=artifact_store(handle, artifacts),
         on_epoch=on_trial,
     )
     callbacks: list[Callable[..., None]] = []
@@ -422,16 +468,27 @@ def _worker_main(
     threads: int,
     deadline_in: float | None,
     out: Any,
+    artifacts: str | None = None,
+    log_level: int = logging.WARNING,
 ) -> None:
-    """Entry point of a worker process (spawned): open the study by name and work on the stage."""
+    """Entry point of a worker process (spawned): open the study by name and work on the stage. A parent run
+    with ``-v`` passes its log level, so the worker's steps reach the same stderr."""
     import signal
 
+    if log_level < logging.WARNING:
+        logger = logging.getLogger("explorer")
+        logger.setLevel(log_level)
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter(f"%(asctime)s worker {os.getpid()} %(name)s: %(message)s", "%H:%M:%S")
+        )
+        logger.addHandler(handler)
     torch.set_num_threads(threads)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     deadline = None if deadline_in is None else time.monotonic() + deadline_in
     try:
         handle = open_study(name, storage_url)
-        out.put(_work(handle, stage, total, device, deadline, 1.0))
+        out.put(_work(handle, stage, total, device, deadline, 1.0, artifacts=artifacts))
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
 
@@ -466,11 +523,29 @@ def run_stage(
         return p
 
     report()
+    log.info(
+        "%s stage of %s: %d %s, %d worker(s) on %s",
+        stage,
+        handle.name,
+        total,
+        "trials in total" if stage == "search" else "runs",
+        options.workers,
+        dev,
+    )
     if options.workers == 1:
         previous = torch.get_num_threads()
         torch.set_num_threads(options.threads)
         try:
-            note = _work(handle, stage, total, str(dev), deadline, options.poll_interval, on_trial=report)
+            note = _work(
+                handle,
+                stage,
+                total,
+                str(dev),
+                deadline,
+                options.poll_interval,
+                on_trial=report,
+                artifacts=options.artifacts,
+            )
         finally:
             torch.set_num_threads(previous)
         return report(note)
@@ -481,7 +556,18 @@ def run_stage(
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(handle.storage_url, handle.spec.name, stage, total, d, options.threads, left, queue),
+            args=(
+                handle.storage_url,
+                handle.spec.name,
+                stage,
+                total,
+                d,
+                options.threads,
+                left,
+                queue,
+                options.artifacts,
+                logging.getLogger("explorer").getEffectiveLevel(),
+            ),
         )
         for d in _worker_devices(dev, options.workers)
     ]
