@@ -3,12 +3,16 @@
 Each command parses its options, calls one library function and prints. Heavy imports (torch, optuna, seaborn)
 happen inside the commands so ``explorer --help`` and read-only commands start fast. Every
 :class:`~explorer.errors.ExplorerError` becomes one line on stderr and its exit code, never a traceback (``-v``
-shows one). ``--json`` prints exactly one JSON document on stdout; progress and notes go to stderr.
+shows one). ``--json`` prints exactly one JSON document on stdout; progress and notes go to stderr. Exit codes
+are those of :mod:`explorer.errors` (2: usage, 3: bad input, 4: no result, 5: environment, 130: interrupted).
+``-v`` shows explorer's own steps (the ``explorer`` logger) and tracebacks, not other libraries' debug output.
+Shell completion is click's: ``eval "$(_EXPLORER_COMPLETE=bash_source explorer)"`` (see the README).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sys
 from collections.abc import Callable
@@ -17,7 +21,7 @@ from typing import Any
 
 import click
 
-from explorer.errors import ConfigError, ExplorerError
+from explorer.errors import EXIT_INTERRUPTED, ConfigError, ExplorerError
 
 
 class ExplorerGroup(click.Group):
@@ -31,6 +35,9 @@ class ExplorerGroup(click.Group):
                 raise
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted: nothing half-written was kept.", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
 
 
 def _emit_json(doc: Any) -> None:
@@ -90,13 +97,34 @@ def main(ctx: click.Context, verbose: bool) -> None:
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose
     if verbose:
-        import logging
+        _log_to_stderr(logging.DEBUG)
 
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+
+class _StderrHandler(logging.StreamHandler):
+    """The handler `-v` puts on the ``explorer`` logger (a type of its own, so it is added once per process)."""
+
+
+def _log_to_stderr(level: int) -> None:
+    """Show explorer's own log (``explorer.*`` loggers) on stderr from ``level`` up; other libraries' loggers
+    (matplotlib, PIL, torch...) are left alone, so `-v` is explorer's steps, not their debug output."""
+    logger = logging.getLogger("explorer")
+    logger.setLevel(level)
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        handler = _StderrHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
 
 
 # Options several commands share, declared once.
-_storage_option = click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+_storage_option = click.option(
+    "--storage",
+    help="Storage URL (default: $EXPLORER_STORAGE, else sqlite:///studies/NAME.db).",
+)
+_artifacts_option = click.option(
+    "--artifacts",
+    help="Where trained weights and figures are kept: a directory, file://, s3://BUCKET or gs://BUCKET "
+    "(default: $EXPLORER_ARTIFACTS, else where the study recorded them).",
+)
 _trial_option = click.option(
     "--trial",
     "which",
@@ -180,6 +208,13 @@ def space(d_model: int, min_dk: int, as_json: bool) -> None:
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--latency-batch", type=int, default=32, show_default=True, help="Batch size for timing.")
 @click.option("--latency-threads", type=int, default=1, show_default=True, help="CPU threads while timing.")
+@click.option(
+    "--latency-runtime",
+    type=click.Choice(["eager", "compile", "onnxruntime"]),
+    default="eager",
+    show_default=True,
+    help="What runs the timed model (onnxruntime needs the onnx extra).",
+)
 @_threads_option
 @_json_option
 def train(
@@ -199,6 +234,7 @@ def train(
     device: str,
     latency_batch: int,
     latency_threads: int,
+    latency_runtime: str,
     threads: int,
     as_json: bool,
 ) -> None:
@@ -229,7 +265,9 @@ def train(
             d_model, layers, heads, min_dk=min_dk, mlp_ratio=mlp_ratio, attention=attention
         )
         train_cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    lat_cfg = LatencyConfig(device=device, batch_size=latency_batch, threads=latency_threads)
+    lat_cfg = LatencyConfig(
+        device=device, batch_size=latency_batch, threads=latency_threads, runtime=latency_runtime
+    )
     loaded = load_task(task, **options)
     torch.set_num_threads(threads)
     if not as_json:
@@ -260,7 +298,7 @@ def train(
     click.echo(f"test accuracy   {result.test_accuracy:.4f}")
     click.echo(
         f"latency         {lat.median_ms:.3f} ms/batch (IQR {lat.iqr_ms:.3f}) at batch {lat.batch_size}, "
-        f"seq {lat.seq_len}, {lat.threads} thread(s){' [from the cache]' if lat.cached else ''}"
+        f"seq {lat.seq_len}, {lat.threads} thread(s), {lat.runtime}{' [from the cache]' if lat.cached else ''}"
     )
     click.echo(f"params          {result.params:,}")
     click.echo(f"FLOPs/example   {result.flops:,}")
@@ -286,6 +324,13 @@ def bench() -> None:
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--threads", type=int, default=None, help="CPU threads (default: all torch uses).")
 @click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
+@click.option(
+    "--runtime",
+    type=click.Choice(["eager", "compile", "onnxruntime"]),
+    default="eager",
+    show_default=True,
+    help="What runs each implementation while timed (onnxruntime needs the onnx extra).",
+)
 @_json_option
 @click.option(
     "--out", type=click.Path(file_okay=False, path_type=Path), help="Write bench.csv and bench.png here."
@@ -299,6 +344,7 @@ def bench_attention_cmd(
     device: str,
     threads: int | None,
     min_run_time: float,
+    runtime: str,
     as_json: bool,
     out: Path | None,
     force: bool,
@@ -313,6 +359,10 @@ def bench_attention_cmd(
     folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
     from explorer.engine.bench import bench_attention
     from explorer.engine.device import resolve_device
+    from explorer.engine.runtime import check_runtime
+
+    dev = resolve_device(device)
+    check_runtime(runtime, dev)  # a missing extra fails before anything is timed
 
     if not as_json:
         _note(f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads ...")
@@ -321,9 +371,10 @@ def bench_attention_cmd(
         heads=heads,
         seq_len=seq_len,
         batch=batch,
-        device=resolve_device(device),
+        device=dev,
         min_run_time=min_run_time,
         threads=threads,
+        runtime=runtime,
     )
     written: list[Path] = []
     if folder is not None:
@@ -341,6 +392,7 @@ def bench_attention_cmd(
         _emit_json(
             {
                 "shape": {"d_model": d_model, "heads": heads, "seq_len": seq_len, "batch": batch},
+                "runtime": runtime,
                 "rows": df.to_dict(orient="records"),
                 "files": [str(p) for p in written],
             }
@@ -349,6 +401,41 @@ def bench_attention_cmd(
     click.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for path in written:
         _note(f"wrote {path}")
+
+
+@bench.command("model")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--batch", type=int, help="Batch size (default: the study's latency batch).")
+@click.option("--threads", type=int, help="CPU threads (default: the study's latency threads).")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed.")
+@_json_option
+def bench_model_cmd(
+    path: Path, batch: int | None, threads: int | None, device: str, min_run_time: float, as_json: bool
+) -> None:
+    """Time a model `explorer export` wrote (.onnx on ONNX Runtime, .pt2 via torch.export, .pt eagerly) and
+    compare it with the study's figure for that trial and its spread."""
+    from explorer.output.exported import bench_model
+
+    result = bench_model(path, batch, threads, device, min_run_time)
+    doc = result.to_dict()
+    if as_json:
+        _emit_json(doc)
+        return
+    lat = result.latency
+    click.echo(
+        f"{path}: {lat.median_ms:.3f} ms per batch (IQR {lat.iqr_ms:.3f}) on {lat.runtime}, batch "
+        f"{lat.batch_size}, seq {lat.seq_len}, {lat.threads} thread(s), {lat.device}"
+    )
+    st = result.study
+    if st:
+        verdict = "within" if result.within_spread else "outside"
+        setup = "" if result.same_setup else " (measured differently: compare with care)"
+        click.echo(
+            f"study figure for trial #{st['trial']}: {st['median_ms']:.3f} ms [{st['low']:.3f}, {st['high']:.3f}] "
+            f"on {st['runtime']}, batch {st['batch_size']}; this timing is {verdict} that spread, ratio "
+            f"{doc['ratio_to_study']:.3f}{setup}"
+        )
 
 
 # --------------------------------------------------------------------------------------------- study
@@ -368,6 +455,7 @@ def _run_options(f: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--device", help="Override the spec's device (auto, cpu, cuda)."),
         _threads_option,
+        _artifacts_option,
         _json_option,
     ]
     for option in reversed(options):
@@ -455,33 +543,49 @@ def _run_and_report(handle: Any, action: Callable[..., Any], as_json: bool, **kw
     _note(f"{line}. Next: explorer report {handle.name}{where}")
 
 
-def _options(workers: int, threads: int, device: str | None, timeout: float | None) -> Any:
+def _options(
+    workers: int, threads: int, device: str | None, timeout: float | None, artifacts: str | None
+) -> Any:
     from explorer.search.study import RunOptions
 
-    return RunOptions(workers=workers, threads=threads, device=device, timeout=timeout).check()
+    return RunOptions(
+        workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts
+    ).check()
+
+
+_no_bench_option = click.option(
+    "--no-bench",
+    is_flag=True,
+    help="Skip the once-per-study attention bench this time (spec: bench = false).",
+)
 
 
 @study.command("run")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--storage", help="Storage URL (default: the spec's, else sqlite:///studies/NAME.db).")
+@click.option(
+    "--storage",
+    help="Storage URL (default: $EXPLORER_STORAGE, else the spec's, else sqlite:///studies/NAME.db).",
+)
 @click.option("--n-trials", type=int, help="The study's total of search trials (default: the spec's).")
 @click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
+@_no_bench_option
 @_run_options
 def study_run(
     spec_path: Path,
     storage: str | None,
     n_trials: int | None,
     no_finalists: bool,
+    no_bench: bool,
     timeout: float | None,
     workers: int,
     device: str | None,
     threads: int,
+    artifacts: str | None,
     as_json: bool,
 ) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
-    options = _options(
-        workers, threads, device, timeout
-    )  # every option checked before the storage is touched
+    # every option is checked before the storage is touched
+    options = _options(workers, threads, device, timeout, artifacts)
     from explorer import api
     from explorer.search.spec import load_spec
     from explorer.search.study import prepare_study
@@ -490,7 +594,15 @@ def study_run(
     handle = prepare_study(load_spec(spec_path), storage, device=device)
     if "spec_path" not in handle.study.user_attrs:
         handle.study.set_user_attr("spec_path", str(spec_path))
-    _run_and_report(handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists)
+    _run_and_report(
+        handle,
+        api.run,
+        as_json,
+        n_trials=n_trials,
+        options=options,
+        finalists=not no_finalists,
+        bench=not no_bench,
+    )
 
 
 @study.command("resume")
@@ -498,36 +610,52 @@ def study_run(
 @_storage_option
 @click.option("--n-trials", type=int, help="A new total of search trials (stored with the study).")
 @click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
+@_no_bench_option
 @_run_options
 def study_resume(
     name: str,
     storage: str | None,
     n_trials: int | None,
     no_finalists: bool,
+    no_bench: bool,
     timeout: float | None,
     workers: int,
     device: str | None,
     threads: int,
+    artifacts: str | None,
     as_json: bool,
 ) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
-    options = _options(workers, threads, device, timeout)
+    options = _options(workers, threads, device, timeout, artifacts)
     from explorer import api
     from explorer.search.study import open_study
 
     _quiet_optuna()
     handle = open_study(name, storage)
-    _run_and_report(handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists)
+    _run_and_report(
+        handle,
+        api.run,
+        as_json,
+        n_trials=n_trials,
+        options=options,
+        finalists=not no_finalists,
+        bench=not no_bench,
+    )
 
 
 @study.command("list")
-@click.option("--storage", help="Storage URL (default: every SQLite database in ./studies/).")
+@click.option(
+    "--storage", help="Storage URL (default: $EXPLORER_STORAGE, else every SQLite database in ./studies/)."
+)
 @_json_option
 def study_list(storage: str | None, as_json: bool) -> None:
     """List the studies in a storage (or in every studies/*.db) with their trial counts."""
-    from explorer.search.catalog import list_studies
-    from explorer.search.storage import mask_url
+    import os
 
+    from explorer.search.catalog import list_studies
+    from explorer.search.storage import STORAGE_ENV, mask_url
+
+    storage = storage or os.environ.get(STORAGE_ENV, "").strip() or None
     urls = (
         [storage] if storage else [f"sqlite:///{p.as_posix()}" for p in sorted(Path("studies").glob("*.db"))]
     )
@@ -578,13 +706,25 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
 @_storage_option
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME.")
 @_force_option
+@_artifacts_option
+@click.option(
+    "--no-artifacts", is_flag=True, help="Do not keep the figures with the study (optuna.artifacts)."
+)
 @_json_option
-def report(name: str, storage: str | None, out: Path | None, force: bool, as_json: bool) -> None:
-    """Write the recommendation report, figures and CSVs for a study."""
+def report(
+    name: str,
+    storage: str | None,
+    out: Path | None,
+    force: bool,
+    artifacts: str | None,
+    no_artifacts: bool,
+    as_json: bool,
+) -> None:
+    """Write the recommendation report, figures and CSVs for a study; keep the figures with the study."""
     from explorer import api
 
     _quiet_optuna()
-    paths = api.report(name, storage, out, force)
+    paths = api.report(name, storage, out, force, artifacts=artifacts, keep_figures=not no_artifacts)
     if as_json:
         _emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in paths.files]})
         return
@@ -596,21 +736,93 @@ def report(name: str, storage: str | None, out: Path | None, force: bool, as_jso
 @_storage_option
 @_trial_option
 @click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="FILE.json to write."
+    "--format",
+    "fmt",
+    type=click.Choice(["config", "state", "pt2", "onnx"]),
+    default="config",
+    show_default=True,
+    help="config: run config JSON; state: weights + config (.pt); pt2: torch.export; onnx: ONNX (onnx extra).",
 )
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The file to write."
+)
+@_artifacts_option
+@_threads_option
 @_json_option
-def export(name: str, storage: str | None, which: str, out: Path, as_json: bool) -> None:
-    """Write a trial's config so `explorer train --config FILE.json` rebuilds and retrains it exactly."""
+def export(
+    name: str,
+    storage: str | None,
+    which: str,
+    fmt: str,
+    out: Path,
+    artifacts: str | None,
+    threads: int,
+    as_json: bool,
+) -> None:
+    """Export a trial: its run config (`explorer train --config` retrains it exactly), or its trained model
+    with the config, checked against PyTorch on the test split (`explorer bench model` times it)."""
+    _check_threads(threads)
     from explorer import api
 
     _quiet_optuna()
-    record = api.export(name, out, which, storage)
+    if fmt != "config":
+        import torch
+
+        torch.set_num_threads(threads)
+        if not as_json:
+            _note(
+                f"exporting trial {which} of {name!r} as {fmt} (weights from the study's artifacts, else retrained)"
+            )
+    result = api.export(name, out, which, storage, fmt, artifacts)
     if as_json:
-        _emit_json({"study": name, "trial": record.number, "heads": list(record.heads), "out": str(out)})
+        _emit_json(result.to_dict(name))
+        return
+    record = result.record
+    if fmt == "config":
+        click.echo(
+            f"wrote trial #{record.number} of {name!r} to {out}; retrain with: explorer train --config {out}"
+        )
         return
     click.echo(
-        f"wrote trial #{record.number} of {name!r} to {out}; retrain with: explorer train --config {out}"
+        f"wrote trial #{record.number} of {name!r} (heads {_heads_text(record.heads)}) as {fmt} to {out}; "
+        f"max |logit difference| from PyTorch on {result.examples} test examples: {result.max_abs_diff:.2e} "
+        f"(tolerance 1e-4), same prediction on {result.agreement:.1%}. Time it with: explorer bench model {out}"
     )
+
+
+@main.command()
+@click.argument("names", nargs=-1, required=True)
+@_storage_option
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/compare-A-B.")
+@_force_option
+@_json_option
+def compare(
+    names: tuple[str, ...], storage: str | None, out: Path | None, force: bool, as_json: bool
+) -> None:
+    """Overlay the accuracy/latency fronts of several studies (CPU vs GPU, eager vs ONNX Runtime, two tasks)
+    in one figure and one table, each study labelled with its device and runtime."""
+    from explorer import api
+
+    _quiet_optuna()
+    df, files = api.compare(list(names), storage, out, force)
+    if as_json:
+        from explorer.insight.tables import csv_ready
+
+        _emit_json(
+            {
+                "studies": list(names),
+                "rows": csv_ready(df).to_dict(orient="records"),
+                "files": [str(p) for p in files],
+            }
+        )
+        return
+    for label, rows in df.groupby("label", sort=False):
+        k = rows[rows["knee"].astype(bool)].iloc[0]
+        click.echo(
+            f"{label}: {len(rows)} front architectures; knee heads {_heads_text(k['heads'])}, "
+            f"val {k['val_accuracy']:.4f}, {k['latency_ms']:.3f} ms"
+        )
+    click.echo(f"wrote {', '.join(p.name for p in files)} to {files[0].parent}/")
 
 
 # --------------------------------------------------------------------------------------------- evidence
@@ -633,10 +845,11 @@ def confirm(
     workers: int,
     device: str | None,
     threads: int,
+    artifacts: str | None,
     as_json: bool,
 ) -> None:
     """Run the finalist stage now, with more finalists or seeds; runs already done are kept (resumable)."""
-    options = _options(workers, threads, device, timeout)
+    options = _options(workers, threads, device, timeout, artifacts)
     from explorer import api
     from explorer.search.study import open_study
 
@@ -653,6 +866,7 @@ def confirm(
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME-heads.")
 @_threads_option
 @_force_option
+@_artifacts_option
 @_json_option
 def heads(
     name: str,
@@ -662,6 +876,7 @@ def heads(
     out: Path | None,
     threads: int,
     force: bool,
+    artifacts: str | None,
     as_json: bool,
 ) -> None:
     """What each head of a trained finalist does: importance, masking, entropy, similarity, attention maps."""
@@ -674,7 +889,7 @@ def heads(
     torch.set_num_threads(threads)
     if not as_json:
         _note(f"analysing trial {which} of {name!r} (weights from the study's artifacts, else retrained) ...")
-    r, files = api.heads(name, storage, which, device, out, force)
+    r, files = api.heads(name, storage, which, device, out, force, artifacts)
     if as_json:
         _emit_json(
             {
