@@ -14,6 +14,7 @@ of the same Optuna study, so workers, heartbeats, totals and resumption work the
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +63,8 @@ __all__ = [
     "trials",
 ]
 
+
+log = logging.getLogger(__name__)
 
 DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
 
@@ -250,11 +253,14 @@ def report(
     optuna-dashboard and other machines see them."""
     data = load(name, storage)
     store = artifact_store(data.handle, artifacts) if keep_figures else None  # a bad location fails first
-    paths = write_report(data.report_input(), out or Path("reports") / name, force)
+    out = Path(out or Path("reports") / name)
+    log.info("writing the report of %s (%d trials) into %s", name, len(data.records), out)
+    paths = write_report(data.report_input(), out, force)
     if store is not None:
-        for path in paths.files:
-            if path.suffix == ".png":
-                store.save_file(name, path)
+        figures = [p for p in paths.files if p.suffix == ".png"]
+        for path in figures:
+            store.save_file(name, path)
+        log.info("kept %d figures with the study in %s", len(figures), store.write_location)
     return paths
 
 

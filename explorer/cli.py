@@ -15,6 +15,7 @@ import json
 import logging
 import math
 import sys
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ class ExplorerGroup(click.Group):
             return super().invoke(ctx)
         except ExplorerError as exc:
             if ctx.obj and ctx.obj.get("verbose"):
-                raise
+                traceback.print_exc(file=sys.stderr)  # -v: the traceback too, and still the documented code
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
@@ -96,20 +97,31 @@ def main(ctx: click.Context, verbose: bool) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose
-    if verbose:
-        _log_to_stderr(logging.DEBUG)
+    _log_to_stderr(logging.DEBUG if verbose else None)
 
 
 class _StderrHandler(logging.StreamHandler):
-    """The handler `-v` puts on the ``explorer`` logger (a type of its own, so it is added once per process)."""
+    """The handler `-v` puts on the ``explorer`` logger (a type of its own, so it is added once per process).
+    It writes to whatever ``sys.stderr`` is at the time (a test runner swaps it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
 
 
-def _log_to_stderr(level: int) -> None:
-    """Show explorer's own log (``explorer.*`` loggers) on stderr from ``level`` up; other libraries' loggers
-    (matplotlib, PIL, torch...) are left alone, so `-v` is explorer's steps, not their debug output."""
+def _log_to_stderr(level: int | None) -> None:
+    """Show explorer's own log (``explorer.*`` loggers) on stderr from ``level`` up, or not at all (None: the
+    handler of an earlier `-v` call in this process is removed). Other libraries' loggers (matplotlib, PIL,
+    torch...) are left alone, so `-v` is explorer's steps, not their debug output."""
     logger = logging.getLogger("explorer")
+    ours = [h for h in logger.handlers if isinstance(h, _StderrHandler)]
+    if level is None:
+        for handler in ours:
+            logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+        return
     logger.setLevel(level)
-    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+    if not ours:
         handler = _StderrHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
         logger.addHandler(handler)
@@ -244,9 +256,11 @@ def train(
     from tqdm import tqdm
 
     from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
+    from explorer.engine.device import resolve_device
     from explorer.engine.evaluate import evaluate_variant
     from explorer.engine.latency_cache import LatencyCache
     from explorer.engine.runconfig import load_run_config
+    from explorer.engine.runtime import check_runtime
     from explorer.engine.tasks import load_task
 
     options = _parse_options(task_opts)
@@ -268,6 +282,7 @@ def train(
     lat_cfg = LatencyConfig(
         device=device, batch_size=latency_batch, threads=latency_threads, runtime=latency_runtime
     )
+    check_runtime(latency_runtime, resolve_device(device))  # a missing extra fails before any training
     loaded = load_task(task, **options)
     torch.set_num_threads(threads)
     if not as_json:
@@ -332,9 +347,7 @@ def bench() -> None:
     help="What runs each implementation while timed (onnxruntime needs the onnx extra).",
 )
 @_json_option
-@click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), help="Write bench.csv and bench.png here."
-)
+@click.option("--out", type=click.Path(path_type=Path), help="Write bench.csv and bench.png here.")
 @_force_option
 def bench_attention_cmd(
     d_model: int,
@@ -356,13 +369,13 @@ def bench_attention_cmd(
         _check_threads(threads)
     if not min_run_time > 0:
         raise ConfigError(f"--min-run-time must be positive, got {min_run_time:g}.")
-    folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
     from explorer.engine.bench import bench_attention
     from explorer.engine.device import resolve_device
     from explorer.engine.runtime import check_runtime
 
     dev = resolve_device(device)
-    check_runtime(runtime, dev)  # a missing extra fails before anything is timed
+    check_runtime(runtime, dev)  # a missing extra fails before anything is timed or written
+    folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
 
     if not as_json:
         _note(f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads ...")
@@ -704,7 +717,7 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
 @main.command()
 @click.argument("name")
 @_storage_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME.")
+@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/NAME.")
 @_force_option
 @_artifacts_option
 @click.option(
@@ -743,9 +756,7 @@ def report(
     show_default=True,
     help="config: run config JSON; state: weights + config (.pt); pt2: torch.export; onnx: ONNX (onnx extra).",
 )
-@click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="The file to write."
-)
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="The file to write.")
 @_artifacts_option
 @_threads_option
 @_json_option
@@ -769,10 +780,6 @@ def export(
         import torch
 
         torch.set_num_threads(threads)
-        if not as_json:
-            _note(
-                f"exporting trial {which} of {name!r} as {fmt} (weights from the study's artifacts, else retrained)"
-            )
     result = api.export(name, out, which, storage, fmt, artifacts)
     if as_json:
         _emit_json(result.to_dict(name))
@@ -793,7 +800,7 @@ def export(
 @main.command()
 @click.argument("names", nargs=-1, required=True)
 @_storage_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/compare-A-B.")
+@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/compare-A-B.")
 @_force_option
 @_json_option
 def compare(
@@ -863,7 +870,7 @@ def confirm(
 @_storage_option
 @_trial_option
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME-heads.")
+@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/NAME-heads.")
 @_threads_option
 @_force_option
 @_artifacts_option

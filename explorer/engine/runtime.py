@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import inspect
 import io
 import logging
 import warnings
@@ -112,6 +113,7 @@ def onnx_bytes(model: nn.Module, example: torch.Tensor, dynamic_batch: bool = Tr
     # An example of batch 1 would be specialised (0/1 specialisation): trace with at least 2 rows.
     x = example if example.shape[0] > 1 or not dynamic_batch else torch.cat([example, example])
     log.debug("exporting %s to ONNX at input shape %s", type(model).__name__, tuple(x.shape))
+    extra = {"optimize": True} if "optimize" in inspect.signature(torch.onnx.export).parameters else {}
     try:
         with quiet_torch():
             program = torch.onnx.export(
@@ -121,8 +123,8 @@ def onnx_bytes(model: nn.Module, example: torch.Tensor, dynamic_batch: bool = Tr
                 dynamic_shapes=shapes,
                 input_names=["x"],
                 output_names=["logits"],
-                optimize=True,
                 verbose=False,
+                **extra,  # graph optimisation, where this torch release's exporter has the keyword
             )
     except ImportError as exc:  # onnxscript or onnx imported by the exporter itself
         raise MissingExtraError("exporting to ONNX", "onnx", exc.name or "onnxscript") from None

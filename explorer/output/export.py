@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Sequence
@@ -37,7 +38,14 @@ from explorer.engine.tasks import load_task
 from explorer.errors import ConfigError, ExportMismatchError
 from explorer.insight.recommend import resolve_trial
 from explorer.insight.tables import architectures
-from explorer.output.exported import EXPORT_VERSION, FORMAT_SUFFIX, META_KEY, PT2_EXTRA, load_exported
+from explorer.output.exported import (
+    EXPORT_VERSION,
+    FORMAT_SUFFIX,
+    META_KEY,
+    PT2_EXTRA,
+    load_exported,
+    pt2_archive_constants,
+)
 from explorer.search.artifacts import ArtifactStore, trained_model
 from explorer.search.record import TrialRecord
 from explorer.search.spec import StudySpec
@@ -52,6 +60,8 @@ __all__ = [
     "run_config_of",
     "study_latency",
 ]
+
+log = logging.getLogger(__name__)
 
 EXPORT_FORMATS = ("config", "state", "pt2", "onnx")
 PARITY_TOLERANCE = 1e-4  # max |logit difference| allowed between an exported model and PyTorch (float32)
@@ -212,12 +222,15 @@ def export_trial(
     out = check_out_path(out)
     if fmt == "onnx":
         require_onnx("exporting to ONNX")
+    if fmt == "pt2":
+        pt2_archive_constants()  # a torch without the format fails here, before any work
     record = resolve_trial(records, spec, which)
     if fmt == "config":
         write_run_config(out, run_config_of(record, spec, storage))
         return ExportResult(record, out, fmt, None, 0, None)
     if store is None:
         raise ValueError("exporting a model needs the study's artifact store")
+    log.info("exporting trial #%d of %s as %s to %s", record.number, spec.name, fmt, out)
     task = load_task(spec.task.name, **spec.task.options)
     model = trained_model(spec.name, record, task, spec.latency, store, "cpu")
     X = task.test[0]

@@ -34,7 +34,7 @@ from explorer.engine.latency import random_input, time_runner
 from explorer.engine.measures import LatencyResult
 from explorer.engine.model import build_model
 from explorer.engine.runtime import Runner, ort_runner, ort_session, quiet_torch, require_onnx
-from explorer.errors import ConfigError, DataError
+from explorer.errors import ConfigError, DataError, RuntimeUnavailableError
 
 __all__ = [
     "EXPORT_VERSION",
@@ -46,6 +46,7 @@ __all__ = [
     "bench_model",
     "check_pt2",
     "load_exported",
+    "pt2_archive_constants",
 ]
 
 EXPORT_VERSION = 1
@@ -105,6 +106,22 @@ def _format_of(path: Path) -> str:
 # --------------------------------------------------------------------------------------------- pt2 safety
 
 
+def pt2_archive_constants() -> Any:
+    """torch's PT2 archive layout (``torch.export.pt2_archive.constants``), or a one-line error on a torch too
+    old to write weights as raw bytes (the only .pt2 files explorer writes and loads): feature-detected, since
+    the format arrived in the 2.x releases after explorer's torch floor."""
+    try:
+        from torch.export.pt2_archive import constants
+    except ImportError:
+        constants = None
+    if constants is None or not hasattr(constants, "WEIGHTS_CONFIG_FILENAME_FORMAT"):
+        raise RuntimeUnavailableError(
+            f".pt2 files need a torch with the PT2 archive format (this is {torch.__version__}); upgrade torch, "
+            "or use --format state or onnx."
+        )
+    return constants
+
+
 def check_pt2(path: Path) -> None:
     """Refuse a ``.pt2`` archive that ``torch.export.load`` would unpickle anything from.
 
@@ -113,8 +130,7 @@ def check_pt2(path: Path) -> None:
     ``weights_only=True`` fails, its sample inputs. Each is refused here; the sample inputs must load with
     ``weights_only=True`` (so torch's fallback is never reached).
     """
-    from torch.export.pt2_archive import constants as C
-
+    C = pt2_archive_constants()
     bad = DataError(
         f"{path} holds pickled objects that loading would run; only .pt2 files of plain tensors (as "
         "`explorer export` writes) are loaded."
