@@ -76,6 +76,22 @@ def test_a_reader_finds_weights_where_they_were_written(study, storage_url, tmp_
     )
 
 
+def test_relative_locations_are_recorded_absolute_and_reads_create_nothing(
+    study, storage_url, tmp_path, monkeypatch
+):
+    monkeypatch.delenv(ARTIFACTS_ENV, raising=False)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    monkeypatch.chdir(tmp_path / "a")
+    writer = ArtifactStore(storage_url, "rel-art", storage=study._storage)
+    writer.save(study.study_name, study.ask().number, tiny())
+    assert writer.index(study.study_name)[0]["location"] == str(tmp_path / "a" / "rel-art")
+    monkeypatch.chdir(tmp_path / "b")  # another process, another folder: the recorded path still resolves
+    reader = ArtifactStore(storage_url)
+    assert reader.has(study.study_name, 0) and not reader.has(study.study_name, 5)
+    assert list((tmp_path / "b").iterdir()) == []  # looking (also in the default location) created nothing
+
+
 def test_size_limit_removes_the_oldest_and_prune_keeps_the_chosen(study, storage_url, tmp_path):
     probe = ArtifactStore(storage_url, str(tmp_path / "probe"), storage=study._storage)
     probe.save(study.study_name, study.ask().number, tiny())
@@ -149,3 +165,72 @@ def importlib_missing(name: str) -> bool:
     import importlib.util
 
     return importlib.util.find_spec(name) is None
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_heads_from_a_third_process_reads_weights_two_workers_stored(postgres_url, study_name, tmp_path):
+    """Two worker processes share a PostgreSQL study and an artifact location; a third process, in another
+    folder and given only the storage URL, analyses a trial's heads from the stored weights (no retraining)."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.deploy_helpers import write_tiny_spec
+
+    root = Path(__file__).resolve().parents[1]
+    shared = tmp_path / "shared-artifacts"
+    spec = write_tiny_spec(tmp_path, name=study_name, n_trials=3)  # the space holds 3 layouts
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(root),
+        "EXPLORER_HEARTBEAT_INTERVAL": "1",
+        "EXPLORER_STORAGE": postgres_url,
+    }
+    env.pop(ARTIFACTS_ENV, None)
+    run = [
+        sys.executable,
+        "-m",
+        "explorer.cli",
+        "study",
+        "run",
+        str(spec),
+        "--workers",
+        "2",
+        "--artifacts",
+        str(shared),
+    ]
+    done = subprocess.run(
+        [*run, "--json"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["search"]["done"] == 3
+    storage = open_storage(postgres_url, heartbeat=False)
+    study = optuna.load_study(study_name=study_name, storage=storage)
+    index = ArtifactStore(postgres_url, storage=storage).index(study_name)
+    assert sorted(index) == [t.number for t in study.trials if t.state.name == "COMPLETE"]
+    assert {e["location"] for e in index.values()} == {str(shared)}
+    writers = {m.artifact_id for t in study.trials for m in get_all_artifact_meta(t, storage=storage)}
+    assert writers == {e["artifact_id"] for e in index.values()}  # each on the trial that trained it
+
+    elsewhere = tmp_path / "third"
+    elsewhere.mkdir()
+    heads = [
+        sys.executable,
+        "-m",
+        "explorer.cli",
+        "-v",
+        "heads",
+        study_name,
+        "--trial",
+        "knee",
+        "--out",
+        "h",
+        "--json",
+    ]
+    third = subprocess.run(heads, cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stderr
+    assert "loaded the weights of trial" in third.stderr and "retraining" not in third.stderr
+    assert ArtifactStore(postgres_url, storage=storage).index(study_name) == index  # nothing re-stored
+    assert json.loads(third.stdout)["trial"] in index and (elsewhere / "h" / "heads.md").is_file()

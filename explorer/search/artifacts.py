@@ -58,6 +58,7 @@ __all__ = [
     "ARTIFACT_DIR_ENV",
     "DEFAULT_MAX_BYTES",
     "ArtifactStore",
+    "absolute_location",
     "artifact_root_for",
     "open_backend",
     "store_for",
@@ -86,12 +87,21 @@ def artifact_root_for(storage_url: str) -> Path:
     return Path("studies") / "artifacts"
 
 
+def absolute_location(location: str) -> str:
+    """A directory location as an absolute path (what the index records, so a process in another folder finds
+    it); cloud locations unchanged."""
+    if location.startswith(("s3://", "gs://")):
+        return location
+    return str(Path(location.removeprefix("file://")).expanduser().resolve())
+
+
 def _env_location() -> str | None:
     return os.environ.get(ARTIFACTS_ENV, "").strip() or None
 
 
-def open_backend(location: str) -> Any:
-    """The Optuna artifact store for ``location`` (see the module docstring); a directory is created."""
+def open_backend(location: str, create: bool = True) -> Any:
+    """The Optuna artifact store for ``location`` (see the module docstring); a directory is created unless
+    ``create`` is False (reading creates nothing: a missing directory simply holds no file)."""
     location = check_artifact_location(location)
     if location.startswith("s3://"):
         from optuna.artifacts import Backoff, Boto3ArtifactStore
@@ -104,12 +114,13 @@ def open_backend(location: str) -> Any:
     from optuna.artifacts import FileSystemArtifactStore
 
     path = Path(location.removeprefix("file://")).expanduser()
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StorageError(
-            f"cannot create the artifact directory {str(path)!r} ({exc.strerror}); choose a writable --artifacts."
-        ) from None
+    if create:
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(
+                f"cannot create the artifact directory {str(path)!r} ({exc.strerror}); choose a writable --artifacts."
+            ) from None
     return FileSystemArtifactStore(path)
 
 
@@ -138,10 +149,11 @@ class ArtifactStore:
             raise ConfigError(f"the artifact size limit must be positive, got {max_bytes} bytes.")
         self.storage_url = storage_url
         self.override = check_artifact_location(location) if location else _env_location()
-        self.write_location = self.override or spec_location or str(artifact_root_for(storage_url))
+        self.default_location = absolute_location(str(artifact_root_for(storage_url)))
+        self.write_location = absolute_location(self.override or spec_location or self.default_location)
         self.max_bytes = int(max_bytes)
         self._storage = storage
-        self._backends: dict[str, Any] = {}
+        self._backends: dict[tuple[str, bool], Any] = {}
 
     # ---------------------------------------------------------------------------------------- plumbing
 
@@ -151,10 +163,12 @@ class ArtifactStore:
             self._storage = open_storage(self.storage_url, heartbeat=False)
         return self._storage
 
-    def backend(self, location: str) -> Any:
-        if location not in self._backends:
-            self._backends[location] = open_backend(location)
-        return self._backends[location]
+    def backend(self, location: str, create: bool = False) -> Any:
+        """The store at ``location``; ``create`` makes its directory (for writing)."""
+        key = (location, create)
+        if key not in self._backends:
+            self._backends[key] = open_backend(location, create)
+        return self._backends[key]
 
     def _study_id(self, study_name: str) -> int:
         try:
@@ -177,7 +191,18 @@ class ArtifactStore:
         return entry if isinstance(entry, dict) and not entry.get("removed") else None
 
     def _read_location(self, entry: dict[str, Any]) -> str:
-        return self.override or str(entry.get("location") or self.write_location)
+        """Where an indexed file is: the override if set, else where it was written, else (a SQLite study moved
+        together with its ``NAME.artifacts`` folder) the default location of this storage."""
+        if self.override:
+            return absolute_location(self.override)
+        recorded = str(entry.get("location") or self.write_location)
+        for location in (recorded, self.default_location):
+            try:
+                self.backend(location).open_reader(entry["artifact_id"]).close()
+                return location
+            except (ArtifactNotFound, OSError, StorageError):
+                continue
+        return recorded
 
     # ---------------------------------------------------------------------------------------- weights
 
@@ -189,7 +214,7 @@ class ArtifactStore:
         trial = storage.get_trial(trial_id)
         state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         previous = self._entry(study_name, trial_number)
-        backend = self.backend(self.write_location)
+        backend = self.backend(self.write_location, create=True)
         with tempfile.TemporaryDirectory(prefix="explorer-weights-") as tmp:
             path = Path(tmp) / f"trial-{int(trial_number):05d}.pt"
             torch.save(state, path)
@@ -322,7 +347,7 @@ class ArtifactStore:
         storage, study_id = self.storage, self._study_id(study_name)
         key = f"{FIGURE_KEY}{path.name}"
         entry = storage.get_study_system_attrs(study_id).get(key)
-        backend = self.backend(self.write_location)
+        backend = self.backend(self.write_location, create=True)
         if isinstance(entry, dict) and entry.get("location") == self.write_location:
             with path.open("rb") as f:
                 backend.write(entry["artifact_id"], f)

@@ -197,6 +197,9 @@ class Objective:
             for name, value in constraints.items():
                 trial.set_constraint(name, value)
             over = [name for name, value in constraints.items() if value > 0]
+            # also as user attributes: optuna-dashboard 0.21 does not show Optuna 5.0's constraints
+            if constraints:
+                _set_attrs(trial, {"constraints": constraints, "feasible": not over})
             if over:
                 raise _OverBudget(over)
 
