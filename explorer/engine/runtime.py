@@ -47,7 +47,7 @@ __all__ = [
     "runtime_version",
 ]
 
-log = logging.getLogger("explorer")
+log = logging.getLogger(__name__)
 
 ONNX_PACKAGES = ("onnx", "onnxruntime", "onnxscript")  # the `onnx` extra: torch's exporter needs onnxscript
 
