@@ -269,3 +269,25 @@ def test_read_only_commands_import_no_torch(study, tmp_path):
     done = run_python(code, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.postgres
+def test_postgres_password_from_pgpassword_not_argv(postgres_url, tmp_path, monkeypatch):
+    """A URL without a password works when libpq's PGPASSWORD holds it (psycopg reads it), so the password is
+    in neither argv nor EXPLORER_STORAGE."""
+    from sqlalchemy.engine import URL, make_url
+
+    url = make_url(postgres_url.replace("postgresql://", "postgresql+psycopg://", 1))
+    parts = (url.drivername, url.username, None, url.host, url.port, url.database, url.query)
+    bare = URL.create(*parts).render_as_string(hide_password=False)
+    assert url.password and url.password not in bare
+    monkeypatch.chdir(tmp_path)
+    ok = CliRunner(env={"PGPASSWORD": url.password}).invoke(
+        main, ["study", "list", "--storage", bare, "--json"]
+    )
+    assert ok.exit_code == 0, ok.output
+    assert isinstance(json.loads(ok.stdout), list)
+    denied = CliRunner(env={"PGPASSWORD": "wrong-password"}).invoke(
+        main, ["study", "list", "--storage", bare]
+    )
+    assert denied.exit_code == errors.EXIT_ENVIRONMENT and "wrong-password" not in denied.output
