@@ -16,7 +16,6 @@ A file that is not one of these, or that would need unpickling, is a one-line :c
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 import pickle
@@ -316,4 +315,4 @@ def bench_model(
             exported.input.seq_len,
             threads,
         )
-    return ModelBench(str(path), exported.format, dataclasses.replace(result), study, within, same)
+    return ModelBench(str(path), exported.format, result, study, within, same)
