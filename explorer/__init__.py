@@ -1,18 +1,53 @@
 """explorer: how many attention heads, per layer, should your Transformer have, on your task and device?
 
 The package builds encoder variants under the head rules (:mod:`explorer.engine.config`), trains them on real tasks
-(:mod:`explorer.engine.tasks`, :mod:`explorer.engine.train`), times them on the device (:mod:`explorer.engine.latency`), searches the
-accuracy/latency trade-off with Optuna (:mod:`explorer.search.study`) and reports what to pick (:mod:`explorer.output.report`).
-Submodules import torch and optuna; this top level does not, so the command line starts instantly.
+(:mod:`explorer.engine.tasks`, :mod:`explorer.engine.train`), times them on the device and runtime they will ship
+on (:mod:`explorer.engine.latency`), searches the accuracy/latency trade-off with Optuna
+(:mod:`explorer.search.study`) and reports what to pick (:mod:`explorer.output.report`).
+
+The workflows of :mod:`explorer.api` are available here, imported on first use, so ``import explorer`` stays
+instant (no torch, no Optuna until a workflow is called)::
+
+    >>> import explorer
+    >>> explorer.run_study("studies/quickstart.toml")       # run (or resume) a study to its total
+    >>> df = explorer.trials("quickstart")                  # its trials as a pandas DataFrame
+    >>> explorer.recommend("quickstart").recommended.heads  # the head-count answer, with its evidence
+    >>> explorer.export("quickstart", "knee.onnx", format="onnx")
 """
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib
+from typing import Any
 
-try:
-    __version__ = version("explorer")
-except PackageNotFoundError:  # running from a source tree that was not installed
-    __version__ = "0.0.0+unknown"
+from explorer.meta import package_version
 
-__all__ = ["__version__"]
+__version__ = package_version()
+
+# name -> module that defines it; resolved on first attribute access (PEP 562)
+_LAZY = {
+    "run_study": "explorer.api",
+    "trials": "explorer.api",
+    "recommend": "explorer.api",
+    "export": "explorer.api",
+    "report": "explorer.api",
+    "heads": "explorer.api",
+    "compare": "explorer.api",
+    "confirm": "explorer.api",
+    "load": "explorer.api",
+    "RunOptions": "explorer.search.study",
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module 'explorer' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

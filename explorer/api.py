@@ -14,6 +14,7 @@ of the same Optuna study, so workers, heartbeats, totals and resumption work the
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,20 +24,32 @@ import pandas as pd
 
 from explorer.engine.device import resolve_device
 from explorer.errors import ConfigError, NoCompletedTrialsError
+from explorer.insight.compare import compare_fronts
 from explorer.insight.finalists import Plan, plan_finalists
 from explorer.insight.recommend import Answer, answer
 from explorer.insight.tables import trials_table
-from explorer.output.export import export_config
+from explorer.output.compare import write_compare
+from explorer.output.export import ExportResult, export_trial
 from explorer.output.heads_report import analyse_trial
 from explorer.output.report import ReportInput, ReportPaths, write_report
 from explorer.search.record import TrialRecord, closed_counts, load_records
 from explorer.search.retime import finalist_configs, load_retimings, retime
 from explorer.search.spec import StudySpec, load_spec
-from explorer.search.study import StudyHandle, open_study, prepare_study, record_bench, set_total
+from explorer.search.study import (
+    StudyHandle,
+    artifact_store,
+    check_can_run,
+    note_artifact_location,
+    open_study,
+    prepare_study,
+    record_bench,
+    set_total,
+)
 from explorer.search.workers import EXHAUSTED, Progress, RunOptions, enqueue_runs, run_stage
 
 __all__ = [
     "RunSummary",
+    "compare",
     "confirm",
     "export",
     "heads",
@@ -48,6 +61,8 @@ __all__ = [
     "trials",
 ]
 
+
+log = logging.getLogger(__name__)
 
 DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
 
@@ -86,14 +101,17 @@ def run(
     finalists: bool = True,
     on_progress: Callable[[Progress], None] | None = None,
     on_stage: Callable[[str, int], None] | None = None,
+    bench: bool = True,
 ) -> RunSummary:
     """Run (or resume) a study to its total, then its finalist stage; see the module docstring.
 
     ``n_trials`` makes a new search total (stored with the study, so resumes and reports agree); it may not fall
-    below the search trials already finished. ``on_stage(stage, total)`` is called as each stage starts.
-    Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
+    below the search trials already finished. ``bench=False`` skips the once-per-study attention bench for this
+    run (the spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each stage
+    starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
     """
     options = options.check()
+    check_can_run(handle, options.device)
     total = handle.spec.n_trials if n_trials is None else n_trials
     if total < 1:
         raise ConfigError(f"--n-trials must be at least 1, got {total}.")
@@ -104,8 +122,9 @@ def run(
             f"give at least {done}."
         )
     set_total(handle, total)  # only now: every input of this command has been accepted
+    note_artifact_location(handle, artifact_store(handle, options.artifacts))
     deadline = _deadline(options)
-    if _finished_search(handle) < total:
+    if bench and _finished_search(handle) < total:
         record_bench(handle, resolve_device(options.device or handle.spec.latency.device))
     if on_stage:
         on_stage("search", total)
@@ -156,6 +175,7 @@ def confirm(
     """Run the finalist stage now, with more finalists (``top``) or seeds than the spec's; resumable: runs already
     done are kept, only what is new is queued."""
     options = options.check()
+    check_can_run(handle, options.device)
     for name, value in (("--top", top), ("--seeds", seeds)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}.")
@@ -204,14 +224,18 @@ def run_study(
     n_trials: int | None = None,
     options: RunOptions = DEFAULT_OPTIONS,
     finalists: bool = True,
+    bench: bool = True,
 ) -> RunSummary:
-    """Create (or resume) the study a spec file or :class:`StudySpec` describes and run it to its total."""
+    """Create (or resume) the study a spec file or :class:`StudySpec` describes and run it to its total.
+
+    ``storage`` defaults to ``$EXPLORER_STORAGE``, then the spec's, then ``sqlite:///studies/NAME.db``.
+    """
     options = options.check()
     spec_obj = spec if isinstance(spec, StudySpec) else load_spec(spec)
     handle = prepare_study(spec_obj, storage, device=options.device)
     if not isinstance(spec, StudySpec) and "spec_path" not in handle.study.user_attrs:
         handle.study.set_user_attr("spec_path", str(spec))
-    return run(handle, n_trials=n_trials, options=options, finalists=finalists)
+    return run(handle, n_trials=n_trials, options=options, finalists=finalists, bench=bench)
 
 
 def trials(name: str, storage: str | None = None) -> pd.DataFrame:
@@ -226,18 +250,43 @@ def recommend(name: str, storage: str | None = None) -> Answer:
 
 
 def report(
-    name: str, storage: str | None = None, out: str | Path | None = None, force: bool = False
+    name: str,
+    storage: str | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+    artifacts: str | None = None,
+    keep_figures: bool = True,
 ) -> ReportPaths:
-    """Write the study's report into ``out`` (default ``reports/NAME``)."""
+    """Write the study's report into ``out`` (default ``reports/NAME``); with ``keep_figures`` its figures are
+    also kept with the study through optuna.artifacts (at ``artifacts``, default the study's location), so
+    optuna-dashboard and other machines see them."""
     data = load(name, storage)
-    return write_report(data.report_input(), out or Path("reports") / name, force)
+    store = artifact_store(data.handle, artifacts) if keep_figures else None  # a bad location fails first
+    out = Path(out or Path("reports") / name)
+    log.info("writing the report of %s (%d trials) into %s", name, len(data.records), out)
+    paths = write_report(data.report_input(), out, force)
+    if store is not None:
+        figures = [p for p in paths.files if p.suffix == ".png"]
+        for path in figures:
+            store.save_file(name, path)
+        log.info("kept %d figures with the study in %s", len(figures), store.write_location)
+    return paths
 
 
-def export(name: str, out: str | Path, which: str = "knee", storage: str | None = None) -> TrialRecord:
-    """Write the run config of a trial (knee, most-accurate, fastest or a number); return its record."""
+def export(
+    name: str,
+    out: str | Path,
+    which: str = "knee",
+    storage: str | None = None,
+    format: str = "config",
+    artifacts: str | None = None,
+) -> ExportResult:
+    """Export a trial (knee, most-accurate, fastest or a number) as a run config or a trained model file
+    (``format``: config, state, pt2, onnx; see :mod:`explorer.output.export`)."""
     data = load(name, storage)
     masked = None if data.handle.is_default_storage else data.handle.masked_url
-    return export_config(data.records, data.handle.spec, which, out, masked)
+    store = artifact_store(data.handle, artifacts) if format != "config" else None
+    return export_trial(data.records, data.handle.spec, which, out, format, store, masked)
 
 
 def heads(
@@ -247,8 +296,10 @@ def heads(
     device: str = "auto",
     out: str | Path | None = None,
     force: bool = False,
+    artifacts: str | None = None,
 ):  # -> tuple[HeadsReport, list[Path]]
-    """Analyse the heads of one trial; see :func:`explorer.output.heads_report.analyse_trial`."""
+    """Analyse the heads of one trial; see :func:`explorer.output.heads_report.analyse_trial`. The weights come
+    from the study's artifact store (``artifacts`` overrides where), else the trial is retrained exactly."""
     data = load(name, storage)
     return analyse_trial(
         data.records,
@@ -258,4 +309,31 @@ def heads(
         device,
         out or Path("reports") / f"{name}-heads",
         force=force,
+        store=artifact_store(data.handle, artifacts),
     )
+
+
+def compare(
+    names: list[str] | tuple[str, ...],
+    storage: str | None = None,
+    out: str | Path | None = None,
+    force: bool = False,
+) -> tuple[pd.DataFrame, list[Path]]:
+    """Overlay the fronts of several studies (each in ``storage``, default its own ``studies/NAME.db``): one
+    table and one figure written into ``out`` (default ``reports/compare-A-B``); see
+    :mod:`explorer.insight.compare`. Every study is read before anything is written."""
+    if len(names) < 2:
+        raise ConfigError(f"compare needs at least two studies, got {len(names)}; name two or more.")
+    twice = sorted({n for n in names if list(names).count(n) > 1})
+    if twice:
+        raise ConfigError(f"study {twice[0]!r} is named twice; name each study once.")
+    studies = []
+    for name in names:
+        records = load(name, storage).records
+        if not any(r.finished and r.role == "search" for r in records):
+            raise NoCompletedTrialsError(
+                f"study {name!r} has no completed search trial to compare; run it first."
+            )
+        studies.append((name, records))
+    df = compare_fronts(studies)
+    return df, write_compare(df, out or Path("reports") / ("compare-" + "-".join(names)), force)

@@ -3,20 +3,26 @@
 Each command (a thin layer over :mod:`explorer.api` and the stage packages) parses its options, calls one library function and prints. Heavy imports (torch, optuna, seaborn)
 happen inside the commands so ``explorer --help`` and read-only commands start fast. Every
 :class:`~explorer.errors.ExplorerError` becomes one line on stderr and its exit code, never a traceback (``-v``
-shows one). ``--json`` prints exactly one JSON document on stdout; progress and notes go to stderr.
+shows one). ``--json`` prints exactly one JSON document on stdout; progress and notes go to stderr. Exit codes
+are those of :mod:`explorer.errors` (2: usage, 3: bad input, 4: no result, 5: environment, 130: interrupted).
+``-v`` shows explorer's own steps (the ``explorer`` logger) and tracebacks, not other libraries' debug output.
+Shell completion is click's: ``eval "$(_EXPLORER_COMPLETE=bash_source explorer)"`` (see the README).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
+import traceback
 from typing import Any
 
 import click
 
-from explorer.commands.model import bench, space, train
-from explorer.commands.results import confirm, export, heads, report
+from explorer.commands.bench import bench
+from explorer.commands.model import space, train
+from explorer.commands.results import compare, confirm, export, heads, report
 from explorer.commands.study import study
-from explorer.errors import ExplorerError
+from explorer.errors import EXIT_INTERRUPTED, ExplorerError
 
 
 class ExplorerGroup(click.Group):
@@ -27,9 +33,12 @@ class ExplorerGroup(click.Group):
             return super().invoke(ctx)
         except ExplorerError as exc:
             if ctx.obj and ctx.obj.get("verbose"):
-                raise
+                traceback.print_exc(file=sys.stderr)  # -v: the traceback too, and still the documented code
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
+        except KeyboardInterrupt:
+            click.echo("interrupted: nothing half-written was kept.", err=True)
+            ctx.exit(EXIT_INTERRUPTED)
 
 
 @click.group(cls=ExplorerGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,15 +53,39 @@ def main(ctx: click.Context, verbose: bool) -> None:
     """
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose
-    if verbose:
-        import logging
+    _log_to_stderr(logging.DEBUG if verbose else None)
 
-        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr)
+
+class _StderrHandler(logging.StreamHandler):
+    """The handler `-v` puts on the ``explorer`` logger (a type of its own, so it is added once per process).
+    It writes to whatever ``sys.stderr`` is at the time (a test runner swaps it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
+def _log_to_stderr(level: int | None) -> None:
+    """Show explorer's own log (``explorer.*`` loggers) on stderr from ``level`` up, or not at all (None: the
+    handler of an earlier `-v` call in this process is removed). Other libraries' loggers (matplotlib, PIL,
+    torch...) are left alone, so `-v` is explorer's steps, not their debug output."""
+    logger = logging.getLogger("explorer")
+    ours = [h for h in logger.handlers if isinstance(h, _StderrHandler)]
+    if level is None:
+        for handler in ours:
+            logger.removeHandler(handler)
+        logger.setLevel(logging.NOTSET)
+        return
+    logger.setLevel(level)
+    if not ours:
+        handler = _StderrHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        logger.addHandler(handler)
 
 
 # Options several commands share, declared once.
 
-for command in (space, train, bench, study, report, export, confirm, heads):
+for command in (space, train, bench, study, report, export, confirm, heads, compare):
     main.add_command(command)
 
 

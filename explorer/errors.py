@@ -1,59 +1,134 @@
-"""One exception hierarchy for the whole package.
+"""One exception hierarchy for the whole package, and the exit codes the command line maps it to.
 
 Every error a user can cause is an :class:`ExplorerError`. Its message is one sentence that names the problem
 and the fix; the CLI prints it on one line and exits with :attr:`ExplorerError.exit_code`, never a traceback.
+
+Exit codes (documented in the README; scripts may rely on them):
+
+====  ==========================================================================================
+0     success
+1     a run failed for a reason of its own (a worker process died, an unexpected error)
+2     usage: an unknown option or a missing argument (click's own code)
+3     bad input: a value, spec, file, study name or storage URL that is wrong; nothing was written
+4     no result: the command ran but has nothing to give (no completed trial, a diverged run,
+      an export whose outputs do not match PyTorch's)
+5     environment: this machine lacks what was asked for (an optional package, a device, a
+      working runtime, a reachable database)
+130   interrupted (Ctrl-C); finished work is kept
+====  ==========================================================================================
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_ENVIRONMENT",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_NO_RESULT",
+    "EXIT_USAGE",
     "ConfigError",
     "DataError",
     "DeviceError",
     "ExplorerError",
+    "ExportMismatchError",
+    "MissingExtraError",
     "NoCompletedTrialsError",
+    "RuntimeUnavailableError",
     "SpecError",
     "StorageError",
+    "StorageUnavailableError",
     "StudyNotFoundError",
     "TrainingDivergedError",
 ]
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2  # click.UsageError's code; listed so the table above is complete in one place
+EXIT_BAD_INPUT = 3
+EXIT_NO_RESULT = 4
+EXIT_ENVIRONMENT = 5
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
 class ExplorerError(Exception):
     """Base class of every error the user can cause or fix."""
 
-    exit_code = 2
+    exit_code = EXIT_FAILED
 
 
 class ConfigError(ExplorerError):
-    """An invalid model, head count, schedule or training setting."""
+    """An invalid model, head count, schedule, option or training setting."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class DataError(ExplorerError):
-    """A task's data is missing, malformed or unsafe to load."""
+    """A task's data (or a model file) is missing, malformed or unsafe to load."""
 
-
-class DeviceError(ExplorerError):
-    """The requested device is not available."""
+    exit_code = EXIT_BAD_INPUT
 
 
 class SpecError(ExplorerError):
     """A study spec (TOML) is malformed or describes an empty or impossible space."""
 
+    exit_code = EXIT_BAD_INPUT
+
 
 class StorageError(ExplorerError):
-    """A storage URL is malformed or the database cannot be reached."""
+    """A storage URL (or artifact location) is malformed."""
+
+    exit_code = EXIT_BAD_INPUT
 
 
 class StudyNotFoundError(ExplorerError):
     """The named study is not in the storage."""
 
+    exit_code = EXIT_BAD_INPUT
+
+
+class DeviceError(ExplorerError):
+    """The requested device is not available on this machine."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class StorageUnavailableError(StorageError):
+    """The database (or its driver) cannot be reached from this machine."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+
+class MissingExtraError(ExplorerError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+    exit_code = EXIT_ENVIRONMENT
+
+    def __init__(self, what: str, extra: str, package: str):
+        super().__init__(
+            f"{what} needs {package}, which is not installed; run pip install 'explorer[{extra}]'."
+        )
+        self.extra, self.package = extra, package
+
+
+class RuntimeUnavailableError(ExplorerError):
+    """A model runtime cannot run here (torch.compile without a working compiler, no CUDA provider...)."""
+
+    exit_code = EXIT_ENVIRONMENT
+
 
 class NoCompletedTrialsError(ExplorerError):
     """A report or export was asked of a study with no completed trial."""
 
-    exit_code = 3
+    exit_code = EXIT_NO_RESULT
 
 
 class TrainingDivergedError(ExplorerError):
     """The training loss became NaN or infinite."""
+
+    exit_code = EXIT_NO_RESULT
+
+
+class ExportMismatchError(ExplorerError):
+    """An exported model's outputs differ from PyTorch's by more than the tolerance (nothing is written)."""
+
+    exit_code = EXIT_NO_RESULT

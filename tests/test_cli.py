@@ -60,7 +60,7 @@ def test_space_json(d_model, min_dk, heads):
 
 def test_bad_schedule_is_one_line_without_traceback():
     result = CliRunner().invoke(main, ["train", "--d-model", "64", "--heads", "uniform:5"])
-    assert result.exit_code == 2
+    assert result.exit_code == 3  # bad input (2 is click's usage error)
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: 5 heads is not valid")
@@ -70,12 +70,12 @@ def test_bad_schedule_is_one_line_without_traceback():
 
 def test_bad_task_option_syntax():
     result = CliRunner().invoke(main, ["train", "--task-opt", "n_relations"])
-    assert result.exit_code == 2 and "not key=value" in result.stderr
+    assert result.exit_code == 3 and "not key=value" in result.stderr
 
 
 def test_missing_config_file(tmp_path):
     result = CliRunner().invoke(main, ["train", "--config", str(tmp_path / "nope.json")])
-    assert result.exit_code == 2 and "does not exist" in result.stderr
+    assert result.exit_code == 3 and "does not exist" in result.stderr
 
 
 @pytest.mark.slow

@@ -13,11 +13,13 @@ import click
 from explorer.errors import ConfigError
 
 __all__ = [
+    "artifacts_option",
     "check_threads",
     "emit_json",
     "force_option",
     "heads_text",
     "json_option",
+    "no_bench_option",
     "note",
     "parse_options",
     "quiet_optuna",
@@ -75,7 +77,20 @@ def heads_text(heads: Any) -> str:
 
 
 # Options several commands share, declared once.
-storage_option = click.option("--storage", help="Storage URL (default: sqlite:///studies/NAME.db).")
+storage_option = click.option(
+    "--storage",
+    help="Storage URL (default: $EXPLORER_STORAGE, else sqlite:///studies/NAME.db).",
+)
+artifacts_option = click.option(
+    "--artifacts",
+    help="Where trained weights and figures are kept: a directory, file://, s3://BUCKET or gs://BUCKET "
+    "(default: $EXPLORER_ARTIFACTS, else where the study recorded them).",
+)
+no_bench_option = click.option(
+    "--no-bench",
+    is_flag=True,
+    help="Skip the once-per-study attention bench this time (spec: bench = false).",
+)
 trial_option = click.option(
     "--trial",
     "which",
@@ -106,6 +121,7 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--device", help="Override the spec's device (auto, cpu, cuda)."),
         threads_option,
+        artifacts_option,
         json_option,
     ]
     for option in reversed(options):
@@ -201,7 +217,11 @@ def run_and_report(handle: Any, action: Callable[..., Any], as_json: bool, **kw:
     note(f"{line}. Next: explorer report {handle.name}{where}")
 
 
-def run_options_of(workers: int, threads: int, device: str | None, timeout: float | None) -> Any:
+def run_options_of(
+    workers: int, threads: int, device: str | None, timeout: float | None, artifacts: str | None
+) -> Any:
     from explorer.search.workers import RunOptions
 
-    return RunOptions(workers=workers, threads=threads, device=device, timeout=timeout).check()
+    return RunOptions(
+        workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts
+    ).check()

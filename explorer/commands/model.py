@@ -1,4 +1,4 @@
-"""`explorer space`, `explorer train` and `explorer bench`: the head rules, one variant, micro-benchmarks."""
+"""`explorer space` and `explorer train`: the head rules, and one variant trained and timed."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import click
 from explorer.commands.common import (
     check_threads,
     emit_json,
-    force_option,
     json_option,
     note,
     parse_options,
@@ -19,7 +18,7 @@ from explorer.commands.common import (
 )
 from explorer.errors import ConfigError
 
-__all__ = ["bench", "space", "train"]
+__all__ = ["space", "train"]
 
 
 # --------------------------------------------------------------------------------------------- space
@@ -124,6 +123,13 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
 @click.option("--latency-batch", type=int, default=32, show_default=True, help="Batch size for timing.")
 @click.option("--latency-threads", type=int, default=1, show_default=True, help="CPU threads while timing.")
 @click.option(
+    "--latency-runtime",
+    type=click.Choice(["eager", "compile", "onnxruntime"]),
+    default="eager",
+    show_default=True,
+    help="What runs the timed model (onnxruntime needs the onnx extra).",
+)
+@click.option(
     "--decode-context",
     type=int,
     help="Also time decoding: ms per new token against a kv cache of this many positions (--task text).",
@@ -149,6 +155,7 @@ def train(
     device: str,
     latency_batch: int,
     latency_threads: int,
+    latency_runtime: str,
     decode_context: int | None,
     threads: int,
     as_json: bool,
@@ -187,7 +194,13 @@ def train(
             attention=attention,
         )
         train_cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    lat_cfg = LatencyConfig(device=device, batch_size=latency_batch, threads=latency_threads)
+    from explorer.engine.device import resolve_device
+    from explorer.engine.runtime import check_runtime
+
+    lat_cfg = LatencyConfig(
+        device=device, batch_size=latency_batch, threads=latency_threads, runtime=latency_runtime
+    )
+    check_runtime(latency_runtime, resolve_device(device))  # a missing extra fails before any training
     decode = None if decode_context is None else DecodeConfig(context=decode_context)
     loaded = load_task(task, **options)
     if decode is not None and not loaded.spec.causal:
@@ -233,7 +246,7 @@ def train(
         click.echo(f"test accuracy   {result.test_accuracy:.4f}")
     click.echo(
         f"latency         {lat.median_ms:.3f} ms/batch (IQR {lat.iqr_ms:.3f}) at batch {lat.batch_size}, "
-        f"seq {lat.seq_len}, {lat.threads} thread(s){' [from the cache]' if lat.cached else ''}"
+        f"seq {lat.seq_len}, {lat.threads} thread(s), {lat.runtime}{' [from the cache]' if lat.cached else ''}"
     )
     if result.decode is not None:
         dec = result.decode
@@ -248,128 +261,3 @@ def train(
         f"training        {result.fit.train_time_s:.1f} s, {result.fit.epochs_run} epochs, "
         f"{result.fit.samples_per_s:.0f} samples/s"
     )
-
-
-# --------------------------------------------------------------------------------------------- bench
-
-
-@click.group()
-def bench() -> None:
-    """Micro-benchmarks on this device."""
-
-
-@bench.command("attention")
-@click.option("--d-model", type=int, default=384, show_default=True)
-@click.option("--heads", type=int, default=8, show_default=True)
-@click.option("--kv-heads", type=int, help="Key/value heads, dividing --heads (default: --heads).")
-@click.option("--seq-len", type=int, default=197, show_default=True, help="Positions of the forward pass.")
-@click.option("--batch", type=int, default=8, show_default=True)
-@click.option("--decode", is_flag=True, help="Time one new token against a key/value cache of --context.")
-@click.option("--context", type=int, help="Cached positions in --decode mode (default 512).")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--threads", type=int, default=None, help="CPU threads (default: all torch uses).")
-@click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
-@json_option
-@click.option(
-    "--out", type=click.Path(file_okay=False, path_type=Path), help="Write bench.csv and bench.png here."
-)
-@force_option
-def bench_attention_cmd(
-    d_model: int,
-    heads: int,
-    kv_heads: int | None,
-    seq_len: int,
-    batch: int,
-    decode: bool,
-    context: int | None,
-    device: str,
-    threads: int | None,
-    min_run_time: float,
-    as_json: bool,
-    out: Path | None,
-    force: bool,
-) -> None:
-    """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the seed's table).
-
-    With --decode: one new token per sequence against a key/value cache of --context positions (the three
-    implementations; fewer --kv-heads shrink the cache each step reads).
-    """
-    from explorer.output.files import OutputFolder
-
-    if threads is not None:
-        check_threads(threads)
-    if not min_run_time > 0:
-        raise ConfigError(f"--min-run-time must be positive, got {min_run_time:g}.")
-    if not decode and context is not None:
-        raise ConfigError("--context is the cache length of --decode mode; add --decode (or drop --context).")
-    ctx = click.get_current_context()
-    if decode and ctx.get_parameter_source("seq_len") is not click.core.ParameterSource.DEFAULT:
-        raise ConfigError("--seq-len is the forward pass's length; in --decode mode give --context instead.")
-    context = 512 if decode and context is None else context
-    from explorer.engine.bench import bench_attention, bench_decode, check_bench_shape
-
-    check_bench_shape(d_model, heads, context if decode else seq_len, batch, kv_heads)
-    folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
-    from explorer.engine.device import resolve_device
-
-    kv_text = f", {kv_heads} kv heads" if kv_heads is not None else ""
-    if decode:
-        if not as_json:
-            note(
-                f"timing one decoding step at batch {batch} against a cache of {context}, d_model {d_model}, "
-                f"{heads} heads{kv_text} ..."
-            )
-        df = bench_decode(
-            d_model=d_model,
-            heads=heads,
-            kv_heads=kv_heads,
-            context=context,
-            batch=batch,
-            device=resolve_device(device),
-            min_run_time=min_run_time,
-            threads=threads,
-        )
-    else:
-        if not as_json:
-            note(
-                f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads{kv_text} ..."
-            )
-        df = bench_attention(
-            d_model=d_model,
-            heads=heads,
-            kv_heads=kv_heads,
-            seq_len=seq_len,
-            batch=batch,
-            device=resolve_device(device),
-            min_run_time=min_run_time,
-            threads=threads,
-        )
-    written: list[Path] = []
-    if folder is not None and decode:
-        folder.write("bench.csv", df.to_csv(index=False))  # no figure for the decoding table yet
-        written = folder.finish()
-    elif folder is not None:
-        import tempfile
-
-        from explorer.output.plots import bench_figure, save_png
-
-        folder.write("bench.csv", df.to_csv(index=False))
-        with tempfile.TemporaryDirectory() as tmp:
-            folder.write(
-                "bench.png", save_png(bench_figure(df.to_dict("records")), Path(tmp) / "b.png").read_bytes()
-            )
-        written = folder.finish()
-    if as_json:
-        shape = {"d_model": d_model, "heads": heads, "kv_heads": kv_heads or heads, "batch": batch}
-        shape |= {"mode": "decode", "context": context} if decode else {"mode": "forward", "seq_len": seq_len}
-        emit_json(
-            {
-                "shape": shape,
-                "rows": df.to_dict(orient="records"),
-                "files": [str(p) for p in written],
-            }
-        )
-        return
-    click.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    for path in written:
-        note(f"wrote {path}")

@@ -7,9 +7,11 @@ from pathlib import Path
 import click
 
 from explorer.commands.common import (
+    artifacts_option,
     check_threads,
     emit_json,
     force_option,
+    heads_text,
     json_option,
     note,
     quiet_optuna,
@@ -21,7 +23,7 @@ from explorer.commands.common import (
     trial_option,
 )
 
-__all__ = ["confirm", "export", "heads", "report"]
+__all__ = ["compare", "confirm", "export", "heads", "report"]
 
 
 # --------------------------------------------------------------------------------------------- report
@@ -30,15 +32,27 @@ __all__ = ["confirm", "export", "heads", "report"]
 @click.command()
 @click.argument("name")
 @storage_option
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME.")
+@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/NAME.")
 @force_option
+@artifacts_option
+@click.option(
+    "--no-artifacts", is_flag=True, help="Do not keep the figures with the study (optuna.artifacts)."
+)
 @json_option
-def report(name: str, storage: str | None, out: Path | None, force: bool, as_json: bool) -> None:
-    """Write the recommendation report, figures and CSVs for a study."""
+def report(
+    name: str,
+    storage: str | None,
+    out: Path | None,
+    force: bool,
+    artifacts: str | None,
+    no_artifacts: bool,
+    as_json: bool,
+) -> None:
+    """Write the recommendation report, figures and CSVs for a study; keep the figures with the study."""
     from explorer import api
 
     quiet_optuna()
-    paths = api.report(name, storage, out, force)
+    paths = api.report(name, storage, out, force, artifacts=artifacts, keep_figures=not no_artifacts)
     if as_json:
         emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in paths.files]})
         return
@@ -50,21 +64,87 @@ def report(name: str, storage: str | None, out: Path | None, force: bool, as_jso
 @storage_option
 @trial_option
 @click.option(
-    "--out", type=click.Path(dir_okay=False, path_type=Path), required=True, help="FILE.json to write."
+    "--format",
+    "fmt",
+    type=click.Choice(["config", "state", "pt2", "onnx"]),
+    default="config",
+    show_default=True,
+    help="config: run config JSON; state: weights + config (.pt); pt2: torch.export; onnx: ONNX (onnx extra).",
 )
+@click.option("--out", type=click.Path(path_type=Path), required=True, help="The file to write.")
+@artifacts_option
+@threads_option
 @json_option
-def export(name: str, storage: str | None, which: str, out: Path, as_json: bool) -> None:
-    """Write a trial's config so `explorer train --config FILE.json` rebuilds and retrains it exactly."""
+def export(
+    name: str,
+    storage: str | None,
+    which: str,
+    fmt: str,
+    out: Path,
+    artifacts: str | None,
+    threads: int,
+    as_json: bool,
+) -> None:
+    """Export a trial: its run config (`explorer train --config` retrains it exactly), or its trained model
+    with the config, checked against PyTorch on the test split (`explorer bench model` times it)."""
+    check_threads(threads)
     from explorer import api
 
     quiet_optuna()
-    record = api.export(name, out, which, storage)
+    if fmt != "config":
+        import torch
+
+        torch.set_num_threads(threads)
+    result = api.export(name, out, which, storage, fmt, artifacts)
     if as_json:
-        emit_json({"study": name, "trial": record.number, "heads": list(record.heads), "out": str(out)})
+        emit_json(result.to_dict(name))
+        return
+    record = result.record
+    if fmt == "config":
+        click.echo(
+            f"wrote trial #{record.number} of {name!r} to {out}; retrain with: explorer train --config {out}"
+        )
         return
     click.echo(
-        f"wrote trial #{record.number} of {name!r} to {out}; retrain with: explorer train --config {out}"
+        f"wrote trial #{record.number} of {name!r} (heads {heads_text(record.heads)}) as {fmt} to {out}; "
+        f"max |logit difference| from PyTorch on {result.examples} test examples: {result.max_abs_diff:.2e} "
+        f"(tolerance 1e-4), same prediction on {result.agreement:.1%}. Time it with: explorer bench model {out}"
     )
+
+
+@click.command()
+@click.argument("names", nargs=-1, required=True)
+@storage_option
+@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/compare-A-B.")
+@force_option
+@json_option
+def compare(
+    names: tuple[str, ...], storage: str | None, out: Path | None, force: bool, as_json: bool
+) -> None:
+    """Overlay the accuracy/latency fronts of several studies (CPU vs GPU, eager vs ONNX Runtime, two tasks)
+    in one figure and one table, each study labelled with its device and runtime."""
+    from explorer import api
+
+    quiet_optuna()
+    df, files = api.compare(list(names), storage, out, force)
+    if as_json:
+        from explorer.insight.tables import csv_ready
+
+        emit_json(
+            {
+                "studies": list(names),
+                "rows": csv_ready(df).to_dict(orient="records"),
+                "files": [str(p) for p in files],
+            }
+        )
+        return
+    for label, rows in df.groupby("label", sort=False):
+        k = rows[rows["knee"].astype(bool)].iloc[0]
+        click.echo(
+            f"{label}: {len(rows)} front architectures; knee heads {heads_text(k['heads'])}, "
+            f"val {k['val_accuracy']:.4f}, {k['latency_ms']:.3f} ms"
+        )
+    click.echo(f"wrote {', '.join(p.name for p in files)} to {files[0].parent}/")
 
 
 # --------------------------------------------------------------------------------------------- evidence
@@ -87,10 +167,11 @@ def confirm(
     workers: int,
     device: str | None,
     threads: int,
+    artifacts: str | None,
     as_json: bool,
 ) -> None:
     """Run the finalist stage now, with more finalists or seeds; runs already done are kept (resumable)."""
-    options = run_options_of(workers, threads, device, timeout)
+    options = run_options_of(workers, threads, device, timeout, artifacts)
     from explorer import api
     from explorer.search.study import open_study
 
@@ -104,9 +185,10 @@ def confirm(
 @storage_option
 @trial_option
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), help="Default: reports/NAME-heads.")
+@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/NAME-heads.")
 @threads_option
 @force_option
+@artifacts_option
 @json_option
 def heads(
     name: str,
@@ -116,6 +198,7 @@ def heads(
     out: Path | None,
     threads: int,
     force: bool,
+    artifacts: str | None,
     as_json: bool,
 ) -> None:
     """What each head of a trained finalist does: importance, masking, entropy, similarity, attention maps."""
@@ -128,7 +211,7 @@ def heads(
     torch.set_num_threads(threads)
     if not as_json:
         note(f"analysing trial {which} of {name!r} (weights from the study's artifacts, else retrained) ...")
-    r, files = api.heads(name, storage, which, device, out, force)
+    r, files = api.heads(name, storage, which, device, out, force, artifacts)
     if as_json:
         emit_json(
             {

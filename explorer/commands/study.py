@@ -10,6 +10,7 @@ from explorer.commands.common import (
     emit_json,
     heads_text,
     json_option,
+    no_bench_option,
     quiet_optuna,
     run_and_report,
     run_options,
@@ -30,25 +31,30 @@ def study() -> None:
 
 @study.command("run")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--storage", help="Storage URL (default: the spec's, else sqlite:///studies/NAME.db).")
+@click.option(
+    "--storage",
+    help="Storage URL (default: $EXPLORER_STORAGE, else the spec's, else sqlite:///studies/NAME.db).",
+)
 @click.option("--n-trials", type=int, help="The study's total of search trials (default: the spec's).")
 @click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
+@no_bench_option
 @run_options
 def study_run(
     spec_path: Path,
     storage: str | None,
     n_trials: int | None,
     no_finalists: bool,
+    no_bench: bool,
     timeout: float | None,
     workers: int,
     device: str | None,
     threads: int,
+    artifacts: str | None,
     as_json: bool,
 ) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
-    options = run_options_of(
-        workers, threads, device, timeout
-    )  # every option checked before the storage is touched
+    # every option is checked before the storage is touched
+    options = run_options_of(workers, threads, device, timeout, artifacts)
     from explorer import api
     from explorer.search.spec import load_spec
     from explorer.search.study import prepare_study
@@ -57,7 +63,10 @@ def study_run(
     handle = prepare_study(load_spec(spec_path), storage, device=device)
     if "spec_path" not in handle.study.user_attrs:
         handle.study.set_user_attr("spec_path", str(spec_path))
-    run_and_report(handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists)
+    run_and_report(
+        handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists,
+        bench=not no_bench,
+    )  # fmt: skip
 
 
 @study.command("resume")
@@ -65,36 +74,47 @@ def study_run(
 @storage_option
 @click.option("--n-trials", type=int, help="A new total of search trials (stored with the study).")
 @click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
+@no_bench_option
 @run_options
 def study_resume(
     name: str,
     storage: str | None,
     n_trials: int | None,
     no_finalists: bool,
+    no_bench: bool,
     timeout: float | None,
     workers: int,
     device: str | None,
     threads: int,
+    artifacts: str | None,
     as_json: bool,
 ) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
-    options = run_options_of(workers, threads, device, timeout)
+    options = run_options_of(workers, threads, device, timeout, artifacts)
     from explorer import api
     from explorer.search.study import open_study
 
     quiet_optuna()
     handle = open_study(name, storage)
-    run_and_report(handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists)
+    run_and_report(
+        handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists,
+        bench=not no_bench,
+    )  # fmt: skip
 
 
 @study.command("list")
-@click.option("--storage", help="Storage URL (default: every SQLite database in ./studies/).")
+@click.option(
+    "--storage", help="Storage URL (default: $EXPLORER_STORAGE, else every SQLite database in ./studies/)."
+)
 @json_option
 def study_list(storage: str | None, as_json: bool) -> None:
     """List the studies in a storage (or in every studies/*.db) with their trial counts."""
-    from explorer.search.catalog import list_studies
-    from explorer.search.storage import mask_url
+    import os
 
+    from explorer.search.catalog import list_studies
+    from explorer.search.storage import STORAGE_ENV, mask_url
+
+    storage = storage or os.environ.get(STORAGE_ENV, "").strip() or None
     urls = (
         [storage] if storage else [f"sqlite:///{p.as_posix()}" for p in sorted(Path("studies").glob("*.db"))]
     )

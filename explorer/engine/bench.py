@@ -16,6 +16,7 @@ Drawing it is :mod:`explorer.output`'s job; this module only measures.
 
 from __future__ import annotations
 
+import copy
 import multiprocessing
 import os
 from typing import Any
@@ -29,6 +30,7 @@ from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flo
 from explorer.engine.config import ATTENTION_IMPLS, LatencyConfig, valid_heads, valid_kv_heads
 from explorer.engine.device import as_device
 from explorer.engine.latency import time_call, time_forward
+from explorer.engine.runtime import check_runtime
 from explorer.errors import ConfigError
 
 __all__ = [
@@ -79,14 +81,16 @@ class _MatMul(nn.Module):
 
 
 class _Impl(nn.Module):
-    """One fixed implementation of a shared :class:`MultiHeadAttention`, returning only the output."""
+    """One fixed implementation of a :class:`MultiHeadAttention` (a copy with the same weights), returning only
+    the output. Each has its own copy so that no forward pass changes module state: a compiled or exported
+    graph then specialises on its implementation once, instead of replaying an attribute write every call."""
 
     def __init__(self, attn: MultiHeadAttention, impl: str):
         super().__init__()
-        self.attn, self.impl = attn, impl
+        self.attn = copy.deepcopy(attn)
+        self.attn.impl = impl
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.attn.impl = self.impl
         return self.attn(x)[0]
 
 
@@ -190,6 +194,7 @@ def bench_attention(
     matmul_size: int | None = None,
     memory: bool = True,
     kv_heads: int | None = None,
+    runtime: str = "eager",
 ) -> pd.DataFrame:
     """Time one self-attention forward four ways on ``device``; one row per implementation (BENCH_IMPLS).
 
@@ -202,16 +207,19 @@ def bench_attention(
         matmul_size: side of the square matmul that sets the peak; default per device kind.
         memory: also measure each implementation's peak memory (on a CPU in a child process, a few seconds);
             ``peak_mem_mb`` is NaN when False.
+        runtime: what runs each implementation while timed: ``eager``, ``compile`` or ``onnxruntime``
+            (:mod:`explorer.engine.runtime`); memory, ``max_abs_diff`` and the matmul peak stay eager.
 
     Columns: impl, median_ms, iqr_ms, peak_mem_mb, speedup_vs_serial, gflops, matmul_peak_gflops,
     pct_of_peak, max_abs_diff (largest output difference from serial), device, threads, d_model, heads,
-    kv_heads, seq_len, batch.
+    kv_heads, seq_len, batch, runtime.
     """
     check_bench_shape(d_model, heads, seq_len, batch, kv_heads)
     kv_heads = heads if kv_heads is None else kv_heads
     device = as_device(device)
+    check_runtime(runtime, device)
     threads = threads or torch.get_num_threads()
-    cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
+    cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time, runtime=runtime)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         attn = MultiHeadAttention(d_model, heads, n_kv_heads=kv_heads).to(device).eval()
@@ -247,6 +255,7 @@ def bench_attention(
                 "kv_heads": kv_heads,
                 "seq_len": seq_len,
                 "batch": batch,
+                "runtime": res.runtime,
             }
         )
     df = pd.DataFrame(rows)

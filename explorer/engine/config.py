@@ -43,6 +43,7 @@ __all__ = [
     "ATTENTION_IMPLS",
     "DTYPE_BYTES",
     "LATENCY_DTYPES",
+    "LATENCY_RUNTIMES",
     "SCHEDULE_FAMILIES",
     "TASK_KINDS",
     "DecodeConfig",
@@ -296,6 +297,7 @@ class TrainConfig:
 
 
 LATENCY_DTYPES = ("float32", "bfloat16", "float16")
+LATENCY_RUNTIMES = ("eager", "compile", "onnxruntime")  # how the timed model runs (explorer.engine.runtime)
 _DEVICE_NAME = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
 
 
@@ -311,6 +313,10 @@ class LatencyConfig:
     threads: int = 1  # CPU threads while timing (fixed so figures compare across runs and workers)
     dtype: str = "float32"  # float32 | bfloat16 | float16 (half types only on CUDA)
     min_run_time: float = 0.3  # seconds of timed runs (torch.utils.benchmark.Timer.blocked_autorange)
+    runtime: str = (
+        "eager"  # eager | compile (torch.compile) | onnxruntime (exported to ONNX, run by ONNX Runtime)
+    )
+    seq_len: int | None = None  # positions per timed example (the deployment shape); None: the task's
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str) or not _DEVICE_NAME.match(self.device):
@@ -321,6 +327,16 @@ class LatencyConfig:
             raise ConfigError(f"latency dtype must be float32, bfloat16 or float16, got {self.dtype!r}.")
         if self.device == "cpu" and self.dtype != "float32":
             raise ConfigError(f"latency dtype {self.dtype} needs a CUDA device; use float32 on the cpu.")
+        if self.runtime not in LATENCY_RUNTIMES:
+            raise ConfigError(
+                f"latency runtime must be one of {', '.join(LATENCY_RUNTIMES)}, got {self.runtime!r}."
+            )
+        if self.runtime == "onnxruntime" and self.dtype != "float32":
+            raise ConfigError(f"the onnxruntime runtime times float32 models; got dtype {self.dtype}.")
+        if self.seq_len is not None and (isinstance(self.seq_len, bool) or self.seq_len < 1):
+            raise ConfigError(
+                f"latency seq_len must be at least 1 (or unset for the task's), got {self.seq_len}."
+            )
 
 
 @dataclass(frozen=True)

@@ -27,13 +27,15 @@ from explorer.engine.model import Model, build_model
 from explorer.engine.probe import relation_specialization
 from explorer.engine.tasks.base import Task
 from explorer.engine.train import EpochStats, TrainResult, fit
-from explorer.errors import ConfigError, ExplorerError, TrainingDivergedError
+from explorer.errors import EXIT_NO_RESULT, ConfigError, ExplorerError, TrainingDivergedError
 
 __all__ = ["VariantFailed", "VariantResult", "evaluate_variant", "is_out_of_memory"]
 
 
 class VariantFailed(ExplorerError):
     """A variant could not be evaluated: its loss diverged or it ran out of memory (``kind`` says which)."""
+
+    exit_code = EXIT_NO_RESULT
 
     def __init__(self, message: str, kind: str):
         super().__init__(message)

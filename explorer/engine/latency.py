@@ -4,12 +4,16 @@ Latency is measured apart from training, in eval mode under ``torch.inference_mo
 count (so figures compare across runs and across workers sharing a machine). ``Timer.blocked_autorange``
 picks the number of calls per timed block and synchronizes CUDA, so no hand-written timing loop is needed.
 
+What is timed is the model under the configured runtime (eager, ``torch.compile`` or ONNX Runtime, see
+:mod:`explorer.engine.runtime`) at the deployment shape (``LatencyConfig.batch_size`` and ``seq_len``).
+
 Measuring costs seconds per architecture, so :func:`model_latency` keeps results in a
 :class:`~explorer.engine.latency_cache.LatencyCache`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import time
@@ -24,10 +28,12 @@ from explorer.engine.device import as_device, device_label
 from explorer.engine.latency_cache import LatencyCache
 from explorer.engine.measures import LatencyResult
 from explorer.engine.model import build_model
+from explorer.engine.runtime import check_runtime, prepare_runner, runtime_version
 from explorer.errors import ConfigError
 
 __all__ = [
     "check_dtype",
+    "deployment_spec",
     "latency_key",
     "model_latency",
     "random_input",
@@ -54,7 +60,12 @@ def check_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 
 def time_call(
-    fn: Callable[[], object], device: torch.device | str, cfg: LatencyConfig, batch_size: int, seq_len: int
+    fn: Callable[[], object],
+    device: torch.device | str,
+    cfg: LatencyConfig,
+    batch_size: int,
+    seq_len: int,
+    runtime: str = "eager",
 ) -> LatencyResult:
     """Time ``fn()`` under ``torch.inference_mode`` with ``cfg.threads`` CPU threads: warm-up, then
     ``Timer.blocked_autorange(cfg.min_run_time)``. ``batch_size`` and ``seq_len`` label the result.
@@ -91,50 +102,66 @@ def time_call(
         samples_ms=tuple(t * 1e3 for t in m.times),
         measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         load=_load_average(),
+        runtime=runtime,
     )
 
 
 def time_forward(
     model: nn.Module, example: torch.Tensor, device: torch.device | str, cfg: LatencyConfig
 ) -> LatencyResult:
-    """Time ``model(example)`` on ``device``: warm-up, then ``Timer.blocked_autorange(cfg.min_run_time)``.
+    """Time ``model(example)`` on ``device`` under ``cfg.runtime``: warm-up, then ``blocked_autorange``.
 
     The model is moved to ``device`` (and cast to ``cfg.dtype`` on CUDA) in place, like ``nn.Module.to``; its
     train/eval mode and the process's CPU thread count are restored afterwards. ``example`` is one batch,
-    ``[B, T]`` token ids or ``[B, T, F]`` features. Half dtypes on CPU raise :class:`ConfigError`.
+    ``[B, T]`` token ids or ``[B, T, F]`` features. Half dtypes on CPU raise :class:`ConfigError`; a runtime
+    that cannot run here (a missing ``onnx`` extra...) raises before anything is timed.
     """
     device = as_device(device)
     dtype = check_dtype(cfg.dtype, device)
+    check_runtime(cfg.runtime, device)
     model.to(device=device, dtype=dtype)
     x = example.to(device)
     if x.is_floating_point():
         x = x.to(dtype)
     was_training = model.training
     model.eval()
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
     try:
-        return time_call(
-            lambda: model(x), device, cfg, int(x.shape[0]), int(x.shape[1]) if x.dim() > 1 else 1
-        )
+        with torch.inference_mode():
+            runner = prepare_runner(model, x, device, cfg.runtime, cfg.threads)
+        seq = int(x.shape[1]) if x.dim() > 1 else 1
+        return time_call(runner, device, cfg, int(x.shape[0]), seq, runtime=runner.runtime)
     finally:
+        torch.set_num_threads(old_threads)
         model.train(was_training)
 
 
+def deployment_spec(spec: InputSpec, cfg: LatencyConfig) -> InputSpec:
+    """The task's input shape at the deployment sequence length (``cfg.seq_len``; None keeps the task's)."""
+    return spec if cfg.seq_len in (None, spec.seq_len) else dataclasses.replace(spec, seq_len=cfg.seq_len)
+
+
 def latency_key(model_cfg: ModelConfig, spec: InputSpec, cfg: LatencyConfig, device: torch.device) -> str:
-    """What a latency figure depends on: architecture, input shape, batch, threads, dtype, hardware, torch."""
+    """What a latency figure depends on: architecture, deployment input shape, batch, threads, dtype, hardware,
+    torch, and the runtime with its version (left out for eager, so figures cached before runtimes existed
+    stay valid)."""
+    spec = deployment_spec(spec, cfg)
     shape = f"{spec.kind}_T{spec.seq_len}_V{spec.vocab_size}_F{spec.n_features}_C{spec.n_classes}"
     if spec.causal:
         shape += "_lm"  # a language model (per-token head, causal attention); classifier keys are unchanged
-    return "|".join(
-        [
-            model_cfg.key(),
-            shape,
-            f"b{cfg.batch_size}",
-            f"t{cfg.threads}",
-            cfg.dtype,
-            device_label(device),
-            f"torch{torch.__version__}",
-        ]
-    )
+    parts = [
+        model_cfg.key(),
+        shape,
+        f"b{cfg.batch_size}",
+        f"t{cfg.threads}",
+        cfg.dtype,
+        device_label(device),
+        f"torch{torch.__version__}",
+    ]
+    if cfg.runtime != "eager":
+        parts.append(f"{cfg.runtime}{runtime_version(cfg.runtime)}")
+    return "|".join(parts)
 
 
 def random_input(spec: InputSpec, batch_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -154,10 +181,13 @@ def model_latency(
     """Latency of the encoder ``model_cfg`` builds for ``spec``, from ``cache`` when it holds the key.
 
     The model is built under seed 0 (inside ``torch.random.fork_rng``, so the caller's RNG state is untouched)
-    and fed one random batch of ``cfg.batch_size``. ``cache=None`` measures every time and stores nothing.
+    at the deployment shape (``cfg.seq_len`` positions, default the task's) and fed one random batch of
+    ``cfg.batch_size``, run by ``cfg.runtime``. ``cache=None`` measures every time and stores nothing.
     """
     device = as_device(device)
     check_dtype(cfg.dtype, device)
+    check_runtime(cfg.runtime, device)
+    spec = deployment_spec(spec, cfg)
     key = latency_key(model_cfg, spec, cfg, device)
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit

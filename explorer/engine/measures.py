@@ -27,6 +27,7 @@ class LatencyResult:
     samples_ms: tuple[float, ...] = ()  # the timed blocks' per-call times: the measurement's own spread
     measured_at: str = ""  # when it was measured (UTC, ISO 8601): tells independent measurements apart
     load: float | None = None  # the machine's 1-minute load average at the time (None where unknown)
+    runtime: str = "eager"  # what ran the model: eager | compile | onnxruntime | torch.export (a .pt2 file)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

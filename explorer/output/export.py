@@ -1,16 +1,71 @@
-"""Export one trial of a study as a run config that `explorer train --config` rebuilds and retrains exactly."""
+"""`explorer export`: one trial of a study as a run config, or as a trained model to ship, with its config.
+
+Formats (:data:`EXPORT_FORMATS`):
+
+* ``config`` (the default): the run config JSON that `explorer train --config` rebuilds and retrains exactly;
+* ``state``: the trained ``state_dict`` and the metadata in one ``torch.save`` file (``.pt``) of plain values;
+* ``pt2``: a ``torch.export`` program with the weights (``torch.export.save``; batch dimension dynamic);
+* ``onnx``: an ONNX graph with the weights (``torch.onnx.export(dynamo=True)``; batch dimension dynamic).
+
+The weights come from the study's artifact store (:func:`explorer.search.artifacts.trained_model`; a trial whose
+weights were evicted is retrained exactly). Every model file carries the run config, the input shape and the
+study's latency figure for the trial with its stated spread (the 95% interval a new timing should fall in), so
+`explorer bench model FILE` can say whether the shipped model is as fast as the study measured. Before a model
+file is put in place it is loaded back the way `bench model` loads it and run on the task's whole test split:
+its logits must match PyTorch's within :data:`PARITY_TOLERANCE` (max absolute difference, float32), or nothing
+is written. The output path is checked before any work, and written atomically.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import logging
+import os
+import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import torch
+
+from explorer.engine.model import Encoder
 from explorer.engine.runconfig import RunConfig, write_run_config
+from explorer.engine.runtime import onnx_bytes, quiet_torch, require_onnx
+from explorer.engine.tasks import load_task
+from explorer.errors import ConfigError, ExportMismatchError
 from explorer.insight.recommend import resolve_trial
+from explorer.insight.tables import architectures
+from explorer.meta import package_version
+from explorer.output.exported import (
+    EXPORT_VERSION,
+    FORMAT_SUFFIX,
+    META_KEY,
+    PT2_EXTRA,
+    load_exported,
+    pt2_archive_constants,
+)
+from explorer.search.artifacts import ArtifactStore
 from explorer.search.record import TrialRecord
+from explorer.search.retrain import trained_model
 from explorer.search.spec import StudySpec
 
-__all__ = ["export_config", "run_config_of"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "PARITY_TOLERANCE",
+    "ExportResult",
+    "check_out_path",
+    "export_config",
+    "export_trial",
+    "run_config_of",
+    "study_latency",
+]
+
+log = logging.getLogger(__name__)
+
+EXPORT_FORMATS = ("config", "state", "pt2", "onnx")
+PARITY_TOLERANCE = 1e-4  # max |logit difference| allowed between an exported model and PyTorch (float32)
 
 
 def run_config_of(record: TrialRecord, spec: StudySpec, storage: str | None = None) -> RunConfig:
@@ -36,10 +91,171 @@ def run_config_of(record: TrialRecord, spec: StudySpec, storage: str | None = No
     )
 
 
+def check_out_path(out: str | Path, option: str = "--out") -> Path:
+    """``out`` if a file can be written there, else a one-line ConfigError; nothing is created."""
+    out = Path(out)
+    if out.is_dir():
+        raise ConfigError(f"{option} {out} is a folder; give a file path such as {out / 'model.onnx'}.")
+    existing = out.parent
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"cannot write {option} {out} ({existing} is not a writable folder); choose another path."
+        )
+    if out.exists() and not os.access(out, os.W_OK):
+        raise ConfigError(f"cannot replace {option} {out} (it is read-only); choose another path.")
+    return out
+
+
 def export_config(
     records: Sequence[TrialRecord], spec: StudySpec, which: str, out: str | Path, storage: str | None = None
 ) -> TrialRecord:
     """Write the run config of the trial ``which`` names (knee, most-accurate, fastest or a number) to ``out``."""
     record = resolve_trial(records, spec, which)
-    write_run_config(out, run_config_of(record, spec, storage))
+    write_run_config(check_out_path(out), run_config_of(record, spec, storage))
     return record
+
+
+def study_latency(records: Sequence[TrialRecord], record: TrialRecord) -> dict[str, Any] | None:
+    """The study's latency figure for ``record``'s architecture with its stated spread (the report's interval),
+    and the setup it was measured in."""
+    lat = record.latency
+    if lat is None:
+        return None
+    arch = next((a for a in architectures(records, record.role) if record.number in a.numbers), None)
+    low, high, median = (
+        (arch.latency.low, arch.latency.high, arch.latency.estimate)
+        if arch is not None
+        else (lat.median_ms - lat.iqr_ms, lat.median_ms + lat.iqr_ms, lat.median_ms)
+    )
+    return {
+        "trial": record.number,
+        "median_ms": median,
+        "low": low,
+        "high": high,
+        "method": arch.latency.method if arch is not None else "the trial's IQR",
+        "trial_median_ms": lat.median_ms,
+        "batch_size": lat.batch_size,
+        "seq_len": lat.seq_len,
+        "threads": lat.threads,
+        "runtime": lat.runtime,
+        "dtype": lat.dtype,
+        "device": lat.device,
+    }
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What `explorer export` wrote."""
+
+    record: TrialRecord
+    path: Path
+    format: str
+    max_abs_diff: float | None  # exported vs PyTorch logits on the test split (None for a config)
+    examples: int  # test examples the difference was measured on
+    agreement: float | None  # fraction of test examples whose predicted class is the same
+
+    def to_dict(self, study: str) -> dict[str, Any]:
+        return {
+            "study": study,
+            "trial": self.record.number,
+            "heads": list(self.record.heads),
+            "format": self.format,
+            "out": str(self.path),
+            "max_abs_logit_diff": self.max_abs_diff,
+            "tolerance": None if self.max_abs_diff is None else PARITY_TOLERANCE,
+            "test_examples": self.examples,
+            "prediction_agreement": self.agreement,
+        }
+
+
+def _meta(
+    record: TrialRecord,
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    model: Encoder,
+    fmt: str,
+    storage: str | None,
+) -> dict[str, Any]:
+    return {
+        "explorer_export": EXPORT_VERSION,
+        "format": fmt,
+        "explorer_version": package_version(),
+        "torch_version": torch.__version__,
+        "run_config": run_config_of(record, spec, storage).to_dict(),
+        "input": dataclasses.asdict(model.spec),
+        "study_latency": study_latency(records, record),
+    }
+
+
+def _write_model(model: Encoder, meta: dict[str, Any], fmt: str, example: torch.Tensor, path: Path) -> None:
+    text = json.dumps(meta)
+    if fmt == "state":
+        state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        torch.save({META_KEY: text, "state_dict": state}, path)
+    elif fmt == "pt2":
+        with quiet_torch():
+            shapes = ({0: torch.export.Dim("batch", min=1)},)
+            program = torch.export.export(model, (example,), dynamic_shapes=shapes)
+            torch.export.save(program, str(path), extra_files={PT2_EXTRA: text})
+    else:
+        import onnx
+
+        proto = onnx.load_from_string(onnx_bytes(model, example))
+        onnx.helper.set_model_props(proto, {META_KEY: text})
+        onnx.save_model(proto, str(path))
+
+
+def export_trial(
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    which: str,
+    out: str | Path,
+    fmt: str = "config",
+    store: ArtifactStore | None = None,
+    storage: str | None = None,
+) -> ExportResult:
+    """Export the trial ``which`` names to ``out`` as ``fmt`` (see the module docstring); ``storage`` is the
+    masked storage URL recorded in the config, ``store`` where trained weights come from."""
+    if fmt not in EXPORT_FORMATS:
+        raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
+    out = check_out_path(out)
+    if fmt == "onnx":
+        require_onnx("exporting to ONNX")
+    if fmt == "pt2":
+        pt2_archive_constants()  # a torch without the format fails here, before any work
+    record = resolve_trial(records, spec, which)
+    if fmt == "config":
+        write_run_config(out, run_config_of(record, spec, storage))
+        return ExportResult(record, out, fmt, None, 0, None)
+    if store is None:
+        raise ValueError("exporting a model needs the study's artifact store")
+    log.info("exporting trial #%d of %s as %s to %s", record.number, spec.name, fmt, out)
+    task = load_task(spec.task.name, **spec.task.options)
+    model = trained_model(spec.name, record, task, spec.latency, store, "cpu")
+    X = task.test[0]
+    with torch.inference_mode():
+        reference = model(X).float()
+    example = X[: max(2, min(len(X), spec.latency.batch_size))]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # torch.export insists on a .pt2 name; the temporary file keeps the format's suffix for every format
+    fd, tmp_name = tempfile.mkstemp(
+        dir=out.parent, prefix=f".{out.name}.", suffix=f".tmp{FORMAT_SUFFIX[fmt]}"
+    )
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        _write_model(model, _meta(record, records, spec, model, fmt, storage), fmt, example, tmp)
+        logits = load_exported(tmp, fmt).forward(X)  # loaded back exactly as `bench model` loads it
+        diff = float((logits - reference).abs().max())
+        agreement = float((logits.argmax(-1) == reference.argmax(-1)).float().mean())
+        if not diff <= PARITY_TOLERANCE:
+            raise ExportMismatchError(
+                f"the {fmt} export of trial #{record.number} differs from PyTorch by up to {diff:.3g} in the "
+                f"logits (tolerance {PARITY_TOLERANCE:g}); nothing was written. Try another --format."
+            )
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ExportResult(record, out, fmt, diff, len(X), agreement)

@@ -48,8 +48,9 @@ from explorer.output.heads_plots import (
 )
 from explorer.output.plots import save_png
 from explorer.output.render import markdown_table
-from explorer.search.artifacts import store_for, trained_model
+from explorer.search.artifacts import ArtifactStore, store_for
 from explorer.search.record import TrialRecord
+from explorer.search.retrain import trained_model
 from explorer.search.spec import StudySpec
 
 __all__ = ["analyse_trial", "heads_markdown"]
@@ -66,15 +67,18 @@ def analyse_trial(
     force: bool = False,
     tolerance: float = TOLERANCE,
     n_examples: int = 3,
+    store: ArtifactStore | None = None,
 ) -> tuple[HeadsReport, list[Path]]:
     """Analyse the heads of one trial (``knee``, ``most-accurate``, ``fastest`` or a number) on its task's
     validation split and write ``heads.md``, ``heads.csv``, four figures (and ``relations.csv`` on a relations
-    study) into ``out_dir``; return the analysis and the files."""
+    study) into ``out_dir``; return the analysis and the files. Weights come from ``store`` (default: the
+    storage's artifact store), else the trial is retrained exactly."""
     folder = OutputFolder(out_dir, force)  # checked before the (possibly long) work
     device = as_device(device)
     record = resolve_trial(records, spec, which)
     task = load_task(spec.task.name, **spec.task.options)
-    model = trained_model(spec.name, record, task, spec.latency, store_for(storage_url), device)
+    store = store or store_for(storage_url, spec_location=spec.artifacts)
+    model = trained_model(spec.name, record, task, spec.latency, store, device)
     X, y = task.val
     heads = head_counts(model)
     importance = head_importance(model, X, y, device)

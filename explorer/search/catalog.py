@@ -9,15 +9,16 @@ from __future__ import annotations
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 from explorer.errors import SpecError, StudyNotFoundError
 from explorer.search.record import closed_counts, is_bookkeeping, load_records
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
     check_study_name,
-    default_storage_url,
     mask_url,
     open_storage,
+    resolve_storage_url,
     sqlite_path,
     study_exists,
 )
@@ -28,7 +29,7 @@ __all__ = ["list_studies", "read_study", "study_status"]
 def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study, StudySpec, str]:
     """The study ``name``, its stored spec and its storage URL, opened read-only."""
     check_study_name(name)
-    url = storage_url or default_storage_url(name)
+    url = resolve_storage_url(name, storage_url)
     path = sqlite_path(url)
     if path is not None and not path.exists():
         raise StudyNotFoundError(
@@ -48,21 +49,29 @@ def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study,
 
 
 def list_studies(storage_url: str) -> list[dict[str, Any]]:
-    """Every study in a storage with its trial counts by state (bookkeeping trials left out)."""
+    """Every study in a storage with its trial counts by state (bookkeeping trials left out), sorted by name.
+
+    Counted with COUNT queries per state (Optuna's ``get_n_trials``), not by loading every trial: only failed
+    trials are read, to leave out the bookkeeping ones (closed without running), so a listing stays fast for
+    studies of thousands of trials.
+    """
     storage = open_storage(storage_url, heartbeat=False)
     out = []
-    for s in optuna.get_all_study_summaries(storage, include_best_trial=False):
-        study = optuna.load_study(study_name=s.study_name, storage=storage)
-        counts: dict[str, int] = {}
-        for t in study.get_trials(deepcopy=False):
-            if not is_bookkeeping(t):
-                counts[t.state.name] = counts.get(t.state.name, 0) + 1
+    for s in sorted(storage.get_all_studies(), key=lambda s: s.study_name):
+        sid = storage.get_study_id_from_name(s.study_name)
+        counts = {state.name: storage.get_n_trials(sid, state) for state in TrialState}
+        failed = storage.get_all_trials(sid, deepcopy=False, states=(TrialState.FAIL,))
+        counts["FAIL"] -= sum(is_bookkeeping(t) for t in failed)
+        started = None
+        if storage.get_n_trials(sid) > 0:
+            first = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(sid, 0))
+            started = first.datetime_start
         out.append(
             {
                 "name": s.study_name,
-                "trials": counts,
-                "total": study.user_attrs.get("spec", {}).get("n_trials"),
-                "started": s.datetime_start.isoformat(timespec="seconds") if s.datetime_start else None,
+                "trials": {k: v for k, v in counts.items() if v},
+                "total": (s.user_attrs.get("spec") or {}).get("n_trials"),
+                "started": started.isoformat(timespec="seconds") if started else None,
             }
         )
     return out

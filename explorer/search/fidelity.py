@@ -9,6 +9,9 @@ threshold is ``z = Phi^-1(1 - alpha/m)`` standard errors (Bonferroni), so the ch
 is truly as good as all of them stays below ``alpha`` however many peers there are. Other seeds of the same
 architecture are never peers.
 
+The spec's ``[early_stopping]`` and ``[finalists]`` tables are read into :class:`EarlyStoppingSpec` and
+:class:`FinalistsSpec`, defined here with the rules they configure.
+
 Finalists train with the plateau schedule of :func:`explorer.engine.train.fit` (the lr drops when validation
 stops improving beyond its noise; training ends after the last drop and one more plateau, or at its cap).
 """
@@ -23,7 +26,43 @@ from scipy.stats import norm
 
 from explorer.engine.train import binomial_se
 
-__all__ = ["Peer", "Verdict", "dominated_at_rung", "tie_tolerance"]
+__all__ = ["EarlyStoppingSpec", "FinalistsSpec", "Peer", "Verdict", "dominated_at_rung", "tie_tolerance"]
+
+
+@dataclass(frozen=True)
+class EarlyStoppingSpec:
+    """Rung-based early stopping that is honest under the validation split's noise (explorer.search.fidelity)."""
+
+    enabled: bool = True
+    min_epochs: int = 3  # the first rung: no trial stops before this epoch
+    reduction: int = 2  # rungs at min_epochs * reduction**i, below the planned epochs
+    alpha: float = 0.05  # family-wise error of "a faster architecture is more accurate" at one rung
+
+    def rungs(self, epochs: int) -> tuple[int, ...]:
+        """The epochs at which a trial of ``epochs`` planned epochs may stop (none when disabled)."""
+        if not self.enabled:
+            return ()
+        out, r = [], self.min_epochs
+        while r < epochs:
+            out.append(r)
+            r *= self.reduction
+        return tuple(out)
+
+
+@dataclass(frozen=True)
+class FinalistsSpec:
+    """The finalist stage: the knee, its neighbours and references retrained with fresh seeds to a plateau."""
+
+    enabled: bool = True
+    top: int = 2  # front architectures nearest the knee (the knee included)
+    references: bool = True  # 1 head, 8 (8-16) heads per layer and the next faster front layout
+    seeds: int = 3  # fresh seeds per finalist
+    max_epochs: int | None = None  # cap of the plateau rule; None: 3 x [task] epochs
+    patience: int = 4  # epochs without a rise of more than one binomial standard error before stopping
+    timing_rounds: int = 3  # interleaved re-timing rounds of every finalist, with no training running
+
+    def epochs(self, search_epochs: int) -> int:
+        return self.max_epochs or 3 * search_epochs
 
 
 @dataclass(frozen=True)

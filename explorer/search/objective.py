@@ -19,6 +19,7 @@ memory fails this trial with the reason recorded, not the study.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -47,6 +48,8 @@ __all__ = [
 ]
 
 LIVE_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # what counts toward a total
+
+log = logging.getLogger(__name__)
 
 
 class TrialFailed(Exception):
@@ -166,6 +169,16 @@ class Objective:
             patience=self.spec.finalists.patience if role == "finalist" else None,
         )
         _set_attrs(trial, record.arch_attrs())
+        log.info(
+            "trial %d (%s): d_model %d, heads %s, lr %.3g, seed %d, up to %d epochs",
+            trial.number,
+            role,
+            config.d_model,
+            list(config.heads),
+            lr,
+            seed,
+            epochs,
+        )
         if role == "finalist":  # trained until accuracy stops moving (the plateau schedule), epochs a cap
             patience = self.spec.finalists.patience
             train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed,
@@ -177,6 +190,15 @@ class Objective:
 
         def on_measured(latency: LatencyResult, params: int) -> None:
             measured["latency"] = latency
+            log.debug(
+                "trial %d: %.3f ms per batch of %d (%s%s), %d parameters",
+                trial.number,
+                latency.median_ms,
+                latency.batch_size,
+                latency.runtime,
+                ", cached" if latency.cached else "",
+                params,
+            )
             constraints = self._constraints(latency.median_ms, params)
             _set_attrs(
                 trial, {"latency": latency.to_dict(), "latency_ms": latency.median_ms, "params": params}
@@ -184,6 +206,9 @@ class Objective:
             for name, value in constraints.items():
                 trial.set_constraint(name, value)
             over = [name for name, value in constraints.items() if value > 0]
+            # also as user attributes: optuna-dashboard 0.21 does not show Optuna 5.0's constraints
+            if constraints:
+                _set_attrs(trial, {"constraints": constraints, "feasible": not over})
             if over:
                 raise _OverBudget(over)
 
@@ -256,6 +281,14 @@ class Objective:
                 for r in result.relations.itertuples()
             ]
         _set_attrs(trial, attrs)
+        log.info(
+            "trial %d: val accuracy %.4f after %d epochs, %.3f ms%s",
+            trial.number,
+            result.val_accuracy,
+            result.fit.epochs_run,
+            result.latency.median_ms,
+            f" ({measured['stop']})" if "stop" in measured else "",
+        )
         if role == "search" and result.fit.stopped_early:
             raise optuna.TrialPruned(measured.get("stop", "stopped early"))
         if self.store is not None and result.model is not None:

@@ -11,6 +11,8 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
     name*      study name: letters, digits, '-', '_', '.', not starting with '.' (also the default DB file)
     n_trials*  search trials: each evaluates one architecture not evaluated before, with one seed
     storage    SQLAlchemy URL; default none = sqlite:///studies/<name>.db (never stored with the study)
+    artifacts  where trained weights and report figures go (explorer.search.artifacts): a directory,
+               file://PATH, s3://BUCKET or gs://BUCKET; default beside a SQLite file, else ./studies/artifacts
     timeout    optional seconds per `study run` call
     sampler    tpe | nsga2 | gp | random | qmc (default tpe; qmc covers a small space evenly)
     seed       sampler and training seed (default 0)
@@ -29,7 +31,10 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
                      lr (fixed float, or [low, high] searched log-uniformly; default 3e-3);
                      dropout (fixed, default 0.0); attention (fused | merged | serial, default fused)
     [latency]        device (auto | cpu | cuda, default auto), batch_size (32), threads (1),
-                     dtype (float32 | bfloat16 | float16, default float32; half types need cuda)
+                     dtype (float32 | bfloat16 | float16, default float32; half types need cuda),
+                     runtime (eager | compile | onnxruntime, default eager: how the deployed model runs;
+                     onnxruntime needs the `onnx` extra), seq_len (positions per timed example, default
+                     the task's): the deployment shape, separate from training
     [budgets]        max_latency_ms, max_params: optional; each becomes an Optuna constraint
     [early_stopping] enabled (true); min_epochs (3): the first rung; reduction (2): rungs at min_epochs,
                      min_epochs * reduction, ... below [task] epochs; alpha (0.05): at a rung a trial stops
@@ -57,12 +62,14 @@ from typing import Any
 from explorer.engine.config import (
     ATTENTION_IMPLS,
     LATENCY_DTYPES,
+    LATENCY_RUNTIMES,
     SCHEDULE_FAMILIES,
     LatencyConfig,
 )
-from explorer.errors import ConfigError, SpecError
+from explorer.errors import ConfigError, ExplorerError, SpecError
 from explorer.search.feasibility import SpaceSpec, check_space, realisable_families
-from explorer.search.storage import check_study_name  # the one rule for safe study (and file) names
+from explorer.search.fidelity import EarlyStoppingSpec, FinalistsSpec
+from explorer.search.storage import check_artifact_location, check_study_name
 from explorer.search.toml_table import Table, is_list, is_number, kind
 
 __all__ = [
@@ -85,7 +92,7 @@ TASK_NAMES = (
 )  # explorer.engine.tasks.TASKS; not imported, so parsing a spec stays torch-free
 DEVICES = ("auto", "cpu", "cuda")
 TOP_KEYS = (
-    *("name", "storage", "n_trials", "timeout", "sampler", "seed", "bench"),
+    *("name", "storage", "artifacts", "n_trials", "timeout", "sampler", "seed", "bench"),
     *("objectives", "task", "space", "latency", "budgets", "early_stopping", "finalists"),
 )
 
@@ -120,42 +127,6 @@ class BudgetsSpec:
 
 
 @dataclass(frozen=True)
-class EarlyStoppingSpec:
-    """Rung-based early stopping that is honest under the validation split's noise (explorer.search.fidelity)."""
-
-    enabled: bool = True
-    min_epochs: int = 3  # the first rung: no trial stops before this epoch
-    reduction: int = 2  # rungs at min_epochs * reduction**i, below the planned epochs
-    alpha: float = 0.05  # family-wise error of "a faster architecture is more accurate" at one rung
-
-    def rungs(self, epochs: int) -> tuple[int, ...]:
-        """The epochs at which a trial of ``epochs`` planned epochs may stop (none when disabled)."""
-        if not self.enabled:
-            return ()
-        out, r = [], self.min_epochs
-        while r < epochs:
-            out.append(r)
-            r *= self.reduction
-        return tuple(out)
-
-
-@dataclass(frozen=True)
-class FinalistsSpec:
-    """The finalist stage: the knee, its neighbours and references retrained with fresh seeds to a plateau."""
-
-    enabled: bool = True
-    top: int = 2  # front architectures nearest the knee (the knee included)
-    references: bool = True  # 1 head, 8 (8-16) heads per layer and the next faster front layout
-    seeds: int = 3  # fresh seeds per finalist
-    max_epochs: int | None = None  # cap of the plateau rule; None: 3 x [task] epochs
-    patience: int = 4  # epochs without a rise of more than one binomial standard error before stopping
-    timing_rounds: int = 3  # interleaved re-timing rounds of every finalist, with no training running
-
-    def epochs(self, search_epochs: int) -> int:
-        return self.max_epochs or 3 * search_epochs
-
-
-@dataclass(frozen=True)
 class StudySpec:
     """One study: what to search, on which task, how to measure it and where to store it."""
 
@@ -173,6 +144,9 @@ class StudySpec:
     sampler: str = "tpe"
     seed: int = 0
     bench: bool = True  # the attention benchmark, once per study (the "merged heads are faster" rule)
+    artifacts: str | None = (
+        None  # artifact location (weights, figures); None: $EXPLORER_ARTIFACTS or the default
+    )
 
     def objective_names(self) -> list[str]:
         """The objectives in the order of a trial's values."""
@@ -275,13 +249,17 @@ def _space(data: Any) -> SpaceSpec:
 
 
 def _latency(data: Any) -> LatencyConfig:
-    t = Table(data, "[latency]", ("device", "batch_size", "threads", "dtype", "min_run_time"))
+    keys = ("device", "batch_size", "threads", "dtype", "min_run_time", "runtime", "seq_len")
+    t = Table(data, "[latency]", keys)
     device = t.text("device", "auto", choices=DEVICES)
     dtype = t.text("dtype", "float32", choices=LATENCY_DTYPES)
+    runtime = t.text("runtime", "eager", choices=LATENCY_RUNTIMES)
     if device == "cpu" and dtype != "float32":
         raise SpecError(
             f'[latency] times {dtype} on the cpu; half types need device = "cuda" (or use float32).'
         )
+    if runtime == "onnxruntime" and dtype != "float32":
+        raise SpecError('[latency] runtime = "onnxruntime" times float32 models; set dtype = "float32".')
     try:
         return LatencyConfig(
             device=device,
@@ -289,6 +267,8 @@ def _latency(data: Any) -> LatencyConfig:
             threads=t.integer("threads", 1),
             dtype=dtype,
             min_run_time=t.positive("min_run_time", 0.3),
+            runtime=runtime,
+            seq_len=t.integer("seq_len", None),
         )
     except ConfigError as exc:
         raise SpecError(f"[latency]: {exc}") from None
@@ -337,6 +317,15 @@ def _finalists(data: Any, epochs: int) -> FinalistsSpec:
     return spec
 
 
+def _artifacts(location: str | None) -> str | None:
+    if location is None:
+        return None
+    try:  # the form only: a machine reading a stored spec need not have the store's client installed
+        return check_artifact_location(location, importable=False)
+    except ExplorerError as exc:
+        raise SpecError(f"'artifacts' at the top level: {exc}") from None
+
+
 def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
     """Build and fully check a spec from a parsed TOML document (or a stored :meth:`StudySpec.to_dict`)."""
 
@@ -355,6 +344,7 @@ def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
         early_stopping=_early_stopping(t.raw("early_stopping", {}), task.epochs),
         finalists=_finalists(t.raw("finalists", {}), task.epochs),
         storage=t.text("storage", None),
+        artifacts=_artifacts(t.text("artifacts", None)),
         timeout=timeout,
         sampler=t.text("sampler", "tpe", choices=SAMPLERS),
         seed=t.integer("seed", 0, low=0),

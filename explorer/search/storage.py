@@ -11,6 +11,8 @@ Without a heartbeat such a trial stays RUNNING forever.
 from __future__ import annotations
 
 import datetime
+import importlib.util
+import os
 import re
 import time
 import warnings
@@ -24,23 +26,28 @@ from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState, create_trial
 from sqlalchemy.engine import URL, make_url
 
-from explorer.errors import SpecError, StorageError
+from explorer.errors import MissingExtraError, SpecError, StorageError, StorageUnavailableError
 
 __all__ = [
+    "ARTIFACT_FORMS",
     "DEFAULT_STORAGE_TEMPLATE",
+    "STORAGE_ENV",
     "STALE_REASON",
     "RetryStaleTrial",
     "StudyRow",
+    "check_artifact_location",
     "check_study_name",
     "default_storage_url",
     "list_study_summaries",
     "mask_url",
     "open_storage",
+    "resolve_storage_url",
     "sqlite_path",
     "study_exists",
 ]
 
 DEFAULT_STORAGE_TEMPLATE = "sqlite:///studies/{name}.db"
+STORAGE_ENV = "EXPLORER_STORAGE"  # a storage URL for every command (keeps a password out of argv)
 CONNECT_TIMEOUT_S = 5  # a PostgreSQL server that does not answer fails in seconds, not minutes
 SQLITE_LOCK_TIMEOUT_S = 30  # SQLite's `timeout` is how long to wait for another worker's lock: be patient
 URL_FORMS = "sqlite:///path.db or postgresql+psycopg://user:pass@host/db"
@@ -81,9 +88,55 @@ def check_study_name(name: str) -> str:
     )
 
 
+ARTIFACT_FORMS = "a directory, file://PATH, s3://BUCKET or gs://BUCKET"
+_ARTIFACT_BACKENDS = {  # scheme -> (module to import, pip package, explorer extra)
+    "s3://": ("boto3", "boto3", "s3"),
+    "gs://": ("google.cloud.storage", "google-cloud-storage", "gcs"),
+}
+
+
+def check_artifact_location(location: str, *, importable: bool = True) -> str:
+    """``location`` (stripped) if it names an artifact store Optuna has, else a one-line error; creates nothing.
+
+    With ``importable`` the package a cloud store needs must be installed (a missing one names its extra);
+    without, only the form is checked (a stored spec read on a machine that will not write there).
+    """
+    if not isinstance(location, str) or not location.strip():
+        raise StorageError(f"the artifact location is empty; give {ARTIFACT_FORMS}.")
+    location = location.strip()
+    scheme = location.split("://", 1)[0] + "://" if "://" in location else ""
+    if scheme and scheme != "file://" and scheme not in _ARTIFACT_BACKENDS:
+        raise StorageError(f"artifact location {location!r} has an unknown scheme; give {ARTIFACT_FORMS}.")
+    if scheme in _ARTIFACT_BACKENDS:
+        bucket = location.removeprefix(scheme).strip("/")
+        if not bucket or "/" in bucket:
+            raise StorageError(
+                f"artifact location {location!r} must be {scheme}BUCKET (Optuna's store writes at the bucket's "
+                "top level); give the study a bucket of its own."
+            )
+        module, package, extra = _ARTIFACT_BACKENDS[scheme]
+        if importable and importlib.util.find_spec(module.split(".")[0]) is None:
+            raise MissingExtraError(f"the artifact location {location}", extra, package)
+        return location
+    path = Path(location.removeprefix("file://")).expanduser()
+    if path.exists() and not path.is_dir():
+        raise StorageError(f"artifact location {str(path)!r} is a file; give a directory.")
+    return location
+
+
 def default_storage_url(name: str) -> str:
     """The SQLite URL a study gets when no ``--storage`` is given: ``studies/NAME.db`` under the cwd."""
     return DEFAULT_STORAGE_TEMPLATE.format(name=check_study_name(name))
+
+
+def resolve_storage_url(name: str, explicit: str | None = None, spec_storage: str | None = None) -> str:
+    """Where study ``name`` lives: ``explicit`` (``--storage``), else ``$EXPLORER_STORAGE``, else the spec's
+    ``storage``, else :func:`default_storage_url`.
+
+    The environment variable is how a PostgreSQL password stays out of the command line (and shell history);
+    a URL without a password also works, libpq then reads ``PGPASSWORD`` or ``~/.pgpass`` (``PGPASSFILE``).
+    """
+    return explicit or os.environ.get(STORAGE_ENV, "").strip() or spec_storage or default_storage_url(name)
 
 
 STALE_REASON = "its worker stopped sending heartbeats (killed, or its machine was lost)"
@@ -177,12 +230,12 @@ def open_storage(
                 _use_wal(storage)
             return storage
         except ImportError:
-            raise StorageError(
+            raise StorageUnavailableError(
                 f"The database driver for {masked} is not installed; run pip install 'psycopg[binary]' "
                 "for PostgreSQL (or the driver your URL names)."
             ) from None
         except sqlalchemy.exc.DBAPIError as exc:
-            raise StorageError(_unreachable_message(parsed, masked, exc)) from None
+            raise StorageUnavailableError(_unreachable_message(parsed, masked, exc)) from None
         except RuntimeError as exc:  # Optuna's "table schema is not compatible" check
             raise StorageError(
                 f"The storage {masked} has an incompatible schema ({_scrub(str(exc), parsed)}); "

@@ -16,11 +16,11 @@ What one trial does is :class:`explorer.search.objective.Objective`; running sta
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 import warnings
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import optuna
@@ -29,8 +29,11 @@ import torch
 from explorer.engine.bench import bench_attention
 from explorer.engine.config import valid_heads
 from explorer.engine.device import resolve_device
+from explorer.engine.runtime import check_runtime
 from explorer.engine.tasks import load_task
 from explorer.errors import SpecError, StorageError, StudyNotFoundError
+from explorer.meta import package_version
+from explorer.search.artifacts import LOCATION_ATTR, ArtifactStore, store_for
 from explorer.search.claims import Claims
 from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec, spec_from_dict
@@ -39,6 +42,7 @@ from explorer.search.storage import (
     default_storage_url,
     mask_url,
     open_storage,
+    resolve_storage_url,
     sqlite_path,
     study_exists,
 )
@@ -46,8 +50,11 @@ from explorer.search.storage import (
 __all__ = [
     "SPEC_WAIT_S",
     "StudyHandle",
+    "artifact_store",
     "attention_bench",
+    "check_can_run",
     "check_device",
+    "note_artifact_location",
     "open_study",
     "prepare_study",
     "record_bench",
@@ -55,6 +62,8 @@ __all__ = [
 ]
 
 SPEC_WAIT_S = 30.0  # how long to wait for a study another command is creating right now to get its spec
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------- opening
@@ -108,17 +117,11 @@ class StudyHandle:
         return self.storage_url == default_storage_url(self.spec.name)
 
 
-def _version() -> str:
-    try:
-        return version("explorer")
-    except PackageNotFoundError:  # a source tree that was not installed
-        return "0.0.0+unknown"
-
-
 def _comparable(spec: StudySpec) -> dict[str, Any]:
-    """The parts of a spec that define the study's meaning (a new total or timeout is allowed on resume)."""
+    """The parts of a spec that define the study's meaning (a new total, timeout or artifact location is allowed
+    on resume)."""
     d = spec.stored()
-    for key in ("n_trials", "timeout"):
+    for key in ("n_trials", "timeout", "artifacts"):
         d.pop(key, None)
     return d
 
@@ -151,8 +154,10 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
     check_study_name(spec.name)
     SearchSpace(spec.space)  # an empty or impossible space fails here, before the storage is touched
     load_task(spec.task.name, **spec.task.options)  # so does a missing or malformed data file
-    check_device(device or spec.latency.device)  # and a device this machine does not have
-    url = storage_url or spec.storage or default_storage_url(spec.name)
+    # and a device this machine does not have, or a runtime it cannot run (a missing `onnx` extra...)
+    check_runtime(spec.latency.runtime, check_device(device or spec.latency.device))
+    url = resolve_storage_url(spec.name, storage_url, spec.storage)
+    log.info("opening the storage %s", mask_url(url))
     storage = _open(url)
     created = False
     if not study_exists(storage, spec.name):
@@ -166,9 +171,10 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
         with warnings.catch_warnings():  # "experimental since 3.2": a notice for developers, not for users
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             study.set_metric_names(spec.objective_names())
-        study.set_user_attr("explorer_version", _version())
+        study.set_user_attr("explorer_version", package_version())
         study.set_user_attr("task", spec.task.name)
         study.set_user_attr("spec", spec.stored())  # last: its presence says the study is ready
+        log.info("created study %s (%s)", spec.name, ", ".join(spec.objective_names()))
         return StudyHandle(study, spec, url)
     study = optuna.load_study(study_name=spec.name, storage=storage)
     stored = _stored_spec(study, url, wait_s=SPEC_WAIT_S)
@@ -183,7 +189,7 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
     """Load an existing study and the spec stored with it (no spec file needed)."""
     check_study_name(name)
-    url = storage_url or default_storage_url(name)
+    url = resolve_storage_url(name, storage_url)
     path = sqlite_path(url)
     if path is not None and not path.exists():
         raise StudyNotFoundError(
@@ -232,9 +238,35 @@ def record_bench(handle: StudyHandle, device: torch.device) -> bool:
     """Run the attention benchmark once per study and store it with the study; False when there was nothing to
     do (recorded already, or switched off by the spec's ``bench = false``)."""
     if not handle.spec.bench or "bench" in handle.study.user_attrs:
+        log.debug("attention bench: %s", "switched off" if not handle.spec.bench else "recorded already")
         return False
+    log.info("running the attention bench once for %s on %s (skip it with --no-bench)", handle.name, device)
     t0 = time.perf_counter()
     seq_len = load_task(handle.spec.task.name, **handle.spec.task.options).spec.seq_len
     handle.study.set_user_attr("bench", attention_bench(handle.spec, seq_len, device))
     handle.study.set_user_attr("bench_time_s", time.perf_counter() - t0)
+    log.info("attention bench done in %.1f s", time.perf_counter() - t0)
     return True
+
+
+def check_can_run(handle: StudyHandle, device: str | None = None) -> None:
+    """Everything a run of ``handle`` needs from this machine (its device and runtime), checked before any write."""
+    check_runtime(handle.spec.latency.runtime, check_device(device or handle.spec.latency.device))
+
+
+def artifact_store(handle: StudyHandle, location: str | None = None) -> ArtifactStore:
+    """The artifact store a study's weights go to and come from (see :mod:`explorer.search.artifacts`), sharing
+    the study's storage connection; ``location`` overrides ``$EXPLORER_ARTIFACTS`` and the spec's."""
+    return store_for(
+        handle.storage_url,
+        location=location,
+        storage=handle.study._storage,
+        spec_location=handle.spec.artifacts,
+    )
+
+
+def note_artifact_location(handle: StudyHandle, store: ArtifactStore) -> None:
+    """Record where this run writes weights on the study (read by people and by benchmarks/dashboard_check.py;
+    every weight's own index entry names its location too)."""
+    if handle.study.user_attrs.get(LOCATION_ATTR) != store.write_location:
+        handle.study.set_user_attr(LOCATION_ATTR, store.write_location)

@@ -11,6 +11,7 @@ short while another command's trials still run.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import multiprocessing
 import os
 import time
@@ -28,12 +29,12 @@ from optuna.trial import TrialState
 from explorer.engine.config import ModelConfig
 from explorer.engine.device import resolve_device
 from explorer.errors import ConfigError, ExplorerError
-from explorer.search.artifacts import store_for
 from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.record import FinalistRun, arch_key, is_bookkeeping
 from explorer.search.sampling import make_sampler
 from explorer.search.space import SearchSpace
-from explorer.search.study import StudyHandle, check_device, open_study
+from explorer.search.storage import check_artifact_location
+from explorer.search.study import StudyHandle, artifact_store, check_device, open_study
 
 __all__ = [
     "EXHAUSTED",
@@ -51,6 +52,8 @@ MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials 
 MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a row that another worker held
 EXHAUSTED = "the search space has no architecture left"  # how a stage's note starts when the space is used up
 STAGES = ("search", "finalists")
+
+log = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------- progress
@@ -109,6 +112,9 @@ class RunOptions:
     device: str | None = None  # None: the spec's latency device
     timeout: float | None = None  # seconds after which no new trial starts
     poll_interval: float = 1.0
+    artifacts: str | None = (
+        None  # where trained weights go (None: $EXPLORER_ARTIFACTS, the spec's, the default)
+    )
 
     def check(self) -> RunOptions:
         if self.workers < 1:
@@ -119,6 +125,8 @@ class RunOptions:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout:g}.")
         if self.device is not None:
             check_device(self.device)
+        if self.artifacts is not None:
+            check_artifact_location(self.artifacts)
         return self
 
 
@@ -192,6 +200,7 @@ def _work(
     deadline: float | None,
     poll_interval: float,
     on_trial: Callable[[], None] | None = None,
+    artifacts: str | None = None,
 ) -> str:
     """One worker's loop over a stage; returns "" when the stage is done, else why it stopped."""
     study = handle.study
@@ -203,7 +212,7 @@ def _work(
         stage=stage,
         total=total,
         device=device,
-        store=store_for(handle.storage_url),
+        store=artifact_store(handle, artifacts),
         on_epoch=on_trial,
     )
     callbacks: list[Callable[..., None]] = []
@@ -238,16 +247,27 @@ def _worker_main(
     threads: int,
     deadline_in: float | None,
     out: Any,
+    artifacts: str | None = None,
+    log_level: int = logging.WARNING,
 ) -> None:
-    """Entry point of a worker process (spawned): open the study by name and work on the stage."""
+    """Entry point of a worker process (spawned): open the study by name and work on the stage. A parent run
+    with ``-v`` passes its log level, so the worker's steps reach the same stderr."""
     import signal
 
+    if log_level < logging.WARNING:
+        logger = logging.getLogger("explorer")
+        logger.setLevel(log_level)
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter(f"%(asctime)s worker {os.getpid()} %(name)s: %(message)s", "%H:%M:%S")
+        )
+        logger.addHandler(handler)
     torch.set_num_threads(threads)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     deadline = None if deadline_in is None else time.monotonic() + deadline_in
     try:
         handle = open_study(name, storage_url)
-        out.put(_work(handle, stage, total, device, deadline, 1.0))
+        out.put(_work(handle, stage, total, device, deadline, 1.0, artifacts=artifacts))
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
 
@@ -282,11 +302,18 @@ def run_stage(
         return p
 
     report()
+    log.info(
+        "%s stage of %s: %d %s, %d worker(s) on %s",
+        stage, handle.name, total, "trials in total" if stage == "search" else "runs", options.workers, dev,
+    )  # fmt: skip
     if options.workers == 1:
         previous = torch.get_num_threads()
         torch.set_num_threads(options.threads)
         try:
-            note = _work(handle, stage, total, str(dev), deadline, options.poll_interval, on_trial=report)
+            note = _work(
+                handle, stage, total, str(dev), deadline, options.poll_interval, on_trial=report,
+                artifacts=options.artifacts,
+            )  # fmt: skip
         finally:
             torch.set_num_threads(previous)
         return report(note)
@@ -297,7 +324,18 @@ def run_stage(
     procs = [
         ctx.Process(
             target=_worker_main,
-            args=(handle.storage_url, handle.spec.name, stage, total, d, options.threads, left, queue),
+            args=(
+                handle.storage_url,
+                handle.spec.name,
+                stage,
+                total,
+                d,
+                options.threads,
+                left,
+                queue,
+                options.artifacts,
+                logging.getLogger("explorer").getEffectiveLevel(),
+            ),  # fmt: skip
         )
         for d in _worker_devices(dev, options.workers)
     ]

@@ -1,0 +1,134 @@
+"""How fast do the read-only commands answer? `explorer study list` and `study status` in fresh processes.
+
+    .venv/bin/python benchmarks/cli_startup.py [--runs 5] [--record benchmarks/cli_startup.md]
+
+Creates a small stored study (4 trials written straight into a SQLite file, no training), then times the whole
+command, process start to exit, for `explorer study list`, `explorer study status NAME` and, for reference,
+`explorer --help`, alternating between them, ``--runs`` times each. Also records whether the command imported
+torch, scipy.stats, pandas or seaborn (it should import none: read-only commands go through
+explorer.search.catalog). Target: `study list` and `study status` under 2 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+TARGET_S = 2.0
+PROBE = (
+    "import sys, runpy\n"
+    "sys.argv = ['explorer', *sys.argv[1:]]\n"
+    "try:\n"
+    "    runpy.run_module('explorer.cli', run_name='__main__')\n"
+    "except SystemExit:\n"
+    "    pass\n"
+    "heavy = [m for m in ('torch', 'scipy.stats', 'pandas', 'seaborn') if m in sys.modules]\n"
+    "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
+)
+
+
+def make_study(folder: Path) -> str:
+    """A stored study with a spec and 4 finished trials, written without training anything."""
+    import optuna
+    from optuna.trial import TrialState, create_trial
+
+    from explorer.engine.config import ModelConfig
+    from explorer.search.record import TrialRecord
+    from explorer.search.spec import spec_from_dict
+
+    url = f"sqlite:///{folder / 'studies' / 'startup.db'}"
+    (folder / "studies").mkdir()
+    spec = spec_from_dict(
+        {
+            "name": "startup",
+            "n_trials": 4,
+            "task": {"name": "digits"},
+            "space": {"d_model": [32], "n_layers": [2], "heads": [1, 2, 4, 8]},
+        }
+    )
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    study = optuna.create_study(study_name="startup", storage=url, directions=["maximize", "minimize"])
+    study.set_user_attr("spec", spec.stored())
+    for i, h in enumerate((1, 2, 4, 8)):
+        r = TrialRecord(i, "COMPLETE", "search", ModelConfig(d_model=32, heads=(h, h)), 3e-3, i, 4)
+        attrs = {**r.arch_attrs(), "val_accuracy": 0.8 + 0.01 * i, "history": [0.8], "val_size": 270}
+        attrs["latency"] = {"median_ms": 1.0 + i, "iqr_ms": 0.1, "batch_size": 16, "seq_len": 16, "threads": 1,
+                            "device": "cpu", "dtype": "float32", "runs": 5}  # fmt: skip
+        study.add_trial(create_trial(state=TrialState.COMPLETE, values=[0.8, 1.0 + i], user_attrs=attrs))
+    return url
+
+
+def run(args: list[str], cwd: Path) -> tuple[float, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("EXPLORER_STORAGE", None)
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    wall = time.perf_counter() - t0
+    heavy = next((line[6:] for line in done.stderr.splitlines() if line.startswith("HEAVY=")), "?")
+    if "error" in done.stderr.lower():
+        raise SystemExit(done.stderr)
+    return wall, heavy
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--record", type=Path, help="append a dated block to this markdown file")
+    args = ap.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="explorer-startup-"))
+    make_study(folder)
+    commands = {
+        "explorer study list": ["study", "list"],
+        "explorer study status startup": ["study", "status", "startup"],
+        "explorer --help": ["--help"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    heavy: dict[str, str] = {}
+    load_before = os.getloadavg()[0]
+    for _ in range(args.runs):
+        for name, argv in commands.items():  # alternating: each round runs every command once
+            wall, imported = run(argv, folder)
+            times[name].append(wall)
+            heavy[name] = imported
+    load_after = os.getloadavg()[0]
+    from explorer.engine.device import cpu_model_name
+
+    lines = [
+        f"## {dt.datetime.now().strftime('%Y-%m-%dT%H:%M')}: read-only commands, {args.runs} fresh processes each",
+        "",
+        f"- machine: `{cpu_model_name()}`, {os.cpu_count()} CPUs; Python {sys.version.split()[0]}",
+        f"- load average (1 min) before/after: {load_before:.2f} / {load_after:.2f}",
+        f"- command: `python benchmarks/cli_startup.py --runs {args.runs}{' --record ' + str(args.record) if args.record else ''}`",
+        "",
+        "| command | median (s) | max (s) | all runs (s) | under 2 s | heavy modules imported |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, walls in times.items():
+        med = statistics.median(walls)
+        runs = ", ".join(f"{w:.2f}" for w in walls)
+        verdict = "yes" if max(walls) < TARGET_S else ("median yes" if med < TARGET_S else "NO")
+        lines.append(
+            f"| `{name}` | {med:.2f} | {max(walls):.2f} | {runs} | {verdict} | {heavy[name] or 'none'} |"
+        )
+    block = "\n".join(lines) + "\n"
+    print(block)
+    if args.record:
+        with args.record.open("a") as f:
+            f.write("\n" + block)
+    print(json.dumps({k: statistics.median(v) for k, v in times.items()}), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

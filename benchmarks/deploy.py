@@ -1,0 +1,279 @@
+"""Deploy and share, measured: runtimes side by side, ONNX export parity, `bench model` against the study.
+
+    .venv/bin/python benchmarks/deploy.py [--rounds 5] [--min-run-time 0.5] [--record benchmarks/deploy.md]
+
+What it does, in a fresh temporary folder with its own latency cache (nothing outside it is touched):
+
+1. runs two small quickstart-like digits studies through the command line, the same space timed two ways:
+   ``deploy-eager`` (``[latency] runtime = "eager"``) and ``deploy-ort`` (``runtime = "onnxruntime"``);
+2. exports the eager study's knee (``--format state`` and ``onnx``; the ONNX parity on the test split is the
+   export's own check) and the ORT study's knee as ONNX;
+3. times the eager knee's trained model under eager PyTorch, ``torch.compile`` and ONNX Runtime in one process,
+   in alternating rounds (the order rotates every round), and reports the ratio of the medians;
+4. times the exported files with ``explorer bench model`` (three fresh processes each) and says whether each
+   lands within the study's stated interval for that trial (like for like: the state file against the eager
+   study, the ONNX file against the ORT study);
+5. overlays both studies' fronts with ``explorer compare``.
+
+Appends a dated block (machine, load, command, figures) to ``--record``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SPEC = """\
+name = "{name}"
+n_trials = 6
+sampler = "tpe"
+seed = 0
+
+[task]
+name = "digits"
+epochs = 4
+batch_size = 128
+
+[space]
+d_model = [32]
+n_layers = [2]
+heads = [1, 2, 4, 8]
+min_dk = [4]
+families = ["uniform", "increasing", "decreasing"]
+mlp_ratio = [2.0]
+lr = 3e-3
+
+[latency]
+device = "cpu"
+batch_size = 16
+threads = 1
+runtime = "{runtime}"
+
+[early_stopping]
+min_epochs = 1
+
+[finalists]
+seeds = 2
+max_epochs = 6
+patience = 2
+"""
+
+
+def cli(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict, float]:
+    """Run `explorer ... --json` in a fresh process; return its JSON document and wall time."""
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "explorer.cli", *args, "--json"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise SystemExit(
+            f"explorer {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()[-2000:]}"
+        )
+    return json.loads(done.stdout), time.perf_counter() - t0
+
+
+def compare_runtimes(knee: Path, rounds: int, min_run_time: float) -> dict:
+    """Eager vs torch.compile vs ONNX Runtime on the same trained model and batch, alternating rounds."""
+    import torch
+
+    from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
+    from explorer.engine.latency import random_input, time_call
+    from explorer.engine.model import build_model
+    from explorer.engine.runtime import prepare_runner
+
+    torch.set_num_threads(1)
+    doc = torch.load(knee, weights_only=True)
+    meta = json.loads(doc["explorer"])
+    spec = InputSpec(**meta["input"])
+    model = build_model(ModelConfig.from_dict(meta["run_config"]["model"]), spec)
+    model.load_state_dict(doc["state_dict"])
+    model.eval()
+    batch = meta["study_latency"]["batch_size"]
+    cfg = LatencyConfig(device="cpu", batch_size=batch, threads=1, min_run_time=min_run_time)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        x = random_input(spec, batch)
+    cpu = torch.device("cpu")
+    runners, prepare_s, diffs = {}, {}, {}
+    with torch.inference_mode():
+        reference = model(x)
+        for runtime in ("eager", "compile", "onnxruntime"):
+            t0 = time.perf_counter()
+            runners[runtime] = prepare_runner(model, x, cpu, runtime, 1)
+            prepare_s[runtime] = time.perf_counter() - t0
+            diffs[runtime] = float((runners[runtime].output() - reference).abs().max())
+        names = list(runners)
+        per_round: dict[str, list[float]] = {n: [] for n in names}
+        for r in range(rounds):
+            order = names[r % len(names) :] + names[: r % len(names)]
+            for runtime in order:
+                res = time_call(runners[runtime], cpu, cfg, batch, spec.seq_len, runtime=runtime)
+                per_round[runtime].append(res.median_ms)
+    medians = {n: statistics.median(v) for n, v in per_round.items()}
+    return {
+        "config": meta["run_config"]["model"],
+        "trial": meta["run_config"]["source"]["trial"],
+        "batch": batch,
+        "seq_len": spec.seq_len,
+        "per_round": per_round,
+        "median_ms": medians,
+        "speedup_vs_eager": {n: medians["eager"] / m for n, m in medians.items()},
+        "prepare_s": prepare_s,
+        "max_abs_diff": diffs,
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--rounds", type=int, default=5, help="alternating rounds of eager / compile / onnxruntime"
+    )
+    ap.add_argument("--min-run-time", type=float, default=0.5, help="seconds timed per runtime per round")
+    ap.add_argument("--repeats", type=int, default=3, help="`bench model` processes per exported file")
+    ap.add_argument("--record", type=Path, help="append a dated block to this markdown file")
+    args = ap.parse_args()
+
+    from explorer.engine.device import cpu_model_name
+
+    work = Path(tempfile.mkdtemp(prefix="explorer-deploy-"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_CACHE_DIR": str(work / "cache")}
+    env.pop("EXPLORER_STORAGE", None)
+    env.pop("EXPLORER_ARTIFACTS", None)
+    load_before = os.getloadavg()[0]
+    started = dt.datetime.now().strftime("%Y-%m-%dT%H:%M")
+
+    studies = {}
+    for name, runtime in (("deploy-eager", "eager"), ("deploy-ort", "onnxruntime")):
+        (work / f"{name}.toml").write_text(SPEC.format(name=name, runtime=runtime))
+        doc, wall = cli(["study", "run", f"{name}.toml", "--no-bench"], work, env)
+        studies[name] = {"runtime": runtime, "wall_s": wall, "complete": doc["complete"]}
+        print(f"{name}: {wall:.0f} s", file=sys.stderr)
+
+    exports = {}
+    for study, fmt, out in (
+        ("deploy-eager", "state", "eager-knee.pt"),
+        ("deploy-eager", "onnx", "eager-knee.onnx"),
+        ("deploy-eager", "pt2", "eager-knee.pt2"),
+        ("deploy-ort", "onnx", "ort-knee.onnx"),
+    ):
+        doc, wall = cli(["export", study, "--trial", "knee", "--format", fmt, "--out", out], work, env)
+        exports[out] = {**doc, "wall_s": wall}
+        print(f"export {out}: diff {doc['max_abs_logit_diff']}", file=sys.stderr)
+
+    runtimes = compare_runtimes(work / "eager-knee.pt", args.rounds, args.min_run_time)
+    print(f"runtimes: {runtimes['median_ms']}", file=sys.stderr)
+
+    benches = {}
+    for out in ("eager-knee.pt", "ort-knee.onnx", "eager-knee.onnx"):
+        benches[out] = [cli(["bench", "model", out], work, env)[0] for _ in range(args.repeats)]
+
+    compared, _ = cli(["compare", "deploy-eager", "deploy-ort", "--out", "compare"], work, env)
+    load_after = os.getloadavg()[0]
+    import onnxruntime
+    import torch
+
+    block = render(
+        args,
+        started,
+        load_before,
+        load_after,
+        studies,
+        exports,
+        runtimes,
+        benches,
+        compared,
+        torch,
+        onnxruntime,
+        cpu_model_name(),
+    )
+    print(block)
+    if args.record:
+        with args.record.open("a") as f:
+            f.write("\n" + block)
+
+
+def render(
+    args, started, load_before, load_after, studies, exports, runtimes, benches, compared, torch, ort, cpu
+) -> str:  # noqa: ANN001
+    med, speed = runtimes["median_ms"], runtimes["speedup_vs_eager"]
+    heads = ",".join(map(str, runtimes["config"]["heads"]))
+    lines = [
+        f"## {started}: knee of deploy-eager (trial #{runtimes['trial']}, d_model {runtimes['config']['d_model']}, heads {heads}), batch {runtimes['batch']}, seq {runtimes['seq_len']}",
+        "",
+        f"- machine: `{cpu}`, {os.cpu_count()} CPUs, 1 thread timed; torch {torch.__version__}, onnxruntime {ort.__version__}",
+        f"- load average (1 min) before/after: {load_before:.2f} / {load_after:.2f}",
+        f"- command: `python benchmarks/deploy.py --rounds {args.rounds} --min-run-time {args.min_run_time} --repeats {args.repeats}"
+        + (f" --record {args.record}`" if args.record else "`"),
+        "- studies (6 search trials + finalists, `study run --no-bench`): "
+        + ", ".join(f"{n} ({s['runtime']}) {s['wall_s']:.0f} s" for n, s in studies.items()),
+        "",
+        "### Runtimes side by side (one process, same trained model and batch, alternating rounds)",
+        "",
+        "| runtime | median of round medians (ms) | per round (ms) | speed-up vs eager | max abs diff vs eager | prepare (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n in ("eager", "compile", "onnxruntime"):
+        rounds = ", ".join(f"{v:.3f}" for v in runtimes["per_round"][n])
+        lines.append(
+            f"| {n} | {med[n]:.3f} | {rounds} | {speed[n]:.2f}x | {runtimes['max_abs_diff'][n]:.1e} | {runtimes['prepare_s'][n]:.1f} |"
+        )
+    lines += [
+        "",
+        "### Export parity (the export's own check on the task's whole test split, float32)",
+        "",
+        "| file | trial | heads | max abs logit diff | test examples | same prediction | export wall (s) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for out, d in exports.items():
+        lines.append(
+            f"| {out} | #{d['trial']} | {','.join(map(str, d['heads']))} | {d['max_abs_logit_diff']:.2e} | "
+            f"{d['test_examples']} | {d['prediction_agreement']:.1%} | {d['wall_s']:.1f} |"
+        )
+    lines += [
+        "",
+        "### `explorer bench model` against the study's figure for the trial (fresh process each)",
+        "",
+        "| file | runtime | study figure (ms) [stated interval] | study runtime | bench model (ms) | ratio | within | same setup |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for out, runs in benches.items():
+        for b in runs:
+            st = b["study"]
+            lines.append(
+                f"| {out} | {b['runtime']} | {st['median_ms']:.3f} [{st['low']:.3f}, {st['high']:.3f}] | {st['runtime']} | "
+                f"{b['latency_ms']:.3f} | {b['ratio_to_study']:.2f} | {'yes' if b['within_spread'] else 'NO'} | "
+                f"{'yes' if b['same_setup'] else 'no'} |"
+            )
+    knees = [r for r in compared["rows"] if r["knee"]]
+    lines += [
+        "",
+        "### `explorer compare deploy-eager deploy-ort`: the knees",
+        "",
+        "| study | device, runtime | heads | val accuracy | latency (ms) | front size |",
+        "|---|---|---|---|---|---|",
+    ]
+    for k in knees:
+        size = sum(r["study"] == k["study"] for r in compared["rows"])
+        lines.append(
+            f"| {k['study']} | {k['device']}, {k['runtime']} | {k['heads']} | {k['val_accuracy']:.4f} | {k['latency_ms']:.3f} | {size} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()

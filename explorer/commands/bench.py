@@ -1,0 +1,187 @@
+"""`explorer bench attention` and `explorer bench model`: micro-benchmarks on this device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from explorer.commands.common import check_threads, emit_json, force_option, json_option, note
+from explorer.errors import ConfigError
+
+__all__ = ["bench"]
+
+
+# --------------------------------------------------------------------------------------------- bench
+
+
+@click.group()
+def bench() -> None:
+    """Micro-benchmarks on this device."""
+
+
+@bench.command("attention")
+@click.option("--d-model", type=int, default=384, show_default=True)
+@click.option("--heads", type=int, default=8, show_default=True)
+@click.option("--kv-heads", type=int, help="Key/value heads, dividing --heads (default: --heads).")
+@click.option("--seq-len", type=int, default=197, show_default=True, help="Positions of the forward pass.")
+@click.option("--batch", type=int, default=8, show_default=True)
+@click.option("--decode", is_flag=True, help="Time one new token against a key/value cache of --context.")
+@click.option("--context", type=int, help="Cached positions in --decode mode (default 512).")
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--threads", type=int, default=None, help="CPU threads (default: all torch uses).")
+@click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
+@click.option(
+    "--runtime",
+    type=click.Choice(["eager", "compile", "onnxruntime"]),
+    default="eager",
+    show_default=True,
+    help="What runs each implementation while timed (onnxruntime needs the onnx extra).",
+)
+@json_option
+@click.option("--out", type=click.Path(path_type=Path), help="Write bench.csv and bench.png here.")
+@force_option
+def bench_attention_cmd(
+    d_model: int,
+    heads: int,
+    kv_heads: int | None,
+    seq_len: int,
+    batch: int,
+    decode: bool,
+    context: int | None,
+    device: str,
+    threads: int | None,
+    min_run_time: float,
+    runtime: str,
+    as_json: bool,
+    out: Path | None,
+    force: bool,
+) -> None:
+    """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the seed's table).
+
+    With --decode: one new token per sequence against a key/value cache of --context positions (the three
+    implementations; fewer --kv-heads shrink the cache each step reads).
+    """
+    from explorer.output.files import OutputFolder
+
+    if threads is not None:
+        check_threads(threads)
+    if not min_run_time > 0:
+        raise ConfigError(f"--min-run-time must be positive, got {min_run_time:g}.")
+    if not decode and context is not None:
+        raise ConfigError("--context is the cache length of --decode mode; add --decode (or drop --context).")
+    ctx = click.get_current_context()
+    if decode and ctx.get_parameter_source("seq_len") is not click.core.ParameterSource.DEFAULT:
+        raise ConfigError("--seq-len is the forward pass's length; in --decode mode give --context instead.")
+    context = 512 if decode and context is None else context
+    from explorer.engine.bench import bench_attention, bench_decode, check_bench_shape
+
+    check_bench_shape(d_model, heads, context if decode else seq_len, batch, kv_heads)
+    from explorer.engine.device import resolve_device
+    from explorer.engine.runtime import check_runtime
+
+    dev = resolve_device(device)
+    if decode and runtime != "eager":
+        raise ConfigError("--runtime applies to the forward pass; --decode times the eager model.")
+    check_runtime(runtime, dev)  # a missing extra fails before anything is timed or written
+    folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
+
+    kv_text = f", {kv_heads} kv heads" if kv_heads is not None else ""
+    if decode:
+        if not as_json:
+            note(
+                f"timing one decoding step at batch {batch} against a cache of {context}, d_model {d_model}, "
+                f"{heads} heads{kv_text} ..."
+            )
+        df = bench_decode(
+            d_model=d_model,
+            heads=heads,
+            kv_heads=kv_heads,
+            context=context,
+            batch=batch,
+            device=dev,
+            min_run_time=min_run_time,
+            threads=threads,
+        )
+    else:
+        if not as_json:
+            note(
+                f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads{kv_text} ..."
+            )
+        df = bench_attention(
+            d_model=d_model,
+            heads=heads,
+            kv_heads=kv_heads,
+            seq_len=seq_len,
+            batch=batch,
+            device=dev,
+            min_run_time=min_run_time,
+            threads=threads,
+            runtime=runtime,
+        )
+    written: list[Path] = []
+    if folder is not None and decode:
+        folder.write("bench.csv", df.to_csv(index=False))  # no figure for the decoding table yet
+        written = folder.finish()
+    elif folder is not None:
+        import tempfile
+
+        from explorer.output.plots import bench_figure, save_png
+
+        folder.write("bench.csv", df.to_csv(index=False))
+        with tempfile.TemporaryDirectory() as tmp:
+            folder.write(
+                "bench.png", save_png(bench_figure(df.to_dict("records")), Path(tmp) / "b.png").read_bytes()
+            )
+        written = folder.finish()
+    if as_json:
+        shape = {"d_model": d_model, "heads": heads, "kv_heads": kv_heads or heads, "batch": batch}
+        shape |= {"mode": "decode", "context": context} if decode else {"mode": "forward", "seq_len": seq_len}
+        if not decode:
+            shape["runtime"] = runtime
+        emit_json(
+            {
+                "shape": shape,
+                "rows": df.to_dict(orient="records"),
+                "files": [str(p) for p in written],
+            }
+        )
+        return
+    click.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    for path in written:
+        note(f"wrote {path}")
+
+
+@bench.command("model")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--batch", type=int, help="Batch size (default: the study's latency batch).")
+@click.option("--threads", type=int, help="CPU threads (default: the study's latency threads).")
+@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed.")
+@json_option
+def bench_model_cmd(
+    path: Path, batch: int | None, threads: int | None, device: str, min_run_time: float, as_json: bool
+) -> None:
+    """Time a model `explorer export` wrote (.onnx on ONNX Runtime, .pt2 via torch.export, .pt eagerly) and
+    compare it with the study's figure for that trial and its spread."""
+    from explorer.output.exported import bench_model
+
+    result = bench_model(path, batch, threads, device, min_run_time)
+    doc = result.to_dict()
+    if as_json:
+        emit_json(doc)
+        return
+    lat = result.latency
+    click.echo(
+        f"{path}: {lat.median_ms:.3f} ms per batch (IQR {lat.iqr_ms:.3f}) on {lat.runtime}, batch "
+        f"{lat.batch_size}, seq {lat.seq_len}, {lat.threads} thread(s), {lat.device}"
+    )
+    st = result.study
+    if st:
+        verdict = "within" if result.within_spread else "outside"
+        setup = "" if result.same_setup else " (measured differently: compare with care)"
+        click.echo(
+            f"study figure for trial #{st['trial']}: {st['median_ms']:.3f} ms [{st['low']:.3f}, {st['high']:.3f}] "
+            f"on {st['runtime']}, batch {st['batch_size']}; this timing is {verdict} that spread, ratio "
+            f"{doc['ratio_to_study']:.3f}{setup}"
+        )

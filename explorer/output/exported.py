@@ -1,0 +1,318 @@
+"""Reading a model `explorer export` wrote, safely, and timing it: `explorer bench model PATH`.
+
+Three files carry a trained model and its metadata (``explorer_export``: the run config, the input shape, the
+study's latency figure and its spread):
+
+* ``.onnx``: the graph and weights; the metadata in the model's ``metadata_props`` (key ``explorer``). Run by
+  ONNX Runtime (the ``onnx`` extra).
+* ``.pt2``: a ``torch.export`` program (``torch.export.save``), the metadata as the extra file
+  ``explorer.json``. Loaded with ``torch.export.load`` only after :func:`check_pt2` has found nothing in the
+  archive that loading would unpickle (torch loads some payloads with ``weights_only=False``).
+* ``.pt``: ``{"explorer_export": meta JSON, "state_dict": {name: tensor}}`` read with
+  ``torch.load(weights_only=True)``; the encoder is rebuilt from the config and run eagerly.
+
+A file that is not one of these, or that would need unpickling, is a one-line :class:`DataError`; nothing runs.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
+from explorer.engine.device import as_device
+from explorer.engine.latency import random_input, time_call
+from explorer.engine.measures import LatencyResult
+from explorer.engine.model import build_model
+from explorer.engine.runtime import Runner, ort_runner, ort_session, quiet_torch, require_onnx
+from explorer.errors import ConfigError, DataError, RuntimeUnavailableError
+
+__all__ = [
+    "EXPORT_VERSION",
+    "META_KEY",
+    "PT2_EXTRA",
+    "FORMAT_SUFFIX",
+    "Exported",
+    "ModelBench",
+    "bench_model",
+    "check_pt2",
+    "load_exported",
+    "pt2_archive_constants",
+]
+
+EXPORT_VERSION = 1
+FORMAT_SUFFIX = {"onnx": ".onnx", "pt2": ".pt2", "state": ".pt"}
+META_KEY = "explorer"  # ONNX metadata_props key and the .pt2 extra file's stem
+PT2_EXTRA = "explorer.json"
+_RUNTIME_OF = {"onnx": "onnxruntime", "pt2": "torch.export", "state": "eager"}
+
+
+@dataclass
+class Exported:
+    """An exported model, loaded: ``forward(x)`` gives logits ``[B, n_classes]`` as a CPU float tensor."""
+
+    path: Path
+    format: str  # onnx | pt2 | state
+    meta: dict[str, Any]
+    input: InputSpec
+    make_runner: Callable[[torch.Tensor, torch.device, int], Runner]  # (example, device, threads) -> Runner
+
+    @property
+    def runtime(self) -> str:
+        return _RUNTIME_OF[self.format]
+
+    def forward(self, x: torch.Tensor, threads: int = 1) -> torch.Tensor:
+        with torch.inference_mode():
+            return self.make_runner(x, torch.device("cpu"), threads).output()
+
+
+def _meta(raw: str | bytes | None, path: Path) -> dict[str, Any]:
+    try:
+        meta = json.loads(raw or "")
+    except (TypeError, ValueError):
+        meta = None
+    if not isinstance(meta, dict) or meta.get("explorer_export") != EXPORT_VERSION:
+        raise DataError(
+            f"{path} was not written by `explorer export` (no explorer metadata); export it again."
+        )
+    return meta
+
+
+def _input(meta: dict[str, Any], path: Path) -> InputSpec:
+    try:
+        return InputSpec(**meta["input"])
+    except (KeyError, TypeError, ConfigError) as exc:
+        raise DataError(f"{path} has malformed explorer metadata ({exc}); export it again.") from None
+
+
+def _format_of(path: Path) -> str:
+    for fmt, suffix in FORMAT_SUFFIX.items():
+        if path.suffix == suffix:
+            return fmt
+    raise ConfigError(
+        f"cannot tell the format of {path}: name it .onnx, .pt2 or .pt (what `explorer export` writes)."
+    )
+
+
+# --------------------------------------------------------------------------------------------- pt2 safety
+
+
+def pt2_archive_constants() -> Any:
+    """torch's PT2 archive layout (``torch.export.pt2_archive.constants``), or a one-line error on a torch too
+    old to write weights as raw bytes (the only .pt2 files explorer writes and loads): feature-detected, since
+    the format arrived in the 2.x releases after explorer's torch floor."""
+    try:
+        from torch.export.pt2_archive import constants
+    except ImportError:
+        constants = None
+    if constants is None or not hasattr(constants, "WEIGHTS_CONFIG_FILENAME_FORMAT"):
+        raise RuntimeUnavailableError(
+            f".pt2 files need a torch with the PT2 archive format (this is {torch.__version__}); upgrade torch, "
+            "or use --format state or onnx."
+        )
+    return constants
+
+
+def check_pt2(path: Path) -> None:
+    """Refuse a ``.pt2`` archive that ``torch.export.load`` would unpickle anything from.
+
+    Weights and constants stored as raw bytes are safe; ``torch.export.load`` unpickles payloads marked
+    ``use_pickle``, custom and opaque objects, legacy ``.pt`` weight files, and, when loading them with
+    ``weights_only=True`` fails, its sample inputs. Each is refused here; the sample inputs must load with
+    ``weights_only=True`` (so torch's fallback is never reached).
+    """
+    C = pt2_archive_constants()
+    bad = DataError(
+        f"{path} holds pickled objects that loading would run; only .pt2 files of plain tensors (as "
+        "`explorer export` writes) are loaded."
+    )
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+            configs = [
+                n
+                for n in names
+                if n.endswith("_config.json") and ("/data/weights/" in n or "/data/constants/" in n)
+            ]
+            if not any(n.endswith(C.ARCHIVE_FORMAT_PATH) for n in names) or not configs:
+                raise DataError(
+                    f"{path} is not a torch.export archive; export it again with `explorer export`."
+                )
+            for n in names:
+                directory = n.split("/", 1)[-1]
+                if directory.startswith((C.WEIGHTS_DIR, C.CONSTANTS_DIR)) and n.endswith(".pt"):
+                    raise bad  # the legacy pickled weight and constant files
+                if directory.startswith(
+                    (C.AOTINDUCTOR_DIR, C.EXECUTORCH_DIR, C.MTIA_DIR, C.XL_MODEL_WEIGHTS_DIR)
+                ):
+                    raise bad  # compiled, foreign or differently stored payloads: not what explorer writes
+                if directory.startswith(C.SAMPLE_INPUTS_DIR):
+                    torch.load(io.BytesIO(z.read(n)), weights_only=True)
+            for n in configs:
+                for payload in json.loads(z.read(n)).get("config", {}).values():
+                    name = str(payload.get("path_name", ""))
+                    if payload.get("use_pickle") or name.startswith(
+                        (C.CUSTOM_OBJ_FILENAME_PREFIX, C.OPAQUE_OBJ_FILENAME_PREFIX)
+                    ):
+                        raise bad
+    except (zipfile.BadZipFile, OSError, ValueError, KeyError, AttributeError):
+        raise DataError(f"{path} is not a readable torch.export archive; export it again.") from None
+    except (pickle.UnpicklingError, RuntimeError):
+        raise bad from None
+
+
+# --------------------------------------------------------------------------------------------- loading
+
+
+def _eager_runner(module: Any, runtime: str) -> Callable[[torch.Tensor, torch.device, int], Runner]:
+    def make(x: torch.Tensor, device: torch.device, threads: int) -> Runner:
+        if device.type != "cpu":
+            module.to(device)
+        xd = x.to(device)
+        return Runner(runtime, lambda: module(xd))
+
+    return make
+
+
+def _load_onnx(path: Path) -> Exported:
+    require_onnx("running an .onnx model")
+    session = ort_session(str(path), torch.device("cpu"), 1)  # also checks that ORT can load it at all
+    meta = _meta(session.get_modelmeta().custom_metadata_map.get(META_KEY), path)
+
+    def make(x: torch.Tensor, device: torch.device, threads: int) -> Runner:
+        same = device.type == "cpu" and threads == 1
+        return ort_runner(session if same else ort_session(str(path), device, threads), x, device)
+
+    return Exported(path, "onnx", meta, _input(meta, path), make)
+
+
+def _load_pt2(path: Path) -> Exported:
+    check_pt2(path)
+    extra = {PT2_EXTRA: ""}
+    try:
+        with quiet_torch():
+            program = torch.export.load(str(path), extra_files=extra)
+    except Exception as exc:  # torch raises assorted types for a damaged archive
+        raise DataError(
+            f"{path} cannot be loaded by torch.export ({type(exc).__name__}); export it again."
+        ) from None
+    meta = _meta(extra[PT2_EXTRA], path)
+    return Exported(path, "pt2", meta, _input(meta, path), _eager_runner(program.module(), "torch.export"))
+
+
+def _load_state(path: Path) -> Exported:
+    try:
+        doc: Any = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as exc:
+        raise DataError(
+            f"{path} is not a plain tensor file ({type(exc).__name__}); export it again."
+        ) from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("state_dict"), dict):
+        raise DataError(f"{path} is not an `explorer export --format state` file; export it again.")
+    meta = _meta(doc.get(META_KEY), path)
+    spec = _input(meta, path)
+    try:
+        config = ModelConfig.from_dict(meta["run_config"]["model"])
+    except (KeyError, TypeError, ConfigError) as exc:
+        raise DataError(f"{path} has no usable model config ({exc}); export it again.") from None
+    with torch.random.fork_rng(devices=[]):
+        model = build_model(config, spec)
+    try:
+        model.load_state_dict(doc["state_dict"])
+    except (RuntimeError, TypeError):
+        raise DataError(f"the weights in {path} do not fit its model config; export it again.") from None
+    return Exported(path, "state", meta, spec, _eager_runner(model.eval(), "eager"))
+
+
+def load_exported(path: str | Path, fmt: str | None = None) -> Exported:
+    """Load a file `explorer export` wrote (format from ``fmt`` or the file's suffix); see the module docstring."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(
+            f"no model file {path}; write one with `explorer export NAME --format onnx --out {path}`."
+        )
+    fmt = fmt or _format_of(path)
+    return {"onnx": _load_onnx, "pt2": _load_pt2, "state": _load_state}[fmt](path)
+
+
+# --------------------------------------------------------------------------------------------- timing
+
+
+@dataclass(frozen=True)
+class ModelBench:
+    """An exported model's latency here, next to the study's figure for the same trial."""
+
+    path: str
+    format: str
+    latency: LatencyResult
+    study: dict[str, Any] | None  # the study's figure: median_ms, low, high (its stated spread), runtime ...
+    within_spread: bool | None  # whether this median lies in the study's interval (None: no study figure)
+    same_setup: bool | None  # same runtime, batch, sequence length and threads as the study's figure
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "format": self.format,
+            "runtime": self.latency.runtime,
+            "latency_ms": self.latency.median_ms,
+            "latency": self.latency.to_dict(),
+            "study": self.study,
+            "ratio_to_study": None if not self.study else self.latency.median_ms / self.study["median_ms"],
+            "within_spread": self.within_spread,
+            "same_setup": self.same_setup,
+        }
+
+
+def bench_model(
+    path: str | Path,
+    batch_size: int | None = None,
+    threads: int | None = None,
+    device: torch.device | str = "cpu",
+    min_run_time: float = 1.0,
+) -> ModelBench:
+    """Time an exported model (onnx on ONNX Runtime, pt2 as the torch.export program, state eagerly) at the
+    study's batch size and thread count unless given; compare with the study's figure for that trial."""
+    exported = load_exported(path)
+    study = exported.meta.get("study_latency") or None
+    batch = batch_size or int((study or {}).get("batch_size") or 1)
+    threads = threads or int((study or {}).get("threads") or 1)
+    if batch < 1 or threads < 1 or not min_run_time > 0:
+        raise ConfigError(
+            f"need --batch >= 1, --threads >= 1 and --min-run-time > 0, got {batch}, {threads}, {min_run_time:g}."
+        )
+    device = as_device(device)
+    cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        x = random_input(exported.input, batch)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        with torch.inference_mode():
+            runner = exported.make_runner(x, device, threads)
+            result = time_call(runner, device, cfg, batch, exported.input.seq_len, runtime=runner.runtime)
+    finally:
+        torch.set_num_threads(old)
+    within = same = None
+    if study:
+        within = bool(study["low"] <= result.median_ms <= study["high"])
+        same = (
+            study.get("runtime"),
+            study.get("batch_size"),
+            study.get("seq_len"),
+            study.get("threads"),
+        ) == (
+            result.runtime if result.runtime != "torch.export" else "eager",
+            batch,
+            exported.input.seq_len,
+            threads,
+        )
+    return ModelBench(str(path), exported.format, result, study, within, same)
