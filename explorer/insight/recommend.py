@@ -11,6 +11,7 @@ had come out differently (a bootstrap over seeds). Pure functions over records.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -126,6 +127,21 @@ def _contrast(
     )
 
 
+def _merge_same(contrasts: Sequence[Contrast]) -> list[Contrast]:
+    """One row per layout: a layout that is two of the alternatives (the 1-head layout is often also the next
+    faster one) is named once with both names."""
+    merged: list[Contrast] = []
+    for c in contrasts:
+        twin = next(
+            (i for i, m in enumerate(merged) if c.other and m.other and m.other.key == c.other.key), None
+        )
+        if twin is None:
+            merged.append(c)
+        else:
+            merged[twin] = dataclasses.replace(merged[twin], name=f"{merged[twin].name}; also the {c.name}")
+    return merged
+
+
 def _find(
     archs: Sequence[Architecture], d_model: int, n_layers: int, heads: tuple[int, ...]
 ) -> Architecture | None:
@@ -238,6 +254,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
             spread,
         )
     )
+    contrasts = _merge_same(contrasts)
     confidence, method = None, ""
     runs: dict[str, list[TrialRecord]] = {}
     for r in records:

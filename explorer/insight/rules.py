@@ -12,7 +12,10 @@ the splits are too many to list), the interval a stratified bootstrap, and the v
 * **no difference larger than X points**: neither; X is the largest difference the 95% interval still allows,
   stated with the smallest difference this many architectures could have detected (80% power).
 
-"Not enough data" is left for a study that lacks a group: fewer than two architectures on a side.
+When the search lacks a side (a heads-only study at one width and depth holds exactly one architecture with one
+head per layer), the rule falls back to the finalist runs: fresh seeds, each trained until its accuracy stopped
+moving, with the run as the unit (the same tests, on converged accuracies). "Not enough data" is left for a study
+that lacks a group there too: fewer than two architectures, or two runs, on a side.
 """
 
 from __future__ import annotations
@@ -60,9 +63,10 @@ class RuleVerdict:
 @dataclass(frozen=True)
 class GroupComparison:
     comparison: Comparison
-    epoch: int
+    epoch: int | None  # the epoch the accuracies were read at (None: finalist runs, each at its plateau)
     strata: tuple[tuple[Any, ...], ...]  # the strata compared (width, depth, ...)
     values: tuple[tuple[list[float], list[float]], ...]  # per stratum: side a's and side b's accuracies
+    unit: str = "architectures"  # what one value is: an architecture (seeds averaged) or a finalist run
 
 
 def group_comparison(
@@ -91,13 +95,45 @@ def group_comparison(
         side = 0 if in_a(a.config) else 1 if in_b(a.config) else None
         if side is not None:
             groups.setdefault(strata(a.config), ([], []))[side].append(a.accuracy.estimate)
+    found = _compared(groups, alternative, epoch, "architectures")
+    if found[0] is None:
+        runs = _finalist_comparison(records, in_a, in_b, strata, alternative)
+        if runs[0] is not None:
+            return runs
+    return found
+
+
+def _compared(
+    groups: dict[tuple[Any, ...], tuple[list[float], list[float]]],
+    alternative: str,
+    epoch: int | None,
+    unit: str,
+) -> tuple[GroupComparison | None, int, int]:
     kept = {s: g for s, g in groups.items() if g[0] and g[1]}
     n_a = sum(len(g[0]) for g in kept.values())
     n_b = sum(len(g[1]) for g in kept.values())
     if n_a < MIN_ARCHS or n_b < MIN_ARCHS:
         return None, sum(len(g[0]) for g in groups.values()), sum(len(g[1]) for g in groups.values())
     c = compare(list(kept.values()), alternative=alternative)
-    return GroupComparison(c, epoch, tuple(kept), tuple(kept.values())), n_a, n_b
+    return GroupComparison(c, epoch, tuple(kept), tuple(kept.values()), unit), n_a, n_b
+
+
+def _finalist_comparison(
+    records: Sequence[TrialRecord],
+    in_a: Callable[[ModelConfig], bool],
+    in_b: Callable[[ModelConfig], bool],
+    strata: Callable[[ModelConfig], tuple[Any, ...]],
+    alternative: str,
+) -> tuple[GroupComparison | None, int, int]:
+    """The same comparison over finalist runs (each a fresh seed trained to its plateau), the run as the unit."""
+    groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
+    for r in records:
+        if r.role != "finalist" or not r.finished or r.config is None or not r.feasible:
+            continue
+        side = 0 if in_a(r.config) else 1 if in_b(r.config) else None
+        if side is not None and r.val_accuracy is not None:
+            groups.setdefault(strata(r.config), ([], []))[side].append(r.val_accuracy)
+    return _compared(groups, alternative, None, "finalist runs")
 
 
 def _pts(x: float) -> str:
@@ -108,9 +144,14 @@ def _evidence(g: GroupComparison, a: str, b: str) -> str:
     c = g.comparison
     p = f"p = {c.p_value:.3g}{'' if c.exact else ' (Monte Carlo)'}"
     mde = "any" if math.isinf(c.mde) else f"{c.mde * 100:.1f} points"
+    when = (
+        f"after epoch {g.epoch}"
+        if g.epoch is not None
+        else "of finalist runs (fresh seeds, each trained to its plateau; the search had too few architectures)"
+    )
     return (
-        f"{a}: {c.mean_a * 100:.1f}% vs {b}: {c.mean_b * 100:.1f}% mean validation accuracy after epoch {g.epoch} "
-        f"({c.n_a} vs {c.n_b} architectures in {c.strata} group(s) of equal width and depth); difference "
+        f"{a}: {c.mean_a * 100:.1f}% vs {b}: {c.mean_b * 100:.1f}% mean validation accuracy {when} "
+        f"({c.n_a} vs {c.n_b} {g.unit} in {c.strata} group(s) of equal width and depth); difference "
         f"{_pts(c.diff)} points, 95% interval [{_pts(c.low)}, {_pts(c.high)}], {p}; smallest difference "
         f"detectable here: {mde}"
     )
@@ -134,8 +175,8 @@ def _harm_rule(
         return RuleVerdict(
             rule,
             NOT_ENOUGH,
-            f"needs >= {MIN_ARCHS} architectures each of {names[0]} and {names[1]} at a shared width and depth; "
-            f"the study has {n_a} and {n_b}",
+            f"needs >= {MIN_ARCHS} architectures (or finalist runs) each of {names[0]} and {names[1]} at a shared "
+            f"width and depth; the study has {n_a} and {n_b}",
         )
     c, ev = g.comparison, _evidence(g, *names)
     if c.p_value <= ALPHA:

@@ -202,7 +202,8 @@ def rules_blocks(verdicts: Sequence[rules.RuleVerdict]) -> list[tuple]:
         ("table", pd.DataFrame([{"rule": v.rule, "verdict": v.verdict, "evidence": v.evidence} for v in verdicts])),
         ("p", [f"Method: the search's architectures (one run each), compared within groups of equal width and depth "
                "at the last epoch every compared architecture trained, so runs stopped early neither drop out nor "
-               "bias the groups. p: stratified exact permutation test of the claimed direction (labels permuted "
+               "bias the groups; where the search lacks a side (one head per layer is a single architecture at one width "
+               "and depth), the finalist runs instead, each a fresh seed trained to its plateau. p: stratified exact permutation test of the claimed direction (labels permuted "
                "within each group; Monte Carlo where the splits are too many); interval: stratified 95% bootstrap. "
                f"Supported: p <= {rules.ALPHA}. Contradicted: the reverse holds at p <= {rules.ALPHA} (for '8-16 heads "
                "suffice': more than 16 heads gain over one point, the whole interval above it). Otherwise the "

@@ -67,6 +67,13 @@ def test_finalists_lead_the_answer_and_their_contrasts_are_tested_over_seeds():
     assert 0.0 <= ans.confidence <= 1.0 and "bootstrap" in ans.confidence_method
 
 
+def test_a_layout_that_is_two_alternatives_is_one_row_with_both_names():
+    finals = finalist_records(10, [((4, 4), 0.95, 1.4, "knee"), ((1, 1), 0.70, 1.0, "1 head")])
+    ans = answer(search_records() + finals, SPEC)
+    assert [c.other.heads for c in ans.contrasts if c.other] == [(1, 1)]
+    assert ans.contrasts[0].name == "1 head per layer; also the next faster layout"
+
+
 def test_confidence_is_low_when_the_seeds_cannot_separate_the_candidates():
     close = finalist_records(
         10,

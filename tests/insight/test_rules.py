@@ -71,6 +71,21 @@ def test_missing_groups_are_not_enough_data_and_only_those():
     assert v["Mergedheads"].verdict == rules.NOT_ENOUGH  # no bench recorded
 
 
+def test_a_heads_only_study_reads_one_head_from_the_finalist_runs():
+    """At one width and depth one head per layer is a single architecture: the finalists' seeds decide."""
+    search = [r for r in study() if max(r.heads) > 1] + [record(50, (1, 1), 0.7, 1.0)]
+    runs = [(60 + i, heads, acc + 0.004 * i) for i, (heads, acc) in enumerate(
+        [((1, 1), 0.80)] * 3 + [((4, 4), 0.90)] * 3 + [((8, 8), 0.91)] * 3)]  # fmt: skip
+    finals = [record(n, h, a, 1.0, role="finalist", seed=1_000_000 + n) for n, h, a in runs]
+    v = verdicts(search + finals)["Onehead"]
+    assert v.verdict == "supported" and "finalist runs" in v.evidence
+    res = stats.permutation_test(([a for _, h, a in runs if h != (1, 1)], [a for _, h, a in runs if h == (1, 1)]),
+                                 lambda x, y: np.mean(x) - np.mean(y), alternative="greater",
+                                 permutation_type="independent", n_resamples=np.inf)  # fmt: skip
+    assert v.comparison.p_value == pytest.approx(res.pvalue) and v.comparison.n_b == 3
+    assert verdicts(search)["Onehead"].verdict == rules.NOT_ENOUGH  # without the finalists: one architecture
+
+
 def test_the_verdict_agrees_with_an_exact_permutation_test():
     recs = study()
     g, n_a, n_b = rules.group_comparison(recs, lambda c: min(c.heads) >= 2, lambda c: max(c.heads) == 1)
