@@ -18,7 +18,8 @@ import torch
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.tasks import load_task
 from explorer.engine.train import fit
-from explorer.insight.heads import relation_specialization, specialized_heads
+from explorer.engine.probe import relation_specialization
+from explorer.insight.heads import specialized_heads
 
 torch.set_num_threads(1)
 

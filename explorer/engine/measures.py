@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from explorer.errors import ConfigError
 
-__all__ = ["QUALITY_METRICS", "DecodeResult", "LatencyResult", "QualityMetric", "quality_metric"]
+__all__ = [
+    "QUALITY_METRICS",
+    "DecodeResult",
+    "LatencyResult",
+    "QualityMetric",
+    "binomial_se",
+    "quality_metric",
+]
 
 
 @dataclass(frozen=True)
@@ -110,3 +118,9 @@ def quality_metric(task_kind: str) -> QualityMetric:
         raise ConfigError(
             f"unknown task kind {task_kind!r}; choose one of {', '.join(QUALITY_METRICS)}."
         ) from None
+
+
+def binomial_se(p: float, n: int) -> float:
+    """Standard error of an accuracy ``p`` measured on ``n`` examples (p kept off 0 and 1 by half an example)."""
+    p = min(max(p, 0.5 / n), 1 - 0.5 / n)
+    return math.sqrt(p * (1 - p) / n)

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.device import as_device, autocast
-from explorer.engine.measures import QualityMetric, quality_metric
+from explorer.engine.measures import QualityMetric, binomial_se, quality_metric
 from explorer.engine.model import Model, build_model
 from explorer.engine.tasks.base import Task
 from explorer.errors import TrainingDivergedError
@@ -113,12 +113,6 @@ def _lr_lambda(
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return factor
-
-
-def binomial_se(p: float, n: int) -> float:
-    """Standard error of an accuracy ``p`` measured on ``n`` examples (p kept off 0 and 1 by half an example)."""
-    p = min(max(p, 0.5 / n), 1 - 0.5 / n)
-    return math.sqrt(p * (1 - p) / n)
 
 
 def plateaued(values: list[float], n_val: int, patience: int, higher_is_better: bool = True) -> bool:

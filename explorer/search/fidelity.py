@@ -21,10 +21,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
-from scipy.stats import norm
-
-from explorer.engine.train import binomial_se
+from explorer.engine.measures import binomial_se
 
 __all__ = ["EarlyStoppingSpec", "FinalistsSpec", "Peer", "Verdict", "dominated_at_rung", "tie_tolerance"]
 
@@ -107,7 +106,7 @@ def dominated_at_rung(
     ]
     if not eligible:
         return Verdict(False)
-    z = float(norm.ppf(1 - alpha / len(eligible)))
+    z = NormalDist().inv_cdf(1 - alpha / len(eligible))
 
     def lead_and_se(p: Peer) -> tuple[float, float]:
         theirs = p.history[epoch - 1]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from explorer.engine.train import binomial_se, plateaued
+from explorer.engine.measures import binomial_se
+from explorer.engine.train import plateaued
 from explorer.search.fidelity import Peer, dominated_at_rung
 
 N = 270  # validation examples
