@@ -329,13 +329,13 @@ def train(
         click.echo(f"test accuracy   {result.test_accuracy:.4f}")
     click.echo(
         f"latency         {lat.median_ms:.3f} ms/batch (IQR {lat.iqr_ms:.3f}) at batch {lat.batch_size}, "
-        f"seq {lat.seq_len}, {lat.threads} thread(s){' [from the cache]' if lat.cached else ''}"
+        f"seq {lat.seq_len}, {lat.threads} thread(s){_cache_note(lat)}"
     )
     if result.decode is not None:
         dec = result.decode
         click.echo(
             f"decoding        {dec.ms_per_token:.3f} ms/token (IQR {dec.latency.iqr_ms:.3f}) against a kv cache of "
-            f"{dec.context} at batch {dec.latency.batch_size}{' [from the cache]' if dec.cached else ''}"
+            f"{dec.context} at batch {dec.latency.batch_size}{_cache_note(dec.latency)}"
         )
     click.echo(f"kv cache        {result.kv_cache_bytes_per_token:,} bytes/token ({lat.dtype})")
     click.echo(f"params          {result.params:,}")
@@ -344,6 +344,15 @@ def train(
         f"training        {result.fit.train_time_s:.1f} s, {result.fit.epochs_run} epochs, "
         f"{result.fit.samples_per_s:.0f} samples/s"
     )
+
+
+def _cache_note(lat: Any) -> str:
+    """`` [from the cache, measured 3.0 h ago]`` for a cached figure, else nothing."""
+    if not lat.cached:
+        return ""
+    from explorer.engine.latency_cache import describe_age, result_age_s
+
+    return f" [from the cache, measured {describe_age(result_age_s(lat))} ago]"
 
 
 # --------------------------------------------------------------------------------------------- bench
@@ -469,6 +478,76 @@ def bench_attention_cmd(
     click.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     for path in written:
         _note(f"wrote {path}")
+
+
+# --------------------------------------------------------------------------------------------- cache
+
+
+@main.group()
+def cache() -> None:
+    """The latency cache ($EXPLORER_CACHE_DIR, default ~/.cache/explorer/latency): list or clear it."""
+
+
+@cache.command("list")
+@_json_option
+def cache_list(as_json: bool) -> None:
+    """Every cached latency with its age, spread, load when measured, and whether it would be reused."""
+    from explorer.engine.latency_cache import LatencyCache, describe_age
+
+    store = LatencyCache()
+    now = store.machine()
+    rows = []
+    for e in store.entries():
+        r, age = e.result, e.age_s()
+        rows.append(
+            {
+                "key": e.key,
+                "median_ms": r.median_ms,
+                "iqr_ms": r.iqr_ms,
+                "spread": r.iqr_ms / r.median_ms if r.median_ms > 0 else None,
+                "measured_at": r.measured_at,
+                "age_s": age,
+                "load": r.load,
+                "machine": None if e.machine is None else e.machine.to_dict(),
+                "reuse": not (why := store.problem(e, now)),
+                "remeasure_because": why or None,
+                "file": str(e.path),
+            }
+        )
+    if as_json:
+        _emit_json({"directory": str(store.directory), "max_age_days": store.policy.max_age_s / 86400,
+                    "machine_now": now.to_dict(), "entries": rows})  # fmt: skip
+        return
+    if not rows:
+        click.echo(f"no cached latencies in {store.directory}")
+        return
+    click.echo(f"{len(rows)} cached latencies in {store.directory}")
+    click.echo(f"{'age':>10}  {'median ms':>10}  {'spread':>6}  {'load':>5}  {'reuse':<5}  key")
+    for row in rows:
+        spread = "-" if row["spread"] is None else f"{row['spread']:.0%}"
+        load = "-" if row["load"] is None else f"{row['load']:.2f}"
+        click.echo(
+            f"{describe_age(row['age_s']):>10}  {row['median_ms']:>10.3f}  {spread:>6}  {load:>5}  "
+            f"{'yes' if row['reuse'] else 'no':<5}  {row['key']}"
+        )
+        if row["remeasure_because"]:
+            click.echo(f"{'':>10}  measured again when next asked: {row['remeasure_because']}")
+
+
+@cache.command("clear")
+@click.option(
+    "--older-than", "older_than", type=float, metavar="DAYS", help="Remove only entries older than this."
+)
+def cache_clear(older_than: float | None) -> None:
+    """Remove cached latencies (all, or those older than --older-than DAYS); nothing else is touched."""
+    if older_than is not None and not (math.isfinite(older_than) and older_than >= 0):
+        raise ConfigError(f"--older-than must be a number of days >= 0, got {older_than:g}.")
+    from explorer.engine.latency_cache import CachePolicy, LatencyCache
+
+    store = LatencyCache(policy=CachePolicy())  # clearing works even when EXPLORER_CACHE_MAX_AGE is malformed
+    removed = store.clear(None if older_than is None else older_than * 86400)
+    which = "" if older_than is None else f" older than {older_than:g} days"
+    click.echo(f"removed {len(removed)} cached latencies{which} from {store.directory}")
 
 
 # --------------------------------------------------------------------------------------------- study

@@ -155,6 +155,8 @@ def model_latency(
 
     The model is built under seed 0 (inside ``torch.random.fork_rng``, so the caller's RNG state is untouched)
     and fed one random batch of ``cfg.batch_size``. ``cache=None`` measures every time and stores nothing.
+    A cached figure is used only while the cache trusts it (age, spread, load: see
+    :mod:`explorer.engine.latency_cache`); ``result.cached`` says when it came from there.
     """
     device = as_device(device)
     check_dtype(cfg.dtype, device)
@@ -167,5 +169,5 @@ def model_latency(
         example = random_input(spec, cfg.batch_size)
     result = time_forward(model, example, device, cfg)
     if cache is not None:
-        cache.put(key, result)
+        result = cache.put(key, result)  # the stored figure when this one is doubtful and slower
     return result

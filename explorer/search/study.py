@@ -34,6 +34,7 @@ from explorer import __version__
 from explorer.engine.bench import bench_attention
 from explorer.engine.config import ModelConfig, valid_heads
 from explorer.engine.device import resolve_device
+from explorer.engine.latency_cache import CachePolicy
 from explorer.engine.tasks import load_task
 from explorer.errors import ConfigError, ExplorerError, SpecError, StorageError, StudyNotFoundError
 from explorer.search.artifacts import store_for
@@ -315,6 +316,7 @@ class RunOptions:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout:g}.")
         if self.device is not None:
             check_device(self.device)
+        CachePolicy.from_env()  # a malformed EXPLORER_CACHE_MAX_AGE fails here, not in a worker
         return self
 
 
