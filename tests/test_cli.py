@@ -216,3 +216,56 @@ def test_study_list_without_storage_scans_the_studies_folder(tmp_path, monkeypat
         ("a", "sqlite:///studies/a.db"),
         ("b", "sqlite:///studies/b.db"),
     ]
+
+
+def _tree(root) -> dict[str, bytes | None]:
+    """Every file and folder under ``root`` but the database (opening it may switch SQLite's journal mode)."""
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
+        for p in sorted(root.rglob("*"))
+        if not p.name.startswith("s.db")
+    }
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "syn", "--out", "note.txt/report"],
+        ["heads", "syn", "--out", "note.txt/heads"],
+        ["heads", "syn", "--trial", "999", "--out", "new-heads"],
+        ["export", "syn", "--out", "note.txt/config.json"],
+        ["export", "syn", "--out", "note.txt"],  # replacing a file the user named is allowed ...
+        [
+            "bench",
+            "attention",
+            "--d-model",
+            "32",
+            "--heads",
+            "2",
+            "--seq-len",
+            "8",
+            "--out",
+            "note.txt/bench",
+        ],
+    ],
+    ids=lambda a: " ".join(a[:1] + a[-2:]),
+)
+def test_an_unusable_out_is_one_line_before_any_work_and_changes_nothing(tmp_path, monkeypatch, args):
+    """An --out under a regular file (tests run as root, so a read-only folder would not stop them) used to give
+    a raw traceback from `export`; `heads` with a bad trial left an empty --out folder behind."""
+    from tests.fixtures import make_study
+
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    make_study(12, storage=url, name="syn")
+    (tmp_path / "note.txt").write_text("mine")
+    before = _tree(tmp_path)
+    result = CliRunner().invoke(main, [*args, *(["--storage", url] if args[0] != "bench" else [])])
+    if args[-1] == "note.txt":  # ... and is the one case here that succeeds
+        assert result.exit_code == 0 and json.loads((tmp_path / "note.txt").read_text())["task"] == "digits"
+        return
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "note.txt" in errors[0] or "999" in errors[0]
+    assert _tree(tmp_path) == before

@@ -161,6 +161,18 @@ def test_rejected_run_options_leave_the_disk_as_it_was(tmp_path, args):
     assert "Traceback" not in result.stderr and not (tmp_path / "o.db").exists()
 
 
+def test_a_malformed_cache_age_is_refused_before_the_storage_is_touched(tmp_path):
+    spec = write_spec(tmp_path, name="age")
+    result = CliRunner().invoke(
+        main,
+        ["study", "run", str(spec), "--storage", f"sqlite:///{tmp_path}/a.db"],
+        env={"EXPLORER_CACHE_MAX_AGE": "a week"},
+    )
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "EXPLORER_CACHE_MAX_AGE='a week' is not a number of days" in result.stderr
+    assert not (tmp_path / "a.db").exists()
+
+
 @pytest.mark.slow
 def test_a_total_below_what_is_done_is_refused_and_stores_nothing(tmp_path, sqlite_url, one_thread):
     handle = prepare_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url)
