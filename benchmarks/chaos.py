@@ -117,10 +117,12 @@ class Runner:
         return proc
 
     def start(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             cli_cmd(*args), cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             text=True, start_new_session=True,
         )  # fmt: skip
+        STARTED.append(proc)
+        return proc
 
     def collect(self, proc: subprocess.Popen, timeout: float = WAIT_CAP_S) -> str:
         try:
@@ -134,6 +136,19 @@ class Runner:
 
     def tracebacks(self) -> int:
         return sum(e.count("Traceback (most recent call last)") for e in self.stderr)
+
+
+STARTED: list[
+    subprocess.Popen
+] = []  # every command started in its own session, killed at exit if still alive
+
+
+def last_message(stderr: str) -> str:
+    """The line that says how a command ended: its last `error:` line, else its last line (progress bars
+    redraw with carriage returns, so lines are split on those too)."""
+    lines = [x.strip() for x in stderr.replace("\r", "\n").splitlines() if x.strip()]
+    errors = [x[x.index("error:") :] for x in lines if "error:" in x]
+    return (errors or lines or [""])[-1][:200]
 
 
 def wait_for(
@@ -291,14 +306,12 @@ def recover(r: Runner, name: str, url: str, spec: Path, outcome: Outcome) -> Non
     """`explorer study resume`; when the kill left no usable study, `explorer study run SPEC` as a user would."""
     res = r.run("study", "resume", name, "--storage", url)
     if res.returncode != 0:
-        first = (res.stderr.strip().splitlines() or [""])[-1]
-        outcome.notes.append(f"resume exit {res.returncode}: {first[:160]}")
+        outcome.notes.append(f"resume exit {res.returncode}: {last_message(res.stderr)}")
         res = r.run("study", "run", str(spec), "--storage", url)
         if res.returncode != 0:
-            last = (res.stderr.strip().splitlines() or [""])[-1]
-            outcome.notes.append(f"run again exit {res.returncode}: {last[:160]}")
+            outcome.notes.append(f"run again exit {res.returncode}: {last_message(res.stderr)}")
     if "stopped the" in res.stderr:
-        outcome.notes.append("a recovery claimed to stop short: " + res.stderr.strip().splitlines()[-1][:160])
+        outcome.notes.append("a recovery claimed to stop short: " + last_message(res.stderr))
 
 
 def kill_single(folder: Path, env: dict[str, str], label: str, trigger: str, rounds: int = 1) -> Outcome:
@@ -400,7 +413,7 @@ def kill_one_of_two(folder: Path, env: dict[str, str], storage: str, url: str | 
         out.notes.append(f"no worker to kill (reached: {bool(hit)}, workers {workers})")
     before = finished_snapshot(name, url)
     err = r.collect(proc)
-    out.notes.append(f"the run exited {proc.returncode}: {(err.strip().splitlines() or [''])[-1][:160]}")
+    out.notes.append(f"the run exited {proc.returncode}: {last_message(err)}")
     recover(r, name, url, spec, out)
     a = audit(name, url, before)
     out.notes.append(f"after resume: {a.text}")
@@ -447,8 +460,7 @@ def race(folder: Path, env: dict[str, str], storage: str, url: str | None, round
         r = Runner(work, env)
         procs = [r.start("study", "run", str(spec), "--storage", u) for _ in range(2)]
         errs = [r.collect(p) for p in procs]
-        bad = [(p.returncode, (e.strip().splitlines() or [""])[-1][:160]) for p, e in zip(procs, errs, strict=True)
-               if p.returncode != 0]  # fmt: skip
+        bad = [(p.returncode, last_message(e)) for p, e in zip(procs, errs, strict=True) if p.returncode != 0]
         short = sum("stopped the" in e for e in errs)
         a = audit(name, u, {})
         extra = max(0, a.search_done - a.total)  # beyond the total: as bad as a duplicate
@@ -710,35 +722,40 @@ def main() -> None:
                   f"duplicated {o.duplicated}, stuck {o.stuck}, deleted {o.deleted}, tracebacks {o.tracebacks}",
                   file=sys.stderr, flush=True)  # fmt: skip
 
-    step(
-        "create",
-        lambda: kill_single(folder, env, "while creating the study", "create", rounds=args.rounds + 2),
-    )
-    step("mid", lambda: kill_single(folder, env, "mid-trial", "mid"))
-    step("last", lambda: kill_single(folder, env, "during the last trial", "last"))
-    step("finalists", lambda: kill_single(folder, env, "during the finalist stage", "finalists"))
-    step("workers", lambda: kill_one_of_two(folder, env, "sqlite", None))
-    step("ctrlc", lambda: [ctrl_c(folder, env, 1), ctrl_c(folder, env, 2)])
+    try:
+        step(
+            "create",
+            lambda: kill_single(folder, env, "while creating the study", "create", rounds=args.rounds + 2),
+        )
+        step("mid", lambda: kill_single(folder, env, "mid-trial", "mid"))
+        step("last", lambda: kill_single(folder, env, "during the last trial", "last"))
+        step("finalists", lambda: kill_single(folder, env, "during the finalist stage", "finalists"))
+        step("workers", lambda: kill_one_of_two(folder, env, "sqlite", None))
+        step("ctrlc", lambda: [ctrl_c(folder, env, 1), ctrl_c(folder, env, 2)])
 
-    def races() -> list[Outcome]:
-        got = [race(folder, env, "sqlite", None, args.rounds)]
-        if pg_url:
-            got.append(race(folder, env, "postgres", pg_url, args.rounds))
-        else:
-            skipped = Outcome("2 commands started together", "postgres")
-            skipped.notes.append(f"skipped: {PG_ENV} is not set")
-            got.append(skipped)
-        return got
+        def races() -> list[Outcome]:
+            got = [race(folder, env, "sqlite", None, args.rounds)]
+            if pg_url:
+                got.append(race(folder, env, "postgres", pg_url, args.rounds))
+            else:
+                skipped = Outcome("2 commands started together", "postgres")
+                skipped.notes.append(f"skipped: {PG_ENV} is not set")
+                got.append(skipped)
+            return got
 
-    step("race", races)
-    step("report", lambda: report_onto_user_files(folder, env))
+        step("race", races)
+        step("report", lambda: report_onto_user_files(folder, env))
 
-    def bad() -> Outcome:
-        o, got = bad_inputs(folder, env, pg_url)
-        rows.extend(got)
-        return o
+        def bad() -> Outcome:
+            o, got = bad_inputs(folder, env, pg_url)
+            rows.extend(got)
+            return o
 
-    step("bad", bad)
+        step("bad", bad)
+    finally:
+        for proc in STARTED:  # nothing started here outlives the script (each runs in its own session)
+            if proc.poll() is None:
+                kill_group(proc)
     header = {
         "date": started.strftime("%Y-%m-%dT%H:%M %Z"),
         "machine": machine(),

@@ -364,6 +364,44 @@ def test_sigkill_during_the_last_trial_does_not_stick_the_study(tmp_path, sqlite
     _sigkill_then_resume(tmp_path, sqlite_url, "lastone", total=2, kill_after_done=1)
 
 
+def _worker_pids(pid: int) -> list[int]:
+    """The spawned worker processes of a `--workers K` run (not multiprocessing's resource tracker)."""
+    out = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
+                out.append(int(child))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds worker processes through /proc")
+def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_truthfully(
+    tmp_path, sqlite_url
+):
+    """SIGKILL of one of 2 workers (benchmarks/chaos.py): the other worker retried its trial and finished the
+    search, yet the command exited 2 with "1 worker(s) exited with an error (codes [-9]); rerun with -v"."""
+    env = {**ENV, "EXPLORER_HEARTBEAT_INTERVAL": "1", "EXPLORER_GRACE_PERIOD": "2"}
+    spec = write_spec(tmp_path, name="twokill", n_trials=4, epochs=40, early=False)
+    cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--storage", sqlite_url]
+    proc = subprocess.Popen([*cmd, "--workers", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)  # fmt: skip
+    try:
+        _wait_for(lambda: _running_after_latency("twokill", sqlite_url, 1), proc, "a running trial")
+        workers = _wait_for(lambda: _worker_pids(proc.pid), proc, "the worker processes")
+        time.sleep(1.5)  # let its heartbeat land
+        os.kill(workers[0], signal.SIGKILL)
+        _, err = proc.communicate(timeout=900)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err and "stopped the" not in err
+    study = optuna.load_study(study_name="twokill", storage=sqlite_url)
+    _assert_exact(study, 4)
+    assert any(r.retry_of is not None and r.finished for r in load_records(study))
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_resume_retries_the_interrupted_trial(tmp_path, sqlite_url):
     spec = write_spec(tmp_path, name="ctrlc", n_trials=3, epochs=40, early=False)  # trials of several seconds
