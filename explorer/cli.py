@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from explorer.commands.bench import bench
+from explorer.commands.cache import cache
 from explorer.commands.model import space, train
 from explorer.commands.results import compare, confirm, export, heads, report
 from explorer.commands.study import study
@@ -85,7 +86,7 @@ def _log_to_stderr(level: int | None) -> None:
 
 # Options several commands share, declared once.
 
-for command in (space, train, bench, study, report, export, confirm, heads, compare):
+for command in (space, train, bench, cache, study, report, export, confirm, heads, compare):
     main.add_command(command)
 
 

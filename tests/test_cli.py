@@ -36,6 +36,8 @@ def test_every_documented_command_exists():
         ("export",),
         ("confirm",),
         ("heads",),
+        ("cache", "list"),
+        ("cache", "clear"),
     }
     assert expected <= set(ALL_COMMANDS)
 
@@ -116,9 +118,90 @@ def test_train_json_on_digits(tmp_path, monkeypatch):
     assert doc["heads"] == [2, 4] and doc["d_k"] == [16, 8]
     assert 0.3 < doc["val_accuracy"] <= 1.0  # 10 classes: chance is 0.1
     assert doc["latency_ms"] > 0 and doc["latency"]["batch_size"] == 32 and doc["latency"]["threads"] == 1
-    # A second run of the same architecture reuses the cached latency.
+    # A second run of the same architecture reuses the cached latency (once it is one the cache trusts: on a
+    # busy test machine the first figure may have been taken under load, and would rightly be measured again).
+    _make_trusted(tmp_path / "cache", hours=0)
     again = json.loads(CliRunner().invoke(main, args).stdout)
     assert again["latency"]["cached"] is True and again["latency_ms"] == doc["latency_ms"]
+
+
+def _make_trusted(cache_dir, hours: float) -> None:
+    """Rewrite every cached latency as a clean measurement made ``hours`` ago on this idle machine."""
+    import datetime as dt
+
+    from explorer.engine.latency_cache import MachineState
+
+    when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=hours)
+    for path in cache_dir.glob("*.json"):
+        doc = json.loads(path.read_text())
+        r = doc["result"]
+        r |= {"iqr_ms": 0.01 * r["median_ms"], "load": 0.0, "measured_at": when.isoformat(timespec="seconds")}
+        doc["machine"] = {"cpus": MachineState.now().cpus, "load": 0.0, "runnable": 0}
+        path.write_text(json.dumps(doc))
+
+
+TINY_TRAIN = ["train", "--d-model", "16", "--layers", "1", "--heads", "2", "--epochs", "1", "--device", "cpu"]
+
+
+def test_train_says_when_its_latency_came_from_the_cache_and_how_old_it_is(tmp_path, monkeypatch):
+    monkeypatch.setenv("EXPLORER_CACHE_DIR", str(tmp_path / "cache"))
+    first = CliRunner().invoke(main, [*TINY_TRAIN, "--latency-batch", "4"])
+    assert first.exit_code == 0, first.stderr
+    assert "from the cache" not in first.stdout
+    _make_trusted(tmp_path / "cache", hours=3)
+    second = CliRunner().invoke(main, [*TINY_TRAIN, "--latency-batch", "4"])
+    assert second.exit_code == 0, second.stderr
+    line = next(x for x in second.stdout.splitlines() if x.startswith("latency"))
+    assert line.endswith("[from the cache, measured 3.0 h ago]"), line
+    # Past the age limit the figure is measured again.
+    monkeypatch.setenv("EXPLORER_CACHE_MAX_AGE", "0.1")
+    third = CliRunner().invoke(main, [*TINY_TRAIN, "--latency-batch", "4"])
+    assert third.exit_code == 0 and "from the cache" not in third.stdout
+
+
+def _cache_files(directory) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_cache_list_and_clear(tmp_path, monkeypatch):
+    from explorer.engine.latency_cache import LatencyCache, MachineState
+    from tests.engine.test_latency_cache import ago, result
+
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv("EXPLORER_CACHE_DIR", str(cache_dir))
+    empty = CliRunner().invoke(main, ["cache", "list"])
+    assert empty.exit_code == 0 and "no cached latencies" in empty.stdout
+    cpus = MachineState.now().cpus
+    store = LatencyCache(cache_dir, machine=lambda: MachineState(cpus, 0.0, 0))
+    store.put("young", result(when=ago(hours=2), load=0.0))
+    store.put("old", result(when=ago(days=5), load=0.0))
+    store.put("loaded", result(when=ago(hours=1), load=8.0 * cpus))
+    (cache_dir / "README.txt").write_text("not the cache's")
+
+    doc = json.loads(CliRunner().invoke(main, ["cache", "list", "--json"]).stdout)
+    rows = {r["key"]: r for r in doc["entries"]}
+    assert list(rows) == ["old", "young", "loaded"]  # oldest first
+    assert rows["young"]["reuse"] is True and rows["young"]["remeasure_because"] is None
+    assert rows["loaded"]["reuse"] is False and "under load" in rows["loaded"]["remeasure_because"]
+    assert 7100 < rows["young"]["age_s"] < 7300 and rows["old"]["machine"]["cpus"] == cpus
+    text = CliRunner().invoke(main, ["cache", "list"]).stdout
+    assert (
+        "3 cached latencies" in text and "measured again when next asked: it was measured under load" in text
+    )
+
+    before = _cache_files(cache_dir)
+    for bad in (["--older-than", "-1"], ["--older-than", "nan"], ["--older-than", "inf"]):
+        res = CliRunner().invoke(main, ["cache", "clear", *bad])
+        assert res.exit_code == 3 and len(res.stderr.strip().splitlines()) == 1, res.output
+        assert "Traceback" not in res.stderr
+    assert _cache_files(cache_dir) == before  # a rejected command changes nothing
+
+    res = CliRunner().invoke(main, ["cache", "clear", "--older-than", "3"])
+    assert res.exit_code == 0 and "removed 1 cached latencies older than 3 days" in res.stdout
+    assert [e.key for e in store.entries()] == ["young", "loaded"]
+    res = CliRunner().invoke(main, ["cache", "clear"])
+    assert res.exit_code == 0 and "removed 2 cached latencies" in res.stdout
+    assert sorted(p.name for p in cache_dir.iterdir()) == ["README.txt"]
 
 
 def test_study_list_without_storage_scans_the_studies_folder(tmp_path, monkeypatch):
@@ -141,6 +224,15 @@ def test_space_without_a_valid_count_is_an_error_not_an_empty_list():
     result = CliRunner().invoke(main, ["space", "--d-model", "8", "--min-dk", "16", "--json"])
     assert result.exit_code != 0 and result.stdout == ""
     assert len(result.stderr.strip().splitlines()) == 1 and "lower --min-dk" in result.stderr
+
+
+def _tree(root) -> dict[str, bytes | None]:
+    """Every file and folder under ``root`` but the database (opening it may switch SQLite's journal mode)."""
+    return {
+        str(p.relative_to(root)): p.read_bytes() if p.is_file() else None
+        for p in sorted(root.rglob("*"))
+        if not p.name.startswith("s.db")
+    }
 
 
 @pytest.mark.parametrize(
@@ -194,3 +286,47 @@ def test_bench_out_writes_its_files(tmp_path):
     doc = json.loads(result.stdout)
     assert sorted(p.rsplit("/", 1)[-1] for p in doc["files"]) == ["bench.csv", "bench.png"]
     assert (tmp_path / "b" / "bench.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "syn", "--out", "note.txt/report"],
+        ["heads", "syn", "--out", "note.txt/heads"],
+        ["heads", "syn", "--trial", "999", "--out", "new-heads"],
+        ["export", "syn", "--out", "note.txt/config.json"],
+        ["export", "syn", "--out", "note.txt"],  # replacing a file the user named is allowed ...
+        [
+            "bench",
+            "attention",
+            "--d-model",
+            "32",
+            "--heads",
+            "2",
+            "--seq-len",
+            "8",
+            "--out",
+            "note.txt/bench",
+        ],
+    ],
+    ids=lambda a: " ".join(a[:1] + a[-2:]),
+)
+def test_an_unusable_out_is_one_line_before_any_work_and_changes_nothing(tmp_path, monkeypatch, args):
+    """An --out under a regular file (tests run as root, so a read-only folder would not stop them) used to give
+    a raw traceback from `export`; `heads` with a bad trial left an empty --out folder behind."""
+    from tests.fixtures import make_study
+
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    make_study(12, storage=url, name="syn")
+    (tmp_path / "note.txt").write_text("mine")
+    before = _tree(tmp_path)
+    result = CliRunner().invoke(main, [*args, *(["--storage", url] if args[0] != "bench" else [])])
+    if args[-1] == "note.txt":  # ... and is the one case here that succeeds
+        assert result.exit_code == 0 and json.loads((tmp_path / "note.txt").read_text())["task"] == "digits"
+        return
+    assert result.exit_code == 3, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "note.txt" in errors[0] or "999" in errors[0]
+    assert _tree(tmp_path) == before

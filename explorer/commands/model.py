@@ -246,13 +246,13 @@ def train(
         click.echo(f"test accuracy   {result.test_accuracy:.4f}")
     click.echo(
         f"latency         {lat.median_ms:.3f} ms/batch (IQR {lat.iqr_ms:.3f}) at batch {lat.batch_size}, "
-        f"seq {lat.seq_len}, {lat.threads} thread(s), {lat.runtime}{' [from the cache]' if lat.cached else ''}"
+        f"seq {lat.seq_len}, {lat.threads} thread(s), {lat.runtime}{_cache_note(lat)}"
     )
     if result.decode is not None:
         dec = result.decode
         click.echo(
             f"decoding        {dec.ms_per_token:.3f} ms/token (IQR {dec.latency.iqr_ms:.3f}) against a kv cache of "
-            f"{dec.context} at batch {dec.latency.batch_size}{' [from the cache]' if dec.cached else ''}"
+            f"{dec.context} at batch {dec.latency.batch_size}{_cache_note(dec.latency)}"
         )
     click.echo(f"kv cache        {result.kv_cache_bytes_per_token:,} bytes/token ({lat.dtype})")
     click.echo(f"params          {result.params:,}")
@@ -261,3 +261,12 @@ def train(
         f"training        {result.fit.train_time_s:.1f} s, {result.fit.epochs_run} epochs, "
         f"{result.fit.samples_per_s:.0f} samples/s"
     )
+
+
+def _cache_note(lat: Any) -> str:
+    """`` [from the cache, measured 3.0 h ago]`` for a cached figure, else nothing."""
+    if not lat.cached:
+        return ""
+    from explorer.engine.latency_cache import describe_age, result_age_s
+
+    return f" [from the cache, measured {describe_age(result_age_s(lat))} ago]"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import os
 import time
 from collections.abc import Callable
 
@@ -26,7 +25,7 @@ from torch.utils import benchmark
 from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
 from explorer.engine.device import as_device, device_label
 from explorer.engine.latency_cache import LatencyCache
-from explorer.engine.measures import LatencyResult
+from explorer.engine.measures import LatencyResult, load_average
 from explorer.engine.model import build_model
 from explorer.engine.runtime import check_runtime, prepare_runner, runtime_version
 from explorer.errors import ConfigError
@@ -43,13 +42,6 @@ __all__ = [
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _WARMUP_CALLS = 3  # untimed calls first: one-off allocations, kernel selection, lazy initialisation
-
-
-def _load_average() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except (OSError, AttributeError):  # not on every platform
-        return None
 
 
 def check_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -101,7 +93,7 @@ def time_call(
         runs=len(m.times),
         samples_ms=tuple(t * 1e3 for t in m.times),
         measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        load=_load_average(),
+        load=load_average(),
         runtime=runtime,
     )
 
@@ -183,6 +175,8 @@ def model_latency(
     The model is built under seed 0 (inside ``torch.random.fork_rng``, so the caller's RNG state is untouched)
     at the deployment shape (``cfg.seq_len`` positions, default the task's) and fed one random batch of
     ``cfg.batch_size``, run by ``cfg.runtime``. ``cache=None`` measures every time and stores nothing.
+    A cached figure is used only while the cache trusts it (age, spread, load: see
+    :mod:`explorer.engine.latency_cache`); ``result.cached`` says when it came from there.
     """
     device = as_device(device)
     check_dtype(cfg.dtype, device)
@@ -197,5 +191,5 @@ def model_latency(
         example = random_input(spec, cfg.batch_size)
     result = time_forward(model, example, device, cfg)
     if cache is not None:
-        cache.put(key, result)
+        result = cache.put(key, result)  # the stored figure when this one is doubtful and slower
     return result

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +16,7 @@ __all__ = [
     "LatencyResult",
     "QualityMetric",
     "binomial_se",
+    "load_average",
     "quality_metric",
 ]
 
@@ -124,3 +126,11 @@ def binomial_se(p: float, n: int) -> float:
     """Standard error of an accuracy ``p`` measured on ``n`` examples (p kept off 0 and 1 by half an example)."""
     p = min(max(p, 0.5 / n), 1 - 0.5 / n)
     return math.sqrt(p * (1 - p) / n)
+
+
+def load_average() -> float | None:
+    """The machine's 1-minute load average, rounded (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):  # not on every platform
+        return None

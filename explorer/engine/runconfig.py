@@ -6,6 +6,7 @@ variant exactly (same config and seed on the same device give the same numbers).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 from pathlib import Path
@@ -48,12 +49,23 @@ def write_run_config(path: str | Path, config: RunConfig) -> Path:
     """Write ``config`` to ``path`` atomically (a temporary file beside it, then a rename)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
+    made = [p for p in reversed(path.parents) if not p.exists()]  # folders made here, outermost first
+    above = made[0].parent if made else path.parent
+    if not above.is_dir():
+        raise ConfigError(
+            f"cannot write {path}: {above} is a file, not a folder; choose a writable --out path."
+        )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(json.dumps(config.to_dict(), indent=2) + "\n")
         tmp.replace(path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        # Leave the disk as it was: no temporary file, no folders made for a file that was not written.
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        for folder in reversed(made):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise ConfigError(f"cannot write {path} ({exc.strerror}); choose a writable --out path.") from None
     return path
 

@@ -3,8 +3,9 @@
 A folder written by explorer holds a manifest (``.explorer-report``) naming the files it wrote. Writing there
 again replaces those files and removes the ones the new result no longer has; a folder holding files explorer
 did not write is refused unless ``force`` is given, and even then nothing but explorer's own files is touched.
-The folder is checked (tested for writing, without changing anything) before any work starts, so a long
-computation never ends in a failed write; it is created with its first file.
+The folder is checked (tested for writing) before any work starts, so a long computation never ends in a failed
+write; a new folder is created only by the first write, so a command refused after the check (a bad trial
+number, no completed trial) leaves the disk as it was.
 """
 
 from __future__ import annotations
@@ -18,6 +19,33 @@ from explorer.errors import ConfigError
 __all__ = ["MANIFEST", "OutputFolder"]
 
 MANIFEST = ".explorer-report"
+
+
+def _check_writable(out: Path, option: str) -> None:
+    """Fail (one line) unless files can be written into ``out`` or, when it does not exist yet, it can be made.
+
+    The test leaves no trace: a temporary file in ``out``, or a temporary folder in its nearest existing
+    ancestor, made and removed at once (permission bits alone would not tell: root may write anywhere they say
+    no, and a read-only file system refuses root too).
+    """
+    ancestor = out
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(
+            f"cannot write into {option} {out}: {ancestor} is a file, not a folder; choose a writable folder."
+        )
+    try:
+        if ancestor == out:
+            fd, probe = tempfile.mkstemp(dir=out, prefix=".write-test-")
+            os.close(fd)
+            os.unlink(probe)
+        else:
+            os.rmdir(tempfile.mkdtemp(dir=ancestor, prefix=".write-test-"))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write into {option} {out} ({exc.strerror}); choose a writable folder."
+        ) from None
 
 
 class OutputFolder:
@@ -48,15 +76,7 @@ class OutputFolder:
                     f"{option} {out} holds files explorer did not write; pick a new or empty folder, or add --force "
                     "to write explorer's files there (nothing else in it is touched)."
                 )
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            fd, probe = tempfile.mkstemp(dir=out, prefix=".write-test-")
-            os.close(fd)
-            os.unlink(probe)
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot write into {option} {out} ({exc.strerror}); choose a writable folder."
-            ) from None
+        _check_writable(out, option)
 
     def write(self, name: str, data: bytes | str) -> Path:
         """Write ``name`` (a plain file name) atomically: a temporary file beside it, then a rename."""
@@ -65,7 +85,7 @@ class OutputFolder:
         path = self.path / name
         payload = data.encode() if isinstance(data, str) else data
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            self.path.mkdir(parents=True, exist_ok=True)  # a new folder appears with its first file
             fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".tmp")
             try:
                 with os.fdopen(fd, "wb") as f:

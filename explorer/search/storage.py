@@ -245,7 +245,8 @@ def open_storage(
 
 def _rdb_storage(url: str, engine_kwargs: dict, kwargs: dict) -> RDBStorage:
     """RDBStorage, tolerating a second process that creates the same new database's tables at the same time
-    (SQLite then says "table ... already exists"; PostgreSQL a duplicate key in its catalog)."""
+    (SQLite then says "table ... already exists", or "UNIQUE constraint failed" when both stamp the schema
+    version; PostgreSQL a duplicate key in its catalog)."""
     for attempt in range(5):
         try:
             return RDBStorage(url, engine_kwargs=engine_kwargs, **kwargs)
@@ -255,7 +256,9 @@ def _rdb_storage(url: str, engine_kwargs: dict, kwargs: dict) -> RDBStorage:
             sqlalchemy.exc.ProgrammingError,
         ) as exc:
             text = str(exc).lower()
-            if attempt == 4 or not ("already exists" in text or "duplicate key" in text):
+            if attempt == 4 or not any(
+                marker in text for marker in ("already exists", "duplicate key", "unique constraint failed")
+            ):
                 raise
             time.sleep(0.2 * (attempt + 1))
     raise AssertionError("unreachable")

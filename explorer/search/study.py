@@ -135,8 +135,9 @@ def _stored_spec(study: optuna.Study, url: str, wait_s: float = 0.0) -> StudySpe
             return spec_from_dict(attrs["spec"])
         if time.monotonic() >= deadline:
             raise SpecError(
-                f"study {study.study_name!r} in {mask_url(url)} has no stored spec (it was not created by explorer, "
-                "or its creation was interrupted); use Optuna directly or create it again under another name."
+                f"study {study.study_name!r} in {mask_url(url)} has no stored spec (its creation was interrupted, "
+                "or explorer did not create it); run `explorer study run SPEC` again to finish creating it, or "
+                "use another name."
             )
         time.sleep(0.2)
 
@@ -146,10 +147,23 @@ def check_device(name: str) -> torch.device:
     return resolve_device(name)
 
 
+def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any) -> None:
+    """Everything a new study gets after Optuna creates it; the spec last, as its presence says it is ready."""
+    Claims(storage, spec.name).clear()  # a new study may reuse a deleted one's id
+    with warnings.catch_warnings():  # "experimental since 3.2": a notice for developers, not for users
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        study.set_metric_names(spec.objective_names())
+    study.set_user_attr("explorer_version", package_version())
+    study.set_user_attr("task", spec.task.name)
+    study.set_user_attr("spec", spec.stored())  # last: its presence says the study is ready
+    log.info("created study %s (%s)", spec.name, ", ".join(spec.objective_names()))
+
+
 def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str | None = None) -> StudyHandle:
     """Create the spec's study, or load it when it exists with the same spec; check everything first.
 
     Two commands creating the same study at once both succeed: one creates it, the other waits for its spec.
+    A study whose creation was interrupted (empty, no spec) is finished with this spec.
     """
     check_study_name(spec.name)
     SearchSpace(spec.space)  # an empty or impossible space fails here, before the storage is touched
@@ -167,17 +181,21 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
         except optuna.exceptions.DuplicatedStudyError:  # another command created it a moment ago
             pass
     if created:
-        Claims(storage, spec.name).clear()  # a new study may reuse a deleted one's id
-        with warnings.catch_warnings():  # "experimental since 3.2": a notice for developers, not for users
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            study.set_metric_names(spec.objective_names())
-        study.set_user_attr("explorer_version", package_version())
-        study.set_user_attr("task", spec.task.name)
-        study.set_user_attr("spec", spec.stored())  # last: its presence says the study is ready
-        log.info("created study %s (%s)", spec.name, ", ".join(spec.objective_names()))
+        _finish_creation(study, spec, storage)
         return StudyHandle(study, spec, url)
     study = optuna.load_study(study_name=spec.name, storage=storage)
-    stored = _stored_spec(study, url, wait_s=SPEC_WAIT_S)
+    try:
+        stored = _stored_spec(study, url, wait_s=SPEC_WAIT_S)
+    except SpecError:
+        # A command killed between create_study and storing the spec leaves an empty study without one: finish
+        # creating it with this spec (only when it is empty and its objectives are the spec's).
+        if (
+            study.get_trials(deepcopy=False)
+            or [d.name.lower() for d in study.directions] != spec.directions()
+        ):
+            raise
+        _finish_creation(study, spec, storage)
+        return StudyHandle(study, spec, url)
     if _comparable(stored) != _comparable(spec):
         raise SpecError(
             f"study {spec.name!r} already exists in {mask_url(url)} with a different spec; "

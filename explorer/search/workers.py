@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.device import resolve_device
+from explorer.engine.latency_cache import CachePolicy
 from explorer.errors import ConfigError, ExplorerError
 from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.record import FinalistRun, arch_key, is_bookkeeping
@@ -127,6 +128,7 @@ class RunOptions:
             check_device(self.device)
         if self.artifacts is not None:
             check_artifact_location(self.artifacts)
+        CachePolicy.from_env()  # a malformed EXPLORER_CACHE_MAX_AGE fails here, not in a worker
         return self
 
 
@@ -352,12 +354,22 @@ def run_stage(
     finally:
         for p in procs:
             p.join()
-    bad = [p.exitcode for p in procs if p.exitcode not in (0, None)]
-    if bad:
+    failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
+    if failed:
         raise ExplorerError(
-            f"{len(bad)} worker(s) exited with an error (codes {bad}); rerun with -v for details."
+            f"{len(failed)} worker(s) exited with an error (codes {failed}); rerun with -v for details."
         )
     notes = []
     while not queue.empty():
         notes.append(queue.get())
-    return report(next((n for n in notes if n), ""))
+    progress = report(next((n for n in notes if n), ""))
+    # A worker killed by a signal (the OOM killer, a stray kill) loses nothing: the others fail its trial once
+    # it goes stale and retry it. Only a stage left unfinished for no other reason (timeout, space used up) is
+    # worth an error.
+    killed = [-p.exitcode for p in procs if p.exitcode is not None and p.exitcode < 0]
+    if killed and progress.done < total and not progress.note:
+        raise ExplorerError(
+            f"{len(killed)} worker(s) were killed (signal {', '.join(map(str, killed))}) before the {stage} stage "
+            f"finished; finished trials are saved: resume with `explorer study resume {handle.name}`."
+        )
+    return progress

@@ -16,7 +16,7 @@ from explorer.engine.config import DecodeConfig, InputSpec, LatencyConfig, Model
 from explorer.engine.decode import decode_key, decode_latency, decoder_spec
 from explorer.engine.evaluate import evaluate_variant
 from explorer.engine.latency import latency_key
-from explorer.engine.latency_cache import LatencyCache
+from explorer.engine.latency_cache import CachePolicy, LatencyCache, MachineState
 from explorer.engine.measures import DecodeResult
 from explorer.engine.tasks import Task, load_task
 from explorer.errors import ConfigError
@@ -50,7 +50,9 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_decode_latency_measures_and_counts_the_cache(tmp_path, counted):
-    cache = LatencyCache(tmp_path)
+    # A cache that trusts young entries whatever the load (the freshness rules: tests/engine/test_latency_cache.py).
+    trusting = CachePolicy(max_spread=float("inf"), max_load_per_cpu=float("inf"), quieter_by=float("inf"))
+    cache = LatencyCache(tmp_path, policy=trusting, machine=lambda: MachineState(cpus=2, load=0.5))
     first = decode_latency(GQA, 50, FAST, CPU, cache)
     second = decode_latency(GQA, 50, FAST, CPU, cache)
     assert len(counted) == 1 and not first.cached and second.cached

@@ -11,6 +11,7 @@ from torch import nn
 import explorer.engine.latency as latency
 from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
 from explorer.engine.latency import LatencyCache, LatencyResult, latency_key, model_latency, time_forward
+from explorer.engine.latency_cache import CachePolicy, MachineState
 from explorer.errors import ConfigError
 
 FAST = LatencyConfig(batch_size=2, threads=1, min_run_time=0.02)
@@ -19,6 +20,13 @@ FEATURES = InputSpec(kind="features", seq_len=6, n_classes=2, n_features=5)
 SMALL = ModelConfig(d_model=16, heads=(2, 4))
 CPU = torch.device("cpu")
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+# Hit-and-miss mechanics apart from the freshness rules (tests/engine/test_latency_cache.py checks those): a
+# policy that trusts any young entry, so a busy test machine does not turn hits into re-measurements.
+TRUSTING = CachePolicy(max_spread=float("inf"), max_load_per_cpu=float("inf"), quieter_by=float("inf"))
+
+
+def trusting_cache(directory) -> LatencyCache:
+    return LatencyCache(directory, policy=TRUSTING, machine=lambda: MachineState(cpus=2, load=0.5))
 
 
 class ThreadSpy(nn.Module):
@@ -78,7 +86,7 @@ def test_half_dtype_on_cpu_is_a_config_error() -> None:
 
 
 def test_cache_hit_skips_measuring(tmp_path, counted) -> None:
-    cache = LatencyCache(tmp_path)
+    cache = trusting_cache(tmp_path)
     first = model_latency(SMALL, TOKENS, FAST, CPU, cache)
     second = model_latency(SMALL, TOKENS, FAST, CPU, cache)
     assert len(counted) == 1
@@ -88,7 +96,7 @@ def test_cache_hit_skips_measuring(tmp_path, counted) -> None:
 
 
 def test_corrupt_cache_file_is_measured_again(tmp_path, counted) -> None:
-    cache = LatencyCache(tmp_path)
+    cache = trusting_cache(tmp_path)
     key = latency_key(SMALL, FEATURES, FAST, CPU)
     cache.path(key).write_text('{"key": "trunc')
     res = model_latency(SMALL, FEATURES, FAST, CPU, cache)

@@ -229,6 +229,18 @@ NPZ_ERRORS = [
     ({"X": X0, "y": Y0, "X_val": X0[:4]}, "'X_val' but not 'y_val'"),
     ({"X": X0, "y": Y0, "X_val": X0[:1], "y_val": Y0[:1]}, "y_val has 1"),
     ({"X": X0, "y": np.r_[Y0[:-1], 9]}, "class 9 has 1 example"),
+    # Sizes follow from values: these asked for a 140 TB classifier / embedding (a traceback) or trained a
+    # 5001-way classifier for three classes.
+    ({"X": X0, "y": np.r_[Y0[:-1], 2**40]}, "label 1099511627776, but labels must be below 65,536"),
+    (
+        {"X": np.where(X0 == 1, 2**40, X0), "y": Y0},
+        "token id 1099511627776, but token ids must be below 1,048,576",
+    ),
+    (
+        {"X": X0, "y": Y0, "X_val": X0[:4], "y_val": np.array([0, 1, 2, 2**40])},
+        "y_val has label 1099511627776",
+    ),
+    ({"X": X0, "y": np.array([0, 1, 5000])[Y0]}, r"3 distinct labels but they run up to 5000.*np.unique\(y"),
 ]
 
 

@@ -313,3 +313,32 @@ def test_sigkilled_worker_trial_is_failed_and_retried(
     # explorer's callback gives the retry only what the trial is, says so, and records why the first one failed
     assert retried.user_attrs["retry_of"] == killed.number
     assert "heartbeats" in study.user_attrs[f"fail_reason:{killed.number}"]
+
+
+def test_a_second_command_stamping_a_new_sqlite_file_at_the_same_moment_is_retried(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two `study run` commands on a new SQLite file (benchmarks/chaos.py, 1 of 2 rounds): the loser of the race
+    to stamp Optuna's schema version failed with "Cannot open the storage ... (UNIQUE constraint failed:
+    alembic_version.version_num)"; like "table ... already exists", it means the other one got there first."""
+    import sqlite3
+
+    import explorer.search.storage as storage_module
+
+    url = f"sqlite:///{tmp_path / 'race.db'}"
+    calls = []
+
+    def racing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            RDBStorage(url)  # the other command creates and stamps the database first ...
+            raise sqlalchemy.exc.IntegrityError(  # ... so this one's own stamp collides
+                "INSERT INTO alembic_version (version_num) VALUES (?)",
+                ("v3.2.0.a",),
+                sqlite3.IntegrityError("UNIQUE constraint failed: alembic_version.version_num"),
+            )
+        return RDBStorage(*args, **kwargs)
+
+    monkeypatch.setattr(storage_module, "RDBStorage", racing)
+    storage = open_storage(url)
+    assert len(calls) == 2 and storage.get_all_studies() == []

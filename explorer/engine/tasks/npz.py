@@ -6,6 +6,12 @@ out of the training arrays by a seeded, stratified draw: 15% each, so a file wit
 70/15/15. It is loaded with ``allow_pickle=False``: a file holding Python objects is refused, never unpickled.
 Every problem is a one-sentence :class:`DataError` naming the fix. :func:`task_from_arrays` is the same check
 and split for arrays already in memory (the digits task uses it).
+
+Sizes follow from the values: the vocabulary is the largest token id + 1 and the classes the largest label + 1,
+so both are bounded before anything is built (token ids below :data:`MAX_VOCAB`, labels below
+:data:`MAX_CLASSES`: a stray id of 2**40 would otherwise ask for a 140 TB embedding), and labels must be dense
+enough that most of those classes exist (:data:`MIN_CLASS_COVERAGE`): labels {0, 1, 5000} would train a
+5001-way classifier for three classes. Both are fixed by renumbering with ``np.unique(..., return_inverse=True)``.
 """
 
 from __future__ import annotations
@@ -21,12 +27,25 @@ from explorer.engine.config import InputSpec
 from explorer.engine.tasks.base import Task
 from explorer.errors import DataError
 
-__all__ = ["ALLOWED_KEYS", "MIN_EVAL", "MIN_TRAIN", "load_npz", "split_indices", "task_from_arrays"]
+__all__ = [
+    "ALLOWED_KEYS",
+    "MAX_CLASSES",
+    "MAX_VOCAB",
+    "MIN_CLASS_COVERAGE",
+    "MIN_EVAL",
+    "MIN_TRAIN",
+    "load_npz",
+    "split_indices",
+    "task_from_arrays",
+]
 
 ALLOWED_KEYS = ("X", "y", "X_val", "y_val", "X_test", "y_test")
 HOLDOUT = 0.15  # fraction of the training arrays carved out for each missing split
 MIN_TRAIN = 10  # training examples needed at least
 MIN_EVAL = 2  # validation and test examples needed at least
+MAX_VOCAB = 2**20  # token ids must be below this (1,048,576): the embedding has max id + 1 rows
+MAX_CLASSES = 2**16  # labels must be below this (65,536): the classifier has max label + 1 outputs
+MIN_CLASS_COVERAGE = 0.5  # at least this share of the classes 0..max label must occur in the data
 
 Split = tuple[np.ndarray, np.ndarray]
 
@@ -118,6 +137,11 @@ def _check_split(name: str, X: np.ndarray, y: np.ndarray) -> None:
             raise DataError(
                 f"{xk} has negative token ids (min {X.min()}); token ids must be 0..vocab_size-1."
             )
+        if X.max() >= MAX_VOCAB:
+            raise DataError(
+                f"{xk} has token id {X.max()}, but token ids must be below {MAX_VOCAB:,} (the vocabulary is the "
+                f"largest id + 1); renumber them with np.unique(X, return_inverse=True) (one mapping for every split)."
+            )
     else:
         if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool) or np.iscomplexobj(X):
             raise DataError(
@@ -132,6 +156,11 @@ def _check_split(name: str, X: np.ndarray, y: np.ndarray) -> None:
         raise DataError(
             f"{yk} has negative labels (min {y.min()}); labels must be 0..n_classes-1 "
             f"(remap with np.unique({yk}, return_inverse=True))."
+        )
+    if len(y) and y.max() >= MAX_CLASSES:
+        raise DataError(
+            f"{yk} has label {y.max()}, but labels must be below {MAX_CLASSES:,} (the classes are the largest "
+            f"label + 1); renumber them 0..n_classes-1 with np.unique(y, return_inverse=True)."
         )
 
 
@@ -221,6 +250,13 @@ def task_from_arrays(
             )
 
     n_classes = int(max(s[1].max() for s in splits.values())) + 1
+    present = np.unique(np.concatenate([s[1] for s in splits.values()])).size
+    if present < MIN_CLASS_COVERAGE * n_classes:
+        raise DataError(
+            f"y has {present} distinct labels but they run up to {n_classes - 1}, so {n_classes - present} of the "
+            f"{n_classes} classes never occur; renumber them 0..{present - 1} with "
+            f"`_, y = np.unique(y, return_inverse=True)` (one mapping for every split)."
+        )
     if X.ndim == 2:
         vocab = int(max(s[0].max() for s in splits.values())) + 1
         spec = InputSpec(kind="tokens", seq_len=X.shape[1], n_classes=n_classes, vocab_size=vocab)
