@@ -297,6 +297,7 @@ def heads(
     out: str | Path | None = None,
     force: bool = False,
     artifacts: str | None = None,
+    on_start: Callable[[TrialRecord], None] | None = None,
 ):  # -> tuple[HeadsReport, list[Path]]
     """Analyse the heads of one trial; see :func:`explorer.output.heads_report.analyse_trial`. The weights come
     from the study's artifact store (``artifacts`` overrides where), else the trial is retrained exactly."""
@@ -310,6 +311,7 @@ def heads(
         out or Path("reports") / f"{name}-heads",
         force=force,
         store=artifact_store(data.handle, artifacts),
+        on_start=on_start,
     )
 
 

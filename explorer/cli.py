@@ -27,7 +27,26 @@ from explorer.errors import EXIT_INTERRUPTED, ExplorerError
 
 
 class ExplorerGroup(click.Group):
-    """A click group that turns library errors into one clear line and an exit code."""
+    """A click group that turns library errors, and click's own usage errors, into one clear line and an exit
+    code."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as exc:  # `explorer` or `explorer study` alone: the help
+            click.echo(exc.ctx.get_help())
+            sys.exit(0)
+        except click.ClickException as exc:  # usage errors, bad parameters, unreadable files given to click
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see `{ctx.command_path} -h`)" if ctx is not None else ""
+            click.echo(f"error: {exc.format_message()}{hint}", err=True)
+            sys.exit(exc.exit_code)
+        except click.exceptions.Abort:
+            click.echo("aborted.", err=True)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

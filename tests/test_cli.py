@@ -330,3 +330,20 @@ def test_an_unusable_out_is_one_line_before_any_work_and_changes_nothing(tmp_pat
     assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
     assert "note.txt" in errors[0] or "999" in errors[0]
     assert _tree(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["study", "run", "--workers", "abc", "x.toml"], ["nope"], ["cache", "clear", "--older-than", "soon"]],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_clicks_own_usage_errors_are_one_line_with_exit_code_2(args):
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2 and result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "-h`" in lines[0], result.stderr
+
+
+def test_the_bare_command_shows_its_help():
+    result = CliRunner().invoke(main, [])
+    assert result.exit_code == 0 and "Commands:" in result.stdout

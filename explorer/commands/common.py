@@ -146,6 +146,9 @@ def progress(
         close()
         if as_json:
             return
+        if not state.get("announced"):  # once every input was accepted, so a refusal stays one line
+            state["announced"] = True
+            note(f"study {handle.name!r} in {handle.masked_url}")
         if stage == "timing":
             note(
                 f"timing the finalists again: {total} measurements in interleaved rounds, nothing else running"
@@ -188,8 +191,6 @@ def run_and_report(handle: Any, action: Callable[..., Any], as_json: bool, **kw:
     where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
     resume = f"explorer study resume {handle.name}{where}"
     on_stage, on_progress, close = progress(handle, as_json)
-    if not as_json:
-        note(f"study {handle.name!r} in {handle.masked_url}: {handle.spec.n_trials} search trials in total")
     try:
         summary = action(handle, on_progress=on_progress, on_stage=on_stage, **kw)
     except KeyboardInterrupt:

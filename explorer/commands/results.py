@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -209,9 +210,14 @@ def heads(
 
     quiet_optuna()
     torch.set_num_threads(threads)
-    if not as_json:
-        note(f"analysing trial {which} of {name!r} (weights from the study's artifacts, else retrained) ...")
-    r, files = api.heads(name, storage, which, device, out, force, artifacts)
+
+    def started(record: Any) -> None:
+        if not as_json:
+            note(
+                f"analysing trial #{record.number} of {name!r} (weights from the study's artifacts, else retrained)"
+            )
+
+    r, files = api.heads(name, storage, which, device, out, force, artifacts, on_start=started)
     if as_json:
         emit_json(
             {

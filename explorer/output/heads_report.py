@@ -8,7 +8,7 @@ writes the files into a folder through :class:`~explorer.output.files.OutputFold
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -68,14 +68,18 @@ def analyse_trial(
     tolerance: float = TOLERANCE,
     n_examples: int = 3,
     store: ArtifactStore | None = None,
+    on_start: Callable[[TrialRecord], None] | None = None,
 ) -> tuple[HeadsReport, list[Path]]:
     """Analyse the heads of one trial (``knee``, ``most-accurate``, ``fastest`` or a number) on its task's
     validation split and write ``heads.md``, ``heads.csv``, four figures (and ``relations.csv`` on a relations
     study) into ``out_dir``; return the analysis and the files. Weights come from ``store`` (default: the
-    storage's artifact store), else the trial is retrained exactly."""
+    storage's artifact store), else the trial is retrained exactly. ``on_start`` is called with the trial once
+    every input has been accepted, before the long work."""
     folder = OutputFolder(out_dir, force)  # checked before the (possibly long) work
     device = as_device(device)
     record = resolve_trial(records, spec, which)
+    if on_start is not None:
+        on_start(record)
     task = load_task(spec.task.name, **spec.task.options)
     store = store or store_for(storage_url, spec_location=spec.artifacts)
     model = trained_model(spec.name, record, task, spec.latency, store, device)
