@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sys
@@ -25,7 +26,6 @@ __all__ = [
     "quiet_optuna",
     "run_and_report",
     "run_options",
-    "run_options_of",
     "storage_option",
     "threads_option",
     "trial_option",
@@ -113,8 +113,28 @@ def check_threads(threads: int) -> None:
 
 
 def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """The options `study run`, `study resume` and `confirm` share (how long, how many workers, where)."""
-    options = [
+    """The options `study run`, `study resume` and `confirm` share (how long, how many workers, where), handed to
+    the command as one checked ``options`` (a :class:`~explorer.search.workers.RunOptions`) and ``as_json``."""
+
+    @functools.wraps(f)
+    def command(
+        *args: Any,
+        timeout: float | None,
+        workers: int,
+        device: str | None,
+        threads: int,
+        artifacts: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        from explorer.search.workers import RunOptions
+
+        # every option is checked before the storage is touched
+        options = RunOptions(
+            workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts
+        ).check()
+        return f(*args, options=options, **kwargs)
+
+    decorators = [
         click.option("--timeout", type=float, help="Stop starting new trials after this many seconds."),
         click.option(
             "--workers", type=int, default=1, show_default=True, help="Worker processes on this machine."
@@ -124,9 +144,9 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
         artifacts_option,
         json_option,
     ]
-    for option in reversed(options):
-        f = option(f)
-    return f
+    for option in reversed(decorators):
+        command = option(command)
+    return command
 
 
 def progress(
@@ -216,13 +236,3 @@ def run_and_report(handle: Any, action: Callable[..., Any], as_json: bool, **kw:
     if f is not None:
         line += f"; finalists: {f.done} runs ({f.failed} failed)"
     note(f"{line}. Next: explorer report {handle.name}{where}")
-
-
-def run_options_of(
-    workers: int, threads: int, device: str | None, timeout: float | None, artifacts: str | None
-) -> Any:
-    from explorer.search.workers import RunOptions
-
-    return RunOptions(
-        workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts
-    ).check()

@@ -18,7 +18,6 @@ from explorer.commands.common import (
     quiet_optuna,
     run_and_report,
     run_options,
-    run_options_of,
     storage_option,
     threads_option,
     trial_option,
@@ -164,15 +163,10 @@ def confirm(
     storage: str | None,
     top: int | None,
     seeds: int | None,
-    timeout: float | None,
-    workers: int,
-    device: str | None,
-    threads: int,
-    artifacts: str | None,
+    options: Any,
     as_json: bool,
 ) -> None:
     """Run the finalist stage now, with more finalists or seeds; runs already done are kept (resumable)."""
-    options = run_options_of(workers, threads, device, timeout, artifacts)
     from explorer import api
     from explorer.search.study import open_study
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -14,7 +15,6 @@ from explorer.commands.common import (
     quiet_optuna,
     run_and_report,
     run_options,
-    run_options_of,
     storage_option,
 )
 
@@ -45,24 +45,25 @@ def study_run(
     n_trials: int | None,
     no_finalists: bool,
     no_bench: bool,
-    timeout: float | None,
-    workers: int,
-    device: str | None,
-    threads: int,
-    artifacts: str | None,
+    options: Any,
     as_json: bool,
 ) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
-    # every option is checked before the storage is touched
-    options = run_options_of(workers, threads, device, timeout, artifacts)
-    from explorer import api
     from explorer.search.spec import load_spec
     from explorer.search.study import prepare_study
 
     quiet_optuna()
-    handle = prepare_study(load_spec(spec_path), storage, device=device)
+    handle = prepare_study(load_spec(spec_path), storage, device=options.device)
     if "spec_path" not in handle.study.user_attrs:
         handle.study.set_user_attr("spec_path", str(spec_path))
+    _run(handle, n_trials, no_finalists, no_bench, options, as_json)
+
+
+def _run(
+    handle: Any, n_trials: int | None, no_finalists: bool, no_bench: bool, options: Any, as_json: bool
+) -> None:
+    from explorer import api
+
     run_and_report(
         handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists,
         bench=not no_bench,
@@ -82,24 +83,15 @@ def study_resume(
     n_trials: int | None,
     no_finalists: bool,
     no_bench: bool,
-    timeout: float | None,
-    workers: int,
-    device: str | None,
-    threads: int,
-    artifacts: str | None,
+    options: Any,
     as_json: bool,
 ) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
-    options = run_options_of(workers, threads, device, timeout, artifacts)
-    from explorer import api
     from explorer.search.study import open_study
 
     quiet_optuna()
     handle = open_study(name, storage)
-    run_and_report(
-        handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists,
-        bench=not no_bench,
-    )  # fmt: skip
+    _run(handle, n_trials, no_finalists, no_bench, options, as_json)
 
 
 @study.command("list")
