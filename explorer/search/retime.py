@@ -5,7 +5,9 @@ is wrong in a way no seed can average out. After the finalist stage, this module
 architecture again in ``rounds`` rounds, each a fresh random order of them (so a drift in the machine's speed
 hits them alike), in the one process of the command, with no training running. Each (architecture, round) is
 stored with the study as it is measured (user attribute ``retimed``), so an interrupted re-timing continues
-where it stopped. The spread between rounds is what the report's latency intervals are built from.
+where it stopped. The spread between rounds is what the report's latency intervals are built from. A study
+that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
+(``kind = "decode"``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import optuna
 import torch
 
 from explorer.engine.config import ModelConfig
+from explorer.engine.decode import decode_latency
 from explorer.engine.latency import model_latency
 from explorer.engine.tasks import load_task
 from explorer.search.record import RETIMED_ATTR, Retiming, load_records, load_retimings
@@ -48,8 +51,11 @@ def retime(
     """
     spec = handle.spec
     cfg = dataclasses.replace(spec.latency, device=str(device) if device is not None else spec.latency.device)
-    done = {(t.key, t.round) for t in load_retimings(handle.study)}
-    todo = [(key, c) for key, c in configs for r in range(rounds) if (key, r) not in done]
+    kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
+    done = {(t.key, t.round, t.kind) for t in load_retimings(handle.study)}
+    todo = [
+        (key, r, k) for key, _ in configs for r in range(rounds) for k in kinds if (key, r, k) not in done
+    ]
     if not todo:
         return load_retimings(handle.study)
     task = load_task(spec.task.name, **spec.task.options)
@@ -58,10 +64,19 @@ def retime(
         order = list(configs)
         rng.shuffle(order)  # drawn for every round, done or not, so a rerun keeps the same orders
         for key, config in order:
-            if (key, r) in done:
-                continue
-            lat = model_latency(config, task.spec, cfg, cfg.device, cache=None)
-            rows = list(handle.study.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
-            rows.append({"key": key, "round": r, "latency": lat.to_dict()})
-            handle.study.set_user_attr(RETIMED_ATTR, rows)
+            for kind in kinds:
+                if (key, r, kind) in done:
+                    continue
+                if kind == "forward":
+                    lat = model_latency(config, task.spec, cfg, cfg.device, cache=None)
+                else:
+                    assert spec.decode is not None
+                    step = dataclasses.replace(cfg, batch_size=spec.decode.batch_size)
+                    vocab = task.spec.vocab_size
+                    lat = decode_latency(config, spec.decode.context, step, cfg.device, None, vocab).latency
+                rows = list(
+                    handle.study.user_attrs.get(RETIMED_ATTR) or []
+                )  # one re-timing process per study
+                rows.append({"key": key, "round": r, "latency": lat.to_dict(), "kind": kind})
+                handle.study.set_user_attr(RETIMED_ATTR, rows)
     return load_retimings(handle.study)
