@@ -22,8 +22,8 @@ import numpy as np
 
 from explorer.engine.config import ModelConfig, valid_heads
 from explorer.insight.pareto import knee, normalize, pareto_front
-from explorer.insight.tables import Architecture, architecture_table, architectures
-from explorer.search.record import FINALIST_SEED_OFFSET, FinalistRun, TrialRecord, arch_key
+from explorer.insight.tables import Architecture, architecture_table, architectures, decode_only
+from explorer.search.record import FINALIST_SEED_OFFSET, FinalistRun, Retiming, TrialRecord, arch_key
 from explorer.search.spec import MB, StudySpec
 
 __all__ = [
@@ -112,13 +112,18 @@ def with_kv(base: ModelConfig, kv: int | None) -> ModelConfig:
 
 
 def plan_finalists(
-    records: Sequence[TrialRecord], spec: StudySpec, top: int | None = None, seeds: int | None = None
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    top: int | None = None,
+    seeds: int | None = None,
+    retimings: Sequence[Retiming] = (),
 ) -> Plan:
-    """The finalist runs for the study's search so far (``top`` and ``seeds`` override the spec's)."""
+    """The finalist runs for the study's search so far (``top`` and ``seeds`` override the spec's); the search's
+    decoding times come from ``retimings`` where re-timed (explorer.search.retime)."""
     fs = spec.finalists
     top = fs.top if top is None else top
     seeds = fs.seeds if seeds is None else seeds
-    pool = within_budgets(architectures(records, "search"), spec)
+    pool = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
     if not pool:
         return Plan((), None, ("no feasible search trial within the budgets has finished yet",))
     cost = COST_COLUMNS[cost_axis(spec)]

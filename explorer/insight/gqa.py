@@ -16,7 +16,8 @@ multi-head and multi-query are the same thing).
 
 The verdict is *supported* when both parts hold, *contradicted* when either is contradicted, else *no
 difference larger than X* for the part still open; *not enough data* without two architectures on each side,
-or without decoding latency (a ``[decode]`` table, language-model tasks).
+or without decoding latency (a ``[decode]`` table, language-model tasks). Decoding times come from the
+re-timings taken with nothing else running (:mod:`explorer.search.retime`) where the study has them.
 """
 
 from __future__ import annotations
@@ -34,8 +35,8 @@ from explorer.insight.rules import (
     group_comparison,
     no_difference,
 )
-from explorer.insight.tables import Architecture, attention_kind, quality_margin
-from explorer.search.record import TrialRecord
+from explorer.insight.tables import Architecture, attention_kind, decode_only, quality_margin
+from explorer.search.record import Retiming, TrialRecord
 
 __all__ = ["CLOSE", "GQA_RULE", "gqa_rule", "searches_kv"]
 
@@ -82,12 +83,15 @@ def _quality(records: Sequence[TrialRecord]) -> tuple[str, str]:
     return no_difference(c, g.metric), ev
 
 
-def _cost(records: Sequence[TrialRecord]) -> tuple[str, str]:
+def _cost(records: Sequence[TrialRecord], retimings: Sequence[Retiming]) -> tuple[str, str]:
     """(part verdict, evidence) for "grouped-query decodes at close to multi-query cost"."""
     if not any(r.decode is not None for r in records if r.role == "search"):
         return NOT_ENOUGH, "decoding cost: the study measured no decoding latency (add a [decode] table)"
     gqa, mqa, mha = _kind("grouped-query"), _kind("multi-query"), _kind("multi-head")
-    g, n_a, n_b = group_comparison(records, gqa, mqa, _strata, alternative="greater", value=_log_decode)
+    timed = decode_only(retimings)
+    g, n_a, n_b = group_comparison(
+        records, gqa, mqa, _strata, alternative="greater", value=_log_decode, retimings=timed
+    )
     if g is None:
         return NOT_ENOUGH, (
             f"decoding cost needs >= {MIN_ARCHS} grouped-query and multi-query architectures with decoding "
@@ -96,11 +100,14 @@ def _cost(records: Sequence[TrialRecord]) -> tuple[str, str]:
     c = g.comparison
     ratio, low, high = math.exp(c.diff), math.exp(c.low), math.exp(c.high)
     p = f"p = {c.p_value:.3g}{'' if c.exact else ' (Monte Carlo)'}"
+    source = "re-timed with nothing else running" if timed else "timed during the search"
     ev = (
         f"decoding cost: grouped-query takes {ratio:.2f}x the decoding time per token of multi-query, 95% interval "
-        f"[{low:.2f}x, {high:.2f}x] ({c.n_a} vs {c.n_b} architectures in {c.strata} group(s); {p})"
+        f"[{low:.2f}x, {high:.2f}x] ({c.n_a} vs {c.n_b} architectures in {c.strata} group(s), {source}; {p})"
     )
-    full, _, _ = group_comparison(records, mha, mqa, _strata, alternative="greater", value=_log_decode)
+    full, _, _ = group_comparison(
+        records, mha, mqa, _strata, alternative="greater", value=_log_decode, retimings=timed
+    )
     if full is not None:
         ev += f"; multi-head takes {math.exp(full.comparison.diff):.2f}x multi-query's"
     if high <= CLOSE:
@@ -111,9 +118,9 @@ def _cost(records: Sequence[TrialRecord]) -> tuple[str, str]:
     return f"no difference larger than {bound * 100:.0f}% in decoding time", ev
 
 
-def gqa_rule(records: Sequence[TrialRecord]) -> RuleVerdict:
+def gqa_rule(records: Sequence[TrialRecord], retimings: Sequence[Retiming] = ()) -> RuleVerdict:
     """Check the grouped-query rule (module docstring) on the study's search architectures."""
-    (q, q_ev), (d, d_ev) = _quality(records), _cost(records)
+    (q, q_ev), (d, d_ev) = _quality(records), _cost(records, retimings)
     ev = f"{q_ev}; {d_ev}"
     if NOT_ENOUGH in (q, d):
         return RuleVerdict(GQA_RULE, NOT_ENOUGH, ev)

@@ -35,7 +35,13 @@ from explorer.insight.finalists import (
 )
 from explorer.insight.pareto import front_mask, knee, knee_index, pareto_front
 from explorer.insight.stats import Comparison, Interval, Spread, mean_difference, pool
-from explorer.insight.tables import Architecture, architecture_table, architectures, quality_margin
+from explorer.insight.tables import (
+    Architecture,
+    architecture_table,
+    architectures,
+    decode_only,
+    quality_margin,
+)
 from explorer.search.record import Retiming, TrialRecord
 from explorer.search.spec import StudySpec
 
@@ -229,7 +235,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     """The study's head-count answer (see the module docstring); finalists' latencies come from ``retimings``
     when the study has them (explorer.search.retime)."""
     axis = cost_axis(spec)
-    search = within_budgets(architectures(records, "search"), spec)
+    search = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
     finals = architectures(records, "finalist", retimings=retimings)
     candidates = within_budgets(finals, spec)
     per_base = []

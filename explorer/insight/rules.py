@@ -29,7 +29,7 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.measures import QUALITY_METRICS, QualityMetric
 from explorer.insight.stats import Comparison, compare
 from explorer.insight.tables import Architecture, architectures, common_epoch, quality_margin
-from explorer.search.record import TrialRecord
+from explorer.search.record import Retiming, TrialRecord
 
 __all__ = [
     "ALPHA",
@@ -85,12 +85,14 @@ def group_comparison(
     strata: Callable[[ModelConfig], tuple[Any, ...]] = lambda c: (c.d_model, c.n_layers),
     alternative: str = "greater",
     value: Callable[[Architecture], float | None] | None = None,
+    retimings: Sequence[Retiming] = (),
 ) -> tuple[GroupComparison | None, int, int]:
     """Compare architectures where ``in_a`` holds against those where ``in_b`` holds, stratum by stratum.
 
     Each architecture contributes ``value(a)`` (default its quality score, higher is better: accuracy, or
     minus bits per byte); one whose value is None is left out. Returns (the comparison or None, architectures
     on side a, on side b). None when a side has fewer than MIN_ARCHS architectures in the strata both share.
+    ``retimings`` (explorer.search.retime) replace the runs' own timings where given.
     """
     metric = records_metric(records)
     get = value or (lambda a: a.score)
@@ -102,7 +104,11 @@ def group_comparison(
     epoch = common_epoch(records, keys)
     if epoch is None:
         return None, 0, 0
-    archs = [a for a in architectures(records, "search", epoch=epoch) if a.key in keys and a.feasible]
+    archs = [
+        a
+        for a in architectures(records, "search", epoch=epoch, retimings=retimings)
+        if a.key in keys and a.feasible
+    ]
     groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
     for a in archs:
         side = 0 if in_a(a.config) else 1 if in_b(a.config) else None

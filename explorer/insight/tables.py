@@ -44,6 +44,7 @@ __all__ = [
     "architectures",
     "attention_kind",
     "common_epoch",
+    "decode_only",
     "quality_margin",
     "score",
     "trials_table",
@@ -63,6 +64,12 @@ def quality_margin(metric: QualityMetric, value: float) -> float:
     """The smallest quality difference the report calls material at ``value``: one accuracy point, or 1% of
     the bits per byte."""
     return ACC_POINT if metric.direction == "maximize" else BPB_MARGIN * abs(value)
+
+
+def decode_only(retimings: Sequence[Retiming]) -> list[Retiming]:
+    """The re-timed decoding steps: what the search's architectures take from the re-timings (their forward
+    latency stays the one measured by their own runs)."""
+    return [t for t in retimings if t.kind == "decode"]
 
 
 def attention_kind(config: ModelConfig) -> str:

@@ -26,7 +26,7 @@ from explorer.insight.finalists import COST_COLUMNS
 from explorer.insight.gqa import gqa_rule, searches_kv
 from explorer.insight.pareto import HV_REFERENCE, hypervolume_history, pareto_front
 from explorer.insight.recommend import answer
-from explorer.insight.tables import architecture_table, architectures, csv_ready, trials_table
+from explorer.insight.tables import architecture_table, architectures, csv_ready, decode_only, trials_table
 from explorer.output import plots, study_plots
 from explorer.output.files import OutputFolder
 from explorer.output.fmt import quality_column, quality_value
@@ -108,7 +108,7 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
     ans = answer(records, spec, data.retimings)
     cost = COST_COLUMNS[ans.cost_axis]
     acct = study_account(records, spec, storage=data.storage, closed=data.closed, spec_path=data.spec_path)
-    search = architectures(records, "search")
+    search = architectures(records, "search", retimings=decode_only(data.retimings))
     table = architecture_table(search)
     feasible_table = table[table["feasible"].astype(bool)] if len(table) else table
     if len(feasible_table):
@@ -126,7 +126,7 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
     verdicts = rules.rules_of_thumb(records, data.bench)
     kv_study = searches_kv(records)
     if kv_study:
-        verdicts.append(gqa_rule(records))
+        verdicts.append(gqa_rule(records, data.retimings))
     floors = sorted({float(m) for m in spec.space.min_dk if m > 1})
     batch = spec.latency.batch_size
     figures: dict[str, Callable[[], Any]] = {

@@ -7,7 +7,10 @@ hits them alike), in the one process of the command, with no training running. E
 stored with the study as it is measured (user attribute ``retimed``), so an interrupted re-timing continues
 where it stopped. The spread between rounds is what the report's latency intervals are built from. A study
 that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
-(``kind = "decode"``).
+(``kind = "decode"``), and, before its finalists are chosen, the decoding of the search's architectures
+(:func:`search_configs`): a decoding step of a small model is short, so a figure taken while another worker
+trains says more about that worker than about the architecture, and the knee and the grouped-query rule
+compare decoding times.
 """
 
 from __future__ import annotations
@@ -26,7 +29,11 @@ from explorer.engine.tasks import load_task
 from explorer.search.record import RETIMED_ATTR, Retiming, load_records, load_retimings
 from explorer.search.study import StudyHandle
 
-__all__ = ["finalist_configs", "retime"]
+__all__ = ["SEARCH_RETIME_LIMIT", "finalist_configs", "retime", "search_configs"]
+
+SEARCH_RETIME_LIMIT = (
+    64  # search architectures whose decoding is re-timed (the best ones, when there are more)
+)
 
 
 def finalist_configs(study: optuna.Study) -> list[tuple[str, ModelConfig]]:
@@ -38,20 +45,36 @@ def finalist_configs(study: optuna.Study) -> list[tuple[str, ModelConfig]]:
     return list(seen.items())
 
 
+def search_configs(study: optuna.Study, limit: int = SEARCH_RETIME_LIMIT) -> list[tuple[str, ModelConfig]]:
+    """The distinct (key, architecture) of the study's COMPLETE search trials, the ``limit`` best in quality."""
+    runs = [r for r in load_records(study, roles=("search",)) if r.finished and r.key and r.config]
+    sign = -1.0 if runs and runs[0].metric.direction == "minimize" else 1.0
+    runs.sort(key=lambda r: -sign * float(r.quality))  # type: ignore[arg-type]
+    seen: dict[str, ModelConfig] = {}
+    for r in runs:
+        if len(seen) < limit:
+            seen.setdefault(r.key, r.config)  # type: ignore[arg-type]
+    return list(seen.items())
+
+
 def retime(
     handle: StudyHandle,
     configs: Sequence[tuple[str, ModelConfig]],
     rounds: int = 3,
     device: torch.device | str | None = None,
+    kinds: Sequence[str] | None = None,
 ) -> list[Retiming]:
     """Time ``configs`` in ``rounds`` interleaved rounds (see the module docstring); return every stored timing.
 
-    Timings already stored for a (key, round) are kept, so a rerun only measures what is missing. Threads,
-    batch and dtype are the spec's ``[latency]``; the device is ``device`` or the spec's.
+    ``kinds``: forward and/or decode (default: forward, and decode when the spec measures decoding). Timings
+    already stored for a (key, round, kind) are kept, so a rerun only measures what is missing. Threads, batch
+    and dtype are the spec's ``[latency]`` (a decoding step: ``[decode]``'s batch and context); the device is
+    ``device`` or the spec's.
     """
     spec = handle.spec
     cfg = dataclasses.replace(spec.latency, device=str(device) if device is not None else spec.latency.device)
-    kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
+    if kinds is None:
+        kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
     done = {(t.key, t.round, t.kind) for t in load_retimings(handle.study)}
     todo = [
         (key, r, k) for key, _ in configs for r in range(rounds) for k in kinds if (key, r, k) not in done

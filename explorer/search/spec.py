@@ -263,7 +263,9 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
         reduction=t.integer("reduction", 2, low=2),
         alpha=t.number("alpha", 0.05, low=1e-6, high=1.0),
     )
-    if spec.enabled and spec.min_epochs >= epochs and "min_epochs" in t.data:  # the default just has no rungs
+    # The default just has no rungs; so does a stored spec (it lists every default) read back to resume it.
+    chosen = "min_epochs" in t.data and spec.min_epochs != EarlyStoppingSpec.min_epochs
+    if spec.enabled and spec.min_epochs >= epochs and chosen:
         raise SpecError(
             f"'min_epochs' in [early_stopping] is {spec.min_epochs} but [task] trains only {epochs} epochs, so no "
             "trial could ever stop early; lower min_epochs or set enabled = false."
