@@ -6,54 +6,17 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 import pytest
 
 from explorer.engine.config import ModelConfig
-from explorer.engine.measures import DecodeResult
 from explorer.insight import gqa
 from explorer.insight.finalists import plan_finalists
 from explorer.insight.recommend import answer
 from explorer.insight.rules import NOT_ENOUGH, rules_of_thumb
 from explorer.insight.tables import architecture_table, architectures, attention_kind
-from explorer.search.record import Retiming, TrialRecord
-from explorer.search.spec import spec_from_dict
-from tests.fixtures import latency, record
-
-SPEC = spec_from_dict({
-    "name": "lm", "n_trials": 9, "task": {"name": "text"}, "objectives": {"decode": "minimize"},
-    "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 8], "kv_heads": [1, 2, 4, 8], "families": ["uniform"]},
-    "decode": {"context": 512, "batch_size": 4},
-})  # fmt: skip
-
-
-def lm(
-    number, heads, kv, bpb, decode_ms, *, role="search", seed=None, label=None, lat=2.0, se=0.01, epochs=4
-):
-    """One language-model trial: ``heads``/``kv`` per layer (2 layers), validation bits per byte ``bpb``."""
-    config = ModelConfig(64, (heads, heads), kv_heads=(kv, kv))
-    timing = latency(decode_ms, f"2025-01-01T13:{number // 60:02d}:{number % 60:02d}+00:00")
-    decode = DecodeResult(timing, 512, config.kv_cache_bytes(512, 4), config.kv_cache_bytes_per_token())
-    base = record(number, (4, 4), 0.0, lat, role=role, seed=seed, label=label, epochs=epochs)
-    history = tuple(bpb + 0.3 * (epochs - 1 - e) for e in range(epochs))
-    return dataclasses.replace(
-        base, config=config, task_kind="language_model", history=history, val_accuracy=0.4, test_accuracy=0.4,
-        val_bpb=bpb, test_bpb=bpb + 0.1, val_bpb_se=se, decode=decode,
-    )  # fmt: skip
-
-
-def search(gqa_loss=0.0, gqa_cost=1.05, mha_cost=2.0, noise=0.005, seed=0) -> list[TrialRecord]:
-    """Every (heads, kv) pair once: multi-head at 3.50 bits per byte, grouped-query ``gqa_loss`` worse, multi-query
-    0.1 worse; decoding 1 ms for multi-query, ``gqa_cost`` for grouped-query, ``mha_cost`` for multi-head."""
-    rng = np.random.default_rng(seed)
-    out = []
-    pairs = [(h, k) for h in (2, 4, 8) for k in (1, 2, 4, 8) if h % k == 0]
-    for i, (h, k) in enumerate(pairs):
-        kind = "multi-head" if k == h else "multi-query" if k == 1 else "grouped-query"
-        bpb = {"multi-head": 3.50, "grouped-query": 3.50 + gqa_loss, "multi-query": 3.60}[kind]
-        cost = {"multi-head": mha_cost, "grouped-query": gqa_cost, "multi-query": 1.0}[kind]
-        out.append(lm(i, h, k, bpb + rng.normal(0, noise), cost * (1 + rng.normal(0, 0.01))))
-    return out
+from explorer.search.record import Retiming
+from tests.fixtures import LM_SPEC as SPEC
+from tests.fixtures import latency, lm, lm_search
 
 
 def test_attention_kinds():
@@ -83,7 +46,7 @@ def test_bits_per_byte_are_a_minimized_quality_with_intervals_on_their_own_scale
 
 
 def test_the_knee_trades_bits_per_byte_against_decoding_time_and_lower_is_better():
-    recs = search(gqa_loss=0.0, gqa_cost=1.05)
+    recs = lm_search(gqa_loss=0.0, gqa_cost=1.05)
     ans = answer(recs, SPEC)
     assert ans.cost_axis == "decode" and ans.evidence == "search"
     rec = ans.recommended
@@ -94,7 +57,7 @@ def test_the_knee_trades_bits_per_byte_against_decoding_time_and_lower_is_better
 
 def test_a_kv_plan_adds_multi_head_and_multi_query_at_the_knees_heads():
     for cost in (1.05, 1.6):  # the knee at 8 heads (its references coincide with 8 heads, next faster) or not
-        plan = plan_finalists(search(gqa_cost=cost), SPEC, top=1, seeds=2)
+        plan = plan_finalists(lm_search(gqa_cost=cost), SPEC, top=1, seeds=2)
         knee = plan.knee.config
         layouts = {(r.config.heads, r.config.kv_per_layer) for r in plan.runs}
         assert (knee.heads, knee.heads) in layouts and (knee.heads, (1, 1)) in layouts
@@ -114,7 +77,7 @@ def test_the_answer_states_what_grouping_saves_against_multi_head_attention():
                 lm(n, 4, kv, bpb + 0.01 * (s - 1), dec, role="finalist", seed=1_000_000 + s, label=label)
             )
             n += 1
-    ans = answer(search() + finals, SPEC)
+    ans = answer(lm_search() + finals, SPEC)
     assert ans.evidence == "finalists" and ans.recommended.kv_heads == (2, 2)
     by = {c.name.split(" (")[0]: c for c in ans.contrasts}
     mha, mqa = by["multi-head attention"], by["multi-query attention"]
@@ -124,29 +87,31 @@ def test_the_answer_states_what_grouping_saves_against_multi_head_attention():
 
 
 def test_the_rule_is_supported_when_grouping_keeps_quality_at_near_multi_query_cost():
-    v = gqa.gqa_rule(search(gqa_loss=0.0, gqa_cost=1.05, noise=0.002))
+    v = gqa.gqa_rule(lm_search(gqa_loss=0.0, gqa_cost=1.05, noise=0.002))
     assert v.rule == gqa.GQA_RULE and v.verdict == "supported", v.evidence
     assert "bits per byte" in v.evidence and "decoding cost" in v.evidence
 
 
 def test_the_rule_is_contradicted_when_grouping_costs_quality_or_decodes_like_multi_head():
-    lossy = gqa.gqa_rule(search(gqa_loss=0.5, noise=0.002))
+    lossy = gqa.gqa_rule(lm_search(gqa_loss=0.5, noise=0.002))
     assert lossy.verdict == "contradicted" and "on quality" in lossy.evidence
-    slow = gqa.gqa_rule(search(gqa_cost=2.0, noise=0.002))
+    slow = gqa.gqa_rule(lm_search(gqa_cost=2.0, noise=0.002))
     assert slow.verdict == "contradicted" and "on decoding cost" in slow.evidence
 
 
 def test_noisy_quality_leaves_a_stated_bound_and_missing_groups_are_not_enough_data():
-    v = gqa.gqa_rule(search(gqa_loss=0.03, noise=0.08, seed=0))
+    v = gqa.gqa_rule(lm_search(gqa_loss=0.03, noise=0.08, seed=0))
     assert v.verdict.startswith("no difference larger than"), v
-    no_mqa = [r for r in search() if r.config.kv_per_layer[0] != 1]
+    no_mqa = [r for r in lm_search() if r.config.kv_per_layer[0] != 1]
     assert gqa.gqa_rule(no_mqa).verdict == NOT_ENOUGH
-    undecoded = [dataclasses.replace(r, decode=None) for r in search()]
+    undecoded = [dataclasses.replace(r, decode=None) for r in lm_search()]
     assert gqa.gqa_rule(undecoded).verdict == NOT_ENOUGH and "[decode]" in gqa.gqa_rule(undecoded).evidence
 
 
 def test_the_rule_reads_re_timed_decoding_where_the_study_has_it():
-    recs = search(gqa_cost=2.0, noise=0.002)  # timed during the search: grouped-query looked as slow as MHA
+    recs = lm_search(
+        gqa_cost=2.0, noise=0.002
+    )  # timed during the search: grouped-query looked as slow as MHA
     clean = [Retiming(r.key, k, latency(1.05 if attention_kind(r.config) == "grouped-query" else
                                         (1.0 if r.config.kv_per_layer[0] == 1 else 2.0)), "decode")
              for r in recs for k in range(3)]  # fmt: skip
@@ -155,7 +120,7 @@ def test_the_rule_reads_re_timed_decoding_where_the_study_has_it():
 
 
 def test_the_classic_rules_speak_of_bits_per_byte_for_a_language_model():
-    names = [v.rule for v in rules_of_thumb(search())]
+    names = [v.rule for v in rules_of_thumb(lm_search())]
     assert names[0] == "One head loses quality (bits per byte)"
-    dk = next(v for v in rules_of_thumb(search()) if v.rule.startswith("d_k"))
+    dk = next(v for v in rules_of_thumb(lm_search()) if v.rule.startswith("d_k"))
     assert "bits per byte" in dk.evidence and "points" not in dk.evidence
