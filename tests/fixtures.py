@@ -121,7 +121,8 @@ LM_SPEC = spec_from_dict({
 def lm(
     number, heads, kv, bpb, decode_ms, *, role="search", seed=None, label=None, lat=2.0, se=0.01, epochs=4
 ):
-    """One language-model trial (text task, decoding measured): ``heads``/``kv`` per layer (2 layers), validation bits per byte ``bpb``."""
+    """One language-model trial (text task, decoding measured): ``heads``/``kv`` per layer (2 layers), validation
+    bits per byte ``bpb``."""
     config = ModelConfig(64, (heads, heads), kv_heads=(kv, kv))
     timing = latency(decode_ms, f"2025-01-01T13:{number // 60:02d}:{number % 60:02d}+00:00")
     decode = DecodeResult(timing, 512, config.kv_cache_bytes(512, 4), config.kv_cache_bytes_per_token())
@@ -134,8 +135,9 @@ def lm(
 
 
 def lm_search(gqa_loss=0.0, gqa_cost=1.05, mha_cost=2.0, noise=0.005, seed=0) -> list[TrialRecord]:
-    """Every (heads, kv) pair once: multi-head at 3.50 bits per byte, grouped-query ``gqa_loss`` worse, multi-query
-    0.1 worse; decoding 1 ms for multi-query, ``gqa_cost`` for grouped-query, ``mha_cost`` for multi-head."""
+    """Every (heads, kv) pair once: multi-head at 3.50 bits per byte, grouped-query ``gqa_loss`` worse,
+    multi-query 0.1 worse; decoding 1 ms for multi-query, ``gqa_cost`` for grouped-query, ``mha_cost`` for
+    multi-head."""
     rng = np.random.default_rng(seed)
     out = []
     pairs = [(h, k) for h in (2, 4, 8) for k in (1, 2, 4, 8) if h % k == 0]

@@ -69,8 +69,8 @@ def _quality(records: Sequence[TrialRecord]) -> tuple[str, str]:
     )
     if g is None:
         return NOT_ENOUGH, (
-            f"quality needs >= {MIN_ARCHS} grouped-query and multi-head architectures (2+ heads) at a shared width, "
-            f"depth and head width; the study has {n_a} and {n_b}"
+            f"quality needs >= {MIN_ARCHS} grouped-query and multi-head architectures (2+ heads) at a shared "
+            f"width, depth and head width; the study has {n_a} and {n_b}"
         )
     c = g.comparison
     margin = quality_margin(g.metric, c.mean_b)
@@ -102,8 +102,8 @@ def _cost(records: Sequence[TrialRecord], retimings: Sequence[Retiming]) -> tupl
     p = f"p = {c.p_value:.3g}{'' if c.exact else ' (Monte Carlo)'}"
     source = "re-timed with nothing else running" if timed else "timed during the search"
     ev = (
-        f"decoding cost: grouped-query takes {ratio:.2f}x the decoding time per token of multi-query, 95% interval "
-        f"[{low:.2f}x, {high:.2f}x] ({c.n_a} vs {c.n_b} architectures in {c.strata} group(s), {source}; {p})"
+        f"decoding cost: grouped-query takes {ratio:.2f}x the decoding time per token of multi-query, 95% "
+        f"interval [{low:.2f}x, {high:.2f}x] ({c.n_a} vs {c.n_b} architectures in {c.strata} group(s), {source}; {p})"
     )
     full, _, _ = group_comparison(
         records, mha, mqa, _strata, alternative="greater", value=_log_decode, retimings=timed

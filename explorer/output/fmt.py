@@ -45,7 +45,8 @@ def heads(heads: Sequence[int]) -> str:
 
 def kv_text(a: Architecture) -> str:
     """(heads, kv_heads) per layer, e.g. "8/2,8/2", and the kind of attention."""
-    return f"{','.join(f'{h}/{k}' for h, k in zip(a.heads, a.kv_heads, strict=True))} ({attention_kind(a.config)})"
+    pairs = ",".join(f"{h}/{k}" for h, k in zip(a.heads, a.kv_heads, strict=True))
+    return f"{pairs} ({attention_kind(a.config)})"
 
 
 def is_bpb(metric: QualityMetric) -> bool:

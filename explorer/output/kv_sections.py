@@ -1,6 +1,6 @@
 """The answer's wording for modern heads (issue 13): a (heads, kv_heads) recommendation, quality in the task's
-own terms (bits per byte for a language model), decoding time and key/value cache, and what grouping the key/value
-heads saves against full multi-head attention at the same heads.
+own terms (bits per byte for a language model), decoding time and key/value cache, and what grouping the
+key/value heads saves against full multi-head attention at the same heads.
 
 Used by :func:`explorer.output.sections.answer_blocks` for a language-model task, a study that searches
 key/value heads or head widths, or one that measures decoding; a classic classification study keeps its wording.
@@ -29,7 +29,8 @@ def is_modern(ans: Answer, spec: StudySpec) -> bool:
 
 
 def layout_phrase(a: Architecture) -> str:
-    """ "8 heads per layer with 2 key/value heads (grouped-query attention, 4 query heads per key/value head)"."""
+    """The layout in words, e.g. "8 heads per layer with 2 key/value heads (grouped-query attention, 4 query
+    heads per key/value head)"."""
     c = a.config
     kind = attention_kind(c)
     if len(set(c.heads)) == 1 and len(set(c.kv_per_layer)) == 1:
@@ -121,10 +122,8 @@ def saving_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
         parts.append("decoding time not measured (a [decode] table measures it);")
     cache = "the key/value cache is"
     if rec.kv_cache_bytes is not None and mha.other.kv_cache_bytes is not None and spec.decode is not None:
-        cache += (
-            f" {mib(rec.kv_cache_bytes)} vs {mib(mha.other.kv_cache_bytes)} MiB at context {spec.decode.context} "
-            f"and batch {spec.decode.batch_size},"
-        )
+        ours, theirs, d = mib(rec.kv_cache_bytes), mib(mha.other.kv_cache_bytes), spec.decode
+        cache += f" {ours} vs {theirs} MiB at context {d.context} and batch {d.batch_size},"
     parts.append(
         f"{cache} {mha.cache_ratio:.2f}x smaller (exact: 2 x kv_heads x d_k numbers per layer and position)."
     )

@@ -3,7 +3,8 @@
 Every function takes DataFrames and returns a bare :class:`matplotlib.figure.Figure` (no pyplot state, rendered
 with Agg by :func:`save_png`). Quality is drawn in the task's terms (``metric``: validation accuracy in percent,
 or validation bits per byte, lower is better); the latency axis is the forward pass, or decoding time per token
-where that is the study's objective (``cost="decode_ms"``). One point is one architecture (its runs averaged). Built to stay readable at
+where that is the study's objective (``cost="decode_ms"``). One point is one architecture (its runs averaged).
+Built to stay readable at
 1,000 architectures: small translucent markers, rasterized point clouds, legends outside the axes. Group means
 carry seaborn's 95% percentile-bootstrap interval (fixed seed), which stays inside the data's range.
 """
@@ -192,7 +193,8 @@ def pareto_figure(
         value = f"{ky:.3f} bits/byte" if _bpb(metric) else f"{ky:.2f}%"
         ax.scatter([kx], [ky], marker="*", s=260, color="crimson", edgecolor="white", zorder=6)
         ax.annotate(
-            f"recommended: heads {_text(knee['heads'])}{kv} (d_model {int(knee['d_model'])})\n{value} at {kx:.3g} ms",
+            f"recommended: heads {_text(knee['heads'])}{kv} (d_model {int(knee['d_model'])})\n"
+            f"{value} at {kx:.3g} ms",
             xy=(kx, ky), xytext=(0.03, 0.97), textcoords="axes fraction", va="top", fontsize=9,
             bbox={"boxstyle": "round", "fc": "white", "ec": "crimson"},
             arrowprops={"arrowstyle": "->", "color": "crimson", "lw": 1}, zorder=7,
@@ -320,7 +322,8 @@ def kv_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figure:
     """Quality, latency and decoding time by kind of attention: multi-query (one key/value head), grouped-query
     and multi-head (as many key/value heads as query heads), per d_model."""
     return _effect_figure(
-        df, "attention_kind", "key/value heads", f"{_what(metric)}, latency and decoding time by key/value heads",
+        df, "attention_kind", "key/value heads",
+        f"{_what(metric)}, latency and decoding time by key/value heads",
         KV_ORDER, metric=metric,
     )  # fmt: skip
 

@@ -155,8 +155,9 @@ def check_space(s: SpaceSpec) -> None:
         if h not in usable:
             if not s.kv_options(h):
                 raise SpecError(
-                    f"head count {h} has no key/value head count in kv_heads {list(s.kv_heads or ())} dividing it "
-                    f"(heads % kv_heads must be 0); add one of {_divisors(h)} to kv_heads or remove {h} from heads."
+                    f"head count {h} has no key/value head count in kv_heads {list(s.kv_heads or ())} dividing "
+                    f"it (heads % kv_heads must be 0); add one of {_divisors(h)} to kv_heads or remove {h} from "
+                    "heads."
                 )
             if s.head_dim is not None:
                 why = "no listed family can use it"

@@ -8,7 +8,8 @@ rejected, repaired or wasted (``Sampled.rejected == 0`` and ``repaired is False`
 The parameters, in order:
 
 * ``family``: categorical over the spec's schedule families (uniform, increasing, decreasing, free).
-* ``d_model``, ``min_dk``, ``head_dim``, ``n_layers``: a categorical over the spec's list when every value is usable whatever
+* ``d_model``, ``min_dk``, ``head_dim``, ``n_layers``: a categorical over the spec's list when every value is
+  usable whatever
   the factors before it are (the usual case). When some value is not (say ``free`` needs 3 layers and the spec
   lists 2 and 3), the factor becomes ``<name>_q``, a float in [0, 1] read as a position in the values usable
   given the earlier factors: still ordinal, so the sampler learns "deeper" or "wider" across families.
