@@ -55,7 +55,8 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
     [finalists]      enabled (true): after the search, retrain the knee, its nearest front neighbours and
                      reference layouts with fresh seeds until accuracy stops moving; top (2): front
                      architectures nearest the knee; references (true): 1 head and the folklore's 8 (8-16)
-                     heads per layer at the knee's width and depth, and the next faster front layout;
+                     heads per layer at the knee's width and depth, and the next faster front layout (a
+                     study searching kv_heads adds multi-head and multi-query attention at the knee's heads);
                      seeds (3); max_epochs (3 x [task] epochs): a cap; patience (4): with a constant learning
                      rate after warm-up, a plateau (no rise above one binomial standard error in this many
                      epochs) cuts it 10x, twice, and a third plateau ends the run; timing_rounds (3):
