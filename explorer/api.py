@@ -33,7 +33,7 @@ from explorer.output.export import ExportResult, export_trial
 from explorer.output.heads_report import analyse_trial
 from explorer.output.report import ReportInput, ReportPaths, write_report
 from explorer.search.record import TrialRecord, closed_counts, load_records
-from explorer.search.retime import finalist_configs, load_retimings, retime
+from explorer.search.retime import finalist_configs, load_retimings, retime, search_configs
 from explorer.search.spec import StudySpec, load_spec
 from explorer.search.study import (
     StudyHandle,
@@ -147,7 +147,14 @@ def _finalist_stage(
     top: int | None = None,
     seeds: int | None = None,
 ) -> RunSummary:
-    plan = plan_finalists(load_records(handle.study), handle.spec, top=top, seeds=seeds)
+    rounds = handle.spec.finalists.timing_rounds
+    if handle.spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
+        configs = search_configs(handle.study)
+        if on_stage:
+            on_stage("timing", len(configs) * rounds)
+        retime(handle, configs, rounds, options.device, kinds=("decode",))
+    retimings = load_retimings(handle.study)
+    plan = plan_finalists(load_records(handle.study), handle.spec, top=top, seeds=seeds, retimings=retimings)
     added = enqueue_runs(handle, plan.runs)
     total = len(plan.runs)
     if on_stage:
@@ -156,7 +163,6 @@ def _finalist_stage(
     if not finals.note and finals.done >= total:
         # Latency measured with nothing else running: interleaved rounds over every finalist architecture.
         configs = finalist_configs(handle.study)
-        rounds = handle.spec.finalists.timing_rounds
         if on_stage:
             on_stage("timing", len(configs) * rounds)
         retime(handle, configs, rounds, options.device)

@@ -8,6 +8,7 @@ find. :func:`record` builds one :class:`~explorer.search.record.TrialRecord` for
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import math
@@ -19,10 +20,21 @@ import optuna
 from optuna.trial import TrialState, create_trial
 
 from explorer.engine.config import ModelConfig, expand_schedule, valid_heads
-from explorer.engine.measures import LatencyResult
+from explorer.engine.measures import DecodeResult, LatencyResult
 from explorer.search.record import FINALIST_SEED_OFFSET, TrialRecord
+from explorer.search.spec import spec_from_dict
 
-__all__ = ["TINY_SPEC", "make_study", "record", "synthetic_accuracy", "synthetic_latency", "write_tiny_spec"]
+__all__ = [
+    "LM_SPEC",
+    "TINY_SPEC",
+    "lm",
+    "lm_search",
+    "make_study",
+    "record",
+    "synthetic_accuracy",
+    "synthetic_latency",
+    "write_tiny_spec",
+]
 
 D_MODELS = (64, 128, 256)
 LAYERS = (2, 4)
@@ -95,6 +107,46 @@ def record(
         label=label,
         **changes,
     )
+
+
+# --------------------------------------------------------------------------------------------- language models
+
+LM_SPEC = spec_from_dict({
+    "name": "lm", "n_trials": 9, "task": {"name": "text"}, "objectives": {"decode": "minimize"},
+    "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 8], "kv_heads": [1, 2, 4, 8], "families": ["uniform"]},
+    "decode": {"context": 512, "batch_size": 4},
+})  # fmt: skip
+
+
+def lm(
+    number, heads, kv, bpb, decode_ms, *, role="search", seed=None, label=None, lat=2.0, se=0.01, epochs=4
+):
+    """One language-model trial (text task, decoding measured): ``heads``/``kv`` per layer (2 layers), validation
+    bits per byte ``bpb``."""
+    config = ModelConfig(64, (heads, heads), kv_heads=(kv, kv))
+    timing = latency(decode_ms, f"2025-01-01T13:{number // 60:02d}:{number % 60:02d}+00:00")
+    decode = DecodeResult(timing, 512, config.kv_cache_bytes(512, 4), config.kv_cache_bytes_per_token())
+    base = record(number, (4, 4), 0.0, lat, role=role, seed=seed, label=label, epochs=epochs)
+    history = tuple(bpb + 0.3 * (epochs - 1 - e) for e in range(epochs))
+    return dataclasses.replace(
+        base, config=config, task_kind="language_model", history=history, val_accuracy=0.4, test_accuracy=0.4,
+        val_bpb=bpb, test_bpb=bpb + 0.1, val_bpb_se=se, decode=decode,
+    )  # fmt: skip
+
+
+def lm_search(gqa_loss=0.0, gqa_cost=1.05, mha_cost=2.0, noise=0.005, seed=0) -> list[TrialRecord]:
+    """Every (heads, kv) pair once: multi-head at 3.50 bits per byte, grouped-query ``gqa_loss`` worse,
+    multi-query 0.1 worse; decoding 1 ms for multi-query, ``gqa_cost`` for grouped-query, ``mha_cost`` for
+    multi-head."""
+    rng = np.random.default_rng(seed)
+    out = []
+    pairs = [(h, k) for h in (2, 4, 8) for k in (1, 2, 4, 8) if h % k == 0]
+    for i, (h, k) in enumerate(pairs):
+        kind = "multi-head" if k == h else "multi-query" if k == 1 else "grouped-query"
+        bpb = {"multi-head": 3.50, "grouped-query": 3.50 + gqa_loss, "multi-query": 3.60}[kind]
+        cost = {"multi-head": mha_cost, "grouped-query": gqa_cost, "multi-query": 1.0}[kind]
+        out.append(lm(i, h, k, bpb + rng.normal(0, noise), cost * (1 + rng.normal(0, 0.01))))
+    return out
 
 
 def _architectures() -> list[tuple[int, tuple[int, ...]]]:

@@ -347,3 +347,70 @@ def test_clicks_own_usage_errors_are_one_line_with_exit_code_2(args):
 def test_the_bare_command_shows_its_help():
     result = CliRunner().invoke(main, [])
     assert result.exit_code == 0 and "Commands:" in result.stdout
+
+
+TEXT_SPEC = """
+name = "lm"
+n_trials = 3
+bench = false
+[objectives]
+decode = "minimize"
+[task]
+name = "text"
+options = {{ context = 16, max_bytes = 20000 }}
+epochs = 1
+[space]
+d_model = [32]
+n_layers = [1]
+heads = [2, 4]
+kv_heads = [1, 2]
+{space}
+[latency]
+device = "cpu"
+[decode]
+context = 64
+{decode}
+[budgets]
+{budgets}
+"""
+
+BAD_MODERN = {
+    "kv_heads that divide no head count": ({"space": "kv_heads = [3]"}, "kv_heads 3 divides no head count"),
+    "kv_heads not a list": ({"space": "kv_heads = 2"}, "'kv_heads' in [space]"),
+    "kv_per_layer not a flag": ({"space": "kv_per_layer = 1"}, "'kv_per_layer' in [space]"),
+    "head_dim below the floor": ({"space": "head_dim = [4]\nmin_dk = 8"}, "below the d_k floor"),
+    "decode context zero": ({"decode": "batch_size = 0"}, "'batch_size' in [decode]"),
+    "decode unknown key": ({"decode": "tokens = 5"}, "unknown key 'tokens' in [decode]"),
+    "decoding budget negative": ({"budgets": "max_decode_ms = -2"}, "'max_decode_ms' in [budgets]"),
+    "cache budget not a number": ({"budgets": 'max_kv_cache_mb = "1"'}, "'max_kv_cache_mb' in [budgets]"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_MODERN, ids=list(BAD_MODERN))
+def test_bad_modern_heads_keys_are_one_line_and_write_nothing(case, tmp_path, monkeypatch):
+    """Every new spec key: one line naming it, a non-zero exit, no study database or folder created."""
+    monkeypatch.chdir(tmp_path)
+    parts, fragment = BAD_MODERN[case]
+    # one key replaced at a time: a table's line stands in for the key of the same name in the template
+    text = TEXT_SPEC.format(space=parts.get("space", ""), decode=parts.get("decode", ""),
+                            budgets=parts.get("budgets", ""))  # fmt: skip
+    if "kv_heads = " in parts.get("space", ""):
+        text = text.replace("kv_heads = [1, 2]\n", "", 1)
+    if "batch_size" in parts.get("decode", ""):
+        text = text.replace("[decode]\ncontext = 64", "[decode]")
+    (tmp_path / "lm.toml").write_text(text)
+    result = CliRunner().invoke(main, ["study", "run", "lm.toml"])
+    assert result.exit_code != 0 and fragment in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lm.toml"]
+
+
+def test_decoding_on_a_classification_task_is_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    text = TEXT_SPEC.format(space="", decode="", budgets="").replace('name = "text"', 'name = "digits"')
+    text = text.replace("options = { context = 16, max_bytes = 20000 }\n", "")
+    (tmp_path / "lm.toml").write_text(text)
+    result = CliRunner().invoke(main, ["study", "run", "lm.toml"])
+    assert result.exit_code != 0 and "needs a language-model task" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lm.toml"]

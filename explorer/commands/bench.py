@@ -126,7 +126,8 @@ def bench_attention_cmd(
     elif folder is not None:
         import tempfile
 
-        from explorer.output.plots import bench_figure, save_png
+        from explorer.output.plots import save_png
+        from explorer.output.study_plots import bench_figure
 
         folder.write("bench.csv", df.to_csv(index=False))
         with tempfile.TemporaryDirectory() as tmp:

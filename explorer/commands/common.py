@@ -182,7 +182,8 @@ def progress(
         if bar is None:
             return
         bar.n = min(p.done, p.total)
-        best = f"best val {p.best_accuracy:.3f}" if p.best_accuracy is not None else "no result yet"
+        unit = "" if handle.spec.metric.name == "val_accuracy" else " bits/byte"
+        best = f"best val {p.best_accuracy:.3f}{unit}" if p.best_accuracy is not None else "no result yet"
         bar.set_postfix_str(
             f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}"
         )

@@ -142,8 +142,12 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
         text = ", ".join(f"{k.lower()} {v}" for k, v in counts.items() if v)
         click.echo(f"  {role}: {text or 'none'}")
     click.echo(f"  stopped early {doc['stopped_early']} trials, {doc['epochs_saved']} epochs saved")
+    bpb = doc["metric"]["name"] == "val_bpb"
     for r in doc["best"]:
+        kv = f" kv {heads_text(r['kv_heads'])}" if r["kv_heads"] != r["heads"] else ""
+        val = f"{r['quality']:.4f} bits/byte" if bpb else f"{r['quality']:.4f}"
+        decode = f"  {r['decode_ms']:.3f} ms/token" if r.get("decode_ms") is not None else ""
         click.echo(
-            f"  #{r['number']:<4} {r['role']:<8} d_model {r['d_model']:<4} heads {heads_text(r['heads'])}  "
-            f"val {r['val_accuracy']:.4f}  {r['latency_ms']:.3f} ms"
+            f"  #{r['number']:<4} {r['role']:<8} d_model {r['d_model']:<4} heads {heads_text(r['heads'])}{kv}  "
+            f"val {val}  {r['latency_ms']:.3f} ms{decode}"
         )

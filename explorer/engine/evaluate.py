@@ -88,6 +88,10 @@ class VariantResult:
         return self.fit.test_bpb
 
     @property
+    def val_bpb_se(self) -> float | None:
+        return self.fit.val_bpb_se
+
+    @property
     def task_kind(self) -> str:
         return self.fit.task_kind
 
@@ -116,6 +120,7 @@ class VariantResult:
             "val_loss": self.val_loss,
             "val_bpb": self.val_bpb,
             "test_bpb": self.test_bpb,
+            "val_bpb_se": self.val_bpb_se,
             "val_size": self.val_size,
             "latency_ms": self.latency.median_ms,
             "latency": self.latency.to_dict(),

@@ -41,11 +41,19 @@ class SplitScore:
     accuracy: float  # correct targets / targets (a language model: next-byte top-1 accuracy)
     loss: float  # mean cross-entropy per target, in nats
     targets: int  # examples (classification) or predicted positions (a language model)
+    # Standard error of ``loss`` from the spread of the per-example mean losses (an example is a window for a
+    # language model, so the correlated bytes of one window count once): the noise of a loss on this split.
+    loss_se: float = math.nan
 
     @property
     def bits(self) -> float:
         """Mean cross-entropy in bits per target: bits per byte for a byte-level language model."""
         return self.loss / _LN2
+
+    @property
+    def bits_se(self) -> float:
+        """Standard error of :attr:`bits` (see ``loss_se``)."""
+        return self.loss_se / _LN2
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ class EpochStats:
     seconds: float  # wall time of the epoch, training plus validation
     val_loss: float = math.nan  # mean validation cross-entropy per target (nats)
     val_bpb: float | None = None  # validation bits per byte (language-model tasks only)
+    val_bpb_se: float | None = None  # its standard error over validation windows (language-model tasks only)
+
+    @property
+    def quality(self) -> float:
+        """The epoch's value of the task's metric: ``val_bpb`` for a language model, else ``val_accuracy``."""
+        return self.val_accuracy if self.val_bpb is None else self.val_bpb
 
 
 @dataclass(frozen=True)
@@ -81,6 +95,7 @@ class TrainResult:
     test_loss: float = math.nan  # mean test cross-entropy per target (nats)
     val_bpb: float | None = None  # validation bits per byte (language-model tasks only)
     test_bpb: float | None = None  # test bits per byte (language-model tasks only)
+    val_bpb_se: float | None = None  # standard error of val_bpb over validation windows (language models)
 
     @property
     def metric(self) -> QualityMetric:
@@ -156,6 +171,7 @@ def evaluate_split(
     model.eval()
     correct = torch.zeros((), dtype=torch.int64, device=device)
     nats = torch.zeros((), dtype=torch.float64, device=device)
+    squares = torch.zeros((), dtype=torch.float64, device=device)  # sum of squared per-example mean losses
     try:
         with torch.inference_mode(), autocast(device):
             for i in range(0, len(y), batch_size):
@@ -163,10 +179,15 @@ def evaluate_split(
                 yb = y[i : i + batch_size].to(device, non_blocking=True)
                 logits = model(xb) if head_masks is None else model(xb, head_masks=head_masks)
                 correct += (logits.argmax(dim=-1) == yb).sum()
-                nats += _cross_entropy(logits.float(), yb, reduction="sum").double()
+                per_target = _cross_entropy(logits.float(), yb, reduction="none").double()
+                nats += per_target.sum()
+                squares += (per_target.reshape(len(yb), -1).mean(dim=1) ** 2).sum()
     finally:
         model.train(was_training)
-    return SplitScore(correct.item() / targets, nats.item() / targets, targets)
+    n, mean = len(y), nats.item() / targets
+    # Every example has the same number of targets, so the mean loss is the mean of the per-example means.
+    var = (squares.item() - n * mean**2) / (n - 1) if n > 1 else math.nan
+    return SplitScore(correct.item() / targets, mean, targets, math.sqrt(max(var, 0.0) / n))
 
 
 def evaluate(
@@ -266,6 +287,7 @@ def fit(
             time.perf_counter() - t0,
             val_loss=val.loss,
             val_bpb=val.bits if lm else None,
+            val_bpb_se=val.bits_se if lm else None,
         )
         history.append(stats)
         if on_epoch is not None and on_epoch(stats):
@@ -296,5 +318,6 @@ def fit(
         test_loss=test.loss,
         val_bpb=history[-1].val_bpb,
         test_bpb=test.bits if lm else None,
+        val_bpb_se=history[-1].val_bpb_se,
     )
     return model, result

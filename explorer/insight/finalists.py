@@ -4,8 +4,13 @@ After the search, the answer rests on single short runs. The finalist plan picks
 accuracy/latency front's knee among feasible architectures within the budgets), the front architectures nearest
 it, and three references at the knee's width and depth: one head per layer (the seed's "one head is not
 enough"), the folklore's default of 8 heads per layer (or the nearest valid count in 8-16), and the next faster
-layout on the front (what a little less latency would cost). Each is trained with the same fresh seeds. The plan
-is a pure function of the search's records, so planning again after a resume queues only what is new.
+layout on the front (what a little less latency would cost). A study that searches key/value heads adds two more
+at the knee's heads, width and depth: multi-head attention (kv_heads = heads) and multi-query attention
+(kv_heads = 1), the two ends grouped-query attention sits between. Each is trained with the same fresh seeds.
+The plan is a pure function of the search's records, so planning again after a resume queues only what is new.
+
+The knee is taken on quality against forward latency, or against decoding time per token where the spec makes
+decoding an objective (:func:`cost_axis`).
 """
 
 from __future__ import annotations
@@ -17,11 +22,24 @@ import numpy as np
 
 from explorer.engine.config import ModelConfig, valid_heads
 from explorer.insight.pareto import knee, normalize, pareto_front
-from explorer.insight.tables import Architecture, architecture_table, architectures
-from explorer.search.record import FINALIST_SEED_OFFSET, FinalistRun, TrialRecord, arch_key
-from explorer.search.spec import StudySpec
+from explorer.insight.tables import Architecture, architecture_table, architectures, decode_only
+from explorer.search.record import FINALIST_SEED_OFFSET, FinalistRun, Retiming, TrialRecord, arch_key
+from explorer.search.spec import MB, StudySpec
 
-__all__ = ["DEFAULT_HEADS", "Plan", "finalist_seeds", "plan_finalists", "within_budgets"]
+__all__ = [
+    "COST_COLUMNS",
+    "DEFAULT_HEADS",
+    "KV_REFERENCES",
+    "Plan",
+    "cost_axis",
+    "finalist_seeds",
+    "plan_finalists",
+    "with_kv",
+    "within_budgets",
+]
+
+COST_COLUMNS = {"latency": "latency_ms", "decode": "decode_ms"}  # cost axis -> architecture-table column
+KV_REFERENCES = ("multi-head", "multi-query")  # the labels of a kv study's two extra references
 
 DEFAULT_HEADS = (8, 16)  # the folklore's "8-16 heads usually suffice; start at 8"
 
@@ -33,16 +51,29 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)  # references that could not be built, and why
 
 
+def cost_axis(spec: StudySpec) -> str:
+    """What the knee trades quality against: ``decode`` (ms per token) when decoding is an objective, else
+    ``latency`` (the forward pass)."""
+    return "decode" if spec.objectives.decode else "latency"
+
+
 def within_budgets(archs: Sequence[Architecture], spec: StudySpec) -> list[Architecture]:
-    """The feasible architectures that meet the spec's budgets."""
+    """The feasible architectures that meet the spec's budgets (and have the cost the knee is taken on)."""
     b = spec.budgets
-    return [
-        a
-        for a in archs
-        if a.feasible
-        and (b.max_latency_ms is None or a.latency.estimate <= b.max_latency_ms)
-        and (b.max_params is None or a.params <= b.max_params)
-    ]
+
+    def ok(a: Architecture) -> bool:
+        if a.cost(cost_axis(spec)) is None:
+            return False
+        if b.max_decode_ms is not None and (a.decode is None or a.decode.estimate > b.max_decode_ms):
+            return False
+        cache = a.kv_cache_bytes
+        if b.max_kv_cache_mb is not None and cache is not None and cache / MB > b.max_kv_cache_mb:
+            return False
+        return (b.max_latency_ms is None or a.latency.estimate <= b.max_latency_ms) and (
+            b.max_params is None or a.params <= b.max_params
+        )
+
+    return [a for a in archs if a.feasible and ok(a)]
 
 
 def finalist_seeds(spec: StudySpec, seeds: int) -> list[int]:
@@ -66,22 +97,42 @@ def _uniform(base: ModelConfig, heads: int) -> tuple[ModelConfig | None, str]:
     return config, ""
 
 
+def with_kv(base: ModelConfig, kv: int | None) -> ModelConfig:
+    """``base`` with ``kv`` key/value heads in every layer (None: kv_heads = heads, multi-head attention)."""
+    return ModelConfig(
+        d_model=base.d_model,
+        heads=base.heads,
+        min_dk=base.min_dk,
+        mlp_ratio=base.mlp_ratio,
+        dropout=base.dropout,
+        attention=base.attention,
+        kv_heads=None if kv is None else (kv,) * base.n_layers,
+        head_dim=base.head_dim,
+    )
+
+
 def plan_finalists(
-    records: Sequence[TrialRecord], spec: StudySpec, top: int | None = None, seeds: int | None = None
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    top: int | None = None,
+    seeds: int | None = None,
+    retimings: Sequence[Retiming] = (),
 ) -> Plan:
-    """The finalist runs for the study's search so far (``top`` and ``seeds`` override the spec's)."""
+    """The finalist runs for the study's search so far (``top`` and ``seeds`` override the spec's); the search's
+    decoding times come from ``retimings`` where re-timed (explorer.search.retime)."""
     fs = spec.finalists
     top = fs.top if top is None else top
     seeds = fs.seeds if seeds is None else seeds
-    pool = within_budgets(architectures(records, "search"), spec)
+    pool = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
     if not pool:
         return Plan((), None, ("no feasible search trial within the budgets has finished yet",))
+    cost = COST_COLUMNS[cost_axis(spec)]
     table = architecture_table(pool)
-    front = pareto_front(table)
-    k = knee(front, bounds=table)
+    front = pareto_front(table, cost)
+    k = knee(front, bounds=table, cost=cost)
     by_key = {a.key: a for a in pool}
     knee_arch = by_key[k["key"]]
-    y = normalize(front, table)
+    y = normalize(front, table, cost)
     at = y[(front["key"] == knee_arch.key).to_numpy()][0]
     order = front.assign(_d=np.hypot(*(y - at).T)).sort_values(["_d", "number"])["key"].tolist()
     picks: list[tuple[Architecture | ModelConfig, str]] = [(knee_arch, "knee")]
@@ -101,10 +152,13 @@ def plan_finalists(
             config, why = _uniform(base, folk)
             if config is not None:
                 picks.append((config, f"{folk} heads"))
-        faster = front[front["latency_ms"] < knee_arch.latency.estimate]
+        faster = front[front[cost] < knee_arch.cost(cost_axis(spec)).estimate]  # type: ignore[union-attr]
         same_base = faster[(faster["d_model"] == base.d_model) & (faster["n_layers"] == base.n_layers)]
         if len(same_base):  # the fastest-first front: the last row is the one just faster than the knee
             picks.append((by_key[same_base["key"].iloc[-1]], "next faster"))
+        if spec.space.kv_heads is not None:  # the two ends grouped-query attention sits between
+            picks.append((with_kv(base, None), KV_REFERENCES[0]))
+            picks.append((with_kv(base, 1), KV_REFERENCES[1]))
     runs: list[FinalistRun] = []
     seen: set[str] = set()
     for pick, label in picks:

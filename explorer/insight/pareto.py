@@ -1,7 +1,9 @@
-"""The accuracy/latency trade-off: Pareto front, knee and hypervolume, over architecture or trial tables.
+"""The quality/latency trade-off: Pareto front, knee and hypervolume, over architecture or trial tables.
 
-Tables need ``val_accuracy`` (maximized) and ``latency_ms`` (minimized) columns and a ``number`` to break ties;
-rows must already be the ones to consider (feasible, within budgets). Accuracies are fractions in [0, 1].
+Tables need a quality column maximized, ``score`` (the quality signed so that higher is better, see
+:mod:`explorer.insight.tables`) or else ``val_accuracy`` (fractions in [0, 1]), a cost column minimized
+(``cost``, default ``latency_ms``; ``decode_ms`` when decoding time is the objective) and a ``number`` to break
+ties; rows must already be the ones to consider (feasible, within budgets).
 """
 
 from __future__ import annotations
@@ -21,28 +23,35 @@ __all__ = [
     "knee_index",
     "normalize",
     "pareto_front",
+    "quality_column",
 ]
 
 HV_REFERENCE = (1.1, 1.1)  # reference point in normalized objective space (0 = best observed, 1 = worst)
-_OBJECTIVES = ("val_accuracy", "latency_ms")
+LATENCY = "latency_ms"
 
 
-def _as_min(df: pd.DataFrame) -> np.ndarray:
-    """Accuracy and latency as a float array where lower is better in both columns."""
-    return np.column_stack([-df["val_accuracy"].to_numpy(float), df["latency_ms"].to_numpy(float)])
+def quality_column(df: pd.DataFrame) -> str:
+    """The maximized quality column of a table: ``score`` where present, else ``val_accuracy``."""
+    return "score" if "score" in df.columns else "val_accuracy"
 
 
-def pareto_front(df: pd.DataFrame) -> pd.DataFrame:
+def _as_min(df: pd.DataFrame, cost: str = LATENCY) -> np.ndarray:
+    """Quality and cost as a float array where lower is better in both columns."""
+    return np.column_stack([-df[quality_column(df)].to_numpy(float), df[cost].to_numpy(float)])
+
+
+def pareto_front(df: pd.DataFrame, cost: str = LATENCY) -> pd.DataFrame:
     """The non-dominated rows of ``df``, fastest first."""
-    c = df.dropna(subset=list(_OBJECTIVES))
-    keep = front_mask(c["val_accuracy"].to_numpy(float), c["latency_ms"].to_numpy(float))
-    return c[keep].sort_values(["latency_ms", "val_accuracy"], ascending=[True, False])
+    q = quality_column(df)
+    c = df.dropna(subset=[q, cost])
+    keep = front_mask(c[q].to_numpy(float), c[cost].to_numpy(float))
+    return c[keep].sort_values([cost, q], ascending=[True, False])
 
 
-def normalize(df: pd.DataFrame, bounds: pd.DataFrame | None = None) -> np.ndarray:
-    """Accuracy/latency as minimization in [0, 1]: 0 = best, 1 = worst over ``bounds`` (default ``df``)."""
-    b = _as_min(df if bounds is None else bounds)
-    y = _as_min(df)
+def normalize(df: pd.DataFrame, bounds: pd.DataFrame | None = None, cost: str = LATENCY) -> np.ndarray:
+    """Quality/cost as minimization in [0, 1]: 0 = best, 1 = worst over ``bounds`` (default ``df``)."""
+    b = _as_min(df if bounds is None else bounds, cost)
+    y = _as_min(df, cost)
     lo, hi = b.min(axis=0), b.max(axis=0)
     return (y - lo) / np.where(hi > lo, hi - lo, 1.0)
 
@@ -63,16 +72,18 @@ def hypervolume_2d(points: np.ndarray | Sequence[Sequence[float]], reference: Se
     return float(area)
 
 
-def hypervolume_history(df: pd.DataFrame, bounds: pd.DataFrame | None = None) -> pd.DataFrame:
+def hypervolume_history(
+    df: pd.DataFrame, bounds: pd.DataFrame | None = None, cost: str = LATENCY
+) -> pd.DataFrame:
     """Hypervolume of the front after each row, in ``number`` order (rows: the trials that finished).
 
     Objectives are min-max normalized over ``bounds`` (default ``df``; 0 = best, 1 = worst) and the reference
     point is ``HV_REFERENCE`` = (1.1, 1.1), so the largest possible value is 1.21.
     """
-    c = df.dropna(subset=list(_OBJECTIVES)).sort_values("number")
+    c = df.dropna(subset=[quality_column(df), cost]).sort_values("number")
     out = [0.0] * len(c)
     if len(c):
-        y = normalize(c, c if bounds is None else bounds)
+        y = normalize(c, c if bounds is None else bounds, cost)
         front = np.empty((0, 2))
         hv = 0.0
         for i in range(len(c)):
@@ -118,8 +129,8 @@ def knee_index(acc: np.ndarray, lat: np.ndarray, bounds: tuple[np.ndarray, np.nd
     return int(order[np.lexsort((-acc_o, utopia))[0]])
 
 
-def knee(front: pd.DataFrame, bounds: pd.DataFrame | None = None) -> pd.Series:
-    """The knee of an accuracy/latency front.
+def knee(front: pd.DataFrame, bounds: pd.DataFrame | None = None, cost: str = LATENCY) -> pd.Series:
+    """The knee of a quality/latency front (``cost``: the latency column).
 
     Definition: normalize both objectives to [0, 1] (0 = best) over ``bounds`` (default: the front itself), draw
     the line joining the front's two extremes (most accurate, fastest), and take the point farthest from it on
@@ -129,9 +140,10 @@ def knee(front: pd.DataFrame, bounds: pd.DataFrame | None = None) -> pd.Series:
     if front.empty:
         raise ValueError("the front is empty")
     b = front if bounds is None else bounds
+    q = quality_column(front)
     i = knee_index(
-        front["val_accuracy"].to_numpy(float),
-        front["latency_ms"].to_numpy(float),
-        (b["val_accuracy"].to_numpy(float), b["latency_ms"].to_numpy(float)),
+        front[q].to_numpy(float),
+        front[cost].to_numpy(float),
+        (b[q].to_numpy(float), b[cost].to_numpy(float)),
     )
     return front.iloc[i]

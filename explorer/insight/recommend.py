@@ -7,6 +7,12 @@ and says that it rests on one short run per architecture. Around it the answer s
 the folklore's 8-16 heads and the next faster layout cost or gain (differences over seeds, with a bootstrap
 interval and an exact permutation test), and how often the recommendation would stay the answer if the seeds
 had come out differently (a bootstrap over seeds). Pure functions over records.
+
+Quality is the task's metric (accuracy, or bits per byte for a language model: lower is better); "more
+accurate" below means better on it. The knee trades it against forward latency, or against decoding time per
+token where the spec makes decoding an objective. A study that searches key/value heads also contrasts the
+recommendation with multi-head (kv_heads = heads) and multi-query (kv_heads = 1) attention at its heads:
+quality, decoding time and key/value-cache bytes.
 """
 
 from __future__ import annotations
@@ -18,11 +24,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from explorer.engine.config import ModelConfig
 from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.insight.finalists import DEFAULT_HEADS, within_budgets
-from explorer.insight.pareto import front_mask, knee, knee_index, pareto_front
-from explorer.insight.stats import Comparison, Spread, mean_difference, pool
-from explorer.insight.tables import ACC_POINT, Architecture, architecture_table, architectures
+from explorer.insight.confidence import BOOTSTRAP_ROUNDS, bootstrap_confidence
+from explorer.insight.finalists import (
+    COST_COLUMNS,
+    DEFAULT_HEADS,
+    KV_REFERENCES,
+    cost_axis,
+    with_kv,
+    within_budgets,
+)
+from explorer.insight.pareto import knee, pareto_front
+from explorer.insight.stats import Comparison, Interval, Spread, mean_difference, pool
+from explorer.insight.tables import (
+    Architecture,
+    architecture_table,
+    architectures,
+    decode_only,
+)
 from explorer.search.record import Retiming, TrialRecord
 from explorer.search.spec import StudySpec
 
@@ -38,20 +58,29 @@ __all__ = [
     "select_run",
 ]
 
-BOOTSTRAP_ROUNDS = 2000  # resamples of the seeds behind the confidence figure
-
 
 @dataclass(frozen=True)
 class Contrast:
     """What another layout at the same width and depth costs or gains against the recommendation."""
 
-    name: str  # "1 head per layer", "8 heads per layer", "next faster layout"
+    name: str  # "1 head per layer", "8 heads per layer", "next faster layout", "multi-head attention" ...
     other: Architecture | None  # None: not measured in this study
-    accuracy: Comparison | None  # other minus recommended, over seeds (None with one run on a side)
-    accuracy_diff: float  # other minus recommended, mean validation accuracy
-    latency_ratio: float  # other / recommended, median latency
+    quality: Comparison | None  # other minus recommended, over seeds (None with one run on a side)
+    quality_diff: float  # other minus recommended, mean validation quality (accuracy, or bits per byte)
+    latency_ratio: float  # other / recommended, median latency on the answer's cost axis
     latency_tie: bool  # the two latencies are within each other's timing noise
     note: str = ""
+    decode_ratio: float = math.nan  # other / recommended, decoding ms per token (NaN: not measured)
+    cache_ratio: float = math.nan  # other / recommended, key/value-cache bytes per token
+
+    @property
+    def accuracy(self) -> Comparison | None:
+        """The quality comparison (the name classification reports always used)."""
+        return self.quality
+
+    @property
+    def accuracy_diff(self) -> float:
+        return self.quality_diff
 
 
 @dataclass(frozen=True)
@@ -77,6 +106,7 @@ class Answer:
     per_base: tuple[tuple[int, int, Architecture], ...]  # (d_model, n_layers, the knee there), search level
     search: Picks
     notes: tuple[str, ...] = field(default_factory=tuple)
+    cost_axis: str = "latency"  # what the knee traded quality against: latency (forward) | decode (per token)
 
     @property
     def base(self) -> tuple[int, int] | None:
@@ -84,36 +114,53 @@ class Answer:
         return None if r is None else (r.config.d_model, r.config.n_layers)
 
 
-def latency_tie(a: Architecture, b: Architecture) -> bool:
+def _tie(a: Interval, b: Interval) -> bool:
+    return (b.low <= a.estimate <= b.high) or (a.low <= b.estimate <= a.high)
+
+
+def latency_tie(a: Architecture, b: Architecture, axis: str = "latency") -> bool:
     """Whether two latencies are within each other's timing noise (each estimate inside the other's interval)."""
-    return (b.latency.low <= a.latency.estimate <= b.latency.high) or (
-        a.latency.low <= b.latency.estimate <= a.latency.high
-    )
+    x, y = a.cost(axis), b.cost(axis)
+    return x is not None and y is not None and _tie(x, y)
 
 
-def _knee_of(archs: Sequence[Architecture]) -> tuple[Architecture, list[Architecture]]:
+def _knee_of(archs: Sequence[Architecture], axis: str = "latency") -> tuple[Architecture, list[Architecture]]:
     table = architecture_table(archs)
-    front = pareto_front(table)
-    k = knee(front, bounds=table)
+    front = pareto_front(table, COST_COLUMNS[axis])
+    k = knee(front, bounds=table, cost=COST_COLUMNS[axis])
     by_key = {a.key: a for a in archs}
     return by_key[k["key"]], [by_key[key] for key in front["key"]]
 
 
-def _picks(archs: Sequence[Architecture]) -> Picks:
+def _cost(a: Architecture, axis: str) -> float:
+    c = a.cost(axis)
+    return math.inf if c is None else c.estimate
+
+
+def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
     if not archs:
         return Picks(None, None, None)
-    k, front = _knee_of(archs)
-    best = max(archs, key=lambda a: (a.accuracy.estimate, -a.latency.estimate))
+    k, front = _knee_of(archs, axis)
+    best = max(archs, key=lambda a: (a.score, -_cost(a, axis)))
     return Picks(k, best, front[0])
 
 
+def _ratio(a: Interval | None, b: Interval | None) -> float:
+    return math.nan if a is None or b is None else a.estimate / b.estimate
+
+
 def _contrast(
-    name: str, rec: Architecture, other: Architecture | None, missing: str, pooled: Spread | None
+    name: str,
+    rec: Architecture,
+    other: Architecture | None,
+    missing: str,
+    pooled: Spread | None,
+    axis: str = "latency",
 ) -> Contrast:
     if other is None:
         return Contrast(name, None, None, math.nan, math.nan, False, missing)
     if other.key == rec.key:
-        return Contrast(name, other, None, 0.0, 1.0, True, "the recommendation itself")
+        return Contrast(name, other, None, 0.0, 1.0, True, "the recommendation itself", 1.0, 1.0)
     comparison = None
     if other.n >= 2 and rec.n >= 2:
         comparison = mean_difference(other.values, rec.values, pooled)
@@ -121,9 +168,11 @@ def _contrast(
         name,
         other,
         comparison,
-        other.accuracy.estimate - rec.accuracy.estimate,
-        other.latency.estimate / rec.latency.estimate,
-        latency_tie(rec, other),
+        other.quality.estimate - rec.quality.estimate,
+        _ratio(other.cost(axis), rec.cost(axis)),
+        latency_tie(rec, other, axis),
+        decode_ratio=_ratio(other.decode, rec.decode),
+        cache_ratio=other.config.kv_cache_bytes_per_token() / rec.config.kv_cache_bytes_per_token(),
     )
 
 
@@ -142,55 +191,35 @@ def _merge_same(contrasts: Sequence[Contrast]) -> list[Contrast]:
     return merged
 
 
-def _find(
-    archs: Sequence[Architecture], d_model: int, n_layers: int, heads: tuple[int, ...]
-) -> Architecture | None:
+def _find(archs: Sequence[Architecture], want: ModelConfig) -> Architecture | None:
+    """The architecture with ``want``'s width, depth, heads, key/value heads and head width (any lr, MLP)."""
+    c = want
     for a in archs:
-        if a.config.d_model == d_model and a.config.n_layers == n_layers and a.config.heads == heads:
+        o = a.config
+        if (o.d_model, o.heads, o.kv_per_layer, o.d_k) == (c.d_model, c.heads, c.kv_per_layer, c.d_k):
             return a
     return None
 
 
-def _confidence(
-    rec: Architecture, candidates: Sequence[Architecture], runs: dict[str, list[TrialRecord]], seed: int = 0
-) -> float:
-    """Bootstrap over seeds: the share of resamples in which ``rec`` is still the knee of the candidates' front,
-    or within one point of the most accurate candidate no slower than it (latency ties count as no slower).
-
-    Each resample draws, per candidate, its runs (seeds) and its timings with replacement and recomputes its mean
-    accuracy and median latency.
-    """
-    rng = np.random.default_rng(seed)
-    keys = [a.key for a in candidates]
-    acc = [np.array([r.val_accuracy for r in runs[k]], float) for k in keys]
-    lat = [np.array(a.timings, float) for a in candidates]
-    i_rec = keys.index(rec.key)
-    tie = {k: (a.latency.high / a.latency.estimate) - 1 for k, a in zip(keys, candidates, strict=True)}
-    hits = 0
-    for _ in range(BOOTSTRAP_ROUNDS):
-        a_mean = np.array([x[rng.integers(0, len(x), len(x))].mean() for x in acc])
-        l_med = np.array([np.median(x[rng.integers(0, len(x), len(x))]) for x in lat])
-        on_front = np.flatnonzero(front_mask(a_mean, l_med))
-        if on_front[knee_index(a_mean[on_front], l_med[on_front], (a_mean, l_med))] == i_rec:
-            hits += 1
-            continue
-        no_slower = l_med <= l_med[i_rec] * (1 + tie[rec.key])
-        if a_mean[no_slower].max() - a_mean[i_rec] <= ACC_POINT:
-            hits += 1
-    return hits / BOOTSTRAP_ROUNDS
+def _uniform_heads(base: ModelConfig, heads: int) -> ModelConfig | None:
+    """``base``'s width and depth with ``heads`` classic heads (d_k = d_model / heads) in every layer."""
+    if base.d_model % heads:
+        return None
+    return ModelConfig(d_model=base.d_model, heads=(heads,) * base.n_layers)
 
 
 def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[Retiming] = ()) -> Answer:
     """The study's head-count answer (see the module docstring); finalists' latencies come from ``retimings``
     when the study has them (explorer.search.retime)."""
-    search = within_budgets(architectures(records, "search"), spec)
+    axis = cost_axis(spec)
+    search = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
     finals = architectures(records, "finalist", retimings=retimings)
     candidates = within_budgets(finals, spec)
     per_base = []
     for d_model, n_layers in sorted({(a.config.d_model, a.config.n_layers) for a in search}):
         here = [a for a in search if (a.config.d_model, a.config.n_layers) == (d_model, n_layers)]
-        per_base.append((d_model, n_layers, _knee_of(here)[0]))
-    picks = _picks(search)
+        per_base.append((d_model, n_layers, _knee_of(here, axis)[0]))
+    picks = _picks(search, axis)
     notes = []
     over = len(finals) - len(candidates)
     if over:
@@ -206,11 +235,11 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         )
     else:
         return Answer(
-            None, "none", (), (), (), None, "", tuple(per_base), picks, ("no feasible trial finished",)
+            None, "none", (), (), (), None, "", tuple(per_base), picks, ("no feasible trial finished",), axis
         )
-    rec, front = _knee_of(candidates)
+    rec, front = _knee_of(candidates, axis)
     measured = finals if evidence == "finalists" else search
-    # seed-to-seed spread on the accuracy scale, pooled over every architecture with several runs
+    # seed-to-seed spread on the quality's own scale, pooled over every architecture with several runs
     spread = pool([(float(np.std(a.values, ddof=1)), a.n - 1) for a in measured if a.n > 1])
     base = rec.config
     folk = next(
@@ -221,28 +250,23 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         ),
         None,
     )
+    missing = "not measured at this width and depth"
+    one, eight = _uniform_heads(base, 1), _uniform_heads(base, folk) if folk else None
     contrasts = [
-        _contrast(
-            "1 head per layer",
-            rec,
-            _find(measured, base.d_model, base.n_layers, (1,) * base.n_layers),
-            "not measured at this width and depth",
-            spread,
-        ),
+        _contrast("1 head per layer", rec, one and _find(measured, one), missing, spread, axis),
         _contrast(
             f"{folk} heads per layer (the folklore's default)" if folk else "8-16 heads per layer",
             rec,
-            _find(measured, base.d_model, base.n_layers, (folk,) * base.n_layers) if folk else None,
-            "not measured at this width and depth"
-            if folk
-            else f"no count in 8-16 divides d_model {base.d_model}",
+            _find(measured, eight) if eight else None,
+            missing if folk else f"no count in 8-16 divides d_model {base.d_model}",
             spread,
+            axis,
         ),
     ]
     faster = [
         a
         for a in front
-        if a.latency.estimate < rec.latency.estimate
+        if _cost(a, axis) < _cost(rec, axis)
         and (a.config.d_model, a.config.n_layers) == (base.d_model, base.n_layers)
     ]
     contrasts.append(
@@ -252,8 +276,14 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
             faster[-1] if faster else None,
             "nothing on the front is faster at this width and depth",
             spread,
+            axis,
         )
     )
+    if spec.space.kv_heads is not None:  # the ends grouped-query attention sits between, at the same heads
+        for label, kv in zip(KV_REFERENCES, (None, 1), strict=True):
+            want = with_kv(base, kv)
+            name = f"{label} attention (kv_heads = {'heads' if kv is None else kv})"
+            contrasts.append(_contrast(name, rec, _find(measured, want), missing, spread, axis))
     contrasts = _merge_same(contrasts)
     confidence, method = None, ""
     runs: dict[str, list[TrialRecord]] = {}
@@ -265,11 +295,12 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         ):
             runs.setdefault(r.key, []).append(r)
     if evidence == "finalists" and min(len(runs[a.key]) for a in candidates) >= 2:
-        confidence = _confidence(rec, candidates, runs)
+        confidence = bootstrap_confidence(rec, candidates, runs, axis=axis)
+        within = "1 point" if rec.metric.direction == "maximize" else "1% (bits per byte)"
         method = (
             f"share of {BOOTSTRAP_ROUNDS} bootstrap resamples of the seeds (each candidate's runs drawn with "
             "replacement, means and median latencies recomputed) in which this layout is still the knee, or within "
-            f"{ACC_POINT * 100:.0f} point of the most accurate candidate that is no slower"
+            f"{within} of the best candidate that is no slower"
         )
     elif evidence == "finalists":
         method = "not measured: some candidate has a single run (`explorer confirm --seeds 3` adds seeds)"
@@ -286,6 +317,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         per_base=tuple(per_base),
         search=picks,
         notes=tuple(notes),
+        cost_axis=axis,
     )
 
 
@@ -300,9 +332,9 @@ def pick(ans: Answer, which: str) -> Architecture | None:
     if not candidates:
         return None
     if which == "most-accurate":
-        return max(candidates, key=lambda a: (a.accuracy.estimate, -a.latency.estimate))
+        return max(candidates, key=lambda a: (a.score, -_cost(a, ans.cost_axis)))
     if which == "fastest":
-        return min(candidates, key=lambda a: (a.latency.estimate, -a.accuracy.estimate))
+        return min(candidates, key=lambda a: (_cost(a, ans.cost_axis), -a.score))
     raise ValueError(which)
 
 
@@ -310,7 +342,7 @@ def select_run(records: Sequence[TrialRecord], arch: Architecture) -> TrialRecor
     """The run that stands for ``arch``: the one whose validation accuracy is the median of its runs (the lower
     middle one with an even count), so exported weights are typical of the layout, not its luckiest seed."""
     runs = sorted(
-        (r for r in records if r.number in set(arch.numbers)), key=lambda r: (r.val_accuracy or 0.0, r.number)
+        (r for r in records if r.number in set(arch.numbers)), key=lambda r: (r.quality or 0.0, r.number)
     )
     return runs[(len(runs) - 1) // 2]
 

@@ -13,9 +13,12 @@ the splits are too many to list), the interval a stratified bootstrap, and the v
   stated with the smallest difference this many architectures could have detected (80% power).
 
 When the search lacks a side (a heads-only study at one width and depth holds exactly one architecture with one
-head per layer), the rule falls back to the finalist runs: fresh seeds, each trained until its accuracy stopped
-moving, with the run as the unit (the same tests, on converged accuracies). "Not enough data" is left for a study
+head per layer), the rule falls back to the finalist runs: fresh seeds, each trained until its quality stopped
+moving, with the run as the unit (the same tests, on converged values). "Not enough data" is left for a study
 that lacks a group there too: fewer than two architectures, or two runs, on a side.
+
+Quality is the task's metric: validation accuracy, or bits per byte for a language model (lower is better;
+"points" become bits per byte and "one point" 1% of the value, :func:`explorer.insight.tables.quality_margin`).
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorer.engine.config import ModelConfig
+from explorer.engine.measures import QUALITY_METRICS, QualityMetric
 from explorer.insight.stats import Comparison, compare
-from explorer.insight.tables import ACC_POINT, architectures, common_epoch
-from explorer.search.record import TrialRecord
+from explorer.insight.tables import Architecture, architectures, common_epoch, quality_margin
+from explorer.search.record import Retiming, TrialRecord
 
 __all__ = [
     "ALPHA",
@@ -37,7 +41,10 @@ __all__ = [
     "MIN_SPEEDUP",
     "NOT_ENOUGH",
     "RuleVerdict",
+    "evidence",
     "group_comparison",
+    "no_difference",
+    "records_metric",
     "rules_of_thumb",
 ]
 
@@ -65,8 +72,14 @@ class GroupComparison:
     comparison: Comparison
     epoch: int | None  # the epoch the accuracies were read at (None: finalist runs, each at its plateau)
     strata: tuple[tuple[Any, ...], ...]  # the strata compared (width, depth, ...)
-    values: tuple[tuple[list[float], list[float]], ...]  # per stratum: side a's and side b's accuracies
+    values: tuple[tuple[list[float], list[float]], ...]  # per stratum: side a's and side b's values
+    metric: QualityMetric = QUALITY_METRICS["classification"]  # the quality the scores come from
     unit: str = "architectures"  # what one value is: an architecture (seeds averaged) or a finalist run
+
+
+def records_metric(records: Sequence[TrialRecord]) -> QualityMetric:
+    """The quality metric of a study's records (its task's; classification when there are none)."""
+    return next((r.metric for r in records), QUALITY_METRICS["classification"])
 
 
 def group_comparison(
@@ -75,12 +88,18 @@ def group_comparison(
     in_b: Callable[[ModelConfig], bool],
     strata: Callable[[ModelConfig], tuple[Any, ...]] = lambda c: (c.d_model, c.n_layers),
     alternative: str = "greater",
+    value: Callable[[Architecture], float | None] | None = None,
+    retimings: Sequence[Retiming] = (),
 ) -> tuple[GroupComparison | None, int, int]:
     """Compare architectures where ``in_a`` holds against those where ``in_b`` holds, stratum by stratum.
 
-    Returns (the comparison or None, architectures on side a, on side b). None when a side has fewer than
-    MIN_ARCHS architectures in the strata both sides share.
+    Each architecture contributes ``value(a)`` (default its quality score, higher is better: accuracy, or
+    minus bits per byte); one whose value is None is left out. Returns (the comparison or None, architectures
+    on side a, on side b). None when a side has fewer than MIN_ARCHS architectures in the strata both share.
+    ``retimings`` (explorer.search.retime) replace the runs' own timings where given.
     """
+    metric = records_metric(records)
+    get = value or (lambda a: a.score)
     keys = {
         r.key
         for r in records
@@ -89,15 +108,20 @@ def group_comparison(
     epoch = common_epoch(records, keys)
     if epoch is None:
         return None, 0, 0
-    archs = [a for a in architectures(records, "search", epoch=epoch) if a.key in keys and a.feasible]
+    archs = [
+        a
+        for a in architectures(records, "search", epoch=epoch, retimings=retimings)
+        if a.key in keys and a.feasible
+    ]
     groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
     for a in archs:
         side = 0 if in_a(a.config) else 1 if in_b(a.config) else None
-        if side is not None:
-            groups.setdefault(strata(a.config), ([], []))[side].append(a.accuracy.estimate)
-    found = _compared(groups, alternative, epoch, "architectures")
-    if found[0] is None:
-        runs = _finalist_comparison(records, in_a, in_b, strata, alternative)
+        v = get(a) if side is not None else None
+        if side is not None and v is not None:
+            groups.setdefault(strata(a.config), ([], []))[side].append(v)
+    found = _compared(groups, alternative, epoch, metric, "architectures", value is None)
+    if found[0] is None and value is None:
+        runs = _finalist_comparison(records, in_a, in_b, strata, alternative, metric)
         if runs[0] is not None:
             return runs
     return found
@@ -107,15 +131,18 @@ def _compared(
     groups: dict[tuple[Any, ...], tuple[list[float], list[float]]],
     alternative: str,
     epoch: int | None,
+    metric: QualityMetric,
     unit: str,
+    scores: bool,
 ) -> tuple[GroupComparison | None, int, int]:
     kept = {s: g for s, g in groups.items() if g[0] and g[1]}
     n_a = sum(len(g[0]) for g in kept.values())
     n_b = sum(len(g[1]) for g in kept.values())
     if n_a < MIN_ARCHS or n_b < MIN_ARCHS:
         return None, sum(len(g[0]) for g in groups.values()), sum(len(g[1]) for g in groups.values())
-    c = compare(list(kept.values()), alternative=alternative)
-    return GroupComparison(c, epoch, tuple(kept), tuple(kept.values()), unit), n_a, n_b
+    bounds = (0.0, 1.0) if scores and metric.direction == "maximize" else None  # accuracy: a proportion
+    c = compare(list(kept.values()), alternative=alternative, bounds=bounds)
+    return GroupComparison(c, epoch, tuple(kept), tuple(kept.values()), metric, unit), n_a, n_b
 
 
 def _finalist_comparison(
@@ -124,41 +151,55 @@ def _finalist_comparison(
     in_b: Callable[[ModelConfig], bool],
     strata: Callable[[ModelConfig], tuple[Any, ...]],
     alternative: str,
+    metric: QualityMetric,
 ) -> tuple[GroupComparison | None, int, int]:
     """The same comparison over finalist runs (each a fresh seed trained to its plateau), the run as the unit."""
     groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
+    sign = 1.0 if metric.direction == "maximize" else -1.0  # scores: higher is better
     for r in records:
         if r.role != "finalist" or not r.finished or r.config is None or not r.feasible:
             continue
         side = 0 if in_a(r.config) else 1 if in_b(r.config) else None
-        if side is not None and r.val_accuracy is not None:
-            groups.setdefault(strata(r.config), ([], []))[side].append(r.val_accuracy)
-    return _compared(groups, alternative, None, "finalist runs")
+        if side is not None and r.quality is not None:
+            groups.setdefault(strata(r.config), ([], []))[side].append(sign * r.quality)
+    return _compared(groups, alternative, None, metric, "finalist runs", True)
 
 
 def _pts(x: float) -> str:
     return f"{x * 100:+.1f}"
 
 
-def _evidence(g: GroupComparison, a: str, b: str) -> str:
+def evidence(g: GroupComparison, a: str, b: str) -> str:
+    """The comparison in words: means, difference with its 95% interval, p, and the detectable difference."""
     c = g.comparison
     p = f"p = {c.p_value:.3g}{'' if c.exact else ' (Monte Carlo)'}"
-    mde = "any" if math.isinf(c.mde) else f"{c.mde * 100:.1f} points"
     when = (
         f"after epoch {g.epoch}"
         if g.epoch is not None
         else "of finalist runs (fresh seeds, each trained to its plateau; the search had too few architectures)"
     )
+    if g.metric.direction == "maximize":
+        mde = "any" if math.isinf(c.mde) else f"{c.mde * 100:.1f} points"
+        return (
+            f"{a}: {c.mean_a * 100:.1f}% vs {b}: {c.mean_b * 100:.1f}% mean validation accuracy {when} "
+            f"({c.n_a} vs {c.n_b} {g.unit} in {c.strata} group(s) of equal width and depth); "
+            f"difference {_pts(c.diff)} points, 95% interval [{_pts(c.low)}, {_pts(c.high)}], {p}; smallest "
+            f"difference detectable here: {mde}"
+        )
+    mde = "any" if math.isinf(c.mde) else f"{c.mde:.3f} bits per byte"  # scores are minus bits per byte
     return (
-        f"{a}: {c.mean_a * 100:.1f}% vs {b}: {c.mean_b * 100:.1f}% mean validation accuracy {when} "
-        f"({c.n_a} vs {c.n_b} {g.unit} in {c.strata} group(s) of equal width and depth); difference "
-        f"{_pts(c.diff)} points, 95% interval [{_pts(c.low)}, {_pts(c.high)}], {p}; smallest difference "
-        f"detectable here: {mde}"
+        f"{a}: {-c.mean_a:.3f} vs {b}: {-c.mean_b:.3f} mean validation bits per byte (lower is better) {when} "
+        f"({c.n_a} vs {c.n_b} {g.unit} in {c.strata} group(s) of equal width and depth); "
+        f"difference {-c.diff:+.3f} bits per byte, 95% interval [{-c.high:+.3f}, {-c.low:+.3f}], {p}; smallest "
+        f"difference detectable here: {mde}"
     )
 
 
-def _no_difference(c: Comparison) -> str:
-    return f"no difference larger than {c.bound * 100:.1f} points"
+def no_difference(c: Comparison, metric: QualityMetric = QUALITY_METRICS["classification"]) -> str:
+    """The verdict when neither direction is shown: the largest difference the interval still allows."""
+    if metric.direction == "maximize":
+        return f"no difference larger than {c.bound * 100:.1f} points"
+    return f"no difference larger than {c.bound:.3f} bits per byte"
 
 
 def _harm_rule(
@@ -178,7 +219,7 @@ def _harm_rule(
             f"needs >= {MIN_ARCHS} architectures (or finalist runs) each of {names[0]} and {names[1]} at a shared "
             f"width and depth; the study has {n_a} and {n_b}",
         )
-    c, ev = g.comparison, _evidence(g, *names)
+    c, ev = g.comparison, evidence(g, *names)
     if c.p_value <= ALPHA:
         return RuleVerdict(rule, "supported", ev, c, g.epoch)
     reverse = compare(list(g.values), alternative="less")
@@ -186,11 +227,11 @@ def _harm_rule(
         return RuleVerdict(
             rule, "contradicted", ev + f"; the reverse holds (p = {reverse.p_value:.3g})", c, g.epoch
         )
-    return RuleVerdict(rule, _no_difference(c), ev, c, g.epoch)
+    return RuleVerdict(rule, no_difference(c, g.metric), ev, c, g.epoch)
 
 
 def _few_heads_rule(records: Sequence[TrialRecord]) -> RuleVerdict:
-    """Claim: more than 16 heads (in some layer) brings less than one point over 8-16 heads."""
+    """Claim: more than 16 heads (in some layer) brings less than one point (1% for bits per byte) over 8-16."""
     rule = "8-16 heads suffice (more than 16 brings little)"
     g, n_a, n_b = group_comparison(
         records, lambda c: max(c.heads) > 16, lambda c: 8 <= max(c.heads) <= 16, alternative="greater"
@@ -202,16 +243,14 @@ def _few_heads_rule(records: Sequence[TrialRecord]) -> RuleVerdict:
             f"needs >= {MIN_ARCHS} architectures each with more than 16 and with 8-16 heads (most in any layer) at "
             f"a shared width and depth; the study has {n_a} and {n_b}",
         )
-    c, ev = g.comparison, _evidence(g, "> 16 heads", "8-16 heads")
-    if c.high < ACC_POINT:
-        return RuleVerdict(
-            rule, "supported", ev + f": the gain is below {ACC_POINT * 100:.0f} point", c, g.epoch
-        )
-    if c.low > ACC_POINT:
-        return RuleVerdict(
-            rule, "contradicted", ev + f": the gain exceeds {ACC_POINT * 100:.0f} point", c, g.epoch
-        )
-    return RuleVerdict(rule, _no_difference(c), ev, c, g.epoch)
+    c, ev = g.comparison, evidence(g, "> 16 heads", "8-16 heads")
+    margin = quality_margin(g.metric, c.mean_b)
+    what = "1 point" if g.metric.direction == "maximize" else f"{margin:.3f} bits per byte (1%)"
+    if c.high < margin:
+        return RuleVerdict(rule, "supported", ev + f": the gain is below {what}", c, g.epoch)
+    if c.low > margin:
+        return RuleVerdict(rule, "contradicted", ev + f": the gain exceeds {what}", c, g.epoch)
+    return RuleVerdict(rule, no_difference(c, g.metric), ev, c, g.epoch)
 
 
 def _bench_rule(bench: Sequence[Mapping[str, Any]] | None) -> RuleVerdict:
@@ -254,9 +293,10 @@ def rules_of_thumb(
     def multi(c: ModelConfig) -> bool:
         return min(c.heads) >= 2
 
+    word = "accuracy" if records_metric(records).direction == "maximize" else "quality (bits per byte)"
     return [
         _harm_rule(
-            "One head loses accuracy", records, multi, lambda c: max(c.heads) == 1, ("multi-head", "one head")
+            f"One head loses {word}", records, multi, lambda c: max(c.heads) == 1, ("multi-head", "one head")
         ),
         # Multi-head architectures only, so the one-head penalty does not masquerade as a d_k effect.
         _harm_rule(

@@ -34,6 +34,9 @@ __all__ = [
     "mean_difference",
     "median_ci",
     "minimum_detectable_effect",
+    "mean_ci",
+    "raw_spread",
+    "rerun_interval",
     "permutation_test",
     "pool",
     "proportion_ci",
@@ -189,6 +192,64 @@ def accuracy_rerun_interval(
     who re-runs it should see. As :func:`accuracy_mean_ci`, with the half-width's sqrt(1/m) widened to
     sqrt(1/m + 1/n_new)."""
     return _logit_interval(values, n_eval, level, pooled, 1.0 / n_new, "prediction interval")
+
+
+def raw_spread(values: Sequence[float]) -> Spread:
+    """Seed-to-seed spread of an unbounded metric (bits per byte) on its own scale, with its degrees of freedom
+    (0 for a single value): what :func:`pool` combines across architectures for :func:`mean_ci`."""
+    x = np.asarray(values, dtype=float)
+    return (float(x.std(ddof=1)), len(x) - 1) if len(x) > 1 else (0.0, 0)
+
+
+def _raw_interval(
+    values: Sequence[float], level: float, pooled: Spread | None, se: float | None, extra: float, what: str
+) -> Interval:
+    x = np.asarray(values, dtype=float)
+    if x.size < 1 or np.any(np.isnan(x)):
+        raise ValueError("need one or more values, none NaN")
+    m, est = len(x), float(x.mean())
+    if pooled is not None and pooled[1] > 0 and pooled[0] > 0:
+        s, df = pooled
+        method = f"t, {m} seed{'s' * (m != 1)}, seed spread pooled over the finalists ({df} df)"
+    elif m > 1 and float(x.std(ddof=1)) > 0:
+        s, df = float(x.std(ddof=1)), m - 1
+        method = f"t, {m} seeds"
+    elif (
+        se is not None and se > 0
+    ):  # one run (or identical ones): the run's own noise over its evaluation split
+        half = float(stats.norm.ppf(0.5 + level / 2)) * se * math.sqrt(1 / m + extra)
+        return Interval(
+            est, est - half, est + half, m, f"{what} from one run's standard error over its split"
+        )
+    else:
+        return Interval(est, est, est, m, f"{what}: no spread to use (one run, no standard error recorded)")
+    half = _t(level, int(df)) * s * math.sqrt(1 / m + extra)
+    return Interval(est, est - half, est + half, m, method)
+
+
+def mean_ci(
+    values: Sequence[float], level: float = 0.95, pooled: Spread | None = None, se: float | None = None
+) -> Interval:
+    """Interval for an architecture's mean over seeds of an unbounded metric (validation bits per byte).
+
+    A t interval on the metric's own scale: its spread is ``pooled`` (:func:`pool` of :func:`raw_spread` over
+    several architectures) when given, else the seeds' own (m - 1 df). With one run, or seeds that all agree,
+    the normal interval from ``se``, the standard error of the run's value over its evaluation split (the
+    spread of its per-window losses), stands in; with neither the interval is the point itself.
+    """
+    return _raw_interval(values, level, pooled, se, 0.0, "normal interval")
+
+
+def rerun_interval(
+    values: Sequence[float],
+    n_new: int = 3,
+    level: float = 0.95,
+    pooled: Spread | None = None,
+    se: float | None = None,
+) -> Interval:
+    """Prediction interval for the mean of ``n_new`` fresh seeds (an unbounded metric): :func:`mean_ci` with
+    sqrt(1/m) widened to sqrt(1/m + 1/n_new) (with one run, the split's noise of a new run as well)."""
+    return _raw_interval(values, level, pooled, se, 1.0 / n_new, "prediction interval")
 
 
 def log_spread(medians: Sequence[float]) -> Spread:

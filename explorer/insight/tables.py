@@ -1,9 +1,13 @@
 """Trial records -> tables: one row per trial, and one row per architecture (runs of it summarized).
 
-The statistical unit of every comparison in the report is the *architecture* (width, depth, per-layer heads and
-d_k, learning rate): its runs (seeds) are averaged first, so a configuration tried three times counts once, and
-the spread between seeds is its uncertainty. Accuracies are fractions in [0, 1] of a validation split of
-``val_size`` examples; "one point" is 0.01. Nothing here draws or prints.
+The statistical unit of every comparison in the report is the *architecture* (width, depth, per-layer heads,
+key/value heads and d_k, learning rate): its runs (seeds) are averaged first, so a configuration tried three
+times counts once, and the spread between seeds is its uncertainty.
+
+Quality is the task's metric (:func:`explorer.engine.measures.quality_metric`): validation accuracy, a fraction
+in [0, 1] of a split of ``val_size`` examples ("one point" is 0.01; bounded logit-scale intervals), or
+validation bits per byte for a language model (lower is better; t intervals on its own scale). Comparisons use a
+``score``, the quality signed so that higher is better in both cases. Nothing here draws or prints.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from explorer.engine.config import ModelConfig
+from explorer.engine.measures import QUALITY_METRICS, QualityMetric
 from explorer.insight.stats import (
     Interval,
     Spread,
@@ -24,20 +29,60 @@ from explorer.insight.stats import (
     latency_interval,
     log_spread,
     logit_spread,
+    mean_ci,
     pool,
+    raw_spread,
+    rerun_interval,
 )
 from explorer.search.record import Retiming, TrialRecord
 
 __all__ = [
     "ACC_POINT",
+    "BPB_MARGIN",
     "Architecture",
     "architecture_table",
     "architectures",
+    "attention_kind",
     "common_epoch",
+    "decode_only",
+    "quality_margin",
+    "score",
     "trials_table",
 ]
 
 ACC_POINT = 0.01  # one accuracy point
+BPB_MARGIN = 0.01  # a bits-per-byte difference that matters: 1% of the value (a loss has no natural "point")
+CLASSIFICATION = QUALITY_METRICS["classification"]
+
+
+def score(metric: QualityMetric, value: float) -> float:
+    """``value`` of ``metric`` signed so that higher is better (accuracy as is, bits per byte negated)."""
+    return value if metric.direction == "maximize" else -value
+
+
+def quality_margin(metric: QualityMetric, value: float) -> float:
+    """The smallest quality difference the report calls material at ``value``: one accuracy point, or 1% of
+    the bits per byte."""
+    return ACC_POINT if metric.direction == "maximize" else BPB_MARGIN * abs(value)
+
+
+def decode_only(retimings: Sequence[Retiming]) -> list[Retiming]:
+    """The re-timed decoding steps: what the search's architectures take from the re-timings (their forward
+    latency stays the one measured by their own runs)."""
+    return [t for t in retimings if t.kind == "decode"]
+
+
+def attention_kind(config: ModelConfig) -> str:
+    """multi-head (kv_heads = heads in every layer) | multi-query (kv_heads = 1 with 2+ heads everywhere) |
+    grouped-query (1 < kv_heads < heads everywhere) | mixed (layers of different kinds)."""
+    pairs = list(zip(config.heads, config.kv_per_layer, strict=True))
+    if all(k == h for h, k in pairs):
+        return "multi-head"
+    if all(k == 1 < h for h, k in pairs):
+        return "multi-query"
+    if all(1 < k < h for h, k in pairs):
+        return "grouped-query"
+    return "mixed"
 
 
 def _heads_text(heads: Sequence[int]) -> str:
@@ -60,18 +105,26 @@ def trials_table(records: Iterable[TrialRecord]) -> pd.DataFrame:
             "d_model": r.config.d_model if r.config else np.nan,
             "n_layers": r.config.n_layers if r.config else np.nan,
             "heads": r.heads,
+            "kv_heads": r.config.kv_per_layer if r.config else (),
             "d_k": r.d_k,
             "family": r.family,
+            "attention_kind": attention_kind(r.config) if r.config else None,
             "min_dk": r.config.min_dk if r.config else np.nan,
             "heads_max": max(r.heads) if r.heads else np.nan,
             "heads_min": min(r.heads) if r.heads else np.nan,
             "dk_min": min(r.d_k) if r.d_k else np.nan,
             "lr": r.lr,
             "seed": r.seed,
+            "task_kind": r.task_kind,
+            "quality": r.quality,
             "val_accuracy": r.val_accuracy,
             "test_accuracy": r.test_accuracy,
+            "val_bpb": r.val_bpb,
+            "test_bpb": r.test_bpb,
             "val_size": r.val_size,
             "latency_ms": lat.median_ms if lat else np.nan,
+            "decode_ms": r.decode_ms if r.decode_ms is not None else np.nan,
+            "kv_cache_bytes": r.decode.kv_cache_bytes if r.decode else np.nan,
             "latency_iqr_ms": lat.iqr_ms if lat else np.nan,
             "latency_cached": lat.cached if lat else None,
             "params": r.params,
@@ -120,34 +173,60 @@ class Architecture:
     role: str
     numbers: tuple[int, ...]  # the trials
     seeds: tuple[int, ...]
-    epoch: int | None  # accuracies read after this epoch (None: after each run's last epoch)
-    values: tuple[float, ...]  # validation accuracy of each run
-    accuracy: Interval  # mean validation accuracy over the runs, with its 95% interval
+    epoch: int | None  # quality read after this epoch (None: after each run's last epoch)
+    values: tuple[float, ...]  # validation quality of each run (accuracy, or bits per byte)
+    quality: Interval  # mean validation quality over the runs, with its 95% interval
     rerun: Interval  # where the mean of 3 fresh seeds should land (95% prediction interval)
-    test_accuracy: float  # mean test accuracy (NaN when a run has none)
+    test_quality: float  # mean test quality (NaN when a run has none)
     latency: Interval  # median latency (ms) and the 95% interval a new timing would fall in
     timings: tuple[float, ...]  # the distinct timings (medians, ms) the latency rests on
     params: int
     epochs: float  # mean epochs trained
     feasible: bool
     label: str | None  # a finalist's part in the plan
+    metric: QualityMetric = CLASSIFICATION  # what the quality is and which way is better
+    decode: Interval | None = None  # ms per generated token, when measured, like ``latency``
+    decode_timings: tuple[float, ...] = ()  # the distinct decoding timings (ms per token) it rests on
+    kv_cache_bytes: int | None = None  # key/value cache at the study's decoding context and batch
+
+    @property
+    def accuracy(self) -> Interval:
+        """The quality interval (the name the classification reports always used)."""
+        return self.quality
+
+    @property
+    def test_accuracy(self) -> float:
+        return self.test_quality
+
+    @property
+    def score(self) -> float:
+        """The mean quality signed so that higher is better."""
+        return score(self.metric, self.quality.estimate)
+
+    def cost(self, axis: str = "latency") -> Interval | None:
+        """The latency the knee trades quality against: ``latency`` (forward) or ``decode`` (per token)."""
+        return self.decode if axis == "decode" else self.latency
 
     @property
     def heads(self) -> tuple[int, ...]:
         return self.config.heads
 
     @property
+    def kv_heads(self) -> tuple[int, ...]:
+        return self.config.kv_per_layer
+
+    @property
     def n(self) -> int:
         return len(self.values)
 
 
-def _timings(runs: Sequence[TrialRecord]) -> list:
+def _timings(runs: Sequence[TrialRecord], decode: bool = False) -> list:
     """Distinct measurements only: a cached figure reused by several runs is one measurement."""
     distinct = {}
     for r in runs:
-        lat = r.latency
-        assert lat is not None
-        distinct.setdefault((lat.measured_at, round(lat.median_ms, 9)), lat)
+        lat = (r.decode.latency if r.decode is not None else None) if decode else r.latency
+        if lat is not None:
+            distinct.setdefault((lat.measured_at, round(lat.median_ms, 9)), lat)
     return list(distinct.values())
 
 
@@ -177,8 +256,9 @@ def architectures(
     takes its latency from them rather than from the timings its runs made while other workers trained.
     """
     retimed: dict[str, list] = defaultdict(list)
+    redecoded: dict[str, list] = defaultdict(list)
     for t in retimings:
-        retimed[t.key].append(t.latency)
+        (redecoded if t.kind == "decode" else retimed)[t.key].append(t.latency)
     groups: dict[str, list[TrialRecord]] = defaultdict(list)
     for r in records:
         if r.role != role or r.config is None or r.latency is None or r.key is None:
@@ -190,20 +270,35 @@ def architectures(
         groups[r.key].append(r)
 
     def value(r: TrialRecord) -> float:
-        return r.history[epoch - 1] if epoch else float(r.val_accuracy)  # type: ignore[arg-type]
+        return r.history[epoch - 1] if epoch else float(r.quality)  # type: ignore[arg-type]
 
+    first_run = next((g[0] for g in groups.values()), None)
+    metric = first_run.metric if first_run is not None else CLASSIFICATION
+    bounded = metric.direction == "maximize"  # accuracy: a proportion; bits per byte: unbounded
     # Seed-to-seed and timing-to-timing spreads pooled over the role's architectures: a few seeds each give
     # t intervals with 1-2 degrees of freedom; pooled over the finalists, with ten or more.
-    acc_pool = pool([logit_spread([value(r) for r in g], g[0].val_size or 1) for g in groups.values()])
+    if bounded:
+        acc_pool = pool([logit_spread([value(r) for r in g], g[0].val_size or 1) for g in groups.values()])
+    else:
+        acc_pool = pool([raw_spread([value(r) for r in g]) for g in groups.values()])
     timings = {key: retimed.get(key) or _timings(g) for key, g in groups.items()}
     lat_pool = pool([log_spread([t.median_ms for t in ts]) for ts in timings.values()])
+    decodes = {key: redecoded.get(key) or _timings(g, decode=True) for key, g in groups.items()}
+    dec_pool = pool([log_spread([t.median_ms for t in ts]) for ts in decodes.values() if ts])
     out = []
     for key, runs in groups.items():
         runs = sorted(runs, key=lambda r: r.number)
         values = [value(r) for r in runs]
         n_val = runs[0].val_size or 1
-        tests = [r.test_accuracy for r in runs]
+        tests = [r.test_quality for r in runs]
         first = runs[0]
+        if bounded:
+            quality = accuracy_mean_ci(values, n_val, pooled=acc_pool)
+            rerun = accuracy_rerun_interval(values, n_val, 3, pooled=acc_pool)
+        else:
+            se = float(np.mean([r.val_bpb_se for r in runs])) if all(r.val_bpb_se for r in runs) else None
+            quality = mean_ci(values, pooled=acc_pool, se=se)
+            rerun = rerun_interval(values, 3, pooled=acc_pool, se=se)
         out.append(
             Architecture(
                 key=key,
@@ -214,18 +309,22 @@ def architectures(
                 seeds=tuple(int(r.seed) for r in runs if r.seed is not None),
                 epoch=epoch,
                 values=tuple(values),
-                accuracy=accuracy_mean_ci(values, n_val, pooled=acc_pool),
-                rerun=accuracy_rerun_interval(values, n_val, 3, pooled=acc_pool),
-                test_accuracy=float(np.mean(tests)) if all(t is not None for t in tests) else float("nan"),
+                quality=quality,
+                rerun=rerun,
+                test_quality=float(np.mean(tests)) if all(t is not None for t in tests) else float("nan"),
                 latency=_latency(timings[key], lat_pool),
                 timings=tuple(t.median_ms for t in timings[key]),
                 params=int(first.params or 0),
                 epochs=float(np.mean([r.epochs_run for r in runs])),
                 feasible=all(r.feasible for r in runs),
                 label=next((r.label for r in runs if r.label), None),
+                metric=metric,
+                decode=_latency(decodes[key], dec_pool) if decodes[key] else None,
+                decode_timings=tuple(t.median_ms for t in decodes[key]),
+                kv_cache_bytes=next((r.decode.kv_cache_bytes for r in runs if r.decode is not None), None),
             )
         )
-    return sorted(out, key=lambda a: (a.latency.estimate, -a.accuracy.estimate))
+    return sorted(out, key=lambda a: (a.latency.estimate, -a.score))
 
 
 def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
@@ -233,6 +332,9 @@ def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
     rows = []
     for a in archs:
         c = a.config
+        q = a.quality
+        bounded = a.metric.direction == "maximize"
+        dec = a.decode
         rows.append(
             {
                 "key": a.key,
@@ -243,6 +345,10 @@ def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
                 "d_model": c.d_model,
                 "n_layers": c.n_layers,
                 "heads": c.heads,
+                "kv_heads": c.kv_per_layer,
+                "kv_max": max(c.kv_per_layer),
+                "group": max(c.groups),
+                "attention_kind": attention_kind(c),
                 "d_k": c.d_k,
                 "family": c.family,
                 "heads_max": max(c.heads),
@@ -251,26 +357,36 @@ def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
                 "dk_min": min(c.d_k),
                 "min_dk": c.min_dk,
                 "lr": a.lr,
-                "val_accuracy": a.accuracy.estimate,
-                "val_low": a.accuracy.low,
-                "val_high": a.accuracy.high,
-                "test_accuracy": a.test_accuracy,
+                "quality": q.estimate,
+                "quality_low": q.low,
+                "quality_high": q.high,
+                "score": a.score,
+                "val_accuracy": q.estimate if bounded else np.nan,
+                "val_low": q.low if bounded else np.nan,
+                "val_high": q.high if bounded else np.nan,
+                "test_accuracy": a.test_quality if bounded else np.nan,
+                "test_quality": a.test_quality,
                 "latency_ms": a.latency.estimate,
                 "latency_low": a.latency.low,
                 "latency_high": a.latency.high,
+                "decode_ms": dec.estimate if dec else np.nan,
+                "decode_low": dec.low if dec else np.nan,
+                "decode_high": dec.high if dec else np.nan,
+                "kv_cache_bytes": a.kv_cache_bytes if a.kv_cache_bytes is not None else np.nan,
                 "params": a.params,
                 "epochs": a.epochs,
                 "feasible": a.feasible,
             }
         )
-    cols = ["key", "heads", "val_accuracy", "latency_ms", "d_model", "n_layers", "feasible", "number"]
+    cols = ["key", "heads", "quality", "score", "val_accuracy", "latency_ms", "decode_ms", "d_model", "n_layers",
+            "feasible", "number"]  # fmt: skip
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)
 
 
 def common_epoch(
     records: Iterable[TrialRecord], keys: set[str] | None = None, role: str = "search"
 ) -> int | None:
-    """The last epoch every (COMPLETE or stopped) run of ``role`` (among ``keys``) trained: accuracies compared
+    """The last epoch every (COMPLETE or stopped) run of ``role`` (among ``keys``) trained: qualities compared
     there are free of the bias of stopping some runs early. None when there are no such runs."""
     epochs = [
         r.epochs_run

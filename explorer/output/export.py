@@ -87,6 +87,15 @@ def run_config_of(record: TrialRecord, spec: StudySpec, storage: str | None = No
             "test_accuracy": record.test_accuracy,
             "latency_ms": record.latency_ms,
             "device": record.device,
+        }
+        | {  # a language model's loss and decoding, where measured
+            k: v
+            for k, v in (
+                ("val_bpb", record.val_bpb),
+                ("test_bpb", record.test_bpb),
+                ("decode_ms", record.decode_ms),
+            )
+            if v is not None
         },
     )
 

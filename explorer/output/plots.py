@@ -1,7 +1,10 @@
 """Seaborn figures for the report, drawn from the architecture tables of :mod:`explorer.insight.tables`.
 
 Every function takes DataFrames and returns a bare :class:`matplotlib.figure.Figure` (no pyplot state, rendered
-with Agg by :func:`save_png`). One point is one architecture (its runs averaged). Built to stay readable at
+with Agg by :func:`save_png`). Quality is drawn in the task's terms (``metric``: validation accuracy in percent,
+or validation bits per byte, lower is better); the latency axis is the forward pass, or decoding time per token
+where that is the study's objective (``cost="decode_ms"``). One point is one architecture (its runs averaged).
+Built to stay readable at
 1,000 architectures: small translucent markers, rasterized point clouds, legends outside the axes. Group means
 carry seaborn's 95% percentile-bootstrap interval (fixed seed), which stays inside the data's range.
 """
@@ -9,7 +12,7 @@ carry seaborn's 95% percentile-bootstrap interval (fixed seed), which stays insi
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,19 +25,38 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from explorer.insight.pareto import HV_REFERENCE
+from explorer.engine.measures import QUALITY_METRICS, QualityMetric
 from explorer.insight.rules import DK_FLOOR
 
 __all__ = [
-    "bench_figure",
     "dk_figure",
+    "empty_figure",
     "family_figure",
     "heads_figure",
     "heads_heatmap",
-    "hypervolume_figure",
+    "kv_figure",
+    "new_figure",
     "pareto_figure",
     "save_png",
 ]
+
+CLASSIFICATION = QUALITY_METRICS["classification"]
+
+
+def _bpb(metric: QualityMetric | None) -> bool:
+    return metric is not None and metric.direction == "minimize"
+
+
+def _quality(df: pd.DataFrame, metric: QualityMetric | None, col: str = "val_accuracy") -> pd.Series:
+    """The column to draw as quality: accuracy in percent, or bits per byte (``col`` names the accuracy one)."""
+    if _bpb(metric):
+        return df[col.replace("val_accuracy", "quality").replace("val_", "quality_")]
+    return df[col] * 100
+
+
+def _quality_label(metric: QualityMetric | None) -> str:
+    return "validation bits per byte (lower is better)" if _bpb(metric) else "validation accuracy (%)"
+
 
 DPI = 110
 FAMILY_MARKERS = {"uniform": "o", "increasing": "^", "decreasing": "v", "free": "s"}
@@ -48,7 +70,8 @@ def save_png(fig: Figure, path: str | Path) -> Path:
     return Path(path)
 
 
-def _figure(w: float, h: float) -> Figure:
+def new_figure(w: float, h: float) -> Figure:
+    """A bare constrained-layout figure of ``w`` x ``h`` inches at the report's resolution."""
     return Figure(figsize=(w, h), dpi=DPI, layout="constrained")
 
 
@@ -69,11 +92,14 @@ def _text(heads: Any) -> str:
     return ",".join(map(str, heads)) if isinstance(heads, tuple | list) else str(heads)
 
 
-def _latency_label(batch: int | None) -> str:
+def _latency_label(batch: int | None, cost: str = "latency_ms") -> str:
+    if cost == "decode_ms":
+        return "decoding time (ms per generated token, median)"
     return f"latency (ms per batch of {batch}, median)" if batch else "latency (ms per batch, median)"
 
 
-def _empty(fig: Figure, text: str) -> Figure:
+def empty_figure(fig: Figure, text: str) -> Figure:
+    """``fig`` with its axes hidden and ``text`` in the middle: a figure with nothing to draw."""
     ax = fig.axes[0] if fig.axes else fig.add_subplot()
     ax.set_axis_off()
     ax.text(0.5, 0.5, text, ha="center", va="center", wrap=True, transform=ax.transAxes)
@@ -86,18 +112,21 @@ def pareto_figure(
     knee: pd.Series | None = None,
     finalists: pd.DataFrame | None = None,
     batch: int | None = None,
+    metric: QualityMetric | None = None,
+    cost: str = "latency_ms",
 ) -> Figure:
-    """Accuracy vs latency of every searched architecture (colour: most heads in a layer, marker: schedule
+    """Quality vs latency of every searched architecture (colour: most heads in a layer, marker: schedule
     family), the search's Pareto front, and the finalists' means with their 95% intervals."""
     c = archs.copy()
-    c["acc"] = c["val_accuracy"] * 100
+    c["acc"] = _quality(c, metric)
+    lat, lo, hi = cost, cost.replace("_ms", "_low"), cost.replace("_ms", "_high")
     feas = c[c["feasible"].fillna(True).astype(bool)]
     size, alpha = _marker_style(len(c))
     with sns.axes_style("whitegrid"):
-        fig = _figure(10, 6)
+        fig = new_figure(10, 6)
         ax = fig.add_subplot()
     if c.empty:
-        return _empty(fig, "no architecture finished its search budget")
+        return empty_figure(fig, "no architecture finished its search budget")
     levels = sorted(int(h) for h in c["heads_max"].dropna().unique())
     colors = dict(zip(levels, sns.color_palette("viridis", len(levels)), strict=True))
     handles: list[Any] = [Line2D([], [], ls="", label="most heads in a layer")]
@@ -108,24 +137,23 @@ def pareto_figure(
     handles += [Line2D([], [], ls="", marker=markers[f], color="0.3", label=f) for f in fams]
     if len(feas):
         sns.scatterplot(
-            data=feas, x="latency_ms", y="acc", hue="heads_max", hue_order=levels, palette=colors,
+            data=feas, x=lat, y="acc", hue="heads_max", hue_order=levels, palette=colors,
             style="family", markers=markers, style_order=fams, s=size, alpha=alpha, linewidth=0, legend=False,
             rasterized=True, ax=ax,
         )  # fmt: skip
     infeas = c[~c.index.isin(feas.index)]
     if len(infeas):
-        ax.scatter(
-            infeas["latency_ms"], infeas["acc"], marker="x", s=size, color="0.6", lw=0.8, rasterized=True
-        )
+        ax.scatter(infeas[lat], infeas["acc"], marker="x", s=size, color="0.6", lw=0.8, rasterized=True)
         handles.append(Line2D([], [], ls="", marker="x", color="0.6", label=f"over budget ({len(infeas)})"))
     if len(front):
-        f = front.sort_values("latency_ms")
-        x = np.append(f["latency_ms"].to_numpy(), c["latency_ms"].max())
-        y = np.append(f["val_accuracy"].to_numpy() * 100, f["val_accuracy"].iloc[-1] * 100)
+        f = front.sort_values(lat)
+        fy = _quality(f, metric).to_numpy()
+        x = np.append(f[lat].to_numpy(), c[lat].max())
+        y = np.append(fy, fy[-1])
         ax.step(x, y, where="post", color="black", lw=1.4, zorder=3)
         ax.scatter(
-            f["latency_ms"],
-            f["val_accuracy"] * 100,
+            f[lat],
+            fy,
             s=size * 2.5,
             facecolor="none",
             edgecolor="black",
@@ -135,39 +163,54 @@ def pareto_figure(
             Line2D([], [], color="black", marker="o", mfc="none", label=f"search front ({len(front)})")
         )
     if finalists is not None and len(finalists):
-        fx, fy = finalists["latency_ms"].to_numpy(), finalists["val_accuracy"].to_numpy() * 100
+        fx, fy = finalists[lat].to_numpy(), _quality(finalists, metric).to_numpy()
+        f_lo, f_hi = (
+            _quality(finalists, metric, "val_low").to_numpy(),
+            _quality(finalists, metric, "val_high"),
+        )
         ax.errorbar(
             fx, fy,
-            xerr=[fx - finalists["latency_low"].to_numpy(), finalists["latency_high"].to_numpy() - fx],
-            yerr=[fy - finalists["val_low"].to_numpy() * 100, finalists["val_high"].to_numpy() * 100 - fy],
+            xerr=[fx - finalists[lo].to_numpy(), finalists[hi].to_numpy() - fx],
+            yerr=[fy - f_lo, f_hi.to_numpy() - fy],
             fmt="D", color="C1", ms=6, capsize=3, lw=1, zorder=5,
         )  # fmt: skip
-        for r in finalists.itertuples():
-            ax.annotate(_text(r.heads), (r.latency_ms, r.val_accuracy * 100), xytext=(5, -10),
-                        textcoords="offset points", fontsize=8, color="C1")  # fmt: skip
+        for r, x_, y_ in zip(finalists.itertuples(), fx, fy, strict=True):
+            label = _text(r.heads) + (
+                f" kv {_text(r.kv_heads)}" if "kv_heads" in finalists and r.kv_heads != r.heads else ""
+            )
+            ax.annotate(label, (x_, y_), xytext=(5, -10), textcoords="offset points", fontsize=8, color="C1")
         handles.append(
             Line2D([], [], ls="", marker="D", color="C1", label="finalists: mean over seeds,\n95% intervals")
         )
     if knee is not None:
-        kx, ky = knee["latency_ms"], knee["val_accuracy"] * 100
+        kx = knee[lat]
+        ky = knee["quality"] if _bpb(metric) else knee["val_accuracy"] * 100
+        kv = (
+            f", kv heads {_text(knee['kv_heads'])}"
+            if "kv_heads" in knee and knee["kv_heads"] != knee["heads"]
+            else ""
+        )
+        value = f"{ky:.3f} bits/byte" if _bpb(metric) else f"{ky:.2f}%"
         ax.scatter([kx], [ky], marker="*", s=260, color="crimson", edgecolor="white", zorder=6)
         ax.annotate(
-            f"recommended: heads {_text(knee['heads'])} (d_model {int(knee['d_model'])})\n{ky:.2f}% at {kx:.3g} ms",
+            f"recommended: heads {_text(knee['heads'])}{kv} (d_model {int(knee['d_model'])})\n"
+            f"{value} at {kx:.3g} ms",
             xy=(kx, ky), xytext=(0.03, 0.97), textcoords="axes fraction", va="top", fontsize=9,
             bbox={"boxstyle": "round", "fc": "white", "ec": "crimson"},
             arrowprops={"arrowstyle": "->", "color": "crimson", "lw": 1}, zorder=7,
         )  # fmt: skip
         handles.append(Line2D([], [], ls="", marker="*", ms=12, color="crimson", label="recommended"))
-    if c["latency_ms"].max() / max(c["latency_ms"].min(), 1e-12) > 20:
+    if c[lat].max() / max(c[lat].min(), 1e-12) > 20:
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_xlabel(_latency_label(batch))
-    ax.set_ylabel("validation accuracy (%)")
+    ax.set_xlabel(_latency_label(batch, lat))
+    ax.set_ylabel(_quality_label(metric))
+    what = "Bits per byte" if _bpb(metric) else "Accuracy"
     ax.set_title(
-        f"Accuracy vs latency: {len(c)} architectures searched, {len(front)} on the search's Pareto front"
+        f"{what} vs latency: {len(c)} architectures searched, {len(front)} on the search's Pareto front"
     )
     return fig
 
@@ -180,23 +223,26 @@ def _effect_figure(
     order: Sequence[Any] | None = None,
     shade_below: float | None = None,
     floors: Sequence[float] = (),
+    metric: QualityMetric | None = None,
 ) -> Figure:
-    """Rows: accuracy and latency; columns: d_model. Grey dots are architectures, the line their mean with a 95%
-    bootstrap interval."""
+    """Rows: quality and latency (and decoding time, when measured); columns: d_model. Grey dots are
+    architectures, the line their mean with a 95% bootstrap interval."""
     c = df.dropna(subset=[x]).copy()
-    c["acc"] = c["val_accuracy"] * 100
+    c["acc"] = _quality(c, metric)
     widths = (
         sorted(c["d_model"].dropna().unique()) if "d_model" in c and c["d_model"].notna().any() else [None]
     )
+    rows = [("acc", _quality_label(metric), "C0"), ("latency_ms", _latency_label(None), "C3")]
+    if "decode_ms" in c and c["decode_ms"].notna().any():
+        rows.append(("decode_ms", _latency_label(None, "decode_ms"), "C4"))
     with sns.axes_style("whitegrid"):
-        fig = _figure(max(3.3 * len(widths) + 0.8, 6), 6.5)
-        axes = fig.subplots(2, len(widths), sharey="row", squeeze=False)
+        fig = new_figure(max(3.3 * len(widths) + 0.8, 6), 3.25 * len(rows))
+        axes = fig.subplots(len(rows), len(widths), sharey="row", squeeze=False)
     if c.empty:
-        return _empty(fig, f"no architecture has {x}")
+        return empty_figure(fig, f"no architecture has {x}")
     present = set(c[x])
     levels = [v for v in order if v in present] + sorted(present - set(order)) if order else sorted(present)
     size = 3.0 if len(c) <= 400 else 1.8
-    rows = (("acc", "validation accuracy (%)", "C0"), ("latency_ms", _latency_label(None), "C3"))
     for j, w in enumerate(widths):
         g = c if w is None else c[c["d_model"] == w]
         for i, (metric, ylabel, color) in enumerate(rows):
@@ -218,7 +264,7 @@ def _effect_figure(
                 k = sum(float(v) < fl for v in levels)
                 if 0 < k < len(levels):
                     ax.axvline(k - 0.5, color="black", ls="--", lw=1)
-            ax.set_xlabel(xlabel if i == 1 else "")
+            ax.set_xlabel(xlabel if i == len(rows) - 1 else "")
             ax.set_ylabel(ylabel if j == 0 else "")
             ax.tick_params(axis="x", labelsize=8, rotation=0 if len(levels) <= 8 else 45)
             if i == 0:
@@ -238,29 +284,55 @@ def _effect_figure(
     return fig
 
 
-def heads_figure(df: pd.DataFrame) -> Figure:
-    """Accuracy and latency against the largest per-layer head count, per d_model."""
-    return _effect_figure(df, "heads_max", "heads (most in any layer)", "Accuracy and latency by head count")
+def _what(metric: QualityMetric | None) -> str:
+    return "Bits per byte" if _bpb(metric) else "Accuracy"
 
 
-def dk_figure(df: pd.DataFrame, floors: Sequence[float] = ()) -> Figure:
-    """Accuracy and latency against the smallest d_k of each trial, with the folklore and study floors marked."""
+def heads_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figure:
+    """Quality and latency against the largest per-layer head count, per d_model."""
     return _effect_figure(
-        df, "dk_min", "d_k (smallest in any layer)", "Accuracy and latency by head width d_k", shade_below=DK_FLOOR,
-        floors=floors,
-    )  # fmt: skip
-
-
-def family_figure(df: pd.DataFrame) -> Figure:
-    """Accuracy and latency per schedule family (uniform, increasing, decreasing, free), per d_model."""
-    return _effect_figure(
-        df, "family", "schedule family", "Accuracy and latency by head schedule", FAMILY_ORDER
+        df,
+        "heads_max",
+        "heads (most in any layer)",
+        f"{_what(metric)} and latency by head count",
+        metric=metric,
     )
 
 
-def heads_heatmap(front: pd.DataFrame) -> Figure:
+def dk_figure(df: pd.DataFrame, floors: Sequence[float] = (), metric: QualityMetric | None = None) -> Figure:
+    """Quality and latency against the smallest d_k of each trial, with the folklore and study floors marked."""
+    return _effect_figure(
+        df, "dk_min", "d_k (smallest in any layer)", f"{_what(metric)} and latency by head width d_k",
+        shade_below=DK_FLOOR, floors=floors, metric=metric,
+    )  # fmt: skip
+
+
+def family_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figure:
+    """Quality and latency per schedule family (uniform, increasing, decreasing, free), per d_model."""
+    return _effect_figure(
+        df, "family", "schedule family", f"{_what(metric)} and latency by head schedule", FAMILY_ORDER,
+        metric=metric,
+    )  # fmt: skip
+
+
+KV_ORDER = ("multi-query", "grouped-query", "multi-head", "mixed")
+
+
+def kv_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figure:
+    """Quality, latency and decoding time by kind of attention: multi-query (one key/value head), grouped-query
+    and multi-head (as many key/value heads as query heads), per d_model."""
+    return _effect_figure(
+        df, "attention_kind", "key/value heads",
+        f"{_what(metric)}, latency and decoding time by key/value heads",
+        KV_ORDER, metric=metric,
+    )  # fmt: skip
+
+
+def heads_heatmap(
+    front: pd.DataFrame, metric: QualityMetric | None = None, cost: str = "latency_ms"
+) -> Figure:
     """Per-layer head counts of the Pareto trials (rows, fastest at the top), colour on a log scale."""
-    f = front.sort_values("latency_ms")
+    f = front.sort_values(cost)
     shown = f
     if len(f) > MAX_HEATMAP_ROWS:
         shown = f.iloc[np.linspace(0, len(f) - 1, MAX_HEATMAP_ROWS).round().astype(int)]
@@ -270,13 +342,15 @@ def heads_heatmap(front: pd.DataFrame) -> Figure:
         [h + [np.nan] * (width - len(h)) for h in heads],
         columns=[f"layer {i + 1}" for i in range(width)],
         index=[
-            f"#{int(r.number)}  d{int(r.d_model)}  {r.val_accuracy * 100:.1f}%  {r.latency_ms:.3g} ms"
-            for r in shown.itertuples()
+            f"#{int(n)}  d{int(d)}  " + (f"{q:.3f} b/B" if _bpb(metric) else f"{q:.1f}%") + f"  {t:.3g} ms"
+            for n, d, q, t in zip(
+                shown["number"], shown["d_model"], _quality(shown, metric), shown[cost], strict=True
+            )
         ],
     )
-    fig = _figure(max(4.5, 1.0 * width + 4.0), max(3.0, 0.28 * len(mat) + 1.6))
+    fig = new_figure(max(4.5, 1.0 * width + 4.0), max(3.0, 0.28 * len(mat) + 1.6))
     if mat.empty:
-        return _empty(fig, "no architecture on the front")
+        return empty_figure(fig, "no architecture on the front")
     ax = fig.add_subplot()
     sns.heatmap(
         mat, annot=True, fmt=".0f", cmap="viridis", norm=LogNorm(vmin=1, vmax=max(2.0, np.nanmax(mat.to_numpy()))),
@@ -292,58 +366,8 @@ def heads_heatmap(front: pd.DataFrame) -> Figure:
     ax.set_ylabel("front architecture, fastest first")
     sub = f", {len(mat)} of {len(f)} shown" if len(f) > len(mat) else ""
     ax.set_title(
-        f"Heads per layer on the Pareto front ({len(f)} architectures{sub})\nrow: trial, d_model, val accuracy, latency",
+        f"Heads per layer on the Pareto front ({len(f)} architectures{sub})\nrow: trial, d_model, "
+        f"{'val bits per byte' if _bpb(metric) else 'val accuracy'}, latency",
         fontsize=10,
     )
-    return fig
-
-
-def hypervolume_figure(history: pd.DataFrame) -> Figure:
-    """Hypervolume of the accuracy/latency front after each completed trial."""
-    with sns.axes_style("whitegrid"):
-        fig = _figure(8, 4.2)
-        ax = fig.add_subplot()
-    if history.empty:
-        return _empty(fig, "no completed trial")
-    ax.step(history["number"], history["hypervolume"], where="post", color="C2", lw=1.6)
-    ax.set_xlabel("trial number")
-    ax.set_ylabel("hypervolume (normalized, max 1.21)")
-    ax.set_ylim(0, max(1.25, history["hypervolume"].max() * 1.05))
-    ax.set_title(
-        "Search progress: hypervolume of the Pareto front\n"
-        f"objectives min-max normalized over the study (0 = best), reference point {HV_REFERENCE}",
-        fontsize=10,
-    )
-    return fig
-
-
-def bench_figure(bench: Sequence[Mapping[str, Any]]) -> Figure:
-    """The attention benchmark: time per implementation (median, IQR whiskers) with speed-up labels."""
-    df = pd.DataFrame(list(bench))
-    if "speedup_vs_serial" not in df and (df["impl"] == "serial").any():
-        df["speedup_vs_serial"] = df.loc[df["impl"] == "serial", "median_ms"].iloc[0] / df["median_ms"]
-    for col in ("batch", "seq_len", "d_model", "heads", "device", "threads"):
-        if col not in df:
-            df[col] = "?"
-    if "iqr_ms" not in df:
-        df["iqr_ms"] = 0.0
-    fig = _figure(7, 4.5)
-    ax = fig.add_subplot()
-    sns.barplot(data=df, x="impl", y="median_ms", hue="impl", legend=False, ax=ax, errorbar=None)
-    ax.errorbar(
-        range(len(df)), df["median_ms"], yerr=df["iqr_ms"] / 2, fmt="none", ecolor="black", capsize=4, lw=1
-    )
-    for i, (t, s) in enumerate(zip(df["median_ms"], df["speedup_vs_serial"], strict=True)):
-        ax.annotate(f"{s:.2f}x", (i, t), xytext=(0, 6), textcoords="offset points", ha="center", va="bottom")
-    ax.margins(y=0.15)
-    r = df.iloc[0]
-    ax.set_title(
-        f"Self-attention forward, B={r.batch} T={r.seq_len} d_model={r.d_model} heads={r.heads}\n"
-        f"{r.device}, {r.threads} thread(s)",
-        fontsize=10,
-    )
-    ax.text(0.99, 0.98, "bar: median, whisker: ±IQR/2\nlabel: speed-up vs serial", transform=ax.transAxes,
-            ha="right", va="top", fontsize=8)  # fmt: skip
-    ax.set_xlabel("implementation")
-    ax.set_ylabel("time per forward pass (ms)")
     return fig

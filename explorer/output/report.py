@@ -22,11 +22,14 @@ import pandas as pd
 from explorer.errors import NoCompletedTrialsError
 from explorer.insight import rules
 from explorer.insight.account import study_account
+from explorer.insight.finalists import COST_COLUMNS
+from explorer.insight.gqa import gqa_rule, searches_kv
 from explorer.insight.pareto import HV_REFERENCE, hypervolume_history, pareto_front
 from explorer.insight.recommend import answer
-from explorer.insight.tables import architecture_table, architectures, csv_ready, trials_table
-from explorer.output import plots
+from explorer.insight.tables import architecture_table, architectures, csv_ready, decode_only, trials_table
+from explorer.output import plots, study_plots
 from explorer.output.files import OutputFolder
+from explorer.output.fmt import quality_column, quality_value
 from explorer.output.render import html_page, markdown
 from explorer.output.sections import (
     account_blocks,
@@ -35,7 +38,6 @@ from explorer.output.sections import (
     finalist_blocks,
     heads,
     num,
-    pct,
     relations_blocks,
     rules_blocks,
 )
@@ -102,32 +104,43 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
 def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any]], dict[str, pd.DataFrame]]:
     """The report as blocks, the figures to draw (name -> function returning a Figure) and the CSV tables."""
     spec, records = data.spec, data.records
+    metric = spec.metric
     ans = answer(records, spec, data.retimings)
+    cost = COST_COLUMNS[ans.cost_axis]
     acct = study_account(records, spec, storage=data.storage, closed=data.closed, spec_path=data.spec_path)
-    search = architectures(records, "search")
+    search = architectures(records, "search", retimings=decode_only(data.retimings))
     table = architecture_table(search)
     feasible_table = table[table["feasible"].astype(bool)] if len(table) else table
-    front = pareto_front(feasible_table) if len(feasible_table) else feasible_table
+    if len(feasible_table):
+        feasible_table = feasible_table.dropna(subset=[cost])
+    front = pareto_front(feasible_table, cost) if len(feasible_table) else feasible_table
     finals = architecture_table(architectures(records, "finalist", retimings=data.retimings))
     rec_row = None
     if ans.recommended is not None:
         rec_row = architecture_table([ans.recommended]).iloc[0]
     hist = (
-        hypervolume_history(feasible_table)
+        hypervolume_history(feasible_table, cost=cost)
         if len(feasible_table)
         else pd.DataFrame(columns=["number", "hypervolume"])
     )
     verdicts = rules.rules_of_thumb(records, data.bench)
+    kv_study = searches_kv(records)
+    if kv_study:
+        verdicts.append(gqa_rule(records, data.retimings))
+    floors = sorted({float(m) for m in spec.space.min_dk if m > 1})
+    batch = spec.latency.batch_size
     figures: dict[str, Callable[[], Any]] = {
-        "pareto": lambda: plots.pareto_figure(table, front, rec_row, finals, spec.latency.batch_size),
-        "heads": lambda: plots.heads_figure(table),
-        "dk": lambda: plots.dk_figure(table, sorted({float(m) for m in spec.space.min_dk if m > 1})),
-        "family": lambda: plots.family_figure(table),
-        "pareto_heads": lambda: plots.heads_heatmap(front),
-        "hypervolume": lambda: plots.hypervolume_figure(hist),
+        "pareto": lambda: plots.pareto_figure(table, front, rec_row, finals, batch, metric, cost),
+        "heads": lambda: plots.heads_figure(table, metric),
+        "dk": lambda: plots.dk_figure(table, floors, metric),
+        "family": lambda: plots.family_figure(table, metric),
+        "pareto_heads": lambda: plots.heads_heatmap(front, metric, cost),
+        "hypervolume": lambda: study_plots.hypervolume_figure(hist),
     }
+    if kv_study:
+        figures["kv"] = lambda: plots.kv_figure(table, metric)
     if data.bench:
-        figures["bench"] = lambda: plots.bench_figure(data.bench)
+        figures["bench"] = lambda: study_plots.bench_figure(data.bench)
 
     devices = ", ".join(acct.devices) or "an unrecorded device"
     n_final = len(finals)
@@ -143,28 +156,44 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
     b.extend(answer_blocks(ans, spec))
     b.extend(finalist_blocks(ans, records, data.retimings))
     b.append(("h", 2, "Evidence from the search"))
-    b.append(("fig", "pareto", "Accuracy against latency of every searched architecture; the black step line is "
-                               "the search's Pareto front; diamonds are the finalists."))  # fmt: skip
+    quality = "Bits per byte" if metric.direction == "minimize" else "Accuracy"
+    latency = "decoding time per token" if cost == "decode_ms" else "latency"
+    b.append(("fig", "pareto", f"{quality} against {latency} of every searched architecture; the black step line "
+                               "is the search's Pareto front; diamonds are the finalists."))  # fmt: skip
+    best = "best (lowest bits per byte)" if metric.direction == "minimize" else "most accurate"
     b.append(("p", ["The recommendation is the knee of the candidates' front: the point farthest from the straight "
-                    "line joining the most accurate and the fastest, both objectives scaled to [0, 1] (with one or two "
-                    "front points, or none off that line, the point nearest the ideal corner). Accuracy is chosen on "
-                    "the validation split; test accuracy is reported, never used to choose."]))  # fmt: skip
+                    f"line joining the {best} and the fastest, both objectives scaled to [0, 1] (with one or two "
+                    "front points, or none off that line, the point nearest the ideal corner). Quality is chosen on "
+                    "the validation split; the test split is reported, never used to choose."
+                    + (" The latency axis is decoding time per token, the study's objective." if cost == "decode_ms"
+                       else "")]))  # fmt: skip
     b.append(("h", 3, f"The search's Pareto front ({len(front)} architectures; all in pareto.csv)"))
-    b.append(("table", pd.DataFrame([
-        {"trial": int(r.number), "heads per layer": heads(r.heads), "d_k": heads(r.d_k), "d_model": int(r.d_model),
-         "layers": int(r.n_layers), "val acc (%)": pct(r.val_accuracy), "latency (ms)": num(r.latency_ms)}
-        for r in front.head(25).itertuples()
-    ])))  # fmt: skip
+    rows = []
+    for r in front.head(25).itertuples():
+        row = {"trial": int(r.number), "heads per layer": heads(r.heads)}
+        if kv_study:
+            row["kv heads per layer"] = heads(r.kv_heads)
+        row |= {"d_k": heads(r.d_k), "d_model": int(r.d_model), "layers": int(r.n_layers),
+                quality_column(metric): quality_value(metric, r.quality).rstrip("%"),
+                "latency (ms)": num(r.latency_ms)}  # fmt: skip
+        if spec.decode is not None:
+            row["decoding (ms/token)"] = num(r.decode_ms)
+        rows.append(row)
+    b.append(("table", pd.DataFrame(rows)))
     b.append(("h", 3, "Head count"))
     b.append(
-        ("fig", "heads", "Accuracy and latency against the largest head count in any layer, per d_model.")
+        ("fig", "heads", f"{quality} and latency against the largest head count in any layer, per d_model.")
     )
     b.append(("h", 3, "Head width d_k and the floor"))
-    b.append(("fig", "dk", "Accuracy and latency against the smallest d_k in the model."))
+    b.append(("fig", "dk", f"{quality} and latency against the smallest d_k in the model."))
     b.append(("h", 3, "Schedule family"))
     b.append(("fig", "family", "Uniform, increasing (more heads deep), decreasing and free schedules."))
     b.append(("h", 3, "Heads per layer on the front"))
     b.append(("fig", "pareto_heads", "Per-layer heads of the front's architectures."))
+    if kv_study:
+        b.append(("h", 3, "Key/value heads"))
+        b.append(("fig", "kv", "Quality, latency and decoding time of multi-query (1 key/value head), grouped-query "
+                               "and multi-head attention (as many key/value heads as query heads)."))  # fmt: skip
     b.append(("h", 3, "Search progress"))
     final = hist["hypervolume"].iloc[-1] if len(hist) else math.nan
     ref = HV_REFERENCE[0] * HV_REFERENCE[1]
@@ -185,7 +214,7 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
                 "Serial loop over heads vs merged and fused computation, from the study's bench.",
             )
         )
-    b.extend(rules_blocks(verdicts))
+    b.extend(rules_blocks(verdicts, metric))
     if spec.task.name == "relations":
         b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2))))
     b.extend(account_blocks(acct))

@@ -1,6 +1,10 @@
 """The report's sections as neutral blocks (:mod:`explorer.output.render`): the answer, the finalists, the rules
 of thumb, the relations claim, early stopping and the study account, each from what :mod:`explorer.insight`
-computes. Numbers are formatted here and only here."""
+computes. Numbers are formatted here and only here.
+
+Quality is spoken of in the task's own terms: validation accuracy in percent ("points") for a classification
+task, validation bits per byte (a loss: lower is better) for a language model, where there is no accuracy to
+speak of."""
 
 from __future__ import annotations
 
@@ -9,12 +13,27 @@ from typing import Any
 
 import pandas as pd
 
+from explorer.engine.measures import QualityMetric
 from explorer.insight import rules
 from explorer.insight.account import StudyAccount
 from explorer.insight.recommend import Answer, Contrast
 from explorer.insight.relations import relations_claim
 from explorer.insight.stats import kendall_tau
 from explorer.insight.tables import Architecture, architectures
+from explorer.output.fmt import (
+    diff_text,
+    heads,
+    is_bpb,
+    kv_text,
+    latency_text,
+    mib,
+    num,
+    pct,
+    quality_column,
+    quality_text,
+    runs_text,
+)
+from explorer.output.kv_sections import is_modern, modern_headline, saving_blocks
 from explorer.search.record import Retiming, TrialRecord
 from explorer.search.spec import StudySpec
 
@@ -31,87 +50,71 @@ __all__ = [
 ]
 
 
-def pct(x: float | None) -> str:
-    return "n/a" if x is None or pd.isna(x) else f"{x * 100:.2f}"
-
-
-def num(x: float | None, fmt: str = ".3g") -> str:
-    return "n/a" if x is None or pd.isna(x) else format(x, fmt)
-
-
-def heads(heads: Sequence[int]) -> str:
-    return ",".join(map(str, heads))
-
-
-def _acc_text(a: Architecture) -> str:
-    i = a.accuracy
-    return f"{pct(i.estimate)}% [{pct(i.low)}, {pct(i.high)}]"
-
-
-def _lat_text(a: Architecture) -> str:
-    i = a.latency
-    return f"{num(i.estimate)} ms [{num(i.low)}, {num(i.high)}]"
-
-
-def _runs_text(a: Architecture, evidence: str) -> str:
-    if evidence == "finalists":
-        return f"mean of {a.n} seed{'s' * (a.n != 1)}, each trained until its accuracy stopped moving"
-    return f"one run of {a.epochs:.0f} epochs"
-
-
 def _arch_row(a: Architecture, evidence: str) -> dict[str, Any]:
     c = a.config
-    return {
-        "heads per layer": heads(c.heads),
-        "d_k per layer": heads(c.d_k),
-        "d_model": c.d_model,
-        "layers": c.n_layers,
-        "runs": a.n,
-        "val acc (%), mean [95% interval]": _acc_text(a),
-        "test acc (%)": pct(a.test_accuracy),
-        "latency (ms) [95% interval for a new timing]": _lat_text(a),
-        "params": f"{a.params:,}",
-        "epochs": f"{a.epochs:.0f}" if evidence == "search" else f"{a.epochs:.1f} (mean)",
-    }
+    row: dict[str, Any] = {"heads per layer": heads(c.heads)}
+    if c.kv_heads is not None or a.decode is not None:
+        row["heads/kv heads per layer"] = kv_text(a)
+    row |= {"d_k per layer": heads(c.d_k), "d_model": c.d_model, "layers": c.n_layers, "runs": a.n}
+    if is_bpb(a.metric):
+        row |= {"val bits/byte, mean [95% interval]": quality_text(a),
+                "test bits/byte": num(a.test_quality, ".3f")}  # fmt: skip
+    else:
+        row |= {"val acc (%), mean [95% interval]": quality_text(a), "test acc (%)": pct(a.test_accuracy)}
+    row["latency (ms) [95% interval for a new timing]"] = latency_text(a)
+    if a.decode is not None:
+        row["decoding (ms/token) [95% interval]"] = latency_text(a, "decode")
+        row["kv cache (MiB)"] = mib(a.kv_cache_bytes)
+    row["params"] = f"{a.params:,}"
+    row["epochs"] = f"{a.epochs:.0f}" if evidence == "search" else f"{a.epochs:.1f} (mean)"
+    return row
 
 
-def _contrast_row(c: Contrast) -> dict[str, Any]:
+def _contrast_row(c: Contrast, metric: QualityMetric, axis: str = "latency") -> dict[str, Any]:
+    col = quality_column(metric)
     if c.other is None:
-        return {"alternative": c.name, "heads per layer": "", "val acc (%)": "", "vs recommended": c.note,
+        return {"alternative": c.name, "heads per layer": "", col: "", "vs recommended": c.note,
                 "latency (ms)": "", "latency vs recommended": ""}  # fmt: skip
     if c.note:
         vs = c.note
-    elif c.accuracy is not None:
-        k = c.accuracy
-        vs = f"{k.diff * 100:+.2f} points [{k.low * 100:+.2f}, {k.high * 100:+.2f}], p = {k.p_value:.2g}"
+    elif c.quality is not None:
+        k = c.quality
+        vs = f"{diff_text(metric, k.diff, k.low, k.high)}, p = {k.p_value:.2g}"
     else:
-        vs = f"{c.accuracy_diff * 100:+.2f} points (single runs: no test)"
+        vs = f"{diff_text(metric, c.quality_diff)} (single runs: no test)"
     lat = "within timing noise" if c.latency_tie else f"{c.latency_ratio:.2f}x"
+    layout = (
+        kv_text(c.other) if c.other.config.kv_heads is not None or c.other.decode else heads(c.other.heads)
+    )
     return {
         "alternative": c.name,
-        "heads per layer": heads(c.other.heads),
-        "val acc (%)": _acc_text(c.other),
+        "heads per layer": layout,
+        col: quality_text(c.other),
         "vs recommended": vs,
-        "latency (ms)": _lat_text(c.other),
+        "latency (ms)": latency_text(c.other, axis),
         "latency vs recommended": lat if c.note == "" else "",
     }
 
 
-def _contrast_sentence(c: Contrast) -> str:
+def _contrast_sentence(c: Contrast, metric: QualityMetric, axis: str = "latency") -> str:
     if c.other is None or c.note:
         return f"{c.name}: {c.note}."
+    what = "decoding time" if axis == "decode" else "latency"
     lat = (
-        "at a latency within the timing noise"
+        f"at a {what} within the timing noise"
         if c.latency_tie
-        else f"at {c.latency_ratio:.2f}x the latency ({'slower' if c.latency_ratio > 1 else 'faster'})"
+        else f"at {c.latency_ratio:.2f}x the {what} ({'slower' if c.latency_ratio > 1 else 'faster'})"
     )
-    if c.accuracy is None:
-        return f"{c.name} ({heads(c.other.heads)}): {c.accuracy_diff * 100:+.2f} points {lat} (single runs)."
-    k = c.accuracy
+    if c.quality is None:
+        return f"{c.name} ({heads(c.other.heads)}): {diff_text(metric, c.quality_diff)} {lat} (single runs)."
+    k = c.quality
     if k.significant():
-        verdict = f"{'loses' if k.diff < 0 else 'gains'} {abs(k.diff) * 100:.2f} points (p = {k.p_value:.2g})"
+        worse = k.diff > 0 if is_bpb(metric) else k.diff < 0
+        size = f"{abs(k.diff):.3f} bits per byte" if is_bpb(metric) else f"{abs(k.diff) * 100:.2f} points"
+        verdict = f"{'loses' if worse else 'gains'} {size} (p = {k.p_value:.2g})"
     else:
-        verdict = f"shows no difference larger than {k.bound * 100:.2f} points (p = {k.p_value:.2g})"
+        bound = f"{k.bound:.3f} bits per byte" if is_bpb(metric) else f"{k.bound * 100:.2f} points"
+        verdict = f"shows no difference larger than {bound} (p = {k.p_value:.2g})"
     return f"{c.name} ({heads(c.other.heads)}) {verdict}, {lat}."
 
 
@@ -121,33 +124,40 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     if rec is None:
         return [*b, ("p", ["No recommendation: " + "; ".join(ans.notes) + "."])]
     c = rec.config
-    b.append(("p", [
-        ("b", f"Use {heads(c.heads)} heads per layer"),
-        f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
-        f"{_acc_text(rec)} validation accuracy ({_runs_text(rec, ans.evidence)}; 95% interval), "
-        f"{pct(rec.test_accuracy)}% test accuracy, and {_lat_text(rec)} per batch of {spec.latency.batch_size} "
-        f"(median of {rec.latency.n} timing{'s' * (rec.latency.n != 1)}; 95% interval for a new timing), "
-        f"{rec.params:,} parameters."
-        + (f" Retrained with 3 fresh seeds, its mean validation accuracy should land in [{pct(rec.rerun.low)}, "
-           f"{pct(rec.rerun.high)}]% (95% prediction interval)." if rec.n > 1 else ""),
-    ]))  # fmt: skip
+    metric, axis = rec.metric, ans.cost_axis
+    if is_modern(ans, spec):
+        b.append(("p", modern_headline(ans, spec)))
+    else:
+        b.append(("p", [
+            ("b", f"Use {heads(c.heads)} heads per layer"),
+            f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
+            f"{quality_text(rec)} validation accuracy ({runs_text(rec, ans.evidence)}; 95% interval), "
+            f"{pct(rec.test_accuracy)}% test accuracy, and {latency_text(rec)} per batch of {spec.latency.batch_size} "
+            f"(median of {rec.latency.n} timing{'s' * (rec.latency.n != 1)}; 95% interval for a new timing), "
+            f"{rec.params:,} parameters."
+            + (f" Retrained with 3 fresh seeds, its mean validation accuracy should land in [{pct(rec.rerun.low)}, "
+               f"{pct(rec.rerun.high)}]% (95% prediction interval)." if rec.n > 1 else ""),
+        ]))  # fmt: skip
     if ans.confidence is not None:
         b.append(
             ("p", [("b", f"Confidence: {ans.confidence:.0%}. "), f"Measured as the {ans.confidence_method}."])
         )
     else:
         b.append(("p", [("b", "Confidence: "), ans.confidence_method + "."]))
+    b.extend(saving_blocks(ans, spec))
+    what = "validation bits per byte" if is_bpb(metric) else "accuracy"
+    cost = " Latency is decoding time per token, the study's objective." if axis == "decode" else ""
     b.append(("p", ["What the alternatives at this width and depth cost or gain (other minus recommended; "
-                    "differences of mean accuracy over seeds with a 95% t interval and a t test, the seed-to-seed "
-                    "spread pooled over every architecture with several runs):"]))  # fmt: skip
-    b.append(("table", pd.DataFrame([_contrast_row(x) for x in ans.contrasts])))
-    b.append(("ul", [_contrast_sentence(x) for x in ans.contrasts]))
+                    f"differences of mean {what} over seeds with a 95% t interval and a t test, the seed-to-seed "
+                    f"spread pooled over every architecture with several runs):{cost}"]))  # fmt: skip
+    b.append(("table", pd.DataFrame([_contrast_row(x, metric, axis) for x in ans.contrasts])))
+    b.append(("ul", [_contrast_sentence(x, metric, axis) for x in ans.contrasts]))
     for note in ans.notes:
         b.append(("p", [("b", "Note: "), note + "."]))
     if len(ans.per_base) > 1:
         rows = [
             {"d_model": d, "layers": n, "heads per layer": heads(a.heads), "d_k": heads(a.config.d_k),
-             "val acc (%)": _acc_text(a), "latency (ms)": _lat_text(a), "trial": a.numbers[0]}
+             quality_column(metric): quality_text(a), "latency (ms)": latency_text(a, axis), "trial": a.numbers[0]}
             for d, n, a in ans.per_base
         ]  # fmt: skip
         b.append(("p", ["The head-count answer for each width and depth the search tried (the knee of that "
@@ -156,17 +166,23 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     return b
 
 
-def _finalist_method(retimings: Sequence[Retiming]) -> str:
+def _finalist_method(retimings: Sequence[Retiming], metric: QualityMetric | None = None) -> str:
     timing = (
         f"{len({t.round for t in retimings})} interleaved rounds of re-timing every finalist, with nothing else "
         "running"
         if retimings
         else "the timing at the start of each run"
     )
+    if any(t.kind == "decode" for t in retimings):
+        timing += " (its forward pass and one decoding step alike)"
+    stall = (
+        "validation bits per byte stopped falling by more than 0.2%"
+        if metric is not None and is_bpb(metric)
+        else "validation accuracy stopped rising by more than one binomial standard error"
+    )
     return (
-        "Each run trained at a constant learning rate after its warm-up; when validation accuracy stopped rising by "
-        "more than one binomial standard error for the spec's patience the rate was cut 10x, twice, and a third "
-        f"plateau (or the cap) ended the run. Latencies come from {timing}."
+        f"Each run trained at a constant learning rate after its warm-up; when {stall} for the spec's patience "
+        f"the rate was cut 10x, twice, and a third plateau (or the cap) ended the run. Latencies come from {timing}."
     )
 
 
@@ -182,6 +198,7 @@ def finalist_blocks(
     ]
     search = {a.key: a for a in architectures(records, "search")}
     pairs = [(search[a.key].accuracy.estimate, a.accuracy.estimate) for a in finals if a.key in search]
+    bpb = bool(finals) and is_bpb(finals[0].metric)
     tau_text = ""
     if len(pairs) >= 3:
         tau, p = kendall_tau([x for x, _ in pairs], [y for _, y in pairs])
@@ -190,13 +207,30 @@ def finalist_blocks(
             f"finalists that were also searched: Kendall tau {tau:.2f} (p = {p:.2g})."
         )
     return [
-        ("h", 3, "Finalists: retrained with fresh seeds until accuracy stopped moving"),
-        ("p", [_finalist_method(retimings) + tau_text]),
+        (
+            "h",
+            3,
+            f"Finalists: retrained with fresh seeds until {'the loss' if bpb else 'accuracy'} stopped moving",
+        ),
+        ("p", [_finalist_method(retimings, finals[0].metric if finals else None) + tau_text]),
         ("table", pd.DataFrame(rows)),
     ]
 
 
-def rules_blocks(verdicts: Sequence[rules.RuleVerdict]) -> list[tuple]:
+def rules_blocks(verdicts: Sequence[rules.RuleVerdict], metric: QualityMetric | None = None) -> list[tuple]:
+    extra = []
+    if metric is not None and is_bpb(metric):
+        extra.append(("p", ["Here quality is validation bits per byte (lower is better): the tests compare it as "
+                            "such, differences are in bits per byte, and the material difference that stands in "
+                            "for one accuracy point is 1% of the value."]))  # fmt: skip
+    if any(v.rule.startswith("Grouped-query") for v in verdicts):
+        extra.append(("p", ["Grouped-query attention (Ainslie et al. 2023): grouped-query architectures (1 < "
+                            "kv_heads < heads in every layer) against multi-head ones (kv_heads = heads) on quality, "
+                            "within groups of equal width, depth and head width (it holds when the whole 95% "
+                            "interval of what grouping loses is below the material difference), and against "
+                            "multi-query ones (kv_heads = 1) on decoding time per token, compared on the log scale "
+                            "(it holds when the whole 95% interval of the time ratio is below 1.25x). Supported when "
+                            "both hold, contradicted when either is shown false."]))  # fmt: skip
     return [
         ("h", 2, "Rules of thumb, checked on this study"),
         ("table", pd.DataFrame([{"rule": v.rule, "verdict": v.verdict, "evidence": v.evidence} for v in verdicts])),
@@ -209,7 +243,7 @@ def rules_blocks(verdicts: Sequence[rules.RuleVerdict]) -> list[tuple]:
                "suffice': more than 16 heads gain over one point, the whole interval above it). Otherwise the "
                "largest difference the interval allows is stated. Merged heads: the study's attention benchmark, at "
                f"least {rules.MIN_SPEEDUP:.2f}x faster than the serial loop and outside the timer's spread."]),
-    ]  # fmt: skip
+    ] + extra  # fmt: skip
 
 
 def relations_blocks(records: Sequence[TrialRecord], k: int) -> list[tuple]:
@@ -251,19 +285,25 @@ def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence
     planned = acct.epochs_run + acct.epochs_saved
     share = acct.epochs_saved / planned if planned else 0.0
     finished = [r for r in records if r.role == "search" and r.finished and len(r.history) >= es.min_epochs]
+    bpb = is_bpb(spec.metric)
+    what = "bits per byte" if bpb else "accuracy"
     tau_text = ""
     if len(finished) >= 3:
-        tau, p = kendall_tau(
-            [r.history[es.min_epochs - 1] for r in finished], [r.val_accuracy for r in finished]
-        )
+        tau, p = kendall_tau([r.history[es.min_epochs - 1] for r in finished], [r.quality for r in finished])
         tau_text = (
-            f" Among the {len(finished)} trials that ran to the end, accuracy at the first rung (epoch "
-            f"{es.min_epochs}) ranks them like their final accuracy with Kendall tau {tau:.2f} (p = {p:.2g})."
+            f" Among the {len(finished)} trials that ran to the end, {what} at the first rung (epoch "
+            f"{es.min_epochs}) ranks them like their final {what} with Kendall tau {tau:.2f} (p = {p:.2g})."
         )
+    better = (
+        "lower in validation bits per byte by more than the standard errors of the two losses allow (each from "
+        "the spread of the per-window losses)"
+        if bpb
+        else "more accurate at that epoch by more than the validation split's binomial noise allows"
+    )
     return [("p", [
         f"Early stopping: a search trial may stop only at a rung (epochs {rungs}), and only when a different "
-        "architecture that is at least as fast (latencies within their timing spread count as ties) was more "
-        f"accurate at that epoch by more than the validation split's binomial noise allows (Bonferroni over the "
+        "architecture that is at least as fast (latencies within their timing spread count as ties) was "
+        f"{better} (Bonferroni over the "
         f"peers compared, family-wise alpha {es.alpha:g}); other seeds of the same architecture never count. "
         f"{acct.stopped_early} trials stopped early, saving {acct.epochs_saved} of {planned} planned epochs "
         f"({share:.0%}).{tau_text}",

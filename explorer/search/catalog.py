@@ -85,7 +85,9 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
     for r in records:
         trials[r.role][r.state] = trials[r.role].get(r.state, 0) + 1
     stopped = [r for r in records if r.role == "search" and r.state == "PRUNED" and r.epochs_run > 0]
-    top = sorted((r for r in records if r.finished), key=lambda r: -(r.val_accuracy or 0.0))[:best]
+    metric = spec.metric
+    sign = 1.0 if metric.direction == "maximize" else -1.0
+    top = sorted((r for r in records if r.finished), key=lambda r: -sign * float(r.quality or 0.0))[:best]
     return {
         "name": name,
         "storage": mask_url(url),
@@ -94,6 +96,7 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
         "closed": closed_counts(study),
         "stopped_early": len(stopped),
         "epochs_saved": sum((r.epochs_planned or 0) - r.epochs_run for r in stopped),
+        "metric": {"name": metric.name, "direction": metric.direction, "label": metric.label},
         "best": [
             {
                 "number": r.number,
@@ -101,8 +104,12 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
                 "d_model": r.config.d_model if r.config else None,
                 "heads": list(r.heads),
                 "d_k": list(r.d_k),
+                "kv_heads": list(r.config.kv_per_layer) if r.config else [],
+                "quality": r.quality,
                 "val_accuracy": r.val_accuracy,
+                "val_bpb": r.val_bpb,
                 "latency_ms": r.latency_ms,
+                "decode_ms": r.decode_ms,
                 "params": r.params,
             }
             for r in top

@@ -1,10 +1,14 @@
 """The declared design space (:class:`SpaceSpec`), which of its combinations can be realised, and the check
 that every listed value is usable.
 
-A family needs enough layers (free: 3) and enough valid head counts (ramps: 2) for a width and d_k floor;
-:func:`space_combos` lists the realisable (family, d_model, min_dk, n_layers) combinations and
+A family needs enough layers (free: 3) and enough valid head counts (ramps: 2) for a width, d_k floor and head
+width; :func:`space_combos` lists the realisable (family, d_model, min_dk, head_dim, n_layers) combinations and
 :func:`check_space` turns a listed value no valid configuration can use into a :class:`SpecError` naming the
 value and the fix. The spec reader and the search space both rely on it.
+
+Two optional dimensions (issue 13): ``kv_heads`` candidates (a head count is usable only where some candidate
+divides it: heads % kv_heads == 0) and ``head_dim`` candidates (where given, every head is that wide, the d_k
+floor applies to it, and d_model % heads is not required).
 """
 
 from __future__ import annotations
@@ -38,29 +42,56 @@ class SpaceSpec:
     lr: float | tuple[float, float] = 3e-3  # fixed learning rate, or (low, high) searched log-uniformly
     dropout: float = 0.0  # fixed dropout
     attention: str = "fused"  # attention implementation every variant uses
+    kv_heads: tuple[int, ...] | None = None  # key/value head candidates; None: kv_heads = heads (multi-head)
+    kv_per_layer: bool = False  # each layer draws its own kv count; False: one position read by every layer
+    head_dim: tuple[int, ...] | None = None  # head width candidates; None: d_k = d_model / heads
+
+    def kv_options(self, heads: int) -> tuple[int, ...]:
+        """The key/value head counts a layer of ``heads`` query heads may take, ascending."""
+        if self.kv_heads is None:
+            return (heads,)
+        return tuple(k for k in self.kv_heads if heads % k == 0)
 
 
-FACTORS = ("family", "d_model", "min_dk", "n_layers")  # sampled in this order; nominal family first
+FACTORS = ("family", "d_model", "min_dk", "head_dim", "n_layers")  # sampled in this order; family first
 MIN_LAYERS = {"uniform": 1, "increasing": 2, "decreasing": 2, "free": 3}  # depth a family needs
 MIN_COUNTS = {"uniform": 1, "increasing": 2, "decreasing": 2, "free": 2}  # valid head counts it needs
 
 
+Combo = tuple[str, int, int, "int | None", int]  # (family, d_model, min_dk, head_dim, n_layers)
+
+
+def head_counts(space: SpaceSpec, d_model: int, min_dk: int, head_dim: int | None) -> tuple[int, ...]:
+    """The head candidates valid at a width, d_k floor and head width (ascending).
+
+    Without ``head_dim`` a count must divide d_model with d_k >= min_dk (explorer.engine.config.valid_heads, the
+    one head rule); with it every count is valid when head_dim >= min_dk. With kv_heads candidates, a count
+    must also be divisible by one of them.
+    """
+    if head_dim is None:
+        ok = set(valid_heads(d_model, min_dk))
+        counts = [h for h in space.heads if h in ok]
+    else:
+        counts = list(space.heads) if head_dim >= min_dk else []
+    return tuple(h for h in counts if space.kv_options(h))
+
+
 def space_combos(
     space: SpaceSpec,
-) -> tuple[dict[tuple[int, int], tuple[int, ...]], tuple[tuple[str, int, int, int], ...]]:
-    """Valid head candidates per (d_model, min_dk), and every realisable (family, d_model, min_dk, n_layers)."""
-    counts = {  # the one head rule lives in explorer.engine.config.valid_heads
-        (d, m): tuple(h for h in space.heads if h in set(valid_heads(d, m)))
-        for d in space.d_model
-        for m in space.min_dk
+) -> tuple[dict[tuple[int, int, int | None], tuple[int, ...]], tuple[Combo, ...]]:
+    """Valid head candidates per (d_model, min_dk, head_dim), and every realisable combination."""
+    dims: tuple[int | None, ...] = space.head_dim or (None,)
+    counts = {
+        (d, m, hd): head_counts(space, d, m, hd) for d in space.d_model for m in space.min_dk for hd in dims
     }
     combos = tuple(
-        (f, d, m, n_layers)
+        (f, d, m, hd, n_layers)
         for f in space.families
         for d in space.d_model
         for m in space.min_dk
+        for hd in dims
         for n_layers in space.n_layers
-        if len(counts[d, m]) >= MIN_COUNTS[f] and n_layers >= MIN_LAYERS[f]
+        if len(counts[d, m, hd]) >= MIN_COUNTS[f] and n_layers >= MIN_LAYERS[f]
     )
     return counts, combos
 
@@ -72,15 +103,21 @@ def realisable_families(space: SpaceSpec) -> tuple[str, ...]:
 
 def check_space(s: SpaceSpec) -> None:
     """Every listed value must be usable by some valid config; say which is not and how to fix it."""
+    _check_modern(s)
     counts, combos = space_combos(s)
     floor = min(s.min_dk)
+    if s.head_dim is not None and not any(counts.values()):
+        raise SpecError(
+            f"every head_dim in {list(s.head_dim)} is below the d_k floor min_dk {floor}; "
+            f"choose head_dim >= {floor} or lower min_dk."
+        )
     if not any(counts.values()):
         raise SpecError(
             f"no head count in heads {list(s.heads)} divides any d_model in {list(s.d_model)} with "
             f"d_k >= {floor}; for d_model {s.d_model[-1]} the valid counts are "
             f"{valid_heads(s.d_model[-1], floor) or 'none'}: add some, or lower min_dk."
         )
-    used = {i: {c[i] for c in combos} for i in range(4)}
+    used = {i: {c[i] for c in combos} for i in range(5)}
     for f in s.families:
         if f not in used[0]:
             raise SpecError(
@@ -89,7 +126,7 @@ def check_space(s: SpaceSpec) -> None:
             )
     for d in s.d_model:
         if d not in used[1]:
-            valid = sorted({h for m in s.min_dk for h in counts[d, m]})
+            valid = sorted({h for (d2, _, _), hs in counts.items() if d2 == d for h in hs})
             has = f"only the head counts {valid}" if valid else f"none of the head counts {list(s.heads)}"
             raise SpecError(
                 f"d_model {d} admits {has} at d_k >= {floor}, too few for families {list(s.families)}; "
@@ -101,16 +138,30 @@ def check_space(s: SpaceSpec) -> None:
                 f"min_dk {m} leaves too few valid head counts for every d_model and family; lower it, "
                 f"remove it from min_dk, or add a wider d_model."
             )
+    for hd in s.head_dim or ():
+        if hd not in used[3]:
+            raise SpecError(
+                f"head_dim {hd} is below every d_k floor in min_dk {list(s.min_dk)} or leaves too few head "
+                f"counts; choose head_dim >= {floor} or remove {hd} from head_dim."
+            )
     for n_layers in s.n_layers:
-        if n_layers not in used[3]:
+        if n_layers not in used[4]:
             raise SpecError(
                 f"n_layers {n_layers} fits none of the families {list(s.families)} (increasing and decreasing "
                 f"need 2+ layers, free 3+); remove it or add 'uniform' to families."
             )
-    usable = {h for _, d, m, _ in combos for h in counts[d, m]}
+    usable = {h for _, d, m, hd, _ in combos for h in counts[d, m, hd]}
     for h in s.heads:
         if h not in usable:
-            if any(d % h == 0 for d in s.d_model):
+            if not s.kv_options(h):
+                raise SpecError(
+                    f"head count {h} has no key/value head count in kv_heads {list(s.kv_heads or ())} dividing "
+                    f"it (heads % kv_heads must be 0); add one of {_divisors(h)} to kv_heads or remove {h} from "
+                    "heads."
+                )
+            if s.head_dim is not None:
+                why = "no listed family can use it"
+            elif any(d % h == 0 for d in s.d_model):
                 d = max(d for d in s.d_model if d % h == 0)
                 why = (
                     f"d_k = {d}/{h} = {d // h} < {floor}" if d // h < floor else "no listed family can use it"
@@ -119,4 +170,22 @@ def check_space(s: SpaceSpec) -> None:
                 why = f"{h} divides no listed d_model"
             raise SpecError(
                 f"head count {h} is never valid ({why}); remove it from heads, lower min_dk or add a wider d_model."
+            )
+
+
+def _divisors(h: int) -> str:
+    return ", ".join(str(k) for k in range(1, h + 1) if h % k == 0)
+
+
+def _check_modern(s: SpaceSpec) -> None:
+    """kv_heads candidates each usable by some head candidate; a per-layer kv choice needs kv_heads."""
+    if s.kv_per_layer and s.kv_heads is None:
+        raise SpecError(
+            "'kv_per_layer' in [space] needs kv_heads candidates; add kv_heads = [1, 2, ...] or drop it."
+        )
+    for k in s.kv_heads or ():
+        if not any(h % k == 0 for h in s.heads):
+            raise SpecError(
+                f"kv_heads {k} divides no head count in heads {list(s.heads)} (heads % kv_heads must be 0); "
+                f"choose kv_heads among the divisors of the head counts, e.g. {_divisors(max(s.heads))}."
             )

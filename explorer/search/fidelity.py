@@ -9,6 +9,12 @@ threshold is ``z = Phi^-1(1 - alpha/m)`` standard errors (Bonferroni), so the ch
 is truly as good as all of them stays below ``alpha`` however many peers there are. Other seeds of the same
 architecture are never peers.
 
+A language-model task is scored by validation bits per byte, lower is better: there a peer must be *lower* by
+more than ``z`` standard errors of the difference, each value's standard error being the trial's own standard
+error of its validation loss at that epoch (from the spread of the per-window losses,
+:class:`explorer.engine.train.SplitScore`; both models are scored on the same windows, so the peer's is taken
+to be the same). Where that standard error is unknown, 0.5% of the value stands in.
+
 The spec's ``[early_stopping]`` and ``[finalists]`` tables are read into :class:`EarlyStoppingSpec` and
 :class:`FinalistsSpec`, defined here with the rules they configure.
 
@@ -25,7 +31,17 @@ from statistics import NormalDist
 
 from explorer.engine.measures import binomial_se
 
-__all__ = ["EarlyStoppingSpec", "FinalistsSpec", "Peer", "Verdict", "dominated_at_rung", "tie_tolerance"]
+__all__ = [
+    "RELATIVE_SE",
+    "EarlyStoppingSpec",
+    "FinalistsSpec",
+    "Peer",
+    "Verdict",
+    "dominated_at_rung",
+    "tie_tolerance",
+]
+
+RELATIVE_SE = 0.005  # a loss's standard error where none was measured: 0.5% of the value
 
 
 @dataclass(frozen=True)
@@ -72,7 +88,7 @@ class Peer:
     key: str  # configuration identity; the same key (another seed) is never a peer
     latency_ms: float
     spread: float  # relative spread of its latency measurement (IQR / median)
-    history: tuple[float, ...]  # validation accuracy per epoch
+    history: tuple[float, ...]  # the task's validation metric per epoch (accuracy, or bits per byte)
 
 
 @dataclass(frozen=True)
@@ -95,8 +111,15 @@ def dominated_at_rung(
     spread: float,
     peers: Sequence[Peer],
     alpha: float,
+    *,
+    higher_is_better: bool = True,
+    se: float | None = None,
 ) -> Verdict:
-    """Whether a trial at ``epoch`` (a rung) is beaten beyond noise by an at-least-as-fast other architecture."""
+    """Whether a trial at ``epoch`` (a rung) is beaten beyond noise by an at-least-as-fast other architecture.
+
+    ``accuracy`` is the trial's value of the task's metric at that epoch; with ``higher_is_better=False`` (bits
+    per byte) lower wins and ``se`` (its standard error) is the noise of each value, else binomial on ``n_val``.
+    """
     eligible = [
         p
         for p in peers
@@ -108,17 +131,24 @@ def dominated_at_rung(
         return Verdict(False)
     z = NormalDist().inv_cdf(1 - alpha / len(eligible))
 
+    own = se if se is not None and se > 0 else RELATIVE_SE * abs(accuracy)
+
     def lead_and_se(p: Peer) -> tuple[float, float]:
         theirs = p.history[epoch - 1]
+        if not higher_is_better:
+            return accuracy - theirs, math.hypot(own, own)
         return theirs - accuracy, math.hypot(binomial_se(theirs, n_val), binomial_se(accuracy, n_val))
 
     best = max(eligible, key=lambda p: (lambda d, se: d / se)(*lead_and_se(p)))
-    lead, se = lead_and_se(best)
-    if lead > z * se:
+    lead, diff_se = lead_and_se(best)
+    if lead > z * diff_se:
+        if higher_is_better:
+            by = f"led by {lead * 100:.1f} points > {z:.2f} standard errors ({z * diff_se * 100:.1f} points"
+        else:
+            by = f"lower by {lead:.3f} bits per byte > {z:.2f} standard errors ({z * diff_se:.3f}"
         return Verdict(
             True,
             f"stopped at epoch {epoch}: trial #{best.number}, at least as fast ({best.latency_ms:.3g} vs "
-            f"{latency_ms:.3g} ms), led by {lead * 100:.1f} points > {z:.2f} standard errors "
-            f"({z * se * 100:.1f} points; {len(eligible)} peers compared, alpha {alpha:g})",
+            f"{latency_ms:.3g} ms), {by}; {len(eligible)} peers compared, alpha {alpha:g})",
         )
     return Verdict(False)

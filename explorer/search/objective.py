@@ -11,9 +11,14 @@ A trial is one configuration trained with one seed, in one of two roles:
   moving (the plateau schedule of :func:`explorer.engine.train.fit`) or its cap.
 
 Both go through :func:`explorer.engine.evaluate.evaluate_variant` (time first, then train) and write one
-:class:`~explorer.search.record.TrialRecord` as user attributes. A budget is checked on the latency and the
-parameter count before any training (an over-budget trial is pruned untrained). A NaN loss or running out of
-memory fails this trial with the reason recorded, not the study.
+:class:`~explorer.search.record.TrialRecord` as user attributes. A budget is checked on the latency, the
+parameter count, the decoding latency and the key/value cache before any training (an over-budget trial is
+pruned untrained). A NaN loss or running out of memory fails this trial with the reason recorded, not the study.
+
+The trial's first value is the task's quality (:attr:`explorer.search.spec.StudySpec.metric`: validation
+accuracy, or bits per byte for a language model, in the study's direction); then the forward latency, the
+parameter count and the decoding ms per token where the spec makes them objectives. When the spec has a
+``[decode]`` table, every trial's decoding latency is measured (and cached per architecture) before training.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from optuna.trial import TrialState
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.evaluate import VariantFailed, evaluate_variant
 from explorer.engine.latency_cache import LatencyCache
-from explorer.engine.measures import LatencyResult
+from explorer.engine.measures import DecodeResult, LatencyResult
 from explorer.engine.tasks import load_task
 from explorer.engine.train import EpochStats
 from explorer.search import fidelity
@@ -37,7 +42,7 @@ from explorer.search.artifacts import ArtifactStore
 from explorer.search.claims import Claims
 from explorer.search.record import RETRY_ATTRS, TrialRecord, arch_key, is_bookkeeping
 from explorer.search.space import SearchSpace
-from explorer.search.spec import StudySpec
+from explorer.search.spec import MB, StudySpec
 
 __all__ = [
     "LIVE_STATES",
@@ -134,16 +139,19 @@ class Objective:
             before = [t for t in live_trials(self.study, "search") if t.number < trial.number]
             if len(before) >= self.total:
                 raise self._close(trial, "surplus", True, f"beyond the search total of {self.total}")
-        if trial.user_attrs.get("proposal") == "exhausted":
-            raise self._close(trial, "exhausted", True, "every architecture of the space is taken")
-        if "proposal" not in trial.user_attrs:
-            trial.set_user_attr("proposal", "enqueued")
         if role == "finalist":  # a chosen architecture, possibly outside the search space (a reference)
             run = trial.user_attrs["finalist"]
             config, lr = ModelConfig.from_dict(run["model"]), float(run["lr"])
         else:
             sampled = self.space.sample(trial)
             config, lr = sampled.config, sampled.lr
+        # The sampler notes its proposal in the storage when the first parameter is suggested (Optuna samples
+        # relative parameters lazily), after this trial object cached its attributes: read them afresh.
+        proposal = self.study._storage.get_trial_user_attrs(trial._trial_id).get("proposal")
+        if proposal == "exhausted":
+            raise self._close(trial, "exhausted", True, "every architecture of the space is taken")
+        if proposal is None:
+            trial.set_user_attr("proposal", "enqueued")
         key = arch_key(config, lr)
         if role == "finalist":
             seed = int(trial.user_attrs["seed"])
@@ -167,14 +175,16 @@ class Objective:
             batch_size=self.spec.task.batch_size,
             schedule="plateau" if role == "finalist" else "cosine",
             patience=self.spec.finalists.patience if role == "finalist" else None,
+            task_kind=self.task.kind,
         )
         _set_attrs(trial, record.arch_attrs())
         log.info(
-            "trial %d (%s): d_model %d, heads %s, lr %.3g, seed %d, up to %d epochs",
+            "trial %d (%s): d_model %d, heads %s, kv heads %s, lr %.3g, seed %d, up to %d epochs",
             trial.number,
             role,
             config.d_model,
             list(config.heads),
+            list(config.kv_per_layer),
             lr,
             seed,
             epochs,
@@ -187,6 +197,12 @@ class Objective:
             train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed)
         measured: dict[str, Any] = {}
         history: list[float] = []
+        metric = self.spec.metric
+
+        def on_decoded(decoded: DecodeResult) -> None:
+            measured["decode"] = decoded
+            _set_attrs(trial, {"decode": decoded.to_dict(), "decode_ms": decoded.ms_per_token,
+                               "kv_cache_bytes": decoded.kv_cache_bytes})  # fmt: skip
 
         def on_measured(latency: LatencyResult, params: int) -> None:
             measured["latency"] = latency
@@ -199,7 +215,7 @@ class Objective:
                 ", cached" if latency.cached else "",
                 params,
             )
-            constraints = self._constraints(latency.median_ms, params)
+            constraints = self._constraints(latency.median_ms, params, config, measured.get("decode"))
             _set_attrs(
                 trial, {"latency": latency.to_dict(), "latency_ms": latency.median_ms, "params": params}
             )
@@ -216,23 +232,25 @@ class Objective:
         n_val = len(self.task.val[1])  # accuracies are proportions of this many examples
 
         def on_epoch(stats: EpochStats) -> bool:
-            history.append(stats.val_accuracy)
+            history.append(stats.quality)
             trial.set_user_attr("epoch", stats.epoch)  # progress, for a parent process polling the storage
             if self.on_epoch is not None:
                 self.on_epoch()
             if stats.epoch not in rungs:
                 return False
             trial.set_user_attr("history", list(history))  # running peers compare against it
-            lat = measured["latency"]
+            lat = measured["decode"].latency if self.spec.objectives.decode else measured["latency"]
             verdict = fidelity.dominated_at_rung(
                 stats.epoch,
-                stats.val_accuracy,
+                stats.quality,
                 n_val,
                 key,
                 lat.median_ms,
                 lat.iqr_ms / lat.median_ms,
                 self._peers(trial.number),
                 self.spec.early_stopping.alpha,
+                higher_is_better=metric.direction == "maximize",
+                se=stats.val_bpb_se,
             )
             if verdict.stop:
                 measured["stop"] = verdict.reason
@@ -249,6 +267,8 @@ class Objective:
                 on_measured=on_measured,
                 on_epoch=on_epoch,
                 keep_model=self.store is not None,
+                decode=self.spec.decode,
+                on_decoded=on_decoded,
             )
         except _OverBudget as exc:
             _set_attrs(trial, {"stop": f"over budget before training ({exc})", "history": []})
@@ -258,7 +278,7 @@ class Objective:
             raise TrialFailed(str(exc)) from None
 
         attrs: dict[str, Any] = {
-            "history": [s.val_accuracy for s in result.fit.history],
+            "history": [s.quality for s in result.fit.history],
             "val_accuracy": result.val_accuracy,
             "test_accuracy": result.test_accuracy,
             "val_size": result.val_size,
@@ -267,7 +287,11 @@ class Objective:
             "torch_version": result.torch_version,
             "train_time_s": result.fit.train_time_s,
             "samples_per_s": result.fit.samples_per_s,
+            "val_bpb": result.val_bpb,
+            "test_bpb": result.test_bpb,
+            "val_bpb_se": result.val_bpb_se,
         }
+        attrs = {k: v for k, v in attrs.items() if v is not None}
         if "stop" in measured:
             attrs["stop"] = measured["stop"]
         elif role == "finalist" and result.fit.stopped_early:
@@ -282,9 +306,10 @@ class Objective:
             ]
         _set_attrs(trial, attrs)
         log.info(
-            "trial %d: val accuracy %.4f after %d epochs, %.3f ms%s",
+            "trial %d: %s %.4f after %d epochs, %.3f ms%s",
             trial.number,
-            result.val_accuracy,
+            metric.label,
+            result.quality,
             result.fit.epochs_run,
             result.latency.median_ms,
             f" ({measured['stop']})" if "stop" in measured else "",
@@ -293,20 +318,31 @@ class Objective:
             raise optuna.TrialPruned(measured.get("stop", "stopped early"))
         if self.store is not None and result.model is not None:
             self.store.save(self.spec.name, trial.number, result.model)  # size-capped; retrained if evicted
-        values = [result.val_accuracy, result.latency.median_ms]
+        values = [result.quality, result.latency.median_ms]
         if self.spec.objectives.params:
             values.append(float(result.params))
+        if self.spec.objectives.decode:
+            assert result.decode is not None  # the spec measures decoding whenever it is an objective
+            values.append(result.decode.ms_per_token)
         return tuple(values)
 
     # ---------------------------------------------------------------------------------------- helpers
 
-    def _constraints(self, latency_ms: float, params: int) -> dict[str, float]:
+    def _constraints(
+        self, latency_ms: float, params: int, config: ModelConfig, decoded: DecodeResult | None
+    ) -> dict[str, float]:
         budgets = self.spec.budgets
         out: dict[str, float] = {}
         if budgets.max_latency_ms is not None:
             out["latency_ms"] = latency_ms - budgets.max_latency_ms
         if budgets.max_params is not None:
             out["params"] = float(params - budgets.max_params)
+        if budgets.max_decode_ms is not None and decoded is not None:
+            out["decode_ms"] = decoded.ms_per_token - budgets.max_decode_ms
+        if budgets.max_kv_cache_mb is not None and self.spec.decode is not None:
+            d = self.spec.decode
+            cache = config.kv_cache_bytes(d.context, d.batch_size, self.spec.latency.dtype)
+            out["kv_cache_mb"] = cache / MB - budgets.max_kv_cache_mb
         return out
 
     def _peers(self, number: int) -> list[fidelity.Peer]:
@@ -316,9 +352,12 @@ class Objective:
             a = t.user_attrs
             if t.number == number or is_bookkeeping(t) or a.get("role", "search") != "search":
                 continue
-            if not a.get("history") or not isinstance(a.get("latency"), dict):
+            timing = (
+                (a.get("decode") or {}).get("latency") if self.spec.objectives.decode else a.get("latency")
+            )
+            if not a.get("history") or not isinstance(timing, dict):
                 continue
-            lat = LatencyResult.from_dict(a["latency"])
+            lat = LatencyResult.from_dict(timing)
             config = self.space.decode(t.params) if t.params else None
             if config is None:
                 continue

@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from explorer.engine.config import ModelConfig, TrainConfig
-from explorer.engine.measures import LatencyResult
+from explorer.engine.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
 
 __all__ = [
     "FINALIST_SEED_OFFSET",
@@ -39,7 +39,7 @@ __all__ = [
     "record_from_trial",
 ]
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3  # 3: kv_heads, head_dim, the task kind, bits per byte and decoding latency
 ROLES = ("search", "finalist")  # a search trial (one new architecture) or a finalist run (a fresh seed)
 _BOOKKEEPING = (
     "surplus",
@@ -85,10 +85,11 @@ class TrialRecord:
     batch_size: int | None = None  # training batch size
     schedule: str = "cosine"  # the lr schedule (finalists: plateau, with this patience)
     patience: int | None = None
-    history: tuple[float, ...] = ()  # validation accuracy after each epoch run
-    val_accuracy: float | None = None  # after the last epoch run
+    # The task's validation metric after each epoch run: accuracy, or bits per byte for a language model.
+    history: tuple[float, ...] = ()
+    val_accuracy: float | None = None  # after the last epoch run (a language model: next-byte accuracy)
     test_accuracy: float | None = None
-    val_size: int | None = None  # validation examples: accuracies are proportions of this many
+    val_size: int | None = None  # validation targets: accuracies are proportions of this many
     latency: LatencyResult | None = None
     params: int | None = None
     flops: int | None = None
@@ -108,6 +109,11 @@ class TrialRecord:
     ] = ()  # (layer, head, relation, attention), relations task
     started: dt.datetime | None = None
     completed: dt.datetime | None = None
+    task_kind: str = "classification"  # classification | language_model: which metric is the quality
+    val_bpb: float | None = None  # validation bits per byte after the last epoch (language-model tasks)
+    test_bpb: float | None = None
+    val_bpb_se: float | None = None  # standard error of val_bpb over the validation windows
+    decode: DecodeResult | None = None  # decoding latency and key/value cache, when the study measures it
 
     # ---------------------------------------------------------------------------------------- derived
 
@@ -129,6 +135,25 @@ class TrialRecord:
         return self.config.family if self.config is not None else None
 
     @property
+    def metric(self) -> QualityMetric:
+        """How this trial's task is scored (explorer.engine.measures.quality_metric of its task kind)."""
+        return quality_metric(self.task_kind)
+
+    @property
+    def quality(self) -> float | None:
+        """The validation value of :attr:`metric` (accuracy, or bits per byte); None if not reached."""
+        return getattr(self, self.metric.name)
+
+    @property
+    def test_quality(self) -> float | None:
+        return getattr(self, self.metric.test_name)
+
+    @property
+    def decode_ms(self) -> float | None:
+        """Milliseconds per generated token with a key/value cache (None when not measured)."""
+        return None if self.decode is None else self.decode.ms_per_token
+
+    @property
     def epochs_run(self) -> int:
         return len(self.history)
 
@@ -142,8 +167,8 @@ class TrialRecord:
 
     @property
     def finished(self) -> bool:
-        """COMPLETE with both objectives measured."""
-        return self.state == "COMPLETE" and self.val_accuracy is not None and self.latency is not None
+        """COMPLETE with its quality and latency measured."""
+        return self.state == "COMPLETE" and self.quality is not None and self.latency is not None
 
     @property
     def duration_s(self) -> float | None:
@@ -166,12 +191,17 @@ class TrialRecord:
         """The architecture as readable user attributes (what the objective writes first)."""
         c = self.config
         assert c is not None
+        extra: dict[str, Any] = {"head_dim": list(c.head_dim)} if c.head_dim is not None else {}
+        if self.task_kind != "classification":
+            extra["task_kind"] = self.task_kind
         return {
             "record_version": RECORD_VERSION,
             "role": self.role,
             "d_model": c.d_model,
             "n_layers": c.n_layers,
             "heads": list(c.heads),
+            "kv_heads": list(c.kv_per_layer),  # equal to heads: ordinary multi-head attention
+            **extra,
             "d_k": list(c.d_k),
             "family": c.family,
             "min_dk": c.min_dk,
@@ -212,6 +242,12 @@ class TrialRecord:
             "proposal": self.proposal,
             "rejected": self.rejected,
             "relations": [list(r) for r in self.relations] or None,
+            "val_bpb": self.val_bpb,
+            "test_bpb": self.test_bpb,
+            "val_bpb_se": self.val_bpb_se,
+            "decode": None if self.decode is None else self.decode.to_dict(),
+            "decode_ms": self.decode_ms,
+            "kv_cache_bytes": None if self.decode is None else self.decode.kv_cache_bytes,
         }
         if self.label is not None and self.config is not None and self.lr is not None:
             optional["finalist"] = {
@@ -232,6 +268,7 @@ def _tuple_pairs(value: Any) -> tuple[tuple[str, float], ...]:
 def _config(a: Mapping[str, Any]) -> ModelConfig | None:
     if "heads" not in a or "d_model" not in a:
         return None
+    kv, head_dim = a.get("kv_heads"), a.get("head_dim")  # absent in records before version 3
     return ModelConfig(
         d_model=int(a["d_model"]),
         heads=tuple(int(h) for h in a["heads"]),
@@ -239,6 +276,8 @@ def _config(a: Mapping[str, Any]) -> ModelConfig | None:
         mlp_ratio=float(a.get("mlp_ratio", 4.0)),
         dropout=float(a.get("dropout", 0.0)),
         attention=str(a.get("attention", "fused")),
+        kv_heads=None if kv is None else tuple(int(k) for k in kv),
+        head_dim=None if head_dim is None else tuple(int(d) for d in head_dim),
     )
 
 
@@ -251,6 +290,7 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
     """The record of one Optuna trial (any state), from the user attributes the objective wrote."""
     a = t.user_attrs
     latency = LatencyResult.from_dict(a["latency"]) if isinstance(a.get("latency"), Mapping) else None
+    decode = DecodeResult.from_dict(a["decode"]) if isinstance(a.get("decode"), Mapping) else None
     relations = tuple(
         (int(r[0]), int(r[1]), int(r[2]), float(r[3])) for r in a.get("relations") or () if len(r) == 4
     )
@@ -286,6 +326,11 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         relations=relations,
         started=t.datetime_start,
         completed=t.datetime_complete,
+        task_kind=str(a.get("task_kind", "classification")),
+        val_bpb=_opt(a, "val_bpb", float),
+        test_bpb=_opt(a, "test_bpb", float),
+        val_bpb_se=_opt(a, "val_bpb_se", float),
+        decode=decode,
     )
 
 
@@ -316,17 +361,23 @@ def replace(record: TrialRecord, **changes: Any) -> TrialRecord:
 
 @dataclass(frozen=True)
 class Retiming:
-    """One architecture timed in one round."""
+    """One architecture timed in one round: its forward pass, or one decoding step (``kind``)."""
 
     key: str  # arch_key of the configuration
     round: int
-    latency: LatencyResult
+    latency: LatencyResult  # a decoding step: ms per token, ``seq_len`` = the cache's context
+    kind: str = "forward"  # forward | decode
 
 
 def load_retimings(study: optuna.Study) -> list[Retiming]:
     """Every stored re-timing of the study, in the order they were measured."""
     return [
-        Retiming(str(r["key"]), int(r["round"]), LatencyResult.from_dict(r["latency"]))
+        Retiming(
+            str(r["key"]),
+            int(r["round"]),
+            LatencyResult.from_dict(r["latency"]),
+            str(r.get("kind", "forward")),
+        )
         for r in study.user_attrs.get(RETIMED_ATTR) or []
     ]
 

@@ -8,7 +8,8 @@ rejected, repaired or wasted (``Sampled.rejected == 0`` and ``repaired is False`
 The parameters, in order:
 
 * ``family``: categorical over the spec's schedule families (uniform, increasing, decreasing, free).
-* ``d_model``, ``min_dk``, ``n_layers``: a categorical over the spec's list when every value is usable whatever
+* ``d_model``, ``min_dk``, ``head_dim``, ``n_layers``: a categorical over the spec's list when every value is
+  usable whatever
   the factors before it are (the usual case). When some value is not (say ``free`` needs 3 layers and the spec
   lists 2 and 3), the factor becomes ``<name>_q``, a float in [0, 1] read as a position in the values usable
   given the earlier factors: still ordinal, so the sampler learns "deeper" or "wider" across families.
@@ -22,6 +23,9 @@ The parameters, in order:
   ends); ``free`` reads one per layer, each drawn among the counts that still allow a non-monotone schedule.
   Hence ``config.family`` is always the sampled family, and the families partition the space.
 * ``mlp_ratio`` (categorical) and ``lr`` (log-uniform float) when the spec gives more than one value.
+* ``kv_q`` (or ``kv_q0 .. kv_q{L-1}``): positions among the key/value head candidates that divide each layer's
+  head count, when the spec searches ``kv_heads`` (:mod:`explorer.search.layouts`). A space that searches
+  ``kv_heads`` or ``head_dim`` builds its ramps through the spec's head candidates only.
 
 :meth:`SearchSpace.decode` maps a complete parameter dict to the config (a finished trial's ``params`` give
 back its config); :meth:`SearchSpace.enumerate_configs` lists every reachable config and
@@ -42,15 +46,14 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 
 from explorer.engine.config import ModelConfig
 from explorer.errors import ConfigError
-from explorer.search.feasibility import FACTORS, SpaceSpec, check_space, space_combos
+from explorer.search.feasibility import FACTORS, Combo, SpaceSpec, check_space, space_combos
+from explorer.search.layouts import candidate_heads, kv_layout, kv_param_names, kv_params, pick
 from explorer.search.spec import StudySpec
 
 __all__ = ["SearchSpace", "Sampled"]
 
 
-def _pick(u: float, k: int) -> int:
-    """Position ``u`` in [0, 1] as an index into ``k`` ordered items (equal-width bins)."""
-    return min(max(int(u * k), 0), k - 1)
+_pick = pick
 
 
 def _can_finish_free(idx: list[int], remaining: int) -> bool:
@@ -75,7 +78,7 @@ class Sampled:
 
 @dataclass(frozen=True)
 class _Factor:
-    name: str  # the attribute (family, d_model, min_dk, n_layers)
+    name: str  # the attribute (family, d_model, min_dk, head_dim, n_layers)
     values: tuple[Any, ...]  # the spec's values, in order
     mode: str  # fixed (one value, not suggested) | direct (categorical) | quantile (float position)
 
@@ -95,7 +98,7 @@ class SearchSpace:
         self._options: list[dict[tuple[Any, ...], tuple[Any, ...]]] = []
         self.factors: list[_Factor] = []
         for p, name in enumerate(FACTORS):
-            values = getattr(space, "families" if name == "family" else name)
+            values = getattr(space, "families" if name == "family" else name) or (None,)
             seen: dict[tuple[Any, ...], set[Any]] = {}
             for combo in self.combos:
                 seen.setdefault(combo[:p], set()).add(combo[p])
@@ -113,22 +116,28 @@ class SearchSpace:
                 dists[factor.param] = CategoricalDistribution(factor.values)
             elif factor.mode == "quantile":
                 dists[factor.param] = FloatDistribution(0.0, 1.0)
-        if any(len(self.counts[d, m]) > 1 for _, d, m, _ in self.combos):
+        if any(len(self.counts[d, m, hd]) > 1 for _, d, m, hd, _ in self.combos):
             for i in sorted({i for combo in self.combos for i in self._layer_positions(combo)}):
                 dists[f"heads_q{i}"] = FloatDistribution(0.0, 1.0)
         if len(space.mlp_ratio) > 1:
             dists["mlp_ratio"] = CategoricalDistribution(space.mlp_ratio)
         if isinstance(space.lr, tuple):
             dists["lr"] = FloatDistribution(space.lr[0], space.lr[1], log=True)
+        usable = {h for hs in self.counts.values() for h in hs}
+        if any(len(space.kv_options(h)) > 1 for h in usable):
+            for name in kv_param_names(space, max(space.n_layers)):
+                dists[name] = FloatDistribution(0.0, 1.0)
         self.distributions: dict[str, BaseDistribution] = dists
+        # Spaces with kv heads or a head width build layouts from the candidates (explorer.search.layouts).
+        self.modern = space.kv_heads is not None or space.head_dim is not None
 
     @classmethod
     def from_spec(cls, spec: StudySpec) -> SearchSpace:
         return cls(spec.space)
 
     @staticmethod
-    def _layer_positions(combo: tuple[str, int, int, int]) -> tuple[int, ...]:
-        family, _, _, n_layers = combo
+    def _layer_positions(combo: Combo) -> tuple[int, ...]:
+        family, *_, n_layers = combo
         if family == "uniform":
             return (0,)
         return (0, n_layers - 1) if family in ("increasing", "decreasing") else tuple(range(n_layers))
@@ -167,8 +176,8 @@ class SearchSpace:
             else:
                 value = options[_pick(float(params[factor.param]), len(options))]
             prefix += (value,)
-        family, d_model, min_dk, n_layers = prefix
-        counts = self.counts[d_model, min_dk]
+        family, d_model, min_dk, head_dim, n_layers = prefix
+        counts = self.counts[d_model, min_dk, head_dim]
 
         def u(i: int) -> float:
             return float(params.get(f"heads_q{i}", 0.0))
@@ -176,15 +185,24 @@ class SearchSpace:
         schedule = _schedule(family, counts, n_layers, u)
         mlp_ratio = params.get("mlp_ratio", self.space.mlp_ratio[0])
         lr = params["lr"] if isinstance(self.space.lr, tuple) else self.space.lr
-        config = ModelConfig.from_schedule(
-            d_model,
-            n_layers,
-            schedule,
-            min_dk,
-            mlp_ratio=float(mlp_ratio),
-            dropout=self.space.dropout,
-            attention=self.space.attention,
-        )
+        common = {
+            "mlp_ratio": float(mlp_ratio),
+            "dropout": self.space.dropout,
+            "attention": self.space.attention,
+        }
+        if not self.modern:
+            config = ModelConfig.from_schedule(d_model, n_layers, schedule, min_dk, **common)
+        else:
+            heads = candidate_heads(schedule, counts, n_layers)
+            config = ModelConfig(
+                d_model=d_model,
+                heads=heads,
+                min_dk=min_dk,
+                schedule=schedule,
+                kv_heads=kv_layout(self.space, heads, params),
+                head_dim=head_dim,
+                **common,
+            )
         return Sampled(config=config, lr=float(lr), params=dict(params))
 
     # ----------------------------------------------------------------------------------------- listing
@@ -204,24 +222,34 @@ class SearchSpace:
                 elif factor.mode == "quantile":
                     options = self._options[p][combo[:p]]
                     base[factor.param] = (options.index(value) + 0.5) / len(options)
-            family, d_model, min_dk, n_layers = combo
-            counts = self.counts[d_model, min_dk]
+            family, d_model, min_dk, head_dim, n_layers = combo
+            counts = self.counts[d_model, min_dk, head_dim]
             for heads_params in _heads_params(family, len(counts), n_layers):
                 for mlp_ratio in self.space.mlp_ratio:
-                    params = {name: 0.5 for name in self.distributions if name.startswith("heads_q")}
+                    params = {
+                        name: 0.5 for name in self.distributions if name.startswith(("heads_q", "kv_q"))
+                    }
                     params |= base | heads_params
                     if "mlp_ratio" in self.distributions:
                         params["mlp_ratio"] = mlp_ratio
                     if lr is not None:
                         params["lr"] = lr
-                    yield self.decode(params)
+                    if not any(name.startswith("kv_q") for name in self.distributions):
+                        yield self.decode(params)
+                        continue
+                    heads = self.decode(params).config.heads
+                    for kv in kv_params(self.space, heads):
+                        yield self.decode(params | kv)
 
     # ----------------------------------------------------------------------------------------- counting
 
     def enumerate_configs(self) -> Iterator[ModelConfig]:
         """Every configuration the space can produce, family by family (lazily: free spaces can be large)."""
-        for family, d_model, min_dk, n_layers in self.combos:
-            for schedule in _all_schedules(family, self.counts[d_model, min_dk], n_layers):
+        if self.modern:
+            yield from (p.config for p in self.points())
+            return
+        for family, d_model, min_dk, _, n_layers in self.combos:
+            for schedule in _all_schedules(family, self.counts[d_model, min_dk, None], n_layers):
                 for mlp_ratio in self.space.mlp_ratio:
                     yield ModelConfig.from_schedule(
                         d_model,
@@ -234,10 +262,12 @@ class SearchSpace:
                     )
 
     def size(self) -> int:
-        """How many configurations :meth:`enumerate_configs` yields (counted, not built)."""
+        """How many configurations :meth:`enumerate_configs` yields (counted, not built, in a classic space)."""
+        if self.modern:
+            return sum(1 for _ in self.points())
         total = 0
-        for family, d_model, min_dk, n_layers in self.combos:
-            n = len(self.counts[d_model, min_dk])
+        for family, d_model, min_dk, _, n_layers in self.combos:
+            n = len(self.counts[d_model, min_dk, None])
             if family == "uniform":
                 total += n
             elif family in ("increasing", "decreasing"):

@@ -18,9 +18,12 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
     seed       sampler and training seed (default 0)
     bench      run the attention benchmark once per study, for the "merged heads are faster" rule (true)
 
-    [objectives]     accuracy = "maximize" (validation accuracy, always), latency = "minimize" (always),
-                     params = "minimize" (optional third objective: parameter count)
-    [task]           name* = digits | relations | path/to/data.npz (relative to the working directory);
+    [objectives]     accuracy = "maximize" (validation accuracy, always, for a classification task) or
+                     bpb = "minimize" (validation bits per byte, always, for a language-model task: text);
+                     latency = "minimize" (always); params = "minimize" (optional: parameter count);
+                     decode = "minimize" (optional: decoding ms per token, language-model tasks; the knee
+                     is then chosen on quality against decoding time)
+    [task]           name* = digits | relations | text | path/to/data.npz (relative to the working directory);
                      options = { ... } passed to explorer.engine.tasks.load_task; epochs (10): a search
                      trial's full budget; batch_size (64)
     [space]          d_model*, n_layers*, heads* (lists of ints: widths, depths, head-count candidates; one
@@ -29,13 +32,21 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
                      increasing, decreasing, free; default: every one the space can realise, e.g. free
                      needs 3+ layers); mlp_ratio (list, default [4.0]);
                      lr (fixed float, or [low, high] searched log-uniformly; default 3e-3);
-                     dropout (fixed, default 0.0); attention (fused | merged | serial, default fused)
+                     dropout (fixed, default 0.0); attention (fused | merged | serial, default fused);
+                     kv_heads (list of key/value head candidates; a layer takes those dividing its heads;
+                     default none: kv_heads = heads); kv_per_layer (false: one kv position for every layer);
+                     head_dim (list of head widths; where given the d_k floor applies to it and d_model %
+                     heads is not required; default none: d_k = d_model / heads)
+    [decode]         context (512), batch_size (1): decoding latency (one new token against a key/value
+                     cache of context positions) is measured per architecture; language-model tasks only
     [latency]        device (auto | cpu | cuda, default auto), batch_size (32), threads (1),
                      dtype (float32 | bfloat16 | float16, default float32; half types need cuda),
                      runtime (eager | compile | onnxruntime, default eager: how the deployed model runs;
                      onnxruntime needs the `onnx` extra), seq_len (positions per timed example, default
                      the task's): the deployment shape, separate from training
-    [budgets]        max_latency_ms, max_params: optional; each becomes an Optuna constraint
+    [budgets]        max_latency_ms, max_params, max_decode_ms (ms per token), max_kv_cache_mb (the key/value
+                     cache at [decode] context and batch, in MB of 10^6 bytes): optional; each becomes an
+                     Optuna constraint (the last two need a language-model task)
     [early_stopping] enabled (true); min_epochs (3): the first rung; reduction (2): rungs at min_epochs,
                      min_epochs * reduction, ... below [task] epochs; alpha (0.05): at a rung a trial stops
                      only when a different, at-least-as-fast architecture is more accurate by more than the
@@ -44,7 +55,8 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
     [finalists]      enabled (true): after the search, retrain the knee, its nearest front neighbours and
                      reference layouts with fresh seeds until accuracy stops moving; top (2): front
                      architectures nearest the knee; references (true): 1 head and the folklore's 8 (8-16)
-                     heads per layer at the knee's width and depth, and the next faster front layout;
+                     heads per layer at the knee's width and depth, and the next faster front layout (a
+                     study searching kv_heads adds multi-head and multi-query attention at the knee's heads);
                      seeds (3); max_epochs (3 x [task] epochs): a cap; patience (4): with a constant learning
                      rate after warm-up, a plateau (no rise above one binomial standard error in this many
                      epochs) cuts it 10x, twice, and a third plateau ends the run; timing_rounds (3):
@@ -55,7 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,16 +76,33 @@ from explorer.engine.config import (
     LATENCY_DTYPES,
     LATENCY_RUNTIMES,
     SCHEDULE_FAMILIES,
+    DecodeConfig,
     LatencyConfig,
 )
+from explorer.engine.measures import QualityMetric, quality_metric
 from explorer.errors import ConfigError, ExplorerError, SpecError
 from explorer.search.feasibility import SpaceSpec, check_space, realisable_families
 from explorer.search.fidelity import EarlyStoppingSpec, FinalistsSpec
+from explorer.search.goals import (
+    MB,
+    TASK_KINDS,
+    TASK_NAMES,
+    BudgetsSpec,
+    ObjectivesSpec,
+    TaskSpec,
+    read_budgets,
+    read_decode,
+    read_objectives,
+    read_task,
+)
 from explorer.search.storage import check_artifact_location, check_study_name
-from explorer.search.toml_table import Table, is_list, is_number, kind
+from explorer.search.toml_table import Table, is_list, is_number
 
 __all__ = [
+    "MB",
     "SAMPLERS",
+    "TASK_KINDS",
+    "TASK_NAMES",
     "BudgetsSpec",
     "EarlyStoppingSpec",
     "FinalistsSpec",
@@ -86,44 +115,11 @@ __all__ = [
 ]
 
 SAMPLERS = ("tpe", "nsga2", "gp", "random", "qmc")
-TASK_NAMES = (
-    "digits",
-    "relations",
-)  # explorer.engine.tasks.TASKS; not imported, so parsing a spec stays torch-free
 DEVICES = ("auto", "cpu", "cuda")
 TOP_KEYS = (
     *("name", "storage", "artifacts", "n_trials", "timeout", "sampler", "seed", "bench"),
-    *("objectives", "task", "space", "latency", "budgets", "early_stopping", "finalists"),
+    *("objectives", "task", "space", "latency", "decode", "budgets", "early_stopping", "finalists"),
 )
-
-
-@dataclass(frozen=True)
-class ObjectivesSpec:
-    """What the study optimizes: accuracy and latency always, parameter count on request."""
-
-    accuracy: str = "maximize"  # validation accuracy (fixed)
-    latency: str = "minimize"  # median forward latency in ms (fixed)
-    params: str | None = None  # "minimize" adds the parameter count as a third objective
-
-
-@dataclass(frozen=True)
-class TaskSpec:
-    """The task and its training budget."""
-
-    name: str  # digits | relations | path to a .npz file
-    options: dict[str, Any] = field(
-        default_factory=dict
-    )  # keyword arguments for explorer.engine.tasks.load_task
-    epochs: int = 10  # planned epochs per trial (early stopping may run fewer)
-    batch_size: int = 64  # training batch size
-
-
-@dataclass(frozen=True)
-class BudgetsSpec:
-    """Hard limits; each one set becomes an Optuna constraint (trials over it are infeasible)."""
-
-    max_latency_ms: float | None = None
-    max_params: int | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +135,7 @@ class StudySpec:
     budgets: BudgetsSpec = BudgetsSpec()
     early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
     finalists: FinalistsSpec = FinalistsSpec()
+    decode: DecodeConfig | None = None  # where decoding latency is measured; None: not measured
     storage: str | None = None  # None: sqlite:///studies/<name>.db (search.storage.default_storage_url)
     timeout: float | None = None
     sampler: str = "tpe"
@@ -148,13 +145,22 @@ class StudySpec:
         None  # artifact location (weights, figures); None: $EXPLORER_ARTIFACTS or the default
     )
 
+    @property
+    def metric(self) -> QualityMetric:
+        """How the task is scored: validation accuracy (maximized) or bits per byte (minimized)."""
+        return quality_metric(self.task.kind)
+
     def objective_names(self) -> list[str]:
         """The objectives in the order of a trial's values."""
-        return ["accuracy", "latency"] + (["params"] if self.objectives.params else [])
+        quality = "accuracy" if self.metric.name == "val_accuracy" else "bpb"
+        extra = (["params"] if self.objectives.params else []) + (
+            ["decode"] if self.objectives.decode else []
+        )
+        return [quality, "latency", *extra]
 
     def directions(self) -> list[str]:
-        """Optuna directions, one per objective."""
-        return ["maximize", "minimize"] + (["minimize"] if self.objectives.params else [])
+        """Optuna directions, one per objective (the quality's from the task kind, every other minimized)."""
+        return [self.metric.direction] + ["minimize"] * (len(self.objective_names()) - 1)
 
     def to_dict(self) -> dict[str, Any]:
         """A canonical, JSON-ready dict that :func:`spec_from_dict` reads back into an equal spec."""
@@ -180,38 +186,11 @@ def _plain(value: Any) -> Any:
 # --------------------------------------------------------------------------------------------- reading
 
 
-def _objectives(data: Any) -> ObjectivesSpec:
-    t = Table(data, "[objectives]", ("accuracy", "latency", "params"))
-    t.text("accuracy", "maximize", choices=("maximize",))
-    t.text("latency", "minimize", choices=("minimize",))
-    return ObjectivesSpec(params=t.text("params", None, choices=("minimize",)))
-
-
-def _task(data: Any) -> TaskSpec:
-    t = Table(data, "[task]", ("name", "options", "epochs", "batch_size"))
-    name = t.text("name")
-    if name not in TASK_NAMES and not name.endswith(".npz"):
-        raise SpecError(
-            f"'name' in [task] is {name!r}; choose {', '.join(TASK_NAMES)} or give a path ending in .npz."
-        )
-    options = t.get("options", {}, lambda v: isinstance(v, dict), "a table such as { n_relations = 4 }")
-    for key, value in options.items():
-        scalar = lambda v: isinstance(v, (str, int, float, bool))  # noqa: E731 (not TOML dates or tables)
-        if not (scalar(value) or value == [] or is_list(value, scalar)):
-            raise SpecError(
-                f"task option {key!r} in [task] is {kind(value)}; task options must be strings, numbers, "
-                "booleans or lists of them."
-            )
-    return TaskSpec(
-        name=name,
-        options=dict(options),
-        epochs=t.integer("epochs", 10),
-        batch_size=t.integer("batch_size", 64),
-    )
-
-
 def _space(data: Any) -> SpaceSpec:
-    keys = ("d_model", "n_layers", "heads", "min_dk", "families", "mlp_ratio", "lr", "dropout", "attention")
+    keys = (
+        *("d_model", "n_layers", "heads", "min_dk", "families", "mlp_ratio", "lr", "dropout", "attention"),
+        *("kv_heads", "kv_per_layer", "head_dim"),
+    )
     t = Table(data, "[space]", keys)
     names = f"a non-empty list of names from {', '.join(SCHEDULE_FAMILIES)}"
     families = t.get("families", SCHEDULE_FAMILIES, lambda v: is_list(v, lambda x: isinstance(x, str)), names)
@@ -242,6 +221,9 @@ def _space(data: Any) -> SpaceSpec:
         lr=lr,
         dropout=t.number("dropout", 0.0, high=1.0),
         attention=t.text("attention", "fused", choices=ATTENTION_IMPLS),
+        kv_heads=t.integers("kv_heads", None),
+        kv_per_layer=t.flag("kv_per_layer", False),
+        head_dim=t.integers("head_dim", None, scalar_ok=True),
     )
     if "families" not in data:  # default: every family this space can realise (free needs 3+ layers...)
         space = dataclasses.replace(space, families=realisable_families(space) or SCHEDULE_FAMILIES)
@@ -274,13 +256,6 @@ def _latency(data: Any) -> LatencyConfig:
         raise SpecError(f"[latency]: {exc}") from None
 
 
-def _budgets(data: Any) -> BudgetsSpec:
-    t = Table(data, "[budgets]", ("max_latency_ms", "max_params"))
-    return BudgetsSpec(
-        max_latency_ms=t.positive("max_latency_ms", None), max_params=t.integer("max_params", None)
-    )
-
-
 def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
     t = Table(data, "[early_stopping]", ("enabled", "min_epochs", "reduction", "alpha"))
     spec = EarlyStoppingSpec(
@@ -289,7 +264,9 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
         reduction=t.integer("reduction", 2, low=2),
         alpha=t.number("alpha", 0.05, low=1e-6, high=1.0),
     )
-    if spec.enabled and spec.min_epochs >= epochs and "min_epochs" in t.data:  # the default just has no rungs
+    # The default just has no rungs; so does a stored spec (it lists every default) read back to resume it.
+    chosen = "min_epochs" in t.data and spec.min_epochs != EarlyStoppingSpec.min_epochs
+    if spec.enabled and spec.min_epochs >= epochs and chosen:
         raise SpecError(
             f"'min_epochs' in [early_stopping] is {spec.min_epochs} but [task] trains only {epochs} epochs, so no "
             "trial could ever stop early; lower min_epochs or set enabled = false."
@@ -331,16 +308,20 @@ def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
 
     t = Table(dict(data) if isinstance(data, Mapping) else data, "the top level", TOP_KEYS)
     name = check_study_name(t.text("name"))
-    task = _task(t.raw("task"))
+    task = read_task(t.raw("task"))
     timeout = t.positive("timeout", None)
+    objectives = read_objectives(t.raw("objectives", {}), task)
+    budgets = read_budgets(t.raw("budgets", {}), task)
+    wanted = bool(objectives.decode or budgets.max_decode_ms or budgets.max_kv_cache_mb)
     spec = StudySpec(
         name=name,
         n_trials=t.integer("n_trials"),
         task=task,
         space=_space(t.raw("space")),
-        objectives=_objectives(t.raw("objectives", {})),
+        objectives=objectives,
         latency=_latency(t.raw("latency", {})),
-        budgets=_budgets(t.raw("budgets", {})),
+        decode=read_decode(t.raw("decode", None), task, wanted),
+        budgets=budgets,
         early_stopping=_early_stopping(t.raw("early_stopping", {}), task.epochs),
         finalists=_finalists(t.raw("finalists", {}), task.epochs),
         storage=t.text("storage", None),

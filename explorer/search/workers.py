@@ -24,6 +24,7 @@ from typing import Any
 import optuna
 import torch
 from optuna.storages import fail_stale_trials
+from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
 from explorer.engine.config import ModelConfig
@@ -71,7 +72,9 @@ class Progress:
     failed: int
     pruned: int
     epochs: int  # epochs trained so far by the stage's finished and running trials
-    best_accuracy: float | None  # best validation accuracy among the stage's COMPLETE feasible trials
+    # best validation quality (accuracy, or bits per byte: the study's first objective, in its direction) among
+    # the stage's COMPLETE feasible trials
+    best_accuracy: float | None
     note: str = ""  # why a stage ended short, when it did
 
 
@@ -97,7 +100,9 @@ def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
         failed=count[TrialState.FAIL],
         pruned=count[TrialState.PRUNED],
         epochs=epochs,
-        best_accuracy=max((t.values[0] for t in complete), default=None),
+        best_accuracy=(min if study.directions[0] == StudyDirection.MINIMIZE else max)(
+            (t.values[0] for t in complete), default=None
+        ),
     )
 
 

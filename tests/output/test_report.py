@@ -16,7 +16,7 @@ from explorer.output.files import MANIFEST
 from explorer.output.report import ReportInput, write_report
 from explorer.search.record import load_records
 from explorer.search.spec import spec_from_dict
-from tests.fixtures import make_study
+from tests.fixtures import LM_SPEC, lm, lm_search, make_study
 
 BENCH = [
     {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3, "d_model": 64, "heads": 8},
@@ -162,3 +162,40 @@ def test_an_unwritable_out_is_one_error_before_any_work(tmp_path):
         write_report(data_of(make_study(5)), tmp_path / "file" / "sub")
     with pytest.raises(ConfigError, match="is a file"):
         write_report(data_of(make_study(5)), tmp_path / "file")
+
+
+def test_a_language_model_kv_study_reports_bits_per_byte_a_kv_layout_and_the_rule(tmp_path):
+    """The report of a text study searching kv heads: loss wording, (heads, kv_heads), the saving against
+    multi-head attention, decoding, the kv figure and the grouped-query verdict."""
+    finals, n = [], 100
+    for label, kv, bpb, dec in (
+        ("knee", 2, 3.50, 1.1),
+        ("multi-head", 4, 3.50, 2.0),
+        ("multi-query", 1, 3.70, 1.0),
+    ):
+        for s in range(3):
+            finals.append(
+                lm(n, 4, kv, bpb + 0.01 * (s - 1), dec, role="finalist", seed=1_000_000 + s, label=label)
+            )
+            n += 1
+    paths = write_report(ReportInput(LM_SPEC, tuple(lm_search(noise=0.002) + finals)), tmp_path / "out")
+    md = paths.markdown.read_text()
+    answer = md.split("## The answer")[1].split("##")[0]
+    assert "**Use 4 heads per layer with 2 key/value heads (grouped-query attention" in answer
+    assert "validation bits per byte, lower is better" in answer and "accuracy" not in answer
+    assert "per generated token" in answer and "key/value cache of 512 positions" in answer
+    assert "Saving against multi-head attention:" in answer and "at equal quality" in answer
+    assert "2.00x smaller" in answer  # the cache: 2 of 4 key/value heads, exact
+    assert "| val bits/byte |" in md and "val acc" not in md
+    rule = next(line for line in md.splitlines() if line.startswith("| Grouped-query attention keeps"))
+    assert "| supported |" in rule
+    assert "kv.png" in {p.name for p in paths.files}
+    trials = pd.read_csv(paths.out_dir / "trials.csv")
+    assert {"kv_heads", "val_bpb", "decode_ms", "attention_kind"} <= set(trials.columns)
+
+
+def test_a_classic_study_report_has_no_kv_section(tmp_path):
+    paths = write_report(data_of(make_study(40)), tmp_path / "out")
+    md = paths.markdown.read_text()
+    assert "Grouped-query" not in md and "kv.png" not in {p.name for p in paths.files}
+    assert "validation accuracy" in md and "bits per byte" not in md

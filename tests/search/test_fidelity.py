@@ -63,3 +63,34 @@ def test_plateau_rule():
     assert not plateaued([0.5, 0.6, 0.7, 0.8], N, 2)  # still rising by more than one SE
     assert plateaued([0.5, 0.8, 0.81, 0.805], N, 2)  # the last two epochs added less than one SE
     assert plateaued([3.0, 2.5, 2.499, 2.4995], N, 2, higher_is_better=False)  # a loss that stopped falling
+
+
+# --------------------------------------------------------------------------------------------- bits per byte
+
+
+def lm_peer(number, bpb, latency=1.0, key=None):
+    return Peer(number, key or f"arch{number}", latency, 0.02, (bpb + 1, bpb + 0.5, bpb))
+
+
+def test_bits_per_byte_lower_wins_beyond_the_standard_error_of_the_losses():
+    lower = lm_peer(1, 3.40, latency=0.9)
+    v = dominated_at_rung(3, 3.60, N, "me", 1.0, 0.02, [lower], 0.05, higher_is_better=False, se=0.02)
+    assert v.stop and "lower by 0.200 bits per byte" in v.reason
+    # the same gap is noise when the losses are that noisy: 0.2 < 1.645 x sqrt(2) x 0.2
+    assert not dominated_at_rung(
+        3, 3.60, N, "me", 1.0, 0.02, [lower], 0.05, higher_is_better=False, se=0.2
+    ).stop
+
+
+def test_bits_per_byte_never_stop_a_trial_for_a_higher_loss_elsewhere():
+    worse = lm_peer(1, 4.50, latency=0.5)  # much faster but much worse: no reason to stop
+    assert not dominated_at_rung(
+        3, 3.60, N, "me", 1.0, 0.02, [worse], 0.05, higher_is_better=False, se=0.01
+    ).stop
+
+
+def test_without_a_measured_standard_error_a_relative_margin_stands_in():
+    near = lm_peer(1, 3.60 - 0.02, latency=0.9)  # 0.02 below: inside 1.645 x sqrt(2) x 0.5% of 3.6 (0.042)
+    assert not dominated_at_rung(3, 3.60, N, "me", 1.0, 0.02, [near], 0.05, higher_is_better=False).stop
+    far = lm_peer(1, 3.60 - 0.1, latency=0.9)
+    assert dominated_at_rung(3, 3.60, N, "me", 1.0, 0.02, [far], 0.05, higher_is_better=False).stop

@@ -321,3 +321,120 @@ def test_committed_specs_say_what_they_promise():
         and rel.space.heads == (1, 2, 4, 8)
         and not rel.early_stopping.enabled
     )
+
+
+# --------------------------------------------------------------------------------------------- modern heads
+
+
+def text_spec() -> dict[str, Any]:
+    """A valid language-model spec searching key/value heads, with every new key."""
+    return {
+        "name": "lm",
+        "n_trials": 6,
+        "objectives": {"bpb": "minimize", "latency": "minimize", "decode": "minimize"},
+        "task": {"name": "text", "options": {"context": 32, "max_bytes": 20000}, "epochs": 2},
+        "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 8], "kv_heads": [1, 2, 4], "head_dim": [16, 32],
+                  "kv_per_layer": True, "families": ["uniform"]},
+        "decode": {"context": 256, "batch_size": 2},
+        "budgets": {"max_decode_ms": 5.0, "max_kv_cache_mb": 1.5},
+    }  # fmt: skip
+
+
+def text_with(path: str, value: Any) -> dict[str, Any]:
+    d = text_spec()
+    *tables, key = path.split(".")
+    target = d
+    for t in tables:
+        target = target.setdefault(t, {})
+    if value is ...:
+        del target[key]
+    else:
+        target[key] = value
+    return d
+
+
+def test_a_language_model_spec_minimizes_bits_per_byte_and_decoding():
+    spec = spec_from_dict(text_spec())
+    assert spec.task.kind == "language_model" and spec.metric.name == "val_bpb"
+    assert spec.objective_names() == ["bpb", "latency", "decode"]
+    assert spec.directions() == ["minimize", "minimize", "minimize"]
+    assert (spec.decode.context, spec.decode.batch_size) == (256, 2)
+    assert spec.space.kv_heads == (1, 2, 4) and spec.space.head_dim == (16, 32) and spec.space.kv_per_layer
+    assert (spec.budgets.max_decode_ms, spec.budgets.max_kv_cache_mb) == (5.0, 1.5)
+    assert spec_from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert "accuracy" not in spec.to_dict()["objectives"]
+
+
+def test_a_classification_spec_is_stored_as_before():
+    spec = spec_from_dict(base())
+    assert spec.objective_names() == ["accuracy", "latency"] and spec.directions() == ["maximize", "minimize"]
+    stored = spec.to_dict()
+    assert stored["objectives"] == {"accuracy": "maximize", "latency": "minimize"} and "decode" not in stored
+    assert "kv_heads" not in stored["space"] and "head_dim" not in stored["space"]
+
+
+def test_a_decoding_budget_alone_measures_decoding_at_the_defaults():
+    d = text_with("decode", ...)
+    d["objectives"].pop("decode")
+    spec = spec_from_dict(d)
+    assert (spec.decode.context, spec.decode.batch_size) == (512, 1)
+    d["budgets"] = {}
+    assert spec_from_dict(d).decode is None  # nothing asks for decoding: it is not measured
+
+
+@pytest.mark.parametrize(
+    ("data", "fragments"),
+    [
+        (text_with("space.kv_heads", [3]), ["kv_heads 3 divides no head count", "heads % kv_heads"]),
+        (
+            text_with("space.kv_heads", [2, 4])
+            | {"space": {**text_spec()["space"], "heads": [3, 4], "kv_heads": [2, 4]}},
+            ["head count 3 has no key/value head count in kv_heads [2, 4]", "add one of 1, 3"],
+        ),
+        (text_with("space.kv_heads", [0, 1]), ["'kv_heads' in [space]", "integers >= 1"]),
+        (text_with("space.kv_heads", [1, 1]), ["'kv_heads' in [space] lists 1 more than once"]),
+        (text_with("space.kv_per_layer", "yes"), ["'kv_per_layer' in [space]", "true or false"]),
+        (text_with("space.kv_heads", ...), ["'kv_per_layer' in [space] needs kv_heads"]),
+        (
+            text_with("space.head_dim", [8])
+            | {"space": {**text_spec()["space"], "head_dim": [8], "min_dk": 16}},
+            ["head_dim", "below the d_k floor", "min_dk"],
+        ),
+        (text_with("space.head_dim", 0), ["'head_dim' in [space]", "an integer >= 1"]),
+        (text_with("decode.context", 0), ["'context' in [decode]", "an integer >= 1"]),
+        (text_with("decode.batch_size", 1.5), ["'batch_size' in [decode]", "an integer >= 1"]),
+        (text_with("decode.window", 3), ["unknown key 'window' in [decode]", "context, batch_size"]),
+        (text_with("objectives.decode", "maximize"), ["'decode' in [objectives]", "minimize"]),
+        (
+            text_with("objectives.accuracy", "maximize"),
+            ["'accuracy' in [objectives] does not fit task 'text'", "bits per byte", 'bpb = "minimize"'],
+        ),
+        (text_with("objectives.bpb", "maximize"), ["'bpb' in [objectives]", "minimize"]),
+        (text_with("budgets.max_decode_ms", -1), ["'max_decode_ms' in [budgets]", "a number > 0"]),
+        (text_with("budgets.max_kv_cache_mb", "big"), ["'max_kv_cache_mb' in [budgets]", "a number > 0"]),
+        (
+            with_("objectives.bpb", "minimize"),
+            ["'bpb' in [objectives] does not fit task 'digits'", "accuracy"],
+        ),
+        (with_("objectives.decode", "minimize"), ["'decode' in [objectives] needs a language-model task"]),
+        (with_("budgets.max_decode_ms", 2.0), ["'max_decode_ms' in [budgets] needs a language-model task"]),
+        (
+            with_("budgets.max_kv_cache_mb", 2.0),
+            ["'max_kv_cache_mb' in [budgets] needs a language-model task"],
+        ),
+        (base() | {"decode": {"context": 64}}, ["[decode] needs a language-model task", "'digits'"]),
+    ],
+    ids=lambda x: x if isinstance(x, str) else None,
+)
+def test_every_new_key_refuses_bad_input_in_one_line(data, fragments):
+    fails(data, *fragments)
+
+
+def test_the_task_kinds_a_spec_knows_are_the_tasks_own():
+    from explorer.engine.tasks import TASKS, load_task
+    from explorer.search.spec import TASK_KINDS
+
+    assert set(TASK_KINDS) == set(TASKS)
+    small = {"text": {"context": 16, "max_bytes": 20000}, "relations": {"n_samples": 200}}
+    for name, kind in TASK_KINDS.items():
+        assert load_task(name, **small.get(name, {})).kind == kind, name

@@ -502,3 +502,85 @@ def test_status_list_and_export_retrain_exactly(tmp_path, sqlite_url, one_thread
     doc = json.loads(trained.stdout)
     assert doc["heads"] == exported["model"]["heads"]
     assert doc["val_accuracy"] == pytest.approx(exported["source"]["val_accuracy"], abs=1e-9)
+
+
+TEXT_KV_SPEC = """
+name = "{name}"
+n_trials = 5
+sampler = "random"
+bench = false
+
+[objectives]
+decode = "minimize"
+
+[task]
+name = "text"
+options = {{ context = 16, max_bytes = 20000 }}
+epochs = 1
+batch_size = 64
+
+[space]
+d_model = [16]
+n_layers = [1]
+heads = [2, 4]
+kv_heads = [1, 2, 4]
+families = ["uniform"]
+
+[latency]
+device = "cpu"
+batch_size = 4
+min_run_time = 0.02
+
+[decode]
+context = 32
+batch_size = 2
+
+[budgets]
+max_kv_cache_mb = 1.0
+
+[early_stopping]
+enabled = false
+
+[finalists]
+top = 1
+seeds = 2
+max_epochs = 2
+patience = 1
+timing_rounds = 2
+"""
+
+
+@pytest.mark.slow
+def test_a_text_study_with_kv_heads_runs_end_to_end(tmp_path, sqlite_url, one_thread):
+    """Bits per byte minimized, decoding measured and re-timed, the whole space searched once, finalists with the
+    multi-head and multi-query references, and a report that answers with (heads, kv_heads)."""
+    path = tmp_path / "lm.toml"
+    path.write_text(TEXT_KV_SPEC.format(name="lm"))
+    summary = api.run_study(path, sqlite_url)
+    handle = open_study("lm", sqlite_url)
+    study = handle.study
+    assert [d.name for d in study.directions] == ["MINIMIZE", "MINIMIZE", "MINIMIZE"]
+    assert summary.search.done == 5 and not summary.search.note  # the whole space, each architecture once
+    search = [r for r in load_records(study) if r.role == "search" and r.finished]
+    assert sorted((r.heads[0], r.config.kv_per_layer[0]) for r in search) == [
+        (2, 1),
+        (2, 2),
+        (4, 1),
+        (4, 2),
+        (4, 4),
+    ]
+    for r in search:
+        t = study.trials[r.number]
+        assert t.values[0] == pytest.approx(r.val_bpb) and t.values[2] == pytest.approx(r.decode_ms)
+        assert r.task_kind == "language_model" and r.val_bpb_se > 0 and r.history == (r.val_bpb,)
+        assert t.user_attrs["constraints"]["kv_cache_mb"] <= 0  # the cache budget is a constraint (met here)
+    finals = [r for r in load_records(study) if r.role == "finalist"]
+    knee = next(r for r in finals if r.label == "knee").config
+    layouts = {(r.config.heads, r.config.kv_per_layer) for r in finals}
+    assert (knee.heads, knee.heads) in layouts and (knee.heads, (1,)) in layouts
+    kinds = {(t.kind, t.round) for t in load_retimings(study)}
+    assert {("decode", 0), ("decode", 1), ("forward", 0), ("forward", 1)} <= kinds
+    paths = api.report("lm", sqlite_url, out=tmp_path / "report", keep_figures=False)
+    md = paths.markdown.read_text()
+    assert "key/value head" in md.split("## The answer")[1].split("##")[0]
+    assert "| Grouped-query attention keeps" in md

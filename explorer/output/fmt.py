@@ -1,0 +1,100 @@
+"""Numbers and layouts as the report writes them: the one place figures become text.
+
+Quality is written in the task's terms: validation accuracy in percent with differences in points, or
+validation bits per byte (a loss, lower is better) with differences in bits per byte.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pandas as pd
+
+from explorer.engine.measures import QualityMetric
+from explorer.insight.stats import Interval
+from explorer.insight.tables import Architecture, attention_kind
+
+__all__ = [
+    "diff_text",
+    "heads",
+    "interval_text",
+    "is_bpb",
+    "kv_text",
+    "latency_text",
+    "mib",
+    "num",
+    "pct",
+    "quality_column",
+    "quality_text",
+    "quality_value",
+    "runs_text",
+]
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None or pd.isna(x) else f"{x * 100:.2f}"
+
+
+def num(x: float | None, fmt: str = ".3g") -> str:
+    return "n/a" if x is None or pd.isna(x) else format(x, fmt)
+
+
+def heads(heads: Sequence[int]) -> str:
+    return ",".join(map(str, heads))
+
+
+def kv_text(a: Architecture) -> str:
+    """(heads, kv_heads) per layer, e.g. "8/2,8/2", and the kind of attention."""
+    pairs = ",".join(f"{h}/{k}" for h, k in zip(a.heads, a.kv_heads, strict=True))
+    return f"{pairs} ({attention_kind(a.config)})"
+
+
+def is_bpb(metric: QualityMetric) -> bool:
+    return metric.direction == "minimize"
+
+
+def quality_value(metric: QualityMetric, x: float | None) -> str:
+    """One quality figure: "85.21%" (accuracy) or "3.412" (bits per byte)."""
+    return num(x, ".3f") if is_bpb(metric) else f"{pct(x)}%"
+
+
+def quality_column(metric: QualityMetric) -> str:
+    """The short column name of the quality in tables."""
+    return "val bits/byte" if is_bpb(metric) else "val acc (%)"
+
+
+def interval_text(metric: QualityMetric, i: Interval) -> str:
+    if is_bpb(metric):
+        return f"{num(i.estimate, '.3f')} [{num(i.low, '.3f')}, {num(i.high, '.3f')}] bits/byte"
+    return f"{pct(i.estimate)}% [{pct(i.low)}, {pct(i.high)}]"
+
+
+def diff_text(metric: QualityMetric, d: float, low: float | None = None, high: float | None = None) -> str:
+    if is_bpb(metric):
+        span = "" if low is None else f" [{low:+.3f}, {high:+.3f}]"
+        return f"{d:+.3f} bits per byte{span}"
+    span = "" if low is None else f" [{low * 100:+.2f}, {high * 100:+.2f}]"  # type: ignore[operator]
+    return f"{d * 100:+.2f} points{span}"
+
+
+def quality_text(a: Architecture) -> str:
+    return interval_text(a.metric, a.quality)
+
+
+def latency_text(a: Architecture, axis: str = "latency") -> str:
+    i = a.cost(axis)
+    if i is None:
+        return "not measured"
+    return f"{num(i.estimate)} ms [{num(i.low)}, {num(i.high)}]"
+
+
+def runs_text(a: Architecture, evidence: str) -> str:
+    if evidence == "finalists":
+        what = "loss" if is_bpb(a.metric) else "accuracy"
+        return f"mean of {a.n} seed{'s' * (a.n != 1)}, each trained until its {what} stopped moving"
+    return f"one run of {a.epochs:.0f} epochs"
+
+
+def mib(n_bytes: float | None) -> str:
+    """Bytes as MiB, three significant figures."""
+    return num(None if n_bytes is None else n_bytes / 2**20, ".3g")

@@ -1,0 +1,152 @@
+"""What a study's task is and what it optimizes and limits: the [task], [objectives], [budgets] and [decode]
+tables of a spec (explorer.search.spec reads the rest and re-exports these).
+
+The task's kind decides the quality metric (:func:`explorer.engine.measures.quality_metric`): a classification
+task is scored by validation accuracy (maximized), a language-model task (text) by validation bits per byte
+(minimized). Decoding latency and key/value-cache budgets exist only for language-model tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from explorer.engine.config import DecodeConfig
+from explorer.engine.measures import quality_metric
+from explorer.errors import SpecError
+from explorer.search.toml_table import Table, is_list, kind
+
+__all__ = [
+    "MB",
+    "TASK_KINDS",
+    "TASK_NAMES",
+    "BudgetsSpec",
+    "ObjectivesSpec",
+    "TaskSpec",
+    "read_budgets",
+    "read_decode",
+    "read_objectives",
+    "read_task",
+]
+
+# explorer.engine.tasks.TASKS and each task's kind; not imported, so parsing a spec stays torch-free (a test
+# checks they agree). A user .npz file is a classification task.
+TASK_KINDS = {"digits": "classification", "relations": "classification", "text": "language_model"}
+TASK_NAMES = tuple(TASK_KINDS)
+MB = 10**6  # [budgets] max_kv_cache_mb counts megabytes of 10^6 bytes
+
+
+@dataclass(frozen=True)
+class ObjectivesSpec:
+    """What the study optimizes: the task's quality and latency always, parameters and decoding on request."""
+
+    accuracy: str | None = "maximize"  # validation accuracy (fixed; classification tasks)
+    latency: str = "minimize"  # median forward latency in ms (fixed)
+    params: str | None = None  # "minimize" adds the parameter count as an objective
+    bpb: str | None = None  # validation bits per byte (fixed "minimize"; language-model tasks)
+    decode: str | None = None  # "minimize" adds decoding ms per token as an objective (language-model tasks)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The task and its training budget."""
+
+    name: str  # digits | relations | text | path to a .npz file
+    options: dict[str, Any] = field(
+        default_factory=dict
+    )  # keyword arguments for explorer.engine.tasks.load_task
+    epochs: int = 10  # planned epochs per trial (early stopping may run fewer)
+    batch_size: int = 64  # training batch size
+
+    @property
+    def kind(self) -> str:
+        """classification | language_model: what the task's targets are (and so how it is scored)."""
+        return TASK_KINDS.get(self.name, "classification")
+
+
+@dataclass(frozen=True)
+class BudgetsSpec:
+    """Hard limits; each one set becomes an Optuna constraint (trials over it are infeasible)."""
+
+    max_latency_ms: float | None = None
+    max_params: int | None = None
+    max_decode_ms: float | None = None  # decoding ms per token (language-model tasks)
+    max_kv_cache_mb: float | None = None  # key/value cache at [decode] context and batch, MB of 10^6 bytes
+
+
+def read_objectives(data: Any, task: TaskSpec) -> ObjectivesSpec:
+    t = Table(data, "[objectives]", ("accuracy", "bpb", "latency", "params", "decode"))
+    lm = task.kind == "language_model"
+    own, other = ("bpb", "accuracy") if lm else ("accuracy", "bpb")
+    if other in t.data:
+        metric = quality_metric(task.kind)
+        raise SpecError(
+            f"{other!r} in [objectives] does not fit task {task.name!r}, which is scored by {metric.label} "
+            f'({metric.direction}d); write {own} = "{metric.direction}" or leave it out.'
+        )
+    t.text("accuracy", "maximize", choices=("maximize",))
+    t.text("bpb", "minimize", choices=("minimize",))
+    t.text("latency", "minimize", choices=("minimize",))
+    decode = t.text("decode", None, choices=("minimize",))
+    if decode and not lm:
+        raise SpecError(
+            f"'decode' in [objectives] needs a language-model task (text); {task.name!r} classifies. Remove it."
+        )
+    return ObjectivesSpec(
+        accuracy=None if lm else "maximize",
+        bpb="minimize" if lm else None,
+        params=t.text("params", None, choices=("minimize",)),
+        decode=decode,
+    )
+
+
+def read_task(data: Any) -> TaskSpec:
+    t = Table(data, "[task]", ("name", "options", "epochs", "batch_size"))
+    name = t.text("name")
+    if name not in TASK_NAMES and not name.endswith(".npz"):
+        raise SpecError(
+            f"'name' in [task] is {name!r}; choose {', '.join(TASK_NAMES)} or give a path ending in .npz."
+        )
+    options = t.get("options", {}, lambda v: isinstance(v, dict), "a table such as { n_relations = 4 }")
+    for key, value in options.items():
+        scalar = lambda v: isinstance(v, (str, int, float, bool))  # noqa: E731 (not TOML dates or tables)
+        if not (scalar(value) or value == [] or is_list(value, scalar)):
+            raise SpecError(
+                f"task option {key!r} in [task] is {kind(value)}; task options must be strings, numbers, "
+                "booleans or lists of them."
+            )
+    return TaskSpec(
+        name=name,
+        options=dict(options),
+        epochs=t.integer("epochs", 10),
+        batch_size=t.integer("batch_size", 64),
+    )
+
+
+def read_decode(data: Any, task: TaskSpec, wanted: bool) -> DecodeConfig | None:
+    """The [decode] table; a decoding objective or budget without one measures at the defaults."""
+    if data is None and not wanted:
+        return None
+    t = Table({} if data is None else data, "[decode]", ("context", "batch_size"))
+    if task.kind != "language_model":
+        what = "[decode]" if data is not None else "a decoding objective or budget"
+        raise SpecError(
+            f"{what} needs a language-model task (text); {task.name!r} classifies: remove it or use task text."
+        )
+    return DecodeConfig(context=t.integer("context", 512), batch_size=t.integer("batch_size", 1))
+
+
+def read_budgets(data: Any, task: TaskSpec) -> BudgetsSpec:
+    t = Table(data, "[budgets]", ("max_latency_ms", "max_params", "max_decode_ms", "max_kv_cache_mb"))
+    budgets = BudgetsSpec(
+        max_latency_ms=t.positive("max_latency_ms", None),
+        max_params=t.integer("max_params", None),
+        max_decode_ms=t.positive("max_decode_ms", None),
+        max_kv_cache_mb=t.positive("max_kv_cache_mb", None),
+    )
+    for key in ("max_decode_ms", "max_kv_cache_mb"):
+        if getattr(budgets, key) is not None and task.kind != "language_model":
+            raise SpecError(
+                f"{key!r} in [budgets] needs a language-model task (text); {task.name!r} classifies. Remove it."
+            )
+    return budgets
