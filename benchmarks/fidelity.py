@@ -101,7 +101,7 @@ def jobs_for(spec, seeds, kind: str, cache: str, limit: int | None) -> list[dict
     out = []
     for seed in seeds:
         for p in picked:
-            if kind == "short":
+            if kind in ("short", "relations"):  # the full budget, as a search trial trains
                 train = {
                     "epochs": spec.task.epochs,
                     "batch_size": spec.task.batch_size,
@@ -129,6 +129,8 @@ def replay(runs: list[dict[str, Any]], order: list[int], rungs: tuple[int, ...],
         hist = r["history"]
         stop_at = len(hist)
         for rung in rungs:
+            if rung >= len(hist):  # the run ended (its plan, or a perfect score) before this rung
+                break
             peers = [
                 Peer(j, runs[j]["key"], runs[j]["latency_ms"], runs[j]["spread"], tuple(h))
                 for j, _, h in done
@@ -206,7 +208,17 @@ def main() -> None:
         relations = spec_from_dict(RELATIONS | {"task": RELATIONS["task"] | {"epochs": 10}})
     if args.replay:
         recorded = json.loads(args.replay.read_text())
-        results, meta = recorded["raw"], recorded["meta"]
+        results, meta = (
+            recorded["raw"],
+            recorded.get("meta")
+            or {
+                "date": "?",
+                "machine": "?",
+                "seconds": 0,
+                "command": "?",
+                "load_average_after": float("nan"),
+            },
+        )
     else:
         jobs = (
             jobs_for(quick, (0, 1, 2), "short", cache, limit)
@@ -214,6 +226,8 @@ def main() -> None:
             + jobs_for(relations, (1,), "relations", cache, limit)
         )
         results = run_jobs(jobs, args.jobs)
+        # the runs are the expensive part: keep them before anything is scored
+        args.out.with_suffix(".json").write_text(json.dumps({"raw": results}, indent=1) + "\n")
         machine = f"{cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
         meta = {"date": dt.date.today().isoformat(), "machine": machine, "seconds": round(time.time() - t0),
                 "command": "python benchmarks/" + Path(__file__).name + " " + " ".join(sys.argv[1:]),
