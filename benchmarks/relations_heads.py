@@ -16,9 +16,9 @@ import time
 import torch
 
 from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.engine.probe import relation_specialization
 from explorer.engine.tasks import load_task
 from explorer.engine.train import fit
-from explorer.engine.probe import relation_specialization
 from explorer.insight.heads import specialized_heads
 
 torch.set_num_threads(1)
