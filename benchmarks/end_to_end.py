@@ -1,0 +1,127 @@
+"""A committed study end to end, as a user runs it: how long it takes and what its report answers.
+
+    .venv/bin/python benchmarks/end_to_end.py studies/quickstart.toml [--workers 2] [--target-min 5]
+        [--setup] [--keep reports/quickstart] [--record benchmarks/quickstart.md]
+
+Runs, in a fresh temporary folder with its own EXPLORER_CACHE_DIR (no latency is read from an earlier run),
+exactly what the README runs:
+
+    explorer study run SPEC --workers 2 && explorer report NAME
+
+and times the commands, start to exit. ``--setup`` also times the set-up the README's first command does first
+(a new virtual environment, the CPU build of torch where no GPU is present, and this package), so the recorded
+total is the whole first command. Records the machine, the load average before and after (a loaded machine trains
+slower), each part's time, and quotes the report: the answer's headline, its confidence and the rules of thumb.
+``--keep DIR`` copies the report's folder there (the committed example is made this way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"`{' '.join(cmd)}` failed ({done.returncode}): {done.stderr[-3000:]}")
+    return wall
+
+
+def setup(folder: Path, env: dict[str, str]) -> tuple[float, Path]:
+    """The README's set-up in a new virtual environment: (seconds, its python)."""
+    venv = folder / "venv"
+    t = timed([sys.executable, "-m", "venv", str(venv)], folder, env)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    if shutil.which("nvidia-smi") is None:
+        t += timed([*pip, "torch==2.13.0"], folder, env)
+    t += timed([*pip, "-e", str(ROOT)], folder, env)
+    return t, venv / "bin" / "python"
+
+
+def quote(report: str) -> list[str]:
+    """The answer's headline and confidence, and the rules-of-thumb table."""
+    lines = report.splitlines()
+    keep = [line for line in lines if line.startswith(("**Use ", "**Confidence", "**Saving against"))]
+    if "## Rules of thumb, checked on this study" in lines:
+        start = lines.index("## Rules of thumb, checked on this study")
+        table = [line for line in lines[start + 1 :] if line.startswith("|")]
+        keep += table[: next((i for i, x in enumerate(table[2:], 2) if not x.startswith("| ")), len(table))]
+    return keep
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("spec", type=Path)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--target-min", type=float, default=5.0)
+    parser.add_argument("--setup", action="store_true", help="also time the virtual environment and installs")
+    parser.add_argument("--keep", type=Path, help="copy the report's folder here")
+    parser.add_argument("--record", type=Path, help="append the result to this markdown file")
+    args = parser.parse_args()
+    from explorer.engine.device import cpu_model_name
+
+    spec_path = args.spec.resolve()
+    from explorer.search.spec import load_spec
+
+    name = load_spec(spec_path).name
+    with tempfile.TemporaryDirectory(prefix=f"explorer-{name}-") as tmp:
+        folder = Path(tmp)
+        (folder / "studies").mkdir()
+        env = {**os.environ, "EXPLORER_CACHE_DIR": str(folder / "cache")}
+        env.pop("EXPLORER_STORAGE", None)
+        load_before = os.getloadavg()
+        started = dt.datetime.now(dt.timezone.utc)
+        t_setup, python = setup(folder, env) if args.setup else (0.0, Path(sys.executable))
+        if not args.setup:
+            env["PYTHONPATH"] = str(ROOT)
+        explorer = [str(python), "-m", "explorer.cli"]
+        t_run = timed([*explorer, "study", "run", str(spec_path), "--workers", str(args.workers)], folder, env)
+        t_report = timed([*explorer, "report", name], folder, env)
+        load_after = os.getloadavg()
+        report = (folder / "reports" / name / "report.md").read_text()
+        if args.keep:
+            shutil.rmtree(args.keep, ignore_errors=True)
+            shutil.copytree(folder / "reports" / name, args.keep)
+    total = t_setup + t_run + t_report
+    spec_rel = spec_path.relative_to(ROOT) if spec_path.is_relative_to(ROOT) else spec_path
+    command = f"explorer study run {spec_rel} --workers {args.workers} && explorer report {name}"
+    parts = (f"set-up {t_setup:.0f} s + " if args.setup else "") + f"study run {t_run:.0f} s + report {t_report:.0f} s"
+    rules = [line for line in quote(report) if line.startswith("| ") and "not enough data" in line]
+    block = [
+        f"## {started:%Y-%m-%dT%H:%M}: {name}, {args.workers} workers{' (with set-up)' if args.setup else ''}",
+        "",
+        f"- machine: `{cpu_model_name()}`, {os.cpu_count()} CPUs; Python {sys.version.split()[0]}",
+        f"- load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
+        f"{', '.join(f'{x:.2f}' for x in load_after)}",
+        f"- command (in a fresh folder with its own EXPLORER_CACHE_DIR): `{command}`",
+        f"- recorded by: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
+        f"- time: {parts} = **{total / 60:.1f} min** ({'within' if total <= args.target_min * 60 else 'over'} the "
+        f"{args.target_min:g}-minute target); rules reading 'not enough data': {len(rules)}",
+        "",
+        "What the report said:",
+        "",
+        *[f"> {line}" + ("" if line.startswith("|") else "\n>") for line in quote(report)],
+        "",
+    ]
+    text = "\n".join(block)
+    print(text)
+    if args.record:
+        with args.record.open("a") as f:
+            f.write("\n" + text)
+
+
+if __name__ == "__main__":
+    main()
