@@ -88,7 +88,9 @@ def main() -> None:
         if not args.setup:
             env["PYTHONPATH"] = str(ROOT)
         explorer = [str(python), "-m", "explorer.cli"]
-        t_run = timed([*explorer, "study", "run", str(spec_path), "--workers", str(args.workers)], folder, env)
+        t_run = timed(
+            [*explorer, "study", "run", str(spec_path), "--workers", str(args.workers)], folder, env
+        )
         t_report = timed([*explorer, "report", name], folder, env)
         load_after = os.getloadavg()
         report = (folder / "reports" / name / "report.md").read_text()
@@ -98,7 +100,9 @@ def main() -> None:
     total = t_setup + t_run + t_report
     spec_rel = spec_path.relative_to(ROOT) if spec_path.is_relative_to(ROOT) else spec_path
     command = f"explorer study run {spec_rel} --workers {args.workers} && explorer report {name}"
-    parts = (f"set-up {t_setup:.0f} s + " if args.setup else "") + f"study run {t_run:.0f} s + report {t_report:.0f} s"
+    parts = (
+        f"set-up {t_setup:.0f} s + " if args.setup else ""
+    ) + f"study run {t_run:.0f} s + report {t_report:.0f} s"
     rules = [line for line in quote(report) if line.startswith("| ") and "not enough data" in line]
     block = [
         f"## {started:%Y-%m-%dT%H:%M}: {name}, {args.workers} workers{' (with set-up)' if args.setup else ''}",

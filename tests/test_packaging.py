@@ -167,7 +167,7 @@ def test_verbose_output_has_explorer_lines_and_no_third_party_debug(study, tmp_p
     assert done.returncode == 0, done.stderr
     lines = done.stderr.strip().splitlines()
     assert any("explorer.output.export: exporting trial" in line for line in lines)
-    assert any("explorer.search.artifacts: loaded the weights" in line for line in lines)
+    assert any("explorer.search.retrain: loaded the weights" in line for line in lines)
     assert not any("matplotlib" in line or "PIL" in line for line in lines), lines
 
 

@@ -168,5 +168,5 @@ def test_bench_attention_runtime_option_times_onnxruntime(one_thread, tmp_path):
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["runtime"] == "onnxruntime" and {r["runtime"] for r in doc["rows"]} == {"onnxruntime"}
+    assert doc["shape"]["runtime"] == "onnxruntime" and {r["runtime"] for r in doc["rows"]} == {"onnxruntime"}
     assert all(r["max_abs_diff"] < 1e-5 for r in doc["rows"])

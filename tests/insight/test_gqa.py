@@ -16,7 +16,7 @@ from explorer.insight.rules import NOT_ENOUGH, rules_of_thumb
 from explorer.insight.tables import architecture_table, architectures, attention_kind
 from explorer.search.record import Retiming
 from tests.fixtures import LM_SPEC as SPEC
-from tests.fixtures import latency, lm, lm_search
+from tests.fixtures import latency, lm, lm_finalists, lm_search
 
 
 def test_attention_kinds():
@@ -65,20 +65,10 @@ def test_a_kv_plan_adds_multi_head_and_multi_query_at_the_knees_heads():
 
 
 def test_the_answer_states_what_grouping_saves_against_multi_head_attention():
-    finals = []
-    n = 100
-    for label, kv, bpb, dec in (
-        ("knee", 2, 3.50, 1.1),
-        ("multi-head", 4, 3.50, 2.0),
-        ("multi-query", 1, 3.70, 1.0),
-    ):
-        for s in range(3):
-            finals.append(
-                lm(n, 4, kv, bpb + 0.01 * (s - 1), dec, role="finalist", seed=1_000_000 + s, label=label)
-            )
-            n += 1
+    finals = lm_finalists()
     ans = answer(lm_search() + finals, SPEC)
     assert ans.evidence == "finalists" and ans.recommended.kv_heads == (2, 2)
+
     def named(label):  # a layout that is two alternatives is one row carrying both names
         return next(c for c in ans.contrasts if label in c.name)
 

@@ -16,7 +16,7 @@ from explorer.output.files import MANIFEST
 from explorer.output.report import ReportInput, write_report
 from explorer.search.record import load_records
 from explorer.search.spec import spec_from_dict
-from tests.fixtures import LM_SPEC, lm, lm_search, make_study
+from tests.fixtures import LM_SPEC, lm_finalists, lm_search, make_study
 
 BENCH = [
     {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3, "d_model": 64, "heads": 8},
@@ -167,17 +167,7 @@ def test_an_unwritable_out_is_one_error_before_any_work(tmp_path):
 def test_a_language_model_kv_study_reports_bits_per_byte_a_kv_layout_and_the_rule(tmp_path):
     """The report of a text study searching kv heads: loss wording, (heads, kv_heads), the saving against
     multi-head attention, decoding, the kv figure and the grouped-query verdict."""
-    finals, n = [], 100
-    for label, kv, bpb, dec in (
-        ("knee", 2, 3.50, 1.1),
-        ("multi-head", 4, 3.50, 2.0),
-        ("multi-query", 1, 3.70, 1.0),
-    ):
-        for s in range(3):
-            finals.append(
-                lm(n, 4, kv, bpb + 0.01 * (s - 1), dec, role="finalist", seed=1_000_000 + s, label=label)
-            )
-            n += 1
+    finals = lm_finalists()
     paths = write_report(ReportInput(LM_SPEC, tuple(lm_search(noise=0.002) + finals)), tmp_path / "out")
     md = paths.markdown.read_text()
     answer = md.split("## The answer")[1].split("##")[0]

@@ -29,6 +29,7 @@ from explorer.errors import (
     StudyNotFoundError,
     TrainingDivergedError,
 )
+from explorer.search.artifacts import ArtifactStore
 from explorer.search.record import is_bookkeeping, load_records, load_retimings
 from explorer.search.spec import load_spec
 from explorer.search.study import open_study, prepare_study
@@ -77,8 +78,10 @@ def test_run_records_typed_trials_unique_architectures_and_keeps_totals(tmp_path
         a = handle.study.trials[r.number].user_attrs  # readable for Optuna's own tools
         assert a["heads"] == list(r.heads) and a["d_model"] == r.config.d_model and a["family"] == r.family
     assert handle.study.metric_names == ["accuracy", "latency"]
-    for t in handle.study.get_trials(states=(TrialState.COMPLETE,)):  # weights kept for explorer heads
-        assert (tmp_path / "studies.artifacts" / "tiny" / f"trial-{t.number:05d}.pt").is_file()
+    store = ArtifactStore(sqlite_url)  # weights kept for explorer heads, in the folder beside the database
+    assert store.write_location.endswith("studies.artifacts") and (tmp_path / "studies.artifacts").is_dir()
+    for t in handle.study.get_trials(states=(TrialState.COMPLETE,)):
+        assert store.has("tiny", t.number)
     # Running the same spec again does nothing: the total is reached.
     again = prepare_study(load_spec(tmp_path / "tiny.toml"), sqlite_url)
     api.run(again)
