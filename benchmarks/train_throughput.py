@@ -95,7 +95,9 @@ def main() -> None:
     p.add_argument("--d-model", type=int, default=64)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument(
-        "--heads", default="increasing:2-8", help="head schedule (see explorer.engine.config.expand_schedule)"
+        "--heads",
+        default="increasing:2-8",
+        help="head schedule (see explorer.engine.schedules.expand_schedule)",
     )
     p.add_argument("--min-dk", type=int, default=8)
     p.add_argument("--mlp-ratio", type=float, default=4.0)

@@ -27,13 +27,16 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_NO_RESULT",
     "EXIT_USAGE",
+    "BadInputError",
     "ConfigError",
     "DataError",
     "DeviceError",
+    "EnvironmentLackError",
     "ExplorerError",
     "ExportMismatchError",
     "MissingExtraError",
     "NoCompletedTrialsError",
+    "NoResultError",
     "RuntimeUnavailableError",
     "SpecError",
     "StorageError",
@@ -56,40 +59,46 @@ class ExplorerError(Exception):
     exit_code = EXIT_FAILED
 
 
-class ConfigError(ExplorerError):
-    """An invalid model, head count, schedule, option or training setting."""
+class BadInputError(ExplorerError):
+    """A value, spec, file, study name or storage URL is wrong (exit 3); nothing was written."""
 
     exit_code = EXIT_BAD_INPUT
 
 
-class DataError(ExplorerError):
-    """A task's data (or a model file) is missing, malformed or unsafe to load."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class SpecError(ExplorerError):
-    """A study spec (TOML) is malformed or describes an empty or impossible space."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class StorageError(ExplorerError):
-    """A storage URL (or artifact location) is malformed."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class StudyNotFoundError(ExplorerError):
-    """The named study is not in the storage."""
-
-    exit_code = EXIT_BAD_INPUT
-
-
-class DeviceError(ExplorerError):
-    """The requested device is not available on this machine."""
+class EnvironmentLackError(ExplorerError):
+    """This machine lacks what was asked for: an optional package, a device, a runtime, a database (exit 5)."""
 
     exit_code = EXIT_ENVIRONMENT
+
+
+class NoResultError(ExplorerError):
+    """The command ran but has nothing to give (exit 4)."""
+
+    exit_code = EXIT_NO_RESULT
+
+
+class ConfigError(BadInputError):
+    """An invalid model, head count, schedule, option or training setting."""
+
+
+class DataError(BadInputError):
+    """A task's data (or a model file) is missing, malformed or unsafe to load."""
+
+
+class SpecError(BadInputError):
+    """A study spec (TOML) is malformed or describes an empty or impossible space."""
+
+
+class StorageError(BadInputError):
+    """A storage URL (or artifact location) is malformed."""
+
+
+class StudyNotFoundError(BadInputError):
+    """The named study is not in the storage."""
+
+
+class DeviceError(EnvironmentLackError):
+    """The requested device is not available on this machine."""
 
 
 class StorageUnavailableError(StorageError):
@@ -98,10 +107,8 @@ class StorageUnavailableError(StorageError):
     exit_code = EXIT_ENVIRONMENT
 
 
-class MissingExtraError(ExplorerError):
+class MissingExtraError(EnvironmentLackError):
     """An optional dependency is not installed; the message names the extra that brings it."""
-
-    exit_code = EXIT_ENVIRONMENT
 
     def __init__(self, what: str, extra: str, package: str):
         super().__init__(
@@ -110,25 +117,17 @@ class MissingExtraError(ExplorerError):
         self.extra, self.package = extra, package
 
 
-class RuntimeUnavailableError(ExplorerError):
+class RuntimeUnavailableError(EnvironmentLackError):
     """A model runtime cannot run here (torch.compile without a working compiler, no CUDA provider...)."""
 
-    exit_code = EXIT_ENVIRONMENT
 
-
-class NoCompletedTrialsError(ExplorerError):
+class NoCompletedTrialsError(NoResultError):
     """A report or export was asked of a study with no completed trial."""
 
-    exit_code = EXIT_NO_RESULT
 
-
-class TrainingDivergedError(ExplorerError):
+class TrainingDivergedError(NoResultError):
     """The training loss became NaN or infinite."""
 
-    exit_code = EXIT_NO_RESULT
 
-
-class ExportMismatchError(ExplorerError):
+class ExportMismatchError(NoResultError):
     """An exported model's outputs differ from PyTorch's by more than the tolerance (nothing is written)."""
-
-    exit_code = EXIT_NO_RESULT

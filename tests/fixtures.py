@@ -19,8 +19,9 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from explorer.engine.config import ModelConfig, expand_schedule, valid_heads
+from explorer.engine.config import ModelConfig
 from explorer.engine.measures import DecodeResult, LatencyResult
+from explorer.engine.schedules import expand_schedule, valid_heads
 from explorer.search.record import FINALIST_SEED_OFFSET, TrialRecord
 from explorer.search.spec import spec_from_dict
 

@@ -353,12 +353,8 @@ TEXT_SPEC = """
 name = "lm"
 n_trials = 3
 bench = false
-[objectives]
-decode = "minimize"
-[task]
-name = "text"
-options = {{ context = 16, max_bytes = 20000 }}
-epochs = 1
+objectives = {{ decode = "minimize" }}
+task = {{ name = "text", epochs = 1, options = {{ context = 16, max_bytes = 20000 }} }}
 [space]
 d_model = [32]
 n_layers = [1]

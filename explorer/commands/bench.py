@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import click
 
-from explorer.commands.common import check_threads, emit_json, force_option, json_option, note
+from explorer.commands.common import (
+    RUNTIME_CHOICES,
+    check_threads,
+    choice_option,
+    emit_json,
+    force_option,
+    json_option,
+    note,
+)
 from explorer.errors import ConfigError
 
 __all__ = ["bench"]
@@ -31,12 +40,10 @@ def bench() -> None:
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--threads", type=int, default=None, help="CPU threads (default: all torch uses).")
 @click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
-@click.option(
+@choice_option(
     "--runtime",
-    type=click.Choice(["eager", "compile", "onnxruntime"]),
-    default="eager",
-    show_default=True,
-    help="What runs each implementation while timed (onnxruntime needs the onnx extra).",
+    RUNTIME_CHOICES,
+    "What runs each implementation while timed (onnxruntime needs the onnx extra).",
 )
 @json_option
 @click.option("--out", type=click.Path(path_type=Path), help="Write bench.csv and bench.png here.")
@@ -87,38 +94,16 @@ def bench_attention_cmd(
     folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
 
     kv_text = f", {kv_heads} kv heads" if kv_heads is not None else ""
+    common = dict(d_model=d_model, heads=heads, kv_heads=kv_heads, batch=batch, device=dev, threads=threads)
     if decode:
-        if not as_json:
-            note(
-                f"timing one decoding step at batch {batch} against a cache of {context}, d_model {d_model}, "
-                f"{heads} heads{kv_text} ..."
-            )
-        df = bench_decode(
-            d_model=d_model,
-            heads=heads,
-            kv_heads=kv_heads,
-            context=context,
-            batch=batch,
-            device=dev,
-            min_run_time=min_run_time,
-            threads=threads,
-        )
+        what = f"one decoding step at batch {batch} against a cache of {context}"
+        run = functools.partial(bench_decode, context=context, **common)
     else:
-        if not as_json:
-            note(
-                f"timing attention at batch {batch}, seq {seq_len}, d_model {d_model}, {heads} heads{kv_text} ..."
-            )
-        df = bench_attention(
-            d_model=d_model,
-            heads=heads,
-            kv_heads=kv_heads,
-            seq_len=seq_len,
-            batch=batch,
-            device=dev,
-            min_run_time=min_run_time,
-            threads=threads,
-            runtime=runtime,
-        )
+        what = f"attention at batch {batch}, seq {seq_len}"
+        run = functools.partial(bench_attention, seq_len=seq_len, runtime=runtime, **common)
+    if not as_json:
+        note(f"timing {what}, d_model {d_model}, {heads} heads{kv_text} ...")
+    df = run(min_run_time=min_run_time)
     written: list[Path] = []
     if folder is not None and decode:
         folder.write("bench.csv", df.to_csv(index=False))  # no figure for the decoding table yet

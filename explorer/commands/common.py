@@ -15,7 +15,9 @@ from explorer.errors import ConfigError
 
 __all__ = [
     "artifacts_option",
+    "RUNTIME_CHOICES",
     "check_threads",
+    "choice_option",
     "emit_json",
     "force_option",
     "heads_text",
@@ -105,6 +107,14 @@ threads_option = click.option(
 force_option = click.option(
     "--force", is_flag=True, help="Write into a folder holding other files (they are left alone)."
 )
+
+
+def choice_option(flag: str, choices: tuple[str, ...], help: str) -> Callable[[Any], Any]:
+    """An option taking one of ``choices``, the first being the default."""
+    return click.option(flag, type=click.Choice(choices), default=choices[0], show_default=True, help=help)
+
+
+RUNTIME_CHOICES = ("eager", "compile", "onnxruntime")  # explorer.engine.config.LATENCY_RUNTIMES, torch-free
 
 
 def check_threads(threads: int) -> None:

@@ -9,7 +9,9 @@ from typing import Any
 import click
 
 from explorer.commands.common import (
+    RUNTIME_CHOICES,
     check_threads,
+    choice_option,
     emit_json,
     json_option,
     note,
@@ -34,7 +36,7 @@ __all__ = ["space", "train"]
 @json_option
 def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bool) -> None:
     """List the valid head counts for a width and d_k floor, with their d_k (and kv_heads with --kv)."""
-    from explorer.engine.config import valid_head_pairs, valid_heads
+    from explorer.engine.schedules import valid_head_pairs, valid_heads
 
     if kv or head_dim is not None:
         pairs = valid_head_pairs(d_model, min_dk, head_dim=head_dim)
@@ -108,13 +110,7 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
     "--head-dim", help="Head width apart from d_model / heads: one width (64) or one per layer (64,64,128)."
 )
 @click.option("--mlp-ratio", type=float, default=4.0, show_default=True, help="MLP width / d_model.")
-@click.option(
-    "--attention",
-    type=click.Choice(["fused", "merged", "serial"]),
-    default="fused",
-    show_default=True,
-    help="Attention implementation.",
-)
+@choice_option("--attention", ("fused", "merged", "serial"), "Attention implementation.")
 @click.option("--epochs", type=int, default=15, show_default=True)
 @click.option("--batch-size", type=int, default=32, show_default=True, help="Training batch size.")
 @click.option("--lr", type=float, default=2e-3, show_default=True, help="Peak learning rate.")
@@ -122,12 +118,8 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
 @click.option("--latency-batch", type=int, default=32, show_default=True, help="Batch size for timing.")
 @click.option("--latency-threads", type=int, default=1, show_default=True, help="CPU threads while timing.")
-@click.option(
-    "--latency-runtime",
-    type=click.Choice(["eager", "compile", "onnxruntime"]),
-    default="eager",
-    show_default=True,
-    help="What runs the timed model (onnxruntime needs the onnx extra).",
+@choice_option(
+    "--latency-runtime", RUNTIME_CHOICES, "What runs the timed model (onnxruntime needs the onnx extra)."
 )
 @click.option(
     "--decode-context",

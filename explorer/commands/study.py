@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -29,34 +30,22 @@ def study() -> None:
     """Run, resume and inspect Optuna studies over head counts and schedules."""
 
 
-@study.command("run")
-@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--storage",
-    help="Storage URL (default: $EXPLORER_STORAGE, else the spec's, else sqlite:///studies/NAME.db).",
-)
-@click.option("--n-trials", type=int, help="The study's total of search trials (default: the spec's).")
-@click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
-@no_bench_option
-@run_options
-def study_run(
-    spec_path: Path,
-    storage: str | None,
-    n_trials: int | None,
-    no_finalists: bool,
-    no_bench: bool,
-    options: Any,
-    as_json: bool,
-) -> None:
-    """Run the study a spec describes; running it again resumes it up to its total."""
-    from explorer.search.spec import load_spec
-    from explorer.search.study import prepare_study
+def _run_flags(n_trials_help: str) -> Callable[[Any], Any]:
+    """The options `study run` and `study resume` share; the command hands them to :func:`_run` as ``**run``."""
 
-    quiet_optuna()
-    handle = prepare_study(load_spec(spec_path), storage, device=options.device)
-    if "spec_path" not in handle.study.user_attrs:
-        handle.study.set_user_attr("spec_path", str(spec_path))
-    _run(handle, n_trials, no_finalists, no_bench, options, as_json)
+    def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
+        for option in (
+            run_options,
+            no_bench_option,
+            click.option(
+                "--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists)."
+            ),
+            click.option("--n-trials", type=int, help=n_trials_help),
+        ):
+            f = option(f)
+        return f
+
+    return wrap
 
 
 def _run(
@@ -70,28 +59,35 @@ def _run(
     )  # fmt: skip
 
 
+@study.command("run")
+@click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--storage",
+    help="Storage URL (default: $EXPLORER_STORAGE, else the spec's, else sqlite:///studies/NAME.db).",
+)
+@_run_flags("The study's total of search trials (default: the spec's).")
+def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
+    """Run the study a spec describes; running it again resumes it up to its total."""
+    from explorer.search.spec import load_spec
+    from explorer.search.study import prepare_study
+
+    quiet_optuna()
+    handle = prepare_study(load_spec(spec_path), storage, device=run["options"].device)
+    if "spec_path" not in handle.study.user_attrs:
+        handle.study.set_user_attr("spec_path", str(spec_path))
+    _run(handle, **run)
+
+
 @study.command("resume")
 @click.argument("name")
 @storage_option
-@click.option("--n-trials", type=int, help="A new total of search trials (stored with the study).")
-@click.option("--no-finalists", is_flag=True, help="Stop after the search (no retraining of finalists).")
-@no_bench_option
-@run_options
-def study_resume(
-    name: str,
-    storage: str | None,
-    n_trials: int | None,
-    no_finalists: bool,
-    no_bench: bool,
-    options: Any,
-    as_json: bool,
-) -> None:
+@_run_flags("A new total of search trials (stored with the study).")
+def study_resume(name: str, storage: str | None, **run: Any) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
     from explorer.search.study import open_study
 
     quiet_optuna()
-    handle = open_study(name, storage)
-    _run(handle, n_trials, no_finalists, no_bench, options, as_json)
+    _run(open_study(name, storage), **run)
 
 
 @study.command("list")

@@ -27,10 +27,11 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flops
-from explorer.engine.config import ATTENTION_IMPLS, LatencyConfig, valid_heads, valid_kv_heads
+from explorer.engine.config import ATTENTION_IMPLS, LatencyConfig
 from explorer.engine.device import as_device
 from explorer.engine.latency import time_call, time_forward
 from explorer.engine.runtime import check_runtime
+from explorer.engine.schedules import valid_heads, valid_kv_heads
 from explorer.errors import ConfigError
 
 __all__ = [

@@ -1,7 +1,7 @@
 """Frozen configs: the model, how it is trained, how it is timed, and what a task feeds it.
 
-Every config checks itself on construction with the head rules of :mod:`explorer.engine.schedules` (re-exported
-here, so callers import configs and rules from one place), so an invalid variant cannot be built.
+Every config checks itself on construction with the head rules of :mod:`explorer.engine.schedules` (import
+the rules from there), so an invalid variant cannot be built.
 
 Two optional refinements (issue 13, "modern heads"):
 
@@ -25,17 +25,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from explorer.engine.schedules import (
-    SCHEDULE_FAMILIES,
-    HeadPair,
     check_heads,
     check_kv,
     expand_head_dim,
     expand_kv_schedule,
     expand_schedule,
     schedule_family,
-    valid_head_pairs,
     valid_heads,
-    valid_kv_heads,
 )
 from explorer.errors import ConfigError
 
@@ -44,21 +40,12 @@ __all__ = [
     "DTYPE_BYTES",
     "LATENCY_DTYPES",
     "LATENCY_RUNTIMES",
-    "SCHEDULE_FAMILIES",
     "TASK_KINDS",
     "DecodeConfig",
-    "HeadPair",
     "InputSpec",
     "LatencyConfig",
     "ModelConfig",
     "TrainConfig",
-    "expand_head_dim",
-    "expand_kv_schedule",
-    "expand_schedule",
-    "schedule_family",
-    "valid_head_pairs",
-    "valid_heads",
-    "valid_kv_heads",
 ]
 
 ATTENTION_IMPLS = ("fused", "merged", "serial")

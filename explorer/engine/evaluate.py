@@ -67,33 +67,14 @@ class VariantResult:
         0  # key/value bytes one position takes while decoding, at the latency dtype
     )
 
-    @property
-    def val_accuracy(self) -> float:
-        return self.fit.val_accuracy
-
-    @property
-    def test_accuracy(self) -> float:
-        return self.fit.test_accuracy
-
-    @property
-    def val_loss(self) -> float:
-        return self.fit.val_loss
-
-    @property
-    def val_bpb(self) -> float | None:
-        return self.fit.val_bpb
-
-    @property
-    def test_bpb(self) -> float | None:
-        return self.fit.test_bpb
-
-    @property
-    def val_bpb_se(self) -> float | None:
-        return self.fit.val_bpb_se
-
-    @property
-    def task_kind(self) -> str:
-        return self.fit.task_kind
+    # The training figures, read through from ``fit``.
+    val_accuracy = property(lambda self: self.fit.val_accuracy)
+    test_accuracy = property(lambda self: self.fit.test_accuracy)
+    val_loss = property(lambda self: self.fit.val_loss)
+    val_bpb = property(lambda self: self.fit.val_bpb)  # None for a classifier
+    test_bpb = property(lambda self: self.fit.test_bpb)
+    val_bpb_se = property(lambda self: self.fit.val_bpb_se)
+    task_kind = property(lambda self: self.fit.task_kind)
 
     @property
     def metric(self) -> QualityMetric:

@@ -168,6 +168,7 @@ def model_latency(
     spec: InputSpec,
     cfg: LatencyConfig,
     device: torch.device | str,
+    *,
     cache: LatencyCache | None = None,
 ) -> LatencyResult:
     """Latency of the encoder ``model_cfg`` builds for ``spec``, from ``cache`` when it holds the key.

@@ -15,10 +15,12 @@ class from the task's ``InputSpec.task_kind``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
-from explorer.engine.attention import KVCache, LayerKV, MultiHeadAttention, attention_flops
+from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flops
 from explorer.engine.config import InputSpec, ModelConfig
 from explorer.errors import ConfigError, DataError
 
@@ -60,6 +62,20 @@ def _blocks(cfg: ModelConfig, causal: bool) -> nn.ModuleList:
         )
         for h, kv, dk in zip(cfg.heads, cfg.kv_per_layer, cfg.d_k, strict=True)
     )
+
+
+def _build_trunk(model: nn.Module, embed: nn.Module, seq_len: int, n_out: int, causal: bool) -> None:
+    """Give ``model`` (whose ``cfg`` is set) what both models have, initialised: ``embed``, a learned positional
+    embedding ``pos`` ``[1, T, C]``, dropout, the blocks, a final LayerNorm and a linear ``head`` to ``n_out``."""
+    cfg = model.cfg
+    model.embed = embed
+    model.pos = nn.Parameter(torch.zeros(1, seq_len, cfg.d_model))
+    model.drop = nn.Dropout(cfg.dropout)
+    model.blocks = _blocks(cfg, causal=causal)
+    model.ln_f = nn.LayerNorm(cfg.d_model)
+    model.head = nn.Linear(cfg.d_model, n_out)
+    model.apply(_init_weights)
+    _trunc_normal(model.pos)
 
 
 def _blocks_flops(cfg: ModelConfig, batch: int, seq_len: int, kv_len: int | None = None) -> int:
@@ -128,14 +144,11 @@ class Block(nn.Module):
         self.mlp = MLP(d_model, _hidden(d_model, mlp_ratio), dropout)
 
     def forward(
-        self,
-        x: torch.Tensor,
-        head_mask: torch.Tensor | None = None,
-        need_weights: bool = False,
-        kv: LayerKV | None = None,
+        self, x: torch.Tensor, head_mask: torch.Tensor | None = None, **attend: Any
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``x`` is ``[B, T, C]``; returns ``(x, weights)`` with weights ``[B, H, T, S]`` only when asked."""
-        y, weights = self.attn(self.ln1(x), head_mask=head_mask, need_weights=need_weights, kv=kv)
+        """``x`` is ``[B, T, C]``; returns ``(x, weights)`` with weights ``[B, H, T, S]`` only when asked.
+        ``attend``: ``need_weights`` and ``kv``, as :meth:`MultiHeadAttention.forward` takes them."""
+        y, weights = self.attn(self.ln1(x), head_mask=head_mask, **attend)
         x = x + self.drop(y)
         x = x + self.mlp(self.ln2(x))
         return x, weights
@@ -148,17 +161,8 @@ class Encoder(nn.Module):
         super().__init__()
         self.cfg, self.spec = cfg, spec
         d = cfg.d_model
-        if spec.kind == "tokens":
-            self.embed: nn.Module = nn.Embedding(spec.vocab_size, d)
-        else:
-            self.embed = nn.Linear(spec.n_features, d)
-        self.pos = nn.Parameter(torch.zeros(1, spec.seq_len, d))  # [1, T, C]
-        self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = _blocks(cfg, causal=False)
-        self.ln_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, spec.n_classes)
-        self.apply(_init_weights)
-        _trunc_normal(self.pos)
+        embed = nn.Embedding(spec.vocab_size, d) if spec.kind == "tokens" else nn.Linear(spec.n_features, d)
+        _build_trunk(self, embed, spec.seq_len, spec.n_classes, causal=False)
         if spec.kind == "features":
             # A few raw features per position: at std 0.02 their embedding would be as faint as the positional
             # one, so the content signal starts buried. Fan-in scaling (LeCun normal, like a ViT's patch
@@ -237,15 +241,9 @@ class CausalLM(nn.Module):
         if not spec.causal:
             raise ConfigError("CausalLM needs a language-model InputSpec (task_kind='language_model').")
         self.cfg, self.spec = cfg, spec
-        d = cfg.d_model
-        self.embed = nn.Embedding(spec.vocab_size, d)
-        self.pos = nn.Parameter(torch.zeros(1, spec.seq_len, d))  # [1, T, C]
-        self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = _blocks(cfg, causal=True)
-        self.ln_f = nn.LayerNorm(d)
-        self.head = nn.Linear(d, spec.vocab_size)
-        self.apply(_init_weights)
-        _trunc_normal(self.pos)
+        _build_trunk(
+            self, nn.Embedding(spec.vocab_size, cfg.d_model), spec.seq_len, spec.vocab_size, causal=True
+        )
 
     def _embed(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """Token ids ``[B, T]`` at positions ``start .. start+T-1`` -> ``[B, T, C]``."""

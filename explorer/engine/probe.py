@@ -5,7 +5,7 @@
   with ``torch.func.vmap``, as the paper defines it), then each layer's scores are divided by their L2 norm, so
   scores compare within a layer and the global masking order is the paper's.
 * Masking: heads are switched off (mask 0, which is exactly removing them) from least to most important, one
-  layer at a time (:func:`layer_masking_curves`), across all layers (:func:`masking_curve`), or as one whole
+  layer at a time and across all layers (:func:`masking_curves`), or as one whole
   layout (:func:`masked_accuracy`): what :mod:`explorer.insight.heads` turns into a head-count suggestion.
 * Attention maps: the entropy of each head's attention rows (nats; log T is uniform attention) and the
   Jensen-Shannon similarity ``1 - JS(p, q) / ln 2`` of two heads' rows (1 = identical maps).
@@ -35,9 +35,8 @@ __all__ = [
     "attention_stats",
     "head_counts",
     "head_importance",
-    "layer_masking_curves",
     "masked_accuracy",
-    "masking_curve",
+    "masking_curves",
     "relation_specialization",
     "specialization_from_maps",
     "unpatchify",
@@ -113,47 +112,35 @@ def _cumulative(
     return out
 
 
-def masking_curve(
+def masking_curves(
     model: Encoder,
     X: torch.Tensor,
     y: torch.Tensor,
     importance: Sequence[np.ndarray],
     device: torch.device | str,
-) -> pd.DataFrame:
-    """Accuracy as heads are masked across all layers, least important first (row 0: nothing masked).
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Accuracy as heads are masked least important first: across all layers, and one layer at a time.
 
-    Columns: ``n_masked``, ``layer``, ``head`` (the head masked at this step, 0-based; NA in row 0),
-    ``importance`` (its score) and ``accuracy``.
+    The first frame (across layers; row 0: nothing masked) has ``n_masked``, ``layer``, ``head`` (the head
+    masked at this step, 0-based; NA in row 0), ``importance`` (its score) and ``accuracy``. The second (per
+    layer, other layers intact) has ``layer``, ``n_masked`` (0 = nothing masked), ``head`` and ``accuracy``.
     """
     order = sorted((float(s), layer, h) for layer, v in enumerate(importance) for h, s in enumerate(v))
     acc = _cumulative(model, X, y, device, [(layer, h) for _, layer, h in order])
-    return pd.DataFrame({
+    across = pd.DataFrame({
         "n_masked": range(len(acc)),
         "layer": pd.array([pd.NA] + [layer for _, layer, _ in order], dtype="Int64"),
         "head": pd.array([pd.NA] + [h for _, _, h in order], dtype="Int64"),
         "importance": [np.nan] + [s for s, _, _ in order],
         "accuracy": acc,
     })  # fmt: skip
-
-
-def layer_masking_curves(
-    model: Encoder,
-    X: torch.Tensor,
-    y: torch.Tensor,
-    importance: Sequence[np.ndarray],
-    device: torch.device | str,
-) -> pd.DataFrame:
-    """Per layer, accuracy as that layer's heads are masked least important first, other layers intact.
-
-    Columns: ``layer``, ``n_masked`` (0 = nothing masked), ``head`` (masked at this step), ``accuracy``.
-    """
     frames = []
     for layer, scores in enumerate(importance):
-        order = [int(h) for h in np.argsort(scores, kind="stable")]
-        acc = _cumulative(model, X, y, device, [(layer, h) for h in order])
+        heads = [int(h) for h in np.argsort(scores, kind="stable")]
+        acc = _cumulative(model, X, y, device, [(layer, h) for h in heads])
         frames.append(pd.DataFrame({"layer": layer, "n_masked": range(len(acc)),
-                                    "head": pd.array([pd.NA, *order], dtype="Int64"), "accuracy": acc}))  # fmt: skip
-    return pd.concat(frames, ignore_index=True)
+                                    "head": pd.array([pd.NA, *heads], dtype="Int64"), "accuracy": acc}))  # fmt: skip
+    return across, pd.concat(frames, ignore_index=True)
 
 
 # --------------------------------------------------------------------------------------------- attention maps

@@ -65,6 +65,29 @@ _UNIFORM = re.compile(r"^(?:uniform:)?(\d+)$")
 _LIST = re.compile(r"^\d+(?:,\d+)+$")
 
 
+def _ramp_ends(m: re.Match[str], what: str) -> tuple[str, int, int]:
+    """A matched ramp ``family:A-B`` as (family, low end, high end); ends in the wrong order raise."""
+    family, a, b = m.group(1), int(m.group(2)), int(m.group(3))
+    lo, hi = (a, b) if family == "increasing" else (b, a)
+    if lo > hi:
+        raise ConfigError(
+            f"{what}: {family} needs its first count {'<=' if family == 'increasing' else '>='} its second; "
+            f"write '{family}:{b}-{a}' or the other family."
+        )
+    return family, lo, hi
+
+
+def _per_layer(text: str, n_layers: int, what: str, counts: str) -> tuple[int, ...]:
+    """A matched per-layer list ``4,4,8`` as a tuple; a length other than ``n_layers`` raises."""
+    values = tuple(int(t) for t in text.split(","))
+    if len(values) != n_layers:
+        raise ConfigError(
+            f"{what} lists {len(values)} {counts} but the model has {n_layers} layers; "
+            f"give exactly one count per layer."
+        )
+    return values
+
+
 def expand_schedule(
     schedule: str, n_layers: int, d_model: int, min_dk: int = 1, *, free_width: bool = False
 ) -> tuple[int, ...]:
@@ -98,25 +121,13 @@ def expand_schedule(
         check(h)
         return (h,) * n_layers
     if m := _RAMP.match(text):
-        family, a, b = m.group(1), int(m.group(2)), int(m.group(3))
-        lo, hi = (a, b) if family == "increasing" else (b, a)
-        if lo > hi:
-            raise ConfigError(
-                f"schedule {schedule!r}: {family} needs its first count "
-                f"{'<=' if family == 'increasing' else '>='} its second; "
-                f"write '{family}:{b}-{a}' or the other family."
-            )
+        family, lo, hi = _ramp_ends(m, f"schedule {schedule!r}")
         check(lo)
         check(hi)
         steps = [h for h in valid if lo <= h <= hi] if valid is not None else list(range(lo, hi + 1))
         return _ramp(steps, n_layers, family)
     if _LIST.match(text):
-        heads = tuple(int(t) for t in text.split(","))
-        if len(heads) != n_layers:
-            raise ConfigError(
-                f"schedule {schedule!r} lists {len(heads)} head counts but the model has {n_layers} layers; "
-                f"give exactly one count per layer."
-            )
+        heads = _per_layer(text, n_layers, f"schedule {schedule!r}", "head counts")
         for h in heads:
             check(h)
         return heads
@@ -172,14 +183,7 @@ def expand_kv_schedule(schedule: str, heads: tuple[int, ...] | list[int]) -> tup
     if m := _UNIFORM.match(text):
         kv = (int(m.group(1)),) * n_layers
     elif m := _RAMP.match(text):
-        family, a, b = m.group(1), int(m.group(2)), int(m.group(3))
-        lo, hi = (a, b) if family == "increasing" else (b, a)
-        if lo > hi:
-            raise ConfigError(
-                f"kv_heads schedule {schedule!r}: {family} needs its first count "
-                f"{'<=' if family == 'increasing' else '>='} its second; "
-                f"write '{family}:{b}-{a}' or the other family."
-            )
+        family, lo, hi = _ramp_ends(m, f"kv_heads schedule {schedule!r}")
         possible = sorted({k for h in heads for k in valid_kv_heads(h)})
         for end in (lo, hi):
             if end not in possible:
@@ -190,12 +194,7 @@ def expand_kv_schedule(schedule: str, heads: tuple[int, ...] | list[int]) -> tup
         steps = [k for k in possible if lo <= k <= hi]
         kv = _ramp(steps, n_layers, family)
     elif _LIST.match(text):
-        kv = tuple(int(t) for t in text.split(","))
-        if len(kv) != n_layers:
-            raise ConfigError(
-                f"kv_heads schedule {schedule!r} lists {len(kv)} counts but the model has {n_layers} layers; "
-                f"give exactly one count per layer."
-            )
+        kv = _per_layer(text, n_layers, f"kv_heads schedule {schedule!r}", "counts")
     else:
         raise ConfigError(
             f"cannot read kv_heads schedule {schedule!r}; write 'uniform:2', 'increasing:1-4', "

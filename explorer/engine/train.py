@@ -191,15 +191,11 @@ def evaluate_split(
 
 
 def evaluate(
-    model: torch.nn.Module,
-    X: torch.Tensor,
-    y: torch.Tensor,
-    device: torch.device | str,
-    batch_size: int = 512,
-    head_masks: list[torch.Tensor | None] | None = None,
+    model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, device: torch.device | str, **options: Any
 ) -> float:
-    """Accuracy of ``model`` on ``(X, y)`` in [0, 1] (see :func:`evaluate_split`); 0 for an empty split."""
-    return evaluate_split(model, X, y, device, batch_size, head_masks).accuracy
+    """Accuracy of ``model`` on ``(X, y)`` in [0, 1]; 0 for an empty split. ``options``: ``batch_size`` and
+    ``head_masks`` of :func:`evaluate_split`."""
+    return evaluate_split(model, X, y, device, **options).accuracy
 
 
 def fit(

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from explorer.engine.config import ModelConfig, valid_heads
+from explorer.engine.config import ModelConfig
+from explorer.engine.schedules import valid_heads
 from explorer.insight.pareto import knee, normalize, pareto_front
 from explorer.insight.tables import Architecture, architecture_table, architectures, decode_only
 from explorer.search.record import FINALIST_SEED_OFFSET, FinalistRun, Retiming, TrialRecord, arch_key

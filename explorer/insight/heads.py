@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from explorer.engine.config import valid_heads
+from explorer.engine.schedules import valid_heads
 
 __all__ = [
     "REDUNDANT",
@@ -58,7 +58,7 @@ def heads_needed(curves: pd.DataFrame, heads: Sequence[int], tolerance: float = 
     """Per layer, the heads it needs: its head count minus how many it can lose (least important first, other
     layers intact) before validation accuracy drops by more than ``tolerance`` (0.01 = 1 point).
 
-    ``curves`` come from :func:`explorer.engine.probe.layer_masking_curves`. Each value lies in ``[0, H_i]``.
+    ``curves`` come from :func:`the per-layer frame of :func:`explorer.engine.probe.masking_curves``. Each value lies in ``[0, H_i]``.
     """
     return _needed(curves, heads, tolerance)
 
@@ -132,8 +132,8 @@ class HeadsReport:
     val_accuracy: float  # of the model analysed (loaded or retrained); should match the stored figure
     importance: tuple[tuple[float, ...], ...]  # per layer and head, L2-normalized per layer
     table: pd.DataFrame  # per head: importance, masking order, entropy, similarity (= heads.csv)
-    curve: pd.DataFrame  # masking_curve
-    layer_curves: pd.DataFrame  # layer_masking_curves
+    curve: pd.DataFrame  # masking_curves, across layers
+    layer_curves: pd.DataFrame  # masking_curves, per layer
     redundant: pd.DataFrame  # redundant_pairs
     # relations task only: attention along each relation per (layer, head), and its per-layer summary
     relations: pd.DataFrame | None = None  # specialization_from_maps

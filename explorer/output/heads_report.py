@@ -20,9 +20,8 @@ from explorer.engine.probe import (
     attention_statistics,
     head_counts,
     head_importance,
-    layer_masking_curves,
     masked_accuracy,
-    masking_curve,
+    masking_curves,
     relation_specialization,
     unpatchify,
 )
@@ -86,8 +85,7 @@ def analyse_trial(
     X, y = task.val
     heads = head_counts(model)
     importance = head_importance(model, X, y, device)
-    curve = masking_curve(model, X, y, importance, device)
-    layer_curves = layer_masking_curves(model, X, y, importance, device)
+    curve, layer_curves = masking_curves(model, X, y, importance, device)
     needed = heads_needed(layer_curves, heads, tolerance)
     base = float(curve["accuracy"].iloc[0])
     layout = suggest_layout(

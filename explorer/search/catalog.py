@@ -23,11 +23,12 @@ from explorer.search.storage import (
     study_exists,
 )
 
-__all__ = ["list_studies", "read_study", "study_status"]
+__all__ = ["existing_study_url", "list_studies", "read_study", "study_status"]
 
 
-def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study, StudySpec, str]:
-    """The study ``name``, its stored spec and its storage URL, opened read-only."""
+def existing_study_url(name: str, storage_url: str | None = None) -> str:
+    """The storage URL of the existing study ``name`` (see :func:`resolve_storage_url`); a SQLite file that is
+    not there raises StudyNotFoundError rather than being created empty."""
     check_study_name(name)
     url = resolve_storage_url(name, storage_url)
     path = sqlite_path(url)
@@ -35,6 +36,12 @@ def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study,
         raise StudyNotFoundError(
             f"no study {name!r}: the database {path} does not exist; start it with `explorer study run SPEC`."
         )
+    return url
+
+
+def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study, StudySpec, str]:
+    """The study ``name``, its stored spec and its storage URL, opened read-only."""
+    url = existing_study_url(name, storage_url)
     storage = open_storage(url, heartbeat=False)
     if not study_exists(storage, name):
         raise StudyNotFoundError(

@@ -13,9 +13,11 @@ floor applies to it, and d_model % heads is not required).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from explorer.engine.config import SCHEDULE_FAMILIES, valid_heads
+from explorer.engine.schedules import SCHEDULE_FAMILIES, valid_heads
 from explorer.errors import SpecError
 
 __all__ = [
@@ -64,7 +66,7 @@ Combo = tuple[str, int, int, "int | None", int]  # (family, d_model, min_dk, hea
 def head_counts(space: SpaceSpec, d_model: int, min_dk: int, head_dim: int | None) -> tuple[int, ...]:
     """The head candidates valid at a width, d_k floor and head width (ascending).
 
-    Without ``head_dim`` a count must divide d_model with d_k >= min_dk (explorer.engine.config.valid_heads, the
+    Without ``head_dim`` a count must divide d_model with d_k >= min_dk (explorer.engine.schedules.valid_heads, the
     one head rule); with it every count is valid when head_dim >= min_dk. With kv_heads candidates, a count
     must also be divisible by one of them.
     """
@@ -117,39 +119,37 @@ def check_space(s: SpaceSpec) -> None:
             f"d_k >= {floor}; for d_model {s.d_model[-1]} the valid counts are "
             f"{valid_heads(s.d_model[-1], floor) or 'none'}: add some, or lower min_dk."
         )
-    used = {i: {c[i] for c in combos} for i in range(5)}
-    for f in s.families:
-        if f not in used[0]:
-            raise SpecError(
-                f"family {f!r} cannot be realised: it needs {MIN_LAYERS[f]}+ layers and {MIN_COUNTS[f]}+ valid "
-                f"head counts for one d_model and min_dk; add such n_layers or head counts, or drop {f!r}."
-            )
-    for d in s.d_model:
-        if d not in used[1]:
-            valid = sorted({h for (d2, _, _), hs in counts.items() if d2 == d for h in hs})
-            has = f"only the head counts {valid}" if valid else f"none of the head counts {list(s.heads)}"
-            raise SpecError(
-                f"d_model {d} admits {has} at d_k >= {floor}, too few for families {list(s.families)}; "
-                f"add head counts from {valid_heads(d, floor)} or remove {d} from d_model."
-            )
-    for m in s.min_dk:
-        if m not in used[2]:
-            raise SpecError(
-                f"min_dk {m} leaves too few valid head counts for every d_model and family; lower it, "
-                f"remove it from min_dk, or add a wider d_model."
-            )
-    for hd in s.head_dim or ():
-        if hd not in used[3]:
-            raise SpecError(
-                f"head_dim {hd} is below every d_k floor in min_dk {list(s.min_dk)} or leaves too few head "
-                f"counts; choose head_dim >= {floor} or remove {hd} from head_dim."
-            )
-    for n_layers in s.n_layers:
-        if n_layers not in used[4]:
-            raise SpecError(
-                f"n_layers {n_layers} fits none of the families {list(s.families)} (increasing and decreasing "
-                f"need 2+ layers, free 3+); remove it or add 'uniform' to families."
-            )
+    used = {
+        i: {c[i] for c in combos} for i in range(5)
+    }  # combos: (family, d_model, min_dk, head_dim, n_layers)
+
+    def d_model_problem(d: int) -> str:
+        valid = sorted({h for (d2, _, _), hs in counts.items() if d2 == d for h in hs})
+        has = f"only the head counts {valid}" if valid else f"none of the head counts {list(s.heads)}"
+        return (
+            f"d_model {d} admits {has} at d_k >= {floor}, too few for families {list(s.families)}; "
+            f"add head counts from {valid_heads(d, floor)} or remove {d} from d_model."
+        )
+
+    listed: tuple[tuple[int, tuple[Any, ...], Callable[[Any], str]], ...] = (
+        (0, s.families, lambda f: (
+            f"family {f!r} cannot be realised: it needs {MIN_LAYERS[f]}+ layers and {MIN_COUNTS[f]}+ valid "
+            f"head counts for one d_model and min_dk; add such n_layers or head counts, or drop {f!r}.")),
+        (1, s.d_model, d_model_problem),
+        (2, s.min_dk, lambda m: (
+            f"min_dk {m} leaves too few valid head counts for every d_model and family; lower it, "
+            f"remove it from min_dk, or add a wider d_model.")),
+        (3, s.head_dim or (), lambda hd: (
+            f"head_dim {hd} is below every d_k floor in min_dk {list(s.min_dk)} or leaves too few head "
+            f"counts; choose head_dim >= {floor} or remove {hd} from head_dim.")),
+        (4, s.n_layers, lambda n: (
+            f"n_layers {n} fits none of the families {list(s.families)} (increasing and decreasing "
+            f"need 2+ layers, free 3+); remove it or add 'uniform' to families.")),
+    )  # fmt: skip
+    for position, values, problem in listed:
+        for value in values:
+            if value not in used[position]:
+                raise SpecError(problem(value))
     usable = {h for _, d, m, hd, _ in combos for h in counts[d, m, hd]}
     for h in s.heads:
         if h not in usable:

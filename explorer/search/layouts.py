@@ -42,7 +42,7 @@ def candidate_heads(schedule: str, counts: tuple[int, ...], n_layers: int) -> tu
         steps = [h for h in counts if lo <= h <= hi]
         if n_layers == 1:
             ramp = [steps[0]]
-        else:  # the spacing of explorer.engine.config.expand_schedule: half-way positions round up
+        else:  # the spacing of explorer.engine.schedules.expand_schedule: half-way positions round up
             ramp = [steps[math.floor(i * (len(steps) - 1) / (n_layers - 1) + 0.5)] for i in range(n_layers)]
         return tuple(ramp if family == "increasing" else ramp[::-1])
     return tuple(int(h) for h in schedule.split(","))

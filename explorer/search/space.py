@@ -19,7 +19,7 @@ The parameters, in order:
   min_dk* (dividing d_model, d_k >= min_dk), so an invalid count cannot be drawn. ``uniform`` reads heads_q0;
   ``increasing``/``decreasing`` read heads_q0 for the first layer and heads_q{L-1} for the last (the far end is
   drawn among the counts strictly above/below, so a ramp never degenerates to uniform) and fill the layers in
-  between with :func:`explorer.engine.config.expand_schedule` (which steps through every valid count between the
+  between with :func:`explorer.engine.schedules.expand_schedule` (which steps through every valid count between the
   ends); ``free`` reads one per layer, each drawn among the counts that still allow a non-monotone schedule.
   Hence ``config.family`` is always the sampled family, and the families partition the space.
 * ``mlp_ratio`` (categorical) and ``lr`` (log-uniform float) when the spec gives more than one value.

@@ -75,11 +75,11 @@ from explorer.engine.config import (
     ATTENTION_IMPLS,
     LATENCY_DTYPES,
     LATENCY_RUNTIMES,
-    SCHEDULE_FAMILIES,
     DecodeConfig,
     LatencyConfig,
 )
 from explorer.engine.measures import QualityMetric, quality_metric
+from explorer.engine.schedules import SCHEDULE_FAMILIES
 from explorer.errors import ConfigError, ExplorerError, SpecError
 from explorer.search.feasibility import SpaceSpec, check_space, realisable_families
 from explorer.search.fidelity import EarlyStoppingSpec, FinalistsSpec

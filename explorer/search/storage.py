@@ -26,7 +26,12 @@ from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import FrozenTrial, TrialState, create_trial
 from sqlalchemy.engine import URL, make_url
 
-from explorer.errors import MissingExtraError, SpecError, StorageError, StorageUnavailableError
+from explorer.errors import (
+    MissingExtraError,
+    SpecError,
+    StorageError,
+    StorageUnavailableError,
+)
 
 __all__ = [
     "ARTIFACT_FORMS",

@@ -27,13 +27,14 @@ import optuna
 import torch
 
 from explorer.engine.bench import bench_attention
-from explorer.engine.config import valid_heads
 from explorer.engine.device import resolve_device
 from explorer.engine.runtime import check_runtime
+from explorer.engine.schedules import valid_heads
 from explorer.engine.tasks import load_task
 from explorer.errors import SpecError, StorageError, StudyNotFoundError
 from explorer.meta import package_version
 from explorer.search.artifacts import LOCATION_ATTR, ArtifactStore, store_for
+from explorer.search.catalog import existing_study_url
 from explorer.search.claims import Claims
 from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec, spec_from_dict
@@ -43,7 +44,6 @@ from explorer.search.storage import (
     mask_url,
     open_storage,
     resolve_storage_url,
-    sqlite_path,
     study_exists,
 )
 
@@ -206,13 +206,7 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
 
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
     """Load an existing study and the spec stored with it (no spec file needed)."""
-    check_study_name(name)
-    url = resolve_storage_url(name, storage_url)
-    path = sqlite_path(url)
-    if path is not None and not path.exists():
-        raise StudyNotFoundError(
-            f"no study {name!r}: the database {path} does not exist; start it with `explorer study run SPEC`."
-        )
+    url = existing_study_url(name, storage_url)
     storage = _open(url)
     if not study_exists(storage, name):
         raise StudyNotFoundError(

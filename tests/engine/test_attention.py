@@ -11,9 +11,9 @@ from explorer.errors import ConfigError
 IMPLS = ("fused", "merged", "serial")
 
 
-def _mha(d_model: int, heads: int, seed: int = 0) -> MultiHeadAttention:
+def _mha(d_model: int, heads: int, seed: int = 0, **layout: object) -> MultiHeadAttention:
     torch.manual_seed(seed)
-    return MultiHeadAttention(d_model, heads).eval()
+    return MultiHeadAttention(d_model, heads, **layout).eval()
 
 
 @pytest.mark.parametrize(("d_model", "heads"), [(64, 1), (64, 8), (96, 6), (48, 16)])
@@ -28,9 +28,10 @@ def test_three_paths_agree(d_model, heads):
     torch.testing.assert_close(outs["serial"], outs["fused"], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("layout", [{}, {"n_kv_heads": 2, "causal": True}], ids=["mha", "grouped-causal"])
 @pytest.mark.parametrize("impl", IMPLS)
-def test_gradients_agree(impl):
-    m = _mha(32, 4)
+def test_gradients_agree(impl, layout):
+    m = _mha(32, 4, **layout)
     x = torch.randn(2, 5, 32)
     m.impl = "fused"
     m(x)[0].square().sum().backward()

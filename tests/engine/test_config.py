@@ -4,14 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from explorer.engine.config import (
-    InputSpec,
-    ModelConfig,
-    TrainConfig,
-    expand_schedule,
-    schedule_family,
-    valid_heads,
-)
+from explorer.engine.config import InputSpec, ModelConfig, TrainConfig
+from explorer.engine.schedules import expand_schedule, schedule_family, valid_heads
 from explorer.errors import ConfigError
 
 

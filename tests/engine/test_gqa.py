@@ -14,16 +14,15 @@ import torch
 import torch.nn.functional as F
 
 from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flops, causal_mask
-from explorer.engine.config import (
-    InputSpec,
-    ModelConfig,
+from explorer.engine.config import InputSpec, ModelConfig
+from explorer.engine.model import CausalLM, Encoder, build_model
+from explorer.engine.schedules import (
     expand_head_dim,
     expand_kv_schedule,
     valid_head_pairs,
     valid_heads,
     valid_kv_heads,
 )
-from explorer.engine.model import CausalLM, Encoder, build_model
 from explorer.errors import ConfigError
 
 IMPLS = ("fused", "merged", "serial")
@@ -135,19 +134,6 @@ def test_weights_stored_before_kv_heads_still_load():
     grouped = build_model(ModelConfig(d_model=32, heads=(2, 4), kv_heads=(1, 2)), FEATURES)
     with pytest.raises(RuntimeError, match="size mismatch"):
         grouped.load_state_dict(old.state_dict())
-
-
-@pytest.mark.parametrize("impl", IMPLS)
-def test_gradients_agree_with_grouped_heads(impl):
-    m = _mha(32, 4, kv=2, causal=True)
-    x = torch.randn(2, 5, 32)
-    m.impl = "fused"
-    m(x)[0].square().sum().backward()
-    ref = m.qkv.weight.grad.clone()
-    m.zero_grad()
-    m.impl = impl
-    m(x)[0].square().sum().backward()
-    torch.testing.assert_close(m.qkv.weight.grad, ref, rtol=1e-4, atol=1e-5)
 
 
 @pytest.mark.parametrize("impl", IMPLS)

@@ -87,8 +87,8 @@ def test_half_dtype_on_cpu_is_a_config_error() -> None:
 
 def test_cache_hit_skips_measuring(tmp_path, counted) -> None:
     cache = trusting_cache(tmp_path)
-    first = model_latency(SMALL, TOKENS, FAST, CPU, cache)
-    second = model_latency(SMALL, TOKENS, FAST, CPU, cache)
+    first = model_latency(SMALL, TOKENS, FAST, CPU, cache=cache)
+    second = model_latency(SMALL, TOKENS, FAST, CPU, cache=cache)
     assert len(counted) == 1
     assert not first.cached and second.cached
     assert second.median_ms == first.median_ms and second.batch_size == FAST.batch_size
@@ -99,7 +99,7 @@ def test_corrupt_cache_file_is_measured_again(tmp_path, counted) -> None:
     cache = trusting_cache(tmp_path)
     key = latency_key(SMALL, FEATURES, FAST, CPU)
     cache.path(key).write_text('{"key": "trunc')
-    res = model_latency(SMALL, FEATURES, FAST, CPU, cache)
+    res = model_latency(SMALL, FEATURES, FAST, CPU, cache=cache)
     assert len(counted) == 1 and not res.cached
     assert cache.get(key) == LatencyResult.from_dict(
         {**res.to_dict(), "cached": True}

@@ -188,7 +188,7 @@ def test_a_figure_poisoned_by_load_is_measured_again_not_reused(tmp_path, monkey
         json.dumps({"key": key, "result": poisoned, "machine": {"cpus": 2, "load": 6.0, "runnable": 5}})
     )
     calls.clear()
-    got = model_latency(SMALL, TOKENS, FAST, "cpu", cache)
+    got = model_latency(SMALL, TOKENS, FAST, "cpu", cache=cache)
     assert calls == [1] and not got.cached
     assert got.median_ms < 7 * fresh.median_ms
     assert cache.lookup(key).result.median_ms == got.median_ms  # the poisoned entry is gone

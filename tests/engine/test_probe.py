@@ -70,14 +70,13 @@ def trained():
 
 def test_masking_curves_and_heads_needed_agree(trained):
     model, X, y, imp = trained
-    curve = probe.masking_curve(model, X, y, imp, "cpu")
+    curve, layer_curves = probe.masking_curves(model, X, y, imp, "cpu")
     assert list(curve["n_masked"]) == list(range(7))
     assert curve["accuracy"].iloc[0] == pytest.approx(evaluate(model, X, y, "cpu"))
     assert curve["importance"].iloc[1:].is_monotonic_increasing  # least important first
     assert sorted(zip(curve["layer"].iloc[1:], curve["head"].iloc[1:], strict=True)) == [
         (0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]  # fmt: skip
 
-    layer_curves = probe.layer_masking_curves(model, X, y, imp, "cpu")
     tolerances = [-1.0, 0.0, 0.01, 0.05, 0.2, 1.0]
     needed = [heads.heads_needed(layer_curves, (4, 2), tolerance=t) for t in tolerances]
     assert needed[0] == [4, 2] and needed[-1] == [0, 0]  # nothing may go / anything may go

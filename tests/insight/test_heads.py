@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from explorer.engine.config import valid_heads
+from explorer.engine.schedules import valid_heads
 from explorer.insight.heads import heads_needed, suggest_layout
 
 

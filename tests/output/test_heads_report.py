@@ -32,8 +32,7 @@ def is_png(path: Path) -> bool:
 
 def test_figures_render(trained, tmp_path):
     model, X, y, imp = trained
-    curve = probe.masking_curve(model, X, y, imp, "cpu")
-    layer_curves = probe.layer_masking_curves(model, X, y, imp, "cpu")
+    curve, layer_curves = probe.masking_curves(model, X, y, imp, "cpu")
     maps = [m.numpy() for m in model.attention_maps(X[:2])]
     images = np.random.default_rng(0).random((2, 8, 8))
     digit_maps = [np.full((2, 3, 16, 16), 1 / 16), np.full((2, 1, 16, 16), 1 / 16)]

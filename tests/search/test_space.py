@@ -11,7 +11,8 @@ from pathlib import Path
 import optuna
 import pytest
 
-from explorer.engine.config import ModelConfig, schedule_family, valid_heads
+from explorer.engine.config import ModelConfig
+from explorer.engine.schedules import schedule_family, valid_heads
 from explorer.errors import ConfigError
 from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec, load_spec, spec_from_dict

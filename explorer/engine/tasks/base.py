@@ -4,11 +4,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from explorer.engine.config import InputSpec
+from explorer.errors import ConfigError
 
-__all__ = ["Task"]
+__all__ = ["Task", "check_int"]
+
+
+def check_int(task: str, name: str, value: object, lo: int, hi: int | None = None) -> int:
+    """``value`` as an int in ``[lo, hi]`` (no upper end when ``hi`` is None), else a ConfigError naming the
+    task's option."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or value < lo
+        or (hi is not None and value > hi)
+    ):
+        upto = f"..{hi}" if hi is not None else " or more"
+        raise ConfigError(f"{task} option {name} must be an integer {lo}{upto}, got {value!r}.")
+    return int(value)
 
 
 @dataclass(frozen=True)

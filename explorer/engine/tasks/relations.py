@@ -48,7 +48,7 @@ import numpy as np
 import torch
 
 from explorer.engine.config import InputSpec
-from explorer.engine.tasks.base import Task
+from explorer.engine.tasks.base import Task, check_int
 from explorer.errors import ConfigError
 
 __all__ = ["MAX_RELATIONS", "OFFSETS", "load_relations", "min_seq_len", "relation_bits", "relation_rules"]
@@ -121,26 +121,14 @@ def _place(rng: np.random.Generator, n: int, seq_len: int, n_relations: int) -> 
     )
 
 
-def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, np.integer))
-        or value < lo
-        or (hi and value > hi)
-    ):
-        upto = f"..{hi}" if hi else " or more"
-        raise ConfigError(f"relations option {name} must be an integer {lo}{upto}, got {value!r}.")
-    return int(value)
-
-
 def load_relations(
     *, seed: int = 0, n_relations: int = 2, seq_len: int = 24, n_samples: int = 20000, vocab_size: int = 16
 ) -> Task:
     """Generate the relations task (see the module docstring); the same arguments give the same task."""
-    k = _check_int("n_relations", n_relations, 1, MAX_RELATIONS)
-    seq_len = _check_int("seq_len", seq_len, min_seq_len(k))
-    n = _check_int("n_samples", n_samples, 40)
-    vocab_size = _check_int("vocab_size", vocab_size, k + _MIN_CONTENT)
+    k = check_int("relations", "n_relations", n_relations, 1, MAX_RELATIONS)
+    seq_len = check_int("relations", "seq_len", seq_len, min_seq_len(k))
+    n = check_int("relations", "n_samples", n_samples, 40)
+    vocab_size = check_int("relations", "vocab_size", vocab_size, k + _MIN_CONTENT)
 
     rng = np.random.default_rng([seed, k, seq_len, vocab_size])
     X = rng.integers(k, vocab_size, size=(n, seq_len))  # uniform content filler
@@ -166,12 +154,4 @@ def load_relations(
         f"{seq_len} tokens from {vocab_size}, {n} examples"
     )
     offsets = tuple(offset for offset, _ in relation_rules(k, vocab_size))
-    return Task(
-        name="relations",
-        spec=spec,
-        train=train,
-        val=val,
-        test=test,
-        description=description,
-        relation_offsets=offsets,
-    )
+    return Task("relations", spec, train, val, test, description, relation_offsets=offsets)

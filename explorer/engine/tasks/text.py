@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from explorer.engine.config import InputSpec
-from explorer.engine.tasks.base import Task
+from explorer.engine.tasks.base import Task, check_int
 from explorer.errors import ConfigError, DataError
 
 __all__ = ["SKIP_DIRS", "SPLIT_FRACTIONS", "Corpus", "build_corpus", "corpus_files", "load_text", "windows"]
@@ -113,18 +113,6 @@ def windows(data: bytes, context: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.from_numpy(x.astype(np.int64)), torch.from_numpy(y.astype(np.int64))
 
 
-def _check_int(name: str, value: object, lo: int, hi: int | None = None) -> int:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, np.integer))
-        or value < lo
-        or (hi and value > hi)
-    ):
-        upto = f"..{hi}" if hi else " or more"
-        raise ConfigError(f"text option {name} must be an integer {lo}{upto}, got {value!r}.")
-    return int(value)
-
-
 def load_text(
     *, seed: int = 0, context: int = 128, max_bytes: int = 600_000, root: str | None = None
 ) -> Task:
@@ -136,10 +124,10 @@ def load_text(
         max_bytes: bytes read in all (10% validation, 10% test, the rest training).
         root: a folder of ``.py`` files to read instead of the standard library.
     """
-    context = _check_int("context", context, MIN_CONTEXT, MAX_CONTEXT)
+    context = check_int("text", "context", context, MIN_CONTEXT, MAX_CONTEXT)
     smallest = _MIN_WINDOWS * (context + 1)
     floor = max(10_000, int(smallest / min(SPLIT_FRACTIONS.values())) + 1)
-    max_bytes = _check_int("max_bytes", max_bytes, floor)
+    max_bytes = check_int("text", "max_bytes", max_bytes, floor)
     if root is not None and not isinstance(root, str):
         raise ConfigError(f"text option root must be a folder path, got {root!r}.")
     corpus = build_corpus(seed=seed, max_bytes=max_bytes, root=root)
@@ -161,12 +149,4 @@ def load_text(
         f"{len(corpus.splits['train'])}/{len(corpus.splits['val'])}/{len(corpus.splits['test'])} bytes "
         f"train/val/test split by file, context {context}, sha256 {corpus.sha256[:12]}"
     )
-    return Task(
-        name="text",
-        spec=spec,
-        train=train,
-        val=val,
-        test=test,
-        description=description,
-        corpus_hash=corpus.sha256,
-    )
+    return Task("text", spec, train, val, test, description, corpus_hash=corpus.sha256)
