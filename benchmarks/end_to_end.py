@@ -69,6 +69,7 @@ def main() -> None:
     parser.add_argument("--target-min", type=float, default=5.0)
     parser.add_argument("--setup", action="store_true", help="also time the virtual environment and installs")
     parser.add_argument("--keep", type=Path, help="copy the report's folder here")
+    parser.add_argument("--keep-study", type=Path, help="copy the study's database and weights (studies/) here")
     parser.add_argument("--record", type=Path, help="append the result to this markdown file")
     args = parser.parse_args()
     from explorer.engine.device import cpu_model_name
@@ -97,6 +98,9 @@ def main() -> None:
         if args.keep:
             shutil.rmtree(args.keep, ignore_errors=True)
             shutil.copytree(folder / "reports" / name, args.keep)
+        if args.keep_study:
+            shutil.rmtree(args.keep_study, ignore_errors=True)
+            shutil.copytree(folder / "studies", args.keep_study)
     total = t_setup + t_run + t_report
     spec_rel = spec_path.relative_to(ROOT) if spec_path.is_relative_to(ROOT) else spec_path
     command = f"explorer study run {spec_rel} --workers {args.workers} && explorer report {name}"
