@@ -69,7 +69,9 @@ def main() -> None:
     parser.add_argument("--target-min", type=float, default=5.0)
     parser.add_argument("--setup", action="store_true", help="also time the virtual environment and installs")
     parser.add_argument("--keep", type=Path, help="copy the report's folder here")
-    parser.add_argument("--keep-study", type=Path, help="copy the study's database and weights (studies/) here")
+    parser.add_argument(
+        "--keep-study", type=Path, help="copy the study's database and weights (studies/) here"
+    )
     parser.add_argument("--record", type=Path, help="append the result to this markdown file")
     args = parser.parse_args()
     from explorer.engine.device import cpu_model_name
