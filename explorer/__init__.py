@@ -35,7 +35,7 @@ _LAZY = {
     "compare": "explorer.api",
     "confirm": "explorer.api",
     "load": "explorer.api",
-    "RunOptions": "explorer.search.study",
+    "RunOptions": "explorer.search.workers",
 }
 
 __all__ = ["__version__", *_LAZY]

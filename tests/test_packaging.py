@@ -291,3 +291,10 @@ def test_postgres_password_from_pgpassword_not_argv(postgres_url, tmp_path, monk
         main, ["study", "list", "--storage", bare]
     )
     assert denied.exit_code == errors.EXIT_ENVIRONMENT and "wrong-password" not in denied.output
+
+
+def test_every_public_name_of_the_package_resolves():
+    import explorer
+
+    for name in explorer.__all__:
+        assert getattr(explorer, name) is not None, name
