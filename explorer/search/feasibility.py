@@ -119,9 +119,8 @@ def check_space(s: SpaceSpec) -> None:
             f"d_k >= {floor}; for d_model {s.d_model[-1]} the valid counts are "
             f"{valid_heads(s.d_model[-1], floor) or 'none'}: add some, or lower min_dk."
         )
-    used = {
-        i: {c[i] for c in combos} for i in range(5)
-    }  # combos: (family, d_model, min_dk, head_dim, n_layers)
+    # the values some valid combo uses, by position: (family, d_model, min_dk, head_dim, n_layers)
+    used = {i: {c[i] for c in combos} for i in range(5)}
 
     def d_model_problem(d: int) -> str:
         valid = sorted({h for (d2, _, _), hs in counts.items() if d2 == d for h in hs})
