@@ -119,7 +119,7 @@ class Runner:
     def start(self, *args: str) -> subprocess.Popen:
         proc = subprocess.Popen(
             cli_cmd(*args), cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, start_new_session=True,
+            text=True, start_new_session=True, preexec_fn=sigint_default,
         )  # fmt: skip
         STARTED.append(proc)
         return proc
@@ -141,6 +141,13 @@ class Runner:
 STARTED: list[
     subprocess.Popen
 ] = []  # every command started in its own session, killed at exit if still alive
+
+
+def sigint_default() -> None:
+    """Run in a started command before exec: the Ctrl-C scenarios' SIGINT must reach it even when this script
+    runs as a shell's background job (started with SIGINT ignored; an ignored signal stays ignored across exec,
+    and the command, rightly, keeps ignoring it)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def last_message(stderr: str) -> str:

@@ -264,9 +264,17 @@ def _assert_exact(study: optuna.Study, total: int) -> None:
     assert len(set(keys(study))) == total  # no configuration ran twice
 
 
+def _sigint_default() -> None:
+    """Run in the child before exec: Ctrl-C interrupts it even when this test process ignores SIGINT (a shell
+    starts background jobs with SIGINT ignored, and an ignored signal stays ignored across exec)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli_run(spec: Path, url: str, *extra: str) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--storage", url, *extra]
-    return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default
+    )
 
 
 @pytest.mark.slow
