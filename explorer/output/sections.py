@@ -167,9 +167,11 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
 
 
 def _finalist_method(retimings: Sequence[Retiming], metric: QualityMetric | None = None) -> str:
+    rounds = {t.round for t in retimings}
+    fresh = all(t.pid is not None for t in retimings) and len({t.pid for t in retimings}) == len(rounds)
     timing = (
-        f"{len({t.round for t in retimings})} interleaved rounds of re-timing every finalist, with nothing else "
-        "running"
+        f"{len(rounds)} interleaved rounds of re-timing every finalist, "
+        f"{'each round in a fresh process, ' if fresh else ''}with nothing else running"
         if retimings
         else "the timing at the start of each run"
     )

@@ -367,6 +367,7 @@ class Retiming:
     round: int
     latency: LatencyResult  # a decoding step: ms per token, ``seq_len`` = the cache's context
     kind: str = "forward"  # forward | decode
+    pid: int | None = None  # the process that timed it (each round has one of its own; None: not recorded)
 
 
 def load_retimings(study: optuna.Study) -> list[Retiming]:
@@ -377,6 +378,7 @@ def load_retimings(study: optuna.Study) -> list[Retiming]:
             int(r["round"]),
             LatencyResult.from_dict(r["latency"]),
             str(r.get("kind", "forward")),
+            None if r.get("pid") is None else int(r["pid"]),
         )
         for r in study.user_attrs.get(RETIMED_ATTR) or []
     ]

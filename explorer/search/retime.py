@@ -3,21 +3,29 @@
 A trial times its architecture while other workers train on the same cores, and a figure measured under load
 is wrong in a way no seed can average out. After the finalist stage, this module times every finalist
 architecture again in ``rounds`` rounds, each a fresh random order of them (so a drift in the machine's speed
-hits them alike), in the one process of the command, with no training running. Each (architecture, round) is
-stored with the study as it is measured (user attribute ``retimed``), so an interrupted re-timing continues
-where it stopped. The spread between rounds is what the report's latency intervals are built from. A study
-that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
-(``kind = "decode"``), and, before its finalists are chosen, the decoding of the search's architectures
-(:func:`search_configs`): a decoding step of a small model is short, so a figure taken while another worker
-trains says more about that worker than about the architecture, and the knee and the grouped-query rule
-compare decoding times.
+hits them alike), with no training running. Each round runs in a fresh process of its own (spawned, as the
+workers are): a process's memory layout, thread placement and allocator state shift its timings for as long
+as it lives (benchmarks/deploy.md, 07:41: fresh processes timed a study's knee at 1.13-1.22x the figure its
+one re-timing process gave), so rounds in one process agree with each other more than with the process a user
+later times the model in (``explorer bench model``). Across rounds in fresh processes that shift is part of
+the spread, and the spread between rounds is what the report's latency intervals are built
+from. Each (architecture, round) is stored with the study as it is measured (user attribute ``retimed``), so
+an interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one
+decoding step of every finalist in the same rounds (``kind = "decode"``), and, before its finalists are chosen,
+the decoding of the search's architectures (:func:`search_configs`): a decoding step of a small model is short,
+so a figure taken while another worker trains says more about that worker than about the architecture, and the
+knee and the grouped-query rule compare decoding times.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+import os
 import random
+import signal
 from collections.abc import Sequence
+from typing import Any
 
 import optuna
 import torch
@@ -26,8 +34,9 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.decode import decode_latency
 from explorer.engine.latency import model_latency
 from explorer.engine.tasks import load_task
+from explorer.errors import ExplorerError
 from explorer.search.record import RETIMED_ATTR, Retiming, load_records, load_retimings
-from explorer.search.study import StudyHandle
+from explorer.search.study import StudyHandle, open_study
 
 __all__ = ["SEARCH_RETIME_LIMIT", "finalist_configs", "retime", "search_configs"]
 
@@ -63,43 +72,92 @@ def retime(
     rounds: int = 3,
     device: torch.device | str | None = None,
     kinds: Sequence[str] | None = None,
+    *,
+    fresh_processes: bool = True,
 ) -> list[Retiming]:
     """Time ``configs`` in ``rounds`` interleaved rounds (see the module docstring); return every stored timing.
 
     ``kinds``: forward and/or decode (default: forward, and decode when the spec measures decoding). Timings
     already stored for a (key, round, kind) are kept, so a rerun only measures what is missing. Threads, batch
     and dtype are the spec's ``[latency]`` (a decoding step: ``[decode]``'s batch and context); the device is
-    ``device`` or the spec's.
+    ``device`` or the spec's. ``fresh_processes=False`` times every round in this process (for a caller that
+    cannot spawn one; its spread then misses the differences between processes).
+
+    Raises:
+        ExplorerError: a round's process failed (its error, in one line) or was killed.
     """
     spec = handle.spec
-    cfg = dataclasses.replace(spec.latency, device=str(device) if device is not None else spec.latency.device)
+    where = str(device) if device is not None else spec.latency.device
     if kinds is None:
         kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
     done = {(t.key, t.round, t.kind) for t in load_retimings(handle.study)}
-    todo = [
-        (key, r, k) for key, _ in configs for r in range(rounds) for k in kinds if (key, r, k) not in done
-    ]
-    if not todo:
-        return load_retimings(handle.study)
-    task = load_task(spec.task.name, **spec.task.options)
     rng = random.Random(spec.seed)
     for r in range(rounds):
         order = list(configs)
         rng.shuffle(order)  # drawn for every round, done or not, so a rerun keeps the same orders
-        for key, config in order:
-            for kind in kinds:
-                if (key, r, kind) in done:
-                    continue
-                if kind == "forward":
-                    lat = model_latency(config, task.spec, cfg, cfg.device, cache=None)
-                else:
-                    assert spec.decode is not None
-                    step = dataclasses.replace(cfg, batch_size=spec.decode.batch_size)
-                    vocab = task.spec.vocab_size
-                    lat = decode_latency(config, spec.decode.context, step, cfg.device, None, vocab).latency
-                rows = list(
-                    handle.study.user_attrs.get(RETIMED_ATTR) or []
-                )  # one re-timing process per study
-                rows.append({"key": key, "round": r, "latency": lat.to_dict(), "kind": kind})
-                handle.study.set_user_attr(RETIMED_ATTR, rows)
+        todo = [(key, config, [k for k in kinds if (key, r, k) not in done]) for key, config in order]
+        todo = [(key, config, ks) for key, config, ks in todo if ks]
+        if not todo:
+            continue
+        if fresh_processes:
+            _round_in_fresh_process(handle, r, todo, where)
+        else:
+            _time_round(handle, r, todo, where)
     return load_retimings(handle.study)
+
+
+_Todo = list[tuple[str, ModelConfig, list[str]]]  # (key, architecture, kinds still to time) in timing order
+
+
+def _time_round(handle: StudyHandle, r: int, todo: _Todo, device: str) -> None:
+    """Time one round's architectures in order, storing each timing as it is made."""
+    spec = handle.spec
+    cfg = dataclasses.replace(spec.latency, device=device)
+    task = load_task(spec.task.name, **spec.task.options)
+    for key, config, kinds in todo:
+        for kind in kinds:
+            if kind == "forward":
+                lat = model_latency(config, task.spec, cfg, cfg.device, cache=None)
+            else:
+                assert spec.decode is not None
+                step = dataclasses.replace(cfg, batch_size=spec.decode.batch_size)
+                vocab = task.spec.vocab_size
+                lat = decode_latency(config, spec.decode.context, step, cfg.device, None, vocab).latency
+            rows = list(handle.study.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
+            rows.append({"key": key, "round": r, "latency": lat.to_dict(), "kind": kind, "pid": os.getpid()})
+            handle.study.set_user_attr(RETIMED_ATTR, rows)
+
+
+def _round_main(storage_url: str, name: str, r: int, todo: list[tuple[str, dict, list[str]]], device: str,
+                out: Any) -> None:  # fmt: skip
+    """Entry point of a round's process (spawned): open the study and time the round; put "" or the error."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        handle = open_study(name, storage_url)
+        _time_round(handle, r, [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo], device)
+        out.put("")
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the command reports
+    except Exception as exc:  # one line for the command to show
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+def _round_in_fresh_process(handle: StudyHandle, r: int, todo: _Todo, device: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.SimpleQueue()
+    items = [(key, config.to_dict(), ks) for key, config, ks in todo]
+    proc = ctx.Process(target=_round_main, args=(handle.storage_url, handle.name, r, items, device, out))
+    proc.start()
+    try:
+        proc.join()
+    except KeyboardInterrupt:
+        proc.join(timeout=30)
+        raise
+    error = out.get() if not out.empty() else None
+    if error is None:
+        error = f"its process exited with code {proc.exitcode}"
+    if error:
+        raise ExplorerError(
+            f"re-timing round {r + 1} failed: {error}; the timings made so far are kept, and "
+            f"`explorer study resume {handle.name}` takes it up again."
+        )

@@ -3,6 +3,7 @@ commands, recovery from SIGKILL and Ctrl-C, failures that don't stop the study, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -24,6 +25,7 @@ from explorer.engine.train import fit as real_fit
 from explorer.errors import (
     ConfigError,
     DeviceError,
+    ExplorerError,
     SpecError,
     StorageError,
     StudyNotFoundError,
@@ -489,6 +491,11 @@ def test_finalists_are_retrained_with_fresh_seeds_and_confirm_adds_more(tmp_path
     n_archs = len({r.key for r in finals})
     assert len(retimed) == 3 * n_archs and {t.round for t in retimed} == {0, 1, 2}
     assert {t.key for t in retimed} == {r.key for r in finals}
+    # each round in a process of its own, none of them this one: the spread between rounds includes what differs
+    # between processes, as a user's own timing of the model does
+    pids = {t.round: {u.pid for u in retimed if u.round == t.round} for t in retimed}
+    assert all(len(p) == 1 for p in pids.values()) and len({next(iter(p)) for p in pids.values()}) == 3
+    assert os.getpid() not in {t.pid for t in retimed}
     # Resuming plans the same runs: nothing new. confirm --seeds 3 adds one seed per finalist, nothing else.
     assert api.run(open_study("fin", sqlite_url)).added == 0
     result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
@@ -597,3 +604,22 @@ def test_a_text_study_with_kv_heads_runs_end_to_end(tmp_path, sqlite_url, one_th
     md = paths.markdown.read_text()
     assert "key/value head" in md.split("## The answer")[1].split("##")[0]
     assert "| Grouped-query attention keeps" in md
+
+
+def test_a_failed_retiming_round_is_one_error_line_and_keeps_what_was_timed(tmp_path, sqlite_url):
+    from explorer.engine.config import ModelConfig
+    from explorer.search.record import arch_key
+    from explorer.search.retime import retime
+
+    handle = prepare_study(load_spec(write_spec(tmp_path, name="rt")), sqlite_url)
+    config = ModelConfig(d_model=16, heads=(2,))
+    key = arch_key(config, 1e-3)
+    # in this process: one timing per round, stored as it is made
+    timed = retime(handle, [(key, config)], rounds=2, device="cpu", fresh_processes=False)
+    assert [(t.key, t.round, t.pid) for t in timed] == [(key, 0, os.getpid()), (key, 1, os.getpid())]
+    # a round whose process cannot open the study: one line naming the round, the stored timings untouched
+    lost = dataclasses.replace(handle, storage_url=f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    with pytest.raises(ExplorerError, match=r"^re-timing round 3 failed: \w+: .*resume rt") as info:
+        retime(lost, [(key, config)], rounds=3, device="cpu")
+    assert "\n" not in str(info.value)
+    assert [(t.round, t.pid) for t in load_retimings(handle.study)] == [(0, os.getpid()), (1, os.getpid())]
