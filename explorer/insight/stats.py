@@ -28,6 +28,7 @@ __all__ = [
     "bootstrap_diff_ci",
     "compare",
     "kendall_tau",
+    "block_spread",
     "latency_interval",
     "log_spread",
     "logit_spread",
@@ -258,11 +259,24 @@ def log_spread(medians: Sequence[float]) -> Spread:
     return (float(np.log(x).std(ddof=1)), len(x) - 1) if len(x) > 1 else (0.0, 0)
 
 
+def block_spread(medians: Sequence[float], iqrs: Sequence[float]) -> float:
+    """The timer's own spread as a log-scale standard deviation: the median over timings of IQR / median of
+    their block times, / 1.349 (the IQR of a normal distribution in standard deviations); 0 with no IQR.
+
+    A floor for :func:`latency_interval`: fresh-process re-timings of one model minutes apart agreed within
+    +-0.8% where 20 later timings in new processes spread over -2%..+6% (benchmarks/deploy.md, 10:55); the
+    block-to-block spread of one timing is of that larger order.
+    """
+    ratios = [i / m for m, i in zip(medians, iqrs, strict=True) if m > 0 and i >= 0]
+    return float(np.median(ratios)) / 1.349 if ratios else 0.0
+
+
 def latency_interval(
     medians: Sequence[float],
     level: float = 0.95,
     within: Sequence[float] | None = None,
     pooled: Spread | None = None,
+    floor: float = 0.0,
 ) -> Interval:
     """Prediction interval (ms) for the median a new, independent timing (say, in a fresh process) would give.
 
@@ -273,6 +287,10 @@ def latency_interval(
     the same way, with its degrees of freedom) replaces the timings' own when given. Returns an
     :class:`Interval` whose estimate is the median of ``medians``; raises ValueError for a non-positive time or
     when there is no spread to use.
+
+    ``floor`` (a log-scale standard deviation) is the least spread used: a few timings taken minutes apart can
+    agree more closely than a timing taken later will, when the machine's speed drifts on a longer scale (see
+    :func:`block_spread`). The method says when the floor set the width.
     """
     x = np.asarray(medians, dtype=float)
     if x.size < 1 or not np.all(x > 0):
@@ -298,6 +316,9 @@ def latency_interval(
         m, center, s = len(w), math.log(est), float(np.log(w).std(ddof=1))
         df = m - 1
         method = f"log-scale t prediction interval from the {m} block times of one timing"
+    if floor > s:
+        s = floor
+        method += f", spread floored at the timer's own block spread ({100 * floor:.1f}%)"
     if s == 0:  # a timer too coarse to see any spread
         return Interval(est, 0.99 * est, 1.01 * est, len(x), method + ", no spread: +-1% floor")
     half = _t(level, df) * s * math.sqrt(1 + 1 / m)

@@ -26,6 +26,7 @@ from explorer.insight.stats import (
     Spread,
     accuracy_mean_ci,
     accuracy_rerun_interval,
+    block_spread,
     latency_interval,
     log_spread,
     logit_spread,
@@ -237,7 +238,8 @@ def _latency(timings: Sequence, pooled: Spread | None) -> Interval:
     within = timings[0].samples_ms if len(timings[0].samples_ms) >= 2 else None
     usable_pool = pooled is not None and pooled[0] > 0
     if usable_pool or len(set(medians)) > 1 or within is not None:
-        return latency_interval(medians, within=within, pooled=pooled if usable_pool else None)
+        floor = block_spread(medians, [lat.iqr_ms for lat in timings])
+        return latency_interval(medians, within=within, pooled=pooled if usable_pool else None, floor=floor)
     m, iqr = medians[0], timings[0].iqr_ms
     return Interval(m, max(m - iqr, 0.0), m + iqr, 1, "IQR of one measurement (no block times recorded)")
 

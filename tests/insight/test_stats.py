@@ -13,6 +13,7 @@ from explorer.insight.stats import (
     Interval,
     accuracy_mean_ci,
     accuracy_se,
+    block_spread,
     bootstrap_diff_ci,
     compare,
     kendall_tau,
@@ -125,6 +126,44 @@ def test_latency_interval_predicts_a_new_timing():
     draws = rng.lognormal(mean=np.log(8.0), sigma=0.1, size=(2000, 6))
     hits = sum(latency_interval(row[:5]).contains(row[5]) for row in draws)
     assert 0.90 <= hits / 2000 <= 0.99
+
+
+def test_block_spread_is_the_median_robust_spread_of_the_block_times():
+    assert block_spread([10.0, 10.0, 10.0], [1.349, 2.698, 4.047]) == pytest.approx(0.2)
+    assert block_spread([5.0], [0.0]) == 0.0 and block_spread([], []) == 0.0
+
+
+def test_a_latency_floor_widens_only_intervals_narrower_than_it():
+    medians = [10.0, 10.01, 9.99]
+    tight = latency_interval(medians)
+    floored = latency_interval(medians, floor=0.05)
+    logs = np.log(medians)
+    half = stats.t.ppf(0.975, 2) * 0.05 * math.sqrt(1 + 1 / 3)
+    assert (floored.low, floored.high) == pytest.approx(
+        (math.exp(logs.mean() - half), math.exp(logs.mean() + half))
+    )
+    assert (
+        floored.width > 10 * tight.width
+        and "floored at the timer's own block spread (5.0%)" in floored.method
+    )
+    wide = [8.0, 10.0, 12.0]
+    assert latency_interval(wide, floor=0.05) == latency_interval(wide)  # its own spread is already larger
+
+
+def test_a_floored_interval_covers_a_timing_taken_after_the_machine_drifted():
+    """Timings minutes apart share the machine's state (a common offset, sd 3%); a timing taken later meets
+    another state. Without the floor the few close timings give an interval that misses it far more than 5% of
+    the time; floored at the blocks' own spread (4% here), it covers at least 90%."""
+    rng = np.random.default_rng(2)
+    hits = {False: 0, True: 0}
+    trials = 2000
+    for _ in range(trials):
+        now = np.log(0.5) + rng.normal(0, 0.03)
+        timings = np.exp(now + rng.normal(0, 0.004, size=3))
+        later = np.exp(np.log(0.5) + rng.normal(0, 0.03) + rng.normal(0, 0.004))
+        for floored in (False, True):
+            hits[floored] += latency_interval(timings, floor=0.04 if floored else 0.0).contains(later)
+    assert hits[False] / trials < 0.5 and hits[True] / trials >= 0.9
 
 
 def test_median_ci_hand_case():
