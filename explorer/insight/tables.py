@@ -223,23 +223,19 @@ class Architecture:
 
 def _timings(runs: Sequence[TrialRecord], decode: bool = False) -> list:
     """Distinct measurements only: a cached figure reused by several runs is one measurement."""
-    distinct = {}
-    for r in runs:
-        lat = (r.decode.latency if r.decode is not None else None) if decode else r.latency
-        if lat is not None:
-            distinct.setdefault((lat.measured_at, round(lat.median_ms, 9)), lat)
-    return list(distinct.values())
+    lats = [(r.decode.latency if r.decode is not None else None) if decode else r.latency for r in runs]
+    return list({(lat.measured_at, round(lat.median_ms, 9)): lat for lat in lats if lat is not None}.values())
 
 
 def _latency(timings: Sequence, pooled: Spread | None) -> Interval:
     """A prediction interval for a new timing: from the spread between distinct timings (pooled over the role's
-    architectures when some have several), else from one timing's own block times."""
+    architectures when some have several), else from one timing's own block times; at least the blocks' spread."""
     medians = [lat.median_ms for lat in timings]
     within = timings[0].samples_ms if len(timings[0].samples_ms) >= 2 else None
-    usable_pool = pooled is not None and pooled[0] > 0
-    if usable_pool or len(set(medians)) > 1 or within is not None:
+    pooled = pooled if pooled is not None and pooled[0] > 0 else None
+    if pooled is not None or len(set(medians)) > 1 or within is not None:
         floor = block_spread(medians, [lat.iqr_ms for lat in timings])
-        return latency_interval(medians, within=within, pooled=pooled if usable_pool else None, floor=floor)
+        return latency_interval(medians, within=within, pooled=pooled, floor=floor)
     m, iqr = medians[0], timings[0].iqr_ms
     return Interval(m, max(m - iqr, 0.0), m + iqr, 1, "IQR of one measurement (no block times recorded)")
 
