@@ -8,9 +8,9 @@ workers are): a process's memory layout, thread placement and allocator state sh
 as it lives (benchmarks/deploy.md, 07:41: fresh processes timed a study's knee at 1.13-1.22x the figure its
 one re-timing process gave), so rounds in one process agree with each other more than with the process a user
 later times the model in (``explorer bench model``). Across rounds in fresh processes that shift is part of
-the spread, and the spread between rounds is what the report's latency intervals are built
-from. Each (architecture, round) is stored with the study as it is measured (user attribute ``retimed``), so
-an interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one
+the spread between rounds, which the report's latency intervals are built from (never narrower than the timer's
+own block spread: :func:`explorer.insight.stats.block_spread`). Each (architecture, round) is stored with the
+study as it is measured (user attribute ``retimed``), so an interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one
 decoding step of every finalist in the same rounds (``kind = "decode"``), and, before its finalists are chosen,
 the decoding of the search's architectures (:func:`search_configs`): a decoding step of a small model is short,
 so a figure taken while another worker trains says more about that worker than about the architecture, and the
