@@ -107,6 +107,9 @@ class Answer:
     search: Picks
     notes: tuple[str, ...] = field(default_factory=tuple)
     cost_axis: str = "latency"  # what the knee traded quality against: latency (forward) | decode (per token)
+    # candidates the data cannot tell from the recommendation: no quality difference at p < 0.05 over seeds and
+    # a latency within the timing noise (a whole new study may name one of them instead)
+    alike: tuple[Architecture, ...] = ()
 
     @property
     def base(self) -> tuple[int, int] | None:
@@ -285,6 +288,10 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
             name = f"{label} attention (kv_heads = {'heads' if kv is None else kv})"
             contrasts.append(_contrast(name, rec, _find(measured, want), missing, spread, axis))
     contrasts = _merge_same(contrasts)
+    alike = [
+        a for a in candidates if a.key != rec.key and a.n >= 2 and rec.n >= 2 and latency_tie(rec, a, axis)
+        and not mean_difference(a.values, rec.values, spread).significant()
+    ]  # fmt: skip
     confidence, method = None, ""
     runs: dict[str, list[TrialRecord]] = {}
     for r in records:
@@ -318,6 +325,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         search=picks,
         notes=tuple(notes),
         cost_axis=axis,
+        alike=tuple(sorted(alike, key=lambda a: _cost(a, axis))),
     )
 
 

@@ -88,6 +88,28 @@ def test_confidence_is_low_when_the_seeds_cannot_separate_the_candidates():
     assert answer(close, SPEC).confidence < answer(clear, SPEC).confidence
 
 
+def test_layouts_the_data_cannot_tell_from_the_answer_are_named():
+    """Same accuracy within the seeds' noise and a latency inside the timing noise: named as alike. A clear
+    accuracy loss, or a clearly different latency, is not."""
+    finals = finalist_records(
+        10,
+        [((4, 4), 0.90, 1.40, "knee"), ((2, 4), 0.90, 1.41, "front"), ((1, 1), 0.60, 1.39, "1 head"),
+         ((8, 8), 0.90, 3.00, "8 heads")],
+        noise=0.01,
+    )  # fmt: skip
+    ans = answer(finals, SPEC)
+    rec = ans.recommended
+    assert {a.heads for a in ans.alike} | {rec.heads} == {(4, 4), (2, 4)} and rec.heads not in {
+        a.heads for a in ans.alike
+    }
+    from explorer.output.sections import answer_blocks
+
+    text = str(answer_blocks(ans, SPEC))
+    assert "As good as far as this data can tell" in text and f"{ans.alike[0].heads[0]},4 per layer" in text
+    clear = answer(finalist_records(10, [((4, 4), 0.95, 1.4, "knee"), ((1, 1), 0.60, 1.0, "1 head")]), SPEC)
+    assert clear.alike == () and "As good as far" not in str(answer_blocks(clear, SPEC))
+
+
 def test_contrasts_are_keyed_by_configuration_not_by_label():
     """Two finalists labelled 'knee' (the knee moved after a resume) are two configurations, never pooled."""
     finals = finalist_records(10, [((4, 4), 0.95, 1.4, "knee"), ((2, 4), 0.93, 1.3, "knee")])
