@@ -36,6 +36,7 @@ from explorer.engine.latency import model_latency
 from explorer.engine.tasks import load_task
 from explorer.errors import ExplorerError
 from explorer.search.record import RETIMED_ATTR, Retiming, load_records, load_retimings
+from explorer.search.storage import sqlite_path
 from explorer.search.study import StudyHandle, open_study
 
 __all__ = ["SEARCH_RETIME_LIMIT", "finalist_configs", "retime", "search_configs"]
@@ -81,7 +82,8 @@ def retime(
     already stored for a (key, round, kind) are kept, so a rerun only measures what is missing. Threads, batch
     and dtype are the spec's ``[latency]`` (a decoding step: ``[decode]``'s batch and context); the device is
     ``device`` or the spec's. ``fresh_processes=False`` times every round in this process (for a caller that
-    cannot spawn one; its spread then misses the differences between processes).
+    cannot spawn one; its spread then misses the differences between processes), as does a study in an
+    in-memory database, which no other process can open.
 
     Raises:
         ExplorerError: a round's process failed (its error, in one line) or was killed.
@@ -99,11 +101,16 @@ def retime(
         todo = [(key, config, ks) for key, config, ks in todo if ks]
         if not todo:
             continue
-        if fresh_processes:
+        if fresh_processes and not _in_memory(handle.storage_url):
             _round_in_fresh_process(handle, r, todo, where)
         else:
             _time_round(handle, r, todo, where)
     return load_retimings(handle.study)
+
+
+def _in_memory(url: str) -> bool:
+    """An in-memory SQLite database: another process would open an empty one of its own."""
+    return url.startswith("sqlite:") and sqlite_path(url) is None
 
 
 _Todo = list[tuple[str, ModelConfig, list[str]]]  # (key, architecture, kinds still to time) in timing order

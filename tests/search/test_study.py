@@ -623,3 +623,6 @@ def test_a_failed_retiming_round_is_one_error_line_and_keeps_what_was_timed(tmp_
         retime(lost, [(key, config)], rounds=3, device="cpu")
     assert "\n" not in str(info.value)
     assert [(t.round, t.pid) for t in load_retimings(handle.study)] == [(0, os.getpid()), (1, os.getpid())]
+    # a study in an in-memory database, which no other process can open, is timed in this one
+    memory = prepare_study(load_spec(write_spec(tmp_path, name="rt-mem")), "sqlite:///:memory:")
+    assert {t.pid for t in retime(memory, [(key, config)], rounds=2, device="cpu")} == {os.getpid()}
