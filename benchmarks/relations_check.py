@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import itertools
+import os
+import platform
 import sys
 from pathlib import Path
 
@@ -56,6 +58,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import explorer
+    from explorer.engine.device import cpu_model_name
     from explorer.insight.recommend import answer
     from explorer.insight.relations import relations_claim
 
@@ -73,6 +76,13 @@ def main() -> None:
     held_here = p <= 0.05
     rec = answer(data.records, spec, data.report_input().retimings).recommended
     rec_ok = rec is not None and min(rec.config.heads) >= k
+    devices = ", ".join(sorted({r.latency.device for r in data.records if r.latency is not None})) or "?"
+    why = ""
+    if rec is not None and not rec_ok:
+        from explorer.output.sections import relations_blocks
+
+        why = next((t[1][0] for t in relations_blocks(data.records, k, rec) if t[0] == "p"
+                    and str(t[1][0]).startswith("Why the answer")), "")  # fmt: skip
     rows = [
         f"width {s[0]}: >= {k} heads {', '.join(f'{v:.3f}' for v in a)}; fewer {', '.join(f'{v:.3f}' for v in b)}"
         for s, (a, b) in zip(g.strata, strata, strict=True)
@@ -81,6 +91,8 @@ def main() -> None:
         f"\n## {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC: study {args.study!r}, k = {k}",
         "",
         f"- command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
+        f"- machine: {cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; the study ran on "
+        f"{devices}, {len(data.records)} trials ({', '.join(sorted({r.state for r in data.records}))})",
         f"- architectures (validation accuracy after epoch {g.epoch}): " + "; ".join(rows),
         f"- the report: difference {g.comparison.diff * 100:+.1f} points, p = {g.comparison.p_value:.4g} "
         f"({'exact' if g.comparison.exact else 'Monte Carlo'}); accuracy half of the claim "
@@ -91,7 +103,9 @@ def main() -> None:
         f"{'agrees' if held_here == bool(claim.accuracy_held) else 'DISAGREES'}",
         f"- recommended: {'none' if rec is None else ','.join(map(str, rec.config.heads))} heads per layer at "
         f"d_model {None if rec is None else rec.config.d_model}: "
-        f"{'at least' if rec_ok else 'FEWER than'} k = {k} in every layer",
+        f"{'at least' if rec_ok else 'FEWER than'} k = {k} in every layer"
+        + ("" if rec_ok or rec is None else "; the report's relations section says why (why_text below)"),
+        *([f"- why_text: {why}"] if why else []),
         "",
     ])  # fmt: skip
     print(text)

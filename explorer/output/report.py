@@ -216,7 +216,7 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
         )
     b.extend(rules_blocks(verdicts, metric))
     if spec.task.name == "relations":
-        b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2))))
+        b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2)), ans.recommended))
     b.extend(account_blocks(acct))
     tables = {
         "trials.csv": trials_table(records),

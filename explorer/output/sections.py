@@ -253,7 +253,7 @@ def rules_blocks(verdicts: Sequence[rules.RuleVerdict], metric: QualityMetric | 
     ] + extra  # fmt: skip
 
 
-def relations_blocks(records: Sequence[TrialRecord], k: int) -> list[tuple]:
+def relations_blocks(records: Sequence[TrialRecord], k: int, rec: Architecture | None = None) -> list[tuple]:
     claim = relations_claim(records, k)
     b: list[tuple] = [("h", 2, f"One head per relation? (relations task, k = {k})")]
     g = claim.accuracy
@@ -276,12 +276,37 @@ def relations_blocks(records: Sequence[TrialRecord], k: int) -> list[tuple]:
             + "."
         )
     b.append(("p", [acc]))
+    if rec is not None and min(rec.heads) < k:
+        b.append(("p", [_fewer_than_k(rec, k, claim.by_heads)]))
     b.append(("p", [claim.description]))
     if claim.held is not None:
         b.append(("p", [("b", f"The claim {'held' if claim.held else 'did not hold'} on this study"),
                         f" (accuracy cost below k heads: {'yes' if claim.accuracy_held else 'no'}; at least k heads "
                         f"specialized, covering the k relations: {'yes' if claim.specialization_held else 'no'})."]))  # fmt: skip
     return b
+
+
+def _fewer_than_k(
+    rec: Architecture, k: int, by_heads: Sequence[tuple[tuple[int, ...], Sequence[float]]]
+) -> str:
+    """Why the answer has fewer than k heads in some layer, from the same runs the claim is tested on."""
+    runs = [(min(h) >= k, v) for h, vals in by_heads for v in vals]
+    best = max((v for m, v in runs if m), default=None)
+    near = [sum(v >= rec.quality.estimate - 0.01 for m, v in runs if m == side) for side in (True, False)]
+    total = [sum(m == side for m, _ in runs) for side in (True, False)]
+    gap = "" if best is None else (
+        f", within 1 point of the best layout with at least {k} heads ({pct(best)}%)"
+        if best - rec.quality.estimate <= 0.01 else
+        f", {(best - rec.quality.estimate) * 100:.2f} points below the best layout with at least {k} heads "
+        f"({pct(best)}%), and faster"
+    )  # fmt: skip
+    return (f"Why the answer has fewer than {k} heads in a layer: {heads(rec.heads)} at d_model {rec.config.d_model} "
+            f"reached {pct(rec.quality.estimate)}% ({rec.n} run{'s' * (rec.n != 1)}){gap}. But {near[1]} of {total[1]} "
+            f"runs with fewer than {k} heads came within 1 point of it, against {near[0]} of {total[0]} with at least "
+            f"{k}: with fewer heads the relations are learned in some runs and not in others, which is the cost the "
+            "test above measures. "
+            + ("One run per layout cannot say how often this one learns them: `explorer confirm NAME --seeds 3` "
+               "retrains the candidates with fresh seeds." if rec.n < 2 else ""))  # fmt: skip
 
 
 def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence[TrialRecord]) -> list[tuple]:

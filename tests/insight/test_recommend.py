@@ -140,3 +140,28 @@ def test_picks_and_the_run_that_stands_for_an_architecture():
     assert run.val_accuracy == accs[1]  # the median seed, not the luckiest
     assert resolve_trial(records, SPEC, "knee").number == run.number
     assert resolve_trial(records, SPEC, "2").heads == (4, 4)
+
+
+def test_a_relations_answer_with_fewer_than_k_heads_says_why_from_the_same_runs():
+    """k = 4 planted relations: one 1,1 run learned them (the fastest, so the knee), another did not; the report's
+    relations section says why the answer has fewer than k heads, counting the runs that came near it."""
+    from explorer.output.sections import relations_blocks
+
+    rows = [((1, 1), 0.997, 1.0, 32), ((1, 1), 0.75, 1.3, 64), ((2, 2), 0.80, 1.4, 64), ((2, 2), 0.99, 1.1, 32),
+            ((4, 4), 1.0, 1.5, 32), ((4, 4), 0.997, 1.8, 64), ((8, 8), 1.0, 2.0, 32), ((8, 8), 1.0, 2.5, 64)]  # fmt: skip
+    records = [record(i, h, a, lat, d_model=d) for i, (h, a, lat, d) in enumerate(rows)]
+    spec = spec_from_dict(SPEC.to_dict() | {"task": {"name": "relations", "options": {"n_relations": 4}}})
+    rec = answer(records, spec).recommended
+    assert rec.heads == (1, 1) and rec.config.d_model == 32
+    text = str(relations_blocks(records, 4, rec))
+    assert (
+        "Why the answer has fewer than 4 heads in a layer: 1,1 at d_model 32 reached 99.70% (1 run)" in text
+    )
+    assert "within 1 point of the best layout with at least 4 heads (100.00%)" in text
+    assert (
+        "2 of 4 runs with fewer than 4 heads came within 1 point of it, against 4 of 4 with at least 4"
+        in text
+    )
+    assert "explorer confirm" in text
+    k_heads = answer([r for r in records if min(r.config.heads) >= 4], spec).recommended
+    assert "Why the answer" not in str(relations_blocks(records, 4, k_heads))
