@@ -140,9 +140,10 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
         ]))  # fmt: skip
     if ans.alike:
         names = " or ".join(kv_text(a) if is_modern(ans, spec) else heads(a.heads) for a in ans.alike)
-        b.append(("p", [("b", "As good as far as this data can tell: "), f"{names} per layer (no {'bits-per-byte' if is_bpb(metric) else 'accuracy'} "
-                        "difference at p < 0.05 over seeds, latency within the timing noise); a new run of the whole "
-                        "study may name one of them instead."]))  # fmt: skip
+        what = "bits-per-byte" if is_bpb(metric) else "accuracy"
+        b.append(("p", [("b", "As good as far as this data can tell: "),
+                        f"{names} per layer (no {what} difference at p < 0.05 over seeds, latency within the timing "
+                        "noise); a new run of the whole study may name one of them instead."]))  # fmt: skip
     if ans.confidence is not None:
         b.append(
             ("p", [("b", f"Confidence: {ans.confidence:.0%}. "), f"Measured as the {ans.confidence_method}."])

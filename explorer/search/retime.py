@@ -10,11 +10,12 @@ one re-timing process gave), so rounds in one process agree with each other more
 later times the model in (``explorer bench model``). Across rounds in fresh processes that shift is part of
 the spread between rounds, which the report's latency intervals are built from (never narrower than the timer's
 own block spread: :func:`explorer.insight.stats.block_spread`). Each (architecture, round) is stored with the
-study as it is measured (user attribute ``retimed``), so an interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one
-decoding step of every finalist in the same rounds (``kind = "decode"``), and, before its finalists are chosen,
-the decoding of the search's architectures (:func:`search_configs`): a decoding step of a small model is short,
-so a figure taken while another worker trains says more about that worker than about the architecture, and the
-knee and the grouped-query rule compare decoding times.
+study as it is measured (user attribute ``retimed``), so an interrupted re-timing continues where it stopped.
+A study that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
+(``kind = "decode"``), and, before its finalists are chosen, the decoding of the search's architectures
+(:func:`search_configs`): a decoding step of a small model is short, so a figure taken while another worker
+trains says more about that worker than about the architecture, and the knee and the grouped-query rule
+compare decoding times.
 """
 
 from __future__ import annotations
