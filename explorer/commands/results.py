@@ -141,10 +141,11 @@ def compare(
     for label, rows in df.groupby("label", sort=False):
         k = rows[rows["knee"].astype(bool)].iloc[0]
         click.echo(
-            f"{label}: {len(rows)} front architectures; knee heads {heads_text(k['heads'])}, "
+            f"{label}: {len(rows)} front architectures; search-front knee heads {heads_text(k['heads'])}, "
             f"val {k['val_accuracy']:.4f}, {k['latency_ms']:.3f} ms"
         )
     click.echo(f"wrote {', '.join(p.name for p in files)} to {files[0].parent}/")
+    click.echo("(knees of the search fronts, one run each; a study's recommendation: `explorer report NAME`)")
 
 
 # --------------------------------------------------------------------------------------------- evidence

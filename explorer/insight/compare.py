@@ -50,7 +50,8 @@ def study_setup(records: Sequence[TrialRecord]) -> StudySetup:
 
 def compare_fronts(studies: Sequence[tuple[str, Sequence[TrialRecord]]]) -> pd.DataFrame:
     """One row per architecture on each study's search front (feasible ones; fastest first within a study),
-    with the study's measurement setup and whether the row is the study's knee. Columns: COMPARE_COLUMNS."""
+    with the study's measurement setup and whether the row is the knee of that front (one run per architecture;
+    the study's recommendation, from its finalists, may be another layout). Columns: COMPARE_COLUMNS."""
     frames = []
     for name, records in studies:
         setup = study_setup(records)

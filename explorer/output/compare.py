@@ -50,7 +50,9 @@ def compare_figure(df: pd.DataFrame) -> Figure:
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms per batch, log scale)")
     ax.set_ylabel("validation accuracy (%)")
-    ax.set_title("Accuracy/latency fronts (stars: each study's knee, labelled with its heads per layer)")
+    ax.set_title(
+        "Accuracy/latency search fronts (stars: each front's knee, labelled with its heads per layer)"
+    )
     ax.legend(title="study (device, runtime, batch)", loc="lower right", fontsize=8)
     return fig
 

@@ -109,7 +109,9 @@ def test_cli_writes_one_figure_and_one_table(storage, tmp_path):
     ]
     assert "## onnx (cpu (Xeon), onnxruntime, batch 8)" in (out / "compare.md").read_text()
     text = CliRunner().invoke(main, ["compare", "eager", "onnx", "--storage", storage, "--out", str(out)])
-    assert text.exit_code == 0 and "knee heads" in text.stdout
+    assert (
+        text.exit_code == 0 and "search-front knee heads" in text.stdout and "explorer report" in text.stdout
+    )
 
 
 def test_bad_compare_inputs_are_one_line_and_write_nothing(storage, tmp_path):
