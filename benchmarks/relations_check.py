@@ -61,6 +61,7 @@ def main() -> None:
     from explorer.engine.device import cpu_model_name
     from explorer.insight.recommend import answer
     from explorer.insight.relations import relations_claim
+    from explorer.output.sections import why_fewer_than_k
 
     data = explorer.load(args.study, args.storage)
     spec = data.handle.spec
@@ -77,12 +78,7 @@ def main() -> None:
     rec = answer(data.records, spec, data.report_input().retimings).recommended
     rec_ok = rec is not None and min(rec.config.heads) >= k
     devices = ", ".join(sorted({r.latency.device for r in data.records if r.latency is not None})) or "?"
-    why = ""
-    if rec is not None and not rec_ok:
-        from explorer.output.sections import relations_blocks
-
-        why = next((t[1][0] for t in relations_blocks(data.records, k, rec) if t[0] == "p"
-                    and str(t[1][0]).startswith("Why the answer")), "")  # fmt: skip
+    why = "" if rec is None or rec_ok else why_fewer_than_k(rec, k, claim.by_heads)
     rows = [
         f"width {s[0]}: >= {k} heads {', '.join(f'{v:.3f}' for v in a)}; fewer {', '.join(f'{v:.3f}' for v in b)}"
         for s, (a, b) in zip(g.strata, strata, strict=True)

@@ -288,10 +288,10 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
             name = f"{label} attention (kv_heads = {'heads' if kv is None else kv})"
             contrasts.append(_contrast(name, rec, _find(measured, want), missing, spread, axis))
     contrasts = _merge_same(contrasts)
+    versus = [_contrast("", rec, a, "", spread, axis) for a in candidates if a.key != rec.key]
     alike = [
-        a for a in candidates if a.key != rec.key and a.n >= 2 and rec.n >= 2 and latency_tie(rec, a, axis)
-        and not mean_difference(a.values, rec.values, spread).significant()
-    ]  # fmt: skip
+        c.other for c in versus if c.quality is not None and not c.quality.significant() and c.latency_tie
+    ]
     confidence, method = None, ""
     runs: dict[str, list[TrialRecord]] = {}
     for r in records:

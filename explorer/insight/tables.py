@@ -222,9 +222,12 @@ class Architecture:
 
 
 def _timings(runs: Sequence[TrialRecord], decode: bool = False) -> list:
-    """Distinct measurements only: a cached figure reused by several runs is one measurement."""
+    """Distinct measurements only: a cached figure reused by several runs is one measurement (its first copy)."""
     lats = [(r.decode.latency if r.decode is not None else None) if decode else r.latency for r in runs]
-    return list({(lat.measured_at, round(lat.median_ms, 9)): lat for lat in lats if lat is not None}.values())
+    distinct: dict = {}
+    for lat in (x for x in lats if x is not None):
+        distinct.setdefault((lat.measured_at, round(lat.median_ms, 9)), lat)
+    return list(distinct.values())
 
 
 def _latency(timings: Sequence, pooled: Spread | None) -> Interval:

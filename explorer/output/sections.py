@@ -46,6 +46,7 @@ __all__ = [
     "num",
     "pct",
     "relations_blocks",
+    "why_fewer_than_k",
     "rules_blocks",
 ]
 
@@ -278,7 +279,7 @@ def relations_blocks(records: Sequence[TrialRecord], k: int, rec: Architecture |
         )
     b.append(("p", [acc]))
     if rec is not None and min(rec.heads) < k:
-        b.append(("p", [_fewer_than_k(rec, k, claim.by_heads)]))
+        b.append(("p", [why_fewer_than_k(rec, k, claim.by_heads)]))
     b.append(("p", [claim.description]))
     if claim.held is not None:
         b.append(("p", [("b", f"The claim {'held' if claim.held else 'did not hold'} on this study"),
@@ -287,7 +288,7 @@ def relations_blocks(records: Sequence[TrialRecord], k: int, rec: Architecture |
     return b
 
 
-def _fewer_than_k(
+def why_fewer_than_k(
     rec: Architecture, k: int, by_heads: Sequence[tuple[tuple[int, ...], Sequence[float]]]
 ) -> str:
     """Why the answer has fewer than k heads in some layer, from the same runs the claim is tested on."""
