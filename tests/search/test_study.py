@@ -3,10 +3,12 @@ commands, recovery from SIGKILL and Ctrl-C, failures that don't stop the study, 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -329,18 +331,29 @@ def _running_after_latency(name: str, url: str, at_least_done: int):
     return running[0] if len(done) >= at_least_done and running else None
 
 
+def _heartbeat_landed(url: str, trial_id: int) -> bool:
+    """Whether the trial's heartbeat is in the SQLite study (so the resume can see it go stale)."""
+    with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db:
+        return (
+            db.execute("SELECT 1 FROM trial_heartbeats WHERE trial_id = ?", (trial_id,)).fetchone()
+            is not None
+        )
+
+
 def _sigkill_then_resume(tmp_path: Path, url: str, name: str, total: int, kill_after_done: int) -> None:
     env = {**ENV, "EXPLORER_HEARTBEAT_INTERVAL": "1", "EXPLORER_GRACE_PERIOD": "2"}
-    spec = write_spec(
-        tmp_path, name=name, n_trials=total, epochs=40, early=False
-    )  # trials of several seconds
+    # 120 epochs: a one-layer trial runs for several seconds even on an idle machine (40 took 2.5 s, and the
+    # victim could finish before the kill)
+    spec = write_spec(tmp_path, name=name, n_trials=total, epochs=120, early=False)
     cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--storage", url]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         victim = _wait_for(
             lambda: _running_after_latency(name, url, kill_after_done), proc, "a running trial"
         )
-        time.sleep(1.5)  # let its heartbeat land
+        _wait_for(
+            lambda: _heartbeat_landed(url, victim._trial_id), proc, "its heartbeat"
+        )  # then kill at once
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
