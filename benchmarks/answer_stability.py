@@ -1,0 +1,194 @@
+"""Does a whole new run of the study give an answer the first one promised? (issue 10: "holds up when re-run")
+
+``rerun_check.py`` retrains the *recommended layout* with fresh seeds. This script re-runs the *whole study*:
+the same spec with other study seeds (the sampler's seed and every trial's training seed), each exactly as the
+README runs it (``explorer study run SPEC --workers 2``), in a fresh folder with its own latency cache. For
+every ordered pair of runs (A, B) it asks what a user who acted on A's report would see in B's:
+
+* the same layout, or one of the layouts A named as "as good as far as this data can tell";
+* B's accuracy (mean over its 3 finalist seeds) inside the interval A gave for the mean of 3 fresh seeds;
+* B's latency (median) inside the interval A gave for a new timing.
+
+A run that names another layout is not by itself a failure: the report says beforehand that a new run may
+pick one of the layouts it cannot tell apart. A pair where B's accuracy or latency falls outside A's interval
+is what a user would call an answer that did not hold.
+
+    python benchmarks/answer_stability.py studies/quickstart.toml --seeds 1 2 3 --record benchmarks/answer_stability.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def respec(text: str, name: str, seed: int) -> str:
+    """The spec's text with another study name and seed (every other line as written)."""
+    text, n = re.subn(r'(?m)^name\s*=\s*"[^"]*"', f'name = "{name}"', text, count=1)
+    if n != 1:
+        raise SystemExit('the spec has no top-level `name = "..."` line to rename')
+    text, n = re.subn(r"(?m)^seed\s*=\s*\d+", f"seed = {seed}", text, count=1)
+    if n != 1:  # no seed line: the default (0) was used; add one after the name
+        text = re.sub(r'(?m)^(name\s*=\s*"[^"]*".*)$', rf"\1\nseed = {seed}", text, count=1)
+    return text
+
+
+def run_one(spec_text: str, name: str, seed: int, workers: int) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix=f"stability-{seed}-"))
+    (folder / "studies").mkdir()
+    study = f"{name}-seed{seed}"
+    spec = folder / "studies" / f"{study}.toml"
+    spec.write_text(respec(spec_text, study, seed))
+    env = os.environ | {"EXPLORER_CACHE_DIR": str(folder / "cache")}
+    env.pop("EXPLORER_STORAGE", None)
+    cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--workers", str(workers)]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"seed {seed}: `{' '.join(cmd)}` failed ({done.returncode}): {done.stderr[-2000:]}")
+
+    import explorer
+    from explorer.insight.recommend import answer
+
+    data = explorer.load(study, f"sqlite:///{folder / 'studies' / study}.db")
+    ans = answer(data.records, data.handle.spec, data.report_input().retimings)
+    rec = ans.recommended
+    if rec is None or ans.evidence != "finalists":
+        raise SystemExit(f"seed {seed}: no finalist-backed recommendation (evidence: {ans.evidence})")
+    return {
+        "seed": seed, "seconds": round(wall, 1), "key": rec.key, "heads": list(rec.config.heads),
+        "accuracy": [rec.accuracy.estimate, rec.accuracy.low, rec.accuracy.high],
+        "rerun": [rec.rerun.low, rec.rerun.high],
+        "latency": [rec.latency.estimate, rec.latency.low, rec.latency.high],
+        "confidence": ans.confidence, "alike": [a.key for a in ans.alike],
+        "alike_heads": [list(a.config.heads) for a in ans.alike], "runs": rec.n,
+    }  # fmt: skip
+
+
+def pairs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for a in runs:
+        for b in runs:
+            if a is b:
+                continue
+            out.append({
+                "a": a["seed"], "b": b["seed"], "same": a["key"] == b["key"],
+                "named": b["key"] == a["key"] or b["key"] in a["alike"],
+                "accuracy_inside": a["rerun"][0] <= b["accuracy"][0] <= a["rerun"][1],
+                "latency_inside": a["latency"][1] <= b["latency"][0] <= a["latency"][2],
+            })  # fmt: skip
+    return out
+
+
+def heads(h: list[int]) -> str:
+    return ",".join(map(str, h))
+
+
+def render(result: dict[str, Any]) -> str:
+    runs, ps = result["runs"], result["pairs"]
+    lines = [
+        f"\n## {result['study']}: {len(runs)} whole runs, study seeds {', '.join(str(r['seed']) for r in runs)}",
+        "",
+        f"Recorded {result['date']} on {result['machine']}; load average before/after {result['load_before']:.2f}/"
+        f"{result['load_after']:.2f}; command `{result['command']}`; each run `explorer study run SPEC --workers "
+        f"{result['workers']}` in a fresh folder with an empty latency cache.",
+        "",
+        "| seed | answer (heads per layer) | accuracy, mean of 3 seeds [95%] | 3 fresh seeds should average | "
+        "latency ms [new timing, 95%] | confidence | as good as far as the data can tell | minutes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in runs:
+        acc, lat = r["accuracy"], r["latency"]
+        conf = "n/a" if r["confidence"] is None else f"{r['confidence']:.0%}"
+        alike = " or ".join(heads(h) for h in r["alike_heads"]) or "none"
+        lines.append(
+            f"| {r['seed']} | {heads(r['heads'])} | {acc[0]:.2%} [{acc[1]:.2%}, {acc[2]:.2%}] | "
+            f"[{r['rerun'][0]:.2%}, {r['rerun'][1]:.2%}] | {lat[0]:.3g} [{lat[1]:.3g}, {lat[2]:.3g}] | {conf} | "
+            f"{alike} | {r['seconds'] / 60:.1f} |"
+        )
+    n = len(ps)
+    same = sum(p["same"] for p in ps)
+    named = sum(p["named"] for p in ps)
+    acc_in = sum(p["accuracy_inside"] for p in ps)
+    lat_in = sum(p["latency_inside"] for p in ps)
+    both = sum(p["accuracy_inside"] and p["latency_inside"] for p in ps)
+    lines += [
+        "",
+        f"Over the {n} ordered pairs (A's report, B's run): B names A's layout in {same}; A's layout or one A named "
+        f"as alike in {named}; B's accuracy falls inside A's interval for 3 fresh seeds in {acc_in}; B's latency "
+        f"inside A's interval for a new timing in {lat_in}; both in {both}.",
+    ]
+    misses = [p for p in ps if not (p["accuracy_inside"] and p["latency_inside"])]
+    by_seed = {r["seed"]: r for r in runs}
+    for p in misses:
+        a, b = by_seed[p["a"]], by_seed[p["b"]]
+        what = []
+        if not p["accuracy_inside"]:
+            what.append(f"accuracy {b['accuracy'][0]:.2%} outside [{a['rerun'][0]:.2%}, {a['rerun'][1]:.2%}]")
+        if not p["latency_inside"]:
+            what.append(
+                f"latency {b['latency'][0]:.3g} ms outside [{a['latency'][1]:.3g}, {a['latency'][2]:.3g}]"
+            )
+        lines.append(
+            f"- seed {p['b']} ({heads(b['heads'])}) against seed {p['a']}'s report: {'; '.join(what)}."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("spec", type=Path)
+    ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--record", type=Path, help="append the result to this Markdown file (and its .json)")
+    args = ap.parse_args()
+    from explorer.engine.device import cpu_model_name
+
+    text = args.spec.read_text()
+    name = re.search(r'(?m)^name\s*=\s*"([^"]*)"', text)
+    if name is None:
+        raise SystemExit(f'{args.spec}: no top-level `name = "..."` line')
+    load_before = os.getloadavg()[0]
+    runs = []
+    for seed in args.seeds:
+        r = run_one(text, name.group(1), seed, args.workers)
+        print(f"seed {seed}: {heads(r['heads'])} in {r['seconds']:.0f} s", flush=True)
+        runs.append(r)
+    result = {
+        "study": name.group(1), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "command": "python benchmarks/answer_stability.py " + " ".join(sys.argv[1:]), "workers": args.workers,
+        "load_before": load_before, "load_after": os.getloadavg()[0], "runs": runs, "pairs": pairs(runs),
+    }  # fmt: skip
+    text_out = render(result)
+    print(text_out)
+    if args.record:
+        if not args.record.exists():
+            args.record.write_text(
+                "# Whole re-runs of a study: does a new run give the answer the first one promised?\n\n"
+                "Written by `benchmarks/answer_stability.py` (one block per check, appended); raw figures in the "
+                ".json beside this file.\n"
+            )
+        with args.record.open("a") as f:
+            f.write(text_out)
+        raw = args.record.with_suffix(".json")
+        old = json.loads(raw.read_text()) if raw.exists() else []
+        raw.write_text(json.dumps([*old, result], indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
