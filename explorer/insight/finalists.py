@@ -4,8 +4,10 @@ After the search, the answer rests on single short runs. The finalist plan picks
 accuracy/latency front's knee among feasible architectures within the budgets), the front architectures nearest
 it, and three references at the knee's width and depth: one head per layer (the seed's "one head is not
 enough"), the folklore's default of 8 heads per layer (or the nearest valid count in 8-16), and the next faster
-layout on the front (what a little less latency would cost). A study that searches key/value heads adds two more
-at the knee's heads, width and depth: multi-head attention (kv_heads = heads) and multi-query attention
+layout on the front (what a little less latency would cost). The ladder adds every head count of the space, the
+same in each layer, at the knee's width and depth: whatever one run's search happened to find, every run of the
+study at that base compares the same uniform layouts. A study that searches key/value heads adds two more at
+the knee's heads, width and depth: multi-head attention (kv_heads = heads) and multi-query attention
 (kv_heads = 1), the two ends grouped-query attention sits between. Each is trained with the same fresh seeds.
 The plan is a pure function of the search's records, so planning again after a resume queues only what is new.
 
@@ -24,6 +26,7 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.schedules import valid_heads
 from explorer.insight.pareto import knee, normalize, pareto_front
 from explorer.insight.tables import Architecture, architecture_table, architectures, decode_only
+from explorer.search.feasibility import head_counts
 from explorer.search.record import FINALIST_SEED_OFFSET, FinalistRun, Retiming, TrialRecord, arch_key
 from explorer.search.spec import MB, StudySpec
 
@@ -139,8 +142,8 @@ def plan_finalists(
     picks: list[tuple[Architecture | ModelConfig, str]] = [(knee_arch, "knee")]
     picks += [(by_key[key], "front") for key in order if key != knee_arch.key][: max(0, top - 1)]
     notes = []
+    base = knee_arch.config
     if fs.references:
-        base = knee_arch.config
         one, why = _uniform(base, 1)
         if one is not None:
             picks.append((one, "1 head"))
@@ -160,6 +163,11 @@ def plan_finalists(
         if spec.space.kv_heads is not None:  # the two ends grouped-query attention sits between
             picks.append((with_kv(base, None), KV_REFERENCES[0]))
             picks.append((with_kv(base, 1), KV_REFERENCES[1]))
+    if fs.ladder:  # the same uniform layouts in every run of the study, whatever its search found
+        for h in head_counts(spec.space, base.d_model, base.min_dk, None):
+            config, _ = _uniform(base, h)
+            if config is not None:
+                picks.append((config, "1 head" if h == 1 else f"{h} heads"))
     runs: list[FinalistRun] = []
     seen: set[str] = set()
     for pick, label in picks:

@@ -57,6 +57,8 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
                      architectures nearest the knee; references (true): 1 head and the folklore's 8 (8-16)
                      heads per layer at the knee's width and depth, and the next faster front layout (a
                      study searching kv_heads adds multi-head and multi-query attention at the knee's heads);
+                     ladder (true): every head count of the space, the same in each layer, at the knee's width
+                     and depth (the same candidates in every run of the study, so a re-run compares alike);
                      seeds (3); max_epochs (3 x [task] epochs): a cap; patience (4): with a constant learning
                      rate after warm-up, a plateau (no rise above one binomial standard error in this many
                      epochs) cuts it 10x, twice, and a third plateau ends the run; timing_rounds (3):
@@ -275,12 +277,13 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
 
 
 def _finalists(data: Any, epochs: int) -> FinalistsSpec:
-    keys = ("enabled", "top", "references", "seeds", "max_epochs", "patience", "timing_rounds")
+    keys = ("enabled", "top", "references", "ladder", "seeds", "max_epochs", "patience", "timing_rounds")
     t = Table(data, "[finalists]", keys)
     spec = FinalistsSpec(
         enabled=t.flag("enabled", True),
         top=t.integer("top", 2),
         references=t.flag("references", True),
+        ladder=t.flag("ladder", True),
         seeds=t.integer("seeds", 3),
         max_epochs=t.integer("max_epochs", None),
         patience=t.integer("patience", 4),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from explorer.insight.finalists import finalist_seeds, plan_finalists
 from explorer.search.spec import spec_from_dict
 from tests.fixtures import record
@@ -57,3 +59,32 @@ def test_overrides_and_an_empty_search():
     assert "front" not in {run.label for run in plan.runs}
     empty = plan_finalists([], SPEC)
     assert empty.runs == () and empty.knee is None and empty.notes
+
+
+def test_the_ladder_adds_every_head_count_of_the_space_at_the_knees_base_and_can_be_switched_off():
+    seeds = set(finalist_seeds(SPEC, 3))
+    plan = plan_finalists(search(), SPEC)
+    runs = {}
+    for run in plan.runs:
+        runs.setdefault(run.config.heads, set()).add(run.seed)
+    for h in SPEC.space.heads:  # 2, 4, 16, 32 heads in each layer, whatever the search found
+        assert runs[(h, h)] == seeds
+    assert {run.config.d_model for run in plan.runs} == {64}
+    assert next(r.label for r in plan.runs if r.config.heads == (16, 16)) == "16 heads"
+
+    off = spec_from_dict(SPEC.to_dict() | {"finalists": SPEC.to_dict()["finalists"] | {"ladder": False}})
+    assert not off.finalists.ladder
+    heads = {run.config.heads for run in plan_finalists(search(), off).runs}
+    assert (16, 16) not in heads and (2, 2) not in heads  # neither searched near the knee nor a reference
+    assert {(4, 4), (1, 1), (8, 8)} <= heads
+
+
+def test_the_ladder_keeps_to_the_knees_d_k_floor():
+    rows = [((4, 4), 0.84, 1.4), ((2, 2), 0.78, 1.2), ((1, 4), 0.80, 1.3)]
+    floor = [record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)]
+    floor = [dataclasses.replace(r, config=dataclasses.replace(r.config, min_dk=16)) for r in floor]
+    heads = {run.config.heads for run in plan_finalists(floor, SPEC).runs}
+    assert {(2, 2), (4, 4)} <= heads
+    assert (
+        not {(16, 16), (32, 32)} & heads
+    )  # d_k 4 and 2: under the knee's floor of 16 (planned at floor 1 above)
