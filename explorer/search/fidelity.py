@@ -71,9 +71,8 @@ class FinalistsSpec:
     enabled: bool = True
     top: int = 2  # front architectures nearest the knee (the knee included)
     references: bool = True  # 1 head, 8 (8-16) heads per layer and the next faster front layout
-    ladder: bool = (
-        True  # every head count of the space, the same in each layer, at the knee's width and depth
-    )
+    # every head count of the space, the same in each layer, at the knee's width and depth
+    ladder: bool = True
     seeds: int = 3  # fresh seeds per finalist
     max_epochs: int | None = None  # cap of the plateau rule; None: 3 x [task] epochs
     patience: int = 4  # epochs without a rise of more than one binomial standard error before stopping

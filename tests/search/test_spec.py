@@ -312,9 +312,8 @@ def test_committed_specs_say_what_they_promise():
     # "how many heads for my model": one width and one depth, heads searched, finalists with 3+ seeds
     assert len(quick.space.d_model) == 1 and len(quick.space.n_layers) == 1 and len(quick.space.heads) >= 5
     assert quick.finalists.enabled and quick.finalists.seeds >= 3 and quick.finalists.references
-    assert (
-        quick.finalists.ladder
-    )  # every head count of the space at the base: re-runs compare the same layouts
+    # the ladder: every head count of the space at the base, so re-runs compare the same layouts
+    assert quick.finalists.ladder
     bad = quick.to_dict() | {"finalists": quick.to_dict()["finalists"] | {"ladder": "yes"}}
     with pytest.raises(SpecError, match="ladder"):
         spec_from_dict(bad)
