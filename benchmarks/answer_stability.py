@@ -58,8 +58,11 @@ def run_one(spec_text: str, name: str, seed: int, workers: int) -> dict[str, Any
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    if done.returncode != 0:
-        raise SystemExit(f"seed {seed}: `{' '.join(cmd)}` failed ({done.returncode}): {done.stderr[-2000:]}")
+    if done.returncode != 0:  # recorded as a failed run, with its whole stderr kept for the traceback
+        (folder / "stderr.log").write_text(done.stderr)
+        last = next((line for line in reversed(done.stderr.splitlines()) if line.startswith("error:")), "")
+        return {"seed": seed, "seconds": round(wall, 1), "failed": done.returncode, "error": last,
+                "stderr": str(folder / "stderr.log")}  # fmt: skip
 
     import explorer
     from explorer.insight.recommend import answer
@@ -81,6 +84,7 @@ def run_one(spec_text: str, name: str, seed: int, workers: int) -> dict[str, Any
 
 def pairs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
+    runs = [r for r in runs if "failed" not in r]
     for a in runs:
         for b in runs:
             if a is b:
@@ -105,13 +109,24 @@ def render(result: dict[str, Any]) -> str:
         "",
         f"Recorded {result['date']} on {result['machine']}; load average before/after {result['load_before']:.2f}/"
         f"{result['load_after']:.2f}; command `{result['command']}`; each run `explorer study run SPEC --workers "
-        f"{result['workers']}` in a fresh folder with an empty latency cache.",
+        f"{result['workers']}` in a fresh folder with an empty latency cache"
+        + (f"; commit {result['commit']}" if result.get("commit") else "")
+        + (
+            f"; the runs recorded at {result['reused']} are kept and the new seeds added"
+            if result.get("reused")
+            else ""
+        )
+        + ".",
         "",
         "| seed | answer (heads per layer) | accuracy, mean of 3 seeds [95%] | 3 fresh seeds should average | "
         "latency ms [new timing, 95%] | confidence | as good as far as the data can tell | minutes |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
+        if "failed" in r:
+            lines.append(f"| {r['seed']} | the command failed (exit {r['failed']}): {r['error'] or 'see stderr'} "
+                         f"| | | | | | {r['seconds'] / 60:.1f} |")  # fmt: skip
+            continue
         acc, lat = r["accuracy"], r["latency"]
         conf = "n/a" if r["confidence"] is None else f"{r['confidence']:.0%}"
         alike = " or ".join(heads(h) for h in r["alike_heads"]) or "none"
@@ -155,6 +170,11 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--record", type=Path, help="append the result to this Markdown file (and its .json)")
+    ap.add_argument(
+        "--extend",
+        action="store_true",
+        help="keep the runs of the last recorded block (same study and workers) and add --seeds to them",
+    )
     args = ap.parse_args()
     from explorer.engine.device import cpu_model_name
 
@@ -163,16 +183,29 @@ def main() -> None:
     if name is None:
         raise SystemExit(f'{args.spec}: no top-level `name = "..."` line')
     load_before = os.getloadavg()[0]
-    runs = []
-    for seed in args.seeds:
+    runs, reused = [], None
+    if args.extend:
+        raw = args.record.with_suffix(".json") if args.record else None
+        if raw is None or not raw.exists():
+            raise SystemExit("--extend needs --record with an earlier block to extend")
+        last = json.loads(raw.read_text())[-1]
+        if (last["study"], last["workers"]) != (name.group(1), args.workers):
+            raise SystemExit(
+                f"the last block is {last['study']} with {last['workers']} workers: nothing to extend"
+            )
+        runs, reused = list(last["runs"]), last["date"]
+    for seed in [s for s in args.seeds if s not in {r["seed"] for r in runs}]:
         r = run_one(text, name.group(1), seed, args.workers)
-        print(f"seed {seed}: {heads(r['heads'])} in {r['seconds']:.0f} s", flush=True)
+        what = f"FAILED (stderr in {r['stderr']})" if "failed" in r else heads(r["heads"])
+        print(f"seed {seed}: {what} in {r['seconds']:.0f} s", flush=True)
         runs.append(r)
     result = {
         "study": name.group(1), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "command": "python benchmarks/answer_stability.py " + " ".join(sys.argv[1:]), "workers": args.workers,
         "load_before": load_before, "load_after": os.getloadavg()[0], "runs": runs, "pairs": pairs(runs),
+        "reused": reused, "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                                   capture_output=True, text=True).stdout.strip(),
     }  # fmt: skip
     text_out = render(result)
     print(text_out)

@@ -285,14 +285,26 @@ def _use_wal(storage: RDBStorage) -> None:
     a study's overhead. In WAL mode a commit is an append (0.8 ms), readers no longer block the writer (better for
     several workers), and a commit survives a killed process; only an OS crash or power loss can drop the last
     commits. WAL needs a local disk, not a network file system (use PostgreSQL across machines).
+
+    Every transaction also starts with ``BEGIN IMMEDIATE`` (SQLAlchemy's recipe for pysqlite: the driver's own
+    BEGIN switched off, ours emitted). Optuna reads a row and then updates it in one session, relying on
+    ``SELECT ... FOR UPDATE``, which SQLite ignores; so two workers could both see a queued trial WAITING and both
+    run it (4 processes popping 200 queued trials popped 23 twice; the second to finish then crashed on "Cannot
+    tell a COMPLETE trial"). Taking the write lock at BEGIN makes that read-then-write atomic: transactions,
+    reads included, now run one at a time, each a few milliseconds, and the others wait (``timeout`` above).
     """
 
     @sqlalchemy.event.listens_for(storage.engine, "connect")
     def _pragmas(dbapi_connection, _record):  # noqa: ANN001 - DB-API objects
+        dbapi_connection.isolation_level = None  # the driver emits no BEGIN of its own: _begin below does
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
+
+    @sqlalchemy.event.listens_for(storage.engine, "begin")
+    def _begin(conn):  # noqa: ANN001 - a SQLAlchemy connection
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     storage.engine.dispose()  # pooled connections opened before the listener reconnect with the pragmas
 

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import re
 import time
 import uuid
 import warnings
@@ -54,6 +55,8 @@ MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials 
 MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a row that another worker held
 EXHAUSTED = "the search space has no architecture left"  # how a stage's note starts when the space is used up
 STAGES = ("search", "finalists")
+WORKER_ERROR = "error: "  # how a worker's own failure starts on the result queue (the rest: one masked line)
+_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)\S*@")  # scheme://user:PASSWORD@
 
 log = logging.getLogger(__name__)
 
@@ -277,6 +280,10 @@ def _worker_main(
         out.put(_work(handle, stage, total, device, deadline, 1.0, artifacts=artifacts))
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
+    except Exception as exc:  # the parent names it in its one-line error; the traceback follows on stderr
+        line = _URL_PASSWORD.sub(r"\1***@", " ".join(str(exc).split()))[:300]
+        out.put(f"{WORKER_ERROR}{type(exc).__name__}: {line}")
+        raise
 
 
 def _worker_devices(device: torch.device, workers: int) -> list[str]:
@@ -359,14 +366,20 @@ def run_stage(
     finally:
         for p in procs:
             p.join()
-    failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
-    if failed:
-        raise ExplorerError(
-            f"{len(failed)} worker(s) exited with an error (codes {failed}); rerun with -v for details."
-        )
     notes = []
     while not queue.empty():
         notes.append(queue.get())
+    errors = [n.removeprefix(WORKER_ERROR) for n in notes if n.startswith(WORKER_ERROR)]
+    notes = [n for n in notes if not n.startswith(WORKER_ERROR)]
+    failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
+    if failed:
+        done = stage_progress(study, stage, total)
+        raise ExplorerError(
+            f"{len(failed)} worker(s) exited with an error (codes {failed})"
+            + (f": {errors[0]}" if errors else "")
+            + f"; {done.done} of {total} {stage} trials are finished and saved: rerun the command to resume "
+            "(add -v for the traceback)."
+        )
     progress = report(next((n for n in notes if n), ""))
     # A worker killed by a signal (the OOM killer, a stray kill) loses nothing: the others fail its trial once
     # it goes stale and retry it. Only a stage left unfinished for no other reason (timeout, space used up) is
