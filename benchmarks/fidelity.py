@@ -214,8 +214,9 @@ def rerun_floor(by_seed: dict[int, list[dict[str, Any]]], draws: int, seed: int)
         for _ in range(draws):
             runs = [others[rng.choice(sorted(others))][k] for k in keys]
             same += front_stats(runs, [True] * len(runs))[1] == knees[s]
-    return {"architectures": len(by_seed[seeds[0]]), "knees": {str(s): k for s, k in knees.items()}, "pairs_same": sum(p[2] for p in pairs),
-            "pairs": len(pairs), "resampled_same": same, "resampled": draws * len(seeds)}  # fmt: skip
+    return {"architectures": len(by_seed[seeds[0]]), "knees": {str(s): k for s, k in knees.items()},
+            "pairs_same": sum(p[2] for p in pairs), "pairs": len(pairs),
+            "resampled_same": same, "resampled": draws * len(seeds)}  # fmt: skip
 
 
 def run_jobs(jobs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
@@ -397,8 +398,8 @@ def render(out: dict[str, Any]) -> str:
             "",
             f"The same {f['architectures']} architectures, each trained to the full budget with seeds 0, 1 and 2 "
             f"(no stopping), give these knees: {knees}. Pairs of those runs name the same knee in "
-            f"{f['pairs_same']} of {f['pairs']}; re-runs assembled from the other seeds' runs (each architecture's run drawn from them at random) name a seed's knee in {f['resampled_same']} "
-            f"of {f['resampled']} draws. The rule above is scored on keeping the knee of the very run it replays; "
+            f"{f['pairs_same']} of {f['pairs']}; re-runs assembled from the other seeds' runs (each architecture's "
+            f"run drawn from them at random) name a seed's knee in {f['resampled_same']} of {f['resampled']} draws. The rule above is scored on keeping the knee of the very run it replays; "
             f"a second run of the full search, with no stopping at all, kept it in "
             f"{f['resampled_same'] / f['resampled']:.0%} of draws. Which architecture is the search's knee is "
             "decided by the training noise of one run: that is why the study's answer comes from finalists over "

@@ -282,16 +282,13 @@ def _use_wal(storage: RDBStorage) -> None:
 
     Optuna writes every trial attribute in a transaction of its own; with SQLite's default rollback journal each
     commit is an fsync (about 2 ms here, measured in benchmarks/studies.md), which made that bookkeeping most of
-    a study's overhead. In WAL mode a commit is an append (0.8 ms), readers no longer block the writer (better for
-    several workers), and a commit survives a killed process; only an OS crash or power loss can drop the last
-    commits. WAL needs a local disk, not a network file system (use PostgreSQL across machines).
+    a study's overhead. In WAL mode a commit is an append (0.8 ms), and a commit survives a killed process; only an
+    OS crash or power loss can drop the last commits. WAL needs a local disk, not a network file system (use PostgreSQL across machines).
 
-    Every transaction also starts with ``BEGIN IMMEDIATE`` (SQLAlchemy's recipe for pysqlite: the driver's own
-    BEGIN switched off, ours emitted). Optuna reads a row and then updates it in one session, relying on
-    ``SELECT ... FOR UPDATE``, which SQLite ignores; so two workers could both see a queued trial WAITING and both
-    run it (4 processes popping 200 queued trials popped 23 twice; the second to finish then crashed on "Cannot
-    tell a COMPLETE trial"). Taking the write lock at BEGIN makes that read-then-write atomic: transactions,
-    reads included, now run one at a time, each a few milliseconds, and the others wait (``timeout`` above).
+    Every transaction starts ``BEGIN IMMEDIATE`` (SQLAlchemy's pysqlite recipe). Optuna reads a row, then updates
+    it, relying on ``SELECT ... FOR UPDATE``, which SQLite ignores: two workers could both pop one queued trial
+    and run it twice (tests/search/test_workers.py). Taking the write lock at BEGIN makes that atomic:
+    transactions, reads included, run one at a time, a few ms each, the others waiting (``timeout`` above).
     """
 
     @sqlalchemy.event.listens_for(storage.engine, "connect")
