@@ -5,15 +5,25 @@ pick the same one at the same moment. A claim is a row in a small table of our o
 study's database, with the (study, configuration) pair as its primary key: the database itself lets exactly one
 INSERT win, on SQLite and PostgreSQL alike. A claim held by a trial that ended FAIL (killed, interrupted,
 diverged) can be taken over by its retry; any other holder makes the newcomer a duplicate.
+
+Taking a queued trial is made exclusive the same way (:func:`pop_waiting`). Optuna pops a WAITING trial by
+reading it and then marking it RUNNING, relying on ``SELECT ... FOR UPDATE``, which SQLite ignores: two workers
+could take the same queued finalist run, train it twice, and the second to finish crashed on "Cannot tell a
+COMPLETE trial". A worker now changes the row only where it is still WAITING, in one statement.
 """
 
 from __future__ import annotations
 
+import datetime
+
+import optuna
 import sqlalchemy as sa
 import sqlalchemy.exc
 from optuna.storages import RDBStorage
+from optuna.storages._rdb import models  # the trials table, for the one conditional UPDATE of pop_waiting
+from optuna.trial import TrialState
 
-__all__ = ["Claims"]
+__all__ = ["Claims", "pop_waiting"]
 
 _METADATA = sa.MetaData()
 _TABLE = sa.Table(
@@ -96,3 +106,25 @@ class Claims:
                 sa.select(_TABLE.c.config, _TABLE.c.trial).where(_TABLE.c.study == self.study)
             ).all()
         return {str(c): int(t) for c, t in rows}
+
+
+def pop_waiting(study: optuna.Study) -> int | None:
+    """Take a WAITING trial of ``study`` for this process alone (its trial id), or None when none is left.
+
+    One conditional UPDATE (``... SET state = RUNNING WHERE state = WAITING``) per candidate: the database lets
+    exactly one process change a row from WAITING, on SQLite and PostgreSQL alike. Install it as
+    ``study._pop_waiting_trial_id`` so that ``study.optimize`` takes queued trials this way.
+    """
+    engine = getattr(study._storage, "_backend", study._storage).engine
+    trials = models.TrialModel.__table__
+    for t in study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
+        now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # Optuna 5 stores naive UTC
+        with engine.begin() as conn:
+            taken = conn.execute(
+                trials.update()
+                .where(trials.c.trial_id == t._trial_id, trials.c.state == TrialState.WAITING.name)
+                .values(state=TrialState.RUNNING.name, datetime_start=now)
+            ).rowcount
+        if taken == 1:
+            return t._trial_id
+    return None

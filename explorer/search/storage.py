@@ -282,26 +282,17 @@ def _use_wal(storage: RDBStorage) -> None:
 
     Optuna writes every trial attribute in a transaction of its own; with SQLite's default rollback journal each
     commit is an fsync (about 2 ms here, measured in benchmarks/studies.md), which made that bookkeeping most of
-    a study's overhead. In WAL mode a commit is an append (0.8 ms), and a commit survives a killed process; only an
-    OS crash or power loss can drop the last commits. WAL needs a local disk, not a network file system (use PostgreSQL across machines).
-
-    Every transaction starts ``BEGIN IMMEDIATE`` (SQLAlchemy's pysqlite recipe). Optuna reads a row, then updates
-    it, relying on ``SELECT ... FOR UPDATE``, which SQLite ignores: two workers could both pop one queued trial
-    and run it twice (tests/search/test_workers.py). Taking the write lock at BEGIN makes that atomic:
-    transactions, reads included, run one at a time, a few ms each, the others waiting (``timeout`` above).
+    a study's overhead. In WAL mode a commit is an append (0.8 ms), readers no longer block the writer (better for
+    several workers), and a commit survives a killed process; only an OS crash or power loss can drop the last
+    commits. WAL needs a local disk, not a network file system (use PostgreSQL across machines).
     """
 
     @sqlalchemy.event.listens_for(storage.engine, "connect")
     def _pragmas(dbapi_connection, _record):  # noqa: ANN001 - DB-API objects
-        dbapi_connection.isolation_level = None  # the driver emits no BEGIN of its own: _begin below does
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
-
-    @sqlalchemy.event.listens_for(storage.engine, "begin")
-    def _begin(conn):  # noqa: ANN001 - a SQLAlchemy connection
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
 
     storage.engine.dispose()  # pooled connections opened before the listener reconnect with the pragmas
 

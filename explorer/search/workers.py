@@ -32,6 +32,7 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.device import resolve_device
 from explorer.engine.latency_cache import CachePolicy
 from explorer.errors import ConfigError, ExplorerError
+from explorer.search.claims import pop_waiting
 from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.record import FinalistRun, arch_key, is_bookkeeping
 from explorer.search.sampling import make_sampler
@@ -225,6 +226,7 @@ def _work(
         store=artifact_store(handle, artifacts),
         on_epoch=on_trial,
     )
+    study._pop_waiting_trial_id = lambda: pop_waiting(study)  # one worker per queued trial, also on SQLite
     callbacks: list[Callable[..., None]] = []
     stop = _StopRules(stage, total, SearchSpace(handle.spec.space).size())
     callbacks.append(stop)

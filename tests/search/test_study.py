@@ -440,7 +440,7 @@ def test_ctrl_c_stops_cleanly_and_resume_retries_the_interrupted_trial(tmp_path,
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 130
+    assert proc.returncode == 130, err
     assert "resume with: explorer study resume ctrlc" in err and "Traceback" not in err
     study = optuna.load_study(study_name="ctrlc", storage=sqlite_url)
     interrupted = study.get_trials()[victim.number]

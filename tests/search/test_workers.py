@@ -10,6 +10,7 @@ import optuna
 import pytest
 
 from explorer.errors import ExplorerError
+from explorer.search.claims import pop_waiting
 from explorer.search.spec import load_spec
 from explorer.search.storage import open_storage
 from explorer.search.study import prepare_study
@@ -36,7 +37,7 @@ def _pop_all(url: str, name: str, out) -> None:  # noqa: ANN001 - a multiprocess
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     study = optuna.load_study(study_name=name, storage=open_storage(url, heartbeat=False))
     popped = []
-    while (trial_id := study._pop_waiting_trial_id()) is not None:
+    while (trial_id := pop_waiting(study)) is not None:
         popped.append(trial_id)
     out.put(popped)
 
@@ -44,8 +45,8 @@ def _pop_all(url: str, name: str, out) -> None:  # noqa: ANN001 - a multiprocess
 @pytest.mark.slow
 def test_a_queued_trial_is_popped_by_exactly_one_of_several_workers(storage_url, study_name):
     """Optuna reads a WAITING trial, then marks it RUNNING, relying on SELECT ... FOR UPDATE, which SQLite
-    ignores: without explorer's BEGIN IMMEDIATE, 4 processes popping 200 queued trials popped 23 twice (the
-    finalist stage then ran a run twice and crashed on "Cannot tell a COMPLETE trial")."""
+    ignores: with Optuna's own pop, 4 processes popping 200 queued trials popped 23 twice (the finalist stage
+    then ran a run twice and crashed on "Cannot tell a COMPLETE trial"). Workers pop through pop_waiting."""
     study = optuna.create_study(study_name=study_name, storage=open_storage(storage_url, heartbeat=False))
     for i in range(200):
         study.enqueue_trial({"x": i}, skip_if_exists=False)
