@@ -115,7 +115,9 @@ def pop_waiting(study: optuna.Study) -> int | None:
     exactly one process change a row from WAITING, on SQLite and PostgreSQL alike. Install it as
     ``study._pop_waiting_trial_id`` so that ``study.optimize`` takes queued trials this way.
     """
-    engine = getattr(study._storage, "_backend", study._storage).engine
+    engine = getattr(getattr(study._storage, "_backend", study._storage), "engine", None)
+    if engine is None:  # not a database (an in-process storage): one process, no race; Optuna's own pop
+        return optuna.Study._pop_waiting_trial_id(study)
     trials = models.TrialModel.__table__
     for t in study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
         now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # Optuna 5 stores naive UTC

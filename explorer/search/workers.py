@@ -375,12 +375,11 @@ def run_stage(
     notes = [n for n in notes if not n.startswith(WORKER_ERROR)]
     failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
     if failed:
-        done = stage_progress(study, stage, total)
         raise ExplorerError(
             f"{len(failed)} worker(s) exited with an error (codes {failed})"
             + (f": {errors[0]}" if errors else "")
-            + f"; {done.done} of {total} {stage} trials are finished and saved: rerun the command to resume "
-            "(add -v for the traceback)."
+            + f"; {stage_progress(study, stage, total).done} of {total} {stage} trials are finished and saved: "
+            "rerun the command to resume (add -v for the traceback)."
         )
     progress = report(next((n for n in notes if n), ""))
     # A worker killed by a signal (the OOM killer, a stray kill) loses nothing: the others fail its trial once
