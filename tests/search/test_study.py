@@ -331,6 +331,12 @@ def _running_after_latency(name: str, url: str, at_least_done: int):
     return running[0] if len(done) >= at_least_done and running else None
 
 
+def _both_running_with_heartbeats(name: str, url: str) -> bool:
+    running = [t for t in optuna.load_study(study_name=name, storage=url).get_trials()
+               if t.state == TrialState.RUNNING]  # fmt: skip
+    return len(running) == 2 and all(_heartbeat_landed(url, t._trial_id) for t in running)
+
+
 def _heartbeat_landed(url: str, trial_id: int) -> bool:
     """Whether the trial's heartbeat is in the SQLite study (so the resume can see it go stale)."""
     with contextlib.closing(sqlite3.connect(url.removeprefix("sqlite:///"))) as db:
@@ -416,7 +422,9 @@ def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_tr
     try:
         _wait_for(lambda: _running_after_latency("twokill", sqlite_url, 1), proc, "a running trial")
         workers = _wait_for(lambda: _worker_pids(proc.pid), proc, "the worker processes")
-        time.sleep(1.5)  # let its heartbeat land
+        # Kill only while both workers hold a running trial whose heartbeat is stored: whichever worker dies
+        # then leaves a trial to retry (killing one between two trials left nothing to retry, seen once in CI).
+        _wait_for(lambda: _both_running_with_heartbeats("twokill", sqlite_url), proc, "two running trials")
         os.kill(workers[0], signal.SIGKILL)
         _, err = proc.communicate(timeout=900)
     finally:
