@@ -65,10 +65,8 @@ def run_one(spec_text: str, name: str, seed: int, workers: int) -> dict[str, Any
                 "stderr": str(folder / "stderr.log")}  # fmt: skip
 
     import explorer
-    from explorer.insight.recommend import answer
 
-    data = explorer.load(study, f"sqlite:///{folder / 'studies' / study}.db")
-    ans = answer(data.records, data.handle.spec, data.report_input().retimings)
+    ans = explorer.recommend(study, f"sqlite:///{folder / 'studies' / study}.db")
     rec = ans.recommended
     if rec is None or ans.evidence != "finalists":
         raise SystemExit(f"seed {seed}: no finalist-backed recommendation (evidence: {ans.evidence})")
