@@ -13,6 +13,11 @@ instant (no torch, no Optuna until a workflow is called)::
     >>> df = explorer.trials("quickstart")                  # its trials as a pandas DataFrame
     >>> explorer.recommend("quickstart").recommended.heads  # the head-count answer, with its evidence
     >>> explorer.export("quickstart", "knee.onnx", format="onnx")
+
+For a model of your own (``[model] build = "mypkg.models:build"``), ``build(layout, spec)`` receives an
+:class:`explorer.ModelConfig` (the layout: width, depth, heads per layer...) and an :class:`explorer.InputSpec`;
+build its attention from :class:`explorer.MultiHeadAttention` (or ``torch.nn.MultiheadAttention``) so explorer
+can check that each layer has the heads asked for.
 """
 
 from __future__ import annotations
@@ -35,7 +40,11 @@ _LAZY = {
     "compare": "explorer.api",
     "confirm": "explorer.api",
     "load": "explorer.api",
-    "RunOptions": "explorer.search.workers",
+    "RunOptions": "explorer.search.run_options",
+    # for your own model ([model] build): the attention explorer can read and analyse, and what a builder gets
+    "MultiHeadAttention": "explorer.engine.attention",
+    "ModelConfig": "explorer.engine.config",
+    "InputSpec": "explorer.engine.config",
 }
 
 __all__ = ["__version__", *_LAZY]

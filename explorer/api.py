@@ -2,7 +2,8 @@
 
 A study runs in two stages (:func:`run`): the search (``n_trials`` architectures, one run each, rungs stopping the
 clearly beaten), then the finalists (:mod:`explorer.insight.finalists` picks the knee, its neighbours and the
-reference layouts; each is retrained with fresh seeds until its accuracy stops moving). Both stages run as trials
+reference layouts; each is trained on the same cross-validation folds with the same seeds, a fixed schedule).
+Both stages run as trials
 of the same Optuna study, so workers, heartbeats, totals and resumption work the same for both.
 
     >>> import explorer
@@ -14,6 +15,7 @@ of the same Optuna study, so workers, heartbeats, totals and resumption work the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -23,28 +25,34 @@ from pathlib import Path
 import pandas as pd
 
 from explorer.engine.device import resolve_device
+from explorer.engine.limits import TRIALS
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.insight.compare import compare_fronts
 from explorer.insight.finalists import Plan, plan_finalists
 from explorer.insight.recommend import Answer, answer
-from explorer.insight.tables import trials_table
+from explorer.insight.trials import trials_table
 from explorer.output.compare import write_compare
 from explorer.output.export import ExportResult, export_trial
 from explorer.output.heads_report import analyse_trial
 from explorer.output.report import ReportInput, ReportPaths, write_report
-from explorer.search.record import TrialRecord, closed_counts, load_records
+from explorer.search.catalog import read_study
+from explorer.search.counting import count_layouts
+from explorer.search.record import Retiming, TrialRecord, closed_counts, load_records
+from explorer.search.rerun import finished_search
 from explorer.search.retime import finalist_configs, load_retimings, retime, search_configs
+from explorer.search.run_options import check_total, check_total_reaches
 from explorer.search.spec import StudySpec, load_spec
 from explorer.search.study import (
     StudyHandle,
     artifact_store,
     check_can_run,
     note_artifact_location,
-    open_study,
     prepare_study,
+    reading_artifact_store,
     record_bench,
     set_total,
 )
+from explorer.search.usercode import INPUT_ATTR, check_code
 from explorer.search.workers import EXHAUSTED, Progress, RunOptions, enqueue_runs, run_stage
 
 __all__ = [
@@ -89,10 +97,6 @@ def _deadline(options: RunOptions) -> float | None:
     return None if options.timeout is None else time.monotonic() + options.timeout
 
 
-def _finished_search(handle: StudyHandle) -> int:
-    return sum(r.state in ("COMPLETE", "PRUNED") for r in load_records(handle.study, roles=("search",)))
-
-
 def run(
     handle: StudyHandle,
     *,
@@ -102,32 +106,32 @@ def run(
     on_progress: Callable[[Progress], None] | None = None,
     on_stage: Callable[[str, int], None] | None = None,
     bench: bool = True,
+    total_from: str = "--n-trials",
+    spec_path: str | None = None,
 ) -> RunSummary:
     """Run (or resume) a study to its total, then its finalist stage; see the module docstring.
 
     ``n_trials`` makes a new search total (stored with the study, so resumes and reports agree); it may not fall
-    below the search trials already finished. ``bench=False`` skips the once-per-study attention bench for this
-    run (the spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each stage
+    below the search trials already finished (``total_from`` names where it came from in the error); the spec
+    file the study came from (``spec_path``) is recorded once the run is accepted. ``bench=False`` skips the
+    once-per-study attention bench for this run (the spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each stage
     starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
     """
     options = options.check()
-    check_can_run(handle, options.device)
     total = handle.spec.n_trials if n_trials is None else n_trials
-    if total < 1:
-        raise ConfigError(f"--n-trials must be at least 1, got {total}.")
-    done = _finished_search(handle)
-    if total < done:
-        raise ConfigError(
-            f"--n-trials {total} is below the {done} search trials {handle.name!r} has already finished; "
-            f"give at least {done}."
-        )
+    check_total(total, total_from)
+    check_can_run(handle, options.device, options.workers)
+    check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
     set_total(handle, total)  # only now: every input of this command has been accepted
+    if spec_path is not None and "spec_path" not in handle.study.user_attrs:
+        handle.study.set_user_attr("spec_path", spec_path)
     note_artifact_location(handle, artifact_store(handle, options.artifacts))
     deadline = _deadline(options)
-    if bench and _finished_search(handle) < total:
+    if bench and finished_search(handle.study) < total:
         record_bench(handle, resolve_device(options.device or handle.spec.latency.device))
-    if on_stage:
-        on_stage("search", total)
+    if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
+        searched_lr = isinstance(handle.spec.space.lr, tuple)  # then every draw is new
+        on_stage("search", total if searched_lr else min(total, count_layouts(handle.spec.space)))
     search = run_stage(handle, "search", total, options, deadline, on_progress)
     covered = search.note.startswith(EXHAUSTED)  # a small space evaluated whole: the search is done
     if (search.note and not covered) or (search.done < total and not covered):
@@ -181,10 +185,12 @@ def confirm(
     """Run the finalist stage now, with more finalists (``top``) or seeds than the spec's; resumable: runs already
     done are kept, only what is new is queued."""
     options = options.check()
-    check_can_run(handle, options.device)
     for name, value in (("--top", top), ("--seeds", seeds)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}.")
+        if value is not None:
+            TRIALS.check(value, name)
+    check_can_run(handle, options.device, options.workers)
     records = load_records(handle.study, roles=("search",))
     if not any(r.finished for r in records):
         raise NoCompletedTrialsError(
@@ -199,10 +205,16 @@ def confirm(
 
 @dataclass(frozen=True)
 class StudyData:
-    """A study's handle and records, read once."""
+    """A study's handle, records and re-timings, read once, and its answer, computed once from them: every
+    command that names the answer (report, recommend, export, heads, confirm, compare) reads it here."""
 
     handle: StudyHandle
     records: tuple[TrialRecord, ...]
+    retimings: tuple[Retiming, ...] = ()
+
+    @functools.cached_property
+    def answer(self) -> Answer:
+        return answer(self.records, self.handle.spec, self.retimings)
 
     def report_input(self) -> ReportInput:
         attrs = self.handle.study.user_attrs
@@ -213,14 +225,18 @@ class StudyData:
             storage=None if self.handle.is_default_storage else self.handle.masked_url,
             spec_path=attrs.get("spec_path"),
             closed=closed_counts(self.handle.study),
-            retimings=tuple(load_retimings(self.handle.study)),
+            retimings=self.retimings,
+            answer=self.answer,
+            task_input=attrs.get(INPUT_ATTR),
         )
 
 
 def load(name: str, storage: str | None = None) -> StudyData:
-    """Open a study by name (default storage: ``studies/NAME.db``) and read its records."""
-    handle = open_study(name, storage)
-    return StudyData(handle, tuple(load_records(handle.study)))
+    """Open a study by name (default storage: ``studies/NAME.db``) read-only and read its records and
+    re-timings: nothing is created or changed, and a study explorer did not create is refused at once."""
+    study, spec, url = read_study(name, storage)
+    handle = StudyHandle(study, spec, url)
+    return StudyData(handle, tuple(load_records(handle.study)), tuple(load_retimings(handle.study)))
 
 
 def run_study(
@@ -238,10 +254,9 @@ def run_study(
     """
     options = options.check()
     spec_obj = spec if isinstance(spec, StudySpec) else load_spec(spec)
-    handle = prepare_study(spec_obj, storage, device=options.device)
-    if not isinstance(spec, StudySpec) and "spec_path" not in handle.study.user_attrs:
-        handle.study.set_user_attr("spec_path", str(spec))
-    return run(handle, n_trials=n_trials, options=options, finalists=finalists, bench=bench)
+    handle = prepare_study(spec_obj, storage, device=options.device, workers=options.workers)
+    path = None if isinstance(spec, StudySpec) else str(spec)
+    return run(handle, n_trials=n_trials, options=options, finalists=finalists, bench=bench, spec_path=path)
 
 
 def trials(name: str, storage: str | None = None) -> pd.DataFrame:
@@ -251,8 +266,7 @@ def trials(name: str, storage: str | None = None) -> pd.DataFrame:
 
 def recommend(name: str, storage: str | None = None) -> Answer:
     """The study's head-count answer (:func:`explorer.insight.recommend.answer`)."""
-    data = load(name, storage)
-    return answer(data.records, data.handle.spec, load_retimings(data.handle.study))
+    return load(name, storage).answer
 
 
 def report(
@@ -267,7 +281,10 @@ def report(
     also kept with the study through optuna.artifacts (at ``artifacts``, default the study's location), so
     optuna-dashboard and other machines see them."""
     data = load(name, storage)
-    store = artifact_store(data.handle, artifacts) if keep_figures else None  # a bad location fails first
+    # a bad location fails first; a read-only storage keeps no figure (the command says so)
+    store = reading_artifact_store(data.handle, artifacts) if keep_figures else None
+    if store is not None and not store.writable:
+        store = None
     out = Path(out or Path("reports") / name)
     log.info("writing the report of %s (%d trials) into %s", name, len(data.records), out)
     paths = write_report(data.report_input(), out, force)
@@ -282,7 +299,7 @@ def report(
 def export(
     name: str,
     out: str | Path,
-    which: str = "knee",
+    which: str = "answer",
     storage: str | None = None,
     format: str = "config",
     artifacts: str | None = None,
@@ -291,14 +308,17 @@ def export(
     (``format``: config, state, pt2, onnx; see :mod:`explorer.output.export`)."""
     data = load(name, storage)
     masked = None if data.handle.is_default_storage else data.handle.masked_url
-    store = artifact_store(data.handle, artifacts) if format != "config" else None
-    return export_trial(data.records, data.handle.spec, which, out, format, store, masked)
+    store = reading_artifact_store(data.handle, artifacts) if format not in ("config", "hf") else None
+    if store is not None:  # weights are retrained or loaded into the study's own model code: unchanged
+        check_code(data.handle.study.user_attrs, data.handle.spec)
+    result = export_trial(data.records, data.handle.spec, which, out, format, store, masked, data.retimings)
+    return dataclasses.replace(result, answer=data.answer)
 
 
 def heads(
     name: str,
     storage: str | None = None,
-    which: str = "knee",
+    which: str = "answer",
     device: str = "auto",
     out: str | Path | None = None,
     force: bool = False,
@@ -308,6 +328,7 @@ def heads(
     """Analyse the heads of one trial; see :func:`explorer.output.heads_report.analyse_trial`. The weights come
     from the study's artifact store (``artifacts`` overrides where), else the trial is retrained exactly."""
     data = load(name, storage)
+    check_code(data.handle.study.user_attrs, data.handle.spec)
     return analyse_trial(
         data.records,
         data.handle.spec,
@@ -316,8 +337,9 @@ def heads(
         device,
         out or Path("reports") / f"{name}-heads",
         force=force,
-        store=artifact_store(data.handle, artifacts),
+        store=reading_artifact_store(data.handle, artifacts),
         on_start=on_start,
+        retimings=data.retimings,
     )
 
 
@@ -326,22 +348,24 @@ def compare(
     storage: str | None = None,
     out: str | Path | None = None,
     force: bool = False,
-) -> tuple[pd.DataFrame, list[Path]]:
+) -> tuple[pd.DataFrame, list[Path], dict[str, Answer]]:
     """Overlay the fronts of several studies (each in ``storage``, default its own ``studies/NAME.db``): one
     table and one figure written into ``out`` (default ``reports/compare-A-B``); see
-    :mod:`explorer.insight.compare`. Every study is read before anything is written."""
+    :mod:`explorer.insight.compare`. Returns the table, the files and each study's answer (the one its report
+    names). Every study is read before anything is written."""
     if len(names) < 2:
         raise ConfigError(f"compare needs at least two studies, got {len(names)}; name two or more.")
     twice = sorted({n for n in names if list(names).count(n) > 1})
     if twice:
         raise ConfigError(f"study {twice[0]!r} is named twice; name each study once.")
-    studies = []
+    studies, answers = [], {}
     for name in names:
-        records = load(name, storage).records
-        if not any(r.finished and r.role == "search" for r in records):
+        data = load(name, storage)
+        if not any(r.finished and r.role == "search" for r in data.records):
             raise NoCompletedTrialsError(
                 f"study {name!r} has no completed search trial to compare; run it first."
             )
-        studies.append((name, records))
+        studies.append((name, data.records))
+        answers[name] = data.answer
     df = compare_fronts(studies)
-    return df, write_compare(df, out or Path("reports") / ("compare-" + "-".join(names)), force)
+    return df, write_compare(df, out or Path("reports") / ("compare-" + "-".join(names)), force), answers

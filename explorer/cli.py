@@ -23,7 +23,7 @@ from explorer.commands.cache import cache
 from explorer.commands.model import space, train
 from explorer.commands.results import compare, confirm, export, heads, report
 from explorer.commands.study import study
-from explorer.errors import EXIT_INTERRUPTED, ExplorerError
+from explorer.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, ExplorerError
 
 
 class ExplorerGroup(click.Group):
@@ -59,6 +59,17 @@ class ExplorerGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted: nothing half-written was kept.", err=True)
             ctx.exit(EXIT_INTERRUPTED)
+        except (
+            MemoryError
+        ):  # the limits of explorer.engine.limits missed a case: still one line, not a traceback
+            if ctx.obj and ctx.obj.get("verbose"):
+                traceback.print_exc(file=sys.stderr)
+            click.echo(
+                "error: this machine ran out of memory; choose smaller sizes, or lower EXPLORER_MAX_MEMORY_MB "
+                "so explorer refuses such a run before it starts.",
+                err=True,
+            )
+            ctx.exit(EXIT_ENVIRONMENT)
 
 
 @click.group(cls=ExplorerGroup, context_settings={"help_option_names": ["-h", "--help"]})

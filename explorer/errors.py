@@ -9,7 +9,8 @@ Exit codes (documented in the README; scripts may rely on them):
 0     success
 1     a run failed for a reason of its own (a worker process died, an unexpected error)
 2     usage: an unknown option or a missing argument (click's own code)
-3     bad input: a value, spec, file, study name or storage URL that is wrong; nothing was written
+3     bad input: a value, spec, file, study name or storage URL that is wrong, or a size above its
+      limit (explorer.engine.limits); nothing was written
 4     no result: the command ran but has nothing to give (no completed trial, a diverged run,
       an export whose outputs do not match PyTorch's)
 5     environment: this machine lacks what was asked for (an optional package, a device, a
@@ -34,7 +35,9 @@ __all__ = [
     "EnvironmentLackError",
     "ExplorerError",
     "ExportMismatchError",
+    "LimitError",
     "MissingExtraError",
+    "NoAnswerError",
     "NoCompletedTrialsError",
     "NoResultError",
     "RuntimeUnavailableError",
@@ -89,6 +92,11 @@ class SpecError(BadInputError):
     """A study spec (TOML) is malformed or describes an empty or impossible space."""
 
 
+class LimitError(BadInputError):
+    """A size or count above its limit (explorer.engine.limits): the message names the value, the limit and the
+    option or environment variable that goes past it; nothing was built, allocated or written."""
+
+
 class StorageError(BadInputError):
     """A storage URL (or artifact location) is malformed."""
 
@@ -123,6 +131,10 @@ class RuntimeUnavailableError(EnvironmentLackError):
 
 class NoCompletedTrialsError(NoResultError):
     """A report or export was asked of a study with no completed trial."""
+
+
+class NoAnswerError(NoResultError):
+    """The study learned nothing (no layout beats chance beyond noise), so there is no layout to pick."""
 
 
 class TrainingDivergedError(NoResultError):

@@ -22,8 +22,9 @@ from optuna.trial import TrialState, create_trial
 from explorer.engine.config import ModelConfig
 from explorer.engine.measures import DecodeResult, LatencyResult
 from explorer.engine.schedules import expand_schedule, valid_heads
-from explorer.search.record import FINALIST_SEED_OFFSET, TrialRecord
+from explorer.search.record import TrialRecord
 from explorer.search.spec import spec_from_dict
+from explorer.search.units import unit_seed
 
 __all__ = [
     "LM_SPEC",
@@ -172,7 +173,7 @@ def _spec(name: str, total: int, max_latency_ms: float | None) -> dict[str, Any]
         "space": {"d_model": list(D_MODELS), "n_layers": list(LAYERS), "heads": list(HEADS), "min_dk": 2,
                   "families": ["uniform", "increasing", "decreasing"], "mlp_ratio": [2.0]},
         "latency": {"device": "cpu", "batch_size": 64},
-        "finalists": {"seeds": 3},
+        "finalists": {"seeds": 3, "folds": 1},
     }  # fmt: skip
     if max_latency_ms is not None:
         spec["budgets"] = {"max_latency_ms": max_latency_ms}
@@ -232,7 +233,7 @@ def make_study(
                 )
                 lat = r.latency.median_ms * (1 + rng.normal(0, 0.02))
                 f = record(number, r.heads, acc, lat, d_model=r.config.d_model, role="finalist",
-                           seed=FINALIST_SEED_OFFSET + s, epochs=30, label="front")  # fmt: skip
+                           seed=unit_seed(0, s), epochs=30, label="front")  # fmt: skip
                 made.append((f, "COMPLETE"))
                 number += 1
     for i, (r, kind) in enumerate(made):
@@ -287,8 +288,8 @@ min_epochs = 1
 enabled = {finalists}
 top = 1
 seeds = 2
-max_epochs = {final_epochs}
-patience = 2
+folds = {folds}
+epochs = {final_epochs}
 """
 
 
@@ -302,8 +303,10 @@ def write_tiny_spec(
     finalists: bool = False,
     bench: bool = False,
     extra: str = "",
+    folds: int = 1,
 ) -> Path:
-    """Write a tiny digits study spec (two widths, one or two layers, a few epochs) into ``tmp_path``.
+    """Write a tiny digits study spec (two widths, one or two layers, a few epochs) into ``tmp_path``; its
+    finalists train on ``folds`` cross-validation folds (1: the task's fixed split) for 2 seeds.
 
     The space holds 24 architectures: d_model 16 or 32, one layer (1, 2 or 4 heads) or two (3 uniform, 3
     increasing and 3 decreasing layouts).
@@ -319,23 +322,25 @@ def write_tiny_spec(
         finalists=str(finalists).lower(),
         bench=str(bench).lower(),
         final_epochs=max(epochs, 2 * epochs),
+        folds=folds,
     )
     path.write_text(text + extra)
     return path
 
 
-def lm_finalists(start: int = 100) -> list[TrialRecord]:
-    """Finalist runs of a kv study at 4 query heads, 3 seeds each: the knee (2 key/value heads, grouped-query) as
-    good as multi-head (4) at about half its decoding time, and multi-query (1) 0.2 bits per byte worse."""
+def lm_finalists(start: int = 100, seeds: int = 6) -> list[TrialRecord]:
+    """Finalist runs of a kv study at 4 query heads on ``seeds`` shared units (a language model keeps its fixed
+    split: one unit per seed): the knee (2 key/value heads, grouped-query) as good as multi-head (4) at about
+    half its decoding time, and multi-query (1) 0.2 bits per byte worse."""
     finals, n = [], start
+    rng = np.random.default_rng(7)
     for label, kv, bpb, dec in (
         ("knee", 2, 3.50, 1.1),
         ("multi-head", 4, 3.50, 2.0),
         ("multi-query", 1, 3.70, 1.0),
     ):
-        for s in range(3):
-            finals.append(
-                lm(n, 4, kv, bpb + 0.01 * (s - 1), dec, role="finalist", seed=1_000_000 + s, label=label)
-            )
+        for s in range(seeds):
+            value = bpb + 0.01 * (s - 1) + float(rng.normal(0, 0.004))
+            finals.append(lm(n, 4, kv, value, dec, role="finalist", seed=unit_seed(0, s), label=label))
             n += 1
     return finals

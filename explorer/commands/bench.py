@@ -9,12 +9,14 @@ import click
 
 from explorer.commands.common import (
     RUNTIME_CHOICES,
+    check_run_time,
     check_threads,
     choice_option,
     emit_json,
     force_option,
     json_option,
     note,
+    out_option,
 )
 from explorer.errors import ConfigError
 
@@ -46,7 +48,7 @@ def bench() -> None:
     "What runs each implementation while timed (onnxruntime needs the onnx extra).",
 )
 @json_option
-@click.option("--out", type=click.Path(path_type=Path), help="Write bench.csv and bench.png here.")
+@out_option("Write bench.csv and bench.png here.")
 @force_option
 def bench_attention_cmd(
     d_model: int,
@@ -73,8 +75,7 @@ def bench_attention_cmd(
 
     if threads is not None:
         check_threads(threads)
-    if not min_run_time > 0:
-        raise ConfigError(f"--min-run-time must be positive, got {min_run_time:g}.")
+    check_run_time(min_run_time)
     if not decode and context is not None:
         raise ConfigError("--context is the cache length of --decode mode; add --decode (or drop --context).")
     ctx = click.get_current_context()
@@ -91,6 +92,16 @@ def bench_attention_cmd(
     if decode and runtime != "eager":
         raise ConfigError("--runtime applies to the forward pass; --decode times the eager model.")
     check_runtime(runtime, dev)  # a missing extra fails before anything is timed or written
+    from explorer.engine.footprint import attention_bytes
+    from explorer.engine.limits import check_memory
+
+    positions = context if decode else seq_len
+    check_memory(
+        attention_bytes(d_model, heads, kv_heads or heads, positions, batch, decode),
+        f"the attention bench at batch {batch} and {positions} positions",
+        "lower --batch or --seq-len (--context)",
+        str(dev),
+    )
     folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
 
     kv_text = f", {kv_heads} kv heads" if kv_heads is not None else ""

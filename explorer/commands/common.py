@@ -7,6 +7,7 @@ import json
 import math
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -14,8 +15,11 @@ import click
 from explorer.errors import ConfigError
 
 __all__ = [
+    "answer_line",
     "artifacts_option",
     "RUNTIME_CHOICES",
+    "check_readable",
+    "check_run_time",
     "check_threads",
     "choice_option",
     "emit_json",
@@ -24,6 +28,8 @@ __all__ = [
     "json_option",
     "no_bench_option",
     "note",
+    "out_option",
+    "out_path",
     "parse_options",
     "quiet_optuna",
     "run_and_report",
@@ -74,6 +80,21 @@ def quiet_optuna() -> None:
         optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 
+def answer_line(name: str, ans: Any) -> str:
+    """The answer in one line, as every command that names it prints it."""
+    if ans.recommended is None:
+        return f"{name}: no answer ({ans.no_answer or 'no feasible trial finished'})"
+    rec = ans.recommended
+    members = " ".join(heads_text(a.heads) for a in ans.members) or heads_text(rec.heads)
+    conf = "" if ans.confidence is None else f", confidence {ans.confidence:.0%} that a re-run names one of them"
+    if ans.evidence != "finalists":
+        return f"{name}: provisional answer {heads_text(rec.heads)} heads per layer (the search's knee, one run each)"
+    margin = (f"{ans.margin:.3g} bits per byte" if rec.metric.direction == "minimize"
+              else f"{ans.margin * 100:g} accuracy point(s)")  # fmt: skip
+    return (f"{name}: answer {heads_text(rec.heads)} heads per layer, the fastest of the layouts shown within "
+            f"{margin} of the best: {members}{conf}")  # fmt: skip
+
+
 def heads_text(heads: Any) -> str:
     return ",".join(map(str, heads))
 
@@ -93,13 +114,35 @@ no_bench_option = click.option(
     is_flag=True,
     help="Skip the once-per-study attention bench this time (spec: bench = false).",
 )
+TRIAL_NAMES = ("answer", "knee", "most-accurate", "fastest")  # explorer.insight.recommend.PICK_NAMES, torch-free
+
+
+def _trial(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--trial`` checked by form before anything loads ("²" is a digit to str.isdigit, not to int)."""
+    if value in TRIAL_NAMES or (value.isascii() and value.isdigit()):
+        return value
+    raise ConfigError(f"--trial {value!r} is not answer, most-accurate, fastest or a trial number.")
+
+
 trial_option = click.option(
     "--trial",
     "which",
-    default="knee",
+    default="answer",
     show_default=True,
-    help="knee, most-accurate, fastest or a trial number.",
+    callback=_trial,
+    help="answer (the report's recommendation; knee is the same), most-accurate, fastest or a trial number.",
 )
+
+
+def check_readable(names: list[str] | tuple[str, ...], storage: str | None) -> None:
+    """Every named study exists and was created by explorer, checked read-only before PyTorch loads (the command
+    then opens it for real): a missing or foreign study is answered in a second."""
+    from explorer.search.catalog import read_study
+
+    for name in names:
+        read_study(name, storage)
+
+
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
 threads_option = click.option(
     "--threads", type=int, default=1, show_default=True, help="CPU threads for training (per worker)."
@@ -107,6 +150,20 @@ threads_option = click.option(
 force_option = click.option(
     "--force", is_flag=True, help="Write into a folder holding other files (they are left alone)."
 )
+
+
+def out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """``--out`` as a Path; an empty one is refused (Path("") would be the working folder)."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise click.BadParameter("is empty; give the path to write", ctx, param)
+    return Path(value)
+
+
+def out_option(help: str, required: bool = False) -> Callable[[Any], Any]:
+    """The ``--out`` option (a file or folder to write), refusing an empty value."""
+    return click.option("--out", callback=out_path, required=required, help=help)
 
 
 def choice_option(flag: str, choices: tuple[str, ...], help: str) -> Callable[[Any], Any]:
@@ -117,9 +174,21 @@ def choice_option(flag: str, choices: tuple[str, ...], help: str) -> Callable[[A
 RUNTIME_CHOICES = ("eager", "compile", "onnxruntime")  # explorer.engine.config.LATENCY_RUNTIMES, torch-free
 
 
-def check_threads(threads: int) -> None:
+def check_threads(threads: int, flag: str = "--threads") -> None:
+    from explorer.engine.limits import THREADS
+
     if threads < 1:
-        raise ConfigError(f"--threads must be at least 1, got {threads}.")
+        raise ConfigError(f"{flag} must be at least 1, got {threads}.")
+    THREADS.check(threads, flag, "use fewer threads")
+
+
+def check_run_time(seconds: float) -> None:
+    """``--min-run-time``: a positive number of seconds within the limit (inf and nan refused)."""
+    from explorer.engine.limits import RUN_TIME_S
+
+    if not seconds > 0:
+        raise ConfigError(f"--min-run-time must be a positive number of seconds, got {seconds:g}.")
+    RUN_TIME_S.check(seconds, "--min-run-time", "time for fewer seconds")
 
 
 def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -136,7 +205,7 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
         artifacts: str | None,
         **kwargs: Any,
     ) -> Any:
-        from explorer.search.workers import RunOptions
+        from explorer.search.run_options import RunOptions
 
         # every option is checked before the storage is touched
         options = RunOptions(
@@ -160,9 +229,10 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def progress(
-    handle: Any, as_json: bool
+    handle: Any, as_json: bool, notice: str = ""
 ) -> tuple[Callable[..., None], Callable[..., None], Callable[[], None]]:
-    """(on_stage, on_progress, close) drawing one tqdm bar per stage on stderr."""
+    """(on_stage, on_progress, close) drawing one tqdm bar per stage on stderr; ``notice`` follows the first
+    line (printed once every input was accepted)."""
     from tqdm import tqdm
 
     state: dict[str, Any] = {"bar": None}
@@ -179,6 +249,8 @@ def progress(
         if not state.get("announced"):  # once every input was accepted, so a refusal stays one line
             state["announced"] = True
             note(f"study {handle.name!r} in {handle.masked_url}")
+            if notice:
+                note(notice)
         if stage == "timing":
             note(
                 f"timing the finalists again: {total} measurements in interleaved rounds, nothing else running"
@@ -217,11 +289,13 @@ def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
     }
 
 
-def run_and_report(handle: Any, action: Callable[..., Any], as_json: bool, **kw: Any) -> None:
+def run_and_report(
+    handle: Any, action: Callable[..., Any], as_json: bool, notice: str = "", **kw: Any
+) -> None:
     """Run a study action with progress; Ctrl-C stops cleanly and says how to resume."""
     where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
     resume = f"explorer study resume {handle.name}{where}"
-    on_stage, on_progress, close = progress(handle, as_json)
+    on_stage, on_progress, close = progress(handle, as_json, notice)
     try:
         summary = action(handle, on_progress=on_progress, on_stage=on_stage, **kw)
     except KeyboardInterrupt:

@@ -36,7 +36,16 @@ __all__ = ["space", "train"]
 @json_option
 def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bool) -> None:
     """List the valid head counts for a width and d_k floor, with their d_k (and kv_heads with --kv)."""
+    from explorer.engine.limits import D_MODEL, HEAD_DIM, HEADS
     from explorer.engine.schedules import valid_head_pairs, valid_heads
+
+    D_MODEL.check(d_model, "--d-model", "give a narrower width")
+    if head_dim is not None:
+        HEAD_DIM.check(head_dim, "--head-dim", "give a narrower head")
+        if head_dim >= 1 and d_model >= 1:  # the pairs list every count up to d_model // head_dim
+            HEADS.check(
+                d_model // head_dim, "the head counts --d-model / --head-dim allows", "raise --head-dim"
+            )
 
     if kv or head_dim is not None:
         pairs = valid_head_pairs(d_model, min_dk, head_dim=head_dim)
@@ -84,7 +93,15 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
 
 @click.command()
 @click.option(
-    "--task", default="digits", show_default=True, help="digits, relations, text, or a PATH.npz file."
+    "--task",
+    default="digits",
+    show_default=True,
+    help="digits, mnist, relations, text, a PATH.npz file, or your function: module:function or file.py:function.",
+)
+@click.option(
+    "--build",
+    metavar="REF",
+    help="Your model: a function (module:function or file.py:function) building it from the layout and input spec.",
 )
 @click.option("--task-opt", "task_opts", multiple=True, metavar="KEY=VALUE", help="Task option (repeatable).")
 @click.option(
@@ -130,6 +147,7 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
 @json_option
 def train(
     task: str,
+    build: str | None,
     task_opts: tuple[str, ...],
     config_path: Path | None,
     d_model: int,
@@ -154,12 +172,17 @@ def train(
 ) -> None:
     """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time."""
     check_threads(threads)
+    _check_train_sizes(
+        d_model, layers, epochs, batch_size, latency_batch, threads, latency_threads, decode_context
+    )
     import torch
     from tqdm import tqdm
 
     from explorer.engine.config import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
     from explorer.engine.evaluate import evaluate_variant
+    from explorer.engine.footprint import check_config_limits, check_model_fits
     from explorer.engine.latency_cache import LatencyCache
+    from explorer.engine.limits import BATCH, EPOCHS
     from explorer.engine.runconfig import load_run_config
     from explorer.engine.tasks import load_task
 
@@ -174,6 +197,7 @@ def train(
             run.train,
             run.stop_after,
         )
+        build = build or run.build
     else:
         model_cfg = ModelConfig.from_schedule(
             d_model,
@@ -194,9 +218,28 @@ def train(
     )
     check_runtime(latency_runtime, resolve_device(device))  # a missing extra fails before any training
     decode = None if decode_context is None else DecodeConfig(context=decode_context)
+    EPOCHS.check(train_cfg.epochs, "the epochs", "train for fewer epochs")
+    BATCH.check(train_cfg.batch_size, "the batch size", "choose a smaller batch")
+    check_config_limits(model_cfg)
     loaded = load_task(task, **options)
     if decode is not None and not loaded.spec.causal:
         raise ConfigError(f"--decode-context needs a language-model task such as --task text, not {task!r}.")
+    check_model_fits(
+        model_cfg,
+        loaded.spec,
+        train_batch=train_cfg.batch_size,
+        infer_batch=latency_batch,
+        device=str(resolve_device(device)),
+        decode_context=decode_context,
+    )  # before anything is built: a model this machine cannot hold is one line, not an allocator's traceback
+    builder = None
+    if build is not None:
+        from explorer.engine.usermodel import CHECK_BATCH, ModelBuilder, check_model
+
+        if decode is not None:
+            raise ConfigError("--decode-context times explorer's own language model; drop --build to use it.")
+        builder = ModelBuilder(build)
+        check_model(builder, [model_cfg], loaded.spec, loaded.train[0][:CHECK_BATCH])  # before any training
     torch.set_num_threads(threads)
     if not as_json:
         note(
@@ -214,9 +257,10 @@ def train(
             return stop_after is not None and stats.epoch >= stop_after
 
         result = evaluate_variant(
-            model_cfg, loaded, train_cfg, lat_cfg, cache=LatencyCache(), on_epoch=on_epoch, decode=decode
-        )
-    doc = {"task": loaded.name, "task_options": options, **result.to_dict()}
+            model_cfg, loaded, train_cfg, lat_cfg, cache=LatencyCache(), on_epoch=on_epoch, decode=decode,
+            builder=builder,
+        )  # fmt: skip
+    doc = {"task": loaded.name, "task_options": options, "build": build, **result.to_dict()}
     if loaded.corpus_hash:
         doc["corpus_sha256"] = loaded.corpus_hash
     if as_json:
@@ -224,6 +268,8 @@ def train(
         return
     lat = result.latency
     click.echo(f"task            {loaded.name} ({result.device})")
+    if build is not None:
+        click.echo(f"model           built by {build}")
     click.echo(f"heads / layer   {list(model_cfg.heads)}   d_k {list(model_cfg.d_k)}")
     if model_cfg.kv_heads is not None:
         click.echo(f"kv heads        {list(model_cfg.kv_per_layer)}")
@@ -253,6 +299,28 @@ def train(
         f"training        {result.fit.train_time_s:.1f} s, {result.fit.epochs_run} epochs, "
         f"{result.fit.samples_per_s:.0f} samples/s"
     )
+
+
+def _check_train_sizes(
+    d_model: int,
+    layers: int,
+    epochs: int,
+    batch_size: int,
+    latency_batch: int,
+    threads: int,
+    latency_threads: int,
+    decode_context: int | None,
+) -> None:
+    """`train`'s sizes within explorer.engine.limits, before a schedule is expanded or torch imported."""
+    from explorer.engine.limits import BATCH, D_MODEL, EPOCHS, LAYERS, SEQ_LEN, THREADS
+
+    for limit, value, flag in (
+        (D_MODEL, d_model, "--d-model"), (LAYERS, layers, "--layers"), (EPOCHS, epochs, "--epochs"),
+        (BATCH, batch_size, "--batch-size"), (BATCH, latency_batch, "--latency-batch"),
+        (THREADS, threads, "--threads"), (THREADS, latency_threads, "--latency-threads"),
+        (SEQ_LEN, decode_context or 0, "--decode-context"),
+    ):  # fmt: skip
+        limit.check(value, flag)
 
 
 def _cache_note(lat: Any) -> str:

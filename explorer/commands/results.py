@@ -8,13 +8,16 @@ from typing import Any
 import click
 
 from explorer.commands.common import (
+    answer_line,
     artifacts_option,
+    check_readable,
     check_threads,
     emit_json,
     force_option,
     heads_text,
     json_option,
     note,
+    out_option,
     quiet_optuna,
     run_and_report,
     run_options,
@@ -32,7 +35,7 @@ __all__ = ["compare", "confirm", "export", "heads", "report"]
 @click.command()
 @click.argument("name")
 @storage_option
-@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/NAME.")
+@out_option("Default: reports/NAME.")
 @force_option
 @artifacts_option
 @click.option(
@@ -49,13 +52,24 @@ def report(
     as_json: bool,
 ) -> None:
     """Write the recommendation report, figures and CSVs for a study; keep the figures with the study."""
+    check_readable([name], storage)
     from explorer import api
+    from explorer.search.catalog import existing_study_url
+    from explorer.search.storage import storage_writable
 
     quiet_optuna()
     paths = api.report(name, storage, out, force, artifacts=artifacts, keep_figures=not no_artifacts)
+    ans = paths.answer
+    if not no_artifacts and not storage_writable(existing_study_url(name, storage)):
+        note(
+            "the study's database is read-only: its figures were not kept with it (only in the report folder)"
+        )
     if as_json:
-        emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in paths.files]})
+        emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in paths.files],
+                   "answer": None if ans is None else ans.to_dict()})  # fmt: skip
         return
+    if ans is not None:
+        click.echo(answer_line(name, ans))
     click.echo(f"wrote the report for {name!r} to {paths.out_dir}/: report.html, report.md, figures and CSVs")
 
 
@@ -66,12 +80,13 @@ def report(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["config", "state", "pt2", "onnx"]),
+    type=click.Choice(["config", "state", "pt2", "onnx", "hf"]),
     default="config",
     show_default=True,
-    help="config: run config JSON; state: weights + config (.pt); pt2: torch.export; onnx: ONNX (onnx extra).",
+    help="config: run config JSON; state: weights + config (.pt); pt2: torch.export; onnx: ONNX (onnx extra); "
+    "hf: a Hugging Face config.json in the --out folder (hf extra).",
 )
-@click.option("--out", type=click.Path(path_type=Path), required=True, help="The file to write.")
+@out_option("The file to write (hf: the folder).", required=True)
 @artifacts_option
 @threads_option
 @json_option
@@ -88,6 +103,7 @@ def export(
     """Export a trial: its run config (`explorer train --config` retrains it exactly), or its trained model
     with the config, checked against PyTorch on the test split (`explorer bench model` times it)."""
     check_threads(threads)
+    check_readable([name], storage)
     from explorer import api
 
     quiet_optuna()
@@ -99,10 +115,24 @@ def export(
     if as_json:
         emit_json(result.to_dict(name))
         return
+    if result.answer is not None and which in ("answer", "knee"):
+        click.echo(answer_line(name, result.answer))
     record = result.record
     if fmt == "config":
         click.echo(
             f"wrote trial #{record.number} of {name!r} to {out}; retrain with: explorer train --config {out}"
+        )
+        return
+    if fmt == "hf":
+        lost = (
+            f"; the stock config holds one head layout for every layer and cannot express {'; '.join(result.notes)} "
+            "(those are in num_query_heads / num_kv_heads / head_dims)"
+            if result.notes
+            else "; the stock fields hold the layout exactly"
+        )
+        click.echo(
+            f"wrote trial #{record.number} of {name!r} (heads {heads_text(record.heads)}) as {result.path} for "
+            f"transformers.AutoConfig.from_pretrained({str(out)!r}){lost}."
         )
         return
     click.echo(
@@ -115,7 +145,7 @@ def export(
 @click.command()
 @click.argument("names", nargs=-1, required=True)
 @storage_option
-@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/compare-A-B.")
+@out_option("Default: reports/compare-A-B.")
 @force_option
 @json_option
 def compare(
@@ -123,29 +153,32 @@ def compare(
 ) -> None:
     """Overlay the accuracy/latency fronts of several studies (CPU vs GPU, eager vs ONNX Runtime, two tasks)
     in one figure and one table, each study labelled with its device and runtime."""
+    check_readable(names, storage)
     from explorer import api
 
     quiet_optuna()
-    df, files = api.compare(list(names), storage, out, force)
+    df, files, answers = api.compare(list(names), storage, out, force)
     if as_json:
-        from explorer.insight.tables import csv_ready
+        from explorer.insight.trials import csv_ready
 
         emit_json(
             {
                 "studies": list(names),
+                "answers": {n: a.to_dict() for n, a in answers.items()},
                 "rows": csv_ready(df).to_dict(orient="records"),
                 "files": [str(p) for p in files],
             }
         )
         return
+    for study in names:
+        click.echo(answer_line(study, answers[study]))
     for label, rows in df.groupby("label", sort=False):
         k = rows[rows["knee"].astype(bool)].iloc[0]
         click.echo(
-            f"{label}: {len(rows)} front architectures; search-front knee heads {heads_text(k['heads'])}, "
-            f"val {k['val_accuracy']:.4f}, {k['latency_ms']:.3f} ms"
+            f"{label}: {len(rows)} search-front architectures (one run each); the front's knee "
+            f"{heads_text(k['heads'])}, val {k['val_accuracy']:.4f}, {k['latency_ms']:.3f} ms"
         )
     click.echo(f"wrote {', '.join(p.name for p in files)} to {files[0].parent}/")
-    click.echo("(knees of the search fronts, one run each; a study's recommendation: `explorer report NAME`)")
 
 
 # --------------------------------------------------------------------------------------------- evidence
@@ -168,6 +201,7 @@ def confirm(
     as_json: bool,
 ) -> None:
     """Run the finalist stage now, with more finalists or seeds; runs already done are kept (resumable)."""
+    check_readable([name], storage)
     from explorer import api
     from explorer.search.study import open_study
 
@@ -181,7 +215,7 @@ def confirm(
 @storage_option
 @trial_option
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--out", type=click.Path(path_type=Path), help="Default: reports/NAME-heads.")
+@out_option("Default: reports/NAME-heads.")
 @threads_option
 @force_option
 @artifacts_option
@@ -199,6 +233,7 @@ def heads(
 ) -> None:
     """What each head of a trained finalist does: importance, masking, entropy, similarity, attention maps."""
     check_threads(threads)
+    check_readable([name], storage)
     import torch
 
     from explorer import api

@@ -9,10 +9,12 @@ from typing import Any
 import click
 
 from explorer.commands.common import (
+    check_readable,
     emit_json,
     heads_text,
     json_option,
     no_bench_option,
+    note,
     quiet_optuna,
     run_and_report,
     run_options,
@@ -49,13 +51,25 @@ def _run_flags(n_trials_help: str) -> Callable[[Any], Any]:
 
 
 def _run(
-    handle: Any, n_trials: int | None, no_finalists: bool, no_bench: bool, options: Any, as_json: bool
+    handle: Any,
+    n_trials: int | None,
+    no_finalists: bool,
+    no_bench: bool,
+    options: Any,
+    as_json: bool,
+    total_from: str = "--n-trials",
+    notice: str = "",
+    spec_path: str | None = None,
 ) -> None:
+    import dataclasses
+
     from explorer import api
 
+    if options.timeout is None and handle.spec.timeout is not None:  # the spec's timeout, unless --timeout
+        options = dataclasses.replace(options, timeout=handle.spec.timeout)
     run_and_report(
         handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists,
-        bench=not no_bench,
+        bench=not no_bench, total_from=total_from, notice=notice, spec_path=spec_path,
     )  # fmt: skip
 
 
@@ -68,13 +82,26 @@ def _run(
 @_run_flags("The study's total of search trials (default: the spec's).")
 def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
+    from explorer.search.rerun import check_rerun
+    from explorer.search.run_options import check_total
     from explorer.search.spec import load_spec
+
+    spec = load_spec(spec_path)  # torch-free: a bad spec is answered before PyTorch loads
+    if run["n_trials"] is not None:
+        check_total(run["n_trials"])  # before the storage is touched: a refused run creates nothing
+    from_file = f"n_trials in {spec_path}" if run["n_trials"] is None else "--n-trials"
+    check_rerun(spec, storage, run["n_trials"], from_file)  # an existing study's conflicts, read-only
     from explorer.search.study import prepare_study
 
     quiet_optuna()
-    handle = prepare_study(load_spec(spec_path), storage, device=run["options"].device)
-    if "spec_path" not in handle.study.user_attrs:
-        handle.study.set_user_attr("spec_path", str(spec_path))
+    options = run["options"]
+    handle = prepare_study(spec, storage, device=options.device, workers=options.workers)
+    run["spec_path"] = str(spec_path)  # recorded with the study once the run is accepted
+    if run["n_trials"] is None and spec.n_trials != handle.spec.n_trials:  # the file's total wins
+        run["n_trials"], run["total_from"] = spec.n_trials, from_file
+        run["notice"] = (
+            f"the total is {spec_path}'s n_trials = {spec.n_trials} (it was {handle.spec.n_trials})"
+        )
     _run(handle, **run)
 
 
@@ -84,6 +111,11 @@ def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
 @_run_flags("A new total of search trials (stored with the study).")
 def study_resume(name: str, storage: str | None, **run: Any) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
+    from explorer.search.run_options import check_total
+
+    if run["n_trials"] is not None:
+        check_total(run["n_trials"])
+    check_readable([name], storage)  # a missing or foreign study is answered before PyTorch loads
     from explorer.search.study import open_study
 
     quiet_optuna()
@@ -99,14 +131,21 @@ def study_list(storage: str | None, as_json: bool) -> None:
     """List the studies in a storage (or in every studies/*.db) with their trial counts."""
     import os
 
+    from explorer.errors import ExplorerError
     from explorer.search.catalog import list_studies
     from explorer.search.storage import STORAGE_ENV, mask_url
 
     storage = storage or os.environ.get(STORAGE_ENV, "").strip() or None
-    urls = (
-        [storage] if storage else [f"sqlite:///{p.as_posix()}" for p in sorted(Path("studies").glob("*.db"))]
-    )
-    rows = [{**r, "storage": mask_url(url)} for url in urls for r in list_studies(url)]
+    if storage:
+        rows = [{**r, "storage": mask_url(storage)} for r in list_studies(storage)]
+    else:  # every studies/*.db: one that is not an Optuna database is named and passed over
+        rows = []
+        for path in sorted(Path("studies").glob("*.db")):
+            url = f"sqlite:///{path.as_posix()}"
+            try:
+                rows += [{**r, "storage": url} for r in list_studies(url)]
+            except ExplorerError as exc:
+                note(f"skipped {path}: {exc}")
     if as_json:
         emit_json(rows)
         return
@@ -126,7 +165,8 @@ def study_list(storage: str | None, as_json: bool) -> None:
 @storage_option
 @json_option
 def study_status(name: str, storage: str | None, as_json: bool) -> None:
-    """Trials by role and state, early stopping, and the current recommendation of one study."""
+    """Trials by role and state, early stopping, and the most accurate runs so far of one study (quick: no
+    statistics; `explorer report NAME` names the answer)."""
     from explorer.search.catalog import study_status as read_status
 
     doc = read_status(name, storage)

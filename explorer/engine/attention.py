@@ -20,6 +20,11 @@ the paths agree. Which one runs is decided in :meth:`MultiHeadAttention._impl_fo
 
 Causal attention (a language model) masks the future; a :class:`KVCache` keeps the keys and values of earlier
 positions so that decoding one new token attends over the cache instead of recomputing it.
+
+Probes reach the heads of any model built from this module, explorer's or a user's, through two attributes
+(:mod:`explorer.engine.probe` sets them and puts them back): ``probe_mask``, a ``[n_heads]`` multiplier used
+when ``forward`` is given no ``head_mask``, and ``probe_maps``, a list that every forward appends its
+attention probabilities to while it is set. Both are None otherwise, and the computation is the usual one.
 """
 
 from __future__ import annotations
@@ -157,6 +162,8 @@ class MultiHeadAttention(nn.Module):
             raise ConfigError(f"attention impl must be one of {', '.join(ATTENTION_IMPLS)}, got {impl!r}.")
         self.d_model, self.n_heads, self.n_kv_heads, self.d_k = d_model, n_heads, n_kv_heads, head_dim
         self.impl, self.dropout, self.causal = impl, dropout, causal
+        self.probe_mask: torch.Tensor | None = None  # [n_heads], set by explorer.engine.probe
+        self.probe_maps: list[torch.Tensor] | None = None  # filled with [B, H, T, S] while set (probes)
         inner, kv_inner = n_heads * head_dim, n_kv_heads * head_dim
         self.qkv = nn.Linear(d_model, inner + 2 * kv_inner, bias=bias)  # rows: [W_Q; W_K; W_V]
         self.proj = nn.Linear(inner, d_model, bias=bias)  # W_O
@@ -190,11 +197,15 @@ class MultiHeadAttention(nn.Module):
         Returns:
             ``(y, weights)``: ``y`` is ``[B, T, d_model]``; ``weights`` is None unless asked for.
         """
+        head_mask = self.probe_mask if head_mask is None else head_mask
+        need_weights = need_weights or self.probe_maps is not None
         impl = self._impl_for(need_weights)
         if impl == "serial":
             y, weights = self._serial(x, head_mask, need_weights, kv)
         else:
             y, weights = self._batched(x, head_mask, kv, fused=impl == "fused")
+        if self.probe_maps is not None:
+            self.probe_maps.append(weights)
         return self.proj(y), weights
 
     def _mask(self, T: int, S: int, device: torch.device) -> torch.Tensor | None:

@@ -30,6 +30,7 @@ from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flo
 from explorer.engine.config import ATTENTION_IMPLS, LatencyConfig
 from explorer.engine.device import as_device
 from explorer.engine.latency import time_call, time_forward
+from explorer.engine.limits import BATCH, D_MODEL, SEQ_LEN
 from explorer.engine.runtime import check_runtime
 from explorer.engine.schedules import valid_heads, valid_kv_heads
 from explorer.errors import ConfigError
@@ -173,7 +174,15 @@ def check_bench_shape(
     """Refuse a benchmark shape before anything runs, naming the valid choices (the CLI calls it first)."""
     if min(d_model, seq_len, batch) < 1:
         raise ConfigError(f"need d_model, seq_len and batch >= 1, got {d_model}, {seq_len}, {batch}.")
-    if heads not in (valid := valid_heads(d_model)):
+    D_MODEL.check(d_model, "--d-model", "give a narrower width")
+    SEQ_LEN.check(seq_len, "the positions (--seq-len or --context)", "give fewer positions")
+    BATCH.check(batch, "--batch", "give a smaller batch")
+    valid = valid_heads(d_model)
+    if heads < 1:
+        raise ConfigError(
+            f"--heads must be at least 1, got {heads}; choose from {', '.join(map(str, valid))}."
+        )
+    if heads not in valid:
         raise ConfigError(
             f"{heads} heads does not divide d_model={d_model}; choose from {', '.join(map(str, valid))}."
         )

@@ -20,6 +20,7 @@ valid.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -36,6 +37,7 @@ from explorer.engine.schedules import (
 from explorer.errors import ConfigError
 
 __all__ = [
+    "MAX_FOLDS",
     "ATTENTION_IMPLS",
     "DTYPE_BYTES",
     "LATENCY_DTYPES",
@@ -49,6 +51,7 @@ __all__ = [
 ]
 
 ATTENTION_IMPLS = ("fused", "merged", "serial")
+MAX_FOLDS = 20  # cross-validation folds at most: more leave too few validation examples per fold
 TASK_KINDS = ("classification", "language_model")  # what a task's targets are: one label, or the next token
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}  # bytes per element of the dtypes latency uses
 
@@ -63,8 +66,13 @@ class InputSpec:
     vocab_size: int = 0  # token vocabulary size (kind == "tokens")
     n_features: int = 0  # features per position (kind == "features")
     task_kind: str = "classification"  # classification (one label per example) | language_model (next token)
+    image: tuple[int, ...] = ()  # (H, W, C) of the images the feature patches were cut from; () otherwise
+    patch: int = 0  # pixels per patch side, for image inputs (positions run row-major over the patch grid)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "image", tuple(int(v) for v in self.image))
+        if self.image and (len(self.image) != 3 or self.patch < 1 or self.kind != "features"):
+            raise ConfigError(f"an image input needs (H, W, C), a patch >= 1 and features, got {self.image}.")
         if self.kind not in ("tokens", "features"):
             raise ConfigError(f"input kind must be 'tokens' or 'features', got {self.kind!r}.")
         if self.kind == "tokens" and self.vocab_size < 1:
@@ -81,6 +89,11 @@ class InputSpec:
             raise ConfigError(
                 "a language model reads tokens and predicts one of them: need n_classes == vocab_size."
             )
+
+    @property
+    def grid(self) -> tuple[int, int] | None:
+        """Patches per column and per row of an image input (None for other inputs)."""
+        return (self.image[0] // self.patch, self.image[1] // self.patch) if self.image else None
 
     @property
     def causal(self) -> bool:
@@ -138,7 +151,7 @@ class ModelConfig:
             raise ConfigError(
                 f"attention must be one of {', '.join(ATTENTION_IMPLS)}, got {self.attention!r}."
             )
-        if self.mlp_ratio <= 0 or not 0 <= self.dropout < 1:
+        if not 0 < self.mlp_ratio < math.inf or not 0 <= self.dropout < 1:
             raise ConfigError(
                 f"need mlp_ratio > 0 and 0 <= dropout < 1, got {self.mlp_ratio}, {self.dropout}."
             )
@@ -275,8 +288,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1:
             raise ConfigError(f"need epochs >= 1 and batch_size >= 1, got {self.epochs}, {self.batch_size}.")
-        if not self.lr > 0:
-            raise ConfigError(f"the learning rate must be positive, got {self.lr}.")
+        if not 0 < self.lr < math.inf:
+            raise ConfigError(f"the learning rate must be a positive finite number, got {self.lr}.")
+        if isinstance(self.seed, bool) or not 0 <= self.seed < 2**32:
+            raise ConfigError(f"the seed must be a whole number from 0 to 2**32 - 1, got {self.seed}.")
         if self.schedule not in ("cosine", "plateau"):
             raise ConfigError(f"schedule must be cosine or plateau, got {self.schedule!r}.")
         if self.patience < 1 or self.decays < 0:

@@ -23,10 +23,11 @@ from explorer.engine.device import as_device, device_label
 from explorer.engine.latency import model_latency
 from explorer.engine.latency_cache import LatencyCache
 from explorer.engine.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
-from explorer.engine.model import Model, build_model
+from explorer.engine.model import Model, build_model, model_cost
 from explorer.engine.probe import relation_specialization
 from explorer.engine.tasks.base import Task
 from explorer.engine.train import EpochStats, TrainResult, fit
+from explorer.engine.usermodel import CHECK_BATCH, ModelBuilder, check_model
 from explorer.errors import EXIT_NO_RESULT, ConfigError, ExplorerError, TrainingDivergedError
 
 __all__ = ["VariantFailed", "VariantResult", "evaluate_variant", "is_out_of_memory"]
@@ -39,7 +40,7 @@ class VariantFailed(ExplorerError):
 
     def __init__(self, message: str, kind: str):
         super().__init__(message)
-        self.kind = kind  # "diverged" | "out of memory"
+        self.kind = kind  # "diverged" | "out of memory" | "model" (the user's builder refused the layout)
 
 
 @dataclass(frozen=True)
@@ -132,11 +133,11 @@ def _oom(device: torch.device, stage: str, exc: BaseException) -> VariantFailed:
     return VariantFailed(f"out of memory on {device} while {stage}: {str(exc)[:200]}", "out of memory")
 
 
-def count_cost(cfg: ModelConfig, task: Task) -> tuple[int, int]:
+def count_cost(cfg: ModelConfig, task: Task, builder: ModelBuilder | None = None) -> tuple[int, int]:
     """Parameters and forward FLOPs per example of ``cfg`` built for ``task`` (the caller's RNG is untouched)."""
     with torch.random.fork_rng(devices=[]):
-        model = build_model(cfg, task.spec)
-    return model.num_params(), model.flops(1)
+        model = build_model(cfg, task.spec, builder)
+        return model_cost(model, task.train[0][:1])
 
 
 def evaluate_variant(
@@ -152,6 +153,7 @@ def evaluate_variant(
     keep_model: bool = False,
     decode: DecodeConfig | None = None,
     on_decoded: Callable[[DecodeResult], None] | None = None,
+    builder: ModelBuilder | None = None,
 ) -> VariantResult:
     """Build, time, train and evaluate one variant; return a :class:`VariantResult`.
 
@@ -167,9 +169,12 @@ def evaluate_variant(
             ``decode.batch_size``, timed like ``latency_cfg``); language-model tasks only.
         on_decoded: called with the decoding latency before training (and before ``on_measured``); raising
             there stops the evaluation before any training (a decoding budget).
+        builder: the user's model function (None: explorer's own models); a layout it cannot build fails this
+            variant.
 
     Raises:
-        VariantFailed: the loss became NaN/inf, or the device ran out of memory while timing or training.
+        VariantFailed: the loss became NaN/inf, the device ran out of memory while timing or training, or the
+            user's builder could not build this layout.
     """
     device = as_device(device if device is not None else latency_cfg.device)
     if decode is not None and not task.spec.causal:
@@ -177,10 +182,21 @@ def evaluate_variant(
             f"decoding latency needs a language-model task (such as text); "
             f"{task.name!r} is a classification task."
         )
-    params, flops = count_cost(cfg, task)
+    if decode is not None and builder is not None:
+        raise ConfigError(
+            "decoding latency needs explorer's own language model (a KV cache); drop [model] build."
+        )
+    try:
+        if builder is not None:  # its layout, output shape and values, on one batch, before anything is timed
+            check_model(builder, [cfg], task.spec, task.train[0][:CHECK_BATCH])
+        params, flops = count_cost(cfg, task, builder)
+    except ConfigError as exc:
+        if builder is None:
+            raise
+        raise VariantFailed(str(exc), "model") from None
     decoded = None
     try:
-        latency = model_latency(cfg, task.spec, latency_cfg, device, cache=cache)
+        latency = model_latency(cfg, task.spec, latency_cfg, device, cache=cache, builder=builder)
         if decode is not None:
             decode_cfg = dataclasses.replace(latency_cfg, batch_size=decode.batch_size)
             decoded = decode_latency(cfg, decode.context, decode_cfg, device, cache, task.spec.vocab_size)
@@ -193,7 +209,7 @@ def evaluate_variant(
     if on_measured is not None:
         on_measured(latency, params)
     try:
-        model, result = fit(cfg, task, train_cfg, device, on_epoch=on_epoch)
+        model, result = fit(cfg, task, train_cfg, device, on_epoch=on_epoch, builder=builder)
     except TrainingDivergedError as exc:
         raise VariantFailed(f"diverged: {exc}", "diverged") from None
     except (RuntimeError, MemoryError) as exc:
@@ -202,7 +218,11 @@ def evaluate_variant(
         raise _oom(device, "training", exc) from None
     relations = None
     if task.relation_offsets:
-        relations = relation_specialization(model, task.val[0], task.relation_offsets)
+        try:
+            relations = relation_specialization(model, task.val[0], task.relation_offsets)
+        except ConfigError:  # a user's model without explorer.MultiHeadAttention: its maps cannot be read
+            if builder is None:
+                raise
     return VariantResult(
         config=cfg,
         train=train_cfg,

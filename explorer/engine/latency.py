@@ -28,6 +28,7 @@ from explorer.engine.latency_cache import LatencyCache
 from explorer.engine.measures import LatencyResult, load_average
 from explorer.engine.model import build_model
 from explorer.engine.runtime import check_runtime, prepare_runner, runtime_version
+from explorer.engine.usermodel import ModelBuilder
 from explorer.errors import ConfigError
 
 __all__ = [
@@ -134,10 +135,16 @@ def deployment_spec(spec: InputSpec, cfg: LatencyConfig) -> InputSpec:
     return spec if cfg.seq_len in (None, spec.seq_len) else dataclasses.replace(spec, seq_len=cfg.seq_len)
 
 
-def latency_key(model_cfg: ModelConfig, spec: InputSpec, cfg: LatencyConfig, device: torch.device) -> str:
+def latency_key(
+    model_cfg: ModelConfig,
+    spec: InputSpec,
+    cfg: LatencyConfig,
+    device: torch.device,
+    builder: ModelBuilder | None = None,
+) -> str:
     """What a latency figure depends on: architecture, deployment input shape, batch, threads, dtype, hardware,
     torch, and the runtime with its version (left out for eager, so figures cached before runtimes existed
-    stay valid)."""
+    stay valid); for a user's model also its builder and the sha256 of its source."""
     spec = deployment_spec(spec, cfg)
     shape = f"{spec.kind}_T{spec.seq_len}_V{spec.vocab_size}_F{spec.n_features}_C{spec.n_classes}"
     if spec.causal:
@@ -153,6 +160,8 @@ def latency_key(model_cfg: ModelConfig, spec: InputSpec, cfg: LatencyConfig, dev
     ]
     if cfg.runtime != "eager":
         parts.append(f"{cfg.runtime}{runtime_version(cfg.runtime)}")
+    if builder is not None:
+        parts.append(f"build={builder.ref}@{builder.fingerprint[:16]}")
     return "|".join(parts)
 
 
@@ -170,8 +179,10 @@ def model_latency(
     device: torch.device | str,
     *,
     cache: LatencyCache | None = None,
+    builder: ModelBuilder | None = None,
 ) -> LatencyResult:
-    """Latency of the encoder ``model_cfg`` builds for ``spec``, from ``cache`` when it holds the key.
+    """Latency of the model ``model_cfg`` builds for ``spec`` (``builder``'s, or explorer's own), from ``cache``
+    when it holds the key.
 
     The model is built under seed 0 (inside ``torch.random.fork_rng``, so the caller's RNG state is untouched)
     at the deployment shape (``cfg.seq_len`` positions, default the task's) and fed one random batch of
@@ -183,12 +194,12 @@ def model_latency(
     check_dtype(cfg.dtype, device)
     check_runtime(cfg.runtime, device)
     spec = deployment_spec(spec, cfg)
-    key = latency_key(model_cfg, spec, cfg, device)
+    key = latency_key(model_cfg, spec, cfg, device, builder)
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = build_model(model_cfg, spec)
+        model = build_model(model_cfg, spec, builder)
         example = random_input(spec, cfg.batch_size)
     result = time_forward(model, example, device, cfg)
     if cache is not None:

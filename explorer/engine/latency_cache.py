@@ -28,6 +28,7 @@ import dataclasses
 import datetime as dt
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -38,8 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from explorer.engine.limits import usable_cpus
 from explorer.engine.measures import LatencyResult, load_average
-from explorer.errors import ConfigError
+from explorer.errors import ConfigError, EnvironmentLackError
 
 __all__ = [
     "MAX_AGE_ENV",
@@ -51,10 +53,14 @@ __all__ = [
     "result_age_s",
 ]
 
+log = logging.getLogger(__name__)
+
 MAX_AGE_ENV = "EXPLORER_CACHE_MAX_AGE"
 DAY_S = 86400.0
 _ENTRY_NAME = re.compile(r"^[0-9a-f]{64}\.json$")  # what the cache writes; nothing else is ever removed
 _TMP_PREFIX = ".tmp-"
+_TMP_NAME = re.compile(r"^\.tmp-[a-z0-9_]{8}\.json$")  # exactly what tempfile.mkstemp names put's writes
+_ENTRY_START = b'{\n "key": '  # how every entry put writes begins (json.dumps(..., indent=1))
 
 
 def _default_cache_dir() -> Path:
@@ -95,13 +101,6 @@ def describe_age(seconds: float | None) -> str:
 # --------------------------------------------------------------------------------------------- the machine
 
 
-def _usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))  # what this process may run on (containers, taskset)
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def _runnable_others() -> int | None:
     """Processes runnable right now besides the reader (Linux ``/proc/stat``; None elsewhere)."""
     try:
@@ -124,7 +123,7 @@ class MachineState:
 
     @classmethod
     def now(cls) -> MachineState:
-        return cls(cpus=_usable_cpus(), load=load_average(), runnable=_runnable_others())
+        return cls(cpus=usable_cpus(), load=load_average(), runnable=_runnable_others())
 
     @property
     def load_per_cpu(self) -> float | None:
@@ -281,7 +280,7 @@ class LatencyCache:
         """Every readable entry, oldest first."""
         if not self.directory.is_dir():
             return []
-        found = [e for p in self.directory.iterdir() if _ENTRY_NAME.match(p.name) and (e := self._read(p))]
+        found = [e for p in self._listing() if _ENTRY_NAME.match(p.name) and (e := self._read(p))]
         return sorted(found, key=lambda e: (-(e.age_s() or math.inf), e.key))
 
     # ------------------------------------------------------------------------------------ writing
@@ -303,7 +302,6 @@ class LatencyCache:
             and old.machine.cpus == machine.cpus
         ):
             return dataclasses.replace(old.result, cached=True)
-        self.directory.mkdir(parents=True, exist_ok=True)
         payload = json.dumps(
             {
                 "key": key,
@@ -312,7 +310,12 @@ class LatencyCache:
             },
             indent=1,
         )
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=_TMP_PREFIX, suffix=".json")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=_TMP_PREFIX, suffix=".json")
+        except OSError as exc:  # a read-only or misplaced cache: the figure is used, just not kept
+            log.warning("latency not cached: cannot write in %s (%s)", self.directory, exc.strerror)
+            return dataclasses.replace(result, cached=False)
         try:
             with os.fdopen(fd, "w") as f:
                 f.write(payload)
@@ -325,9 +328,10 @@ class LatencyCache:
     def clear(self, older_than_s: float | None = None) -> list[Path]:
         """Remove entries (all, or those measured more than ``older_than_s`` ago); return the removed files.
 
-        Only files the cache writes are touched (``<sha256>.json``, and temporary files of interrupted writes
-        older than an hour); anything else in the directory is left alone. An entry that cannot be read is
-        dated by its file's modification time.
+        Only files the cache wrote are touched: an entry (``<sha256>.json`` holding the key that hashes to its
+        name) and the temporary file of an interrupted write (``.tmp-XXXXXXXX.json`` as :meth:`put` names them,
+        empty or holding the start of an entry, older than an hour); anything else in the directory, whatever
+        its name, is left alone. A folder that cannot be changed is one EnvironmentLackError.
         """
         if older_than_s is not None and not (math.isfinite(older_than_s) and older_than_s >= 0):
             raise ConfigError(
@@ -335,29 +339,51 @@ class LatencyCache:
             )
         if not self.directory.is_dir():
             return []
-        removed = []
+        removed: list[Path] = []
         now = time.time()
-        for path in sorted(self.directory.iterdir()):
-            if path.name.startswith(_TMP_PREFIX) and path.is_file():
-                try:
-                    stale_tmp = now - path.stat().st_mtime > 3600
-                except OSError:
-                    continue
-                if stale_tmp:
-                    path.unlink(missing_ok=True)
+        for path in self._listing():
+            if _TMP_NAME.match(path.name):
+                if self._stale_tmp(path, now):
+                    self._remove(path, removed, keep=False)
                 continue
-            if not (_ENTRY_NAME.match(path.name) and path.is_file()):
+            entry = self._read(path) if _ENTRY_NAME.match(path.name) else None
+            if entry is None or self.path(entry.key) != path:
+                continue  # not an entry this cache wrote
+            if older_than_s is not None and (entry.age_s() or 0.0) <= older_than_s:
                 continue
-            if older_than_s is not None:
-                entry = self._read(path)
-                age = entry.age_s() if entry is not None else None
-                if age is None:
-                    try:
-                        age = now - path.stat().st_mtime
-                    except OSError:
-                        continue
-                if age <= older_than_s:
-                    continue
-            path.unlink(missing_ok=True)
-            removed.append(path)
+            self._remove(path, removed)
         return removed
+
+    def _listing(self) -> list[Path]:
+        try:
+            return sorted(p for p in self.directory.iterdir() if p.is_file())
+        except OSError as exc:
+            raise EnvironmentLackError(
+                f"cannot read the latency cache folder {self.directory} ({exc.strerror}); check its "
+                "permissions, or set EXPLORER_CACHE_DIR to a folder of your own."
+            ) from None
+
+    @staticmethod
+    def _stale_tmp(path: Path, now: float) -> bool:
+        """Whether ``path`` is an interrupted write of :meth:`put` (empty, or the start of an entry) over an hour
+        old."""
+        try:
+            if now - path.stat().st_mtime <= 3600:
+                return False
+            with path.open("rb") as f:
+                head = f.read(len(_ENTRY_START))
+        except OSError:
+            return False
+        return _ENTRY_START.startswith(head)  # empty (killed before writing) or a prefix of an entry
+
+    def _remove(self, path: Path, removed: list[Path], keep: bool = True) -> None:
+        try:
+            path.unlink(missing_ok=True)
+        except OSError as exc:
+            raise EnvironmentLackError(
+                f"removed {len(removed)} cached latencies from {self.directory}, then could not remove "
+                f"{path.name} ({exc.strerror}): the folder is read-only to you; clear it as its owner, or set "
+                "EXPLORER_CACHE_DIR to a folder of your own."
+            ) from None
+        if keep:
+            removed.append(path)

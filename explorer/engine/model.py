@@ -10,7 +10,8 @@ position, plus a key/value cache for incremental decoding (:meth:`CausalLM.step`
 
 Both take per-layer key/value heads and head widths from the config and report their own cost
 (``num_params``, ``flops``, ``kv_cache_bytes``) so no outside code guesses it. :func:`build_model` picks the
-class from the task's ``InputSpec.task_kind``.
+class from the task's ``InputSpec.task_kind``, or calls the user's own builder
+(:class:`explorer.engine.usermodel.ModelBuilder`) when given one.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from torch import nn
 
 from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flops
 from explorer.engine.config import InputSpec, ModelConfig
+from explorer.engine.usermodel import ModelBuilder, count_flops
 from explorer.errors import ConfigError, DataError
 
-__all__ = ["Block", "CausalLM", "Encoder", "MLP", "Model", "build_model"]
+__all__ = ["Block", "CausalLM", "Encoder", "MLP", "Model", "build_model", "model_cost"]
 
 
 def _hidden(d_model: int, mlp_ratio: float) -> int:
@@ -321,9 +323,20 @@ class CausalLM(nn.Module):
 Model = Encoder | CausalLM  # what build_model returns
 
 
-def build_model(cfg: ModelConfig, spec: InputSpec) -> Model:
-    """The model for ``cfg`` shaped to ``spec`` (initialized from the current torch RNG state): a
-    :class:`CausalLM` for a language-model task, the :class:`Encoder` classifier otherwise."""
+def build_model(cfg: ModelConfig, spec: InputSpec, builder: ModelBuilder | None = None) -> nn.Module:
+    """The model for ``cfg`` shaped to ``spec`` (initialized from the current torch RNG state): ``builder``'s
+    when given, else a :class:`CausalLM` for a language-model task and the :class:`Encoder` classifier
+    otherwise."""
+    if builder is not None:
+        return builder.build(cfg, spec)
     if spec.causal:
         return CausalLM(cfg, spec)
     return Encoder(cfg, spec)
+
+
+def model_cost(model: nn.Module, example: torch.Tensor) -> tuple[int, int]:
+    """Trainable parameters and forward FLOPs per example: the model's own estimate where it makes one (explorer's
+    models), else counted on ``example`` (one example) by ``torch.utils.flop_counter``."""
+    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    flops = model.flops(1) if isinstance(model, (Encoder, CausalLM)) else count_flops(model, example)
+    return params, flops

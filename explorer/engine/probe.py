@@ -11,25 +11,33 @@
   Jensen-Shannon similarity ``1 - JS(p, q) / ln 2`` of two heads' rows (1 = identical maps).
 * Relations (the relations task): how much attention each head puts along each planted relation.
 
-Everything here takes a model and tensors and returns arrays or DataFrames; nothing draws or writes files.
+Everything here takes a model and tensors and returns arrays or DataFrames; nothing draws or writes files. A
+model is probed through its :class:`~explorer.engine.attention.MultiHeadAttention` modules (their ``probe_mask``
+and ``probe_maps``), one per layer in the order ``model.modules()`` lists them, so a user's model built from
+that module is analysed like explorer's own; a model without one is a :class:`ConfigError`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from explorer.engine.attention import MultiHeadAttention
 from explorer.engine.device import as_device
-from explorer.engine.model import Encoder
 from explorer.engine.train import evaluate
+from explorer.errors import ConfigError
 
 __all__ = [
+    "attention_maps",
+    "attention_modules",
     "attention_pairs",
     "attention_statistics",
     "attention_stats",
@@ -43,16 +51,58 @@ __all__ = [
 ]
 
 
-def head_counts(model: Encoder) -> list[int]:
+def attention_modules(model: nn.Module) -> list[MultiHeadAttention]:
+    """The model's attention layers that probes can mask and read, in order; a ConfigError when it has none."""
+    found = [m for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    if not found:
+        raise ConfigError(
+            f"{type(model).__name__} has no explorer.MultiHeadAttention layer, so explorer cannot mask that model's "
+            "heads; build its attention from explorer.MultiHeadAttention for per-head analysis."
+        )
+    return found
+
+
+def head_counts(model: nn.Module) -> list[int]:
     """Heads per layer of a built model."""
-    return [b.attn.n_heads for b in model.blocks]
+    return [m.n_heads for m in attention_modules(model)]
+
+
+@contextlib.contextmanager
+def _probing(
+    model: nn.Module, masks: Sequence[torch.Tensor | None] | None = None, maps: bool = False
+) -> Iterator[list[MultiHeadAttention]]:
+    """Within the block, layer i's heads are multiplied by ``masks[i]`` and, with ``maps``, every attention
+    layer keeps its probabilities; the modules are put back as they were afterwards."""
+    modules = attention_modules(model)
+    saved = [(m.probe_mask, m.probe_maps) for m in modules]
+    try:
+        for i, m in enumerate(modules):
+            m.probe_mask = None if masks is None else masks[i]
+            m.probe_maps = [] if maps else None
+        yield modules
+    finally:
+        for m, (mask, kept) in zip(modules, saved, strict=True):
+            m.probe_mask, m.probe_maps = mask, kept
+
+
+def attention_maps(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    """Attention probabilities of every layer for the batch ``x``, one ``[B, H_i, T, S]`` each (eval mode, no
+    grad; the model's mode is restored)."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), _probing(model, maps=True) as modules:
+            model(x)
+            return [m.probe_maps[0] for m in modules]  # type: ignore[index]
+    finally:
+        model.train(was_training)
 
 
 # --------------------------------------------------------------------------------------------- importance
 
 
 def head_importance(
-    model: Encoder, X: torch.Tensor, y: torch.Tensor, device: torch.device | str, batch_size: int = 256
+    model: nn.Module, X: torch.Tensor, y: torch.Tensor, device: torch.device | str, batch_size: int = 256
 ) -> list[np.ndarray]:
     """Per layer, ``[H_i]`` importance scores ``E_x |dL(x)/d mask|``, L2-normalized within the layer.
 
@@ -60,15 +110,17 @@ def head_importance(
     """
     device = as_device(device)
     model.to(device)
-    was_training, impls = model.training, [b.attn.impl for b in model.blocks]
+    modules = attention_modules(model)
+    was_training, impls = model.training, [m.impl for m in modules]
     model.eval()
-    for b in model.blocks:  # the merged path is the same function as fused, in plain matmuls vmap can batch
-        b.attn.impl = "merged"
+    for m in modules:  # the merged path is the same function as fused, in plain matmuls vmap can batch
+        m.impl = "merged"
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
 
     def loss(masks: tuple[torch.Tensor, ...], x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        logits = functional_call(model, (params, buffers), (x.unsqueeze(0),), {"head_masks": list(masks)})
+        with _probing(model, masks):
+            logits = functional_call(model, (params, buffers), (x.unsqueeze(0),))
         return F.cross_entropy(logits.float(), t.unsqueeze(0))
 
     per_example = vmap(grad(loss), in_dims=(None, 0, 0))
@@ -80,8 +132,8 @@ def head_importance(
             for acc, g in zip(total, per_example(ones, xb, yb), strict=True):  # g: [B, H_i]
                 acc += g.abs().sum(dim=0).double()
     finally:
-        for b, impl in zip(model.blocks, impls, strict=True):
-            b.attn.impl = impl
+        for m, impl in zip(modules, impls, strict=True):
+            m.impl = impl
         model.train(was_training)
     out = []
     for acc in total:
@@ -95,7 +147,7 @@ def head_importance(
 
 
 def _cumulative(
-    model: Encoder,
+    model: nn.Module,
     X: torch.Tensor,
     y: torch.Tensor,
     device: torch.device | str,
@@ -105,15 +157,16 @@ def _cumulative(
     device = as_device(device)
     model.to(device)
     masks = [torch.ones(h, device=device) for h in head_counts(model)]
-    out = [evaluate(model, X, y, device, head_masks=masks)]
-    for layer, h in steps:
-        masks[layer][h] = 0.0
-        out.append(evaluate(model, X, y, device, head_masks=masks))
+    with _probing(model, masks):  # the modules read these tensors, which are zeroed in place below
+        out = [evaluate(model, X, y, device)]
+        for layer, h in steps:
+            masks[layer][h] = 0.0
+            out.append(evaluate(model, X, y, device))
     return out
 
 
 def masking_curves(
-    model: Encoder,
+    model: nn.Module,
     X: torch.Tensor,
     y: torch.Tensor,
     importance: Sequence[np.ndarray],
@@ -146,14 +199,15 @@ def masking_curves(
 # --------------------------------------------------------------------------------------------- attention maps
 
 
-def _map_stats(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> tuple[list, list]:
-    """Per layer: mean entropy ``[H]`` (nats) and mean JS similarity ``[H, H]`` of attention rows."""
+def _map_stats(model: nn.Module, X: torch.Tensor, batch_size: int = 256) -> tuple[list, list, int]:
+    """Per layer: mean entropy ``[H]`` (nats) and mean JS similarity ``[H, H]`` of attention rows; and the
+    positions attended over (a user's model may add some, e.g. a class token)."""
     device = next(model.parameters()).device
     ent: list[torch.Tensor] = []
     sim: list[torch.Tensor] = []
     rows = 0
     for i in range(0, len(X), batch_size):
-        maps = model.attention_maps(X[i : i + batch_size].to(device))
+        maps = attention_maps(model, X[i : i + batch_size].to(device))
         for layer, p in enumerate(maps):
             p = p.double()  # [B, H, T, T]
             B, H, T, _ = p.shape
@@ -177,7 +231,7 @@ def _map_stats(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> tuple[
         s = (s / rows).numpy()
         np.fill_diagonal(s, 1.0)
         similarity.append(s)
-    return entropy, similarity
+    return entropy, similarity, int(maps[0].shape[-1])
 
 
 def _stats_frame(entropy: list[np.ndarray], similarity: list[np.ndarray], seq_len: int) -> pd.DataFrame:
@@ -204,14 +258,14 @@ def _pairs_frame(similarity: list[np.ndarray]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["layer", "head_a", "head_b", "similarity"])
 
 
-def attention_stats(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> pd.DataFrame:
+def attention_stats(model: nn.Module, X: torch.Tensor, batch_size: int = 256) -> pd.DataFrame:
     """Per layer and head: mean attention entropy (nats), log T for reference, and the mean and max JS similarity
     of its maps to the other heads of its layer (``most_similar`` names that head; NaN/-1 in one-head layers)."""
-    entropy, similarity = _map_stats(model, X, batch_size)
-    return _stats_frame(entropy, similarity, X.shape[1])
+    entropy, similarity, positions = _map_stats(model, X, batch_size)
+    return _stats_frame(entropy, similarity, positions)
 
 
-def attention_pairs(model: Encoder, X: torch.Tensor, batch_size: int = 256) -> pd.DataFrame:
+def attention_pairs(model: nn.Module, X: torch.Tensor, batch_size: int = 256) -> pd.DataFrame:
     """Every pair of heads in a layer with the mean JS similarity of their attention rows (1 = identical)."""
     return _pairs_frame(_map_stats(model, X, batch_size)[1])
 
@@ -267,7 +321,7 @@ def _numpy(a: torch.Tensor | np.ndarray) -> np.ndarray:
 
 
 def masked_accuracy(
-    model: Encoder,
+    model: nn.Module,
     X: torch.Tensor,
     y: torch.Tensor,
     importance: Sequence[np.ndarray],
@@ -282,18 +336,19 @@ def masked_accuracy(
         m = torch.zeros(len(scores), device=device)
         m[torch.as_tensor(np.argsort(-np.asarray(scores), kind="stable")[:k].copy(), dtype=torch.long)] = 1.0
         masks.append(m)
-    return evaluate(model, X, y, device, head_masks=masks)
+    with _probing(model, masks):
+        return evaluate(model, X, y, device)
 
 
-def relation_specialization(model: Encoder, X: torch.Tensor, offsets: Sequence[int]) -> pd.DataFrame:
+def relation_specialization(model: nn.Module, X: torch.Tensor, offsets: Sequence[int]) -> pd.DataFrame:
     """:func:`specialization_from_maps` for a model trained on the relations task (``task.relation_offsets``)."""
     device = next(model.parameters()).device
-    return specialization_from_maps(model.attention_maps(X.to(device)), X, offsets)
+    return specialization_from_maps(attention_maps(model, X.to(device)), X, offsets)
 
 
 def attention_statistics(
-    model: Encoder, X: torch.Tensor, batch_size: int = 256
+    model: nn.Module, X: torch.Tensor, batch_size: int = 256
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """:func:`attention_stats` and :func:`attention_pairs` from one pass over ``X``."""
-    entropy, similarity = _map_stats(model, X, batch_size)
-    return _stats_frame(entropy, similarity, X.shape[1]), _pairs_frame(similarity)
+    entropy, similarity, positions = _map_stats(model, X, batch_size)
+    return _stats_frame(entropy, similarity, positions), _pairs_frame(similarity)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.engine.limits import check_file_size
 from explorer.errors import ConfigError
 
 __all__ = ["RUN_CONFIG_VERSION", "RunConfig", "load_run_config", "write_run_config"]
@@ -24,7 +25,7 @@ RUN_CONFIG_VERSION = 1
 class RunConfig:
     """What a run config file holds."""
 
-    task: str  # digits | relations | path to a .npz file
+    task: str  # a built-in task, a path to a .npz file, or a user function (module:function)
     task_options: dict[str, Any]
     model: ModelConfig
     train: TrainConfig
@@ -32,8 +33,10 @@ class RunConfig:
         None  # the epoch training stopped at (early stopping or a plateau), if before the end
     )
     source: dict[str, Any] = dataclasses.field(default_factory=dict)  # where it came from (study, trial...)
+    build: str | None = None  # the user's model function ([model] build); None: explorer's own model
 
     def to_dict(self) -> dict[str, Any]:
+        build = {"build": self.build} if self.build else {}  # absent for explorer's models (files as before)
         return {
             "explorer_run_config": RUN_CONFIG_VERSION,
             "task": self.task,
@@ -42,7 +45,7 @@ class RunConfig:
             "train": dataclasses.asdict(self.train),
             "stop_after": self.stop_after,
             "source": dict(self.source),
-        }
+        } | build
 
 
 def write_run_config(path: str | Path, config: RunConfig) -> Path:
@@ -73,12 +76,21 @@ def write_run_config(path: str | Path, config: RunConfig) -> Path:
 def load_run_config(path: str | Path) -> RunConfig:
     """Read a run config; any problem is one ConfigError naming the file and what is wrong."""
     path = Path(path)
+    check_file_size(path, "config file")  # read whole: a huge file (or /dev/zero) is refused unread
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist; write one with `explorer export`.") from None
+    except IsADirectoryError:
+        raise ConfigError(
+            f"config file {path} is a folder; give the JSON file `explorer export` wrote."
+        ) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"config file {path} is not readable JSON ({exc}).") from None
+    except RecursionError:
+        raise ConfigError(
+            f"config file {path} nests too deeply to be a run config; export it again."
+        ) from None
     if not isinstance(doc, dict) or doc.get("explorer_run_config") != RUN_CONFIG_VERSION:
         raise ConfigError(
             f"{path} is not an explorer run config (version {RUN_CONFIG_VERSION}); "
@@ -92,6 +104,7 @@ def load_run_config(path: str | Path) -> RunConfig:
             train=TrainConfig(**doc["train"]),
             stop_after=None if doc.get("stop_after") is None else int(doc["stop_after"]),
             source=dict(doc.get("source") or {}),
+            build=None if doc.get("build") is None else str(doc["build"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"config file {path} is missing or has a malformed field ({exc}).") from None

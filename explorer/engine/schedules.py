@@ -19,6 +19,7 @@ import math
 import re
 from typing import NamedTuple
 
+from explorer.engine.limits import HEADS
 from explorer.errors import ConfigError
 
 __all__ = [
@@ -44,14 +45,24 @@ def valid_heads(d_model: int, min_dk: int = 1) -> list[int]:
         raise ConfigError(f"d_model must be a positive integer, got {d_model}.")
     if min_dk < 1:
         raise ConfigError(f"min_dk must be a positive integer, got {min_dk}.")
-    return [h for h in range(1, d_model + 1) if d_model % h == 0 and d_model // h >= min_dk]
+    return [h for h in _divisors(d_model) if d_model // h >= min_dk]
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of ``n`` ascending, in O(sqrt(n)) steps (a width of 10^9 answers at once)."""
+    small = [k for k in range(1, math.isqrt(n) + 1) if n % k == 0]
+    return small + [n // k for k in reversed(small) if k * k != n]
 
 
 def check_heads(h: int, d_model: int, min_dk: int, valid: list[int]) -> None:
+    if h < 1:
+        raise ConfigError(
+            f"the number of heads must be at least 1, got {h}; choose from {', '.join(map(str, valid))}."
+        )
     if h not in valid:
         why = (
             f"{d_model} is not divisible by {h}"
-            if h < 1 or d_model % h
+            if d_model % h
             else f"d_k = {d_model}/{h} = {d_model // h} is below the floor {min_dk}"
         )
         raise ConfigError(
@@ -114,6 +125,8 @@ def expand_schedule(
             check_heads(h, d_model, min_dk, valid)
         elif h < 1:
             raise ConfigError(f"the number of heads must be a positive integer, got {h}.")
+        else:  # any count is valid with a head width of its own: bound it before a ramp lists its steps
+            HEADS.check(h, f"a head count in schedule {schedule!r}")
 
     text = schedule.strip().replace(" ", "")
     if m := _UNIFORM.match(text):
@@ -151,7 +164,7 @@ def valid_kv_heads(heads: int) -> list[int]:
     """Every key/value head count that ``heads`` query heads can share evenly (the divisors), ascending."""
     if heads < 1:
         raise ConfigError(f"the number of heads must be a positive integer, got {heads}.")
-    return [k for k in range(1, heads + 1) if heads % k == 0]
+    return _divisors(heads)
 
 
 def check_kv(kv: int, heads: int, layer: int) -> None:

@@ -27,6 +27,7 @@ from explorer.engine.device import as_device, autocast
 from explorer.engine.measures import QualityMetric, binomial_se, quality_metric
 from explorer.engine.model import Model, build_model
 from explorer.engine.tasks.base import Task
+from explorer.engine.usermodel import ModelBuilder
 from explorer.errors import TrainingDivergedError
 
 __all__ = ["EpochStats", "SplitScore", "TrainResult", "evaluate", "evaluate_split", "fit"]
@@ -204,27 +205,30 @@ def fit(
     train_cfg: TrainConfig,
     device: torch.device | str,
     on_epoch: Callable[[EpochStats], bool | None] | None = None,
+    builder: ModelBuilder | None = None,
 ) -> tuple[Model, TrainResult]:
     """Build the model for ``task`` and train it; returns the trained model and a :class:`TrainResult`.
 
     The loss is the mean cross-entropy over the task's targets (labels, or next bytes for a language model).
 
     ``on_epoch(stats)`` is called after every epoch; returning True stops training after that epoch.
-    A NaN or infinite training loss raises :class:`TrainingDivergedError`.
+    A NaN or infinite training loss raises :class:`TrainingDivergedError`. ``builder``: the user's model
+    function (None: explorer's own model).
     """
     device = as_device(device)
     torch.manual_seed(train_cfg.seed)  # init and dropout
     shuffle = torch.Generator().manual_seed(train_cfg.seed)  # data order, independent of the model's draws
-    model = build_model(model_cfg, task.spec).to(device)
+    model = build_model(model_cfg, task.spec, builder).to(device)
 
     X, y = task.train
     n = len(y)
     steps_per_epoch = math.ceil(n / train_cfg.batch_size)
     total_steps = steps_per_epoch * train_cfg.epochs
     # Weight decay on matrices only (nanoGPT): not on biases, LayerNorm gains or the positional embedding.
+    pos = getattr(model, "pos", None)  # a user's model keeps its own names: only its vectors go undecayed
     params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2 and p is not model.pos]
-    no_decay = [p for p in params if not (p.dim() >= 2 and p is not model.pos)]
+    decay = [p for p in params if p.dim() >= 2 and p is not pos]
+    no_decay = [p for p in params if not (p.dim() >= 2 and p is not pos)]
     opt = torch.optim.AdamW(
         [
             {"params": decay, "weight_decay": train_cfg.weight_decay},

@@ -8,7 +8,8 @@ layout on the front (what a little less latency would cost). The ladder adds eve
 same in each layer, at the knee's width and depth: whatever one run's search happened to find, every run of the
 study at that base compares the same uniform layouts. A study that searches key/value heads adds two more at
 the knee's heads, width and depth: multi-head attention (kv_heads = heads) and multi-query attention
-(kv_heads = 1), the two ends grouped-query attention sits between. Each is trained with the same fresh seeds.
+(kv_heads = 1), the two ends grouped-query attention sits between. Each is trained on every unit of the evidence
+grid (:func:`evidence_units`: folds of replicates, one seed per unit shared by every layout).
 The plan is a pure function of the search's records, so planning again after a resume queues only what is new.
 
 The knee is taken on quality against forward latency, or against decoding time per token where the spec makes
@@ -27,16 +28,18 @@ from explorer.engine.schedules import valid_heads
 from explorer.insight.pareto import knee, normalize, pareto_front
 from explorer.insight.tables import Architecture, architecture_table, architectures, decode_only
 from explorer.search.feasibility import head_counts
-from explorer.search.record import FINALIST_SEED_OFFSET, FinalistRun, Retiming, TrialRecord, arch_key
+from explorer.search.record import Retiming, TrialRecord, arch_key
 from explorer.search.spec import MB, StudySpec
+from explorer.search.units import FinalistRun, fold_seed, unit_seed
 
 __all__ = [
     "COST_COLUMNS",
     "DEFAULT_HEADS",
     "KV_REFERENCES",
     "Plan",
+    "Unit",
     "cost_axis",
-    "finalist_seeds",
+    "evidence_units",
     "plan_finalists",
     "with_kv",
     "within_budgets",
@@ -80,9 +83,29 @@ def within_budgets(archs: Sequence[Architecture], spec: StudySpec) -> list[Archi
     return [a for a in archs if a.feasible and ok(a)]
 
 
-def finalist_seeds(spec: StudySpec, seeds: int) -> list[int]:
-    """The fresh seeds finalists train with (search trials used spec.seed + trial number)."""
-    return [spec.seed + FINALIST_SEED_OFFSET + i for i in range(seeds)]
+@dataclass(frozen=True)
+class Unit:
+    """One cell of the evidence grid: a fold of a replicate, trained with one seed by every layout."""
+
+    seed: int  # the training seed (init, data order), shared by every layout: the pairing
+    fold: int | None  # the validation fold (None: the task's fixed split)
+    folds: int
+    fold_seed: int | None  # the seed that cut this replicate's folds
+
+
+def evidence_units(spec: StudySpec, seeds: int | None = None) -> list[Unit]:
+    """The grid every finalist is trained on: ``seeds`` replicates (the spec's by default) x the spec's folds.
+    Seeds come from the study's own block (:func:`explorer.search.record.unit_seed`): unit ``u`` of a study is
+    the same whatever the number of replicates, so adding replicates later adds units and changes none."""
+    seeds = spec.finalists.seeds if seeds is None else seeds
+    k = spec.finalists.folds
+    units = []
+    for r in range(seeds):
+        for f in range(k):
+            fold = None if k == 1 else f
+            cut = None if k == 1 else fold_seed(spec.seed, r)
+            units.append(Unit(unit_seed(spec.seed, r * k + f), fold, k, cut))
+    return units
 
 
 def _uniform(base: ModelConfig, heads: int) -> tuple[ModelConfig | None, str]:
@@ -180,5 +203,8 @@ def plan_finalists(
         if key in seen:
             continue
         seen.add(key)
-        runs += [FinalistRun(config, lr, seed, label, source) for seed in finalist_seeds(spec, seeds)]
+        runs += [
+            FinalistRun(config, lr, u.seed, label, source, u.fold, u.folds, u.fold_seed)
+            for u in evidence_units(spec, seeds)
+        ]
     return Plan(tuple(runs), knee_arch, tuple(notes))

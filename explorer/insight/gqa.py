@@ -27,14 +27,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from explorer.engine.config import ModelConfig
-from explorer.insight.rules import (
-    MIN_ARCHS,
-    NOT_ENOUGH,
-    RuleVerdict,
-    evidence,
-    group_comparison,
-    no_difference,
-)
+from explorer.insight.groups import MIN_ARCHS, NOT_ENOUGH, evidence, group_comparison, no_difference
+from explorer.insight.rules import RuleVerdict
 from explorer.insight.tables import Architecture, attention_kind, decode_only, quality_margin
 from explorer.search.record import Retiming, TrialRecord
 

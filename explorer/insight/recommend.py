@@ -1,95 +1,78 @@
-"""The head-count answer: which layout to use for the base model, how sure, and what the alternatives cost.
+"""The head-count answer: one function, :func:`answer`, that every command naming "the answer" calls.
 
-The answer rests on the best evidence the study holds. When finalist runs exist (several fresh seeds per
-architecture, each trained until its accuracy stopped moving, each timed afresh), the recommendation is the knee
-of the finalists' accuracy/latency front, using architecture means over seeds; otherwise it is the search's knee
-and says that it rests on one short run per architecture. Around it the answer states what one head per layer,
-the folklore's 8-16 heads and the next faster layout cost or gain (differences over seeds, with a bootstrap
-interval and an exact permutation test), and how often the recommendation would stay the answer if the seeds
-had come out differently (a bootstrap over seeds). Pure functions over records.
+With finalist runs (the evidence grid: every finalist layout trained on the same units, :mod:`explorer.insight.
+evidence`), the answer is an *equivalence class* and one named member of it (:mod:`explorer.insight.equivalence`):
+the layouts within the spec's ``[answer] margin`` of the best by an equivalence test, and the fastest of them. Every
+other candidate is *worse* by more than the margin or *undecided*, with the paired units (and so replicates)
+that would decide it, from its measured spread. A study in which no layout beats the task's chance level beyond
+noise has no answer. The confidence is the probability that a whole re-run names a member of the class
+(:mod:`explorer.insight.confidence`).
 
-Quality is the task's metric (accuracy, or bits per byte for a language model: lower is better); "more
-accurate" below means better on it. The knee trades it against forward latency, or against decoding time per
-token where the spec makes decoding an objective. A study that searches key/value heads also contrasts the
-recommendation with multi-head (kv_heads = heads) and multi-query (kv_heads = 1) attention at its heads:
-quality, decoding time and key/value-cache bytes.
+Without finalist runs the answer is the search's knee (one short run per architecture), marked provisional: no
+class, no confidence. Quality is the task's metric (accuracy, or bits per byte for a language model: lower is
+better); the latency is the forward pass, or decoding time per token where the spec makes decoding an objective.
+Pure functions over records.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+from scipy import stats
 
-from explorer.engine.config import ModelConfig
-from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.insight.confidence import BOOTSTRAP_ROUNDS, bootstrap_confidence
-from explorer.insight.finalists import (
-    COST_COLUMNS,
-    DEFAULT_HEADS,
-    KV_REFERENCES,
-    cost_axis,
-    with_kv,
-    within_budgets,
-)
+from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
+from explorer.insight.confidence import ROUNDS, rerun_confidence
+from explorer.insight.contrasts import Contrast, Costs, contrasts, versus
+from explorer.insight.equivalence import BEST, EQUIVALENT, UNDECIDED, WORSE, choose, ratio
+from explorer.insight.evidence import Collapse, Grid, evidence_grid
+from explorer.insight.finalists import COST_COLUMNS, cost_axis, within_budgets
+from explorer.insight.paired import PairedDifference, units_needed
 from explorer.insight.pareto import knee, pareto_front
-from explorer.insight.stats import Comparison, Interval, Spread, mean_difference, pool
-from explorer.insight.tables import (
-    Architecture,
-    architecture_table,
-    architectures,
-    decode_only,
-)
+from explorer.insight.tables import Architecture, architecture_table, architectures, decode_only, score
 from explorer.search.record import Retiming, TrialRecord
 from explorer.search.spec import StudySpec
 
 __all__ = [
-    "BOOTSTRAP_ROUNDS",
+    "ANSWER_NAMES",
     "Answer",
+    "Candidate",
     "Contrast",
     "Picks",
     "answer",
-    "latency_tie",
     "pick",
     "resolve_trial",
     "select_run",
 ]
 
-
-@dataclass(frozen=True)
-class Contrast:
-    """What another layout at the same width and depth costs or gains against the recommendation."""
-
-    name: str  # "1 head per layer", "8 heads per layer", "next faster layout", "multi-head attention" ...
-    other: Architecture | None  # None: not measured in this study
-    quality: Comparison | None  # other minus recommended, over seeds (None with one run on a side)
-    quality_diff: float  # other minus recommended, mean validation quality (accuracy, or bits per byte)
-    latency_ratio: float  # other / recommended, median latency on the answer's cost axis
-    latency_tie: bool  # the two latencies are within each other's timing noise
-    note: str = ""
-    decode_ratio: float = math.nan  # other / recommended, decoding ms per token (NaN: not measured)
-    cache_ratio: float = math.nan  # other / recommended, key/value-cache bytes per token
-
-    @property
-    def accuracy(self) -> Comparison | None:
-        """The quality comparison (the name classification reports always used)."""
-        return self.quality
-
-    @property
-    def accuracy_diff(self) -> float:
-        return self.quality_diff
+ANSWER_NAMES = ("answer", "knee")  # what --trial calls the recommendation ("knee": its name before classes)
+PICK_NAMES = (*ANSWER_NAMES, "most-accurate", "fastest")
 
 
 @dataclass(frozen=True)
 class Picks:
-    """Search-level picks (for export, head analysis and per-base answers)."""
+    """Search-level picks (for the per-base answers and the figures)."""
 
     knee: Architecture | None
     most_accurate: Architecture | None
     fastest: Architecture | None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate layout and what the evidence says of it against the best."""
+
+    arch: Architecture
+    verdict: str  # best | equivalent | worse | undecided
+    versus_best: PairedDifference | None  # this minus the best, paired by unit
+    units_needed: int | None = None  # paired units that would decide an undecided one (None: at the margin)
+    seeds_needed: int | None = None  # replicates (each ``folds`` units) the study would need in all
+    latency_ratio: float = math.nan  # this / the answer, within re-timing rounds
 
 
 @dataclass(frozen=True)
@@ -101,30 +84,79 @@ class Answer:
     candidates: tuple[Architecture, ...]  # what it was chosen among (feasible, within budgets)
     front: tuple[Architecture, ...]  # their accuracy/latency front, fastest first
     contrasts: tuple[Contrast, ...]
-    confidence: float | None  # bootstrap probability that it stays the answer (None: not measurable)
+    confidence: float | None  # probability that a re-run names a member of the class (None: not measured)
     confidence_method: str
     per_base: tuple[tuple[int, int, Architecture], ...]  # (d_model, n_layers, the knee there), search level
     search: Picks
     notes: tuple[str, ...] = field(default_factory=tuple)
-    cost_axis: str = "latency"  # what the knee traded quality against: latency (forward) | decode (per token)
-    # candidates the data cannot tell from the recommendation: no quality difference at p < 0.05 over seeds and
-    # a latency within the timing noise (a whole new study may name one of them instead)
-    alike: tuple[Architecture, ...] = ()
+    cost_axis: str = "latency"  # what the rule weighs against quality: latency (forward) | decode (per token)
+    best: Architecture | None = None  # the highest mean quality
+    verdicts: tuple[Candidate, ...] = ()  # every candidate: the class first, then by verdict and latency
+    margin: float = math.nan  # on the quality's own scale (0.01 = one accuracy point)
+    alpha: float = 0.05
+    chance: float | None = None  # what learning nothing scores (majority class, unigram bits per byte)
+    no_answer: str = ""  # why there is no answer ("" when there is one)
+    collapsed: tuple[Collapse, ...] = ()  # finalist runs set apart (training failed), never pooled
+    grid: Grid | None = None  # the finalists' scores by unit, as the rule read them
+    times: np.ndarray | None = None  # [grid layouts, re-timing rounds] ms on the cost axis, as the rule read them
 
     @property
     def base(self) -> tuple[int, int] | None:
         r = self.recommended
         return None if r is None else (r.config.d_model, r.config.n_layers)
 
+    @property
+    def members(self) -> tuple[Architecture, ...]:
+        """The equivalence class (the best and the layouts shown within the margin of it), fastest first."""
+        return tuple(c.arch for c in self.verdicts if c.verdict in (BEST, EQUIVALENT))
 
-def _tie(a: Interval, b: Interval) -> bool:
-    return (b.low <= a.estimate <= b.high) or (a.low <= b.estimate <= a.high)
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as one JSON-ready document: what every ``--json`` output that names the answer carries."""
+
+        def layout(a: Architecture | None) -> dict[str, Any] | None:
+            if a is None:
+                return None
+            c = a.config
+            return {"heads": list(c.heads), "kv_heads": list(c.kv_per_layer), "d_k": list(c.d_k),
+                    "d_model": c.d_model, "n_layers": c.n_layers, "key": a.key, "quality": a.quality.estimate,
+                    "quality_low": a.quality.low, "quality_high": a.quality.high, "runs": a.n,
+                    "latency_ms": a.latency.estimate}  # fmt: skip
+
+        def verdict(c: Candidate) -> dict[str, Any]:
+            vs = c.versus_best
+            return {**(layout(c.arch) or {}), "verdict": c.verdict,
+                    "versus_best": None if vs is None else {"diff": vs.diff, "low": vs.low, "high": vs.high,
+                                                            "units": vs.n, "p": vs.p_value},
+                    "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
+                    "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio}  # fmt: skip
+
+        return {
+            "answer": layout(self.recommended),
+            "evidence": self.evidence,
+            "metric": self.recommended.metric.name if self.recommended else None,
+            "margin": self.margin,
+            "alpha": self.alpha,
+            "class": [layout(a) for a in self.members],
+            "best": layout(self.best),
+            "verdicts": [verdict(c) for c in self.verdicts],
+            "confidence": self.confidence,
+            "confidence_method": self.confidence_method,
+            "chance": self.chance,
+            "no_answer": self.no_answer or None,
+            "collapsed": [dataclasses.asdict(c) for c in self.collapsed],
+            "notes": list(self.notes),
+        }
+
+    @property
+    def alike(self) -> tuple[Architecture, ...]:
+        """The class without the recommendation."""
+        rec = self.recommended
+        return tuple(a for a in self.members if rec is None or a.key != rec.key)
 
 
-def latency_tie(a: Architecture, b: Architecture, axis: str = "latency") -> bool:
-    """Whether two latencies are within each other's timing noise (each estimate inside the other's interval)."""
-    x, y = a.cost(axis), b.cost(axis)
-    return x is not None and y is not None and _tie(x, y)
+def _cost(a: Architecture, axis: str) -> float:
+    c = a.cost(axis)
+    return math.inf if c is None else c.estimate
 
 
 def _knee_of(archs: Sequence[Architecture], axis: str = "latency") -> tuple[Architecture, list[Architecture]]:
@@ -135,11 +167,6 @@ def _knee_of(archs: Sequence[Architecture], axis: str = "latency") -> tuple[Arch
     return by_key[k["key"]], [by_key[key] for key in front["key"]]
 
 
-def _cost(a: Architecture, axis: str) -> float:
-    c = a.cost(axis)
-    return math.inf if c is None else c.estimate
-
-
 def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
     if not archs:
         return Picks(None, None, None)
@@ -148,67 +175,71 @@ def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
     return Picks(k, best, front[0])
 
 
-def _ratio(a: Interval | None, b: Interval | None) -> float:
-    return math.nan if a is None or b is None else a.estimate / b.estimate
+def _times(archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: str) -> np.ndarray:
+    """[layouts, rounds] re-timed ms on the cost axis; one column of each layout's own estimate when any
+    layout was not re-timed (rounds are then not comparable)."""
+    kind = "decode" if axis == "decode" else "forward"
+    by: dict[str, dict[int, float]] = defaultdict(dict)
+    for t in retimings:
+        if t.kind == kind:
+            by[t.key][t.round] = t.latency.median_ms
+    rounds = sorted({r for key in by for r in by[key]})
+    if rounds and all(a.key in by for a in archs):
+        return np.array([[by[a.key].get(r, np.nan) for r in rounds] for a in archs], dtype=float)
+    return np.array([[_cost(a, axis)] for a in archs], dtype=float)
 
 
-def _contrast(
-    name: str,
-    rec: Architecture,
-    other: Architecture | None,
-    missing: str,
-    pooled: Spread | None,
-    axis: str = "latency",
-) -> Contrast:
-    if other is None:
-        return Contrast(name, None, None, math.nan, math.nan, False, missing)
-    if other.key == rec.key:
-        return Contrast(name, other, None, 0.0, 1.0, True, "the recommendation itself", 1.0, 1.0)
-    comparison = None
-    if other.n >= 2 and rec.n >= 2:
-        comparison = mean_difference(other.values, rec.values, pooled)
-    return Contrast(
-        name,
-        other,
-        comparison,
-        other.quality.estimate - rec.quality.estimate,
-        _ratio(other.cost(axis), rec.cost(axis)),
-        latency_tie(rec, other, axis),
-        decode_ratio=_ratio(other.decode, rec.decode),
-        cache_ratio=other.config.kv_cache_bytes_per_token() / rec.config.kv_cache_bytes_per_token(),
+def _learned(best: Architecture, chance: float | None, records: Sequence[TrialRecord]) -> bool:
+    """Whether the best layout beats chance beyond noise: for accuracy, its correct predictions over every
+    validation example of its runs against the chance rate (exact one-sided binomial test at 5%); for bits per
+    byte, its mean's one-sided 95% bound below the unigram model's."""
+    if chance is None or math.isnan(chance):
+        return True
+    runs = [r for r in records if r.number in set(best.numbers) and r.quality is not None]
+    if best.metric.direction == "maximize":
+        n = sum(r.val_size or 0 for r in runs)
+        k = round(sum((r.quality or 0.0) * (r.val_size or 0) for r in runs))
+        return n > 0 and stats.binomtest(k, n, min(max(chance, 1e-9), 1 - 1e-9), "greater").pvalue < 0.05
+    values = np.array([float(r.quality) for r in runs])  # type: ignore[arg-type]
+    if len(values) > 1 and values.std(ddof=1) > 0:
+        se = values.std(ddof=1) / math.sqrt(len(values))
+    else:
+        se = float(np.mean([r.val_bpb_se or 0.0 for r in runs]))
+    return float(values.mean()) + 1.645 * se < chance
+
+
+def _chance(records: Sequence[TrialRecord], role: str) -> float | None:
+    values = [r.chance for r in records if r.role == role and r.finished and r.chance is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _nothing_learned(best: Architecture, chance: float, spec: StudySpec) -> str:
+    what = "accuracy" if best.metric.direction == "maximize" else "bits per byte"
+    level = f"{chance:.2%}" if best.metric.direction == "maximize" else f"{chance:.3f} bits per byte"
+    return (
+        f"no layout beats chance ({level}, the {'majority-class rate' if what == 'accuracy' else 'unigram model'}) "
+        f"beyond the noise of its runs: nothing was learned. Train longer ([task] epochs, [finalists] epochs), "
+        f"give more data, or change the learning rate ([space] lr = {spec.space.lr})"
     )
 
 
-def _merge_same(contrasts: Sequence[Contrast]) -> list[Contrast]:
-    """One row per layout: a layout that is two of the alternatives (the 1-head layout is often also the next
-    faster one) is named once with both names."""
-    merged: list[Contrast] = []
-    for c in contrasts:
-        twin = next(
-            (i for i, m in enumerate(merged) if c.other and m.other and m.other.key == c.other.key), None
-        )
-        if twin is None:
-            merged.append(c)
-        else:
-            merged[twin] = dataclasses.replace(merged[twin], name=f"{merged[twin].name}; also the {c.name}")
-    return merged
-
-
-def _find(archs: Sequence[Architecture], want: ModelConfig) -> Architecture | None:
-    """The architecture with ``want``'s width, depth, heads, key/value heads and head width (any lr, MLP)."""
-    c = want
-    for a in archs:
-        o = a.config
-        if (o.d_model, o.heads, o.kv_per_layer, o.d_k) == (c.d_model, c.heads, c.kv_per_layer, c.d_k):
-            return a
-    return None
-
-
-def _uniform_heads(base: ModelConfig, heads: int) -> ModelConfig | None:
-    """``base``'s width and depth with ``heads`` classic heads (d_k = d_model / heads) in every layer."""
-    if base.d_model % heads:
-        return None
-    return ModelConfig(d_model=base.d_model, heads=(heads,) * base.n_layers)
+def _verdicts(
+    order: Sequence[Architecture], verdict: Sequence[str], rec: int, best: int, spec: StudySpec, costs: Costs,
+    margin: float,
+) -> tuple[Candidate, ...]:  # fmt: skip
+    """Every candidate's verdict with its comparison to the best: the class first, then undecided, then worse,
+    each fastest first."""
+    out = []
+    for i, a in enumerate(order):
+        vs = versus(a, order[best], costs) if i != best else None
+        needed = seeds = None
+        if verdict[i] == UNDECIDED and vs is not None:
+            needed = units_needed(-vs.diff, vs.sd, margin, spec.answer.alpha)
+            seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
+        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec)))
+    rank = {BEST: 0, EQUIVALENT: 0, UNDECIDED: 1, WORSE: 2}
+    speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
+    return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
 
 
 def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[Retiming] = ()) -> Answer:
@@ -216,157 +247,125 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     when the study has them (explorer.search.retime)."""
     axis = cost_axis(spec)
     search = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
-    finals = architectures(records, "finalist", retimings=retimings)
-    candidates = within_budgets(finals, spec)
     per_base = []
     for d_model, n_layers in sorted({(a.config.d_model, a.config.n_layers) for a in search}):
         here = [a for a in search if (a.config.d_model, a.config.n_layers) == (d_model, n_layers)]
         per_base.append((d_model, n_layers, _knee_of(here, axis)[0]))
     picks = _picks(search, axis)
+    common = dict(per_base=tuple(per_base), search=picks, cost_axis=axis, alpha=spec.answer.alpha,
+                  margin=spec.answer.margin_for(spec.metric.direction == "maximize"))  # fmt: skip
+    finals_all = architectures(records, "finalist", retimings=retimings)
+    if within_budgets(finals_all, spec):
+        return _from_finalists(records, spec, retimings, finals_all, search, common)
+    if not search:
+        return Answer(None, "none", (), (), (), None, "", notes=("no feasible trial finished",),
+                      no_answer="no feasible trial has finished yet", **common)  # fmt: skip
+    rec, front = _knee_of(search, axis)
+    chance = _chance(records, "search")
+    best = max(search, key=lambda a: a.score)
+    note = ("every figure rests on one run per architecture at the search budget; the finalist stage (every "
+            f"finalist on the same folds and seeds) has not run: `explorer confirm {spec.name}` runs it")  # fmt: skip
+    if not _learned(best, chance, records):
+        return Answer(None, "search", tuple(search), tuple(front), (), None, "", notes=(note,), best=best,
+                      chance=chance, no_answer=_nothing_learned(best, chance, spec), **common)  # fmt: skip
+    return Answer(rec, "search", tuple(search), tuple(front), (), None,
+                  "not measured: one run per architecture, nothing to resample", notes=(note,), best=best,
+                  chance=chance, **common)  # fmt: skip
+
+
+def _from_finalists(
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    retimings: Sequence[Retiming],
+    finals_all: Sequence[Architecture],
+    search: Sequence[Architecture],
+    common: dict,
+) -> Answer:
+    axis, margin = common["cost_axis"], common["margin"]
+    keys = [a.key for a in within_budgets(finals_all, spec)]
+    grid = evidence_grid(records, keys, spec.metric)
+    apart = {c.number for c in grid.collapsed}  # collapsed runs: in no mean, interval or test
+    kept = [r for r in records if r.number not in apart]
+    by_key = {a.key: a for a in architectures(kept, "finalist", retimings=retimings, pooled=False)}
+    order = [by_key[k] for k in keys if k in by_key]
+    keys = [a.key for a in order]
+    grid = grid.subset(keys)
+    times = _times(order, retimings, axis)
+    costs = Costs(grid, tuple(keys), times, spec.answer.latency_tie)
     notes = []
-    over = len(finals) - len(candidates)
+    over = len(finals_all) - len(keys)
     if over:
         notes.append(f"{over} finalist layout(s) exceed the budgets or a constraint and are not candidates")
-    if candidates:
-        evidence = "finalists"
-    elif search:
-        evidence, candidates = "search", search
-        notes.append(
-            "every figure rests on one run per architecture at the search budget; the finalist stage "
-            "(retraining with fresh seeds to a plateau) has not run: `explorer confirm "
-            f"{spec.name}` runs it"
-        )
-    else:
-        return Answer(
-            None, "none", (), (), (), None, "", tuple(per_base), picks, ("no feasible trial finished",), axis
-        )
-    rec, front = _knee_of(candidates, axis)
-    measured = finals if evidence == "finalists" else search
-    # seed-to-seed spread on the quality's own scale, pooled over every architecture with several runs
-    spread = pool([(float(np.std(a.values, ddof=1)), a.n - 1) for a in measured if a.n > 1])
-    base = rec.config
-    folk = next(
-        (
-            h
-            for h in range(DEFAULT_HEADS[0], DEFAULT_HEADS[1] + 1)
-            if h <= base.d_model and base.d_model % h == 0
-        ),
-        None,
+    rec_i, classes = choose(grid.scores, times, margin, spec.answer.alpha, spec.answer.latency_tie)
+    best, chance = order[classes.best], _chance(records, "finalist")
+    front = _knee_of(order, axis)[1]
+    base = dict(candidates=tuple(order), front=tuple(front), best=best, chance=chance, collapsed=grid.collapsed,
+                grid=grid, times=times, notes=tuple(notes), **common)  # fmt: skip
+    if not _learned(best, chance, kept):
+        return Answer(None, "finalists", contrasts=(), confidence=None, confidence_method="",
+                      no_answer=_nothing_learned(best, chance, spec), **base)  # fmt: skip
+    rec = order[rec_i]
+    verdicts = _verdicts(order, classes.verdicts, rec_i, classes.best, spec, costs, margin)
+    members = classes.members
+    confidence = rerun_confidence(
+        grid.scores, times, members, margin, spec.answer.alpha, spec.answer.latency_tie
     )
-    missing = "not measured at this width and depth"
-    one, eight = _uniform_heads(base, 1), _uniform_heads(base, folk) if folk else None
-    contrasts = [
-        _contrast("1 head per layer", rec, one and _find(measured, one), missing, spread, axis),
-        _contrast(
-            f"{folk} heads per layer (the folklore's default)" if folk else "8-16 heads per layer",
-            rec,
-            _find(measured, eight) if eight else None,
-            missing if folk else f"no count in 8-16 divides d_model {base.d_model}",
-            spread,
-            axis,
-        ),
-    ]
-    faster = [
-        a
-        for a in front
-        if _cost(a, axis) < _cost(rec, axis)
-        and (a.config.d_model, a.config.n_layers) == (base.d_model, base.n_layers)
-    ]
-    contrasts.append(
-        _contrast(
-            "next faster layout",
-            rec,
-            faster[-1] if faster else None,
-            "nothing on the front is faster at this width and depth",
-            spread,
-            axis,
-        )
+    method = (
+        f"share of {ROUNDS} resamples of the evidence (its paired units and its timing rounds drawn with "
+        "replacement, the rule applied to each) whose answer is a member of this class; the search is not "
+        "re-run, and near a tie between two layouts the figure overstates (benchmarks/confidence_simulation.md)"
     )
-    if spec.space.kv_heads is not None:  # the ends grouped-query attention sits between, at the same heads
-        for label, kv in zip(KV_REFERENCES, (None, 1), strict=True):
-            want = with_kv(base, kv)
-            name = f"{label} attention (kv_heads = {'heads' if kv is None else kv})"
-            contrasts.append(_contrast(name, rec, _find(measured, want), missing, spread, axis))
-    contrasts = _merge_same(contrasts)
-    versus = [_contrast("", rec, a, "", spread, axis) for a in candidates if a.key != rec.key]
-    alike = [
-        c.other for c in versus if c.quality is not None and not c.quality.significant() and c.latency_tie
+    kv = spec.space.kv_heads is not None
+    measured = [
+        a for a in order if (a.config.d_model, a.config.n_layers) == (rec.config.d_model, rec.config.n_layers)
     ]
-    confidence, method = None, ""
-    runs: dict[str, list[TrialRecord]] = {}
-    for r in records:
-        if (
-            r.role == ("finalist" if evidence == "finalists" else "search")
-            and r.finished
-            and r.key is not None
-        ):
-            runs.setdefault(r.key, []).append(r)
-    if evidence == "finalists" and min(len(runs[a.key]) for a in candidates) >= 2:
-        confidence = bootstrap_confidence(rec, candidates, runs, axis=axis)
-        within = "1 point" if rec.metric.direction == "maximize" else "1% (bits per byte)"
-        method = (
-            f"share of {BOOTSTRAP_ROUNDS} bootstrap resamples of the seeds (each candidate's runs drawn with "
-            "replacement, means and median latencies recomputed) in which this layout is still the knee, or within "
-            f"{within} of the best candidate that is no slower"
-        )
-    elif evidence == "finalists":
-        method = "not measured: some candidate has a single run (`explorer confirm --seeds 3` adds seeds)"
-    else:
-        method = "not measured: one run per architecture (no seeds to resample)"
-    return Answer(
-        recommended=rec,
-        evidence=evidence,
-        candidates=tuple(candidates),
-        front=tuple(front),
-        contrasts=tuple(contrasts),
-        confidence=confidence,
-        confidence_method=method,
-        per_base=tuple(per_base),
-        search=picks,
-        notes=tuple(notes),
-        cost_axis=axis,
-        alike=tuple(sorted(alike, key=lambda a: _cost(a, axis))),
-    )
-
-
-PICK_NAMES = ("knee", "most-accurate", "fastest")
+    return Answer(rec, "finalists", contrasts=contrasts(rec, measured, front, costs, axis, kv),
+                  confidence=confidence, confidence_method=method, verdicts=verdicts, **base)  # fmt: skip
 
 
 def pick(ans: Answer, which: str) -> Architecture | None:
-    """The architecture ``knee`` (the recommendation), ``most-accurate`` or ``fastest`` of the answer names."""
-    if which == "knee":
+    """The architecture ``answer`` (alias ``knee``: the recommendation), ``most-accurate`` (the best) or
+    ``fastest`` (the fastest candidate) names."""
+    if which in ANSWER_NAMES:
         return ans.recommended
     candidates = ans.candidates
     if not candidates:
         return None
     if which == "most-accurate":
-        return max(candidates, key=lambda a: (a.score, -_cost(a, ans.cost_axis)))
+        return ans.best or max(candidates, key=lambda a: (a.score, -_cost(a, ans.cost_axis)))
     if which == "fastest":
         return min(candidates, key=lambda a: (_cost(a, ans.cost_axis), -a.score))
     raise ValueError(which)
 
 
 def select_run(records: Sequence[TrialRecord], arch: Architecture) -> TrialRecord:
-    """The run that stands for ``arch``: the one whose validation accuracy is the median of its runs (the lower
+    """The run that stands for ``arch``: the one whose validation quality is the median of its runs (the lower
     middle one with an even count), so exported weights are typical of the layout, not its luckiest seed."""
     runs = sorted(
-        (r for r in records if r.number in set(arch.numbers)), key=lambda r: (r.quality or 0.0, r.number)
+        (r for r in records if r.number in set(arch.numbers)),
+        key=lambda r: (score(r.metric, r.quality or 0.0), r.number),
     )
     return runs[(len(runs) - 1) // 2]
 
 
-def resolve_trial(records: Sequence[TrialRecord], spec: StudySpec, which: str) -> TrialRecord:
-    """The trial ``which`` names: ``knee`` (the recommendation), ``most-accurate``, ``fastest`` (the run that
-    stands for that architecture, :func:`select_run`), or a trial number of a COMPLETE trial."""
+def resolve_trial(
+    records: Sequence[TrialRecord], spec: StudySpec, which: str, retimings: Sequence[Retiming] = ()
+) -> TrialRecord:
+    """The trial ``which`` names: ``answer`` (or ``knee``), ``most-accurate``, ``fastest`` (the run that stands
+    for that layout, :func:`select_run`, of :func:`answer` with these ``retimings``), or the number of a
+    COMPLETE trial."""
     if which in PICK_NAMES:
-        arch = pick(answer(records, spec), which)
+        ans = answer(records, spec, retimings)
+        if ans.no_answer and which in ANSWER_NAMES:
+            raise NoAnswerError(f"study {spec.name!r} has no answer to export: {ans.no_answer}.")
+        arch = pick(ans, which)
         if arch is None:
             raise NoCompletedTrialsError(
                 f"study {spec.name!r} has no completed feasible trial to pick from yet; run it first."
             )
         return select_run(records, arch)
-    if not which.isdigit():
-        raise ConfigError(f"--trial {which!r} is not knee, most-accurate, fastest or a trial number.")
+    if not (which.isascii() and which.isdigit()):  # "²".isdigit() is True, int("²") fails
+        raise ConfigError(f"--trial {which!r} is not answer, most-accurate, fastest or a trial number.")
     number = int(which)
     by_number = {r.number: r for r in records}
     if number not in by_number:

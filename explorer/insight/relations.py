@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from explorer.insight.groups import ALPHA, GroupComparison, group_comparison
 from explorer.insight.heads import SPECIALIZED, describe_specialization, relations_followed, specialized_heads
-from explorer.insight.rules import ALPHA, GroupComparison, group_comparison
 from explorer.insight.tables import architectures
 from explorer.search.record import TrialRecord
 

@@ -1,38 +1,47 @@
-"""The seed's rules of thumb, checked on a study's own architectures.
+"""The tutorial's rules of thumb, checked on a study's own layouts.
 
-Each rule compares two groups of architectures (the unit: seeds averaged) within strata of equal width and depth
-(the head count does not change the parameter count), using the validation accuracy every compared architecture
-reached: the last epoch all of them trained (:func:`explorer.insight.tables.common_epoch`), so trials stopped
-early neither drop out nor bias the comparison. The test is a stratified exact permutation test (Monte Carlo when
-the splits are too many to list), the interval a stratified bootstrap, and the verdict one of:
+Each rule compares two groups of layouts ("one head" against "several heads", "d_k below 16" against "d_k of 16
+or more", ...) of equal width and depth. Where the study has finalist runs, a rule is read on them, unit by unit
+(:mod:`explorer.insight.unit_groups`): every finalist layout trained on the same folds with the same seeds for the
+same fixed schedule, so the difference of the two groups' means on each unit is a paired difference, tested
+with a one-sided paired t test of the claimed direction and a 95% t interval, the same machinery as the answer.
+A rule whose two sides are not both among the finalists is "not enough data", and says which side is missing:
+the search's single short runs (one seed, stopped at rungs) are not used to judge it, because at the epochs
+they share, architectures are not told apart from seed noise.
 
-* **supported**: the difference goes the claimed way, p <= 0.05;
-* **contradicted**: it goes the other way, p <= 0.05 (for "more than 16 heads brings little": the gain of more
-  than 16 heads is above one point with 95% confidence);
-* **no difference larger than X points**: neither; X is the largest difference the 95% interval still allows,
-  stated with the smallest difference this many architectures could have detected (80% power).
+A study without finalist runs (the stage switched off) is read on its search instead: architectures (seeds
+averaged) within strata of equal width and depth, at the last epoch every compared one trained
+(:func:`explorer.insight.tables.common_epoch`), with a stratified exact permutation test and a stratified
+bootstrap interval; the verdict then says so.
 
-When the search lacks a side (a heads-only study at one width and depth holds exactly one architecture with one
-head per layer), the rule falls back to the finalist runs: fresh seeds, each trained until its quality stopped
-moving, with the run as the unit (the same tests, on converged values). "Not enough data" is left for a study
-that lacks a group there too: fewer than two architectures, or two runs, on a side.
-
-Quality is the task's metric: validation accuracy, or bits per byte for a language model (lower is better;
-"points" become bits per byte and "one point" 1% of the value, :func:`explorer.insight.tables.quality_margin`).
+Verdicts: **supported** (the claimed direction at p <= 0.05), **contradicted** (the reverse at p <= 0.05; for
+"8-16 heads suffice": the gain of more than 16 heads exceeds the answer's margin with 95% confidence), or **no
+difference larger than X** (X: the largest difference the 95% interval allows). Quality is the task's metric:
+accuracy, or bits per byte for a language model (lower is better).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from explorer.engine.config import ModelConfig
-from explorer.engine.measures import QUALITY_METRICS, QualityMetric
+from explorer.engine.measures import QualityMetric
+from explorer.insight.evidence import Grid
+from explorer.insight.groups import (
+    ALPHA,
+    MIN_ARCHS,
+    NOT_ENOUGH,
+    evidence,
+    group_comparison,
+    no_difference,
+    records_metric,
+)
 from explorer.insight.stats import Comparison, compare
-from explorer.insight.tables import Architecture, architectures, common_epoch, quality_margin
-from explorer.search.record import Retiming, TrialRecord
+from explorer.insight.tables import Architecture, quality_margin
+from explorer.insight.unit_groups import UnitComparison, unit_comparison
+from explorer.search.record import TrialRecord
 
 __all__ = [
     "ALPHA",
@@ -41,201 +50,147 @@ __all__ = [
     "MIN_SPEEDUP",
     "NOT_ENOUGH",
     "RuleVerdict",
+    "UnitComparison",
     "evidence",
     "group_comparison",
     "no_difference",
     "records_metric",
     "rules_of_thumb",
+    "unit_evidence",
 ]
 
-NOT_ENOUGH = "not enough data"
-ALPHA = 0.05
-MIN_ARCHS = 2  # architectures needed on each side of a comparison
-DK_FLOOR = 16  # the folklore's d_k floor
+DK_FLOOR = 16  # the tutorial's d_k floor
 MIN_SPEEDUP = 1.10  # merged must beat serial by at least 10% (and outside the spread) to count as faster
 
 
 @dataclass(frozen=True)
 class RuleVerdict:
-    """One rule of thumb from the seed checked against this study's architectures."""
+    """One rule of thumb from the tutorial checked against this study's layouts."""
 
     rule: str
     verdict: str  # supported | contradicted | no difference larger than X points | NOT_ENOUGH
     evidence: str
-    comparison: Comparison | None = None
+    comparison: Comparison | UnitComparison | None = None
     epoch: int | None = None  # the epoch the accuracies were read at
     numbers: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
-class GroupComparison:
-    comparison: Comparison
-    epoch: int | None  # the epoch the accuracies were read at (None: finalist runs, each at its plateau)
-    strata: tuple[tuple[Any, ...], ...]  # the strata compared (width, depth, ...)
-    values: tuple[tuple[list[float], list[float]], ...]  # per stratum: side a's and side b's values
-    metric: QualityMetric = QUALITY_METRICS["classification"]  # the quality the scores come from
-    unit: str = "architectures"  # what one value is: an architecture (seeds averaged) or a finalist run
+class Evidence:
+    """What a rule reads: the finalists' grid and layouts (when the study has them) and every record."""
+
+    records: Sequence[TrialRecord]
+    grid: Grid | None = None
+    archs: Sequence[Architecture] = ()
+    margin: float = 0.01  # the answer's margin: what "brings little" means for the 8-16 heads rule
+
+    @property
+    def on_finalists(self) -> bool:
+        return self.grid is not None
 
 
-def records_metric(records: Sequence[TrialRecord]) -> QualityMetric:
-    """The quality metric of a study's records (its task's; classification when there are none)."""
-    return next((r.metric for r in records), QUALITY_METRICS["classification"])
+def _layouts(archs: Sequence[Architecture]) -> str:
+    return " ".join(",".join(map(str, a.heads)) for a in archs)
 
 
-def group_comparison(
-    records: Sequence[TrialRecord],
-    in_a: Callable[[ModelConfig], bool],
-    in_b: Callable[[ModelConfig], bool],
-    strata: Callable[[ModelConfig], tuple[Any, ...]] = lambda c: (c.d_model, c.n_layers),
-    alternative: str = "greater",
-    value: Callable[[Architecture], float | None] | None = None,
-    retimings: Sequence[Retiming] = (),
-) -> tuple[GroupComparison | None, int, int]:
-    """Compare architectures where ``in_a`` holds against those where ``in_b`` holds, stratum by stratum.
-
-    Each architecture contributes ``value(a)`` (default its quality score, higher is better: accuracy, or
-    minus bits per byte); one whose value is None is left out. Returns (the comparison or None, architectures
-    on side a, on side b). None when a side has fewer than MIN_ARCHS architectures in the strata both share.
-    ``retimings`` (explorer.search.retime) replace the runs' own timings where given.
-    """
-    metric = records_metric(records)
-    get = value or (lambda a: a.score)
-    keys = {
-        r.key
-        for r in records
-        if r.role == "search" and r.config is not None and r.feasible and (in_a(r.config) or in_b(r.config))
-    }
-    epoch = common_epoch(records, keys)
-    if epoch is None:
-        return None, 0, 0
-    archs = [
-        a
-        for a in architectures(records, "search", epoch=epoch, retimings=retimings)
-        if a.key in keys and a.feasible
-    ]
-    groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
-    for a in archs:
-        side = 0 if in_a(a.config) else 1 if in_b(a.config) else None
-        v = get(a) if side is not None else None
-        if side is not None and v is not None:
-            groups.setdefault(strata(a.config), ([], []))[side].append(v)
-    found = _compared(groups, alternative, epoch, metric, "architectures", value is None)
-    if found[0] is None and value is None:
-        runs = _finalist_comparison(records, in_a, in_b, strata, alternative, metric)
-        if runs[0] is not None:
-            return runs
-    return found
-
-
-def _compared(
-    groups: dict[tuple[Any, ...], tuple[list[float], list[float]]],
-    alternative: str,
-    epoch: int | None,
-    metric: QualityMetric,
-    unit: str,
-    scores: bool,
-) -> tuple[GroupComparison | None, int, int]:
-    kept = {s: g for s, g in groups.items() if g[0] and g[1]}
-    n_a = sum(len(g[0]) for g in kept.values())
-    n_b = sum(len(g[1]) for g in kept.values())
-    if n_a < MIN_ARCHS or n_b < MIN_ARCHS:
-        return None, sum(len(g[0]) for g in groups.values()), sum(len(g[1]) for g in groups.values())
-    bounds = (0.0, 1.0) if scores and metric.direction == "maximize" else None  # accuracy: a proportion
-    c = compare(list(kept.values()), alternative=alternative, bounds=bounds)
-    return GroupComparison(c, epoch, tuple(kept), tuple(kept.values()), metric, unit), n_a, n_b
-
-
-def _finalist_comparison(
-    records: Sequence[TrialRecord],
-    in_a: Callable[[ModelConfig], bool],
-    in_b: Callable[[ModelConfig], bool],
-    strata: Callable[[ModelConfig], tuple[Any, ...]],
-    alternative: str,
-    metric: QualityMetric,
-) -> tuple[GroupComparison | None, int, int]:
-    """The same comparison over finalist runs (each a fresh seed trained to its plateau), the run as the unit."""
-    groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
-    sign = 1.0 if metric.direction == "maximize" else -1.0  # scores: higher is better
-    for r in records:
-        if r.role != "finalist" or not r.finished or r.config is None or not r.feasible:
-            continue
-        side = 0 if in_a(r.config) else 1 if in_b(r.config) else None
-        if side is not None and r.quality is not None:
-            groups.setdefault(strata(r.config), ([], []))[side].append(sign * r.quality)
-    return _compared(groups, alternative, None, metric, "finalist runs", True)
-
-
-def _pts(x: float) -> str:
-    return f"{x * 100:+.1f}"
-
-
-def evidence(g: GroupComparison, a: str, b: str) -> str:
-    """The comparison in words: means, difference with its 95% interval, p, and the detectable difference."""
-    c = g.comparison
-    p = f"p = {c.p_value:.3g}{'' if c.exact else ' (Monte Carlo)'}"
-    when = (
-        f"after epoch {g.epoch}"
-        if g.epoch is not None
-        else "of finalist runs (fresh seeds, each trained to its plateau; the search had too few architectures)"
-    )
-    if g.metric.direction == "maximize":
-        mde = "any" if math.isinf(c.mde) else f"{c.mde * 100:.1f} points"
-        return (
-            f"{a}: {c.mean_a * 100:.1f}% vs {b}: {c.mean_b * 100:.1f}% mean validation accuracy {when} "
-            f"({c.n_a} vs {c.n_b} {g.unit} in {c.strata} group(s) of equal width and depth); "
-            f"difference {_pts(c.diff)} points, 95% interval [{_pts(c.low)}, {_pts(c.high)}], {p}; smallest "
-            f"difference detectable here: {mde}"
-        )
-    mde = "any" if math.isinf(c.mde) else f"{c.mde:.3f} bits per byte"  # scores are minus bits per byte
-    return (
-        f"{a}: {-c.mean_a:.3f} vs {b}: {-c.mean_b:.3f} mean validation bits per byte (lower is better) {when} "
-        f"({c.n_a} vs {c.n_b} {g.unit} in {c.strata} group(s) of equal width and depth); "
-        f"difference {-c.diff:+.3f} bits per byte, 95% interval [{-c.high:+.3f}, {-c.low:+.3f}], {p}; smallest "
-        f"difference detectable here: {mde}"
-    )
-
-
-def no_difference(c: Comparison, metric: QualityMetric = QUALITY_METRICS["classification"]) -> str:
-    """The verdict when neither direction is shown: the largest difference the interval still allows."""
+def unit_evidence(u: UnitComparison, a: str, b: str, metric: QualityMetric) -> str:
+    """A unit comparison in words: the layouts, the mean difference with its interval, and p."""
+    d = u.diff
+    p = f"paired t p = {min(u.p_greater, u.p_less):.3g}"
     if metric.direction == "maximize":
-        return f"no difference larger than {c.bound * 100:.1f} points"
-    return f"no difference larger than {c.bound:.3f} bits per byte"
+        size = f"{d.diff * 100:+.2f} points [{d.low * 100:+.2f}, {d.high * 100:+.2f}]"
+    else:
+        size = f"{-d.diff:+.3f} bits per byte [{-d.high:+.3f}, {-d.low:+.3f}]"
+    return (f"{a} ({_layouts(u.a)}) minus {b} ({_layouts(u.b)}), finalist runs paired on {d.n} units: {size} "
+            f"(95% t interval; {p}, one-sided)")  # fmt: skip
 
 
 def _harm_rule(
     rule: str,
-    records: Sequence[TrialRecord],
+    ev: Evidence,
     good: Callable[[ModelConfig], bool],
     bad: Callable[[ModelConfig], bool],
     names: tuple[str, str],
     strata: Callable[[ModelConfig], tuple[Any, ...]] = lambda c: (c.d_model, c.n_layers),
 ) -> RuleVerdict:
-    """Claim: ``good`` architectures are more accurate than ``bad`` ones of the same width and depth."""
+    """Claim: ``good`` layouts are better than ``bad`` ones of the same width and depth."""
+    if ev.on_finalists:
+        u = unit_comparison(ev.grid, ev.archs, good, bad, strata)
+        if u is None:
+            return _not_on_finalists(rule, ev, good, bad, names)
+        text = unit_evidence(u, *names, records_metric(ev.records))
+        if u.p_greater <= ALPHA:
+            return RuleVerdict(rule, "supported", text, u)
+        if u.p_less <= ALPHA:
+            return RuleVerdict(rule, "contradicted", text + "; the reverse holds", u)
+        return RuleVerdict(rule, _no_difference_bound(u.diff.bound, records_metric(ev.records)), text, u)
+    return _harm_rule_on_search(rule, ev.records, good, bad, names, strata)
+
+
+def _not_on_finalists(rule: str, ev: Evidence, good: Callable[[ModelConfig], bool],
+                      bad: Callable[[ModelConfig], bool], names: tuple[str, str]) -> RuleVerdict:  # fmt: skip
+    n_a = sum(good(a.config) for a in ev.archs)
+    n_b = sum(bad(a.config) for a in ev.archs)
+    return RuleVerdict(rule, NOT_ENOUGH,
+                       f"the finalists hold {n_a} layout(s) with {names[0]} and {n_b} with {names[1]} at a shared "
+                       "width and depth (both sides are needed); the search's single short runs are not used to "
+                       "judge it, because at the epochs they share architectures are not told apart from seed noise")  # fmt: skip
+
+
+def _no_difference_bound(bound: float, metric: QualityMetric) -> str:
+    if metric.direction == "maximize":
+        return f"no difference larger than {bound * 100:.1f} points"
+    return f"no difference larger than {bound:.3f} bits per byte"
+
+
+def _harm_rule_on_search(
+    rule: str,
+    records: Sequence[TrialRecord],
+    good: Callable[[ModelConfig], bool],
+    bad: Callable[[ModelConfig], bool],
+    names: tuple[str, str],
+    strata: Callable[[ModelConfig], tuple[Any, ...]],
+) -> RuleVerdict:
     g, n_a, n_b = group_comparison(records, good, bad, strata, alternative="greater")
     if g is None:
         return RuleVerdict(
             rule,
             NOT_ENOUGH,
-            f"needs >= {MIN_ARCHS} architectures (or finalist runs) each of {names[0]} and {names[1]} at a shared "
-            f"width and depth; the study has {n_a} and {n_b}",
+            f"needs >= {MIN_ARCHS} architectures each of {names[0]} and {names[1]} at a shared width and depth; "
+            f"the study has {n_a} and {n_b}",
         )
-    c, ev = g.comparison, evidence(g, *names)
+    c, text = g.comparison, evidence(g, *names)
     if c.p_value <= ALPHA:
-        return RuleVerdict(rule, "supported", ev, c, g.epoch)
+        return RuleVerdict(rule, "supported", text, c, g.epoch)
     reverse = compare(list(g.values), alternative="less")
     if reverse.p_value <= ALPHA:
         return RuleVerdict(
-            rule, "contradicted", ev + f"; the reverse holds (p = {reverse.p_value:.3g})", c, g.epoch
+            rule, "contradicted", text + f"; the reverse holds (p = {reverse.p_value:.3g})", c, g.epoch
         )
-    return RuleVerdict(rule, no_difference(c, g.metric), ev, c, g.epoch)
+    return RuleVerdict(rule, no_difference(c, g.metric), text, c, g.epoch)
 
 
-def _few_heads_rule(records: Sequence[TrialRecord]) -> RuleVerdict:
-    """Claim: more than 16 heads (in some layer) brings less than one point (1% for bits per byte) over 8-16."""
+def _few_heads_rule(ev: Evidence) -> RuleVerdict:
+    """Claim: more than 16 heads (in some layer) brings less than the answer's margin over 8-16 heads."""
     rule = "8-16 heads suffice (more than 16 brings little)"
-    g, n_a, n_b = group_comparison(
-        records, lambda c: max(c.heads) > 16, lambda c: 8 <= max(c.heads) <= 16, alternative="greater"
+    more, usual = (lambda c: max(c.heads) > 16), (lambda c: 8 <= max(c.heads) <= 16)
+    metric = records_metric(ev.records)
+    what = (
+        f"{ev.margin * 100:g} point(s)"
+        if metric.direction == "maximize"
+        else f"{ev.margin:.3g} bits per byte"
     )
+    if ev.on_finalists:
+        u = unit_comparison(ev.grid, ev.archs, more, usual)
+        if u is None:
+            return _not_on_finalists(rule, ev, more, usual, ("more than 16 heads", "8-16 heads"))
+        text = unit_evidence(u, "> 16 heads", "8-16 heads", metric)
+        if u.diff.high < ev.margin:
+            return RuleVerdict(rule, "supported", text + f": the gain is below {what}", u)
+        if u.diff.low > ev.margin:
+            return RuleVerdict(rule, "contradicted", text + f": the gain exceeds {what}", u)
+        return RuleVerdict(rule, _no_difference_bound(u.diff.bound, metric), text, u)
+    g, n_a, n_b = group_comparison(ev.records, more, usual, alternative="greater")
     if g is None:
         return RuleVerdict(
             rule,
@@ -243,14 +198,13 @@ def _few_heads_rule(records: Sequence[TrialRecord]) -> RuleVerdict:
             f"needs >= {MIN_ARCHS} architectures each with more than 16 and with 8-16 heads (most in any layer) at "
             f"a shared width and depth; the study has {n_a} and {n_b}",
         )
-    c, ev = g.comparison, evidence(g, "> 16 heads", "8-16 heads")
+    c, text = g.comparison, evidence(g, "> 16 heads", "8-16 heads")
     margin = quality_margin(g.metric, c.mean_b)
-    what = "1 point" if g.metric.direction == "maximize" else f"{margin:.3f} bits per byte (1%)"
     if c.high < margin:
-        return RuleVerdict(rule, "supported", ev + f": the gain is below {what}", c, g.epoch)
+        return RuleVerdict(rule, "supported", text + f": the gain is below {what}", c, g.epoch)
     if c.low > margin:
-        return RuleVerdict(rule, "contradicted", ev + f": the gain exceeds {what}", c, g.epoch)
-    return RuleVerdict(rule, no_difference(c, g.metric), ev, c, g.epoch)
+        return RuleVerdict(rule, "contradicted", text + f": the gain exceeds {what}", c, g.epoch)
+    return RuleVerdict(rule, no_difference(c, g.metric), text, c, g.epoch)
 
 
 def _bench_rule(bench: Sequence[Mapping[str, Any]] | None) -> RuleVerdict:
@@ -286,9 +240,15 @@ def _bench_rule(bench: Sequence[Mapping[str, Any]] | None) -> RuleVerdict:
 
 
 def rules_of_thumb(
-    records: Sequence[TrialRecord], bench: Sequence[Mapping[str, Any]] | None = None
+    records: Sequence[TrialRecord],
+    bench: Sequence[Mapping[str, Any]] | None = None,
+    grid: Grid | None = None,
+    archs: Sequence[Architecture] = (),
+    margin: float = 0.01,
 ) -> list[RuleVerdict]:
-    """Check the seed's rules of thumb on the study's search architectures (and its bench table)."""
+    """Check the tutorial's rules of thumb on the finalists' ``grid`` of ``archs`` (the answer's evidence), or on
+    the search where the study has no finalist runs (see the module docstring), and on its bench table."""
+    ev = Evidence(records, grid, archs, margin)
 
     def multi(c: ModelConfig) -> bool:
         return min(c.heads) >= 2
@@ -296,21 +256,21 @@ def rules_of_thumb(
     word = "accuracy" if records_metric(records).direction == "maximize" else "quality (bits per byte)"
     return [
         _harm_rule(
-            f"One head loses {word}", records, multi, lambda c: max(c.heads) == 1, ("multi-head", "one head")
+            f"One head loses {word}", ev, multi, lambda c: max(c.heads) == 1, ("multi-head", "one head")
         ),
-        # Multi-head architectures only, so the one-head penalty does not masquerade as a d_k effect.
+        # Multi-head layouts only, so the one-head penalty does not masquerade as a d_k effect.
         _harm_rule(
             f"d_k below {DK_FLOOR} hurts",
-            records,
+            ev,
             lambda c: multi(c) and min(c.d_k) >= DK_FLOOR,
             lambda c: multi(c) and min(c.d_k) < DK_FLOOR,
             (f"multi-head, d_k >= {DK_FLOOR}", f"multi-head, d_k < {DK_FLOOR}"),
         ),
-        _few_heads_rule(records),
+        _few_heads_rule(ev),
         # Same width, depth and largest layer: increasing 4->16 against uniform 16 and decreasing 16->4.
         _harm_rule(
             "More heads deep than shallow",
-            records,
+            ev,
             lambda c: c.family == "increasing",
             lambda c: c.family in ("uniform", "decreasing"),
             ("increasing", "uniform/decreasing"),

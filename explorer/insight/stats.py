@@ -316,12 +316,15 @@ def latency_interval(
         m, center, s = len(w), math.log(est), float(np.log(w).std(ddof=1))
         df = m - 1
         method = f"log-scale t prediction interval from the {m} block times of one timing"
+    quantile = _t(level, df)
     if floor > s:
-        s = floor
-        method += f", spread floored at the timer's own block spread ({100 * floor:.1f}%)"
+        # The floor is a spread known from the timer's blocks, not estimated from these few timings: a normal
+        # quantile goes with it (a t with their 2 degrees of freedom would multiply a 7% floor into +-37%).
+        s, quantile = floor, float(stats.norm.ppf(0.5 + level / 2))
+        method += f", spread floored at the timer's own block spread ({100 * floor:.1f}%, normal quantile)"
     if s == 0:  # a timer too coarse to see any spread
         return Interval(est, 0.99 * est, 1.01 * est, len(x), method + ", no spread: +-1% floor")
-    half = _t(level, df) * s * math.sqrt(1 + 1 / m)
+    half = quantile * s * math.sqrt(1 + 1 / m)
     return Interval(est, math.exp(center - half), math.exp(center + half), len(x), method)
 
 

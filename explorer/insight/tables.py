@@ -1,4 +1,5 @@
-"""Trial records -> tables: one row per trial, and one row per architecture (runs of it summarized).
+"""Trial records -> architectures: one row per architecture, its runs summarized (one row per trial:
+:mod:`explorer.insight.trials`).
 
 The statistical unit of every comparison in the report is the *architecture* (width, depth, per-layer heads,
 key/value heads and d_k, learning rate): its runs (seeds) are averaged first, so a configuration tried three
@@ -48,7 +49,6 @@ __all__ = [
     "decode_only",
     "quality_margin",
     "score",
-    "trials_table",
 ]
 
 ACC_POINT = 0.01  # one accuracy point
@@ -84,84 +84,6 @@ def attention_kind(config: ModelConfig) -> str:
     if all(1 < k < h for h, k in pairs):
         return "grouped-query"
     return "mixed"
-
-
-def _heads_text(heads: Sequence[int]) -> str:
-    return ",".join(map(str, heads))
-
-
-def trials_table(records: Iterable[TrialRecord]) -> pd.DataFrame:
-    """One row per record (every state and role), flat, for the CSV and the figures.
-
-    ``heads`` and ``d_k`` are tuples; :func:`csv_ready` turns them into "4,2" strings for the CSV edge.
-    """
-    rows = []
-    for r in records:
-        lat = r.latency
-        row = {
-            "number": r.number,
-            "state": r.state,
-            "role": r.role,
-            "label": r.label,
-            "d_model": r.config.d_model if r.config else np.nan,
-            "n_layers": r.config.n_layers if r.config else np.nan,
-            "heads": r.heads,
-            "kv_heads": r.config.kv_per_layer if r.config else (),
-            "d_k": r.d_k,
-            "family": r.family,
-            "attention_kind": attention_kind(r.config) if r.config else None,
-            "min_dk": r.config.min_dk if r.config else np.nan,
-            "heads_max": max(r.heads) if r.heads else np.nan,
-            "heads_min": min(r.heads) if r.heads else np.nan,
-            "dk_min": min(r.d_k) if r.d_k else np.nan,
-            "lr": r.lr,
-            "seed": r.seed,
-            "task_kind": r.task_kind,
-            "quality": r.quality,
-            "val_accuracy": r.val_accuracy,
-            "test_accuracy": r.test_accuracy,
-            "val_bpb": r.val_bpb,
-            "test_bpb": r.test_bpb,
-            "val_size": r.val_size,
-            "latency_ms": lat.median_ms if lat else np.nan,
-            "decode_ms": r.decode_ms if r.decode_ms is not None else np.nan,
-            "kv_cache_bytes": r.decode.kv_cache_bytes if r.decode else np.nan,
-            "latency_iqr_ms": lat.iqr_ms if lat else np.nan,
-            "latency_cached": lat.cached if lat else None,
-            "params": r.params,
-            "flops": r.flops,
-            "epochs_run": r.epochs_run,
-            "epochs_planned": r.epochs_planned,
-            "stop": r.stop,
-            "fail_reason": r.fail_reason,
-            "retry_of": r.retry_of,
-            "feasible": r.feasible,
-            "proposal": r.proposal,
-            "rejected": r.rejected,
-            "device": r.device,
-            "duration_s": r.duration_s,
-            "started": r.started,
-            "completed": r.completed,
-            "key": r.key,
-        }
-        for name, value in r.constraints:
-            row[f"constraint_{name}"] = value
-        rows.append(row)
-    df = pd.DataFrame(rows)
-    if df.empty:
-        df = pd.DataFrame(
-            columns=["number", "state", "role", "heads", "val_accuracy", "latency_ms", "feasible"]
-        )
-    return df
-
-
-def csv_ready(df: pd.DataFrame) -> pd.DataFrame:
-    """``df`` with tuple columns written as "4,2" strings (the CSV edge)."""
-    out = df.copy()
-    for col in out.columns:
-        if out[col].map(lambda v: isinstance(v, tuple)).any():
-            out[col] = out[col].map(lambda v: _heads_text(v) if isinstance(v, tuple) else v)
-    return out
 
 
 @dataclass(frozen=True)
@@ -248,8 +170,13 @@ def architectures(
     role: str = "search",
     epoch: int | None = None,
     retimings: Sequence[Retiming] = (),
+    pooled: bool = True,
 ) -> list[Architecture]:
     """Every configuration of ``role`` with its runs summarized.
+
+    ``pooled``: quality intervals take the seed-to-seed spread pooled over the role's architectures (a few
+    seeds each); ``pooled=False`` gives each architecture its own runs' spread, for finalists, whose runs are many
+    and whose spreads may differ between layouts.
 
     ``epoch=None``: COMPLETE runs, their final accuracy. ``epoch=e``: every run (COMPLETE or stopped early) that
     trained at least ``e`` epochs, its accuracy after epoch ``e``: the comparison that stopped runs do not bias.
@@ -278,7 +205,9 @@ def architectures(
     bounded = metric.direction == "maximize"  # accuracy: a proportion; bits per byte: unbounded
     # Seed-to-seed and timing-to-timing spreads pooled over the role's architectures: a few seeds each give
     # t intervals with 1-2 degrees of freedom; pooled over the finalists, with ten or more.
-    if bounded:
+    if not pooled:
+        acc_pool = None
+    elif bounded:
         acc_pool = pool([logit_spread([value(r) for r in g], g[0].val_size or 1) for g in groups.values()])
     else:
         acc_pool = pool([raw_spread([value(r) for r in g]) for g in groups.values()])

@@ -11,7 +11,7 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.figure import Figure
 
-from explorer.insight.tables import csv_ready
+from explorer.insight.trials import csv_ready
 from explorer.output.files import OutputFolder
 from explorer.output.plots import save_png
 from explorer.output.render import markdown_table

@@ -5,7 +5,8 @@ Formats (:data:`EXPORT_FORMATS`):
 * ``config`` (the default): the run config JSON that `explorer train --config` rebuilds and retrains exactly;
 * ``state``: the trained ``state_dict`` and the metadata in one ``torch.save`` file (``.pt``) of plain values;
 * ``pt2``: a ``torch.export`` program with the weights (``torch.export.save``; batch dimension dynamic);
-* ``onnx``: an ONNX graph with the weights (``torch.onnx.export(dynamo=True)``; batch dimension dynamic).
+* ``onnx``: an ONNX graph with the weights (``torch.onnx.export(dynamo=True)``; batch dimension dynamic);
+* ``hf``: a Hugging Face ``config.json`` of the layout in a folder (:mod:`explorer.output.hf`; the ``hf`` extra).
 
 The weights come from the study's artifact store (:func:`explorer.search.artifacts.trained_model`; a trial whose
 weights were evicted is retrained exactly). Every model file carries the run config, the input shape and the
@@ -29,13 +30,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 
-from explorer.engine.model import Encoder
+from explorer.engine.config import InputSpec
 from explorer.engine.runconfig import RunConfig, write_run_config
 from explorer.engine.runtime import onnx_bytes, quiet_torch, require_onnx
 from explorer.engine.tasks import load_task
 from explorer.errors import ConfigError, ExportMismatchError
-from explorer.insight.recommend import resolve_trial
+from explorer.insight.recommend import Answer, resolve_trial
 from explorer.insight.tables import architectures
 from explorer.meta import package_version
 from explorer.output.exported import (
@@ -46,8 +48,9 @@ from explorer.output.exported import (
     load_exported,
     pt2_archive_constants,
 )
+from explorer.output.hf import hf_config, write_hf_config
 from explorer.search.artifacts import ArtifactStore
-from explorer.search.record import TrialRecord
+from explorer.search.record import Retiming, TrialRecord
 from explorer.search.retrain import trained_model
 from explorer.search.spec import StudySpec
 
@@ -64,13 +67,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-EXPORT_FORMATS = ("config", "state", "pt2", "onnx")
+EXPORT_FORMATS = ("config", "state", "pt2", "onnx", "hf")
 PARITY_TOLERANCE = 1e-4  # max |logit difference| allowed between an exported model and PyTorch (float32)
 
 
 def run_config_of(record: TrialRecord, spec: StudySpec, storage: str | None = None) -> RunConfig:
     """The run config that retrains ``record`` exactly: its architecture, learning rate, seed and schedule, and
-    the epoch it stopped at (a finalist's plateau, a search trial's budget)."""
+    the epoch it stopped at (a rung, or its whole schedule)."""
     assert record.config is not None
     return RunConfig(
         task=spec.task.name,
@@ -78,6 +81,7 @@ def run_config_of(record: TrialRecord, spec: StudySpec, storage: str | None = No
         model=record.config,
         train=record.train_config(),
         stop_after=record.epochs_run if record.epochs_run < (record.epochs_planned or 0) else None,
+        build=spec.model.build,
         source={
             "study": spec.name,
             "storage": storage,
@@ -118,10 +122,16 @@ def check_out_path(out: str | Path, option: str = "--out") -> Path:
 
 
 def export_config(
-    records: Sequence[TrialRecord], spec: StudySpec, which: str, out: str | Path, storage: str | None = None
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    which: str,
+    out: str | Path,
+    storage: str | None = None,
+    retimings: Sequence[Retiming] = (),
 ) -> TrialRecord:
-    """Write the run config of the trial ``which`` names (knee, most-accurate, fastest or a number) to ``out``."""
-    record = resolve_trial(records, spec, which)
+    """Write the run config of the trial ``which`` names (answer, most-accurate, fastest or a number) to
+    ``out``."""
+    record = resolve_trial(records, spec, which, retimings)
     write_run_config(check_out_path(out), run_config_of(record, spec, storage))
     return record
 
@@ -164,10 +174,13 @@ class ExportResult:
     max_abs_diff: float | None  # exported vs PyTorch logits on the test split (None for a config)
     examples: int  # test examples the difference was measured on
     agreement: float | None  # fraction of test examples whose predicted class is the same
+    notes: tuple[str, ...] = ()  # hf: the layer values the stock config cannot express
+    answer: Answer | None = None  # the study's answer, when the export named a pick of it
 
     def to_dict(self, study: str) -> dict[str, Any]:
         return {
             "study": study,
+            "answer": None if self.answer is None else self.answer.to_dict(),
             "trial": self.record.number,
             "heads": list(self.record.heads),
             "format": self.format,
@@ -176,14 +189,14 @@ class ExportResult:
             "tolerance": None if self.max_abs_diff is None else PARITY_TOLERANCE,
             "test_examples": self.examples,
             "prediction_agreement": self.agreement,
-        }
+        } | ({"not_in_stock_config": list(self.notes)} if self.format == "hf" else {})
 
 
 def _meta(
     record: TrialRecord,
     records: Sequence[TrialRecord],
     spec: StudySpec,
-    model: Encoder,
+    task_spec: InputSpec,
     fmt: str,
     storage: str | None,
 ) -> dict[str, Any]:
@@ -193,12 +206,12 @@ def _meta(
         "explorer_version": package_version(),
         "torch_version": torch.__version__,
         "run_config": run_config_of(record, spec, storage).to_dict(),
-        "input": dataclasses.asdict(model.spec),
+        "input": dataclasses.asdict(task_spec),
         "study_latency": study_latency(records, record),
     }
 
 
-def _write_model(model: Encoder, meta: dict[str, Any], fmt: str, example: torch.Tensor, path: Path) -> None:
+def _write_model(model: nn.Module, meta: dict[str, Any], fmt: str, example: torch.Tensor, path: Path) -> None:
     text = json.dumps(meta)
     if fmt == "state":
         state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
@@ -224,17 +237,22 @@ def export_trial(
     fmt: str = "config",
     store: ArtifactStore | None = None,
     storage: str | None = None,
+    retimings: Sequence[Retiming] = (),
 ) -> ExportResult:
     """Export the trial ``which`` names to ``out`` as ``fmt`` (see the module docstring); ``storage`` is the
     masked storage URL recorded in the config, ``store`` where trained weights come from."""
     if fmt not in EXPORT_FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
+    if fmt == "hf":
+        record = resolve_trial(records, spec, which)
+        doc, lost = hf_config(record, spec, load_task(spec.task.name, **spec.task.options).spec)
+        return ExportResult(record, write_hf_config(doc, out), fmt, None, 0, None, tuple(lost))
     out = check_out_path(out)
     if fmt == "onnx":
         require_onnx("exporting to ONNX")
     if fmt == "pt2":
         pt2_archive_constants()  # a torch without the format fails here, before any work
-    record = resolve_trial(records, spec, which)
+    record = resolve_trial(records, spec, which, retimings)
     if fmt == "config":
         write_run_config(out, run_config_of(record, spec, storage))
         return ExportResult(record, out, fmt, None, 0, None)
@@ -242,7 +260,7 @@ def export_trial(
         raise ValueError("exporting a model needs the study's artifact store")
     log.info("exporting trial #%d of %s as %s to %s", record.number, spec.name, fmt, out)
     task = load_task(spec.task.name, **spec.task.options)
-    model = trained_model(spec.name, record, task, spec.latency, store, "cpu")
+    model = trained_model(spec.name, record, task, spec.latency, store, "cpu", spec.model.builder())
     X = task.test[0]
     with torch.inference_mode():
         reference = model(X).float()
@@ -255,7 +273,7 @@ def export_trial(
     os.close(fd)
     tmp = Path(tmp_name)
     try:
-        _write_model(model, _meta(record, records, spec, model, fmt, storage), fmt, example, tmp)
+        _write_model(model, _meta(record, records, spec, task.spec, fmt, storage), fmt, example, tmp)
         logits = load_exported(tmp, fmt).forward(X)  # loaded back exactly as `bench model` loads it
         diff = float((logits - reference).abs().max())
         agreement = float((logits.argmax(-1) == reference.argmax(-1)).float().mean())

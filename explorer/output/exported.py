@@ -9,7 +9,8 @@ study's latency figure and its spread):
   ``explorer.json``. Loaded with ``torch.export.load`` only after :func:`check_pt2` has found nothing in the
   archive that loading would unpickle (torch loads some payloads with ``weights_only=False``).
 * ``.pt``: ``{"explorer_export": meta JSON, "state_dict": {name: tensor}}`` read with
-  ``torch.load(weights_only=True)``; the encoder is rebuilt from the config and run eagerly.
+  ``torch.load(weights_only=True)``; the model is rebuilt from the config (a user's model by its ``build``
+  function, imported by name) and run eagerly.
 
 A file that is not one of these, or that would need unpickling, is a one-line :class:`DataError`; nothing runs.
 """
@@ -18,7 +19,9 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import pickle
+import warnings
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,10 +32,13 @@ import torch
 
 from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
 from explorer.engine.device import as_device
+from explorer.engine.footprint import check_config_limits, check_model_fits
 from explorer.engine.latency import random_input, time_call
+from explorer.engine.limits import BATCH, RUN_TIME_S, THREADS, check_memory
 from explorer.engine.measures import LatencyResult
 from explorer.engine.model import build_model
 from explorer.engine.runtime import Runner, ort_runner, ort_session, quiet_torch, require_onnx
+from explorer.engine.usermodel import ModelBuilder
 from explorer.errors import ConfigError, DataError, RuntimeUnavailableError
 
 __all__ = [
@@ -91,6 +97,16 @@ def _input(meta: dict[str, Any], path: Path) -> InputSpec:
         return InputSpec(**meta["input"])
     except (KeyError, TypeError, ConfigError) as exc:
         raise DataError(f"{path} has malformed explorer metadata ({exc}); export it again.") from None
+
+
+def _declared_config(meta: dict[str, Any], path: Path) -> ModelConfig:
+    """The model config an export's metadata declares, within explorer.engine.limits."""
+    try:
+        config = ModelConfig.from_dict(meta["run_config"]["model"])
+    except (KeyError, TypeError, ConfigError) as exc:
+        raise DataError(f"{path} has no usable model config ({exc}); export it again.") from None
+    check_config_limits(config, f"the model {path} declares")
+    return config
 
 
 def _format_of(path: Path) -> str:
@@ -209,9 +225,16 @@ def _load_pt2(path: Path) -> Exported:
 
 
 def _load_state(path: Path) -> Exported:
+    if not zipfile.is_zipfile(path):  # what torch.save writes; anything else would reach the unpickler raw
+        raise DataError(
+            f"{path} is not a plain tensor file (not the torch zip archive `explorer export --format state` "
+            "writes); export it again."
+        )
     try:
-        doc: Any = torch.load(path, map_location="cpu", weights_only=True)
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, OSError) as exc:
+        with warnings.catch_warnings():  # torch's notes on pickle protocols are not the user's business
+            warnings.simplefilter("ignore")
+            doc: Any = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a damaged or planted archive fails in torch with assorted types
         raise DataError(
             f"{path} is not a plain tensor file ({type(exc).__name__}); export it again."
         ) from None
@@ -219,12 +242,11 @@ def _load_state(path: Path) -> Exported:
         raise DataError(f"{path} is not an `explorer export --format state` file; export it again.")
     meta = _meta(doc.get(META_KEY), path)
     spec = _input(meta, path)
-    try:
-        config = ModelConfig.from_dict(meta["run_config"]["model"])
-    except (KeyError, TypeError, ConfigError) as exc:
-        raise DataError(f"{path} has no usable model config ({exc}); export it again.") from None
+    config = _declared_config(meta, path)
+    check_model_fits(config, spec, train_batch=None, infer_batch=1, what=f"the model {path} declares")
+    build = meta["run_config"].get("build")  # the user's model function, imported by name like a study does
     with torch.random.fork_rng(devices=[]):
-        model = build_model(config, spec)
+        model = build_model(config, spec, None if build is None else ModelBuilder(str(build)))
     try:
         model.load_state_dict(doc["state_dict"])
     except (RuntimeError, TypeError):
@@ -235,11 +257,17 @@ def _load_state(path: Path) -> Exported:
 def load_exported(path: str | Path, fmt: str | None = None) -> Exported:
     """Load a file `explorer export` wrote (format from ``fmt`` or the file's suffix); see the module docstring."""
     path = Path(path)
+    fmt = fmt or _format_of(path)
+    if path.is_dir():
+        raise ConfigError(
+            f"{path} is a folder; give the path of an .onnx, .pt2 or .pt file `explorer export` wrote."
+        )
     if not path.is_file():
         raise ConfigError(
-            f"no model file {path}; write one with `explorer export NAME --format onnx --out {path}`."
+            f"no model file {path}; write one with `explorer export NAME --format {fmt} --out {path}`."
         )
-    fmt = fmt or _format_of(path)
+    # read whole (weights, graph): a file that cannot fit in memory is refused before it is read
+    check_memory(3 * path.stat().st_size, f"loading {path}", "give a smaller model file")
     return {"onnx": _load_onnx, "pt2": _load_pt2, "state": _load_state}[fmt](path)
 
 
@@ -280,14 +308,27 @@ def bench_model(
 ) -> ModelBench:
     """Time an exported model (onnx on ONNX Runtime, pt2 as the torch.export program, state eagerly) at the
     study's batch size and thread count unless given; compare with the study's figure for that trial."""
+    for flag, value in (("--batch", batch_size), ("--threads", threads)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} must be at least 1, got {value}.")
+    if not 0 < min_run_time < math.inf:
+        raise ConfigError(f"--min-run-time must be a positive number of seconds, got {min_run_time:g}.")
+    RUN_TIME_S.check(min_run_time, "--min-run-time", "time for fewer seconds")
+    for limit, flag, value in ((BATCH, "--batch", batch_size), (THREADS, "--threads", threads)):
+        if value is not None:
+            limit.check(value, flag)
     exported = load_exported(path)
     study = exported.meta.get("study_latency") or None
-    batch = batch_size or int((study or {}).get("batch_size") or 1)
-    threads = threads or int((study or {}).get("threads") or 1)
-    if batch < 1 or threads < 1 or not min_run_time > 0:
-        raise ConfigError(
-            f"need --batch >= 1, --threads >= 1 and --min-run-time > 0, got {batch}, {threads}, {min_run_time:g}."
-        )
+    batch = batch_size if batch_size is not None else int((study or {}).get("batch_size") or 1)
+    threads = threads if threads is not None else int((study or {}).get("threads") or 1)
+    BATCH.check(batch, "the batch size")
+    check_model_fits(
+        _declared_config(exported.meta, exported.path),
+        exported.input,
+        train_batch=None,
+        infer_batch=batch,
+        what=f"timing {path} at batch {batch}",
+    )
     device = as_device(device)
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
     with torch.random.fork_rng(devices=[]):

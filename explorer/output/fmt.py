@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from explorer.engine.measures import QualityMetric
+from explorer.insight.paired import PairedDifference
 from explorer.insight.stats import Interval
 from explorer.insight.tables import Architecture, attention_kind
 
@@ -21,6 +22,7 @@ __all__ = [
     "is_bpb",
     "kv_text",
     "latency_text",
+    "margin_text",
     "mib",
     "num",
     "pct",
@@ -28,6 +30,7 @@ __all__ = [
     "quality_text",
     "quality_value",
     "runs_text",
+    "score_diff_text",
 ]
 
 
@@ -90,9 +93,24 @@ def latency_text(a: Architecture, axis: str = "latency") -> str:
 
 def runs_text(a: Architecture, evidence: str) -> str:
     if evidence == "finalists":
-        what = "loss" if is_bpb(a.metric) else "accuracy"
-        return f"mean of {a.n} seed{'s' * (a.n != 1)}, each trained until its {what} stopped moving"
+        return f"mean of {a.n} run{'s' * (a.n != 1)} of a fixed {a.epochs:.0f} epochs"
     return f"one run of {a.epochs:.0f} epochs"
+
+
+def score_diff_text(metric: QualityMetric, d: PairedDifference) -> str:
+    """A paired difference of scores (higher is better) in the metric's terms, with its 95% interval: points
+    of accuracy, or bits per byte (where a lower loss is the better score, so the signs flip back)."""
+    if is_bpb(metric):
+        return diff_text(metric, -d.diff, -d.high, -d.low)
+    return diff_text(metric, d.diff, d.low, d.high)
+
+
+def margin_text(metric: QualityMetric, margin: float) -> str:
+    """The answer's margin in words: "1 point" of accuracy, or "0.02 bits per byte"."""
+    if is_bpb(metric):
+        return f"{margin:.3g} bits per byte"
+    pts = margin * 100
+    return f"{pts:g} point{'s' * (pts != 1)}"
 
 
 def mib(n_bytes: float | None) -> str:

@@ -17,6 +17,7 @@ import torch
 
 from explorer.engine.device import as_device
 from explorer.engine.probe import (
+    attention_maps,
     attention_statistics,
     head_counts,
     head_importance,
@@ -26,6 +27,7 @@ from explorer.engine.probe import (
     unpatchify,
 )
 from explorer.engine.tasks import load_task
+from explorer.errors import ConfigError, ExplorerError
 from explorer.insight.heads import (
     REDUNDANT,
     SPECIALIZED,
@@ -48,8 +50,8 @@ from explorer.output.heads_plots import (
 from explorer.output.plots import save_png
 from explorer.output.render import markdown_table
 from explorer.search.artifacts import ArtifactStore, store_for
-from explorer.search.record import TrialRecord
-from explorer.search.retrain import trained_model
+from explorer.search.record import Retiming, TrialRecord
+from explorer.search.retrain import record_task, trained_model
 from explorer.search.spec import StudySpec
 
 __all__ = ["analyse_trial", "heads_markdown"]
@@ -68,6 +70,7 @@ def analyse_trial(
     n_examples: int = 3,
     store: ArtifactStore | None = None,
     on_start: Callable[[TrialRecord], None] | None = None,
+    retimings: Sequence[Retiming] = (),
 ) -> tuple[HeadsReport, list[Path]]:
     """Analyse the heads of one trial (``knee``, ``most-accurate``, ``fastest`` or a number) on its task's
     validation split and write ``heads.md``, ``heads.csv``, four figures (and ``relations.csv`` on a relations
@@ -76,13 +79,21 @@ def analyse_trial(
     every input has been accepted, before the long work."""
     folder = OutputFolder(out_dir, force)  # checked before the (possibly long) work
     device = as_device(device)
-    record = resolve_trial(records, spec, which)
-    if on_start is not None:
-        on_start(record)
+    record = resolve_trial(records, spec, which, retimings)
     task = load_task(spec.task.name, **spec.task.options)
     store = store or store_for(storage_url, spec_location=spec.artifacts)
-    model = trained_model(spec.name, record, task, spec.latency, store, device)
-    X, y = task.val
+    builder = spec.model.builder()
+    if builder is not None:  # refused before any training: a model whose heads cannot be masked
+        try:
+            head_counts(builder.build(record.config, task.spec))
+        except ExplorerError as exc:
+            raise ConfigError(
+                f"study {spec.name!r} trains the model {spec.model.build!r} builds: {exc}"
+            ) from None
+    if on_start is not None:
+        on_start(record)
+    model = trained_model(spec.name, record, task, spec.latency, store, device, builder)
+    X, y = record_task(task, record).val  # the split it was validated on (its fold, for a finalist run)
     heads = head_counts(model)
     importance = head_importance(model, X, y, device)
     curve, layer_curves = masking_curves(model, X, y, importance, device)
@@ -91,8 +102,8 @@ def analyse_trial(
     layout = suggest_layout(
         needed,
         heads,
-        model.cfg.d_model,
-        model.cfg.min_dk,
+        record.config.d_model,
+        record.config.min_dk,
         base,
         lambda keep: masked_accuracy(model, X, y, importance, keep, device),
         tolerance,
@@ -102,13 +113,13 @@ def analyse_trial(
     for i, label in enumerate(y.tolist()):
         first.setdefault(label, i)
     picks = torch.tensor(list(first.values())[:n_examples])  # a few inputs of different classes
-    ex_maps = [m.cpu().float().numpy() for m in model.attention_maps(X[picks].to(device))]
+    ex_maps = [m.cpu().float().numpy() for m in attention_maps(model, X[picks].to(device))]
     images = unpatchify(X[picks].numpy()) if task.name == "digits" and task.spec.kind == "features" else None
     relations = relation_specialization(model, X, task.relation_offsets) if task.relation_offsets else None
     report = HeadsReport(
         study=spec.name,
         trial=record.number,
-        d_model=model.cfg.d_model,
+        d_model=record.config.d_model,
         heads=tuple(heads),
         heads_needed=tuple(needed),
         layout=layout,

@@ -1,4 +1,4 @@
-"""The answer's wording for modern heads (issue 13): a (heads, kv_heads) recommendation, quality in the task's
+"""The answer's wording for modern heads: a (heads, kv_heads) recommendation, quality in the task's
 own terms (bits per byte for a language model), decoding time and key/value cache, and what grouping the
 key/value heads saves against full multi-head attention at the same heads.
 
@@ -8,7 +8,8 @@ key/value heads or head widths, or one that measures decoding; a classic classif
 
 from __future__ import annotations
 
-from explorer.insight.recommend import Answer, Contrast
+from explorer.insight.contrasts import Contrast
+from explorer.insight.recommend import Answer
 from explorer.insight.tables import Architecture, attention_kind
 from explorer.output.fmt import heads, is_bpb, latency_text, mib, pct, quality_text, runs_text
 from explorer.output.render import Span
@@ -70,10 +71,8 @@ def modern_headline(ans: Answer, spec: StudySpec) -> list[Span]:
             f"{mib(rec.kv_cache_bytes)} MiB"
         )
     text += f"; {rec.params:,} parameters."
-    if rec.n > 1:
-        low, high = rec.rerun.low, rec.rerun.high
-        span = f"[{low:.3f}, {high:.3f}] bits per byte" if bpb else f"[{pct(low)}, {pct(high)}]%"
-        text += f" Retrained with 3 fresh seeds, its mean should land in {span} (95% prediction interval)."
+    if ans.evidence == "finalists":
+        text += " The fastest of the layouts shown within the answer's margin of the best."
     return [("b", f"Use {layout_phrase(rec)}"), text]
 
 
@@ -100,18 +99,14 @@ def saving_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     elif not k.significant():
         quality = f"at equal quality (no difference larger than {unit(k.bound)}, p = {k.p_value:.2g})"
     else:
-        better = (k.diff > 0) if bpb else (k.diff < 0)  # the recommendation better than multi-head?
+        better = k.diff < 0  # scores (higher is better) of multi-head minus the recommendation
         quality = (
             f"and {'better' if better else 'worse'} quality than multi-head by {unit(abs(k.diff))} "
             f"(p = {k.p_value:.2g})"
         )
     parts = [f"{layout_phrase(rec)} against {layout_phrase(mha.other)}, {quality}:"]
     if rec.decode is not None and mha.other.decode is not None:
-        tie = (
-            " (within the timing noise)"
-            if rec.decode.low <= mha.other.decode.estimate <= rec.decode.high
-            else ""
-        )
+        tie = " (within the timing tie)" if mha.latency_tie else ""
         r = mha.decode_ratio
         speed = f"{r:.2f}x faster" if r >= 1 else f"{1 / r:.2f}x slower"
         parts.append(

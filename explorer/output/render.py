@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -19,8 +20,15 @@ __all__ = ["Span", "html_page", "markdown", "markdown_table"]
 Span = str | tuple[str, str]  # plain text, or ("b" | "code", text)
 
 
-def _md_text(s: str) -> str:
-    return str(s).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|")
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # what a Markdown renderer could read as the start of raw HTML
+_ENTITY_START = re.compile(r"&(?=[A-Za-z#])")  # ... or of a character entity
+
+
+def _md_text(s: str, cell: bool = False) -> str:
+    """Text as Markdown shows it, read plain or rendered: "p < 0.05" stays as written; only what a renderer
+    would take for HTML (a tag, an entity) is backslash-escaped, and a table cell's ``|``."""
+    out = _ENTITY_START.sub(r"\\&", _TAG_START.sub(r"\\<", str(s)))
+    return out.replace("|", "\\|") if cell else out
 
 
 def _md_spans(spans: list[Span]) -> str:
@@ -56,10 +64,11 @@ def markdown(blocks: list[tuple]) -> str:
 def markdown_table(t: pd.DataFrame) -> str:
     if t.empty:
         return "*(no rows)*"
-    head = "| " + " | ".join(_md_text(c) for c in t.columns) + " |"
+    head = "| " + " | ".join(_md_text(c, cell=True) for c in t.columns) + " |"
     rule = "|" + "|".join("---" for _ in t.columns) + "|"
     body = [
-        "| " + " | ".join(_md_text(v) for v in row) + " |" for row in t.astype(str).itertuples(index=False)
+        "| " + " | ".join(_md_text(v, cell=True) for v in row) + " |"
+        for row in t.astype(str).itertuples(index=False)
     ]
     return "\n".join([head, rule, *body])
 

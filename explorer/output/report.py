@@ -9,6 +9,7 @@ rename), and only files the report owns are ever replaced: a folder that holds a
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import math
 import tempfile
@@ -25,17 +26,19 @@ from explorer.insight.account import study_account
 from explorer.insight.finalists import COST_COLUMNS
 from explorer.insight.gqa import gqa_rule, searches_kv
 from explorer.insight.pareto import HV_REFERENCE, hypervolume_history, pareto_front
-from explorer.insight.recommend import answer
-from explorer.insight.tables import architecture_table, architectures, csv_ready, decode_only, trials_table
+from explorer.insight.recommend import Answer, answer
+from explorer.insight.tables import architecture_table, architectures, decode_only
+from explorer.insight.trials import csv_ready, trials_table
 from explorer.output import plots, study_plots
+from explorer.output.answer_sections import answer_blocks, evidence_blocks
+from explorer.output.evidence_plots import evidence_figure
 from explorer.output.files import OutputFolder
 from explorer.output.fmt import quality_column, quality_value
+from explorer.output.inputs import input_blocks
 from explorer.output.render import html_page, markdown
 from explorer.output.sections import (
     account_blocks,
-    answer_blocks,
     early_stopping_blocks,
-    finalist_blocks,
     heads,
     num,
     relations_blocks,
@@ -58,6 +61,8 @@ class ReportInput:
     spec_path: str | None = None  # the spec file the study was started from, when known
     closed: Mapping[str, int] = field(default_factory=dict)  # bookkeeping trials by kind
     retimings: tuple[Retiming, ...] = ()  # the finalists' interleaved re-timings
+    answer: Answer | None = None  # the study's answer (explorer.insight.recommend.answer), when computed already
+    task_input: Mapping[str, Any] | None = None  # what the task fed the model, stored at creation
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class ReportPaths:
     markdown: Path
     html: Path
     files: tuple[Path, ...]
+    answer: Answer | None = None  # the answer the report names
 
 
 # --------------------------------------------------------------------------------------------- writing
@@ -85,6 +91,8 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
             f"{data.spec.name}` first."
         )
     folder = OutputFolder(out_dir, force)
+    if data.answer is None:
+        data = dataclasses.replace(data, answer=answer(data.records, data.spec, data.retimings))
     blocks, figures, tables = _content(data)
     # Everything is rendered before the folder is touched: a failure on the way leaves the last report whole.
     files: dict[str, bytes] = {}
@@ -98,112 +106,26 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
     for name, payload in files.items():
         folder.write(name, payload)
     written = folder.finish()
-    return ReportPaths(folder.path, folder.path / "report.md", folder.path / "report.html", tuple(written))
+    paths = (folder.path, folder.path / "report.md", folder.path / "report.html", tuple(written))
+    return ReportPaths(*paths, answer=data.answer)
 
 
 def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any]], dict[str, pd.DataFrame]]:
     """The report as blocks, the figures to draw (name -> function returning a Figure) and the CSV tables."""
     spec, records = data.spec, data.records
-    metric = spec.metric
-    ans = answer(records, spec, data.retimings)
-    cost = COST_COLUMNS[ans.cost_axis]
+    ans = data.answer if data.answer is not None else answer(records, spec, data.retimings)
+    search = _SearchTables.of(data, ans)
     acct = study_account(records, spec, storage=data.storage, closed=data.closed, spec_path=data.spec_path)
-    search = architectures(records, "search", retimings=decode_only(data.retimings))
-    table = architecture_table(search)
-    feasible_table = table[table["feasible"].astype(bool)] if len(table) else table
-    if len(feasible_table):
-        feasible_table = feasible_table.dropna(subset=[cost])
-    front = pareto_front(feasible_table, cost) if len(feasible_table) else feasible_table
-    finals = architecture_table(architectures(records, "finalist", retimings=data.retimings))
-    rec_row = None
-    if ans.recommended is not None:
-        rec_row = architecture_table([ans.recommended]).iloc[0]
-    hist = (
-        hypervolume_history(feasible_table, cost=cost)
-        if len(feasible_table)
-        else pd.DataFrame(columns=["number", "hypervolume"])
-    )
-    verdicts = rules.rules_of_thumb(records, data.bench)
-    kv_study = searches_kv(records)
-    if kv_study:
+    verdicts = rules.rules_of_thumb(records, data.bench, ans.grid, ans.candidates, ans.margin)
+    if searches_kv(records):
         verdicts.append(gqa_rule(records, data.retimings))
-    floors = sorted({float(m) for m in spec.space.min_dk if m > 1})
-    batch = spec.latency.batch_size
-    figures: dict[str, Callable[[], Any]] = {
-        "pareto": lambda: plots.pareto_figure(table, front, rec_row, finals, batch, metric, cost),
-        "heads": lambda: plots.heads_figure(table, metric),
-        "dk": lambda: plots.dk_figure(table, floors, metric),
-        "family": lambda: plots.family_figure(table, metric),
-        "pareto_heads": lambda: plots.heads_heatmap(front, metric, cost),
-        "hypervolume": lambda: study_plots.hypervolume_figure(hist),
-    }
-    if kv_study:
-        figures["kv"] = lambda: plots.kv_figure(table, metric)
-    if data.bench:
-        figures["bench"] = lambda: study_plots.bench_figure(data.bench)
-
-    devices = ", ".join(acct.devices) or "an unrecorded device"
-    n_final = len(finals)
-    b: list[tuple] = [("h", 1, f"Head-count report: {spec.name}")]
-    searched = {r.key for r in records if r.role == "search" and r.state in ("COMPLETE", "PRUNED") and r.key}
-    b.append(("p", [f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
-                    f"{spec.task.epochs} epochs ({len(search)} ran them all, {acct.stopped_early} stopped at a rung, "
-                    f"{acct.over_budget} over budget); {n_final} retrained as finalists. Generated "
-                    f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."]))  # fmt: skip
-    if acct.partial:
-        b.append(("p", [("b", "Partial study: "), f"{acct.partial_reason}. Everything below uses the trials "
-                        "finished so far; resume with ", ("code", acct.resume), "."]))  # fmt: skip
+    b = _opening(data, ans, acct, search)
     b.extend(answer_blocks(ans, spec))
-    b.extend(finalist_blocks(ans, records, data.retimings))
-    b.append(("h", 2, "Evidence from the search"))
-    quality = "Bits per byte" if metric.direction == "minimize" else "Accuracy"
-    latency = "decoding time per token" if cost == "decode_ms" else "latency"
-    b.append(("fig", "pareto", f"{quality} against {latency} of every searched architecture; the black step line "
-                               "is the search's Pareto front; diamonds are the finalists."))  # fmt: skip
-    best = "best (lowest bits per byte)" if metric.direction == "minimize" else "most accurate"
-    b.append(("p", ["The recommendation is the knee of the candidates' front: the point farthest from the straight "
-                    f"line joining the {best} and the fastest, both objectives scaled to [0, 1] (with one or two "
-                    "front points, or none off that line, the point nearest the ideal corner). Quality is chosen on "
-                    "the validation split; the test split is reported, never used to choose."
-                    + (" The latency axis is decoding time per token, the study's objective." if cost == "decode_ms"
-                       else "")]))  # fmt: skip
-    b.append(("h", 3, f"The search's Pareto front ({len(front)} architectures; all in pareto.csv)"))
-    rows = []
-    for r in front.head(25).itertuples():
-        row = {"trial": int(r.number), "heads per layer": heads(r.heads)}
-        if kv_study:
-            row["kv heads per layer"] = heads(r.kv_heads)
-        row |= {"d_k": heads(r.d_k), "d_model": int(r.d_model), "layers": int(r.n_layers),
-                quality_column(metric): quality_value(metric, r.quality).rstrip("%"),
-                "latency (ms)": num(r.latency_ms)}  # fmt: skip
-        if spec.decode is not None:
-            row["decoding (ms/token)"] = num(r.decode_ms)
-        rows.append(row)
-    b.append(("table", pd.DataFrame(rows)))
-    b.append(("h", 3, "Head count"))
-    b.append(
-        ("fig", "heads", f"{quality} and latency against the largest head count in any layer, per d_model.")
-    )
-    b.append(("h", 3, "Head width d_k and the floor"))
-    b.append(("fig", "dk", f"{quality} and latency against the smallest d_k in the model."))
-    b.append(("h", 3, "Schedule family"))
-    b.append(("fig", "family", "Uniform, increasing (more heads deep), decreasing and free schedules."))
-    b.append(("h", 3, "Heads per layer on the front"))
-    b.append(("fig", "pareto_heads", "Per-layer heads of the front's architectures."))
-    if kv_study:
-        b.append(("h", 3, "Key/value heads"))
-        b.append(("fig", "kv", "Quality, latency and decoding time of multi-query (1 key/value head), grouped-query "
-                               "and multi-head attention (as many key/value heads as query heads)."))  # fmt: skip
-    b.append(("h", 3, "Search progress"))
-    final = hist["hypervolume"].iloc[-1] if len(hist) else math.nan
-    ref = HV_REFERENCE[0] * HV_REFERENCE[1]
-    b.append(
-        (
-            "fig",
-            "hypervolume",
-            f"Hypervolume after each finished search trial (final {num(final, '.3f')} of {ref:.2f}).",
-        )
-    )
+    if ans.evidence == "finalists":
+        b.append(("fig", "evidence", "Every finalist layout's cross-validated quality and latency (95% intervals): "
+                                     "the runs the answer rests on."))  # fmt: skip
+    b.extend(evidence_blocks(ans, spec, records, data.retimings))
+    b.extend(_search_blocks(data, search))
     b.extend(early_stopping_blocks(acct, spec, records))
     if data.bench:
         b.append(("h", 3, "Attention benchmark"))
@@ -214,13 +136,138 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
                 "Serial loop over heads vs merged and fused computation, from the study's bench.",
             )
         )
-    b.extend(rules_blocks(verdicts, metric))
+    b.extend(rules_blocks(verdicts, spec.metric))
     if spec.task.name == "relations":
         b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2)), ans.recommended))
     b.extend(account_blocks(acct))
+    finals = architecture_table(ans.candidates) if ans.evidence == "finalists" else search.table.iloc[:0]
     tables = {
         "trials.csv": trials_table(records),
-        "architectures.csv": pd.concat([table, finals], ignore_index=True) if len(finals) else table,
-        "pareto.csv": front,
+        "architectures.csv": pd.concat([search.table, finals], ignore_index=True)
+        if len(finals)
+        else search.table,
+        "pareto.csv": search.front,
     }
-    return b, figures, tables
+    return b, _figures(data, ans, search), tables
+
+
+@dataclass(frozen=True)
+class _SearchTables:
+    """The search's architectures as tables: all, the feasible ones, their front and hypervolume history."""
+
+    table: pd.DataFrame
+    front: pd.DataFrame
+    history: pd.DataFrame
+    cost: str
+    count: int  # architectures that ran their whole budget
+
+    @classmethod
+    def of(cls, data: ReportInput, ans: Answer) -> _SearchTables:
+        cost = COST_COLUMNS[ans.cost_axis]
+        archs = architectures(data.records, "search", retimings=decode_only(data.retimings))
+        table = architecture_table(archs)
+        feasible = table[table["feasible"].astype(bool)] if len(table) else table
+        if len(feasible):
+            feasible = feasible.dropna(subset=[cost])
+        front = pareto_front(feasible, cost) if len(feasible) else feasible
+        history = (hypervolume_history(feasible, cost=cost) if len(feasible)
+                   else pd.DataFrame(columns=["number", "hypervolume"]))  # fmt: skip
+        return cls(table, front, history, cost, len(archs))
+
+
+def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str, Callable[[], Any]]:
+    spec, metric = data.spec, data.spec.metric
+    floors = sorted({float(m) for m in spec.space.min_dk if m > 1})
+    batch = spec.latency.batch_size
+    finals = architecture_table(ans.candidates) if ans.evidence == "finalists" else None
+    rec_row = architecture_table([ans.recommended]).iloc[0] if ans.recommended is not None else None
+    t, cost = search.table, search.cost
+    figures: dict[str, Callable[[], Any]] = {
+        "pareto": lambda: plots.pareto_figure(t, search.front, rec_row, finals, batch, metric, cost),
+        "heads": lambda: plots.heads_figure(t, metric),
+        "dk": lambda: plots.dk_figure(t, floors, metric),
+        "family": lambda: plots.family_figure(t, metric),
+        "pareto_heads": lambda: plots.heads_heatmap(search.front, metric, cost),
+        "hypervolume": lambda: study_plots.hypervolume_figure(search.history),
+    }
+    if ans.evidence == "finalists":
+        figures["evidence"] = lambda: evidence_figure(ans, batch)
+    if searches_kv(data.records):
+        figures["kv"] = lambda: plots.kv_figure(t, metric)
+    if data.bench:
+        figures["bench"] = lambda: study_plots.bench_figure(data.bench)
+    return figures
+
+
+def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -> list[tuple]:
+    spec, records = data.spec, data.records
+    devices = ", ".join(acct.devices) or "an unrecorded device"
+    searched = {r.key for r in records if r.role == "search" and r.state in ("COMPLETE", "PRUNED") and r.key}
+    runs = sum(r.role == "finalist" and r.finished for r in records)
+    b: list[tuple] = [("h", 1, f"Head-count report: {spec.name}")]
+    b.append(("p", [f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
+                    f"{spec.task.epochs} epochs ({search.count} ran them all, {acct.stopped_early} stopped at a rung, "
+                    f"{acct.over_budget} over budget); {len(ans.candidates) if ans.evidence == 'finalists' else 0} "
+                    f"finalist layouts trained in {runs} paired runs. Generated "
+                    f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."]))  # fmt: skip
+    b.extend(input_blocks(spec, data.task_input))
+    if acct.partial:
+        b.append(("p", [("b", "Partial study: "), f"{acct.partial_reason}. Everything below uses the trials "
+                        "finished so far; resume with ", ("code", acct.resume), "."]))  # fmt: skip
+    return b
+
+
+def _search_blocks(data: ReportInput, search: _SearchTables) -> list[tuple]:
+    """What the search found: its front, and its architectures by head count, d_k and schedule (one run each,
+    at the search's budget: the report says so under each figure)."""
+    spec, metric, cost = data.spec, data.spec.metric, search.cost
+    kv_study = searches_kv(data.records)
+    quality = "Bits per byte" if metric.direction == "minimize" else "Accuracy"
+    latency = "decoding time per token" if cost == "decode_ms" else "latency"
+    one_run = f"one run per architecture of up to {spec.task.epochs} epochs (some stopped at a rung)"
+    b: list[tuple] = [("h", 2, "Evidence from the search")]
+    b.append(("fig", "pareto", f"{quality} against {latency} of every searched architecture ({one_run}); the black "
+                               "step line is the search's Pareto front; diamonds are the finalists' means."))  # fmt: skip
+    b.append(("p", ["The search chooses which layouts become finalists (its knee, the front layouts nearest it, "
+                    "reference layouts and the ladder of uniform head counts); the answer itself rests on the "
+                    "finalists' paired runs above. Quality is chosen on validation data; the test split is reported, "
+                    "never used to choose."]))  # fmt: skip
+    b.append(("h", 3, f"The search's Pareto front ({len(search.front)} architectures; all in pareto.csv)"))
+    rows = []
+    for r in search.front.head(25).itertuples():
+        row = {"trial": int(r.number), "heads per layer": heads(r.heads)}
+        if kv_study:
+            row["kv heads per layer"] = heads(r.kv_heads)
+        row |= {"d_k": heads(r.d_k), "d_model": int(r.d_model), "layers": int(r.n_layers),
+                quality_column(metric): quality_value(metric, r.quality).rstrip("%"),
+                "latency (ms)": num(r.latency_ms)}  # fmt: skip
+        if spec.decode is not None:
+            row["decoding (ms/token)"] = num(r.decode_ms)
+        rows.append(row)
+    b.append(("table", pd.DataFrame(rows)))
+    for name, title, caption in (
+        ("heads", "Head count", "against the largest head count in any layer, per d_model"),
+        ("dk", "Head width d_k and the floor", "against the smallest d_k in the model"),
+        ("family", "Schedule family", "by schedule: uniform, increasing (more heads deep), decreasing, free"),
+    ):
+        b.append(("h", 3, title))
+        b.append(
+            ("fig", name, f"{quality} and latency of the searched architectures ({one_run}), {caption}.")
+        )
+    b.append(("h", 3, "Heads per layer on the front"))
+    b.append(("fig", "pareto_heads", "Per-layer heads of the search front's architectures."))
+    if kv_study:
+        b.append(("h", 3, "Key/value heads"))
+        b.append(("fig", "kv", "Quality, latency and decoding time of multi-query (1 key/value head), grouped-query "
+                               f"and multi-head attention (as many key/value heads as query heads), {one_run}."))  # fmt: skip
+    final = search.history["hypervolume"].iloc[-1] if len(search.history) else math.nan
+    ref = HV_REFERENCE[0] * HV_REFERENCE[1]
+    b.append(("h", 3, "Search progress"))
+    b.append(
+        (
+            "fig",
+            "hypervolume",
+            f"Hypervolume after each finished search trial (final {num(final, '.3f')} of {ref:.2f}).",
+        )
+    )
+    return b

@@ -27,7 +27,6 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
-import os
 import pickle
 import tempfile
 import time
@@ -44,6 +43,7 @@ from optuna.trial import TrialState
 from torch import nn
 
 from explorer.errors import ConfigError, DataError, StorageError
+from explorer.search.locations import ARTIFACTS_ENV, env_artifact_location
 from explorer.search.storage import check_artifact_location, open_storage
 
 __all__ = [
@@ -59,7 +59,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-ARTIFACTS_ENV = "EXPLORER_ARTIFACTS"
 ARTIFACT_DIR_ENV = ARTIFACTS_ENV  # the name this module exported before artifacts went through Optuna
 DEFAULT_MAX_BYTES = (
     200 * 2**20
@@ -88,7 +87,7 @@ def absolute_location(location: str) -> str:
 
 
 def _env_location() -> str | None:
-    return os.environ.get(ARTIFACTS_ENV, "").strip() or None
+    return env_artifact_location()  # checked: EXPLORER_ARTIFACTS=ftp://x is an error, not a folder "ftp:"
 
 
 def open_backend(location: str, create: bool = True) -> Any:
@@ -136,6 +135,7 @@ class ArtifactStore:
         *,
         storage: BaseStorage | None = None,
         spec_location: str | None = None,
+        writable: bool = True,
     ):
         if max_bytes < 1:
             raise ConfigError(f"the artifact size limit must be positive, got {max_bytes} bytes.")
@@ -145,6 +145,9 @@ class ArtifactStore:
         self.write_location = absolute_location(self.override or spec_location or self.default_location)
         self.max_bytes = int(max_bytes)
         self._storage = storage
+        self.writable = (
+            writable  # False: a read-only study storage; saving keeps nothing (and says so in the log)
+        )
         self._backends: dict[tuple[str, bool], Any] = {}
 
     # ---------------------------------------------------------------------------------------- plumbing
@@ -200,7 +203,10 @@ class ArtifactStore:
 
     def save(self, study_name: str, trial_number: int, model: nn.Module) -> str:
         """Upload ``model``'s state_dict (CPU copies) as ``trial-NNNNN.pt``, index it, enforce the size limit;
-        return the artifact id."""
+        return the artifact id ("" when the storage is read-only: nothing is kept)."""
+        if not self.writable:
+            log.info("the weights of trial #%d are not kept: the study's storage is read-only", trial_number)
+            return ""
         storage, study_id = self.storage, self._study_id(study_name)
         trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, int(trial_number))
         trial = storage.get_trial(trial_id)
@@ -334,7 +340,10 @@ class ArtifactStore:
 
     def save_file(self, study_name: str, path: str | Path) -> str:
         """Keep a file (a report figure) with the study under its name; a later file of the same name replaces
-        the content in place, so the study's artifact list (and the dashboard's) never holds stale copies."""
+        the content in place, so the study's artifact list (and the dashboard's) never holds stale copies
+        ("" when the storage is read-only: nothing is kept)."""
+        if not self.writable:
+            return ""
         path = Path(path)
         storage, study_id = self.storage, self._study_id(study_name)
         key = f"{FIGURE_KEY}{path.name}"
@@ -359,6 +368,9 @@ def store_for(
     location: str | None = None,
     storage: BaseStorage | None = None,
     spec_location: str | None = None,
+    writable: bool = True,
 ) -> ArtifactStore:
     """The artifact store that belongs to a study storage (see :class:`ArtifactStore` for the arguments)."""
-    return ArtifactStore(storage_url, location, max_bytes, storage=storage, spec_location=spec_location)
+    return ArtifactStore(
+        storage_url, location, max_bytes, storage=storage, spec_location=spec_location, writable=writable
+    )

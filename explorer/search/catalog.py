@@ -1,4 +1,6 @@
-"""Read-only views of stored studies: list them, and summarize one. No heartbeat, nothing written, no torch.
+"""Read-only views of stored studies: list them, and summarize one. No heartbeat, nothing created or written
+(storages are opened with ``readonly=True``: a missing SQLite file is an error, an existing one is opened
+read-only), no torch.
 
 `explorer study list` and `explorer study status` go through here, so they start in about a second even on a
 busy machine (they import Optuna and SQLAlchemy, not PyTorch).
@@ -23,7 +25,7 @@ from explorer.search.storage import (
     study_exists,
 )
 
-__all__ = ["existing_study_url", "list_studies", "read_study", "study_status"]
+__all__ = ["CREATED_MARK", "existing_study_url", "list_studies", "missing_spec", "read_study", "study_status"]
 
 
 def existing_study_url(name: str, storage_url: str | None = None) -> str:
@@ -39,20 +41,36 @@ def existing_study_url(name: str, storage_url: str | None = None) -> str:
     return url
 
 
+CREATED_MARK = "explorer_version"  # the user attr explorer writes first when it creates a study
+
+
+def missing_spec(name: str, masked: str, attrs: dict[str, Any]) -> SpecError:
+    """The error for a study without a stored spec: one whose creation by explorer was cut short, or one explorer
+    did not create (a plain Optuna study), which explorer reads and changes no further."""
+    if CREATED_MARK in attrs:
+        return SpecError(
+            f"study {name!r} in {masked} has no stored spec: its creation was interrupted; run `explorer study "
+            "run SPEC` again to finish creating it, or use another name."
+        )
+    return SpecError(
+        f"study {name!r} in {masked} was not created by explorer (it has no explorer spec); read it with Optuna "
+        "itself (optuna.load_study), or give your study another name."
+    )
+
+
 def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study, StudySpec, str]:
-    """The study ``name``, its stored spec and its storage URL, opened read-only."""
+    """The study ``name``, its stored spec and its storage URL, opened read-only: nothing is created or changed,
+    and a study without explorer's spec is refused at once."""
     url = existing_study_url(name, storage_url)
-    storage = open_storage(url, heartbeat=False)
+    storage = open_storage(url, readonly=True)
     if not study_exists(storage, name):
         raise StudyNotFoundError(
             f"no study {name!r} in {mask_url(url)}; `explorer study list --storage URL` shows the studies there."
         )
     study = optuna.load_study(study_name=name, storage=storage)
     if "spec" not in study.user_attrs:
-        raise SpecError(
-            f"study {name!r} has no stored spec (it was not created by explorer); use Optuna directly."
-        )
-    return study, spec_from_dict(study.user_attrs["spec"]), url
+        raise missing_spec(name, mask_url(url), study.user_attrs)
+    return study, spec_from_dict(study.user_attrs["spec"], stored=True), url
 
 
 def list_studies(storage_url: str) -> list[dict[str, Any]]:
@@ -62,7 +80,7 @@ def list_studies(storage_url: str) -> list[dict[str, Any]]:
     trials are read, to leave out the bookkeeping ones (closed without running), so a listing stays fast for
     studies of thousands of trials.
     """
-    storage = open_storage(storage_url, heartbeat=False)
+    storage = open_storage(storage_url, readonly=True)
     out = []
     for s in sorted(storage.get_all_studies(), key=lambda s: s.study_name):
         sid = storage.get_study_id_from_name(s.study_name)

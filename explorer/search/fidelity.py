@@ -1,25 +1,37 @@
-"""When a trial may stop before its planned epochs: rungs for search trials, a plateau for finalists.
+"""When a search trial may stop before its planned epochs: at a rung, beaten beyond seed and split noise.
 
 Search trials (:func:`dominated_at_rung`). A trial may stop only at a rung (``min_epochs * reduction**i``
 epochs, see :class:`~explorer.search.spec.EarlyStoppingSpec`), and only when a *different* architecture that is
-at least as fast (latency within the two measurements' spread counts as a tie) was more accurate at the same
-epoch by more than the validation split can explain: accuracy is a proportion of ``n`` examples, so the
-difference of two has standard error ``sqrt(a(1-a)/n + b(1-b)/n)``; with ``m`` such peers compared, the
-threshold is ``z = Phi^-1(1 - alpha/m)`` standard errors (Bonferroni), so the chance of stopping a trial that
-is truly as good as all of them stays below ``alpha`` however many peers there are. Other seeds of the same
-architecture are never peers.
+at least as fast (latency within the two measurements' spread counts as a tie) is better at the same epoch by
+more than the noise of seeds and split together. During a search each architecture has one seed, so that noise
+is not measured per architecture: it is estimated from the spread of all the study's values at that epoch (the
+trial's and every peer's that reached it). Were there no real difference between architectures, that spread
+would be exactly the noise of one value; real differences widen it, so the rule errs towards not stopping.
+Early in training, seeds spread the values more than the validation split does (36 quickstart architectures
+x 3 seeds at epoch 3: 4.6 points between seeds against a binomial standard error of 3.0,
+``benchmarks/fidelity.md``), which is why the split's binomial standard error alone stopped trials that were
+as good as their peers.
 
-A language-model task is scored by validation bits per byte, lower is better: there a peer must be *lower* by
-more than ``z`` standard errors of the difference, each value's standard error being the trial's own standard
-error of its validation loss at that epoch (from the spread of the per-window losses,
-:class:`explorer.engine.train.SplitScore`; both models are scored on the same windows, so the peer's is taken
-to be the same). Where that standard error is unknown, 0.5% of the value stands in.
+The test, for each peer compared: the lead ``d`` over the standard error of a difference of two values,
+``sqrt(2) * s``, where ``s`` is the spread of the epoch's ``n`` values once the two compared are replaced by
+their mean (``n - 2`` degrees of freedom; that spread is independent of ``d`` when all values share one normal
+distribution, so ``d / (sqrt(2) s)`` then follows Student's t exactly). The standard error is never below the
+split's own, the binomial ``sqrt(a(1-a)/n_val + b(1-b)/n_val)``. The trial stops when ``d`` exceeds that
+standard error times the one-sided t critical value at level ``alpha / (m * R)``, with ``m`` the peers
+compared and ``R`` the trial's rungs (Bonferroni over both): a trial that is truly as good as every faster
+peer is stopped at some rung with probability at most ``alpha`` (exactly so for normal noise; replays of
+recorded runs with the architectures' labels permuted check it, ``benchmarks/fidelity.md``). Other seeds of
+the same architecture are never compared with it (their values do count in the spread). With fewer than
+three values at an epoch nothing stops.
 
-The spec's ``[early_stopping]`` and ``[finalists]`` tables are read into :class:`EarlyStoppingSpec` and
-:class:`FinalistsSpec`, defined here with the rules they configure.
+A language-model task is scored by validation bits per byte, lower is better: there a peer must be *lower*, by
+the same test; the floor of a value's noise is the trial's own standard error of its validation loss at that
+epoch (from the spread of the per-window losses, :class:`explorer.engine.train.SplitScore`; both models are
+scored on the same windows, so the peer's is taken to be the same). Where that standard error is unknown, 0.5%
+of the value stands in.
 
-Finalists train with the plateau schedule of :func:`explorer.engine.train.fit` (the lr drops when validation
-stops improving beyond its noise; training ends after the last drop and one more plateau, or at its cap).
+The spec's ``[early_stopping]`` table is read into :class:`EarlyStoppingSpec`, defined here with the rule it
+configures. Finalists never stop early: they train a fixed schedule (:mod:`explorer.search.evidence_spec`).
 """
 
 from __future__ import annotations
@@ -27,14 +39,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
 from explorer.engine.measures import binomial_se
 
 __all__ = [
     "RELATIVE_SE",
     "EarlyStoppingSpec",
-    "FinalistsSpec",
     "Peer",
     "Verdict",
     "dominated_at_rung",
@@ -46,12 +56,12 @@ RELATIVE_SE = 0.005  # a loss's standard error where none was measured: 0.5% of 
 
 @dataclass(frozen=True)
 class EarlyStoppingSpec:
-    """Rung-based early stopping that is honest under the validation split's noise (explorer.search.fidelity)."""
+    """Rung-based early stopping that is honest under seed and split noise (explorer.search.fidelity)."""
 
     enabled: bool = True
     min_epochs: int = 3  # the first rung: no trial stops before this epoch
     reduction: int = 2  # rungs at min_epochs * reduction**i, below the planned epochs
-    alpha: float = 0.05  # family-wise error of "a faster architecture is more accurate" at one rung
+    alpha: float = 0.05  # a trial's chance of a false stop over all its rungs (stopped, yet as good as peers)
 
     def rungs(self, epochs: int) -> tuple[int, ...]:
         """The epochs at which a trial of ``epochs`` planned epochs may stop (none when disabled)."""
@@ -62,24 +72,6 @@ class EarlyStoppingSpec:
             out.append(r)
             r *= self.reduction
         return tuple(out)
-
-
-@dataclass(frozen=True)
-class FinalistsSpec:
-    """The finalist stage: the knee, its neighbours and references retrained with fresh seeds to a plateau."""
-
-    enabled: bool = True
-    top: int = 2  # front architectures nearest the knee (the knee included)
-    references: bool = True  # 1 head, 8 (8-16) heads per layer and the next faster front layout
-    # every head count of the space, the same in each layer, at the knee's width and depth
-    ladder: bool = True
-    seeds: int = 3  # fresh seeds per finalist
-    max_epochs: int | None = None  # cap of the plateau rule; None: 3 x [task] epochs
-    patience: int = 4  # epochs without a rise of more than one binomial standard error before stopping
-    timing_rounds: int = 3  # interleaved re-timing rounds of every finalist, with no training running
-
-    def epochs(self, search_epochs: int) -> int:
-        return self.max_epochs or 3 * search_epochs
 
 
 @dataclass(frozen=True)
@@ -116,41 +108,57 @@ def dominated_at_rung(
     *,
     higher_is_better: bool = True,
     se: float | None = None,
+    n_rungs: int = 1,
 ) -> Verdict:
-    """Whether a trial at ``epoch`` (a rung) is beaten beyond noise by an at-least-as-fast other architecture.
+    """Whether a trial at ``epoch`` (a rung) is beaten beyond seed and split noise by an at-least-as-fast
+    other architecture (the test of the module docstring).
 
-    ``accuracy`` is the trial's value of the task's metric at that epoch; with ``higher_is_better=False`` (bits
-    per byte) lower wins and ``se`` (its standard error) is the noise of each value, else binomial on ``n_val``.
+    ``accuracy`` is the trial's value of the task's metric at that epoch; with ``higher_is_better=False``
+    (bits per byte) lower wins and ``se`` (its standard error) floors each value's noise, else the binomial
+    standard error on ``n_val`` examples does. ``n_rungs`` is the number of rungs the trial has: ``alpha`` is
+    spread over them, so it bounds the trial's chance of a false stop over all of them.
     """
+    reached = [p for p in peers if len(p.history) >= epoch]
     eligible = [
         p
-        for p in peers
-        if p.key != key
-        and len(p.history) >= epoch
-        and p.latency_ms <= latency_ms * (1 + tie_tolerance(spread, p.spread))
+        for p in reached
+        if p.key != key and p.latency_ms <= latency_ms * (1 + tie_tolerance(spread, p.spread))
     ]
-    if not eligible:
+    values = [accuracy] + [p.history[epoch - 1] for p in reached]
+    df = len(values) - 2
+    if not eligible or df < 1:
         return Verdict(False)
-    z = NormalDist().inv_cdf(1 - alpha / len(eligible))
+    from scipy import stats  # here, not at import: specs load this module and read-only commands stay light
 
+    level = alpha / (len(eligible) * n_rungs)
+    critical = float(stats.t.isf(level, df))
+    mean = sum(values) / len(values)
+    squares = sum((v - mean) ** 2 for v in values)
     own = se if se is not None and se > 0 else RELATIVE_SE * abs(accuracy)
+
+    def floor(value: float) -> float:  # one value's noise from the split alone
+        return binomial_se(value, n_val) if higher_is_better else own
 
     def lead_and_se(p: Peer) -> tuple[float, float]:
         theirs = p.history[epoch - 1]
-        if not higher_is_better:
-            return accuracy - theirs, math.hypot(own, own)
-        return theirs - accuracy, math.hypot(binomial_se(theirs, n_val), binomial_se(accuracy, n_val))
+        lead = theirs - accuracy if higher_is_better else accuracy - theirs
+        # the spread with the two compared values replaced by their mean: n - 2 degrees of freedom
+        noise = math.sqrt(max(squares - lead**2 / 2, 0.0) / df)
+        return lead, max(math.sqrt(2) * noise, math.hypot(floor(theirs), floor(accuracy)))
 
-    best = max(eligible, key=lambda p: (lambda d, se: d / se)(*lead_and_se(p)))
+    best = max(eligible, key=lambda p: (lambda d, s: d / s)(*lead_and_se(p)))
     lead, diff_se = lead_and_se(best)
-    if lead > z * diff_se:
-        if higher_is_better:
-            by = f"led by {lead * 100:.1f} points > {z:.2f} standard errors ({z * diff_se * 100:.1f} points"
-        else:
-            by = f"lower by {lead:.3f} bits per byte > {z:.2f} standard errors ({z * diff_se:.3f}"
-        return Verdict(
-            True,
-            f"stopped at epoch {epoch}: trial #{best.number}, at least as fast ({best.latency_ms:.3g} vs "
-            f"{latency_ms:.3g} ms), {by}; {len(eligible)} peers compared, alpha {alpha:g})",
-        )
-    return Verdict(False)
+    if lead <= critical * diff_se:
+        return Verdict(False)
+    if higher_is_better:
+        margin = critical * diff_se * 100
+        by = f"led by {lead * 100:.1f} points > {critical:.2f} standard errors ({margin:.1f} points"
+    else:
+        by = f"lower by {lead:.3f} bits per byte > {critical:.2f} standard errors ({critical * diff_se:.3f}"
+    return Verdict(
+        True,
+        f"stopped at epoch {epoch}: trial #{best.number}, at least as fast ({best.latency_ms:.3g} vs "
+        f"{latency_ms:.3g} ms), {by}; seed and split noise from the spread of {len(values)} values at this "
+        f"epoch, t with {df} degrees of freedom at {level:.2g}: {len(eligible)} peers compared, {n_rungs} "
+        f"rung{'s' * (n_rungs != 1)}, alpha {alpha:g})",
+    )

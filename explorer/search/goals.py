@@ -1,5 +1,5 @@
-"""What a study's task is and what it optimizes and limits: the [task], [objectives], [budgets] and [decode]
-tables of a spec (explorer.search.spec reads the rest and re-exports these).
+"""What a study's task and model are and what it optimizes and limits: the [task], [model], [objectives],
+[budgets] and [decode] tables of a spec (explorer.search.spec reads the rest and re-exports these).
 
 The task's kind decides the quality metric (:func:`explorer.engine.measures.quality_metric`): a classification
 task is scored by validation accuracy (maximized), a language-model task (text) by validation bits per byte
@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from explorer.engine.config import DecodeConfig
+from explorer.engine.hooks import REFERENCE_FORM, is_reference
 from explorer.engine.measures import quality_metric
 from explorer.errors import SpecError
+from explorer.search.spec_keys import SPEC_KEYS
 from explorer.search.toml_table import Table, is_list, kind
 
 __all__ = [
@@ -21,17 +23,24 @@ __all__ = [
     "TASK_KINDS",
     "TASK_NAMES",
     "BudgetsSpec",
+    "ModelSpec",
     "ObjectivesSpec",
     "TaskSpec",
     "read_budgets",
     "read_decode",
+    "read_model",
     "read_objectives",
     "read_task",
 ]
 
 # explorer.engine.tasks.TASKS and each task's kind; not imported, so parsing a spec stays torch-free (a test
-# checks they agree). A user .npz file is a classification task.
-TASK_KINDS = {"digits": "classification", "relations": "classification", "text": "language_model"}
+# checks they agree). A user .npz file and a user function are classification tasks.
+TASK_KINDS = {
+    "digits": "classification",
+    "mnist": "classification",
+    "relations": "classification",
+    "text": "language_model",
+}
 TASK_NAMES = tuple(TASK_KINDS)
 MB = 10**6  # [budgets] max_kv_cache_mb counts megabytes of 10^6 bytes
 
@@ -51,7 +60,7 @@ class ObjectivesSpec:
 class TaskSpec:
     """The task and its training budget."""
 
-    name: str  # digits | relations | text | path to a .npz file
+    name: str  # digits | mnist | relations | text | path to a .npz file | module:function | file.py:function
     options: dict[str, Any] = field(
         default_factory=dict
     )  # keyword arguments for explorer.engine.tasks.load_task
@@ -65,6 +74,21 @@ class TaskSpec:
 
 
 @dataclass(frozen=True)
+class ModelSpec:
+    """Which model realises each layout: explorer's own (the default) or the user's function."""
+
+    build: str | None = None  # "module:function" or "file.py:function" (explorer.engine.usermodel)
+
+    def builder(self) -> Any:
+        """The :class:`explorer.engine.usermodel.ModelBuilder` for ``build``, or None (imports torch)."""
+        if self.build is None:
+            return None
+        from explorer.engine.usermodel import ModelBuilder
+
+        return ModelBuilder(self.build)
+
+
+@dataclass(frozen=True)
 class BudgetsSpec:
     """Hard limits; each one set becomes an Optuna constraint (trials over it are infeasible)."""
 
@@ -75,7 +99,7 @@ class BudgetsSpec:
 
 
 def read_objectives(data: Any, task: TaskSpec) -> ObjectivesSpec:
-    t = Table(data, "[objectives]", ("accuracy", "bpb", "latency", "params", "decode"))
+    t = Table(data, "[objectives]", SPEC_KEYS["objectives"])
     lm = task.kind == "language_model"
     own, other = ("bpb", "accuracy") if lm else ("accuracy", "bpb")
     if other in t.data:
@@ -101,11 +125,12 @@ def read_objectives(data: Any, task: TaskSpec) -> ObjectivesSpec:
 
 
 def read_task(data: Any) -> TaskSpec:
-    t = Table(data, "[task]", ("name", "options", "epochs", "batch_size"))
+    t = Table(data, "[task]", SPEC_KEYS["task"])
     name = t.text("name")
-    if name not in TASK_NAMES and not name.endswith(".npz"):
+    if name not in TASK_NAMES and not name.endswith(".npz") and not is_reference(name):
         raise SpecError(
-            f"'name' in [task] is {name!r}; choose {', '.join(TASK_NAMES)} or give a path ending in .npz."
+            f"'name' in [task] is {name!r}; choose {', '.join(TASK_NAMES)}, give a path ending in .npz, or "
+            f"name your own function as {REFERENCE_FORM}."
         )
     options = t.get("options", {}, lambda v: isinstance(v, dict), "a table such as { n_relations = 4 }")
     for key, value in options.items():
@@ -127,7 +152,7 @@ def read_decode(data: Any, task: TaskSpec, wanted: bool) -> DecodeConfig | None:
     """The [decode] table; a decoding objective or budget without one measures at the defaults."""
     if data is None and not wanted:
         return None
-    t = Table({} if data is None else data, "[decode]", ("context", "batch_size"))
+    t = Table({} if data is None else data, "[decode]", SPEC_KEYS["decode"])
     if task.kind != "language_model":
         what = "[decode]" if data is not None else "a decoding objective or budget"
         raise SpecError(
@@ -137,7 +162,7 @@ def read_decode(data: Any, task: TaskSpec, wanted: bool) -> DecodeConfig | None:
 
 
 def read_budgets(data: Any, task: TaskSpec) -> BudgetsSpec:
-    t = Table(data, "[budgets]", ("max_latency_ms", "max_params", "max_decode_ms", "max_kv_cache_mb"))
+    t = Table(data, "[budgets]", SPEC_KEYS["budgets"])
     budgets = BudgetsSpec(
         max_latency_ms=t.positive("max_latency_ms", None),
         max_params=t.integer("max_params", None),
@@ -150,3 +175,17 @@ def read_budgets(data: Any, task: TaskSpec) -> BudgetsSpec:
                 f"{key!r} in [budgets] needs a language-model task (text); {task.name!r} classifies. Remove it."
             )
     return budgets
+
+
+def read_model(data: Any, task: TaskSpec, decode: DecodeConfig | None) -> ModelSpec:
+    """The [model] table: ``build``, the user's model function (checked for its form here, imported later)."""
+    t = Table(data, "[model]", SPEC_KEYS["model"])
+    build = t.text("build", None)
+    if build is not None and not is_reference(build):
+        raise SpecError(f"'build' in [model] is {build!r}; name your model function as {REFERENCE_FORM}.")
+    if build is not None and decode is not None:
+        raise SpecError(
+            "[model] build with decoding latency: timing decoding needs explorer's own language model (its "
+            "key/value cache); drop [decode] and the decoding objective or budget, or drop build."
+        )
+    return ModelSpec(build=build)

@@ -4,11 +4,13 @@ A trial is one configuration trained with one seed, in one of two roles:
 
 * ``search``: the sampler proposes an architecture the study has not taken (:mod:`explorer.search.sampling`);
   the trial claims it (:mod:`explorer.search.claims`: a configuration another trial holds makes this trial a
-  duplicate, closed without training and not counted), trains it with seed ``spec.seed + trial number`` for
-  ``[task] epochs``, and may stop at a rung when a faster architecture beats it beyond noise
-  (:func:`explorer.search.fidelity.dominated_at_rung`).
-* ``finalist``: an enqueued run of a chosen architecture with a fresh seed, trained until its accuracy stops
-  moving (the plateau schedule of :func:`explorer.engine.train.fit`) or its cap.
+  duplicate, closed without training and not counted), trains it with the study's seed for its number
+  (:func:`explorer.search.units.search_seed`) for ``[task] epochs``, and may stop at a rung when a faster
+  architecture beats it beyond seed and split noise (:func:`explorer.search.fidelity.dominated_at_rung`).
+* ``finalist``: an enqueued run of a chosen architecture on one unit of the evidence grid (a fold of one
+  replicate, :func:`explorer.insight.finalists.evidence_units`): that fold of the labelled examples is its
+  validation split (:func:`explorer.engine.tasks.folds.fold_task`), the unit's seed (shared by every layout) its
+  training seed, and it trains the fixed schedule of ``[finalists] epochs``.
 
 Both go through :func:`explorer.engine.evaluate.evaluate_variant` (time first, then train) and write one
 :class:`~explorer.search.record.TrialRecord` as user attributes. A budget is checked on the latency, the
@@ -35,14 +37,17 @@ from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.evaluate import VariantFailed, evaluate_variant
 from explorer.engine.latency_cache import LatencyCache
 from explorer.engine.measures import DecodeResult, LatencyResult
-from explorer.engine.tasks import load_task
+from explorer.engine.tasks import Task, load_task
+from explorer.engine.tasks.folds import chance_level
 from explorer.engine.train import EpochStats
 from explorer.search import fidelity
 from explorer.search.artifacts import ArtifactStore
 from explorer.search.claims import Claims
 from explorer.search.record import RETRY_ATTRS, TrialRecord, arch_key, is_bookkeeping
+from explorer.search.retrain import run_task
 from explorer.search.space import SearchSpace
 from explorer.search.spec import MB, StudySpec
+from explorer.search.units import search_seed
 
 __all__ = [
     "LIVE_STATES",
@@ -109,10 +114,21 @@ class Objective:
         self.total = spec.n_trials if total is None else total
         self.space = SearchSpace(spec.space)
         self.task = load_task(spec.task.name, **spec.task.options)
+        self.builder = spec.model.builder()  # the user's model function, or None: explorer's own
         self.cache = LatencyCache()
         self.latency_cfg = dataclasses.replace(spec.latency, device=device or spec.latency.device)
         self.claims = Claims(study._storage, spec.name)
         self.store = store
+        self._folds: dict[tuple[int, int, int], Task] = {}
+
+    def _task_for(self, run: dict[str, Any]) -> Task:
+        """The task a finalist run trains on: its cross-validation fold, or the task's fixed split."""
+        if run.get("fold") is None:
+            return self.task
+        key = (int(run["fold"]), int(run["folds"]), int(run["fold_seed"]))
+        if key not in self._folds:
+            self._folds[key] = run_task(self.task, *key)
+        return self._folds[key]
 
     # ---------------------------------------------------------------------------------------- entry
 
@@ -139,9 +155,11 @@ class Objective:
             before = [t for t in live_trials(self.study, "search") if t.number < trial.number]
             if len(before) >= self.total:
                 raise self._close(trial, "surplus", True, f"beyond the search total of {self.total}")
+        task = self.task
         if role == "finalist":  # a chosen architecture, possibly outside the search space (a reference)
             run = trial.user_attrs["finalist"]
             config, lr = ModelConfig.from_dict(run["model"]), float(run["lr"])
+            task = self._task_for(run)
         else:
             sampled = self.space.sample(trial)
             config, lr = sampled.config, sampled.lr
@@ -155,9 +173,9 @@ class Objective:
         key = arch_key(config, lr)
         if role == "finalist":
             seed = int(trial.user_attrs["seed"])
-            claim_key, epochs = f"{key}|seed{seed}", self.spec.finalists.epochs(self.spec.task.epochs)
+            claim_key, epochs = f"{key}|seed{seed}", self.spec.finalists.run_epochs(self.spec.task.epochs)
         else:
-            seed = int(trial.user_attrs.get("seed", self.spec.seed + trial.number))
+            seed = int(trial.user_attrs.get("seed", search_seed(self.spec.seed, trial.number)))
             claim_key, epochs = key, self.spec.task.epochs
         failed = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
         holder = self.claims.claim(claim_key, trial.number, can_take_over=failed)
@@ -173,9 +191,11 @@ class Objective:
             seed=seed,
             epochs_planned=epochs,
             batch_size=self.spec.task.batch_size,
-            schedule="plateau" if role == "finalist" else "cosine",
-            patience=self.spec.finalists.patience if role == "finalist" else None,
             task_kind=self.task.kind,
+            fold=trial.user_attrs["finalist"].get("fold") if role == "finalist" else None,
+            folds=trial.user_attrs["finalist"].get("folds") if role == "finalist" else None,
+            fold_seed=trial.user_attrs["finalist"].get("fold_seed") if role == "finalist" else None,
+            chance=chance_level(task),
         )
         _set_attrs(trial, record.arch_attrs())
         log.info(
@@ -189,12 +209,8 @@ class Objective:
             seed,
             epochs,
         )
-        if role == "finalist":  # trained until accuracy stops moving (the plateau schedule), epochs a cap
-            patience = self.spec.finalists.patience
-            train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed,
-                                    schedule="plateau", patience=patience)  # fmt: skip
-        else:
-            train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed)
+        # the same schedule for every run of a role: warm-up, then cosine decay over its planned epochs
+        train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed)
         measured: dict[str, Any] = {}
         history: list[float] = []
         metric = self.spec.metric
@@ -229,7 +245,7 @@ class Objective:
                 raise _OverBudget(over)
 
         rungs = set(self.spec.early_stopping.rungs(epochs)) if role == "search" else set()
-        n_val = len(self.task.val[1])  # accuracies are proportions of this many examples
+        n_val = len(task.val[1])  # accuracies are proportions of this many examples
 
         def on_epoch(stats: EpochStats) -> bool:
             history.append(stats.quality)
@@ -251,6 +267,7 @@ class Objective:
                 self.spec.early_stopping.alpha,
                 higher_is_better=metric.direction == "maximize",
                 se=stats.val_bpb_se,
+                n_rungs=len(rungs),
             )
             if verdict.stop:
                 measured["stop"] = verdict.reason
@@ -259,7 +276,7 @@ class Objective:
         try:
             result = evaluate_variant(
                 config,
-                self.task,
+                task,
                 train_cfg,
                 self.latency_cfg,
                 # finalists are timed afresh: independent timings give the latency its real spread
@@ -269,6 +286,7 @@ class Objective:
                 keep_model=self.store is not None,
                 decode=self.spec.decode,
                 on_decoded=on_decoded,
+                builder=self.builder,
             )
         except _OverBudget as exc:
             _set_attrs(trial, {"stop": f"over budget before training ({exc})", "history": []})
@@ -294,11 +312,6 @@ class Objective:
         attrs = {k: v for k, v in attrs.items() if v is not None}
         if "stop" in measured:
             attrs["stop"] = measured["stop"]
-        elif role == "finalist" and result.fit.stopped_early:
-            attrs["stop"] = (
-                f"plateau at epoch {result.fit.epochs_run}: no rise above the noise in "
-                f"{train_cfg.patience} epochs after the last learning-rate drop"
-            )
         if result.relations is not None:
             attrs["relations"] = [
                 [int(r.layer), int(r.head), int(r.relation), round(float(r.attention), 4)]

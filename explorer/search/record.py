@@ -23,10 +23,8 @@ from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
 
 __all__ = [
-    "FINALIST_SEED_OFFSET",
     "RECORD_VERSION",
     "RETRY_ATTRS",
-    "FinalistRun",
     "RETIMED_ATTR",
     "Retiming",
     "ROLES",
@@ -39,7 +37,7 @@ __all__ = [
     "record_from_trial",
 ]
 
-RECORD_VERSION = 3  # 3: kv_heads, head_dim, the task kind, bits per byte and decoding latency
+RECORD_VERSION = 4  # 3: kv_heads, head_dim, the task kind, bits per byte, decoding; 4: folds, chance level
 ROLES = ("search", "finalist")  # a search trial (one new architecture) or a finalist run (a fresh seed)
 _BOOKKEEPING = (
     "surplus",
@@ -48,27 +46,9 @@ _BOOKKEEPING = (
 )  # trials closed without running: neither results nor failures
 RETRY_ATTRS = ("role", "seed", "finalist")  # what a retried trial inherits: what it is, not what it measured
 RETIMED_ATTR = "retimed"  # study attribute holding the finalists' re-timings (explorer.search.retime)
-FINALIST_SEED_OFFSET = 1_000_000  # finalist seeds are spec.seed + offset + i; search seeds spec.seed + number
-
-
 def arch_key(config: ModelConfig, lr: float) -> str:
     """What makes two trials the same configuration: the architecture and its learning rate."""
     return f"{config.key()}_lr{lr:.6g}"
-
-
-@dataclass(frozen=True)
-class FinalistRun:
-    """One planned finalist run: an architecture, its learning rate, a fresh seed, and its part in the plan."""
-
-    config: ModelConfig
-    lr: float
-    seed: int
-    label: str  # knee | front | 1 head | 8 heads | next faster ...
-    source: int | None = None  # the search trial it comes from (None for a reference layout)
-
-    def attrs(self) -> dict[str, Any]:
-        """What the queued trial carries (its ``finalist`` user attribute)."""
-        return {"model": self.config.to_dict(), "lr": self.lr, "label": self.label, "source": self.source}
 
 
 @dataclass(frozen=True)
@@ -83,7 +63,7 @@ class TrialRecord:
     seed: int | None  # the training seed (init, data order, dropout)
     epochs_planned: int | None
     batch_size: int | None = None  # training batch size
-    schedule: str = "cosine"  # the lr schedule (finalists: plateau, with this patience)
+    schedule: str = "cosine"  # the lr schedule (plateau: finalists of studies before the fixed schedule)
     patience: int | None = None
     # The task's validation metric after each epoch run: accuracy, or bits per byte for a language model.
     history: tuple[float, ...] = ()
@@ -97,7 +77,7 @@ class TrialRecord:
     torch_version: str | None = None
     train_time_s: float | None = None
     samples_per_s: float | None = None
-    stop: str | None = None  # why training ended before its plan (a rung, a plateau, a budget)
+    stop: str | None = None  # why training ended before its plan (a rung; a plateau, in older studies)
     fail_reason: str | None = None
     retry_of: int | None = None  # the killed or interrupted trial this one retries
     constraints: tuple[tuple[str, float], ...] = ()  # (name, value); <= 0 is feasible
@@ -114,6 +94,10 @@ class TrialRecord:
     test_bpb: float | None = None
     val_bpb_se: float | None = None  # standard error of val_bpb over the validation windows
     decode: DecodeResult | None = None  # decoding latency and key/value cache, when the study measures it
+    fold: int | None = None  # the cross-validation fold it validated on (None: the task's fixed split)
+    folds: int | None = None  # how many folds its replicate was cut into
+    fold_seed: int | None = None  # the seed that cut its replicate's folds
+    chance: float | None = None  # what learning nothing scores on its validation split (engine.tasks.folds)
 
     # ---------------------------------------------------------------------------------------- derived
 
@@ -187,6 +171,9 @@ class TrialRecord:
 
     # ---------------------------------------------------------------------------------------- writing
 
+    def _fold_attrs(self) -> dict[str, Any]:
+        return {"fold": self.fold, "folds": self.folds, "fold_seed": self.fold_seed, "chance": self.chance}
+
     def arch_attrs(self) -> dict[str, Any]:
         """The architecture as readable user attributes (what the objective writes first)."""
         c = self.config
@@ -213,6 +200,7 @@ class TrialRecord:
             "batch_size": self.batch_size,
             "schedule": self.schedule,
             "patience": self.patience,
+            **{k: v for k, v in self._fold_attrs().items() if v is not None},
         }
 
     def to_attrs(self) -> dict[str, Any]:
@@ -331,6 +319,10 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         test_bpb=_opt(a, "test_bpb", float),
         val_bpb_se=_opt(a, "val_bpb_se", float),
         decode=decode,
+        fold=_opt(a, "fold", int),
+        folds=_opt(a, "folds", int),
+        fold_seed=_opt(a, "fold_seed", int),
+        chance=_opt(a, "chance", float),
     )
 
 

@@ -122,10 +122,11 @@ def _time_round(handle: StudyHandle, r: int, todo: _Todo, device: str) -> None:
     spec = handle.spec
     cfg = dataclasses.replace(spec.latency, device=device)
     task = load_task(spec.task.name, **spec.task.options)
+    builder = spec.model.builder()
     for key, config, kinds in todo:
         for kind in kinds:
             if kind == "forward":
-                lat = model_latency(config, task.spec, cfg, cfg.device, cache=None)
+                lat = model_latency(config, task.spec, cfg, cfg.device, cache=None, builder=builder)
             else:
                 assert spec.decode is not None
                 step = dataclasses.replace(cfg, batch_size=spec.decode.batch_size)

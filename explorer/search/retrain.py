@@ -5,20 +5,35 @@ from __future__ import annotations
 import logging
 
 import torch
+from torch import nn
 
 from explorer.engine.config import LatencyConfig
 from explorer.engine.device import as_device
 from explorer.engine.evaluate import evaluate_variant
-from explorer.engine.model import Encoder, build_model
+from explorer.engine.model import build_model
 from explorer.engine.tasks.base import Task
+from explorer.engine.tasks.folds import fold_task
 from explorer.engine.train import EpochStats
+from explorer.engine.usermodel import ModelBuilder
 from explorer.errors import DataError
 from explorer.search.artifacts import ArtifactStore
 from explorer.search.record import TrialRecord
 
-__all__ = ["trained_model"]
+__all__ = ["record_task", "run_task", "trained_model"]
 
 log = logging.getLogger(__name__)
+
+
+def run_task(task: Task, fold: int | None, folds: int | None, fold_seed: int | None) -> Task:
+    """The split a run trained and validated on: its cross-validation fold of ``task``, or ``task`` itself."""
+    if fold is None or folds is None or fold_seed is None or folds < 2:
+        return task
+    return fold_task(task, fold, folds, fold_seed)
+
+
+def record_task(task: Task, record: TrialRecord) -> Task:
+    """The split ``record``'s run trained and validated on (:func:`run_task`)."""
+    return run_task(task, record.fold, record.folds, record.fold_seed)
 
 
 def trained_model(
@@ -28,19 +43,22 @@ def trained_model(
     latency: LatencyConfig,
     store: ArtifactStore,
     device: torch.device | str = "cpu",
-) -> Encoder:
-    """The trained model of a trial (eval mode, on ``device``).
+    builder: ModelBuilder | None = None,
+) -> nn.Module:
+    """The trained model of a trial (eval mode, on ``device``), built by ``builder`` (the study's [model] build)
+    or explorer's own model.
 
     Stored weights are loaded when present; otherwise the trial is retrained exactly (same architecture,
-    learning rate, seed and epochs, through :func:`explorer.engine.evaluate.evaluate_variant`) and its weights
-    are stored for next time. A finalist retrains for the epochs it ran (its plateau), not its cap.
+    learning rate, seed, epochs and cross-validation fold of ``task``, through
+    :func:`explorer.engine.evaluate.evaluate_variant`) and its weights are stored for next time. A run that
+    stopped early retrains to where it stopped.
     """
     if record.config is None or record.lr is None or record.seed is None or not record.history:
         raise DataError(f"trial #{record.number} of {study_name!r} has no trained configuration to load.")
     device = as_device(device)
     if store.has(study_name, record.number):
         with torch.random.fork_rng(devices=[]):
-            model = build_model(record.config, task.spec)
+            model = build_model(record.config, task.spec, builder)
         try:
             model.load_state_dict(store.load_state(study_name, record.number))
         except RuntimeError:
@@ -65,7 +83,10 @@ def trained_model(
         dtype=latency.dtype,
         min_run_time=0.05,
     )
-    result = evaluate_variant(record.config, task, train, eager, device, on_epoch=on_epoch, keep_model=True)
+    split = record_task(task, record)
+    result = evaluate_variant(
+        record.config, split, train, eager, device, on_epoch=on_epoch, keep_model=True, builder=builder
+    )
     assert result.model is not None
     store.save(study_name, record.number, result.model)
     return result.model.eval()

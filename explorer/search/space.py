@@ -46,6 +46,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, Floa
 
 from explorer.engine.config import ModelConfig
 from explorer.errors import ConfigError
+from explorer.search.counting import count_layouts
 from explorer.search.feasibility import FACTORS, Combo, SpaceSpec, check_space, space_combos
 from explorer.search.layouts import candidate_heads, kv_layout, kv_param_names, kv_params, pick
 from explorer.search.spec import StudySpec
@@ -262,19 +263,9 @@ class SearchSpace:
                     )
 
     def size(self) -> int:
-        """How many configurations :meth:`enumerate_configs` yields (counted, not built, in a classic space)."""
-        if self.modern:
-            return sum(1 for _ in self.points())
-        total = 0
-        for family, d_model, min_dk, _, n_layers in self.combos:
-            n = len(self.counts[d_model, min_dk, None])
-            if family == "uniform":
-                total += n
-            elif family in ("increasing", "decreasing"):
-                total += n * (n - 1) // 2
-            else:  # all sequences minus the monotone ones (non-decreasing + non-increasing - constant)
-                total += n**n_layers - 2 * math.comb(n + n_layers - 1, n_layers) + n
-        return total * len(self.space.mlp_ratio)
+        """How many configurations :meth:`points` yields, counted without building them
+        (explorer.search.counting)."""
+        return count_layouts(self.space)
 
 
 def _schedule(family: str, counts: tuple[int, ...], n_layers: int, u: Callable[[int], float]) -> str:

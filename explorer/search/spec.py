@@ -23,9 +23,15 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
                      latency = "minimize" (always); params = "minimize" (optional: parameter count);
                      decode = "minimize" (optional: decoding ms per token, language-model tasks; the knee
                      is then chosen on quality against decoding time)
-    [task]           name* = digits | relations | text | path/to/data.npz (relative to the working directory);
-                     options = { ... } passed to explorer.engine.tasks.load_task; epochs (10): a search
-                     trial's full budget; batch_size (64)
+    [task]           name* = digits | mnist | relations | text | path/to/data.npz (relative to the working
+                     directory) | your function: "package.module:function" or "path/to/data.py:function"
+                     (explorer.engine.tasks.usercode); options = { ... } passed to
+                     explorer.engine.tasks.load_task (a function's are its keyword arguments; patch = P
+                     and layout = "hwc" | "chw" cut images into patches); epochs (10): a search trial's
+                     full budget; batch_size (64)
+    [model]          build = "package.module:function" or "path/to/models.py:function": your model,
+                     built from each layout and the task's input spec (explorer.engine.usermodel);
+                     default: explorer's own encoder or language model
     [space]          d_model*, n_layers*, heads* (lists of ints: widths, depths, head-count candidates; one
                      width and one depth fix the base model, so the study answers "how many heads for it");
                      min_dk (int or list of ints to search over, default 1); families (subset of uniform,
@@ -48,21 +54,25 @@ Keys (``*`` = required; studies/quickstart.toml shows every one with a comment):
                      cache at [decode] context and batch, in MB of 10^6 bytes): optional; each becomes an
                      Optuna constraint (the last two need a language-model task)
     [early_stopping] enabled (true); min_epochs (3): the first rung; reduction (2): rungs at min_epochs,
-                     min_epochs * reduction, ... below [task] epochs; alpha (0.05): at a rung a trial stops
-                     only when a different, at-least-as-fast architecture is more accurate by more than the
-                     validation split's binomial noise allows at family-wise error alpha (Bonferroni over
-                     the peers compared)
-    [finalists]      enabled (true): after the search, retrain the knee, its nearest front neighbours and
-                     reference layouts with fresh seeds until accuracy stops moving; top (2): front
-                     architectures nearest the knee; references (true): 1 head and the folklore's 8 (8-16)
-                     heads per layer at the knee's width and depth, and the next faster front layout (a
-                     study searching kv_heads adds multi-head and multi-query attention at the knee's heads);
-                     ladder (true): every head count of the space, the same in each layer, at the knee's width
-                     and depth (the same candidates in every run of the study, so a re-run compares alike);
-                     seeds (3); max_epochs (3 x [task] epochs): a cap; patience (4): with a constant learning
-                     rate after warm-up, a plateau (no rise above one binomial standard error in this many
-                     epochs) cuts it 10x, twice, and a third plateau ends the run; timing_rounds (3):
-                     interleaved re-timing rounds of every finalist once training is done
+                     min_epochs * reduction, ... below [task] epochs; alpha (0.05): a trial's chance of a
+                     false stop over all its rungs: at a rung it stops only when a different,
+                     at-least-as-fast architecture is better by more than seed and split noise allow (the
+                     spread of the study's values at that epoch, never below the split's binomial noise; t
+                     critical values, Bonferroni over the peers compared and the trial's rungs)
+    [finalists]      enabled (true): after the search, train the knee, its nearest front neighbours,
+                     reference layouts and the ladder on the evidence grid; top (2): front architectures
+                     nearest the knee; references (true): 1 head and the tutorial's 8 (8-16) heads per layer at
+                     the knee's width and depth, and the next faster front layout (a study searching kv_heads
+                     adds multi-head and multi-query attention at the knee's heads); ladder (true): every head
+                     count of the space, the same in each layer, at the knee's width and depth; folds (5, a
+                     language model 1): cross-validation folds of the task's labelled examples (the test split
+                     kept apart), 1 keeps the fixed split; seeds (2): replicates, each cutting the folds afresh,
+                     every layout sharing a unit's seed; epochs (2 x [task] epochs): the fixed schedule of every
+                     run; timing_rounds (3): interleaved re-timing rounds of every finalist once training is done
+    [answer]         margin (1 accuracy point, or 0.02 bits per byte): the answer's class is the layouts shown
+                     within it of the best; alpha (0.05): the error of each equivalence claim (paired two
+                     one-sided t tests); latency_tie (0.05): a within-round time ratio closer to 1 counts as
+                     equally fast (the answer is the class's fastest member, the more accurate of a tie)
 """
 
 from __future__ import annotations
@@ -80,34 +90,42 @@ from explorer.engine.config import (
     DecodeConfig,
     LatencyConfig,
 )
+from explorer.engine.limits import check_file_size
 from explorer.engine.measures import QualityMetric, quality_metric
 from explorer.engine.schedules import SCHEDULE_FAMILIES
 from explorer.errors import ConfigError, ExplorerError, SpecError
+from explorer.search.evidence_spec import AnswerSpec, FinalistsSpec, read_answer, read_finalists
 from explorer.search.feasibility import SpaceSpec, check_space, realisable_families
-from explorer.search.fidelity import EarlyStoppingSpec, FinalistsSpec
+from explorer.search.fidelity import EarlyStoppingSpec
 from explorer.search.goals import (
     MB,
     TASK_KINDS,
     TASK_NAMES,
     BudgetsSpec,
+    ModelSpec,
     ObjectivesSpec,
     TaskSpec,
     read_budgets,
     read_decode,
+    read_model,
     read_objectives,
     read_task,
 )
+from explorer.search.spec_keys import SPEC_KEYS
+from explorer.search.spec_limits import check_layouts, check_raw
 from explorer.search.storage import check_artifact_location, check_study_name
 from explorer.search.toml_table import Table, is_list, is_number
 
 __all__ = [
     "MB",
+    "AnswerSpec",
     "SAMPLERS",
     "TASK_KINDS",
     "TASK_NAMES",
     "BudgetsSpec",
     "EarlyStoppingSpec",
     "FinalistsSpec",
+    "ModelSpec",
     "ObjectivesSpec",
     "SpaceSpec",
     "StudySpec",
@@ -118,10 +136,7 @@ __all__ = [
 
 SAMPLERS = ("tpe", "nsga2", "gp", "random", "qmc")
 DEVICES = ("auto", "cpu", "cuda")
-TOP_KEYS = (
-    *("name", "storage", "artifacts", "n_trials", "timeout", "sampler", "seed", "bench"),
-    *("objectives", "task", "space", "latency", "decode", "budgets", "early_stopping", "finalists"),
-)
+TOP_KEYS = SPEC_KEYS[""]
 
 
 @dataclass(frozen=True)
@@ -132,11 +147,13 @@ class StudySpec:
     n_trials: int
     task: TaskSpec
     space: SpaceSpec
+    model: ModelSpec = ModelSpec()  # explorer's own model, or the user's [model] build
     objectives: ObjectivesSpec = ObjectivesSpec()
     latency: LatencyConfig = LatencyConfig()
     budgets: BudgetsSpec = BudgetsSpec()
     early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
     finalists: FinalistsSpec = FinalistsSpec()
+    answer: AnswerSpec = AnswerSpec()
     decode: DecodeConfig | None = None  # where decoding latency is measured; None: not measured
     storage: str | None = None  # None: sqlite:///studies/<name>.db (search.storage.default_storage_url)
     timeout: float | None = None
@@ -189,11 +206,7 @@ def _plain(value: Any) -> Any:
 
 
 def _space(data: Any) -> SpaceSpec:
-    keys = (
-        *("d_model", "n_layers", "heads", "min_dk", "families", "mlp_ratio", "lr", "dropout", "attention"),
-        *("kv_heads", "kv_per_layer", "head_dim"),
-    )
-    t = Table(data, "[space]", keys)
+    t = Table(data, "[space]", SPEC_KEYS["space"])
     names = f"a non-empty list of names from {', '.join(SCHEDULE_FAMILIES)}"
     families = t.get("families", SCHEDULE_FAMILIES, lambda v: is_list(v, lambda x: isinstance(x, str)), names)
     for f in families:
@@ -233,8 +246,7 @@ def _space(data: Any) -> SpaceSpec:
 
 
 def _latency(data: Any) -> LatencyConfig:
-    keys = ("device", "batch_size", "threads", "dtype", "min_run_time", "runtime", "seq_len")
-    t = Table(data, "[latency]", keys)
+    t = Table(data, "[latency]", SPEC_KEYS["latency"])
     device = t.text("device", "auto", choices=DEVICES)
     dtype = t.text("dtype", "float32", choices=LATENCY_DTYPES)
     runtime = t.text("runtime", "eager", choices=LATENCY_RUNTIMES)
@@ -259,7 +271,7 @@ def _latency(data: Any) -> LatencyConfig:
 
 
 def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
-    t = Table(data, "[early_stopping]", ("enabled", "min_epochs", "reduction", "alpha"))
+    t = Table(data, "[early_stopping]", SPEC_KEYS["early_stopping"])
     spec = EarlyStoppingSpec(
         enabled=t.flag("enabled", True),
         min_epochs=t.integer("min_epochs", 3),
@@ -276,27 +288,6 @@ def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
     return spec
 
 
-def _finalists(data: Any, epochs: int) -> FinalistsSpec:
-    keys = ("enabled", "top", "references", "ladder", "seeds", "max_epochs", "patience", "timing_rounds")
-    t = Table(data, "[finalists]", keys)
-    spec = FinalistsSpec(
-        enabled=t.flag("enabled", True),
-        top=t.integer("top", 2),
-        references=t.flag("references", True),
-        ladder=t.flag("ladder", True),
-        seeds=t.integer("seeds", 3),
-        max_epochs=t.integer("max_epochs", None),
-        patience=t.integer("patience", 4),
-        timing_rounds=t.integer("timing_rounds", 3),
-    )
-    if spec.max_epochs is not None and spec.max_epochs < epochs:
-        raise SpecError(
-            f"'max_epochs' in [finalists] is {spec.max_epochs}, below the {epochs} epochs of a search trial; "
-            "finalists train at least as long: raise it or leave it out (default 3 x epochs)."
-        )
-    return spec
-
-
 def _artifacts(location: str | None) -> str | None:
     if location is None:
         return None
@@ -306,9 +297,15 @@ def _artifacts(location: str | None) -> str | None:
         raise SpecError(f"'artifacts' at the top level: {exc}") from None
 
 
-def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
-    """Build and fully check a spec from a parsed TOML document (or a stored :meth:`StudySpec.to_dict`)."""
+def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpec:
+    """Build and fully check a spec from a parsed TOML document, or (``stored``) from the
+    :meth:`StudySpec.stored` dict of a study, possibly written by an older explorer.
 
+    Sizes are checked against explorer.engine.limits first, and the space's architectures counted, unless the
+    spec is ``stored`` (read back from a study, accepted when it was created).
+    """
+    if not stored:
+        check_raw(data)
     t = Table(dict(data) if isinstance(data, Mapping) else data, "the top level", TOP_KEYS)
     name = check_study_name(t.text("name"))
     task = read_task(t.raw("task"))
@@ -316,17 +313,20 @@ def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
     objectives = read_objectives(t.raw("objectives", {}), task)
     budgets = read_budgets(t.raw("budgets", {}), task)
     wanted = bool(objectives.decode or budgets.max_decode_ms or budgets.max_kv_cache_mb)
+    decode = read_decode(t.raw("decode", None), task, wanted)
     spec = StudySpec(
         name=name,
         n_trials=t.integer("n_trials"),
         task=task,
         space=_space(t.raw("space")),
+        model=read_model(t.raw("model", {}), task, decode),
         objectives=objectives,
         latency=_latency(t.raw("latency", {})),
-        decode=read_decode(t.raw("decode", None), task, wanted),
+        decode=decode,
         budgets=budgets,
         early_stopping=_early_stopping(t.raw("early_stopping", {}), task.epochs),
-        finalists=_finalists(t.raw("finalists", {}), task.epochs),
+        finalists=read_finalists(t.raw("finalists", {}), task, stored=stored),
+        answer=read_answer(t.raw("answer", {}), task),
         storage=t.text("storage", None),
         artifacts=_artifacts(t.text("artifacts", None)),
         timeout=timeout,
@@ -335,6 +335,8 @@ def spec_from_dict(data: Mapping[str, Any]) -> StudySpec:
         bench=t.flag("bench", True),
     )
     check_space(spec.space)  # an empty or impossible space is a spec error, found here
+    if not stored:
+        check_layouts(spec.space)
     return spec
 
 
@@ -350,14 +352,20 @@ def load_spec(path: str | Path) -> StudySpec:
                 "reading TOML specs on Python 3.10 needs tomli; `pip install tomli` or use 3.11+."
             ) from None
     path = Path(path)
+    check_file_size(path, "spec")  # read whole: a spec of gigabytes (or /dev/zero) is refused unread
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark some editors write is not part of the TOML
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise SpecError(f"no spec file {str(path)!r}; check the path (specs live under studies/).") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(
             f"cannot read spec {str(path)!r} ({exc.__class__.__name__}); give a readable UTF-8 TOML file."
         ) from None
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path} is not valid TOML: {exc}; fix the syntax there.") from None
+    except RecursionError:
+        raise SpecError(
+            f"{path} nests tables or arrays too deeply to read; a spec needs two levels."
+        ) from None
     return spec_from_dict(data)

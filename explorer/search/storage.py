@@ -11,7 +11,6 @@ Without a heartbeat such a trial stays RUNNING forever.
 from __future__ import annotations
 
 import datetime
-import importlib.util
 import os
 import re
 import time
@@ -23,15 +22,16 @@ import optuna
 import sqlalchemy.event
 import sqlalchemy.exc
 from optuna.storages import BaseStorage, RDBStorage
-from optuna.trial import FrozenTrial, TrialState, create_trial
 from sqlalchemy.engine import URL, make_url
 
 from explorer.errors import (
-    MissingExtraError,
     SpecError,
     StorageError,
     StorageUnavailableError,
 )
+from explorer.search.heartbeat import STALE_REASON, RetryStaleTrial
+from explorer.search.locations import ARTIFACT_FORMS, check_artifact_location
+from explorer.search.sqlite_files import is_wal, readonly_url, writable
 
 __all__ = [
     "ARTIFACT_FORMS",
@@ -48,6 +48,7 @@ __all__ = [
     "open_storage",
     "resolve_storage_url",
     "sqlite_path",
+    "storage_writable",
     "study_exists",
 ]
 
@@ -93,42 +94,6 @@ def check_study_name(name: str) -> str:
     )
 
 
-ARTIFACT_FORMS = "a directory, file://PATH, s3://BUCKET or gs://BUCKET"
-_ARTIFACT_BACKENDS = {  # scheme -> (module to import, pip package, explorer extra)
-    "s3://": ("boto3", "boto3", "s3"),
-    "gs://": ("google.cloud.storage", "google-cloud-storage", "gcs"),
-}
-
-
-def check_artifact_location(location: str, *, importable: bool = True) -> str:
-    """``location`` (stripped) if it names an artifact store Optuna has, else a one-line error; creates nothing.
-
-    With ``importable`` the package a cloud store needs must be installed (a missing one names its extra);
-    without, only the form is checked (a stored spec read on a machine that will not write there).
-    """
-    if not isinstance(location, str) or not location.strip():
-        raise StorageError(f"the artifact location is empty; give {ARTIFACT_FORMS}.")
-    location = location.strip()
-    scheme = location.split("://", 1)[0] + "://" if "://" in location else ""
-    if scheme and scheme != "file://" and scheme not in _ARTIFACT_BACKENDS:
-        raise StorageError(f"artifact location {location!r} has an unknown scheme; give {ARTIFACT_FORMS}.")
-    if scheme in _ARTIFACT_BACKENDS:
-        bucket = location.removeprefix(scheme).strip("/")
-        if not bucket or "/" in bucket:
-            raise StorageError(
-                f"artifact location {location!r} must be {scheme}BUCKET (Optuna's store writes at the bucket's "
-                "top level); give the study a bucket of its own."
-            )
-        module, package, extra = _ARTIFACT_BACKENDS[scheme]
-        if importable and importlib.util.find_spec(module.split(".")[0]) is None:
-            raise MissingExtraError(f"the artifact location {location}", extra, package)
-        return location
-    path = Path(location.removeprefix("file://")).expanduser()
-    if path.exists() and not path.is_dir():
-        raise StorageError(f"artifact location {str(path)!r} is a file; give a directory.")
-    return location
-
-
 def default_storage_url(name: str) -> str:
     """The SQLite URL a study gets when no ``--storage`` is given: ``studies/NAME.db`` under the cwd."""
     return DEFAULT_STORAGE_TEMPLATE.format(name=check_study_name(name))
@@ -144,40 +109,6 @@ def resolve_storage_url(name: str, explicit: str | None = None, spec_storage: st
     return explicit or os.environ.get(STORAGE_ENV, "").strip() or spec_storage or default_storage_url(name)
 
 
-STALE_REASON = "its worker stopped sending heartbeats (killed, or its machine was lost)"
-
-
-class RetryStaleTrial:
-    """Heartbeat callback for a trial whose worker died: record why, and queue its configuration again.
-
-    Optuna's own retry callback copies every user attribute (half a run's measurements) onto the retry; this one
-    gives the retry only the trial's role and seed, and ``retry_of``. The dead trial is already FAIL when this
-    runs (its own attributes can no longer change), so the reason is stored on the study as
-    ``fail_reason:<number>`` (explorer.search.record reads it back).
-    """
-
-    def __init__(self, max_retry: int = 3):
-        self.max_retry = max_retry
-
-    def __call__(self, study: optuna.Study, trial: FrozenTrial) -> None:
-        history = [*trial.system_attrs.get("retry_history", []), trial.number]
-        retry = len(history) <= self.max_retry
-        note = f"; retried as a new trial (attempt {len(history)})" if retry else "; not retried again"
-        study.set_user_attr(f"fail_reason:{trial.number}", STALE_REASON + note)
-        if not retry:
-            return
-        keep = {k: trial.user_attrs[k] for k in ("role", "seed", "finalist") if k in trial.user_attrs}
-        study.add_trial(
-            create_trial(
-                state=TrialState.WAITING,
-                params=trial.params,
-                distributions=trial.distributions,
-                user_attrs={**keep, "retry_of": trial.number},
-                system_attrs={"retry_history": history, "failed_trial": history[0]},
-            )
-        )
-
-
 def open_storage(
     url: str,
     *,
@@ -185,13 +116,16 @@ def open_storage(
     heartbeat_interval: int = 10,
     grace_period: int = 30,
     max_retry: int = 3,
+    readonly: bool = False,
 ) -> RDBStorage:
-    """Open (creating tables if needed) the Optuna storage at ``url``.
+    """Open (creating tables if needed) the Optuna storage at ``url``; with ``readonly``, open an existing one
+    without creating or changing anything.
 
     Accepts ``sqlite:///path.db`` (the parent directory is created), ``sqlite:///:memory:``, and
     ``postgresql+psycopg://user:pass@host[:port]/db``; a plain ``postgresql://`` URL is rewritten to
     ``postgresql+psycopg://`` because psycopg 3 is the driver we install (SQLAlchemy would pick psycopg2).
-    Other SQLAlchemy URLs Optuna supports are passed through as they are.
+    Other SQLAlchemy URLs Optuna supports are passed through as they are. A SQLite file explorer creates is
+    switched to write-ahead logging (:func:`_use_wal`); an existing file keeps its journal mode.
 
     Args:
         url: SQLAlchemy database URL.
@@ -201,27 +135,34 @@ def open_storage(
         grace_period: seconds without a heartbeat before a RUNNING trial counts as dead; must exceed
             ``heartbeat_interval``.
         max_retry: how many times a dead trial's parameters are queued again (as a WAITING trial).
+        readonly: for commands that only read: a SQLite file must exist and is opened read-only
+            (:func:`explorer.search.sqlite_files.readonly_url`), a PostgreSQL session is read-only, no table is
+            created, and a database without Optuna's tables is refused. No heartbeat.
 
     Raises:
         StorageError: the URL is malformed, its driver is missing, or the database cannot be reached.
     """
-    if heartbeat and not 0 < heartbeat_interval < grace_period:
+    if heartbeat and not readonly and not 0 < heartbeat_interval < grace_period:
         raise StorageError(
             f"Heartbeat interval {heartbeat_interval}s and grace period {grace_period}s are invalid; "
             "use a positive interval shorter than the grace period."
         )
     parsed, url = _parse(url)
     masked = mask_url(url)
-    engine_kwargs = _engine_kwargs(parsed)
-    if parsed.get_backend_name() == "sqlite":
+    engine_kwargs = _engine_kwargs(parsed, readonly)
+    file = sqlite_path(url)
+    new_file = file is not None and not (file.is_file() and os.path.getsize(file) > 0)
+    if readonly and file is not None:
+        url = readonly_url(file.expanduser(), masked)
+    elif parsed.get_backend_name() == "sqlite" and not readonly:
         _make_sqlite_parent(parsed, masked)
 
-    kwargs: dict = {}
+    kwargs: dict = {"skip_table_creation": True} if readonly else {}
     with warnings.catch_warnings():
         # heartbeat_interval and the retry callback are marked experimental in Optuna 5.0; we rely on them
         # on purpose (tests/test_storage.py kills a worker for real), so the warning only adds noise.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if heartbeat:
+        if heartbeat and not readonly:
             kwargs = {
                 "heartbeat_interval": heartbeat_interval,
                 "grace_period": grace_period,
@@ -230,22 +171,55 @@ def open_storage(
             }
         try:
             # RDBStorage runs str.format(SCHEMA_VERSION=...) on the URL: escape braces in a path or password.
+            if readonly:
+                _check_optuna_tables(url, engine_kwargs, masked)
+            elif file is not None and not new_file:  # another program's database gets no Optuna tables
+                _check_optuna_tables(readonly_url(file.expanduser(), masked), {}, masked, empty_ok=True)
             storage = _rdb_storage(url.replace("{", "{{").replace("}", "}}"), engine_kwargs, kwargs)
-            if parsed.get_backend_name() == "sqlite" and parsed.database not in (None, "", ":memory:"):
+            if file is not None and not readonly and (new_file or is_wal(file)):
                 _use_wal(storage)
             return storage
-        except ImportError:
-            raise StorageUnavailableError(
-                f"The database driver for {masked} is not installed; run pip install 'psycopg[binary]' "
-                "for PostgreSQL (or the driver your URL names)."
-            ) from None
+        except ImportError as exc:
+            raise StorageUnavailableError(_driver_message(parsed, masked, exc)) from None
         except sqlalchemy.exc.DBAPIError as exc:
-            raise StorageUnavailableError(_unreachable_message(parsed, masked, exc)) from None
+            raise StorageUnavailableError(_unreachable_message(parsed, masked, exc, readonly)) from None
         except RuntimeError as exc:  # Optuna's "table schema is not compatible" check
             raise StorageError(
                 f"The storage {masked} has an incompatible schema ({_scrub(str(exc), parsed)}); "
                 "run `optuna storage upgrade --storage URL` or use a new database."
             ) from None
+
+
+_DRIVERS = {  # backend -> how to install the driver explorer's users meet
+    "postgresql": "pip install 'psycopg[binary]' (explorer's postgres extra)",
+    "mysql": "pip install PyMySQL and write the URL as mysql+pymysql://...",
+}
+
+
+def _driver_message(parsed: URL, masked: str, exc: ImportError) -> str:
+    """The missing database driver, named from the import that failed, and how to install it."""
+    cause = exc.__cause__ if isinstance(exc.__cause__, ImportError) else exc
+    module = getattr(cause, "name", None)
+    missing = f" (no module {module!r})" if module else ""
+    backend = parsed.get_backend_name()
+    how = _DRIVERS.get(backend, f"install the Python driver the URL's {parsed.drivername!r} names")
+    return f"The database driver for {masked} is not installed{missing}; {how}."
+
+
+def _check_optuna_tables(url: str, engine_kwargs: dict, masked: str, empty_ok: bool = False) -> None:
+    """Refuse (before Optuna would try to create or stamp anything) a database without Optuna's tables;
+    ``empty_ok``: one with no table at all is fine (Optuna creates its tables there)."""
+    engine = sqlalchemy.create_engine(url, **engine_kwargs)
+    try:
+        tables = set(sqlalchemy.inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+    if empty_ok and not tables:
+        return
+    if not {"studies", "version_info"} <= tables:
+        raise StorageError(
+            f"{masked} holds no Optuna storage (no studies table); check the URL: nothing was created there."
+        )
 
 
 def _rdb_storage(url: str, engine_kwargs: dict, kwargs: dict) -> RDBStorage:
@@ -295,6 +269,13 @@ def _use_wal(storage: RDBStorage) -> None:
         cursor.close()
 
     storage.engine.dispose()  # pooled connections opened before the listener reconnect with the pragmas
+
+
+def storage_writable(url: str) -> bool:
+    """Whether a command may write to the storage at ``url`` (a SQLite file whose file or folder is read-only
+    may not; other databases say so themselves when written)."""
+    path = sqlite_path(url)
+    return path is None or writable(path.expanduser())
 
 
 def study_exists(storage: BaseStorage | str, name: str) -> bool:
@@ -347,11 +328,14 @@ def _parse(url: str) -> tuple[URL, str]:
     return parsed, url
 
 
-def _engine_kwargs(parsed: URL) -> dict:
-    """Connection settings: fail fast on an unreachable server, wait patiently for a SQLite lock."""
+def _engine_kwargs(parsed: URL, readonly: bool = False) -> dict:
+    """Connection settings: fail fast on an unreachable server, wait patiently for a SQLite lock; a read-only
+    PostgreSQL session with ``readonly``."""
     backend = parsed.get_backend_name()
     if backend == "postgresql":
         connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+        if readonly:
+            connect_args["options"] = "-c default_transaction_read_only=on"
         # pool_pre_ping: a worker's connection may sit idle for a whole trial and be dropped meanwhile.
         return {"connect_args": connect_args, "pool_pre_ping": True}
     if backend == "sqlite":
@@ -374,11 +358,15 @@ def _make_sqlite_parent(parsed: URL, masked: str) -> None:
         ) from None
 
 
-def _unreachable_message(parsed: URL, masked: str, exc: sqlalchemy.exc.DBAPIError) -> str:
+def _unreachable_message(
+    parsed: URL, masked: str, exc: sqlalchemy.exc.DBAPIError, readonly: bool = False
+) -> str:
     """One sentence for a database that refused or failed the connection, with the driver's reason."""
     lines = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
     reason = _scrub(lines[0] if lines else type(exc).__name__, parsed)
-    if parsed.get_backend_name() == "sqlite":
+    if parsed.get_backend_name() == "sqlite" and readonly:
+        hint = "check that the path is a readable SQLite file (a database in use by a writer in a read-only folder cannot be read)"
+    elif parsed.get_backend_name() == "sqlite":
         hint = "check that the path is a writable SQLite file"
     else:
         hint = "check that the server is running and the host, port, user, password and database are right"

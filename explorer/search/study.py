@@ -34,8 +34,10 @@ from explorer.engine.tasks import load_task
 from explorer.errors import SpecError, StorageError, StudyNotFoundError
 from explorer.meta import package_version
 from explorer.search.artifacts import LOCATION_ATTR, ArtifactStore, store_for
-from explorer.search.catalog import existing_study_url
+from explorer.search.capacity import check_study_fits
+from explorer.search.catalog import CREATED_MARK, existing_study_url, missing_spec
 from explorer.search.claims import Claims
+from explorer.search.rerun import check_same_meaning
 from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
@@ -44,10 +46,20 @@ from explorer.search.storage import (
     mask_url,
     open_storage,
     resolve_storage_url,
+    storage_writable,
     study_exists,
+)
+from explorer.search.usercode import (
+    CODE_ATTR,
+    INPUT_ATTR,
+    check_code,
+    check_user_model,
+    code_record,
+    input_record,
 )
 
 __all__ = [
+    "CREATION_GRACE_S",
     "SPEC_WAIT_S",
     "StudyHandle",
     "artifact_store",
@@ -57,11 +69,13 @@ __all__ = [
     "note_artifact_location",
     "open_study",
     "prepare_study",
+    "reading_artifact_store",
     "record_bench",
     "set_total",
 ]
 
 SPEC_WAIT_S = 30.0  # how long to wait for a study another command is creating right now to get its spec
+CREATION_GRACE_S = 5.0  # ... and for one created a moment ago to get explorer's mark (its first attribute)
 
 log = logging.getLogger(__name__)
 
@@ -117,28 +131,19 @@ class StudyHandle:
         return self.storage_url == default_storage_url(self.spec.name)
 
 
-def _comparable(spec: StudySpec) -> dict[str, Any]:
-    """The parts of a spec that define the study's meaning (a new total, timeout or artifact location is allowed
-    on resume)."""
-    d = spec.stored()
-    for key in ("n_trials", "timeout", "artifacts"):
-        d.pop(key, None)
-    return d
-
-
-def _stored_spec(study: optuna.Study, url: str, wait_s: float = 0.0) -> StudySpec:
-    """The spec stored with ``study``; waits up to ``wait_s`` for one another command is about to write."""
-    deadline = time.monotonic() + wait_s
+def _stored_spec(study: optuna.Study, url: str, wait_s: float = 0.0, grace_s: float = 0.0) -> StudySpec:
+    """The spec stored with ``study``. An empty study explorer has begun creating (its mark is there, the spec
+    not yet) is waited for up to ``wait_s``; an empty one with no attribute at all (created a moment ago, its
+    mark not written yet) for ``grace_s``; anything else without a spec is refused at once."""
+    start = time.monotonic()
     while True:
         attrs = optuna.load_study(study_name=study.study_name, storage=study._storage).user_attrs
         if "spec" in attrs:
-            return spec_from_dict(attrs["spec"])
-        if time.monotonic() >= deadline:
-            raise SpecError(
-                f"study {study.study_name!r} in {mask_url(url)} has no stored spec (its creation was interrupted, "
-                "or explorer did not create it); run `explorer study run SPEC` again to finish creating it, or "
-                "use another name."
-            )
+            return spec_from_dict(attrs["spec"], stored=True)
+        empty = not study.get_trials(deepcopy=False)
+        waited = time.monotonic() - start
+        if not empty or waited >= (wait_s if CREATED_MARK in attrs else grace_s if not attrs else 0.0):
+            raise missing_spec(study.study_name, mask_url(url), attrs)
         time.sleep(0.2)
 
 
@@ -147,19 +152,24 @@ def check_device(name: str) -> torch.device:
     return resolve_device(name)
 
 
-def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any) -> None:
-    """Everything a new study gets after Optuna creates it; the spec last, as its presence says it is ready."""
+def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any, facts: dict[str, Any]) -> None:
+    """Everything a new study gets after Optuna creates it (``facts``: user attributes about its task and code);
+    the spec last, as its presence says it is ready."""
+    study.set_user_attr(CREATED_MARK, package_version())  # first: another command then waits for the spec
     Claims(storage, spec.name).clear()  # a new study may reuse a deleted one's id
     with warnings.catch_warnings():  # "experimental since 3.2": a notice for developers, not for users
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         study.set_metric_names(spec.objective_names())
-    study.set_user_attr("explorer_version", package_version())
     study.set_user_attr("task", spec.task.name)
+    for key, value in facts.items():
+        study.set_user_attr(key, value)
     study.set_user_attr("spec", spec.stored())  # last: its presence says the study is ready
     log.info("created study %s (%s)", spec.name, ", ".join(spec.objective_names()))
 
 
-def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str | None = None) -> StudyHandle:
+def prepare_study(
+    spec: StudySpec, storage_url: str | None = None, device: str | None = None, workers: int = 1
+) -> StudyHandle:
     """Create the spec's study, or load it when it exists with the same spec; check everything first.
 
     Two commands creating the same study at once both succeed: one creates it, the other waits for its spec.
@@ -167,9 +177,13 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
     """
     check_study_name(spec.name)
     SearchSpace(spec.space)  # an empty or impossible space fails here, before the storage is touched
-    load_task(spec.task.name, **spec.task.options)  # so does a missing or malformed data file
+    task = load_task(spec.task.name, **spec.task.options)  # so does a missing or malformed data file
+    check_user_model(spec, task)  # and a model of the user's that ignores the layout or fails on a batch
+    facts = {CODE_ATTR: code_record(spec), INPUT_ATTR: input_record(task)}
     # and a device this machine does not have, or a runtime it cannot run (a missing `onnx` extra...)
-    check_runtime(spec.latency.runtime, check_device(device or spec.latency.device))
+    dev = check_device(device or spec.latency.device)
+    check_runtime(spec.latency.runtime, dev)
+    check_study_fits(spec, task.spec, workers, str(dev))  # and a largest model this machine cannot hold
     url = resolve_storage_url(spec.name, storage_url, spec.storage)
     log.info("opening the storage %s", mask_url(url))
     storage = _open(url)
@@ -181,27 +195,26 @@ def prepare_study(spec: StudySpec, storage_url: str | None = None, device: str |
         except optuna.exceptions.DuplicatedStudyError:  # another command created it a moment ago
             pass
     if created:
-        _finish_creation(study, spec, storage)
+        _finish_creation(study, spec, storage, facts)
         return StudyHandle(study, spec, url)
     study = optuna.load_study(study_name=spec.name, storage=storage)
+    # objectives other than the spec's: not this spec's study, whoever may be creating it; nothing to wait for
+    ours = [d.name.lower() for d in study.directions] == spec.directions()
     try:
-        stored = _stored_spec(study, url, wait_s=SPEC_WAIT_S)
+        stored = _stored_spec(study, url, wait_s=SPEC_WAIT_S * ours, grace_s=CREATION_GRACE_S * ours)
     except SpecError:
         # A command killed between create_study and storing the spec leaves an empty study without one: finish
         # creating it with this spec (only when it is empty and its objectives are the spec's).
-        if (
-            study.get_trials(deepcopy=False)
-            or [d.name.lower() for d in study.directions] != spec.directions()
-        ):
+        if study.get_trials(deepcopy=False) or not ours:
             raise
-        _finish_creation(study, spec, storage)
+        _finish_creation(study, spec, storage, facts)
         return StudyHandle(study, spec, url)
-    if _comparable(stored) != _comparable(spec):
-        raise SpecError(
-            f"study {spec.name!r} already exists in {mask_url(url)} with a different spec; "
-            f"give the changed spec a new name, or resume it with `explorer study resume {spec.name}`."
-        )
-    return StudyHandle(study, stored, url)
+    check_same_meaning(stored, spec, mask_url(url))
+    check_code(study.user_attrs, stored)
+    # the spec file's timeout and artifact location apply to this run (they are not part of what it means)
+    return StudyHandle(
+        study, dataclasses.replace(stored, timeout=spec.timeout, artifacts=spec.artifacts), url
+    )
 
 
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
@@ -261,9 +274,15 @@ def record_bench(handle: StudyHandle, device: torch.device) -> bool:
     return True
 
 
-def check_can_run(handle: StudyHandle, device: str | None = None) -> None:
-    """Everything a run of ``handle`` needs from this machine (its device and runtime), checked before any write."""
-    check_runtime(handle.spec.latency.runtime, check_device(device or handle.spec.latency.device))
+def check_can_run(handle: StudyHandle, device: str | None = None, workers: int = 1) -> None:
+    """Everything a run of ``handle`` needs from this machine (its device, runtime, the memory of its largest
+    model in ``workers`` processes, and the user's code it was created with, unchanged), checked before any
+    write."""
+    dev = check_device(device or handle.spec.latency.device)
+    check_runtime(handle.spec.latency.runtime, dev)
+    task = load_task(handle.spec.task.name, **handle.spec.task.options)
+    check_study_fits(handle.spec, task.spec, workers, str(dev))
+    check_code(handle.study.user_attrs, handle.spec)
 
 
 def artifact_store(handle: StudyHandle, location: str | None = None) -> ArtifactStore:
@@ -274,6 +293,20 @@ def artifact_store(handle: StudyHandle, location: str | None = None) -> Artifact
         location=location,
         storage=handle.study._storage,
         spec_location=handle.spec.artifacts,
+    )
+
+
+def reading_artifact_store(handle: StudyHandle, location: str | None = None) -> ArtifactStore:
+    """The artifact store of a study opened read-only (explorer.search.catalog.read_study): it reads through the
+    study's connection and writes (retrained weights, report figures) through a writable one of its own,
+    unless the storage cannot be written (a read-only SQLite file or folder): then nothing is kept."""
+    can_write = storage_writable(handle.storage_url)
+    return store_for(
+        handle.storage_url,
+        location=location,
+        storage=None if can_write else handle.study._storage,
+        spec_location=handle.spec.artifacts,
+        writable=can_write,
     )
 
 

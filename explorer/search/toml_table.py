@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -109,7 +110,7 @@ class Table:
         return value if key not in self.data else self.distinct(key, [float(v) for v in value])
 
     def distinct(self, key: str, values: list[Any]) -> tuple[Any, ...]:
-        twice = sorted({v for v in values if values.count(v) > 1})
+        twice = sorted(v for v, n in Counter(values).items() if n > 1)
         if twice:
             raise SpecError(
                 f"{key!r} in {self.where} lists {twice[0]!r} more than once; list each value once."

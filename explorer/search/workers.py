@@ -19,26 +19,25 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import optuna
 import torch
 from optuna.storages import fail_stale_trials
-from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.device import resolve_device
-from explorer.engine.latency_cache import CachePolicy
-from explorer.errors import ConfigError, ExplorerError
+from explorer.errors import ExplorerError
 from explorer.search.claims import pop_waiting
 from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
-from explorer.search.record import FinalistRun, arch_key, is_bookkeeping
+from explorer.search.progress import Progress, stage_progress
+from explorer.search.record import arch_key, is_bookkeeping
+from explorer.search.run_options import RunOptions
 from explorer.search.sampling import make_sampler
 from explorer.search.space import SearchSpace
-from explorer.search.storage import check_artifact_location
-from explorer.search.study import StudyHandle, artifact_store, check_device, open_study
+from explorer.search.study import StudyHandle, artifact_store, open_study
+from explorer.search.units import FinalistRun
 
 __all__ = [
     "EXHAUSTED",
@@ -62,83 +61,7 @@ _URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)\S*@")  # sch
 log = logging.getLogger(__name__)
 
 
-# --------------------------------------------------------------------------------------------- progress
-
-
-@dataclass(frozen=True)
-class Progress:
-    """What a progress bar shows for one stage."""
-
-    stage: str  # search | finalists
-    done: int  # COMPLETE or PRUNED trials of the stage
-    total: int  # the stage's total
-    running: int
-    failed: int
-    pruned: int
-    epochs: int  # epochs trained so far by the stage's finished and running trials
-    # best validation quality (accuracy, or bits per byte: the study's first objective, in its direction) among
-    # the stage's COMPLETE feasible trials
-    best_accuracy: float | None
-    note: str = ""  # why a stage ended short, when it did
-
-
-def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
-    role = "search" if stage == "search" else "finalist"
-    trials = [
-        t
-        for t in study.get_trials(deepcopy=False)
-        if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
-    ]
-    count = {s: sum(t.state == s for t in trials) for s in TrialState}
-    complete = [
-        t
-        for t in trials
-        if t.state == TrialState.COMPLETE and t.values and all(v <= 0 for v in (t.constraints or {}).values())
-    ]
-    epochs = sum(int(t.user_attrs.get("epoch", len(t.user_attrs.get("history") or ()))) for t in trials)
-    return Progress(
-        stage=stage,
-        done=count[TrialState.COMPLETE] + count[TrialState.PRUNED],
-        total=total,
-        running=count[TrialState.RUNNING],
-        failed=count[TrialState.FAIL],
-        pruned=count[TrialState.PRUNED],
-        epochs=epochs,
-        best_accuracy=(min if study.directions[0] == StudyDirection.MINIMIZE else max)(
-            (t.values[0] for t in complete), default=None
-        ),
-    )
-
-
 # --------------------------------------------------------------------------------------------- running
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a command runs a study's trials: checked as a whole before anything is written."""
-
-    workers: int = 1
-    threads: int = 1  # torch CPU threads per worker
-    device: str | None = None  # None: the spec's latency device
-    timeout: float | None = None  # seconds after which no new trial starts
-    poll_interval: float = 1.0
-    artifacts: str | None = (
-        None  # where trained weights go (None: $EXPLORER_ARTIFACTS, the spec's, the default)
-    )
-
-    def check(self) -> RunOptions:
-        if self.workers < 1:
-            raise ConfigError(f"--workers must be at least 1, got {self.workers}.")
-        if self.threads < 1:
-            raise ConfigError(f"--threads must be at least 1, got {self.threads}.")
-        if self.timeout is not None and not self.timeout > 0:
-            raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout:g}.")
-        if self.device is not None:
-            check_device(self.device)
-        if self.artifacts is not None:
-            check_artifact_location(self.artifacts)
-        CachePolicy.from_env()  # a malformed EXPLORER_CACHE_MAX_AGE fails here, not in a worker
-        return self
 
 
 def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
@@ -182,8 +105,9 @@ class _StopRules:
     """Optuna callback: stop this worker when its stage has nothing left to start, when the space is used up,
     or after repeated failures (``note`` says why, for the last two)."""
 
-    def __init__(self, stage: str, total: int, space_size: int):
-        self.stage, self.total, self.space_size = stage, total, space_size
+    def __init__(self, stage: str, total: int, space_size: int, exhaustible: bool = True):
+        # exhaustible: every architecture is one trial (a searched learning rate makes each draw new)
+        self.stage, self.total, self.space_size, self.exhaustible = stage, total, space_size, exhaustible
         self.failures = self.duplicates = 0
         self.note = ""
 
@@ -193,7 +117,13 @@ class _StopRules:
             self.failures + 1 if trial.state == TrialState.FAIL and not is_bookkeeping(trial) else 0
         )
         self.duplicates = self.duplicates + 1 if "duplicate_of" in a else 0
-        if "exhausted" in a:
+        covered = (
+            "duplicate_of" in a
+            and self.exhaustible
+            and self.stage == "search"
+            and len(live_trials(study, "search")) >= self.space_size
+        )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
+        if "exhausted" in a or covered:
             self.note = f"{EXHAUSTED}: all {self.space_size} have been evaluated"
         elif self.failures >= MAX_CONSECUTIVE_FAILURES:
             self.note = f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
@@ -228,7 +158,9 @@ def _work(
     )
     study._pop_waiting_trial_id = lambda: pop_waiting(study)  # one worker per queued trial, also on SQLite
     callbacks: list[Callable[..., None]] = []
-    stop = _StopRules(stage, total, SearchSpace(handle.spec.space).size())
+    stop = _StopRules(
+        stage, total, SearchSpace(handle.spec.space).size(), not isinstance(handle.spec.space.lr, tuple)
+    )
     callbacks.append(stop)
     if on_trial is not None:
         callbacks.append(lambda _study, _trial: on_trial())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -233,3 +234,26 @@ def test_describe_age() -> None:
     ]
     assert math.isclose(result_age_s(result(when=ago(days=1))), 86400, abs_tol=5)
     assert result_age_s(result(when="not a time")) is None
+
+
+def test_a_cache_that_cannot_be_written_keeps_nothing_and_the_figure_is_used(tmp_path):
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the cache folder would be")
+    store = LatencyCache(blocked, machine=Machine())
+    kept = store.put("k", result(1.0))
+    assert kept.median_ms == 1.0 and not kept.cached
+    assert blocked.read_text() == "a file where the cache folder would be"
+
+
+def test_clear_removes_only_what_the_cache_wrote(tmp_path):
+    store = LatencyCache(tmp_path, machine=Machine())
+    store.put("mine", result(1.0))
+    users = {".tmp-abcdefgh.json": "notes", f"{'0' * 64}.json": '{"mine": true}', ".tmp-x.json": ""}
+    for name, text in users.items():
+        (tmp_path / name).write_text(text)
+        os.utime(tmp_path / name, (0, 0))  # old: an interrupted write would be removed
+    (tmp_path / ".tmp-zzzzzzzz.json").write_text("")  # what put leaves when killed right after mkstemp
+    os.utime(tmp_path / ".tmp-zzzzzzzz.json", (0, 0))
+    removed = {p.name for p in store.clear()}
+    assert removed == {store.path("mine").name}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(users)

@@ -78,9 +78,9 @@ def test_digits_bad_patch(patch: object) -> None:
 
 
 def test_load_task_errors() -> None:
-    assert TASKS == ("digits", "relations", "text")
+    assert TASKS == ("digits", "mnist", "relations", "text")
     with pytest.raises(
-        ConfigError, match="choose one of digits, relations, text, or give a path ending in .npz"
+        ConfigError, match="choose one of digits, mnist, relations, text, give a path ending in .npz, or name"
     ):
         load_task("imagenet")
     with pytest.raises(ConfigError, match="unknown option.*n_relation.*allowed: n_relations, seq_len"):
@@ -211,7 +211,8 @@ NPZ_ERRORS = [
     ({"X": X0, "y": Y0, "weights": Y0}, r"unknown array\(s\) \['weights'\]"),
     ({"X": X0.astype(np.float32), "y": Y0}, "tokens must be integers"),
     ({"X": X0, "y": Y0.astype(np.float64)}, "labels must be integers"),
-    ({"X": X0[:, :, None, None], "y": Y0}, "must be integer tokens"),
+    ({"X": X0[:, :, None, None], "y": Y0}, "4-D arrays are images; cut them into patches"),
+    ({"X": X0[:, :, None, None, None], "y": Y0}, "must be integer tokens"),
     ({"X": X0, "y": Y0[:, None]}, "must be 1-D labels"),
     ({"X": X0, "y": Y0[:-1]}, "60 examples but y has 59 labels"),
     ({"X": np.where(X0[..., None] == 1, np.nan, 1.0), "y": Y0}, "NaN or inf"),
@@ -273,5 +274,7 @@ def test_npz_file_problems(tmp_path) -> None:
         np.save(f, X0)
     with pytest.raises(DataError, match="not an .npz archive"):
         load_task(npy)
-    with pytest.raises(ConfigError, match="allowed: none"):
+    with pytest.raises(ConfigError, match="allowed: patch, layout"):
+        load_task(_save(tmp_path, X=X0, y=Y0), n_relations=2)
+    with pytest.raises(DataError, match="with a patch option it must be images"):
         load_task(_save(tmp_path, X=X0, y=Y0), patch=2)

@@ -1,12 +1,18 @@
-"""The finalist plan: the search's knee, its neighbours and the reference layouts, with fresh seeds."""
+"""The finalist plan: the search's knee, its neighbours and the reference layouts, on a grid of units (folds of
+replicates) whose seeds every layout shares and two study seeds never share."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from explorer.insight.finalists import finalist_seeds, plan_finalists
+from explorer.insight.finalists import evidence_units, plan_finalists
 from explorer.search.spec import spec_from_dict
 from tests.fixtures import record
+
+
+def finalist_seeds(spec, seeds):
+    return [u.seed for u in evidence_units(spec, seeds)]
+
 
 SPEC = spec_from_dict(
     {"name": "f", "n_trials": 6, "task": {"name": "digits"}, "latency": {"device": "cpu"},
@@ -38,10 +44,22 @@ def test_plan_has_the_knee_its_neighbour_and_the_references_each_with_fresh_seed
     assert by_label["1 head"] == {((1, 1), s) for s in seeds}  # outside the searched counts: a reference
     assert by_label["8 heads"] == {((8, 8), s) for s in seeds}
     assert {h for h, _ in by_label.get("next faster", set())} <= {(2, 4)}
-    assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == 3 * len(
+    units = SPEC.finalists.units
+    assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == units * len(
         {r.config.key() for r in plan.runs}
     )
-    assert seeds == [1_000_000, 1_000_001, 1_000_002]
+    assert len(set(seeds)) == units == 15  # 3 replicates x 5 folds, one seed each
+
+
+def test_units_cover_every_fold_of_each_replicate_and_two_study_seeds_share_no_seed():
+    units = evidence_units(SPEC, 3)
+    assert [(u.fold, u.folds) for u in units] == [(f, 5) for _ in range(3) for f in range(5)]
+    assert len({u.fold_seed for u in units}) == 3  # each replicate cuts its folds afresh
+    other = evidence_units(dataclasses.replace(SPEC, seed=1), 3)
+    assert not {u.seed for u in units} & {u.seed for u in other}
+    assert not {u.fold_seed for u in units} & {u.fold_seed for u in other}
+    # more replicates later add units and change none of the first ones (a confirm run extends the grid)
+    assert evidence_units(SPEC, 5)[:15] == units
 
 
 def test_a_reference_that_is_already_a_finalist_is_planned_once():
@@ -49,7 +67,7 @@ def test_a_reference_that_is_already_a_finalist_is_planned_once():
     plan = plan_finalists([record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)], SPEC)
     assert plan.knee.heads == (8, 8)
     keys = [run.config.key() for run in plan.runs]
-    assert len(keys) == 3 * len(set(keys))  # every architecture once, three seeds each
+    assert len(keys) == SPEC.finalists.units * len(set(keys))  # every architecture once, on every unit
     assert "8 heads" not in {run.label for run in plan.runs}  # the knee is already 8 heads per layer
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from explorer.insight.tables import architecture_table, architectures, common_epoch, csv_ready, trials_table
+from explorer.insight.tables import architecture_table, architectures, common_epoch
+from explorer.insight.trials import csv_ready, trials_table
 from tests.fixtures import latency, record
 
 

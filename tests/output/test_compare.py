@@ -109,9 +109,10 @@ def test_cli_writes_one_figure_and_one_table(storage, tmp_path):
     ]
     assert "## onnx (cpu (Xeon), onnxruntime, batch 8)" in (out / "compare.md").read_text()
     text = CliRunner().invoke(main, ["compare", "eager", "onnx", "--storage", storage, "--out", str(out)])
-    assert (
-        text.exit_code == 0 and "search-front knee heads" in text.stdout and "explorer report" in text.stdout
-    )
+    # each study's answer, as its report names it, then the search fronts (labelled as such)
+    assert text.exit_code == 0 and "eager: provisional answer" in text.stdout
+    assert "search-front architectures (one run each)" in text.stdout
+    assert set(doc["answers"]) == {"eager", "onnx"} and doc["answers"]["eager"]["evidence"] == "search"
 
 
 def test_bad_compare_inputs_are_one_line_and_write_nothing(storage, tmp_path):

@@ -123,10 +123,10 @@ def test_quickstart_parametrization():
     assert list(space.distributions) == ["family", "heads_q0", "heads_q1"]
     assert isinstance(space.distributions["family"], optuna.distributions.CategoricalDistribution)
     uni = space.decode({"family": "uniform", "heads_q0": 0.99, "heads_q1": 0.5})
-    assert uni.config.heads == (32, 32) and uni.config.d_k == (2, 2)
+    assert uni.config.heads == (16, 16) and uni.config.d_k == (4, 4)
     inc = space.decode({"family": "increasing", "heads_q0": 0.0, "heads_q1": 0.99})
-    assert inc.config.heads == (1, 32) and inc.config.family == "increasing"
-    assert space.size() == 6 + 15 + 15
+    assert inc.config.heads == (1, 16) and inc.config.family == "increasing"
+    assert space.size() == 5 + 10 + 10
 
 
 def test_free_needs_three_layers_so_depth_becomes_a_position():

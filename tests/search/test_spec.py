@@ -29,7 +29,7 @@ def base() -> dict[str, Any]:
         "latency": {"device": "cpu", "batch_size": 16, "threads": 1},
         "budgets": {"max_latency_ms": 3.0},
         "early_stopping": {"enabled": True, "min_epochs": 2, "reduction": 2, "alpha": 0.05},
-        "finalists": {"enabled": True, "top": 2, "seeds": 3, "patience": 3},
+        "finalists": {"enabled": True, "top": 2, "seeds": 3, "folds": 3, "epochs": 6},
     }
 
 
@@ -158,7 +158,7 @@ def test_missing_required_key(path):
         ("space.d_model", [], ("'d_model'", "non-empty list")),
         ("space.families", [], ("'families'", "non-empty")),
         ("space.heads", [2, 2, 4], ("'heads'", "more than once")),
-        ("task.name", "imagenet", ("'imagenet'", "digits, relations", ".npz")),
+        ("task.name", "imagenet", ("'imagenet'", "digits, mnist, relations", ".npz", "file.py:function")),
         ("objectives.accuracy", "minimize", ("'accuracy'", "maximize")),
         ("objectives.latency", "maximize", ("'latency'", "minimize")),
         ("objectives.params", "maximize", ("'params'", "minimize")),
@@ -309,9 +309,11 @@ def test_committed_specs_load_and_round_trip(path):
 def test_committed_specs_say_what_they_promise():
     quick = load_spec(STUDIES / "quickstart.toml")
     assert quick.task.name == "digits" and quick.latency.device == "cpu" and quick.early_stopping.enabled
-    # "how many heads for my model": one width and one depth, heads searched, finalists with 3+ seeds
+    # "how many heads for my model": one width and one depth, heads searched, finalists cross-validated on
+    # 5 folds or more, the answer's margin stated
     assert len(quick.space.d_model) == 1 and len(quick.space.n_layers) == 1 and len(quick.space.heads) >= 5
-    assert quick.finalists.enabled and quick.finalists.seeds >= 3 and quick.finalists.references
+    assert quick.finalists.enabled and quick.finalists.units >= 5 and quick.finalists.folds >= 5
+    assert quick.finalists.references and quick.answer.margin == 1.0
     # the ladder: every head count of the space at the base, so re-runs compare the same layouts
     assert quick.finalists.ladder
     bad = quick.to_dict() | {"finalists": quick.to_dict()["finalists"] | {"ladder": "yes"}}

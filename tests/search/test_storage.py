@@ -212,6 +212,51 @@ def test_open_storage_creates_and_loads_a_study(storage_url: str, study_name: st
     assert row.datetime_start is not None
 
 
+def test_a_read_only_storage_reads_and_cannot_write(storage_url: str, study_name: str, opened) -> None:
+    optuna.create_study(study_name=study_name, storage=opened(storage_url)).enqueue_trial({"x": 1.0})
+    storage = opened(storage_url, readonly=True)
+    assert study_exists(storage, study_name) and storage.get_heartbeat_interval() is None
+    with pytest.raises(optuna.exceptions.StorageInternalError):  # "attempt to write a readonly database"
+        optuna.create_study(study_name=study_name + "-new", storage=storage)  # or a read-only PG transaction
+    assert not study_exists(opened(storage_url), study_name + "-new")
+
+
+def test_read_only_opening_creates_nothing_and_refuses_what_is_not_optuna(tmp_path: Path) -> None:
+    import sqlite3
+
+    with pytest.raises(StorageError, match="no SQLite database at .* nothing was created"):
+        open_storage(f"sqlite:///{tmp_path}/nowhere/x.db", readonly=True)
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "text.db").write_text("hello")
+    with pytest.raises(StorageError, match="is not a SQLite database"):
+        open_storage(f"sqlite:///{tmp_path}/text.db", readonly=True)
+    with sqlite3.connect(tmp_path / "app.db") as con:
+        con.execute("create table notes (body text)")
+    before = (tmp_path / "app.db").read_bytes()
+    for readonly in (True, False):  # a run does not add Optuna's tables to another program's database either
+        with pytest.raises(StorageError, match="holds no Optuna storage"):
+            open_storage(f"sqlite:///{tmp_path}/app.db", readonly=readonly)
+    assert (tmp_path / "app.db").read_bytes() == before
+
+
+def test_only_files_explorer_creates_are_switched_to_wal(tmp_path: Path, opened) -> None:
+    from explorer.search.sqlite_files import is_wal
+
+    new = tmp_path / "new.db"
+    optuna.create_study(study_name="s", storage=opened(f"sqlite:///{new}"))
+    assert is_wal(new)
+    theirs = tmp_path / "theirs.db"
+    optuna.create_study(study_name="plain", storage=f"sqlite:///{theirs}")  # Optuna's own: a rollback journal
+    storage = opened(f"sqlite:///{theirs}")
+    assert study_exists(storage, "plain") and not is_wal(theirs)
+
+
+def test_a_missing_driver_is_named_for_its_own_database() -> None:
+    with pytest.raises(StorageError, match=r"\(no module 'MySQLdb'\); pip install PyMySQL") as info:
+        open_storage("mysql://me:s3cret-pw@127.0.0.1/db")
+    assert "psycopg" not in str(info.value) and "s3cret-pw" not in str(info.value)
+
+
 def test_plain_postgresql_url_uses_psycopg3(postgres_url: str, opened) -> None:
     if not postgres_url.startswith("postgresql+psycopg://"):
         pytest.skip("EXPLORER_TEST_POSTGRES_URL does not use postgresql+psycopg://")
@@ -346,3 +391,29 @@ def test_a_second_command_stamping_a_new_sqlite_file_at_the_same_moment_is_retri
     monkeypatch.setattr(storage_module, "RDBStorage", racing)
     storage = open_storage(url)
     assert len(calls) == 2 and storage.get_all_studies() == []
+
+
+def test_a_read_only_url_reads_a_quiet_database_immutable_and_a_busy_one_through_its_log(
+    tmp_path: Path,
+) -> None:
+    """immutable=1 needs no -wal/-shm (a read-only folder); with a writer's log beside it, mode=ro reads that log."""
+    import sqlite3
+
+    from explorer.search.sqlite_files import readonly_url
+
+    db = tmp_path / "a b%.db"  # a path that needs percent-encoding
+    con = sqlite3.connect(db)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("create table t (x)")
+    con.commit()
+    con.execute("insert into t values (1)")
+    con.commit()  # pending in the -wal while this connection stays open
+    busy = readonly_url(db, "masked")
+    assert busy.endswith("?mode=ro&uri=true") and "a%20b%25.db" in busy
+    reader = sqlalchemy.create_engine(busy)
+    with reader.connect() as c:
+        assert c.execute(sqlalchemy.text("select count(*) from t")).scalar() == 1
+    reader.dispose()
+    con.close()  # the last connection: the log is checkpointed and removed
+    assert not Path(f"{db}-wal").exists()
+    assert readonly_url(db, "masked").endswith("?immutable=1&uri=true")

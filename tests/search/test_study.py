@@ -37,6 +37,7 @@ from explorer.search.artifacts import ArtifactStore
 from explorer.search.record import is_bookkeeping, load_records, load_retimings
 from explorer.search.spec import load_spec
 from explorer.search.study import open_study, prepare_study
+from explorer.search.units import unit_seed
 from explorer.search.workers import RunOptions
 from tests.fixtures import write_tiny_spec as write_spec
 
@@ -242,6 +243,7 @@ def test_a_creation_killed_before_the_spec_was_stored_is_finished_by_running_the
     import explorer.search.study as study_module
 
     monkeypatch.setattr(study_module, "SPEC_WAIT_S", 0.3)
+    monkeypatch.setattr(study_module, "CREATION_GRACE_S", 0.3)
     spec = write_spec(tmp_path, name="halfmade", n_trials=2)
     half = optuna.create_study(study_name="halfmade", storage=sqlite_url, directions=["maximize", "minimize"])
     half.set_user_attr("explorer_version", "0")  # what the killed command had written
@@ -256,7 +258,7 @@ def test_a_creation_killed_before_the_spec_was_stored_is_finished_by_running_the
         s = optuna.create_study(study_name=name, storage=sqlite_url, directions=directions)
         for _ in range(trials):
             s.enqueue_trial({})
-        with pytest.raises(SpecError, match="no stored spec"):
+        with pytest.raises(SpecError, match="was not created by explorer"):
             prepare_study(load_spec(write_spec(tmp_path, name=name)), sqlite_url)
         assert "spec" not in optuna.load_study(study_name=name, storage=sqlite_url).user_attrs
 
@@ -491,8 +493,8 @@ def test_budgets_become_constraints_and_over_budget_trials_are_not_trained(tmp_p
 
 
 @pytest.mark.slow
-def test_finalists_are_retrained_with_fresh_seeds_and_confirm_adds_more(tmp_path, sqlite_url, one_thread):
-    spec = write_spec(tmp_path, name="fin", n_trials=4, epochs=2, finalists=True)
+def test_finalists_train_on_the_fold_grid_and_confirm_adds_replicates(tmp_path, sqlite_url, one_thread):
+    spec = write_spec(tmp_path, name="fin", n_trials=4, epochs=2, finalists=True, folds=2)
     handle = prepare_study(load_spec(spec), sqlite_url)
     summary = api.run(handle)
     plan = summary.plan
@@ -503,8 +505,15 @@ def test_finalists_are_retrained_with_fresh_seeds_and_confirm_adds_more(tmp_path
     assert "knee" in labels and ("1 head" in labels or one_head_knee)
     finals = [r for r in load_records(handle.study) if r.role == "finalist"]
     assert len(finals) == len(plan.runs) and all(r.state == "COMPLETE" for r in finals)
-    assert {r.seed for r in finals} == {1_000_000, 1_000_001}  # fresh seeds, not any search trial's
-    assert all(r.epochs_planned == 4 and 1 <= r.epochs_run <= 4 for r in finals)  # plateau rule, capped
+    # 2 seeds x 2 folds: four units, each with its own seed (no search trial's), shared by every layout
+    assert {r.seed for r in finals} == {unit_seed(0, u) for u in range(4)}
+    by_unit = {r.seed: {(r.fold, r.folds, r.fold_seed)} for r in finals}
+    for r in finals:
+        by_unit[r.seed].add((r.fold, r.folds, r.fold_seed))
+    assert all(len(v) == 1 for v in by_unit.values())  # a unit is one fold of one replicate for every layout
+    assert sorted(next(iter(v))[0] for v in by_unit.values()) == [0, 0, 1, 1]
+    assert len({r.val_size for r in finals}) <= 2 and finals[0].val_size > 270  # a fold of 1,527, not 270
+    assert all(r.epochs_planned == 4 and r.epochs_run == 4 for r in finals)  # the fixed schedule, never cut
     assert all(not r.latency.cached for r in finals)  # timed afresh, each its own measurement
     assert len(set(keys(handle.study, "finalist"))) == len(finals)
     # then every finalist architecture is timed again in interleaved rounds with nothing else running
@@ -517,12 +526,12 @@ def test_finalists_are_retrained_with_fresh_seeds_and_confirm_adds_more(tmp_path
     pids = {t.round: {u.pid for u in retimed if u.round == t.round} for t in retimed}
     assert all(len(p) == 1 for p in pids.values()) and len({next(iter(p)) for p in pids.values()}) == 3
     assert os.getpid() not in {t.pid for t in retimed}
-    # Resuming plans the same runs: nothing new. confirm --seeds 3 adds one seed per finalist, nothing else.
+    # Resuming plans the same runs: nothing new. confirm --seeds 3 adds one replicate (2 folds) per finalist.
     assert api.run(open_study("fin", sqlite_url)).added == 0
     result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["finalist_runs_queued"] == n_archs and doc["finalists"]["done"] == 3 * n_archs
+    assert doc["finalist_runs_queued"] == 2 * n_archs and doc["finalists"]["done"] == 6 * n_archs
 
 
 @pytest.mark.slow
@@ -585,8 +594,8 @@ enabled = false
 [finalists]
 top = 1
 seeds = 2
-max_epochs = 2
-patience = 1
+folds = 1
+epochs = 8                 # long enough to beat a unigram model (else the study has no answer)
 timing_rounds = 2
 """
 
@@ -647,3 +656,34 @@ def test_a_failed_retiming_round_is_one_error_line_and_keeps_what_was_timed(tmp_
     # a study in an in-memory database, which no other process can open, is timed in this one
     memory = prepare_study(load_spec(write_spec(tmp_path, name="rt-mem")), "sqlite:///:memory:")
     assert {t.pid for t in retime(memory, [(key, config)], rounds=2, device="cpu")} == {os.getpid()}
+
+
+def test_a_changed_spec_says_what_differs_and_which_wins():
+    from explorer.search.rerun import differences
+
+    stored = {"seed": 0, "space": {"heads": [1, 2], "d_model": [16]}, "task": {"options": {"k": 1}}}
+    given = {"seed": 1, "space": {"heads": [1, 2, 4], "d_model": [16]}, "task": {"options": {"k": 1, "j": 2}}}
+    assert differences(stored, given) == [
+        "'seed' is 0 stored, 1 in the file",
+        "[space] heads is [1, 2] stored, [1, 2, 4] in the file",
+        "[task] options.j is absent stored, 2 in the file",
+    ]
+    assert differences(stored, stored) == []
+
+
+def test_a_space_of_one_architecture_stops_because_it_is_used_up(tmp_path, sqlite_url):
+    """With a total far above the space, the search ends after its one architecture and says why (no 50
+    proposals "taken by other workers" with one worker), and the bar's total is the space, not the total."""
+    extra = "\n".join(
+        ["[space]", "d_model = [16]", "n_layers = [1]", "heads = [2]", "families = ['uniform']"]
+    )
+    spec = write_spec(tmp_path, name="one", n_trials=1000, epochs=1).read_text().split("[space]")
+    rest = spec[1].split("[latency]", 1)[1]
+    path = tmp_path / "one.toml"
+    path.write_text(spec[0] + extra + "\n[latency]" + rest)
+    stages = []
+    summary = api.run(prepare_study(load_spec(path), sqlite_url), on_stage=lambda s, n: stages.append((s, n)))
+    assert summary.search.done == 1 and summary.search.note.startswith(
+        "the search space has no architecture left"
+    )
+    assert stages[0] == ("search", 1)

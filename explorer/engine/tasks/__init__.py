@@ -1,7 +1,10 @@
 """Tasks: every loader returns a :class:`Task` with fixed train/val/test splits.
 
-``load_task("digits")``, ``load_task("relations", n_relations=4)``, ``load_task("text", context=128)`` (a
-byte-level language model on the Python standard library's source) or ``load_task("path/to/data.npz")``.
+``load_task("digits")``, ``load_task("mnist", patch=7)``, ``load_task("relations", n_relations=4)``,
+``load_task("text", context=128)`` (a byte-level language model on the Python standard library's source),
+``load_task("path/to/data.npz")`` or a function of the user's: ``load_task("mypkg.data:load")`` or
+``load_task("path/to/data.py:load")`` (:mod:`explorer.engine.tasks.usercode`). An ``.npz`` file or a function
+returning images takes ``patch`` (and ``layout``) to cut them into patches.
 """
 
 from __future__ import annotations
@@ -11,18 +14,22 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from explorer.engine.hooks import REFERENCE_FORM, is_reference
 from explorer.engine.tasks.base import Task
 from explorer.engine.tasks.digits import load_digits_task
+from explorer.engine.tasks.mnist import load_mnist
 from explorer.engine.tasks.npz import load_npz
 from explorer.engine.tasks.relations import load_relations
 from explorer.engine.tasks.text import load_text
+from explorer.engine.tasks.usercode import load_code_task
 from explorer.errors import ConfigError
 
 __all__ = ["TASKS", "Task", "load_task"]
 
-TASKS = ("digits", "relations", "text")  # built-in task names; a path ending in .npz is a user file
+TASKS = ("digits", "mnist", "relations", "text")  # built-in names; a path ending in .npz is a user file
 _LOADERS: dict[str, Callable[..., Task]] = {
     "digits": load_digits_task,
+    "mnist": load_mnist,
     "relations": load_relations,
     "text": load_text,
 }
@@ -35,7 +42,8 @@ def _options(loader: Callable[..., Task]) -> list[str]:
 
 
 def load_task(name: str | os.PathLike[str], *, seed: int = 0, **options: Any) -> Task:
-    """Load a built-in task by name or a user ``.npz`` file by path; ``seed`` fixes data and splits."""
+    """Load a built-in task by name, a user ``.npz`` file by path or a user function by reference; ``seed``
+    fixes data and splits (a user function that takes ``seed`` gets it too)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"the task seed must be a non-negative integer, got {seed!r}.")
     text = os.fspath(name)
@@ -44,9 +52,12 @@ def load_task(name: str | os.PathLike[str], *, seed: int = 0, **options: Any) ->
         label = ".npz files"
     elif text in _LOADERS:
         loader, label = _LOADERS[text], f"task {text!r}"
+    elif is_reference(text):
+        return load_code_task(text, seed=seed, **options)  # its options are the function's parameters
     else:
         raise ConfigError(
-            f"unknown task {text!r}; choose one of {', '.join(TASKS)}, or give a path ending in .npz."
+            f"unknown task {text!r}; choose one of {', '.join(TASKS)}, give a path ending in .npz, or name "
+            f"your own function as {REFERENCE_FORM}."
         )
     allowed = _options(loader)
     unknown = sorted(set(options) - set(allowed))
@@ -55,5 +66,5 @@ def load_task(name: str | os.PathLike[str], *, seed: int = 0, **options: Any) ->
             f"unknown option(s) {', '.join(unknown)} for {label}; allowed: {', '.join(allowed) or 'none'}."
         )
     if loader is load_npz:
-        return load_npz(text, seed=seed)
+        return load_npz(text, seed=seed, **options)
     return loader(seed=seed, **options)

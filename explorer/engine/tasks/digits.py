@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from explorer.engine.tasks.base import Task
+from explorer.engine.tasks.images import patch_images, with_image
 from explorer.engine.tasks.npz import task_from_arrays
 from explorer.errors import ConfigError
 
@@ -26,10 +27,9 @@ _SIDE = 8
 
 
 def patchify(images: np.ndarray, patch: int) -> np.ndarray:
-    """``[n, 8, 8]`` images -> ``[n, (8 / patch)^2, patch^2]`` patches, row-major over the patch grid."""
-    n, g = len(images), _SIDE // patch
-    x = images.reshape(n, g, patch, g, patch)  # [n, grid_row, row_in_patch, grid_col, col_in_patch]
-    return x.transpose(0, 1, 3, 2, 4).reshape(n, g * g, patch * patch)  # [n, T, patch^2]
+    """``[n, 8, 8]`` images -> ``[n, (8 / patch)^2, patch^2]`` patches, row-major over the patch grid (the cut
+    every image task uses: :func:`explorer.engine.tasks.images.patch_images`)."""
+    return patch_images(images, patch)[0]
 
 
 def load_digits_task(*, seed: int = 0, patch: int = 2) -> Task:
@@ -45,4 +45,5 @@ def load_digits_task(*, seed: int = 0, patch: int = 2) -> Task:
     description = (
         f"sklearn 8x8 digits, {patch}x{patch} patches ({X.shape[1]} positions x {X.shape[2]} features)"
     )
-    return task_from_arrays("digits", X, data.target.astype(np.int64), seed=seed, description=description)
+    task = task_from_arrays("digits", X, data.target.astype(np.int64), seed=seed, description=description)
+    return with_image(task, (_SIDE, _SIDE, 1), patch)

@@ -16,24 +16,32 @@ enough that most of those classes exist (:data:`MIN_CLASS_COVERAGE`): labels {0,
 
 from __future__ import annotations
 
+import math
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from sklearn.model_selection import train_test_split
 
 from explorer.engine.config import InputSpec
+from explorer.engine.limits import CLASSES, SEQ_LEN, VOCAB, check_memory
 from explorer.engine.tasks.base import Task
-from explorer.errors import DataError
+from explorer.engine.tasks.images import patch_images, with_image
+from explorer.errors import ConfigError, DataError
 
 __all__ = [
     "ALLOWED_KEYS",
+    "check_array_sizes",
+    "declared_shapes",
     "MAX_CLASSES",
     "MAX_VOCAB",
     "MIN_CLASS_COVERAGE",
     "MIN_EVAL",
     "MIN_TRAIN",
+    "arrays_to_task",
     "load_npz",
     "split_indices",
     "task_from_arrays",
@@ -43,31 +51,97 @@ ALLOWED_KEYS = ("X", "y", "X_val", "y_val", "X_test", "y_test")
 HOLDOUT = 0.15  # fraction of the training arrays carved out for each missing split
 MIN_TRAIN = 10  # training examples needed at least
 MIN_EVAL = 2  # validation and test examples needed at least
-MAX_VOCAB = 2**20  # token ids must be below this (1,048,576): the embedding has max id + 1 rows
-MAX_CLASSES = 2**16  # labels must be below this (65,536): the classifier has max label + 1 outputs
+MAX_VOCAB = VOCAB.default  # token ids must be below this (1,048,576; EXPLORER_MAX_VOCAB): max id + 1 rows
+MAX_CLASSES = (
+    CLASSES.default
+)  # labels must be below this (65,536; EXPLORER_MAX_CLASSES): max label + 1 outputs
 MIN_CLASS_COVERAGE = 0.5  # at least this share of the classes 0..max label must occur in the data
 
 Split = tuple[np.ndarray, np.ndarray]
 
 
-def load_npz(path: str | Path, *, seed: int = 0) -> Task:
-    """Read, check and split a user ``.npz`` file; the task is named after the file's stem."""
+def load_npz(path: str | Path, *, seed: int = 0, patch: int | None = None, layout: str = "hwc") -> Task:
+    """Read, check and split a user ``.npz`` file; the task is named after the file's stem. With ``patch`` its
+    ``X`` arrays are images, cut into patches (:mod:`explorer.engine.tasks.images`)."""
     path = Path(path)
     arrays = _read(path)
     for key in ("X", "y"):
         if key not in arrays:
             raise DataError(f"{path.name} has no array {key!r}; save it with numpy.savez(path, X=X, y=y).")
+    if patch is None and layout != "hwc":
+        raise ConfigError("task option layout describes images; give patch = P with it.")
+    return arrays_to_task(path.stem, arrays, seed, f"user data {path.name}", patch=patch, layout=layout)
+
+
+def arrays_to_task(
+    name: str, arrays: Mapping[str, np.ndarray], seed: int, description: str, **image: Any
+) -> Task:
+    """Named arrays (``X``, ``y``, optional ``X_val``...) -> a checked Task; with ``patch`` the ``X`` arrays are
+    images, cut into patches first (``layout`` says how 4-D images are laid out)."""
+    arrays = dict(arrays)
+    shape = None
+    if image.get("patch") is not None:
+        for key in ("X", "X_val", "X_test"):
+            if key in arrays:
+                arrays[key], shape = patch_images(
+                    arrays[key], image["patch"], image.get("layout", "hwc"), key
+                )
+    elif arrays["X"].ndim == 4:
+        raise DataError(
+            f"X has shape {arrays['X'].shape}: 4-D arrays are images; cut them into patches with the task option "
+            "patch = P (and layout = 'chw' for [n, C, H, W])."
+        )
     extra = {}
     for split in ("val", "test"):
         xk, yk = f"X_{split}", f"y_{split}"
         if (xk in arrays) != (yk in arrays):
             have, lack = (xk, yk) if xk in arrays else (yk, xk)
-            raise DataError(f"{path.name} has {have!r} but not {lack!r}; give both or neither.")
+            raise DataError(f"{name} has {have!r} but not {lack!r}; give both or neither.")
         if xk in arrays:
             extra[split] = (arrays[xk], arrays[yk])
-    return task_from_arrays(
-        path.stem, arrays["X"], arrays["y"], seed=seed, description=f"user data {path.name}", **extra
-    )
+    task = task_from_arrays(name, arrays["X"], arrays["y"], seed=seed, description=description, **extra)
+    return task if shape is None else with_image(task, shape, int(image["patch"]))
+
+
+def declared_shapes(path: Path) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The shape and dtype each array of an ``.npz`` declares in its header, read without loading any data."""
+    out = {}
+    try:
+        with zipfile.ZipFile(path) as z:
+            unknown = sorted({m.removesuffix(".npy") for m in z.namelist()} - set(ALLOWED_KEYS))
+            if unknown:  # before any header is read: an archive of a million members is refused at once
+                raise DataError(
+                    f"{path.name} has unknown array(s) {unknown[:5]}; keep only {', '.join(ALLOWED_KEYS)}."
+                )
+            for member in z.namelist():
+                key = member.removesuffix(".npy")
+                with z.open(member) as f:
+                    version = np.lib.format.read_magic(f)
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape, _, dtype = read(f)
+                out[key] = (tuple(int(n) for n in shape), np.dtype(dtype))
+    except (OSError, ValueError, EOFError, TypeError, SyntaxError, zipfile.BadZipFile) as e:
+        raise DataError(
+            f"{path.name} could not be read as .npz ({e}); re-save it with numpy.savez."
+        ) from None
+    return out
+
+
+def check_array_sizes(shapes: dict[str, tuple[tuple[int, ...], np.dtype]], source: str) -> int:
+    """The bytes a task built from arrays of these shapes takes (the arrays, then int64/float32 tensors and the
+    split copies), if within explorer.engine.limits; for an ``.npz`` header or arrays already in memory alike.
+    Positions per example (``X``'s second axis) are bounded by ``SEQ_LEN``."""
+    total = 0
+    for key, (shape, dtype) in shapes.items():
+        if key.startswith("X") and len(shape) >= 2:
+            SEQ_LEN.check(shape[1], f"the positions per example of {key} in {source}", "cut the sequences")
+        elements = math.prod(shape)
+        total += elements * dtype.itemsize + 2 * elements * 8
+    return check_memory(total, f"the arrays of {source}", "give fewer or shorter examples")
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:
@@ -79,6 +153,7 @@ def _read(path: Path) -> dict[str, np.ndarray]:
         raise DataError(
             f"{path} is not an .npz archive (not a zip file); save your arrays with numpy.savez(path, X=X, y=y)."
         )
+    check_array_sizes(declared_shapes(path), path.name)  # from the headers: no data is read before this
     arrays = {}
     try:
         with np.load(path, allow_pickle=False) as npz:
@@ -137,10 +212,11 @@ def _check_split(name: str, X: np.ndarray, y: np.ndarray) -> None:
             raise DataError(
                 f"{xk} has negative token ids (min {X.min()}); token ids must be 0..vocab_size-1."
             )
-        if X.max() >= MAX_VOCAB:
+        if X.max() >= VOCAB.value():
             raise DataError(
-                f"{xk} has token id {X.max()}, but token ids must be below {MAX_VOCAB:,} (the vocabulary is the "
-                f"largest id + 1); renumber them with np.unique(X, return_inverse=True) (one mapping for every split)."
+                f"{xk} has token id {X.max()}, but token ids must be below {VOCAB.value():,} (the vocabulary is the "
+                f"largest id + 1; {VOCAB.env} raises it); renumber them with np.unique(X, return_inverse=True) "
+                "(one mapping for every split)."
             )
     else:
         if not (np.issubdtype(X.dtype, np.number) or X.dtype == bool) or np.iscomplexobj(X):
@@ -157,10 +233,11 @@ def _check_split(name: str, X: np.ndarray, y: np.ndarray) -> None:
             f"{yk} has negative labels (min {y.min()}); labels must be 0..n_classes-1 "
             f"(remap with np.unique({yk}, return_inverse=True))."
         )
-    if len(y) and y.max() >= MAX_CLASSES:
+    if len(y) and y.max() >= CLASSES.value():
         raise DataError(
-            f"{yk} has label {y.max()}, but labels must be below {MAX_CLASSES:,} (the classes are the largest "
-            f"label + 1); renumber them 0..n_classes-1 with np.unique(y, return_inverse=True)."
+            f"{yk} has label {y.max()}, but labels must be below {CLASSES.value():,} (the classes are the largest "
+            f"label + 1; {CLASSES.env} raises it); renumber them 0..n_classes-1 with np.unique(y, "
+            "return_inverse=True)."
         )
 
 
@@ -202,6 +279,10 @@ def task_from_arrays(
 ) -> Task:
     """Check arrays and build a Task; a missing ``val``/``test`` split is carved out of ``(X, y)`` (stratified)."""
     X, y = np.asarray(X), np.asarray(y)
+    pairs = {"X": X, "y": y} | {
+        f"{k}_{s}": a for s, p in (("val", val), ("test", test)) if p for k, a in zip("Xy", p, strict=True)
+    }
+    check_array_sizes({k: (np.shape(a), np.asarray(a).dtype) for k, a in pairs.items()}, name)
     _check_split("", X, y)
     given = {"val": val, "test": test}
     for split, pair in given.items():

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from explorer.engine.config import InputSpec
+from explorer.engine.limits import EXAMPLES, SEQ_LEN, VOCAB, check_memory
 from explorer.engine.tasks.base import Task, check_int
 from explorer.errors import ConfigError
 
@@ -129,6 +130,11 @@ def load_relations(
     seq_len = check_int("relations", "seq_len", seq_len, min_seq_len(k))
     n = check_int("relations", "n_samples", n_samples, 40)
     vocab_size = check_int("relations", "vocab_size", vocab_size, k + _MIN_CONTENT)
+    SEQ_LEN.check(seq_len, "relations option seq_len")
+    EXAMPLES.check(n, "relations option n_samples")
+    VOCAB.check(vocab_size, "relations option vocab_size")
+    # int64 tokens, then the placement masks and the torch copy: about four copies of [n, seq_len]
+    check_memory(4 * 8 * n * seq_len, "the relations task", "lower n_samples or seq_len")
 
     rng = np.random.default_rng([seed, k, seq_len, vocab_size])
     X = rng.integers(k, vocab_size, size=(n, seq_len))  # uniform content filler

@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from explorer.engine.config import InputSpec
+from explorer.engine.limits import check_memory
 from explorer.engine.tasks.base import Task, check_int
 from explorer.errors import ConfigError, DataError
 
@@ -82,10 +83,13 @@ def build_corpus(*, seed: int = 0, max_bytes: int = 600_000, root: str | Path | 
     for i in order:
         if current == len(names):
             break
-        data = (base / files[i]).read_bytes()
-        if not data:
+        path = base / files[i]
+        if not path.is_file():  # a pipe or device named .py would block or never end
             continue
-        take = data[:room]
+        with path.open("rb") as f:
+            take = f.read(room)  # no more than the split still needs: a huge file is not read whole
+        if not take:
+            continue
         parts[names[current]].append(take)
         used[names[current]].append(files[i])
         room -= len(take)
@@ -128,6 +132,8 @@ def load_text(
     smallest = _MIN_WINDOWS * (context + 1)
     floor = max(10_000, int(smallest / min(SPLIT_FRACTIONS.values())) + 1)
     max_bytes = check_int("text", "max_bytes", max_bytes, floor)
+    # the bytes, then int64 windows of inputs and targets (8 bytes each, twice) and their splits
+    check_memory(20 * max_bytes, f"the text task's max_bytes of {max_bytes:,}", "lower max_bytes")
     if root is not None and not isinstance(root, str):
         raise ConfigError(f"text option root must be a folder path, got {root!r}.")
     corpus = build_corpus(seed=seed, max_bytes=max_bytes, root=root)

@@ -1,0 +1,292 @@
+"""Does a whole re-run of the study name a layout of the first run's answer class, as often as the report says?
+
+Each run is the README's first command on the quickstart spec with another study seed (the sampler's, every
+training seed, every fold cut: the seed blocks of :mod:`explorer.search.units` are disjoint), in a fresh folder
+with an empty latency cache: ``explorer study run studies/quickstart.toml --workers 2`` then ``explorer report
+quickstart --json``. With ``--extend K`` the run then adds replicates with ``explorer confirm quickstart --seeds K``
+(same folds and seeds for the first replicates, the same timing rounds), so one run holds the README's evidence
+and more of it.
+
+For every run the candidate table is committed (``calibration.json``): every finalist layout's score on every
+unit, its timings by round, the answer, its class and confidence. From those tables the record computes, for the
+README's evidence (the first ``seeds`` replicates of the spec) and for every larger number of replicates:
+
+* over ordered pairs of runs (A, B): how often B's answer is a member of A's class;
+* the mean stated confidence against that observed agreement, and per run A its confidence against the share of
+  other runs whose answer it contains;
+* class sizes and the answers' frequencies;
+* whether any class holds a layout whose *pooled* mean (over every run's every unit) is more than the margin
+  below the pooled best's.
+
+The answers at the README's level are recomputed offline from the tables with the library's rule
+(:func:`explorer.insight.equivalence.choose`) and checked against the live reports, so other decision rules and
+margins can be replayed from the committed tables (``--replay``).
+
+    python benchmarks/calibration.py --seeds 1 2 3 4 5 6 7 8 9 10 --extend 3 --record benchmarks/calibration.md
+    python benchmarks/calibration.py --replay benchmarks/calibration.json --record benchmarks/calibration.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SPEC = ROOT / "studies" / "quickstart.toml"
+
+
+def _explorer(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    env = os.environ | {"EXPLORER_CACHE_DIR": str(folder / "cache")}
+    env.pop("EXPLORER_STORAGE", None)
+    return subprocess.run([sys.executable, "-m", "explorer.cli", *args], cwd=folder, env=env, capture_output=True,
+                          text=True)  # fmt: skip
+
+
+def _with_seed(text: str, seed: int) -> str:
+    out, n = re.subn(r"(?m)^seed\s*=\s*\d+", f"seed = {seed}", text, count=1)
+    if n != 1:
+        raise SystemExit("the spec has no top-level `seed = N` line to change")
+    return out
+
+
+def _table(folder: Path, name: str) -> dict[str, Any]:
+    """The candidate table of the study in ``folder``: what every decision rule needs, replayable offline."""
+    import explorer
+
+    ans = explorer.recommend(name, f"sqlite:///{folder / 'studies' / name}.db")
+    if ans.grid is None:
+        raise SystemExit(f"{folder}: the answer rests on no finalist runs ({ans.evidence})")
+    keys = list(ans.grid.keys)
+    by_key = {a.key: a for a in ans.candidates}
+    times = ans.times if ans.times is not None else np.full((len(keys), 1), np.nan)
+    return {
+        "layouts": [{"key": k, "heads": list(by_key[k].heads), "label": by_key[k].label} for k in keys],
+        "units": list(ans.grid.seeds),
+        "scores": [[None if math.isnan(v) else float(v) for v in row] for row in ans.grid.scores],
+        "times": [[None if math.isnan(v) else float(v) for v in row] for row in times],
+        "collapsed": [c.number for c in ans.collapsed],
+        "answer": ans.recommended.key if ans.recommended else None,
+        "class": [a.key for a in ans.members],
+        "confidence": ans.confidence,
+    }
+
+
+def run_one(spec: Path, name: str, seed: int, extend: int | None) -> dict[str, Any]:
+    folder = Path(tempfile.mkdtemp(prefix=f"calibration-{seed}-"))
+    (folder / "studies").mkdir()
+    (folder / "studies" / spec.name).write_text(_with_seed(spec.read_text(), seed))
+    t0 = time.perf_counter()
+    steps = [("study", "run", f"studies/{spec.name}", "--workers", "2"), ("report", name, "--json")]
+    for step in steps:
+        done = _explorer(folder, *step)
+        if done.returncode != 0:
+            return {"seed": seed, "failed": done.returncode, "step": " ".join(step),
+                    "error": done.stderr.strip().splitlines()[-1:] or [""]}  # fmt: skip
+    out = {"seed": seed, "seconds": round(time.perf_counter() - t0, 1), "readme": _table(folder, name)}
+    out["report"] = json.loads(done.stdout)["answer"]["answer"]["key"]
+    if extend:
+        t1 = time.perf_counter()
+        done = _explorer(folder, "confirm", name, "--seeds", str(extend), "--workers", "2")
+        if done.returncode != 0:
+            out["extend_failed"] = done.stderr.strip().splitlines()[-1:]
+        else:
+            out["extended"] = _table(folder, name)
+            out["extend_seconds"] = round(time.perf_counter() - t1, 1)
+    return out
+
+
+# --------------------------------------------------------------------------------------------- analysis
+
+
+def _matrix(rows: list[list[float | None]]) -> np.ndarray:
+    return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
+
+
+def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, alpha: float, tie: float,
+           confidence: bool = True, ladder: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The answer, class and confidence of ``table`` from its first ``replicates`` replicates' units (only its
+    uniform layouts, the ladder, with ``ladder``: what the rule gives without the layouts a search added)."""
+    from explorer.insight.confidence import rerun_confidence
+    from explorer.insight.equivalence import choose
+
+    rows = [i for i, layout in enumerate(table["layouts"]) if not ladder or len(set(layout["heads"])) == 1]
+    scores = _matrix(table["scores"])[rows, : replicates * folds]
+    times = _matrix(table["times"])[rows]
+    keys = [table["layouts"][i]["key"] for i in rows]
+    answer, classes = choose(scores, times, margin, alpha, tie)
+    members = classes.members
+    conf = rerun_confidence(scores, times, members, margin, alpha, tie) if confidence else None
+    return {"answer": keys[answer], "class": [keys[i] for i in members], "best": keys[classes.best],
+            "confidence": conf}  # fmt: skip
+
+
+def analyse(runs: list[dict[str, Any]], spec: Any) -> dict[str, Any]:
+    """Agreement, calibration, class sizes and pooled truth, at every number of replicates the runs hold."""
+    f, a = spec.finalists, spec.answer
+    margin = a.margin_for(True)
+    ok = [r for r in runs if "readme" in r]
+    levels = {f.seeds: [r["readme"] for r in ok]}  # the README's evidence: exactly what its reports said
+    if ok and all("extended" in r for r in ok):
+        most = min(len(r["extended"]["units"]) for r in ok) // f.folds
+        for k in range(1, most + 1):
+            levels.setdefault(k, [r["extended"] for r in ok])
+    check = [decide(r["readme"], f.seeds, f.folds, margin, a.alpha, a.latency_tie, confidence=False) for r in ok]
+    mismatch = [r["seed"] for r, c in zip(ok, check, strict=True) if c["answer"] != r["readme"]["answer"]]
+    pooled = _pooled_means([r.get("extended", r["readme"]) for r in ok])
+    best = max(pooled.values())
+    out: dict[str, Any] = {"mismatch": mismatch, "pooled": pooled, "levels": {}, "ladder": {}}
+    for (k, tables), ladder in [(item, flag) for item in sorted(levels.items()) for flag in (False, True)]:
+        decided = [decide(t, k, f.folds, margin, a.alpha, a.latency_tie, ladder=ladder) for t in tables]
+        pairs = [(x, y) for x in range(len(decided)) for y in range(len(decided)) if x != y]
+        hits = [decided[y]["answer"] in decided[x]["class"] for x, y in pairs]
+        per_run = [np.mean([decided[y]["answer"] in d["class"] for y in range(len(decided)) if y != x])
+                   for x, d in enumerate(decided)]  # fmt: skip
+        too_low = sorted({key for d in decided for key in d["class"] if pooled[key] < best - margin})
+        out["ladder" if ladder else "levels"][k] = {
+            "runs": decided,
+            "agreement": float(np.mean(hits)) if hits else math.nan,
+            "pairs": len(pairs),
+            "hits": int(sum(hits)),
+            "confidence": float(np.mean([d["confidence"] for d in decided])),
+            "per_run": [float(p) for p in per_run],
+            "sizes": [len(d["class"]) for d in decided],
+            "answers": _counts(d["answer"] for d in decided),
+            "too_low": too_low,
+        }
+    return out
+
+
+def _pooled_means(tables: list[dict[str, Any]]) -> dict[str, float]:
+    sums: dict[str, list[float]] = {}
+    for t in tables:
+        for layout, row in zip(t["layouts"], t["scores"], strict=True):
+            sums.setdefault(layout["key"], []).extend(v for v in row if v is not None)
+    return {k: float(np.mean(v)) for k, v in sums.items()}
+
+
+def _counts(items: Any) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+# --------------------------------------------------------------------------------------------- record
+
+
+def _name(key: str, runs: list[dict[str, Any]]) -> str:
+    for r in runs:
+        for t in (r.get("readme"), r.get("extended")):
+            for layout in (t or {}).get("layouts", []):
+                if layout["key"] == key:
+                    return ",".join(map(str, layout["heads"]))
+    return key
+
+
+def _level_table(levels: dict[Any, dict[str, Any]], folds: int, name: Any) -> list[str]:
+    lines = ["| replicates (units) | agreement: B's answer in A's class | mean stated confidence | class sizes "
+             "| answers | class members more than the margin below the pooled best |", "|---|---|---|---|---|---|"]  # fmt: skip
+    for k, lv in levels.items():
+        answers = ", ".join(f"{name(a)} x{n}" for a, n in lv["answers"].items())
+        low = ", ".join(name(x) for x in lv["too_low"]) or "none"
+        lines.append(f"| {k} ({int(k) * folds}) | {lv['hits']} of {lv['pairs']} ({lv['agreement']:.0%}) | "
+                     f"{lv['confidence']:.0%} | {', '.join(map(str, lv['sizes']))} | {answers} | {low} |")  # fmt: skip
+    return lines
+
+
+def render(result: dict[str, Any]) -> str:
+    runs, an, spec = result["runs"], result["analysis"], result["spec"]
+    name = lambda k: _name(k, runs)  # noqa: E731
+    lines = [f"\n## {len(runs)} whole re-runs of the quickstart, study seeds "
+             f"{', '.join(str(r['seed']) for r in runs)}", "",
+             f"Recorded {result['date']} on {result['machine']}; load average before/after "
+             f"{result['load_before']:.2f}/{result['load_after']:.2f}; command `{result['command']}`; commit "
+             f"{result.get('commit', 'unknown')}. Each run: `explorer study run studies/quickstart.toml --workers 2` "
+             f"and `explorer report quickstart --json` in a fresh folder with an empty latency cache"
+             + (f", then `explorer confirm quickstart --seeds {result['extend']} --workers 2`" if result.get("extend")
+                else "") + f". Margin {spec['margin'] * 100:g} point(s), alpha {spec['alpha']}, latency tie "
+             f"{spec['tie']:.0%}, {spec['folds']} folds; the README's study trains {spec['seeds']} replicate(s).", ""]  # fmt: skip
+    failed = [r for r in runs if "readme" not in r]
+    if failed:
+        lines += [f"- seed {r['seed']} failed at `{r.get('step')}`: {r.get('error')}" for r in failed] + [""]
+    lines += ["| seed | README answer | its class | confidence | minutes (study + report) | minutes to extend |",
+              "|---|---|---|---|---|---|"]  # fmt: skip
+    for r in runs:
+        if "readme" in r:
+            t = r["readme"]
+            conf = "n/a" if t["confidence"] is None else f"{t['confidence']:.0%}"
+            ext = f"{r['extend_seconds'] / 60:.1f}" if "extend_seconds" in r else ""
+            lines.append(f"| {r['seed']} | {name(t['answer'])} | {' '.join(name(k) for k in t['class'])} | {conf} | "
+                         f"{r['seconds'] / 60:.1f} | {ext} |")  # fmt: skip
+    lines += ["", *_level_table(an["levels"], spec["folds"], name)]
+    lines += ["", "The same rule on the ladder alone (the uniform layouts every run measures; the layouts a run's "
+              "search added left out):", "", *_level_table(an["ladder"], spec["folds"], name)]  # fmt: skip
+    pooled = ", ".join(f"{name(k)} {v:.2%}" for k, v in sorted(an["pooled"].items(), key=lambda kv: -kv[1]))
+    lines += ["", f"Pooled means over every run's every unit (the benchmark's best estimate of each layout): {pooled}.",
+              "The README-level answers recomputed offline from the tables match the live reports"
+              + (" in every run." if not an["mismatch"] else f" except seeds {an['mismatch']}.")]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spec", type=Path, default=SPEC, help="the study spec (default: the README's quickstart)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 11)))
+    ap.add_argument("--extend", type=int, help="then add replicates up to this many (explorer confirm --seeds)")
+    ap.add_argument("--replay", type=Path, help="analyse the runs recorded in this JSON instead of running")
+    ap.add_argument("--record", type=Path, help="append the result to this Markdown file (and its .json)")
+    args = ap.parse_args()
+    from explorer.engine.device import cpu_model_name
+    from explorer.search.spec import load_spec
+
+    spec = load_spec(args.spec)
+    load_before = os.getloadavg()[0]
+    if args.replay:
+        result = json.loads(args.replay.read_text())[-1]
+    else:
+        runs = []
+        for seed in args.seeds:
+            r = run_one(args.spec, spec.name, seed, args.extend)
+            print(f"seed {seed}: {r.get('report', 'FAILED')} in {r.get('seconds', 0):.0f} s", flush=True)
+            runs.append(r)
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        result = {"date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+                  "machine": f"{cpu_model_name()}, {os.cpu_count()} CPUs, {platform.system()}",
+                  "command": "python benchmarks/calibration.py " + " ".join(sys.argv[1:]),
+                  "commit": commit.stdout.strip(), "extend": args.extend, "runs": runs,
+                  "load_before": load_before}  # fmt: skip
+    result["load_after"] = os.getloadavg()[0]
+    result["spec"] = {"margin": spec.answer.margin_for(True), "alpha": spec.answer.alpha,
+                      "tie": spec.answer.latency_tie, "folds": spec.finalists.folds, "seeds": spec.finalists.seeds}  # fmt: skip
+    result["analysis"] = analyse(result["runs"], spec)
+    text = render(result)
+    print(text)
+    if args.record and not args.replay:
+        raw = args.record.with_suffix(".json")
+        history = json.loads(raw.read_text()) if raw.exists() else []
+        raw.write_text(json.dumps([*history, {k: v for k, v in result.items() if k != "analysis"}], indent=1))
+    if args.record:
+        if not args.record.exists():
+            args.record.write_text("# Calibration: whole re-runs of the README's study\n\nWritten by "
+                                   "`benchmarks/calibration.py`; raw candidate tables in `calibration.json`.\n")  # fmt: skip
+        with args.record.open("a") as fh:
+            fh.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,313 @@
+"""The report's lead: the answer, its equivalence class, every other candidate's verdict, the confidence, what
+the alternatives cost, and how the evidence behind it was gathered. Blocks for :mod:`explorer.output.render`,
+from :class:`explorer.insight.recommend.Answer` only: every figure here is one the answer computed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from explorer.engine.measures import QualityMetric
+from explorer.insight.contrasts import Contrast
+from explorer.insight.paired import units_needed
+from explorer.insight.recommend import Answer, Candidate
+from explorer.insight.tables import Architecture
+from explorer.output.fmt import (
+    heads,
+    is_bpb,
+    kv_text,
+    latency_text,
+    margin_text,
+    mib,
+    num,
+    pct,
+    quality_column,
+    quality_text,
+    runs_text,
+    score_diff_text,
+)
+from explorer.output.kv_sections import is_modern, modern_headline, saving_blocks
+from explorer.search.record import Retiming, TrialRecord
+from explorer.search.spec import StudySpec
+
+__all__ = ["answer_blocks", "evidence_blocks"]
+
+_VERDICT_WORDS = {
+    "best": "the best",
+    "equivalent": "within the margin",
+    "worse": "worse by more than the margin",
+    "undecided": "undecided",
+}
+
+
+def _layout(a: Architecture, modern: bool) -> str:
+    return kv_text(a) if modern else heads(a.heads)
+
+
+def _units_text(spec: StudySpec, n: int) -> str:
+    f = spec.finalists
+    if f.folds > 1:
+        return (
+            f"{n} paired runs ({f.folds} folds of the labelled data x {f.seeds} seed{'s' * (f.seeds != 1)})"
+        )
+    return f"{n} paired runs (one per seed, on the task's fixed validation split)"
+
+
+def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
+    rec = ans.recommended
+    assert rec is not None
+    if is_modern(ans, spec):
+        return [("p", modern_headline(ans, spec))]
+    c = rec.config
+    if ans.evidence != "finalists":
+        return [("p", [("b", f"Provisional: {heads(c.heads)} heads per layer"),
+                       f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}): the knee of "
+                       f"the search's accuracy/latency front, {quality_text(rec)} validation accuracy "
+                       f"({runs_text(rec, ans.evidence)}), {latency_text(rec)} per batch of {spec.latency.batch_size}. "
+                       "No equivalence class: nothing was retrained on paired runs."])]  # fmt: skip
+    rounds = rec.latency.n
+    return [("p", [
+        ("b", f"Use {heads(c.heads)} heads per layer"),
+        f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
+        f"the fastest of the layouts shown to be within {margin_text(rec.metric, ans.margin)} of the best. "
+        f"Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% interval), "
+        f"{pct(rec.test_accuracy)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
+        f"{spec.latency.batch_size} (median of {rounds} timing{'s' * (rounds != 1)}; 95% interval for a new "
+        f"timing), {rec.params:,} parameters.",
+    ])]  # fmt: skip
+
+
+def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
+    modern = is_modern(ans, spec)
+    best = ans.best
+    assert best is not None
+    metric = best.metric
+    groups: dict[str, list[Candidate]] = {}
+    for c in ans.verdicts:
+        groups.setdefault(c.verdict, []).append(c)
+    members = " · ".join(
+        _layout(c.arch, modern) + (" (the best)" if c.verdict == "best" else "")
+        for c in ans.verdicts
+        if c.verdict in ("best", "equivalent")
+    )
+    spans: list[Any] = [
+        ("b", f"Within {margin_text(metric, ans.margin)} of the best, shown: "),
+        members + ". ",
+    ]
+    if not groups.get("equivalent"):
+        spans.append("No other layout is shown within the margin, so the class is the best layout alone. ")
+    spans.extend(_narrowing(ans, spec, groups.get("equivalent", [])))
+    if groups.get("worse"):
+        spans += [("b", "Worse by more than the margin: "),
+                  ", ".join(_layout(c.arch, modern) for c in groups["worse"]) + ". "]  # fmt: skip
+    undecided = groups.get("undecided", [])
+    if undecided:
+        spans += [("b", "Undecided: "), "; ".join(_undecided_text(c, modern) for c in undecided) + ". "]
+        seeds = [c.seeds_needed for c in undecided if c.seeds_needed is not None]
+        if seeds:
+            spans += ["Running every finalist on more seeds decides them: ",
+                      ("code", f"explorer confirm {spec.name} --seeds {max(seeds)}"), ". "]  # fmt: skip
+    spans.append(
+        f"Each verdict is a paired equivalence test (two one-sided t tests at {1 - ans.alpha:.0%}) of the "
+        f"layout against the best on the {_units_text(spec, ans.grid.scores.shape[1] if ans.grid else 0)} both "
+        "trained: within the margin when the lower bound of (layout - best) lies above minus the margin, worse "
+        "when its upper bound lies below it. A difference that is merely not significant is not called "
+        "equivalent."
+    )
+    return [("p", spans)]
+
+
+def _narrowing(ans: Answer, spec: StudySpec, equivalent: list[Candidate]) -> list[Any]:
+    """For a class of more than three layouts: the replicates that would tell its members apart at half the
+    margin, from their measured spreads (a smaller margin is the user's to set)."""
+    if len(equivalent) + 1 <= 3:
+        return []
+    needed = [units_needed(-c.versus_best.diff, c.versus_best.sd, ans.margin / 2, ans.alpha)
+              for c in equivalent if c.versus_best is not None]  # fmt: skip
+    known = [n for n in needed if n is not None]
+    half = margin_text(ans.best.metric, ans.margin / 2) if ans.best else "half the margin"
+    if not known:
+        return [f"{len(equivalent) + 1} layouts are within the margin; their differences sit near {half}, which "
+                "no feasible number of runs separates. "]  # fmt: skip
+    seeds = math.ceil(max(known) / spec.finalists.folds)
+    return [f"{len(equivalent) + 1} layouts are within the margin: the data do not prefer among them at this "
+            f"margin. To separate them at a margin of {half}, set it in [answer] and run about {seeds} seeds in all ",
+            ("code", f"explorer confirm {spec.name} --seeds {seeds}"), ". "]  # fmt: skip
+
+
+def _undecided_text(c: Candidate, modern: bool) -> str:
+    name = _layout(c.arch, modern)
+    if c.units_needed is None:
+        return f"{name} (its difference sits at the margin: no feasible number of runs decides it)"
+    return f"{name} (about {c.units_needed} paired runs, {c.seeds_needed} seeds in all, would decide)"
+
+
+def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
+    metric = c.arch.metric
+    vs = c.versus_best
+    lower = "" if vs is None else vs.one_sided("lower", ans.alpha)
+    bound = "" if vs is None or (isinstance(lower, float) and math.isnan(lower)) else (
+        f"{-lower:.3f}" if is_bpb(metric) else f"{lower * 100:+.2f}"
+    )  # fmt: skip
+    return {
+        "heads per layer": _layout(c.arch, modern),
+        "verdict": _VERDICT_WORDS[c.verdict],
+        quality_column(metric): quality_text(c.arch),
+        "vs the best, paired [95%]": "" if vs is None else score_diff_text(metric, vs),
+        f"one-sided {1 - ans.alpha:.0%} bound": bound,
+        "latency vs the answer": "1.00x"
+        if ans.recommended and c.arch.key == ans.recommended.key
+        else num(c.latency_ratio, ".2f") + "x",
+        "runs": c.arch.n,
+    }
+
+
+def _confidence(ans: Answer) -> list[tuple]:
+    if ans.confidence is None:
+        return [("p", [("b", "Confidence: "), ans.confidence_method + "."])]
+    return [("p", [("b", f"Confidence: {ans.confidence:.0%}"),
+                   f" that a whole re-run of this study names a layout of this class: the {ans.confidence_method}."])]  # fmt: skip
+
+
+def _collapsed(ans: Answer, modern: bool) -> list[tuple]:
+    if not ans.collapsed:
+        return []
+    by_key = {a.key: a for a in ans.candidates}
+    items = [
+        f"trial {c.number}: {_layout(by_key[c.key], modern) if c.key in by_key else c.key}, seed {c.seed}, "
+        f"{num(c.value * (1 if is_bpb(ans.candidates[0].metric) else 100), '.2f')}"
+        f"{'' if is_bpb(ans.candidates[0].metric) else '%'}, {num(c.shortfall * 100, '.1f')} points below what its "
+        "layout and its unit predict"
+        for c in ans.collapsed
+    ]  # fmt: skip
+    return [("p", [("b", f"{len(items)} run(s) collapsed and are reported apart"),
+                   " (training failed: far below both its layout's other runs and the other layouts on its unit); "
+                   "they are in no mean, interval or test above:"]), ("ul", items)]  # fmt: skip
+
+
+def _contrast_row(c: Contrast, metric: QualityMetric, axis: str) -> dict[str, Any]:
+    col = quality_column(metric)
+    if c.other is None:
+        return {"alternative": c.name, "heads per layer": "", col: "", "vs recommended": c.note,
+                "latency (ms)": "", "latency vs recommended": ""}  # fmt: skip
+    if c.note:
+        vs = c.note
+    elif c.quality is not None:
+        vs = f"{score_diff_text(metric, c.quality)}, p = {c.quality.p_value:.2g}"
+    else:
+        vs = "single runs: no test"
+    lat = "within the tie" if c.latency_tie else f"{c.latency_ratio:.2f}x"
+    modern = c.other.config.kv_heads is not None or c.other.decode is not None
+    return {"alternative": c.name, "heads per layer": _layout(c.other, modern), col: quality_text(c.other),
+            "vs recommended": vs, "latency (ms)": latency_text(c.other, axis),
+            "latency vs recommended": lat if c.note == "" else ""}  # fmt: skip
+
+
+def _per_base(ans: Answer) -> list[tuple]:
+    if len(ans.per_base) <= 1:
+        return []
+    metric = ans.per_base[0][2].metric
+    rows = [{"d_model": d, "layers": n, "heads per layer": heads(a.heads), "d_k": heads(a.config.d_k),
+             quality_column(metric): quality_text(a), "latency (ms)": latency_text(a, ans.cost_axis),
+             "trial": a.numbers[0]} for d, n, a in ans.per_base]  # fmt: skip
+    return [("p", ["The search's knee for each width and depth it tried (one run each; not the answer's "
+                   "evidence):"]), ("table", pd.DataFrame(rows))]  # fmt: skip
+
+
+def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
+    """The answer section: headline, class, verdicts, confidence, collapsed runs, alternatives, notes."""
+    b: list[tuple] = [("h", 2, "The answer")]
+    if ans.recommended is None:
+        why = ans.no_answer or "; ".join(ans.notes)
+        b.append(("p", [("b", "No answer: "), why + "."]))
+        return b + [("p", [("b", "Note: "), n + "."]) for n in ans.notes if n != why]
+    modern = is_modern(ans, spec)
+    b.extend(_headline(ans, spec))
+    if ans.evidence == "finalists":
+        b.extend(_class_paragraph(ans, spec))
+        b.append(("table", pd.DataFrame([_verdict_row(c, ans, modern) for c in ans.verdicts])))
+    b.extend(_confidence(ans))
+    b.extend(_collapsed(ans, modern))
+    b.extend(saving_blocks(ans, spec))
+    if ans.contrasts:
+        metric = ans.recommended.metric
+        b.append(("p", ["What the named alternatives at this width and depth cost or gain against the answer "
+                        "(other minus answer, paired on the runs both trained, 95% interval and p of one paired t statistic; "
+                        "latency as the ratio within the re-timing rounds):"]))  # fmt: skip
+        b.append(("table", pd.DataFrame([_contrast_row(x, metric, ans.cost_axis) for x in ans.contrasts])))
+    for note in ans.notes:
+        b.append(("p", [("b", "Note: "), note + "."]))
+    return b + _per_base(ans)
+
+
+def _training_tail(records: Sequence[TrialRecord], keys: set[str]) -> str:
+    """How much the finalist runs still gained over the last quarter of their fixed schedule."""
+    runs = [
+        r for r in records if r.role == "finalist" and r.finished and r.key in keys and len(r.history) >= 4
+    ]
+    if not runs:
+        return ""
+    tail = max(1, len(runs[0].history) // 4)
+    rises = np.array([r.history[-1] - r.history[-1 - tail] for r in runs])
+    bpb = runs[0].metric.direction == "minimize"
+    mean = float(rises.mean())
+    se = float(rises.std(ddof=1) / math.sqrt(len(rises))) if len(rises) > 1 else math.nan
+    what = "bits per byte" if bpb else "accuracy"
+    size = f"{mean:+.3f} bits per byte" if bpb else f"{mean * 100:+.2f} points"
+    spread = "" if math.isnan(se) else (f" (+-{1.96 * se:.3f})" if bpb else f" (+-{1.96 * se * 100:.2f})")
+    still = (mean < -1.96 * se) if bpb else (mean > 1.96 * se)
+    verdict = ("so the schedule ended while runs were still improving: more [finalists] epochs would raise every "
+               "layout" if still else "no steady gain at the end of the schedule")  # fmt: skip
+    return (f" Over the last {tail} epochs of the schedule the validation {what} of the {len(runs)} runs changed "
+            f"by {size} on average{spread}: {verdict}.")  # fmt: skip
+
+
+def _timing_method(retimings: Sequence[Retiming]) -> str:
+    rounds = {t.round for t in retimings}
+    if not retimings:
+        return "Latencies are the timings each run made before training."
+    fresh = all(t.pid is not None for t in retimings) and len({t.pid for t in retimings}) == len(rounds)
+    extra = (
+        " (its forward pass and one decoding step alike)"
+        if any(t.kind == "decode" for t in retimings)
+        else ""
+    )
+    return (f"Latencies come from {len(rounds)} interleaved rounds of re-timing every finalist{extra}, "
+            f"{'each round in a fresh process, ' if fresh else ''}with nothing else running; layouts are "
+            "compared by their time ratio within a round, so a drift of the machine between rounds cancels.")  # fmt: skip
+
+
+def evidence_blocks(
+    ans: Answer, spec: StudySpec, records: Sequence[TrialRecord], retimings: Sequence[Retiming] = ()
+) -> list[tuple]:
+    """How the finalists were trained and timed, and their table."""
+    if ans.evidence != "finalists":
+        return []
+    f = spec.finalists
+    epochs = f.run_epochs(spec.task.epochs)
+    finals = list(ans.candidates)  # the runs the answer rests on (collapsed ones are reported apart)
+    grid_keys = set(ans.grid.keys) if ans.grid else set()
+    split = (f"{f.folds} stratified folds of the task's labelled examples (training and validation splits "
+             f"pooled; the test split kept apart), cut afresh for each of {f.seeds} seed{'s' * (f.seeds != 1)}"
+             if f.folds > 1 else f"the task's fixed split, once per seed ({f.seeds})")  # fmt: skip
+    method = (f"Every finalist layout was trained on the same {f.units} units: {split}. On a unit every layout "
+              f"saw the same training examples in the same order from the same seed, so two layouts are compared "
+              f"unit by unit. Every run trained a fixed {epochs} epochs (linear warm-up, then cosine decay to zero): "
+              "none was stopped early, and none is said to have reached a plateau."
+              + _training_tail(records, grid_keys) + " " + _timing_method(retimings))  # fmt: skip
+    rows = []
+    for a in finals:
+        row = {"part": a.label or "", "heads per layer": heads(a.heads), "d_k per layer": heads(a.config.d_k),
+               "runs": a.n, quality_column(a.metric) + ", mean [95%]": quality_text(a),
+               "test": num(a.test_quality, ".3f") if is_bpb(a.metric) else pct(a.test_quality),
+               "latency (ms) [95% for a new timing]": latency_text(a)}  # fmt: skip
+        if a.decode is not None:
+            row["decoding (ms/token)"] = latency_text(a, "decode")
+            row["kv cache (MiB)"] = mib(a.kv_cache_bytes)
+        rows.append(row | {"params": f"{a.params:,}"})
+    return [("h", 3, f"Evidence: {len(finals)} layouts on {f.units} paired units"), ("p", [method]),
+            ("table", pd.DataFrame(rows))]  # fmt: skip

@@ -1,0 +1,47 @@
+"""The report's line on what was measured: which model realised the layouts, and what the task fed it (for
+images: the size, the patch and the patch grid), from what the study stored when it was created."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from explorer.search.spec import StudySpec
+
+__all__ = ["input_blocks"]
+
+
+def _input_text(stored: Mapping[str, Any], own_model: bool) -> str:
+    spec = stored.get("spec") or {}
+    image, patch = spec.get("image") or (), spec.get("patch") or 0
+    if len(image) == 3 and patch:
+        h, w, c = image
+        channels = f"{c} channel{'s' if c != 1 else ''}"
+        return (
+            f"{h} x {w} images ({channels}) cut into {patch} x {patch} patches: a {h // patch} x {w // patch} "
+            f"grid of {spec.get('seq_len')} tokens of {spec.get('n_features')} values"
+            + (", each patch one position with its own learned position embedding" if own_model else "")
+        )
+    if spec.get("kind") == "tokens":
+        return f"{spec.get('seq_len')} tokens per example from a vocabulary of {spec.get('vocab_size')}"
+    return f"{spec.get('seq_len')} positions of {spec.get('n_features')} features per example"
+
+
+def input_blocks(spec: StudySpec, stored: Mapping[str, Any] | None) -> list[tuple]:
+    """One paragraph: the model (the user's builder, by name, or explorer's own) and the task's input; nothing
+    for a study stored before these facts were (and using explorer's own model)."""
+    if spec.model.build is None and not stored:
+        return []
+    model: list[Any] = (
+        ["the user's model, built from each layout by ", ("code", spec.model.build)]
+        if spec.model.build is not None
+        else ["explorer's own encoder"]
+    )
+    parts: list[Any] = [("b", "Model: "), *model, "."]
+    if stored:
+        parts += [
+            " ",
+            ("b", "Input: "),
+            f"{_input_text(stored, spec.model.build is None)} ({stored.get('description') or 'the task'}).",
+        ]
+    return [("p", parts)]

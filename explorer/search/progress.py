@@ -1,0 +1,58 @@
+"""A stage's progress as a bar shows it: done, running, failed and stopped-early trials, and the best quality."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import optuna
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+
+from explorer.search.record import is_bookkeeping
+
+__all__ = ["Progress", "stage_progress"]
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a progress bar shows for one stage."""
+
+    stage: str  # search | finalists
+    done: int  # COMPLETE or PRUNED trials of the stage
+    total: int  # the stage's total
+    running: int
+    failed: int
+    pruned: int
+    epochs: int  # epochs trained so far by the stage's finished and running trials
+    # best validation quality (accuracy, or bits per byte: the study's first objective, in its direction) among
+    # the stage's COMPLETE feasible trials
+    best_accuracy: float | None
+    note: str = ""  # why a stage ended short, when it did
+
+
+def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
+    role = "search" if stage == "search" else "finalist"
+    trials = [
+        t
+        for t in study.get_trials(deepcopy=False)
+        if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
+    ]
+    count = {s: sum(t.state == s for t in trials) for s in TrialState}
+    complete = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE and t.values and all(v <= 0 for v in (t.constraints or {}).values())
+    ]
+    epochs = sum(int(t.user_attrs.get("epoch", len(t.user_attrs.get("history") or ()))) for t in trials)
+    return Progress(
+        stage=stage,
+        done=count[TrialState.COMPLETE] + count[TrialState.PRUNED],
+        total=total,
+        running=count[TrialState.RUNNING],
+        failed=count[TrialState.FAIL],
+        pruned=count[TrialState.PRUNED],
+        epochs=epochs,
+        best_accuracy=(min if study.directions[0] == StudyDirection.MINIMIZE else max)(
+            (t.values[0] for t in complete), default=None
+        ),
+    )

@@ -1,0 +1,72 @@
+"""SQLite database files as explorer meets them: a new one it creates, an existing one it must not alter.
+
+* :func:`readonly_url`: the URL that opens an existing file for reading without creating or changing anything
+  beside it. A file in write-ahead-log mode with no ``-wal`` file (nothing pending: the last writer closed) is
+  opened ``immutable=1``, which works in a read-only folder and creates no ``-shm``/``-wal``; otherwise
+  ``mode=ro``, which reads the pending log a running writer keeps. A missing file, a folder or a file that is
+  not a SQLite database is a one-line error; nothing is created.
+* :func:`writable`: whether a file and its folder can be written (a read-only command keeps nothing there
+  when they cannot).
+* :func:`is_wal`: whether a file is in write-ahead-log mode (explorer switches only the databases it creates,
+  and keeps the ones already in that mode fast; another program's rollback-journal file is left as it is).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import quote
+
+from explorer.errors import StorageError
+
+__all__ = ["SQLITE_MAGIC", "is_wal", "readonly_url", "writable"]
+
+SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
+_WAL_VERSION = 2  # header bytes 18 and 19 (write and read format versions) are 2 in WAL mode
+
+
+def _header(path: Path) -> bytes:
+    try:
+        with path.open("rb") as f:
+            return f.read(100)
+    except OSError as exc:
+        raise StorageError(
+            f"cannot read the SQLite file {str(path)!r} ({exc.strerror}); check its permissions."
+        ) from None
+
+
+def is_wal(path: Path) -> bool:
+    """Whether the SQLite file at ``path`` is in write-ahead-log mode (False for a missing or foreign file)."""
+    try:
+        header = path.open("rb").read(100)
+    except OSError:
+        return False
+    return header.startswith(SQLITE_MAGIC) and len(header) >= 20 and header[18] == _WAL_VERSION
+
+
+def readonly_url(path: Path, masked: str) -> str:
+    """A ``sqlite:///file:...?uri=true`` URL reading the existing database at ``path`` without writing."""
+    if not path.exists():
+        raise StorageError(
+            f"no SQLite database at {str(path)!r} (from {masked}); nothing was created: check the path, or "
+            "create the study with `explorer study run SPEC`."
+        )
+    if not path.is_file():
+        raise StorageError(
+            f"{str(path)!r} (from {masked}) is not a file; give the path of a SQLite database."
+        )
+    header = _header(path)
+    if not header:
+        raise StorageError(f"{str(path)!r} is an empty file, not an Optuna database; check the path.")
+    if not header.startswith(SQLITE_MAGIC):
+        raise StorageError(f"{str(path)!r} is not a SQLite database; check the path (or the URL's scheme).")
+    pending = Path(f"{path}-wal").exists()
+    mode = "immutable=1" if is_wal(path) and not pending else "mode=ro"
+    uri = quote(str(path.resolve()), safe="/")  # URI form: percent-encoded ("?", "#", "%", braces, spaces)
+    return f"sqlite:///file:{uri}?{mode}&uri=true"
+
+
+def writable(path: Path) -> bool:
+    """Whether explorer may write the SQLite file at ``path``: the file and its folder (for the journal) are
+    writable to this process (a read-only mount says no even to root)."""
+    return os.access(path, os.W_OK) and os.access(path.parent if str(path.parent) else Path("."), os.W_OK)
