@@ -278,11 +278,11 @@ def check_can_run(handle: StudyHandle, device: str | None = None, workers: int =
     """Everything a run of ``handle`` needs from this machine (its device, runtime, the memory of its largest
     model in ``workers`` processes, and the user's code it was created with, unchanged), checked before any
     write."""
+    check_code(handle.study.user_attrs, handle.spec)  # first: loading the task runs that code
     dev = check_device(device or handle.spec.latency.device)
     check_runtime(handle.spec.latency.runtime, dev)
     task = load_task(handle.spec.task.name, **handle.spec.task.options)
     check_study_fits(handle.spec, task.spec, workers, str(dev))
-    check_code(handle.study.user_attrs, handle.spec)
 
 
 def artifact_store(handle: StudyHandle, location: str | None = None) -> ArtifactStore:
