@@ -1,4 +1,4 @@
-"""Does a whole new run of the study give an answer the first one promised? (issue 10: "holds up when re-run")
+"""Does a whole new run of the study give an answer the first one promised? ("holds up when re-run")
 
 ``rerun_check.py`` retrains the *recommended layout* with fresh seeds. This script re-runs the *whole study*:
 the same spec with other study seeds (the sampler's seed and every trial's training seed), each exactly as the

@@ -1,4 +1,4 @@
-"""The seed's attention table at the ViT-S shape on this machine, with the two performance targets checked.
+"""The tutorial's attention table at the ViT-S shape on this machine, with the two performance targets checked.
 
     .venv/bin/python benchmarks/attention.py                       # print the table
     .venv/bin/python benchmarks/attention.py --record benchmarks/attention.md

@@ -1,4 +1,4 @@
-"""Chaos: kill, race and feed bad input to real `explorer` commands, and count what went wrong (issue 11).
+"""Chaos: kill, race and feed bad input to real `explorer` commands, and count what went wrong.
 
 Every scenario runs the real command line (``python -m explorer.cli``) in subprocesses on a tiny digits study
 (tests/fixtures.write_tiny_spec), with ``EXPLORER_HEARTBEAT_INTERVAL=1`` and ``EXPLORER_GRACE_PERIOD=3`` so a

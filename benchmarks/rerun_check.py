@@ -1,4 +1,4 @@
-"""Does the head-count answer hold up when someone re-runs it? (issue 10's acceptance check)
+"""Does the head-count answer hold up when someone re-runs it? (the acceptance check)
 
 Reads a finished study's answer (the layout its report recommends, with the 95% prediction interval for the mean
 of 3 fresh seeds and the 95% interval for a new timing), then, in this new process:

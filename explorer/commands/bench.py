@@ -66,7 +66,7 @@ def bench_attention_cmd(
     out: Path | None,
     force: bool,
 ) -> None:
-    """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the seed's table).
+    """Serial loop vs merged matmul vs fused kernel vs torch.nn.MultiheadAttention (the tutorial's table).
 
     With --decode: one new token per sequence against a key/value cache of --context positions (the three
     implementations; fewer --kv-heads shrink the cache each step reads).

@@ -3,10 +3,10 @@
 * ``fused``: ``F.scaled_dot_product_attention`` over all heads at once (the default; PyTorch picks a
   flash/memory-efficient/math kernel for the device), with its grouped-query support (``enable_gqa``) when
   there are fewer key/value heads than query heads;
-* ``merged``: the seed's "compute all heads at once" written out: one Q/K/V projection, reshape to
+* ``merged``: the tutorial's "compute all heads at once" written out: one Q/K/V projection, reshape to
   ``[B, H, T, d_k]``, one batched matmul for the scores of every head, one for the values; grouped query heads
   are a view ``[B, H_kv, G, T, d_k]`` against their shared key/value head, so nothing is copied;
-* ``serial``: the seed's baseline, a Python loop over heads, each with its own slice of the projections.
+* ``serial``: the tutorial's baseline, a Python loop over heads, each with its own slice of the projections.
 
 Key/value heads: ``n_kv_heads`` (dividing ``n_heads``) key and value heads are shared by groups of
 ``G = n_heads / n_kv_heads`` consecutive query heads (query head ``h`` reads key/value head ``h // G``, as
@@ -317,7 +317,7 @@ def attention_flops(
     """Multiply-adds x2 of one self-attention forward: Q/K/V and output projections plus QK^T and AV.
 
     With the default shape the head count does not change the FLOPs (it only splits the same work into smaller
-    matmuls), which is exactly why the seed's speed differences are about how the work is scheduled, not how
+    matmuls), which is exactly why the tutorial's speed differences are about how the work is scheduled, not how
     much there is. Fewer key/value heads shrink the K/V projections; ``head_dim`` sets the projection width
     ``n_heads x head_dim``. ``kv_len`` is how many positions each query attends over (default ``seq_len``; a
     decoding step is ``seq_len=1, kv_len=context+1``). A causal mask is not credited (the full score matrix is

@@ -1,6 +1,6 @@
-"""The seed's attention table, measured on the user's device.
+"""The tutorial's attention table, measured on the user's device.
 
-The seed reports a serial loop over 8 heads at 12.4 ms / 256 MB against 3.1 ms / 128 MB for the merged
+The tutorial reports a serial loop over 8 heads at 12.4 ms / 256 MB against 3.1 ms / 128 MB for the merged
 computation. :func:`bench_attention` measures the same comparison here, for one weight set run four ways:
 ``serial``, ``merged`` and ``fused`` (:class:`explorer.engine.attention.MultiHeadAttention`) and
 ``torch.nn.MultiheadAttention`` with the same weights copied in. Each row carries the time (median and IQR),

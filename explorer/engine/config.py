@@ -3,7 +3,7 @@
 Every config checks itself on construction with the head rules of :mod:`explorer.engine.schedules` (import
 the rules from there), so an invalid variant cannot be built.
 
-Two optional refinements (issue 13, "modern heads"):
+Two optional refinements ("modern heads"):
 
 * key/value heads: ``kv_heads`` per layer, with ``heads % kv_heads == 0`` (kv_heads = heads is ordinary
   multi-head attention, 1 is multi-query, in between is grouped-query attention); a compact kv schedule is

@@ -3,7 +3,7 @@
 The two rules every variant obeys (SEED_SUMMARY.md, rule 5):
 
 * ``d_model % heads == 0``: each head gets an integer ``d_k = d_model // heads``;
-* ``d_k >= min_dk``: below a floor (about 16 in the folklore) each head's capacity is starved.
+* ``d_k >= min_dk``: below a floor (about 16 in the tutorial) each head's capacity is starved.
 
 :func:`valid_heads` lists the head counts that obey both; :func:`expand_schedule` is the one place a compact
 per-layer schedule ("uniform:8", "increasing:4-16", "decreasing:16-4", "4,4,8,16") becomes per-layer head

@@ -2,8 +2,8 @@
 
 After the search, the answer rests on single short runs. The finalist plan picks the search's knee (the
 accuracy/latency front's knee among feasible architectures within the budgets), the front architectures nearest
-it, and three references at the knee's width and depth: one head per layer (the seed's "one head is not
-enough"), the folklore's default of 8 heads per layer (or the nearest valid count in 8-16), and the next faster
+it, and three references at the knee's width and depth: one head per layer (the tutorial's "one head is not
+enough"), the tutorial's default of 8 heads per layer (or the nearest valid count in 8-16), and the next faster
 layout on the front (what a little less latency would cost). The ladder adds every head count of the space, the
 same in each layer, at the knee's width and depth: whatever one run's search happened to find, every run of the
 study at that base compares the same uniform layouts. A study that searches key/value heads adds two more at
@@ -48,7 +48,7 @@ __all__ = [
 COST_COLUMNS = {"latency": "latency_ms", "decode": "decode_ms"}  # cost axis -> architecture-table column
 KV_REFERENCES = ("multi-head", "multi-query")  # the labels of a kv study's two extra references
 
-DEFAULT_HEADS = (8, 16)  # the folklore's "8-16 heads usually suffice; start at 8"
+DEFAULT_HEADS = (8, 16)  # the tutorial's "8-16 heads usually suffice; start at 8"
 
 
 @dataclass(frozen=True)
@@ -174,7 +174,7 @@ def plan_finalists(
             (h for h in range(DEFAULT_HEADS[0], DEFAULT_HEADS[1] + 1) if h in valid_heads(base.d_model)), None
         )
         if folk is None:
-            notes.append(f"no head count in 8-16 divides d_model {base.d_model}: no folklore reference")
+            notes.append(f"no head count in 8-16 divides d_model {base.d_model}: no tutorial reference")
         else:
             config, why = _uniform(base, folk)
             if config is not None:

@@ -6,7 +6,7 @@ width; :func:`space_combos` lists the realisable (family, d_model, min_dk, head_
 :func:`check_space` turns a listed value no valid configuration can use into a :class:`SpecError` naming the
 value and the fix. The spec reader and the search space both rely on it.
 
-Two optional dimensions (issue 13): ``kv_heads`` candidates (a head count is usable only where some candidate
+Two optional dimensions: ``kv_heads`` candidates (a head count is usable only where some candidate
 divides it: heads % kv_heads == 0) and ``head_dim`` candidates (where given, every head is that wide, the d_k
 floor applies to it, and d_model % heads is not required).
 """

@@ -1,4 +1,4 @@
-"""Per-layer head and key/value-head layouts decoded from the search space's positions (issue 13).
+"""Per-layer head and key/value-head layouts decoded from the search space's positions.
 
 A space that searches key/value heads or a head width builds its layouts from the spec's head candidates only:
 a ramp steps through the *candidates* between its ends (not through every count that divides d_model, as the

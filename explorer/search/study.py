@@ -241,7 +241,7 @@ def set_total(handle: StudyHandle, total: int) -> None:
 
 
 def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list[dict[str, Any]]:
-    """The seed's serial/merged/fused table at the study's widest shape, on the study's device (no memory)."""
+    """The tutorial's serial/merged/fused table at the study's widest shape, on the study's device (no memory)."""
     d_model = max(spec.space.d_model)
     valid = valid_heads(d_model, min(spec.space.min_dk))
     heads = max(h for h in valid if h <= 8)

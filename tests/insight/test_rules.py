@@ -109,7 +109,7 @@ def test_merged_heads_rule_from_bench():
         return [{"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3}, {"impl": "merged", "median_ms": merged,
                 "iqr_ms": 0.1}, {"impl": "fused", "median_ms": 2.5, "iqr_ms": 0.1}]  # fmt: skip
 
-    v = verdicts(study(), bench(3.1))["Mergedheads"]  # the seed's own figures
+    v = verdicts(study(), bench(3.1))["Mergedheads"]  # the tutorial's own figures
     assert v.verdict == "supported" and v.numbers["speedup"] == pytest.approx(4.0)
     assert verdicts(study(), bench(13.0))["Mergedheads"].verdict == "contradicted"
     assert verdicts(study(), bench(12.3))["Mergedheads"].verdict.startswith("no difference larger than")

@@ -1,6 +1,6 @@
 """``relations``: synthetic token sequences whose label needs several different relations at once.
 
-Why this task exists: the seed's first claim is that one head learns one attention pattern, so an input that
+Why this task exists: the tutorial's first claim is that one head learns one attention pattern, so an input that
 holds several kinds of relation at once needs several heads. This task makes that claim testable: with ``k``
 relations, every example needs ``k`` different attention patterns, and a model with fewer than ``k`` heads
 per layer has to emulate the missing ones with harder circuits.
