@@ -62,6 +62,8 @@ _NAME_RE = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
 # `scheme://user:` then everything up to the last `@`: a password may hold an unencoded `@`, `/` or `:`.
 _USERINFO_PASSWORD_RE = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*:)(?P<password>.*)@", re.S)
 _QUERY_PASSWORD_RE = re.compile(r"(?P<head>[?&](?:password|passwd|pwd)=)[^&#]*", re.I)
+# A URL inside a longer text (an error message): its password runs up to the last `@` before a space.
+_EMBEDDED_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)\S*@")
 
 
 class StudyRow(NamedTuple):
@@ -76,11 +78,12 @@ class StudyRow(NamedTuple):
 def mask_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***``; a URL without one comes back unchanged.
 
-    Works on the raw string, so malformed URLs are masked too. (SQLAlchemy's
-    ``render_as_string(hide_password=True)`` leaves the tail of a password that holds an unencoded ``@``
-    visible, and re-encodes parts of URLs that have no password.)
+    Works on the raw string, so malformed URLs are masked too, and so are URLs inside a longer text (a
+    worker's error message). (SQLAlchemy's ``render_as_string(hide_password=True)`` leaves the tail of a
+    password that holds an unencoded ``@`` visible, and re-encodes parts of URLs that have no password.)
     """
     masked = _USERINFO_PASSWORD_RE.sub(r"\g<head>***@", str(url), count=1)
+    masked = _EMBEDDED_PASSWORD_RE.sub(r"\g<head>***@", masked)
     return _QUERY_PASSWORD_RE.sub(r"\g<head>***", masked)
 
 

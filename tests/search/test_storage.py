@@ -73,6 +73,13 @@ def test_mask_url_hides_passwords(url: str, masked: str) -> None:
     assert mask_url(url) == masked
 
 
+def test_mask_url_hides_the_password_of_a_url_inside_an_error_message() -> None:
+    """A worker's one-line error goes through mask_url too: a URL in the middle of a text is masked."""
+    text = "cannot reach postgresql+psycopg://bob:hun@ter2@127.0.0.1:9/db (timeout); ask admin@example.org"
+    masked = "cannot reach postgresql+psycopg://bob:***@127.0.0.1:9/db (timeout); ask admin@example.org"
+    assert mask_url(text) == masked
+
+
 @pytest.mark.parametrize(
     "url",
     [
