@@ -14,7 +14,6 @@ import dataclasses
 import logging
 import multiprocessing
 import os
-import re
 import time
 import uuid
 import warnings
@@ -36,6 +35,7 @@ from explorer.search.record import arch_key, is_bookkeeping
 from explorer.search.run_options import RunOptions
 from explorer.search.sampling import make_sampler
 from explorer.search.space import SearchSpace
+from explorer.search.storage import mask_url
 from explorer.search.study import StudyHandle, artifact_store, open_study
 from explorer.search.units import FinalistRun
 
@@ -56,7 +56,6 @@ MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a ro
 EXHAUSTED = "the search space has no architecture left"  # how a stage's note starts when the space is used up
 STAGES = ("search", "finalists")
 WORKER_ERROR = "error: "  # how a worker's own failure starts on the result queue (the rest: one masked line)
-_URL_PASSWORD = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)\S*@")  # scheme://user:PASSWORD@
 
 log = logging.getLogger(__name__)
 
@@ -215,7 +214,7 @@ def _worker_main(
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
     except Exception as exc:  # the parent names it in its one-line error; the traceback follows on stderr
-        line = _URL_PASSWORD.sub(r"\1***@", " ".join(str(exc).split()))[:300]
+        line = mask_url(" ".join(str(exc).split()))[:300]
         out.put(f"{WORKER_ERROR}{type(exc).__name__}: {line}")
         raise
 
