@@ -86,7 +86,9 @@ def answer_line(name: str, ans: Any) -> str:
         return f"{name}: no answer ({ans.no_answer or 'no feasible trial finished'})"
     rec = ans.recommended
     members = " ".join(heads_text(a.heads) for a in ans.members) or heads_text(rec.heads)
-    conf = "" if ans.confidence is None else f", confidence {ans.confidence:.0%} that a re-run names one of them"
+    conf = (
+        "" if ans.confidence is None else f", confidence {ans.confidence:.0%} that a re-run names one of them"
+    )
     if ans.evidence != "finalists":
         return f"{name}: provisional answer {heads_text(rec.heads)} heads per layer (the search's knee, one run each)"
     margin = (f"{ans.margin:.3g} bits per byte" if rec.metric.direction == "minimize"
@@ -114,7 +116,12 @@ no_bench_option = click.option(
     is_flag=True,
     help="Skip the once-per-study attention bench this time (spec: bench = false).",
 )
-TRIAL_NAMES = ("answer", "knee", "most-accurate", "fastest")  # explorer.insight.recommend.PICK_NAMES, torch-free
+TRIAL_NAMES = (
+    "answer",
+    "knee",
+    "most-accurate",
+    "fastest",
+)  # explorer.insight.recommend.PICK_NAMES, torch-free
 
 
 def _trial(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -265,7 +272,7 @@ def progress(
             return
         bar.n = min(p.done, p.total)
         unit = "" if handle.spec.metric.name == "val_accuracy" else " bits/byte"
-        best = f"best val {p.best_accuracy:.3f}{unit}" if p.best_accuracy is not None else "no result yet"
+        best = f"best val {p.best_score:.3f}{unit}" if p.best_score is not None else "no result yet"
         bar.set_postfix_str(
             f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}"
         )

@@ -24,9 +24,9 @@ class Progress:
     failed: int
     pruned: int
     epochs: int  # epochs trained so far by the stage's finished and running trials
-    # best validation quality (accuracy, or bits per byte: the study's first objective, in its direction) among
-    # the stage's COMPLETE feasible trials
-    best_accuracy: float | None
+    # the best value of the study's first objective (validation accuracy: higher is better; bits per byte on a
+    # text task: lower is better) among the stage's COMPLETE feasible trials; None before the first one
+    best_score: float | None
     note: str = ""  # why a stage ended short, when it did
 
 
@@ -52,7 +52,7 @@ def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
         failed=count[TrialState.FAIL],
         pruned=count[TrialState.PRUNED],
         epochs=epochs,
-        best_accuracy=(min if study.directions[0] == StudyDirection.MINIMIZE else max)(
+        best_score=(min if study.directions[0] == StudyDirection.MINIMIZE else max)(
             (t.values[0] for t in complete), default=None
         ),
     )
