@@ -14,6 +14,11 @@ instant (no torch, no Optuna until a workflow is called)::
     >>> explorer.recommend("quickstart").recommended.heads  # the head-count answer, with its evidence
     >>> explorer.export("quickstart", "knee.onnx", format="onnx")
 
+The other workflows: ``explorer.report`` (write the report), ``explorer.heads`` (analyse one trial's heads),
+``explorer.compare`` (overlay several studies' fronts), ``explorer.confirm`` (more finalists or seeds) and
+``explorer.load`` (a study's records, read-only); ``explorer.RunOptions`` sets how ``run_study`` runs (workers,
+threads, device, timeout).
+
 For a model of your own (``[model] build = "mypkg.models:build"``), ``build(layout, spec)`` receives an
 :class:`explorer.ModelConfig` (the layout: width, depth, heads per layer...) and an :class:`explorer.InputSpec`;
 build its attention from :class:`explorer.MultiHeadAttention` (or ``torch.nn.MultiheadAttention``) so explorer

@@ -1,7 +1,8 @@
 """Shared test fixtures: storage URLs for every storage kind, unique study names, a sandboxed cache.
 
 PostgreSQL tests run when EXPLORER_TEST_POSTGRES_URL names a server (``.ci/run`` starts a throwaway one);
-otherwise they skip with the reason.
+otherwise they skip with the reason. Tests marked ``cuda`` (the only way a test asks for a GPU, so ``-m cuda``
+selects every one) skip when torch sees no CUDA device.
 """
 
 from __future__ import annotations
@@ -24,6 +25,20 @@ if "EXPLORER_CACHE_DIR" not in os.environ:
 os.environ["MPLBACKEND"] = "Agg"
 
 POSTGRES_ENV = "EXPLORER_TEST_POSTGRES_URL"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the ``cuda``-marked tests when there is no CUDA device (torch is imported only if there are some)."""
+    marked = [item for item in items if item.get_closest_marker("cuda")]
+    if not marked:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA device")
+    for item in marked:
+        item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

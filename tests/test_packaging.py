@@ -294,8 +294,68 @@ def test_postgres_password_from_pgpassword_not_argv(postgres_url, tmp_path, monk
     assert denied.exit_code == errors.EXIT_ENVIRONMENT and "wrong-password" not in denied.output
 
 
-def test_every_public_name_of_the_package_resolves():
+# The public API of ``import explorer``: adding or removing a name is a decision, made here and in the docs.
+PUBLIC_API = {
+    "__version__",
+    *("run_study", "trials", "recommend", "export", "report", "heads", "compare", "confirm", "load"),
+    *("RunOptions", "MultiHeadAttention", "ModelConfig", "InputSpec"),
+}
+
+
+def test_all_is_the_documented_public_api():
     import explorer
 
-    for name in explorer.__all__:
-        assert getattr(explorer, name) is not None, name
+    assert len(explorer.__all__) == len(set(explorer.__all__))  # no name listed twice
+    assert set(explorer.__all__) == PUBLIC_API
+    assert dir(explorer) == sorted(PUBLIC_API)
+    with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
+        _ = explorer.nonexistent
+    # help(explorer) names every public name as explorer.NAME (and its submodules as :mod:`explorer.NAME`)
+    named = set(re.findall(r"explorer\.(\w+)\b(?![.\w])", explorer.__doc__))
+    submodules = {
+        n for n in named if (ROOT / "explorer" / f"{n}.py").is_file() or (ROOT / "explorer" / n).is_dir()
+    }
+    assert named - submodules == PUBLIC_API - {"__version__"}
+
+
+def test_every_public_name_is_the_object_its_defining_module_holds():
+    import importlib
+    from importlib.metadata import version
+
+    import explorer
+    import explorer.api
+
+    for name in sorted(PUBLIC_API - {"__version__"}):
+        obj = getattr(explorer, name)
+        # the lazy table names the module that defines it (not one that re-exports it), and it is that object
+        assert obj.__module__ == explorer._LAZY[name], (name, obj.__module__)
+        assert obj is getattr(importlib.import_module(obj.__module__), name), name
+        if obj.__module__ == "explorer.api":
+            assert name in explorer.api.__all__, name
+    assert explorer.__version__ == version("explorer")
+
+
+def test_console_script_is_the_cli_main():
+    from importlib.metadata import entry_points
+
+    import explorer.cli
+
+    assert PYPROJECT["project"]["scripts"] == {"explorer": "explorer.cli:main"}
+    (installed,) = entry_points(group="console_scripts", name="explorer")
+    assert installed.value == "explorer.cli:main"  # the installed metadata agrees with pyproject.toml
+    assert installed.load() is explorer.cli.main
+
+
+def test_python_dash_m_explorer_is_the_same_command_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "explorer", "--help"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("Usage: explorer ")  # prog_name is explorer, not __main__.py
+    listed = re.findall(r"^  (\S+)", done.stdout.split("Commands:")[1], flags=re.M)
+    assert listed == sorted(main.commands)  # the same group as the console script

@@ -10,7 +10,6 @@ from torch import nn
 from explorer.engine.bench import BENCH_IMPLS, bench_attention, peak_memory_mb
 from explorer.errors import ConfigError
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 TINY = dict(d_model=32, heads=4, seq_len=12, batch=2, min_run_time=0.02, threads=1, matmul_size=128)
 
 
@@ -78,7 +77,7 @@ def test_invalid_heads_name_the_valid_counts(heads: int) -> None:
         bench_attention(d_model=32, heads=heads, seq_len=4, batch=1, device="cpu")
 
 
-@cuda
+@pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 def test_bench_on_cuda() -> None:
     df = bench_attention(device="cuda", **{**TINY, "matmul_size": 1024})
     assert list(df.impl) == list(BENCH_IMPLS)

@@ -19,7 +19,6 @@ TOKENS = InputSpec(kind="tokens", seq_len=8, n_classes=3, vocab_size=11)
 FEATURES = InputSpec(kind="features", seq_len=6, n_classes=2, n_features=5)
 SMALL = ModelConfig(d_model=16, heads=(2, 4))
 CPU = torch.device("cpu")
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 # Hit-and-miss mechanics apart from the freshness rules (tests/engine/test_latency_cache.py checks those): a
 # policy that trusts any young entry, so a busy test machine does not turn hits into re-measurements.
 TRUSTING = CachePolicy(max_spread=float("inf"), max_load_per_cpu=float("inf"), quieter_by=float("inf"))
@@ -142,7 +141,7 @@ def test_model_latency_leaves_the_callers_rng_alone() -> None:
     assert torch.equal(torch.rand(3), expected)
 
 
-@cuda
+@pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 def test_bfloat16_on_cuda() -> None:
     res = model_latency(
         SMALL, TOKENS, LatencyConfig(batch_size=2, dtype="bfloat16", min_run_time=0.02), "cuda"

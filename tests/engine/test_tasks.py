@@ -77,8 +77,14 @@ def test_digits_bad_patch(patch: object) -> None:
 # ---------------------------------------------------------------- load_task
 
 
+@pytest.mark.parametrize("name", TASKS)
+def test_every_listed_task_name_reaches_its_own_loader(name: str) -> None:
+    # the options are checked against the loader's own parameters before any data is read or generated
+    with pytest.raises(ConfigError, match=rf"no_such_option for task '{name}'; allowed: \w"):
+        load_task(name, no_such_option=1)
+
+
 def test_load_task_errors() -> None:
-    assert TASKS == ("digits", "mnist", "relations", "text")
     with pytest.raises(
         ConfigError, match="choose one of digits, mnist, relations, text, give a path ending in .npz, or name"
     ):

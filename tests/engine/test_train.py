@@ -102,8 +102,7 @@ def test_lr_schedule_warms_up_then_decays_to_zero():
     assert _lr_lambda(10, 0.0)(0) == 1.0
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-@pytest.mark.cuda
+@pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 def test_fit_on_cuda_under_autocast():
     model, res = fit(MODEL, TASK, FAST, torch.device("cuda"))
     assert next(model.parameters()).device.type == "cuda"
