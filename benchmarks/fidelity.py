@@ -64,7 +64,7 @@ from explorer.engine.evaluate import evaluate_variant  # noqa: E402
 from explorer.engine.measures import binomial_se  # noqa: E402
 from explorer.engine.tasks import load_task  # noqa: E402
 from explorer.insight.pareto import HV_REFERENCE, front_mask, hypervolume_2d, knee_index  # noqa: E402
-from explorer.insight.stats import kendall_tau  # noqa: E402
+from explorer.insight.significance import kendall_tau  # noqa: E402
 from explorer.search.fidelity import EarlyStoppingSpec, Peer, Verdict, dominated_at_rung, tie_tolerance  # noqa: E402
 from explorer.search.space import SearchSpace  # noqa: E402
 from explorer.search.spec import load_spec, spec_from_dict  # noqa: E402

@@ -18,7 +18,7 @@ from typing import Any
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.measures import QUALITY_METRICS, QualityMetric
-from explorer.insight.stats import Comparison, compare
+from explorer.insight.significance import Comparison, compare
 from explorer.insight.tables import Architecture, architectures, common_epoch
 from explorer.search.record import Retiming, TrialRecord
 

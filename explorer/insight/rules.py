@@ -38,7 +38,7 @@ from explorer.insight.groups import (
     no_difference,
     records_metric,
 )
-from explorer.insight.stats import Comparison, compare
+from explorer.insight.significance import Comparison, compare
 from explorer.insight.tables import Architecture, quality_margin
 from explorer.insight.unit_groups import UnitComparison, unit_comparison
 from explorer.search.record import TrialRecord

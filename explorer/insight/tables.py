@@ -22,20 +22,18 @@ import pandas as pd
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.measures import QUALITY_METRICS, QualityMetric
-from explorer.insight.stats import (
+from explorer.insight.intervals import (
     Interval,
     Spread,
     accuracy_mean_ci,
     accuracy_rerun_interval,
-    block_spread,
-    latency_interval,
-    log_spread,
     logit_spread,
     mean_ci,
     pool,
     raw_spread,
     rerun_interval,
 )
+from explorer.insight.latency_stats import block_spread, latency_interval, log_spread
 from explorer.search.record import Retiming, TrialRecord
 
 __all__ = [

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from explorer.engine.measures import QualityMetric
+from explorer.insight.intervals import Interval
 from explorer.insight.paired import PairedDifference
-from explorer.insight.stats import Interval
 from explorer.insight.tables import Architecture, attention_kind
 
 __all__ = [

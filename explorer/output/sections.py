@@ -16,7 +16,7 @@ from explorer.engine.measures import QualityMetric
 from explorer.insight import rules
 from explorer.insight.account import StudyAccount
 from explorer.insight.relations import relations_claim
-from explorer.insight.stats import kendall_tau
+from explorer.insight.significance import kendall_tau
 from explorer.insight.tables import Architecture
 from explorer.output.fmt import (
     heads,

@@ -1,4 +1,4 @@
-"""Tests for explorer.insight.stats: intervals stay in range, p-values match scipy and hand counts."""
+"""Tests for explorer.insight.significance: p-values match scipy and hand counts."""
 
 from __future__ import annotations
 
@@ -9,177 +9,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from explorer.insight.stats import (
-    Interval,
-    accuracy_mean_ci,
-    accuracy_se,
-    block_spread,
+from explorer.insight.significance import (
     bootstrap_diff_ci,
     compare,
     kendall_tau,
-    latency_interval,
-    median_ci,
     minimum_detectable_effect,
     permutation_test,
-    proportion_ci,
     stratified_permutation_test,
 )
-
-
-@pytest.mark.parametrize("k,n", [(0, 10), (10, 10), (7, 20), (270, 270)])
-@pytest.mark.parametrize("method", ["wilson", "exact"])
-def test_proportion_ci_matches_scipy(k, n, method):
-    low, high = proportion_ci(k, n, method=method)
-    ref = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method=method)
-    assert (low, high) == pytest.approx((ref.low, ref.high))
-    assert 0.0 <= low < high <= 1.0
-
-
-def test_proportion_ci_rejects_bad_input():
-    with pytest.raises(ValueError):
-        proportion_ci(0, 0)
-    with pytest.raises(ValueError):
-        proportion_ci(5, 4)
-
-
-def test_accuracy_se_never_zero():
-    assert accuracy_se(0.7, 100) == pytest.approx(math.sqrt(0.7 * 0.3 / 100))
-    assert accuracy_se(1.0, 270) == pytest.approx(math.sqrt((0.5 / 270) * (1 - 0.5 / 270) / 270))
-    assert accuracy_se(0.0, 270) > 0
-
-
-def test_accuracy_mean_ci_all_perfect_stays_inside():
-    ci = accuracy_mean_ci([1.0, 1.0, 1.0], 270)
-    assert ci.estimate == 1.0
-    assert 0.0 < ci.low < ci.high <= 1.0 and ci.contains(1.0)
-    assert ci.width > 0
-    assert ci.n == 3 and "logit" in ci.method
-
-
-def test_accuracy_mean_ci_contains_mean():
-    vals = [0.8, 0.82, 0.85]
-    ci = accuracy_mean_ci(vals, 270)
-    assert ci.estimate == pytest.approx(np.mean(vals))
-    assert ci.contains(np.mean(vals))
-    assert 0.0 < ci.low < ci.high < 1.0
-
-
-def test_accuracy_mean_ci_one_value_is_wilson():
-    ci = accuracy_mean_ci([0.9], 270)
-    assert (ci.low, ci.high) == pytest.approx(proportion_ci(243, 270))
-    assert ci.estimate == 0.9 and ci.n == 1 and "Wilson" in ci.method
-
-
-def test_accuracy_mean_ci_narrows_with_more_seeds():
-    pattern = [0.80, 0.84]
-    few = accuracy_mean_ci(pattern * 2, 270)
-    many = accuracy_mean_ci(pattern * 10, 270)
-    assert many.width < few.width
-    same3 = accuracy_mean_ci([0.9] * 3, 270)
-    same10 = accuracy_mean_ci([0.9] * 10, 270)
-    assert 0 < same10.width < same3.width
-
-
-def test_accuracy_mean_ci_rejects_out_of_range():
-    with pytest.raises(ValueError):
-        accuracy_mean_ci([1.2], 10)
-    with pytest.raises(ValueError):
-        accuracy_mean_ci([], 10)
-
-
-def test_latency_interval_basic():
-    ci = latency_interval([10.0, 10.4, 9.8, 10.1, 10.2])
-    assert 0 < ci.low < ci.estimate < ci.high
-    assert ci.estimate == 10.1 and ci.n == 5
-    logs = np.log([10.0, 10.4, 9.8, 10.1, 10.2])
-    half = stats.t.ppf(0.975, 4) * logs.std(ddof=1) * math.sqrt(1 + 1 / 5)
-    assert ci.high == pytest.approx(math.exp(logs.mean() + half))
-
-
-def test_latency_interval_needs_spread():
-    with pytest.raises(ValueError, match="at least two timings or the block times of one"):
-        latency_interval([5.0, 5.0, 5.0])
-    with pytest.raises(ValueError, match="at least two timings"):
-        latency_interval([5.0])
-    with pytest.raises(ValueError):
-        latency_interval([5.0, -1.0])
-
-
-def test_latency_interval_uses_block_times():
-    within = [4.8, 5.0, 5.1, 5.3, 4.9, 5.0]
-    ci = latency_interval([5.0], within=within)
-    s = np.log(within).std(ddof=1)
-    half = stats.t.ppf(0.975, 5) * s * math.sqrt(1 + 1 / 6)
-    assert (ci.low, ci.high) == pytest.approx((5.0 * math.exp(-half), 5.0 * math.exp(half)))
-    assert ci.low < 5.0 < ci.high and "block times" in ci.method
-    wider = latency_interval([5.0, 5.0], within=[4.0, 5.0, 6.5])
-    assert wider.width > ci.width
-
-
-def test_latency_interval_zero_spread_floor():
-    ci = latency_interval([2.0], within=[2.0, 2.0, 2.0])
-    assert (ci.low, ci.high) == pytest.approx((1.98, 2.02))
-
-
-def test_latency_interval_predicts_a_new_timing():
-    rng = np.random.default_rng(1)
-    draws = rng.lognormal(mean=np.log(8.0), sigma=0.1, size=(2000, 6))
-    hits = sum(latency_interval(row[:5]).contains(row[5]) for row in draws)
-    assert 0.90 <= hits / 2000 <= 0.99
-
-
-def test_block_spread_is_the_median_robust_spread_of_the_block_times():
-    assert block_spread([10.0, 10.0, 10.0], [1.349, 2.698, 4.047]) == pytest.approx(0.2)
-    assert block_spread([5.0], [0.0]) == 0.0 and block_spread([], []) == 0.0
-
-
-def test_a_latency_floor_widens_only_intervals_narrower_than_it():
-    medians = [10.0, 10.01, 9.99]
-    tight = latency_interval(medians)
-    floored = latency_interval(medians, floor=0.05)
-    logs = np.log(medians)
-    # a known spread takes a normal quantile (a t with the timings' 2 df would inflate it 2.2x)
-    half = stats.norm.ppf(0.975) * 0.05 * math.sqrt(1 + 1 / 3)
-    assert (floored.low, floored.high) == pytest.approx(
-        (math.exp(logs.mean() - half), math.exp(logs.mean() + half))
-    )
-    assert (
-        floored.width > 10 * tight.width
-        and "floored at the timer's own block spread (5.0%, normal quantile)" in floored.method
-    )
-    wide = [8.0, 10.0, 12.0]
-    assert latency_interval(wide, floor=0.05) == latency_interval(wide)  # its own spread is already larger
-
-
-def test_a_floored_interval_covers_a_timing_taken_after_the_machine_drifted():
-    """Timings minutes apart share the machine's state (a common offset, sd 3%); a timing taken later meets
-    another state. Without the floor the few close timings give an interval that misses it far more than 5% of
-    the time; floored at the blocks' own spread (4% here), it covers at least 90%."""
-    rng = np.random.default_rng(2)
-    hits = {False: 0, True: 0}
-    trials = 2000
-    for _ in range(trials):
-        now = np.log(0.5) + rng.normal(0, 0.03)
-        timings = np.exp(now + rng.normal(0, 0.004, size=3))
-        later = np.exp(np.log(0.5) + rng.normal(0, 0.03) + rng.normal(0, 0.004))
-        for floored in (False, True):
-            hits[floored] += latency_interval(timings, floor=0.04 if floored else 0.0).contains(later)
-    assert hits[False] / trials < 0.5 and hits[True] / trials >= 0.9
-
-
-def test_median_ci_hand_case():
-    x = [7.0, 1.0, 9.0, 3.0, 5.0, 2.0, 8.0, 10.0, 4.0, 6.0]
-    ci = median_ci(x)
-    assert (ci.low, ci.high) == (2.0, 9.0)  # 0-based order statistics 1 and 8
-    assert ci.estimate == 5.5
-    assert "97.9% coverage with 10 samples" in ci.method
-    assert 1 - 2 * (1 + 10) / 1024 == pytest.approx(0.9785, abs=1e-4)
-
-
-def test_median_ci_few_samples_uses_range():
-    ci = median_ci([3.0, 1.0, 4.0, 2.0])
-    assert (ci.low, ci.high) == (1.0, 4.0)
-    assert ci.method == "order statistics, 87.5% coverage with 4 samples"
 
 
 def test_permutation_test_exact_hand_case():
@@ -360,8 +197,3 @@ def test_kendall_tau_matches_scipy():
     assert kendall_tau(x, y) == pytest.approx((ref.statistic, ref.pvalue))
     tau, p = kendall_tau([1, 2], [2, 1])
     assert math.isnan(tau) and math.isnan(p)
-
-
-def test_interval_helpers():
-    iv = Interval(0.5, 0.4, 0.7, 3, "x")
-    assert iv.width == pytest.approx(0.3) and iv.contains(0.4) and not iv.contains(0.71)
