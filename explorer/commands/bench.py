@@ -161,7 +161,7 @@ def bench_model_cmd(
 ) -> None:
     """Time a model `explorer export` wrote (.onnx on ONNX Runtime, .pt2 via torch.export, .pt eagerly) and
     compare it with the study's figure for that trial and its spread."""
-    from explorer.output.exported import bench_model
+    from explorer.engine.model_bench import bench_model
 
     result = bench_model(path, batch, threads, device, min_run_time)
     doc = result.to_dict()

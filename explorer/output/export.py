@@ -33,14 +33,7 @@ import torch
 from torch import nn
 
 from explorer.engine.config import InputSpec
-from explorer.engine.runconfig import RunConfig, write_run_config
-from explorer.engine.runtime import onnx_bytes, quiet_torch, require_onnx
-from explorer.engine.tasks import load_task
-from explorer.errors import ConfigError, ExportMismatchError
-from explorer.insight.recommend import Answer, resolve_trial
-from explorer.insight.tables import architectures
-from explorer.meta import package_version
-from explorer.output.exported import (
+from explorer.engine.model_files import (
     EXPORT_VERSION,
     FORMAT_SUFFIX,
     META_KEY,
@@ -48,6 +41,13 @@ from explorer.output.exported import (
     load_exported,
     pt2_archive_constants,
 )
+from explorer.engine.runconfig import RunConfig, write_run_config
+from explorer.engine.runtime import onnx_bytes, quiet_torch, require_onnx
+from explorer.engine.tasks import load_task
+from explorer.errors import ConfigError, ExportMismatchError
+from explorer.insight.recommend import Answer, resolve_trial
+from explorer.insight.tables import architectures
+from explorer.meta import package_version
 from explorer.output.hf import hf_config, write_hf_config
 from explorer.search.artifacts import ArtifactStore
 from explorer.search.record import Retiming, TrialRecord

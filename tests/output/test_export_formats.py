@@ -15,10 +15,11 @@ from click.testing import CliRunner
 
 from explorer import api
 from explorer.cli import main
+from explorer.engine.model_bench import bench_model
+from explorer.engine.model_files import check_pt2, load_exported
 from explorer.engine.runconfig import load_run_config
 from explorer.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, DataError
 from explorer.output.export import PARITY_TOLERANCE
-from explorer.output.exported import bench_model, check_pt2, load_exported
 from explorer.search.study import artifact_store, open_study
 from tests.deploy_helpers import run_tiny_study
 

@@ -1,4 +1,4 @@
-"""Reading a model `explorer export` wrote, safely, and timing it: `explorer bench model PATH`.
+"""Reading a model `explorer export` wrote, safely (timed by :mod:`explorer.engine.model_bench`).
 
 Three files carry a trained model and its metadata (``explorer_export``: the run config, the input shape, the
 study's latency figure and its spread):
@@ -13,13 +13,13 @@ study's latency figure and its spread):
   function, imported by name) and run eagerly.
 
 A file that is not one of these, or that would need unpickling, is a one-line :class:`DataError`; nothing runs.
+Writing these files is :mod:`explorer.output.export`'s job.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import math
 import pickle
 import warnings
 import zipfile
@@ -30,12 +30,9 @@ from typing import Any
 
 import torch
 
-from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
-from explorer.engine.device import as_device
+from explorer.engine.config import InputSpec, ModelConfig
 from explorer.engine.footprint import check_config_limits, check_model_fits
-from explorer.engine.latency import random_input, time_call
-from explorer.engine.limits import BATCH, RUN_TIME_S, THREADS, check_memory
-from explorer.engine.measures import LatencyResult
+from explorer.engine.limits import check_memory
 from explorer.engine.model import build_model
 from explorer.engine.runtime import Runner, ort_runner, ort_session, quiet_torch, require_onnx
 from explorer.engine.usermodel import ModelBuilder
@@ -47,9 +44,8 @@ __all__ = [
     "PT2_EXTRA",
     "FORMAT_SUFFIX",
     "Exported",
-    "ModelBench",
-    "bench_model",
     "check_pt2",
+    "declared_config",
     "load_exported",
     "pt2_archive_constants",
 ]
@@ -99,7 +95,7 @@ def _input(meta: dict[str, Any], path: Path) -> InputSpec:
         raise DataError(f"{path} has malformed explorer metadata ({exc}); export it again.") from None
 
 
-def _declared_config(meta: dict[str, Any], path: Path) -> ModelConfig:
+def declared_config(meta: dict[str, Any], path: Path) -> ModelConfig:
     """The model config an export's metadata declares, within explorer.engine.limits."""
     try:
         config = ModelConfig.from_dict(meta["run_config"]["model"])
@@ -242,7 +238,7 @@ def _load_state(path: Path) -> Exported:
         raise DataError(f"{path} is not an `explorer export --format state` file; export it again.")
     meta = _meta(doc.get(META_KEY), path)
     spec = _input(meta, path)
-    config = _declared_config(meta, path)
+    config = declared_config(meta, path)
     check_model_fits(config, spec, train_batch=None, infer_batch=1, what=f"the model {path} declares")
     build = meta["run_config"].get("build")  # the user's model function, imported by name like a study does
     with torch.random.fork_rng(devices=[]):
@@ -269,91 +265,3 @@ def load_exported(path: str | Path, fmt: str | None = None) -> Exported:
     # read whole (weights, graph): a file that cannot fit in memory is refused before it is read
     check_memory(3 * path.stat().st_size, f"loading {path}", "give a smaller model file")
     return {"onnx": _load_onnx, "pt2": _load_pt2, "state": _load_state}[fmt](path)
-
-
-# --------------------------------------------------------------------------------------------- timing
-
-
-@dataclass(frozen=True)
-class ModelBench:
-    """An exported model's latency here, next to the study's figure for the same trial."""
-
-    path: str
-    format: str
-    latency: LatencyResult
-    study: dict[str, Any] | None  # the study's figure: median_ms, low, high (its stated spread), runtime ...
-    within_spread: bool | None  # whether this median lies in the study's interval (None: no study figure)
-    same_setup: bool | None  # same runtime, batch, sequence length and threads as the study's figure
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "format": self.format,
-            "runtime": self.latency.runtime,
-            "latency_ms": self.latency.median_ms,
-            "latency": self.latency.to_dict(),
-            "study": self.study,
-            "ratio_to_study": None if not self.study else self.latency.median_ms / self.study["median_ms"],
-            "within_spread": self.within_spread,
-            "same_setup": self.same_setup,
-        }
-
-
-def bench_model(
-    path: str | Path,
-    batch_size: int | None = None,
-    threads: int | None = None,
-    device: torch.device | str = "cpu",
-    min_run_time: float = 1.0,
-) -> ModelBench:
-    """Time an exported model (onnx on ONNX Runtime, pt2 as the torch.export program, state eagerly) at the
-    study's batch size and thread count unless given; compare with the study's figure for that trial."""
-    for flag, value in (("--batch", batch_size), ("--threads", threads)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} must be at least 1, got {value}.")
-    if not 0 < min_run_time < math.inf:
-        raise ConfigError(f"--min-run-time must be a positive number of seconds, got {min_run_time:g}.")
-    RUN_TIME_S.check(min_run_time, "--min-run-time", "time for fewer seconds")
-    for limit, flag, value in ((BATCH, "--batch", batch_size), (THREADS, "--threads", threads)):
-        if value is not None:
-            limit.check(value, flag)
-    exported = load_exported(path)
-    study = exported.meta.get("study_latency") or None
-    batch = batch_size if batch_size is not None else int((study or {}).get("batch_size") or 1)
-    threads = threads if threads is not None else int((study or {}).get("threads") or 1)
-    BATCH.check(batch, "the batch size")
-    check_model_fits(
-        _declared_config(exported.meta, exported.path),
-        exported.input,
-        train_batch=None,
-        infer_batch=batch,
-        what=f"timing {path} at batch {batch}",
-    )
-    device = as_device(device)
-    cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        x = random_input(exported.input, batch)
-    old = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        with torch.inference_mode():
-            runner = exported.make_runner(x, device, threads)
-            result = time_call(runner, device, cfg, batch, exported.input.seq_len, runtime=runner.runtime)
-    finally:
-        torch.set_num_threads(old)
-    within = same = None
-    if study:
-        within = bool(study["low"] <= result.median_ms <= study["high"])
-        same = (
-            study.get("runtime"),
-            study.get("batch_size"),
-            study.get("seq_len"),
-            study.get("threads"),
-        ) == (
-            result.runtime if result.runtime != "torch.export" else "eager",
-            batch,
-            exported.input.seq_len,
-            threads,
-        )
-    return ModelBench(str(path), exported.format, result, study, within, same)
