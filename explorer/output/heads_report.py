@@ -1,8 +1,8 @@
-"""`explorer heads`: analyse the heads of one trained trial and write heads.md, heads.csv and figures.
+"""`explorer heads`: write the head analysis of one trained trial as heads.md, heads.csv and figures.
 
-Loads the trial's weights from the study's artifact store (or retrains it exactly), runs the probes of
-:mod:`explorer.engine.probe` on the validation split, interprets them with :mod:`explorer.insight.heads`, and
-writes the files into a folder through :class:`~explorer.output.files.OutputFolder`.
+The analysis (weights loaded or the trial retrained, probes run and interpreted) is
+:func:`explorer.insight.head_analysis.analyse_heads`; this module writes it into a folder through
+:class:`~explorer.output.files.OutputFolder`.
 """
 
 from __future__ import annotations
@@ -11,35 +11,11 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import torch
 
-from explorer.engine.device import as_device
-from explorer.engine.probe import (
-    attention_maps,
-    attention_statistics,
-    head_counts,
-    head_importance,
-    masked_accuracy,
-    masking_curves,
-    relation_specialization,
-    unpatchify,
-)
-from explorer.engine.tasks import load_task
-from explorer.errors import ConfigError, ExplorerError
-from explorer.insight.heads import (
-    REDUNDANT,
-    SPECIALIZED,
-    TOLERANCE,
-    HeadsReport,
-    head_table,
-    heads_needed,
-    redundant_pairs,
-    specialized_heads,
-    suggest_layout,
-)
-from explorer.insight.recommend import resolve_trial
+from explorer.insight.head_analysis import HeadsAnalysis, analyse_heads
+from explorer.insight.heads import REDUNDANT, SPECIALIZED, TOLERANCE, HeadsReport
 from explorer.output.files import OutputFolder
 from explorer.output.heads_plots import (
     attention_figure,
@@ -49,12 +25,11 @@ from explorer.output.heads_plots import (
 )
 from explorer.output.plots import save_png
 from explorer.output.render import markdown_table
-from explorer.search.artifacts import ArtifactStore, store_for
+from explorer.search.artifacts import ArtifactStore
 from explorer.search.record import Retiming, TrialRecord
-from explorer.search.retrain import record_task, trained_model
 from explorer.search.spec import StudySpec
 
-__all__ = ["analyse_trial", "heads_markdown"]
+__all__ = ["analyse_trial", "heads_markdown", "write_heads"]
 
 
 def analyse_trial(
@@ -72,82 +47,43 @@ def analyse_trial(
     on_start: Callable[[TrialRecord], None] | None = None,
     retimings: Sequence[Retiming] = (),
 ) -> tuple[HeadsReport, list[Path]]:
-    """Analyse the heads of one trial (``knee``, ``most-accurate``, ``fastest`` or a number) on its task's
-    validation split and write ``heads.md``, ``heads.csv``, four figures (and ``relations.csv`` on a relations
-    study) into ``out_dir``; return the analysis and the files. Weights come from ``store`` (default: the
-    storage's artifact store), else the trial is retrained exactly. ``on_start`` is called with the trial once
-    every input has been accepted, before the long work."""
-    folder = OutputFolder(out_dir, force)  # checked before the (possibly long) work
-    device = as_device(device)
-    record = resolve_trial(records, spec, which, retimings)
-    task = load_task(spec.task.name, **spec.task.options)
-    store = store or store_for(storage_url, spec_location=spec.artifacts)
-    builder = spec.model.builder()
-    if builder is not None:  # refused before any training: a model whose heads cannot be masked
-        try:
-            head_counts(builder.build(record.config, task.spec))
-        except ExplorerError as exc:
-            raise ConfigError(
-                f"study {spec.name!r} trains the model {spec.model.build!r} builds: {exc}"
-            ) from None
-    if on_start is not None:
-        on_start(record)
-    model = trained_model(spec.name, record, task, spec.latency, store, device, builder)
-    X, y = record_task(task, record).val  # the split it was validated on (its fold, for a finalist run)
-    heads = head_counts(model)
-    importance = head_importance(model, X, y, device)
-    curve, layer_curves = masking_curves(model, X, y, importance, device)
-    needed = heads_needed(layer_curves, heads, tolerance)
-    base = float(curve["accuracy"].iloc[0])
-    layout = suggest_layout(
-        needed,
-        heads,
-        record.config.d_model,
-        record.config.min_dk,
-        base,
-        lambda keep: masked_accuracy(model, X, y, importance, keep, device),
-        tolerance,
-    )
-    stats, pairs = attention_statistics(model, X)
-    first: dict[int, int] = {}
-    for i, label in enumerate(y.tolist()):
-        first.setdefault(label, i)
-    picks = torch.tensor(list(first.values())[:n_examples])  # a few inputs of different classes
-    ex_maps = [m.cpu().float().numpy() for m in attention_maps(model, X[picks].to(device))]
-    images = unpatchify(X[picks].numpy()) if task.name == "digits" and task.spec.kind == "features" else None
-    relations = relation_specialization(model, X, task.relation_offsets) if task.relation_offsets else None
-    report = HeadsReport(
-        study=spec.name,
-        trial=record.number,
-        d_model=record.config.d_model,
-        heads=tuple(heads),
-        heads_needed=tuple(needed),
-        layout=layout,
+    """Analyse the heads of one trial (:func:`explorer.insight.head_analysis.analyse_heads`: ``knee``,
+    ``most-accurate``, ``fastest`` or a number) and write ``heads.md``, ``heads.csv``, four figures (and
+    ``relations.csv`` on a relations study) into ``out_dir``; return the analysis and the files. The folder is
+    checked before the (possibly long) analysis."""
+    folder = OutputFolder(out_dir, force)
+    analysis = analyse_heads(
+        records,
+        spec,
+        storage_url,
+        which,
+        device,
         tolerance=tolerance,
-        val_accuracy_stored=float(record.val_accuracy if record.val_accuracy is not None else np.nan),
-        val_accuracy=base,
-        importance=tuple(tuple(float(s) for s in v) for v in importance),
-        table=head_table(importance, curve, stats),
-        curve=curve,
-        layer_curves=layer_curves,
-        redundant=redundant_pairs(pairs),
-        relations=relations,
-        relations_followed=None if relations is None else specialized_heads(relations),
+        n_examples=n_examples,
+        store=store,
+        on_start=on_start,
+        retimings=retimings,
     )
+    return analysis.report, write_heads(analysis, folder)
+
+
+def write_heads(analysis: HeadsAnalysis, folder: OutputFolder) -> list[Path]:
+    """Write the figures, ``heads.csv`` (and ``relations.csv``) and ``heads.md`` into ``folder``."""
+    a, report = analysis, analysis.report
     figures = {
-        "importance": lambda: importance_figure(importance, layout.heads),
-        "masking": lambda: masking_figure(curve, layer_curves, tolerance),
-        "attention_maps": lambda: attention_figure(ex_maps, images, [f"label {int(y[i])}" for i in picks]),
-        "attention_stats": lambda: attention_stats_figure(stats),
+        "importance": lambda: importance_figure(a.importance, report.layout.heads),
+        "masking": lambda: masking_figure(report.curve, report.layer_curves, report.tolerance),
+        "attention_maps": lambda: attention_figure(a.example_maps, a.example_images, a.example_labels),
+        "attention_stats": lambda: attention_stats_figure(a.stats),
     }
     with tempfile.TemporaryDirectory(prefix="explorer-heads-") as tmp:
         for name, make in figures.items():
             folder.write(f"{name}.png", save_png(make(), Path(tmp) / f"{name}.png").read_bytes())
     folder.write("heads.csv", report.table.to_csv(index=False))
-    if relations is not None:
-        folder.write("relations.csv", relations.to_csv(index=False))
+    if report.relations is not None:
+        folder.write("relations.csv", report.relations.to_csv(index=False))
     folder.write("heads.md", heads_markdown(report, sorted(folder.written)))
-    return report, folder.finish()
+    return folder.finish()
 
 
 def heads_markdown(r: HeadsReport, files: Sequence[str], pairs_shown: int = 10) -> str:

@@ -45,3 +45,31 @@ def test_figures_render(trained, tmp_path):
     }
     for name, fig in figures.items():
         assert is_png(save_png(fig, tmp_path / f"{name}.png")), name
+
+
+@pytest.mark.slow
+def test_heads_of_a_real_trial_are_analysed_first_and_then_written(tmp_path):
+    """The analysis (explorer.insight.head_analysis) writes nothing; write_heads writes what it computed."""
+    from explorer.insight.head_analysis import analyse_heads
+    from explorer.output.files import OutputFolder
+    from explorer.output.heads_report import write_heads
+    from explorer.search.catalog import read_study
+    from explorer.search.record import load_records
+    from tests.deploy_helpers import run_tiny_study
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EXPLORER_HEARTBEAT_INTERVAL", "1")
+        url, _ = run_tiny_study(tmp_path)
+    study, spec, url = read_study("tiny", url)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    analysis = analyse_heads(load_records(study), spec, url, "knee", "cpu")
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written by the analysis
+    report = analysis.report
+    assert [len(v) for v in report.importance] == list(report.heads) == [len(v) for v in analysis.importance]
+    assert len(analysis.example_maps) == len(report.heads) and analysis.example_labels[0].startswith("label ")
+    written = write_heads(analysis, OutputFolder(tmp_path / "heads", False))
+    names = sorted(p.name for p in written)
+    assert names == sorted(["heads.md", "heads.csv", *(f"{f}.png" for f in ("importance", "masking",
+                                                                            "attention_maps", "attention_stats"))])  # fmt: skip
+    assert all(is_png(p) for p in written if p.suffix == ".png")
+    assert (tmp_path / "heads" / "heads.csv").read_text() == report.table.to_csv(index=False)
