@@ -219,98 +219,144 @@ def fit(
     torch.manual_seed(train_cfg.seed)  # init and dropout
     shuffle = torch.Generator().manual_seed(train_cfg.seed)  # data order, independent of the model's draws
     model = build_model(model_cfg, task.spec, builder).to(device)
-
-    X, y = task.train
-    n = len(y)
-    steps_per_epoch = math.ceil(n / train_cfg.batch_size)
-    total_steps = steps_per_epoch * train_cfg.epochs
-    # Weight decay on matrices only (nanoGPT): not on biases, LayerNorm gains or the positional embedding.
-    pos = getattr(model, "pos", None)  # a user's model keeps its own names: only its vectors go undecayed
-    params = [p for p in model.parameters() if p.requires_grad]
-    decay = [p for p in params if p.dim() >= 2 and p is not pos]
-    no_decay = [p for p in params if not (p.dim() >= 2 and p is not pos)]
-    opt = torch.optim.AdamW(
-        [
-            {"params": decay, "weight_decay": train_cfg.weight_decay},
-            {"params": no_decay, "weight_decay": 0.0},
-        ],
-        lr=train_cfg.lr,
-        fused=device.type == "cuda",
-    )
-    scale = [1.0]  # the plateau schedule's current lr multiplier
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, _lr_lambda(total_steps, train_cfg.warmup_frac, train_cfg.schedule, scale)
-    )
-    since_decay: list[float] = []  # validation values since the last lr drop (plateau schedule)
-    decays_done = 0
-
+    steps = _Steps(model, train_cfg, math.ceil(len(task.train[1]) / train_cfg.batch_size), device)
+    plateau = _Plateau(train_cfg, steps.scale, len(task.val[1]), higher_is_better=not task.spec.causal)
     history: list[EpochStats] = []
-    train_time = 0.0
-    samples = 0
     stopped_early = False
-    val_acc = 0.0
-    lm = task.spec.causal
     for epoch in range(1, train_cfg.epochs + 1):
         t0 = time.perf_counter()
-        model.train()
+        train_loss = steps.epoch(task.train, shuffle, epoch)
+        val = evaluate_split(model, *task.val, device)
+        stats = _epoch_stats(epoch, train_loss, val, time.perf_counter() - t0, task.spec.causal)
+        history.append(stats)
+        if on_epoch is not None and on_epoch(stats):
+            stopped_early = True
+            break
+        if plateau.done(stats.quality, epoch):
+            stopped_early = epoch < train_cfg.epochs
+            break
+    test = evaluate_split(model, *task.test, device)
+    return model, _result(task, train_cfg, history, test, steps, stopped_early)
+
+
+class _Steps:
+    """The optimizer side of :func:`fit`: AdamW with decoupled weight decay, the lr schedule, gradient
+    clipping, and the count of training time and examples."""
+
+    def __init__(self, model: Model, cfg: TrainConfig, steps_per_epoch: int, device: torch.device):
+        self.model, self.cfg, self.device = model, cfg, device
+        # Weight decay on matrices only (nanoGPT): not on biases, LayerNorm gains or the positional embedding.
+        pos = getattr(model, "pos", None)  # a user's model keeps its own names: only its vectors go undecayed
+        params = [p for p in model.parameters() if p.requires_grad]
+        decay = [p for p in params if p.dim() >= 2 and p is not pos]
+        no_decay = [p for p in params if not (p.dim() >= 2 and p is not pos)]
+        self.opt = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": cfg.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=cfg.lr,
+            fused=device.type == "cuda",
+        )
+        self.scale = [1.0]  # the plateau schedule's current lr multiplier
+        total_steps = steps_per_epoch * cfg.epochs
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, _lr_lambda(total_steps, cfg.warmup_frac, cfg.schedule, self.scale)
+        )
+        self.train_time = 0.0
+        self.samples = 0
+
+    def epoch(self, data: tuple[torch.Tensor, torch.Tensor], shuffle: torch.Generator, epoch: int) -> float:
+        """One pass over ``data`` in a fresh shuffled order; the mean training loss. A NaN or infinite loss
+        raises :class:`TrainingDivergedError` naming the epoch and step."""
+        t0 = time.perf_counter()
+        X, y = data
+        n, batch_size = len(y), self.cfg.batch_size
+        self.model.train()
         order = torch.randperm(n, generator=shuffle)
         losses = []  # kept on the device; checked once per epoch so CUDA is not synchronized every step
-        for i in range(0, n, train_cfg.batch_size):
-            idx = order[i : i + train_cfg.batch_size]
-            xb = X[idx].to(device, non_blocking=True)
-            yb = y[idx].to(device, non_blocking=True)
-            with autocast(device):
-                loss = _cross_entropy(model(xb), yb)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            if train_cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), train_cfg.grad_clip)
-            opt.step()
-            sched.step()
-            losses.append(loss.detach().float())
-            samples += len(idx)
+        for i in range(0, n, batch_size):
+            idx = order[i : i + batch_size]
+            losses.append(self._step(X[idx], y[idx]))
+            self.samples += len(idx)
         epoch_losses = torch.stack(losses).cpu()  # synchronizes, so the timing below is honest on CUDA
-        train_time += time.perf_counter() - t0
+        self.train_time += time.perf_counter() - t0
         bad = (~torch.isfinite(epoch_losses)).nonzero()
         if len(bad):
             step = int(bad[0]) + 1
             raise TrainingDivergedError(
                 f"training loss became {epoch_losses[step - 1].item()} at epoch {epoch} step {step}; "
-                f"lower the learning rate (lr={train_cfg.lr:g}) or check the data for NaN/inf values."
+                f"lower the learning rate (lr={self.cfg.lr:g}) or check the data for NaN/inf values."
             )
-        val = evaluate_split(model, *task.val, device)
-        val_acc = val.accuracy
-        stats = EpochStats(
-            epoch,
-            epoch_losses.mean().item(),
-            val_acc,
-            time.perf_counter() - t0,
-            val_loss=val.loss,
-            val_bpb=val.bits if lm else None,
-            val_bpb_se=val.bits_se if lm else None,
-        )
-        history.append(stats)
-        if on_epoch is not None and on_epoch(stats):
-            stopped_early = True
-            break
-        if train_cfg.schedule == "plateau":
-            since_decay.append(val.bits if lm else val_acc)
-            if plateaued(since_decay, len(task.val[1]), train_cfg.patience, higher_is_better=not lm):
-                if decays_done == train_cfg.decays:
-                    stopped_early = epoch < train_cfg.epochs
-                    break
-                decays_done += 1
-                scale[0] *= 0.1
-                since_decay = since_decay[-1:]
+        return epoch_losses.mean().item()
 
-    test = evaluate_split(model, *task.test, device)
-    result = TrainResult(
-        val_accuracy=val_acc,
+    def _step(self, xb: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        """One optimizer step on a batch; its loss, detached and left on the device."""
+        xb = xb.to(self.device, non_blocking=True)
+        yb = yb.to(self.device, non_blocking=True)
+        with autocast(self.device):
+            loss = _cross_entropy(self.model(xb), yb)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+        self.opt.step()
+        self.sched.step()
+        return loss.detach().float()
+
+
+class _Plateau:
+    """The plateau schedule (``TrainConfig.schedule == "plateau"``): after ``patience`` epochs without a gain
+    beyond the noise the lr drops tenfold, and after ``decays`` drops training ends."""
+
+    def __init__(self, cfg: TrainConfig, scale: list[float], n_val: int, higher_is_better: bool):
+        self.cfg, self.scale, self.n_val, self.higher_is_better = cfg, scale, n_val, higher_is_better
+        self.since_decay: list[float] = []  # validation values since the last lr drop
+        self.decays_done = 0
+
+    def done(self, value: float, epoch: int) -> bool:
+        """Note this epoch's validation value; True when training should end here."""
+        if self.cfg.schedule != "plateau":
+            return False
+        self.since_decay.append(value)
+        if not plateaued(self.since_decay, self.n_val, self.cfg.patience, self.higher_is_better):
+            return False
+        if self.decays_done == self.cfg.decays:
+            return True
+        self.decays_done += 1
+        self.scale[0] *= 0.1
+        self.since_decay = self.since_decay[-1:]
+        return False
+
+
+def _epoch_stats(epoch: int, train_loss: float, val: SplitScore, seconds: float, lm: bool) -> EpochStats:
+    return EpochStats(
+        epoch,
+        train_loss,
+        val.accuracy,
+        seconds,
+        val_loss=val.loss,
+        val_bpb=val.bits if lm else None,
+        val_bpb_se=val.bits_se if lm else None,
+    )
+
+
+def _result(
+    task: Task,
+    cfg: TrainConfig,
+    history: list[EpochStats],
+    test: SplitScore,
+    steps: _Steps,
+    stopped_early: bool,
+) -> TrainResult:
+    lm = task.spec.causal
+    return TrainResult(
+        val_accuracy=history[-1].val_accuracy,
         test_accuracy=test.accuracy,
         epochs_run=len(history),
-        epochs_planned=train_cfg.epochs,
-        train_time_s=train_time,
-        samples_per_s=samples / train_time if train_time > 0 else 0.0,
+        epochs_planned=cfg.epochs,
+        train_time_s=steps.train_time,
+        samples_per_s=steps.samples / steps.train_time if steps.train_time > 0 else 0.0,
         stopped_early=stopped_early,
         history=tuple(history),
         task_kind=task.spec.task_kind,
@@ -320,4 +366,3 @@ def fit(
         test_bpb=test.bits if lm else None,
         val_bpb_se=history[-1].val_bpb_se,
     )
-    return model, result
