@@ -177,52 +177,14 @@ def evaluate_variant(
             user's builder could not build this layout.
     """
     device = as_device(device if device is not None else latency_cfg.device)
-    if decode is not None and not task.spec.causal:
-        raise ConfigError(
-            f"decoding latency needs a language-model task (such as text); "
-            f"{task.name!r} is a classification task."
-        )
-    if decode is not None and builder is not None:
-        raise ConfigError(
-            "decoding latency needs explorer's own language model (a KV cache); drop [model] build."
-        )
-    try:
-        if builder is not None:  # its layout, output shape and values, on one batch, before anything is timed
-            check_model(builder, [cfg], task.spec, task.train[0][:CHECK_BATCH])
-        params, flops = count_cost(cfg, task, builder)
-    except ConfigError as exc:
-        if builder is None:
-            raise
-        raise VariantFailed(str(exc), "model") from None
-    decoded = None
-    try:
-        latency = model_latency(cfg, task.spec, latency_cfg, device, cache=cache, builder=builder)
-        if decode is not None:
-            decode_cfg = dataclasses.replace(latency_cfg, batch_size=decode.batch_size)
-            decoded = decode_latency(cfg, decode.context, decode_cfg, device, cache, task.spec.vocab_size)
-    except (RuntimeError, MemoryError) as exc:
-        if not is_out_of_memory(exc):
-            raise
-        raise _oom(device, "timing", exc) from None
+    _check_decoding(task, decode, builder)
+    params, flops = _cost(cfg, task, builder)
+    latency, decoded = _time(cfg, task, latency_cfg, device, cache, decode, builder)
     if decoded is not None and on_decoded is not None:
         on_decoded(decoded)
     if on_measured is not None:
         on_measured(latency, params)
-    try:
-        model, result = fit(cfg, task, train_cfg, device, on_epoch=on_epoch, builder=builder)
-    except TrainingDivergedError as exc:
-        raise VariantFailed(f"diverged: {exc}", "diverged") from None
-    except (RuntimeError, MemoryError) as exc:
-        if not is_out_of_memory(exc):
-            raise
-        raise _oom(device, "training", exc) from None
-    relations = None
-    if task.relation_offsets:
-        try:
-            relations = relation_specialization(model, task.val[0], task.relation_offsets)
-        except ConfigError:  # a user's model without explorer.MultiHeadAttention: its maps cannot be read
-            if builder is None:
-                raise
+    model, result = _train(cfg, task, train_cfg, device, on_epoch, builder)
     return VariantResult(
         config=cfg,
         train=train_cfg,
@@ -233,8 +195,89 @@ def evaluate_variant(
         device=device_label(device, torch.get_num_threads() if device.type == "cpu" else None),
         torch_version=torch.__version__,
         val_size=task.val[1].numel(),  # len() for labels [n]; every predicted byte for a language model
-        relations=relations,
+        relations=_relations(model, task, builder),
         model=model if keep_model else None,
         decode=decoded,
         kv_cache_bytes_per_token=cfg.kv_cache_bytes_per_token(latency_cfg.dtype),
     )
+
+
+def _check_decoding(task: Task, decode: DecodeConfig | None, builder: ModelBuilder | None) -> None:
+    """Decoding is timed on explorer's own language model only."""
+    if decode is not None and not task.spec.causal:
+        raise ConfigError(
+            f"decoding latency needs a language-model task (such as text); "
+            f"{task.name!r} is a classification task."
+        )
+    if decode is not None and builder is not None:
+        raise ConfigError(
+            "decoding latency needs explorer's own language model (a KV cache); drop [model] build."
+        )
+
+
+def _cost(cfg: ModelConfig, task: Task, builder: ModelBuilder | None) -> tuple[int, int]:
+    """Parameters and FLOPs per example; a user's model is first checked on one batch (a layout it cannot build
+    fails this variant)."""
+    try:
+        if builder is not None:  # its layout, output shape and values, on one batch, before anything is timed
+            check_model(builder, [cfg], task.spec, task.train[0][:CHECK_BATCH])
+        return count_cost(cfg, task, builder)
+    except ConfigError as exc:
+        if builder is None:
+            raise
+        raise VariantFailed(str(exc), "model") from None
+
+
+def _time(
+    cfg: ModelConfig,
+    task: Task,
+    latency_cfg: LatencyConfig,
+    device: torch.device,
+    cache: LatencyCache | None,
+    decode: DecodeConfig | None,
+    builder: ModelBuilder | None,
+) -> tuple[LatencyResult, DecodeResult | None]:
+    """The forward latency, and the decoding latency when ``decode`` asks for it; out of memory fails the
+    variant."""
+    try:
+        latency = model_latency(cfg, task.spec, latency_cfg, device, cache=cache, builder=builder)
+        if decode is None:
+            return latency, None
+        decode_cfg = dataclasses.replace(latency_cfg, batch_size=decode.batch_size)
+        return latency, decode_latency(cfg, decode.context, decode_cfg, device, cache, task.spec.vocab_size)
+    except (RuntimeError, MemoryError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise _oom(device, "timing", exc) from None
+
+
+def _train(
+    cfg: ModelConfig,
+    task: Task,
+    train_cfg: TrainConfig,
+    device: torch.device,
+    on_epoch: Callable[[EpochStats], bool | None] | None,
+    builder: ModelBuilder | None,
+) -> tuple[Model, TrainResult]:
+    """:func:`explorer.engine.train.fit`, with a diverged loss or out of memory failing the variant."""
+    try:
+        return fit(cfg, task, train_cfg, device, on_epoch=on_epoch, builder=builder)
+    except TrainingDivergedError as exc:
+        raise VariantFailed(f"diverged: {exc}", "diverged") from None
+    except (RuntimeError, MemoryError) as exc:
+        if not is_out_of_memory(exc):
+            raise
+        raise _oom(device, "training", exc) from None
+
+
+def _relations(model: Model, task: Task, builder: ModelBuilder | None) -> pd.DataFrame | None:
+    """Which head attends to which relation (relations task only; None for a user's model without
+    explorer.MultiHeadAttention, whose attention maps cannot be read)."""
+    if not task.relation_offsets:
+        return None
+    try:
+        return relation_specialization(model, task.val[0], task.relation_offsets)
+    except ConfigError:
+        if builder is None:
+            raise
+        return None
