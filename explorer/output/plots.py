@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import seaborn as sns
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
@@ -27,6 +28,15 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from explorer.engine.measures import QUALITY_METRICS, QualityMetric
 from explorer.insight.rules import DK_FLOOR
+from explorer.output.plot_data import (
+    FAMILY_ORDER,
+    KneePoint,
+    ParetoData,
+    effect_data,
+    pareto_data,
+    quality,
+    shows_bpb,
+)
 
 __all__ = [
     "dk_figure",
@@ -43,24 +53,12 @@ __all__ = [
 CLASSIFICATION = QUALITY_METRICS["classification"]
 
 
-def _bpb(metric: QualityMetric | None) -> bool:
-    return metric is not None and metric.direction == "minimize"
-
-
-def _quality(df: pd.DataFrame, metric: QualityMetric | None, col: str = "val_accuracy") -> pd.Series:
-    """The column to draw as quality: accuracy in percent, or bits per byte (``col`` names the accuracy one)."""
-    if _bpb(metric):
-        return df[col.replace("val_accuracy", "quality").replace("val_", "quality_")]
-    return df[col] * 100
-
-
 def _quality_label(metric: QualityMetric | None) -> str:
-    return "validation bits per byte (lower is better)" if _bpb(metric) else "validation accuracy (%)"
+    return "validation bits per byte (lower is better)" if shows_bpb(metric) else "validation accuracy (%)"
 
 
 DPI = 110
 FAMILY_MARKERS = {"uniform": "o", "increasing": "^", "decreasing": "v", "free": "s"}
-FAMILY_ORDER = ("uniform", "increasing", "decreasing", "free")
 MAX_HEATMAP_ROWS = 40  # beyond this the Pareto heatmap shows an evenly spaced subset
 
 
@@ -88,10 +86,6 @@ _ERRORBAR = ("ci", 95)  # seaborn's percentile bootstrap of the mean (seeded bel
 _SEED = 0
 
 
-def _text(heads: Any) -> str:
-    return ",".join(map(str, heads)) if isinstance(heads, tuple | list) else str(heads)
-
-
 def _latency_label(batch: int | None, cost: str = "latency_ms") -> str:
     if cost == "decode_ms":
         return "decoding time (ms per generated token, median)"
@@ -117,102 +111,97 @@ def pareto_figure(
 ) -> Figure:
     """Quality vs latency of every searched architecture (colour: most heads in a layer, marker: schedule
     family), the search's Pareto front, and the finalists' means with their 95% intervals."""
-    c = archs.copy()
-    c["acc"] = _quality(c, metric)
-    lat, lo, hi = cost, cost.replace("_ms", "_low"), cost.replace("_ms", "_high")
-    feas = c[c["feasible"].fillna(True).astype(bool)]
-    size, alpha = _marker_style(len(c))
     with sns.axes_style("whitegrid"):
         fig = new_figure(10, 6)
         ax = fig.add_subplot()
-    if c.empty:
+    if archs.empty:
         return empty_figure(fig, "no architecture finished its search budget")
-    levels = sorted(int(h) for h in c["heads_max"].dropna().unique())
+    data = pareto_data(archs, front, knee, finalists, metric, cost)
+    size, alpha = _marker_style(len(data.points))
+    handles = _draw_architectures(ax, data, size, alpha)
+    if len(data.front):
+        handles.append(_draw_front(ax, data, size))
+    if data.finalists is not None:
+        handles.append(_draw_finalists(ax, data.finalists))
+    if data.knee is not None:
+        handles.append(_draw_knee(ax, data.knee))
+    _pareto_axes(ax, data, handles, batch, metric)
+    return fig
+
+
+def _draw_architectures(ax: Axes, data: ParetoData, size: float, alpha: float) -> list[Any]:
+    """The searched architectures as a point cloud (over-budget ones as crosses); returns the legend entries."""
+    x, levels, fams = data.x, data.levels, data.families
     colors = dict(zip(levels, sns.color_palette("viridis", len(levels)), strict=True))
     handles: list[Any] = [Line2D([], [], ls="", label="most heads in a layer")]
     handles += [Line2D([], [], ls="", marker="o", color=colors[h], label=str(h)) for h in levels]
-    fams = [f for f in FAMILY_ORDER if f in set(c["family"].dropna())]
     handles += [Line2D([], [], ls="", label="schedule")]
     markers = {f: FAMILY_MARKERS.get(f, "D") for f in fams}
     handles += [Line2D([], [], ls="", marker=markers[f], color="0.3", label=f) for f in fams]
-    if len(feas):
+    if len(data.feasible):
         sns.scatterplot(
-            data=feas, x=lat, y="acc", hue="heads_max", hue_order=levels, palette=colors,
+            data=data.feasible, x=x, y="acc", hue="heads_max", hue_order=levels, palette=colors,
             style="family", markers=markers, style_order=fams, s=size, alpha=alpha, linewidth=0, legend=False,
             rasterized=True, ax=ax,
         )  # fmt: skip
-    infeas = c[~c.index.isin(feas.index)]
+    infeas = data.infeasible
     if len(infeas):
-        ax.scatter(infeas[lat], infeas["acc"], marker="x", s=size, color="0.6", lw=0.8, rasterized=True)
+        ax.scatter(infeas[x], infeas["acc"], marker="x", s=size, color="0.6", lw=0.8, rasterized=True)
         handles.append(Line2D([], [], ls="", marker="x", color="0.6", label=f"over budget ({len(infeas)})"))
-    if len(front):
-        f = front.sort_values(lat)
-        fy = _quality(f, metric).to_numpy()
-        x = np.append(f[lat].to_numpy(), c[lat].max())
-        y = np.append(fy, fy[-1])
-        ax.step(x, y, where="post", color="black", lw=1.4, zorder=3)
-        ax.scatter(
-            f[lat],
-            fy,
-            s=size * 2.5,
-            facecolor="none",
-            edgecolor="black",
-            zorder=4,
-        )
-        handles.append(
-            Line2D([], [], color="black", marker="o", mfc="none", label=f"search front ({len(front)})")
-        )
-    if finalists is not None and len(finalists):
-        fx, fy = finalists[lat].to_numpy(), _quality(finalists, metric).to_numpy()
-        f_lo, f_hi = (
-            _quality(finalists, metric, "val_low").to_numpy(),
-            _quality(finalists, metric, "val_high"),
-        )
-        ax.errorbar(
-            fx, fy,
-            xerr=[fx - finalists[lo].to_numpy(), finalists[hi].to_numpy() - fx],
-            yerr=[fy - f_lo, f_hi.to_numpy() - fy],
-            fmt="D", color="C1", ms=6, capsize=3, lw=1, zorder=5,
-        )  # fmt: skip
-        for r, x_, y_ in zip(finalists.itertuples(), fx, fy, strict=True):
-            label = _text(r.heads) + (
-                f" kv {_text(r.kv_heads)}" if "kv_heads" in finalists and r.kv_heads != r.heads else ""
-            )
-            ax.annotate(label, (x_, y_), xytext=(5, -10), textcoords="offset points", fontsize=8, color="C1")
-        handles.append(
-            Line2D([], [], ls="", marker="D", color="C1", label="finalists: mean over seeds,\n95% intervals")
-        )
-    if knee is not None:
-        kx = knee[lat]
-        ky = knee["quality"] if _bpb(metric) else knee["val_accuracy"] * 100
-        kv = (
-            f", kv heads {_text(knee['kv_heads'])}"
-            if "kv_heads" in knee and knee["kv_heads"] != knee["heads"]
-            else ""
-        )
-        value = f"{ky:.3f} bits/byte" if _bpb(metric) else f"{ky:.2f}%"
-        ax.scatter([kx], [ky], marker="*", s=260, color="crimson", edgecolor="white", zorder=6)
-        ax.annotate(
-            f"recommended: heads {_text(knee['heads'])}{kv} (d_model {int(knee['d_model'])})\n"
-            f"{value} at {kx:.3g} ms",
-            xy=(kx, ky), xytext=(0.03, 0.97), textcoords="axes fraction", va="top", fontsize=9,
-            bbox={"boxstyle": "round", "fc": "white", "ec": "crimson"},
-            arrowprops={"arrowstyle": "->", "color": "crimson", "lw": 1}, zorder=7,
-        )  # fmt: skip
-        handles.append(Line2D([], [], ls="", marker="*", ms=12, color="crimson", label="recommended"))
-    if c[lat].max() / max(c[lat].min(), 1e-12) > 20:
+    return handles
+
+
+def _draw_front(ax: Axes, data: ParetoData, size: float) -> Line2D:
+    """The search's Pareto front as a step line to the slowest architecture, its points circled."""
+    f, fy = data.front, data.front["acc"].to_numpy()
+    x = np.append(f[data.x].to_numpy(), data.points[data.x].max())
+    ax.step(x, np.append(fy, fy[-1]), where="post", color="black", lw=1.4, zorder=3)
+    ax.scatter(f[data.x], fy, s=size * 2.5, facecolor="none", edgecolor="black", zorder=4)
+    return Line2D([], [], color="black", marker="o", mfc="none", label=f"search front ({len(f)})")
+
+
+def _draw_finalists(ax: Axes, finalists: pd.DataFrame) -> Line2D:
+    """Each finalist's mean with its 95% intervals on both axes, labelled with its layout."""
+    fx, fy = finalists["x"].to_numpy(), finalists["y"].to_numpy()
+    ax.errorbar(
+        fx, fy,
+        xerr=[fx - finalists["x_low"].to_numpy(), finalists["x_high"].to_numpy() - fx],
+        yerr=[fy - finalists["y_low"].to_numpy(), finalists["y_high"].to_numpy() - fy],
+        fmt="D", color="C1", ms=6, capsize=3, lw=1, zorder=5,
+    )  # fmt: skip
+    for label, x_, y_ in zip(finalists["label"], fx, fy, strict=True):
+        ax.annotate(label, (x_, y_), xytext=(5, -10), textcoords="offset points", fontsize=8, color="C1")
+    return Line2D([], [], ls="", marker="D", color="C1", label="finalists: mean over seeds,\n95% intervals")
+
+
+def _draw_knee(ax: Axes, knee: KneePoint) -> Line2D:
+    """The recommended architecture as a star, annotated in the top left corner."""
+    ax.scatter([knee.x], [knee.y], marker="*", s=260, color="crimson", edgecolor="white", zorder=6)
+    ax.annotate(
+        knee.text,
+        xy=(knee.x, knee.y), xytext=(0.03, 0.97), textcoords="axes fraction", va="top", fontsize=9,
+        bbox={"boxstyle": "round", "fc": "white", "ec": "crimson"},
+        arrowprops={"arrowstyle": "->", "color": "crimson", "lw": 1}, zorder=7,
+    )  # fmt: skip
+    return Line2D([], [], ls="", marker="*", ms=12, color="crimson", label="recommended")
+
+
+def _pareto_axes(
+    ax: Axes, data: ParetoData, handles: list[Any], batch: int | None, metric: QualityMetric | None
+) -> None:
+    """Log cost axis where the costs span more than 20x, the legend outside the axes, labels and title."""
+    if data.log_x:
         ax.set_xscale("log")
         ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_xlabel(_latency_label(batch, lat))
+    ax.set_xlabel(_latency_label(batch, data.x))
     ax.set_ylabel(_quality_label(metric))
-    what = "Bits per byte" if _bpb(metric) else "Accuracy"
     ax.set_title(
-        f"{what} vs latency: {len(c)} architectures searched, {len(front)} on the search's Pareto front"
+        f"{_what(metric)} vs latency: {len(data.points)} architectures searched, {len(data.front)} on the search's "
+        "Pareto front"
     )
-    return fig
 
 
 def _effect_figure(
@@ -227,65 +216,79 @@ def _effect_figure(
 ) -> Figure:
     """Rows: quality and latency (and decoding time, when measured); columns: d_model. Grey dots are
     architectures, the line their mean with a 95% bootstrap interval."""
-    c = df.dropna(subset=[x]).copy()
-    c["acc"] = _quality(c, metric)
-    widths = (
-        sorted(c["d_model"].dropna().unique()) if "d_model" in c and c["d_model"].notna().any() else [None]
-    )
-    rows = [("acc", _quality_label(metric), "C0"), ("latency_ms", _latency_label(None), "C3")]
-    if "decode_ms" in c and c["decode_ms"].notna().any():
-        rows.append(("decode_ms", _latency_label(None, "decode_ms"), "C4"))
+    data = effect_data(df, x, order, metric)
+    styles = {
+        "acc": (_quality_label(metric), "C0"),
+        "latency_ms": (_latency_label(None), "C3"),
+        "decode_ms": (_latency_label(None, "decode_ms"), "C4"),
+    }
+    rows = [(column, *styles[column]) for column in data.columns]
     with sns.axes_style("whitegrid"):
-        fig = new_figure(max(3.3 * len(widths) + 0.8, 6), 3.25 * len(rows))
-        axes = fig.subplots(len(rows), len(widths), sharey="row", squeeze=False)
-    if c.empty:
+        fig = new_figure(max(3.3 * len(data.widths) + 0.8, 6), 3.25 * len(rows))
+        axes = fig.subplots(len(rows), len(data.widths), sharey="row", squeeze=False)
+    if data.points.empty:
         return empty_figure(fig, f"no architecture has {x}")
-    present = set(c[x])
-    levels = [v for v in order if v in present] + sorted(present - set(order)) if order else sorted(present)
-    size = 3.0 if len(c) <= 400 else 1.8
-    for j, w in enumerate(widths):
-        g = c if w is None else c[c["d_model"] == w]
-        for i, (metric, ylabel, color) in enumerate(rows):
+    levels = data.levels
+    size = 3.0 if len(data.points) <= 400 else 1.8
+    for j, w in enumerate(data.widths):
+        g = data.points if w is None else data.points[data.points["d_model"] == w]
+        for i, (column, ylabel, color) in enumerate(rows):
             ax = axes[i][j]
-            sns.stripplot(
-                data=g, x=x, y=metric, order=levels, color="0.55", size=size, alpha=0.5, jitter=0.25,
-                ax=ax, rasterized=True, zorder=1,
-            )  # fmt: skip
-            if len(g):
-                sns.pointplot(
-                    data=g, x=x, y=metric, order=levels, errorbar=_ERRORBAR, seed=_SEED, color=color, markersize=5,
-                    capsize=0.15, err_kws={"linewidth": 1.4}, linewidth=1.4, ax=ax,
-                )  # fmt: skip
-            if shade_below is not None:
-                k = sum(float(v) < shade_below for v in levels)
-                if k:
-                    ax.axvspan(-0.5, k - 0.5, color="crimson", alpha=0.08, lw=0)
-            for fl in floors:
-                k = sum(float(v) < fl for v in levels)
-                if 0 < k < len(levels):
-                    ax.axvline(k - 0.5, color="black", ls="--", lw=1)
+            _draw_effect(ax, g, x, column, levels, color, size)
+            _mark_floors(ax, levels, shade_below, floors)
             ax.set_xlabel(xlabel if i == len(rows) - 1 else "")
             ax.set_ylabel(ylabel if j == 0 else "")
             ax.tick_params(axis="x", labelsize=8, rotation=0 if len(levels) <= 8 else 45)
             if i == 0:
-                ax.set_title(
+                where = (
                     f"d_model = {int(w)} ({len(g)} architectures)"
                     if w is not None
-                    else f"{len(g)} architectures",
-                    fontsize=10,
+                    else f"{len(g)} architectures"
                 )
+                ax.set_title(where, fontsize=10)
+    width = int(fig.get_figwidth() * 13)  # characters that fit across the figure at this font size
+    fig.suptitle(title + "\n" + textwrap.fill(_effect_note(shade_below, floors), width), fontsize=11)
+    return fig
+
+
+def _draw_effect(
+    ax: Axes, g: pd.DataFrame, x: str, column: str, levels: list[Any], color: str, size: float
+) -> None:
+    """One panel: every architecture as a grey dot, and their mean per level with its bootstrap interval."""
+    sns.stripplot(
+        data=g, x=x, y=column, order=levels, color="0.55", size=size, alpha=0.5, jitter=0.25,
+        ax=ax, rasterized=True, zorder=1,
+    )  # fmt: skip
+    if len(g):
+        sns.pointplot(
+            data=g, x=x, y=column, order=levels, errorbar=_ERRORBAR, seed=_SEED, color=color, markersize=5,
+            capsize=0.15, err_kws={"linewidth": 1.4}, linewidth=1.4, ax=ax,
+        )  # fmt: skip
+
+
+def _mark_floors(ax: Axes, levels: list[Any], shade_below: float | None, floors: Sequence[float]) -> None:
+    """Shade the levels below ``shade_below`` and draw a dashed line at each floor that splits the levels."""
+    if shade_below is not None:
+        k = sum(float(v) < shade_below for v in levels)
+        if k:
+            ax.axvspan(-0.5, k - 0.5, color="crimson", alpha=0.08, lw=0)
+    for fl in floors:
+        k = sum(float(v) < fl for v in levels)
+        if 0 < k < len(levels):
+            ax.axvline(k - 0.5, color="black", ls="--", lw=1)
+
+
+def _effect_note(shade_below: float | None, floors: Sequence[float]) -> str:
     note = "dots: architectures; line: mean with 95% bootstrap interval"
     if shade_below is not None:
         note += f"; shaded: below {shade_below:g} (the folklore floor)"
     if floors:
         note += f"; dashed: the study's floor(s) {', '.join(f'{f:g}' for f in floors)}"
-    width = int(fig.get_figwidth() * 13)  # characters that fit across the figure at this font size
-    fig.suptitle(title + "\n" + textwrap.fill(note, width), fontsize=11)
-    return fig
+    return note
 
 
 def _what(metric: QualityMetric | None) -> str:
-    return "Bits per byte" if _bpb(metric) else "Accuracy"
+    return "Bits per byte" if shows_bpb(metric) else "Accuracy"
 
 
 def heads_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figure:
@@ -342,9 +345,11 @@ def heads_heatmap(
         [h + [np.nan] * (width - len(h)) for h in heads],
         columns=[f"layer {i + 1}" for i in range(width)],
         index=[
-            f"#{int(n)}  d{int(d)}  " + (f"{q:.3f} b/B" if _bpb(metric) else f"{q:.1f}%") + f"  {t:.3g} ms"
+            f"#{int(n)}  d{int(d)}  "
+            + (f"{q:.3f} b/B" if shows_bpb(metric) else f"{q:.1f}%")
+            + f"  {t:.3g} ms"
             for n, d, q, t in zip(
-                shown["number"], shown["d_model"], _quality(shown, metric), shown[cost], strict=True
+                shown["number"], shown["d_model"], quality(shown, metric), shown[cost], strict=True
             )
         ],
     )
@@ -367,7 +372,7 @@ def heads_heatmap(
     sub = f", {len(mat)} of {len(f)} shown" if len(f) > len(mat) else ""
     ax.set_title(
         f"Heads per layer on the Pareto front ({len(f)} architectures{sub})\nrow: trial, d_model, "
-        f"{'val bits per byte' if _bpb(metric) else 'val accuracy'}, latency",
+        f"{'val bits per byte' if shows_bpb(metric) else 'val accuracy'}, latency",
         fontsize=10,
     )
     return fig
