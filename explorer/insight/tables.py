@@ -181,10 +181,44 @@ def architectures(
     An architecture with ``retimings`` (explorer.search.retime: interleaved rounds with nothing else running)
     takes its latency from them rather than from the timings its runs made while other workers trained.
     """
+    groups = _runs_by_architecture(records, role, epoch)
+    first_run = next((g[0] for g in groups.values()), None)
+    metric = first_run.metric if first_run is not None else CLASSIFICATION
     retimed: dict[str, list] = defaultdict(list)
     redecoded: dict[str, list] = defaultdict(list)
     for t in retimings:
         (redecoded if t.kind == "decode" else retimed)[t.key].append(t.latency)
+    timings = {key: retimed.get(key) or _timings(g) for key, g in groups.items()}
+    decodes = {key: redecoded.get(key) or _timings(g, decode=True) for key, g in groups.items()}
+    # Seed-to-seed and timing-to-timing spreads pooled over the role's architectures: a few seeds each give
+    # t intervals with 1-2 degrees of freedom; pooled over the finalists, with ten or more.
+    pools = _Pools(
+        quality=_quality_pool(groups, epoch, metric) if pooled else None,
+        latency=pool([log_spread([t.median_ms for t in ts]) for ts in timings.values()]),
+        decode=pool([log_spread([t.median_ms for t in ts]) for ts in decodes.values() if ts]),
+    )
+    out = [
+        _architecture(
+            key, sorted(runs, key=lambda r: r.number), role, epoch, metric, timings[key], decodes[key], pools
+        )
+        for key, runs in groups.items()
+    ]
+    return sorted(out, key=lambda a: (a.latency.estimate, -a.score))
+
+
+@dataclass(frozen=True)
+class _Pools:
+    """Spreads pooled over a role's architectures (None: each architecture uses its own)."""
+
+    quality: Spread | None  # seed to seed, on the logit scale for accuracy, else on the metric's own
+    latency: Spread | None  # timing to timing, log scale
+    decode: Spread | None  # decoding timing to decoding timing, log scale
+
+
+def _runs_by_architecture(
+    records: Iterable[TrialRecord], role: str, epoch: int | None
+) -> dict[str, list[TrialRecord]]:
+    """The runs of ``role`` that count (finished, or trained at least ``epoch`` epochs), by configuration."""
     groups: dict[str, list[TrialRecord]] = defaultdict(list)
     for r in records:
         if r.role != role or r.config is None or r.latency is None or r.key is None:
@@ -194,65 +228,78 @@ def architectures(
         if epoch is not None and (r.state not in ("COMPLETE", "PRUNED") or r.epochs_run < epoch):
             continue
         groups[r.key].append(r)
+    return groups
 
-    def value(r: TrialRecord) -> float:
-        return r.history[epoch - 1] if epoch else float(r.quality)  # type: ignore[arg-type]
 
-    first_run = next((g[0] for g in groups.values()), None)
-    metric = first_run.metric if first_run is not None else CLASSIFICATION
-    bounded = metric.direction == "maximize"  # accuracy: a proportion; bits per byte: unbounded
-    # Seed-to-seed and timing-to-timing spreads pooled over the role's architectures: a few seeds each give
-    # t intervals with 1-2 degrees of freedom; pooled over the finalists, with ten or more.
-    if not pooled:
-        acc_pool = None
-    elif bounded:
-        acc_pool = pool([logit_spread([value(r) for r in g], g[0].val_size or 1) for g in groups.values()])
-    else:
-        acc_pool = pool([raw_spread([value(r) for r in g]) for g in groups.values()])
-    timings = {key: retimed.get(key) or _timings(g) for key, g in groups.items()}
-    lat_pool = pool([log_spread([t.median_ms for t in ts]) for ts in timings.values()])
-    decodes = {key: redecoded.get(key) or _timings(g, decode=True) for key, g in groups.items()}
-    dec_pool = pool([log_spread([t.median_ms for t in ts]) for ts in decodes.values() if ts])
-    out = []
-    for key, runs in groups.items():
-        runs = sorted(runs, key=lambda r: r.number)
-        values = [value(r) for r in runs]
-        n_val = runs[0].val_size or 1
-        tests = [r.test_quality for r in runs]
-        first = runs[0]
-        if bounded:
-            quality = accuracy_mean_ci(values, n_val, pooled=acc_pool)
-            rerun = accuracy_rerun_interval(values, n_val, 3, pooled=acc_pool)
-        else:
-            se = float(np.mean([r.val_bpb_se for r in runs])) if all(r.val_bpb_se for r in runs) else None
-            quality = mean_ci(values, pooled=acc_pool, se=se)
-            rerun = rerun_interval(values, 3, pooled=acc_pool, se=se)
-        out.append(
-            Architecture(
-                key=key,
-                config=first.config,  # type: ignore[arg-type]
-                lr=float(first.lr),  # type: ignore[arg-type]
-                role=role,
-                numbers=tuple(r.number for r in runs),
-                seeds=tuple(int(r.seed) for r in runs if r.seed is not None),
-                epoch=epoch,
-                values=tuple(values),
-                quality=quality,
-                rerun=rerun,
-                test_quality=float(np.mean(tests)) if all(t is not None for t in tests) else float("nan"),
-                latency=_latency(timings[key], lat_pool),
-                timings=tuple(t.median_ms for t in timings[key]),
-                params=int(first.params or 0),
-                epochs=float(np.mean([r.epochs_run for r in runs])),
-                feasible=all(r.feasible for r in runs),
-                label=next((r.label for r in runs if r.label), None),
-                metric=metric,
-                decode=_latency(decodes[key], dec_pool) if decodes[key] else None,
-                decode_timings=tuple(t.median_ms for t in decodes[key]),
-                kv_cache_bytes=next((r.decode.kv_cache_bytes for r in runs if r.decode is not None), None),
-            )
+def _value(r: TrialRecord, epoch: int | None) -> float:
+    """A run's validation quality after ``epoch`` (None: after its last epoch)."""
+    return r.history[epoch - 1] if epoch else float(r.quality)  # type: ignore[arg-type]
+
+
+def _quality_pool(
+    groups: dict[str, list[TrialRecord]], epoch: int | None, metric: QualityMetric
+) -> Spread | None:
+    """The seed-to-seed spread pooled over the architectures: accuracy on the logit scale (a proportion),
+    bits per byte on its own (unbounded)."""
+    if metric.direction == "maximize":
+        return pool(
+            [logit_spread([_value(r, epoch) for r in g], g[0].val_size or 1) for g in groups.values()]
         )
-    return sorted(out, key=lambda a: (a.latency.estimate, -a.score))
+    return pool([raw_spread([_value(r, epoch) for r in g]) for g in groups.values()])
+
+
+def _quality_intervals(
+    runs: Sequence[TrialRecord], values: Sequence[float], metric: QualityMetric, pooled: Spread | None
+) -> tuple[Interval, Interval]:
+    """The mean quality's 95% interval and where the mean of 3 fresh seeds should land."""
+    if metric.direction == "maximize":
+        n_val = runs[0].val_size or 1
+        return (
+            accuracy_mean_ci(values, n_val, pooled=pooled),
+            accuracy_rerun_interval(values, n_val, 3, pooled=pooled),
+        )
+    se = float(np.mean([r.val_bpb_se for r in runs])) if all(r.val_bpb_se for r in runs) else None
+    return mean_ci(values, pooled=pooled, se=se), rerun_interval(values, 3, pooled=pooled, se=se)
+
+
+def _architecture(
+    key: str,
+    runs: Sequence[TrialRecord],
+    role: str,
+    epoch: int | None,
+    metric: QualityMetric,
+    timings: Sequence,
+    decodes: Sequence,
+    pools: _Pools,
+) -> Architecture:
+    """One configuration's runs (in trial order) summarized."""
+    values = [_value(r, epoch) for r in runs]
+    quality, rerun = _quality_intervals(runs, values, metric, pools.quality)
+    tests = [r.test_quality for r in runs]
+    first = runs[0]
+    return Architecture(
+        key=key,
+        config=first.config,  # type: ignore[arg-type]
+        lr=float(first.lr),  # type: ignore[arg-type]
+        role=role,
+        numbers=tuple(r.number for r in runs),
+        seeds=tuple(int(r.seed) for r in runs if r.seed is not None),
+        epoch=epoch,
+        values=tuple(values),
+        quality=quality,
+        rerun=rerun,
+        test_quality=float(np.mean(tests)) if all(t is not None for t in tests) else float("nan"),
+        latency=_latency(timings, pools.latency),
+        timings=tuple(t.median_ms for t in timings),
+        params=int(first.params or 0),
+        epochs=float(np.mean([r.epochs_run for r in runs])),
+        feasible=all(r.feasible for r in runs),
+        label=next((r.label for r in runs if r.label), None),
+        metric=metric,
+        decode=_latency(decodes, pools.decode) if decodes else None,
+        decode_timings=tuple(t.median_ms for t in decodes),
+        kv_cache_bytes=next((r.decode.kv_cache_bytes for r in runs if r.decode is not None), None),
+    )
 
 
 def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
