@@ -279,6 +279,16 @@ def task_from_arrays(
 ) -> Task:
     """Check arrays and build a Task; a missing ``val``/``test`` split is carved out of ``(X, y)`` (stratified)."""
     X, y = np.asarray(X), np.asarray(y)
+    given = _checked_splits(name, X, y, val, test)
+    splits = _carve_splits(X, y, given, seed)
+    _check_eval_splits(splits)
+    return _to_task(name, description, X, splits, _n_classes(splits))
+
+
+def _checked_splits(
+    name: str, X: np.ndarray, y: np.ndarray, val: Split | None, test: Split | None
+) -> dict[str, Split | None]:
+    """Check every array (sizes, then each split's shapes, dtypes and values); the given splits as arrays."""
     pairs = {"X": X, "y": y} | {
         f"{k}_{s}": a for s, p in (("val", val), ("test", test)) if p for k, a in zip("Xy", p, strict=True)
     }
@@ -303,7 +313,13 @@ def task_from_arrays(
         raise DataError(
             f"y has a single class ({y[0] if len(y) else 'none'}); classification needs at least two."
         )
+    return given
 
+
+def _carve_splits(
+    X: np.ndarray, y: np.ndarray, given: dict[str, Split | None], seed: int
+) -> dict[str, Split]:
+    """Train, val and test: each split not given is a seeded, stratified HOLDOUT share of ``(X, y)``."""
     n_val = 0 if given["val"] else round(HOLDOUT * len(y))
     n_test = 0 if given["test"] else round(HOLDOUT * len(y))
     if len(y) - n_val - n_test < MIN_TRAIN or (n_val and n_val < MIN_EVAL) or (n_test and n_test < MIN_EVAL):
@@ -312,11 +328,15 @@ def task_from_arrays(
             f"validation/test; add examples."
         )
     tr, va, te = split_indices(y, seed, n_val, n_test)
-    splits = {
+    return {
         "train": (X[tr], y[tr]),
         "val": given["val"] or (X[va], y[va]),
         "test": given["test"] or (X[te], y[te]),
     }
+
+
+def _check_eval_splits(splits: dict[str, Split]) -> None:
+    """Validation and test need MIN_EVAL examples, and only labels that training has."""
     for split in ("val", "test"):
         ys = splits[split][1]
         if len(ys) < MIN_EVAL:
@@ -330,6 +350,9 @@ def task_from_arrays(
                 f"examples (move some to X/y or drop those examples)."
             )
 
+
+def _n_classes(splits: dict[str, Split]) -> int:
+    """The classes (largest label + 1), refused when most of them never occur (MIN_CLASS_COVERAGE)."""
     n_classes = int(max(s[1].max() for s in splits.values())) + 1
     present = np.unique(np.concatenate([s[1] for s in splits.values()])).size
     if present < MIN_CLASS_COVERAGE * n_classes:
@@ -338,6 +361,11 @@ def task_from_arrays(
             f"{n_classes} classes never occur; renumber them 0..{present - 1} with "
             f"`_, y = np.unique(y, return_inverse=True)` (one mapping for every split)."
         )
+    return n_classes
+
+
+def _to_task(name: str, description: str, X: np.ndarray, splits: dict[str, Split], n_classes: int) -> Task:
+    """The splits as tensors (tokens as int64, features as float32) with their input spec."""
     if X.ndim == 2:
         vocab = int(max(s[0].max() for s in splits.values())) + 1
         spec = InputSpec(kind="tokens", seq_len=X.shape[1], n_classes=n_classes, vocab_size=vocab)
