@@ -258,7 +258,7 @@ def _use_wal(storage: RDBStorage) -> None:
     """SQLite in write-ahead-log mode with ``synchronous=NORMAL``.
 
     Optuna writes every trial attribute in a transaction of its own; with SQLite's default rollback journal each
-    commit is an fsync (about 2 ms here, measured in benchmarks/studies.md), which made that bookkeeping most of
+    commit is an fsync (about 2 ms here, benchmarks/study_efficiency.md), which made that bookkeeping most of
     a study's overhead. In WAL mode a commit is an append (0.8 ms), readers no longer block the writer (better for
     several workers), and a commit survives a killed process; only an OS crash or power loss can drop the last
     commits. WAL needs a local disk, not a network file system (use PostgreSQL across machines).
