@@ -1,6 +1,6 @@
 """Does a whole new run of the study give an answer the first one promised? ("holds up when re-run")
 
-``rerun_check.py`` retrains the *recommended layout* with fresh seeds. This script re-runs the *whole study*:
+``benchmarks.rerun_check`` retrains the *recommended layout* with fresh seeds. This script re-runs the *whole study*:
 the same spec with other study seeds (the sampler's seed and every trial's training seed), each exactly as the
 README runs it (``explorer study run SPEC --workers 2``), in a fresh folder with its own latency cache. For
 every ordered pair of runs (A, B) it asks what a user who acted on A's report would see in B's:
@@ -13,26 +13,32 @@ A run that names another layout is not by itself a failure: the report says befo
 pick one of the layouts it cannot tell apart. A pair where B's accuracy or latency falls outside A's interval
 is what a user would call an answer that did not hold.
 
-    python benchmarks/answer_stability.py studies/quickstart.toml --seeds 1 2 3 --record benchmarks/answer_stability.md
+    python -m benchmarks.answer_stability studies/quickstart.toml --seeds 1 2 3 --record benchmarks/answer_stability.md
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (
+    EXPLORER,
+    append_record,
+    command,
+    commit,
+    explorer_env,
+    load_average,
+    load_text,
+    machine,
+    markdown_table,
+    stamp,
+)
 
 
 def respec(text: str, name: str, seed: int) -> str:
@@ -52,9 +58,8 @@ def run_one(spec_text: str, name: str, seed: int, workers: int) -> dict[str, Any
     study = f"{name}-seed{seed}"
     spec = folder / "studies" / f"{study}.toml"
     spec.write_text(respec(spec_text, study, seed))
-    env = os.environ | {"EXPLORER_CACHE_DIR": str(folder / "cache")}
-    env.pop("EXPLORER_STORAGE", None)
-    cmd = [sys.executable, "-m", "explorer.cli", "study", "run", str(spec), "--workers", str(workers)]
+    env = explorer_env(folder / "cache")
+    cmd = [*EXPLORER, "study", "run", str(spec), "--workers", str(workers)]
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -102,37 +107,34 @@ def heads(h: list[int]) -> str:
 
 def render(result: dict[str, Any]) -> str:
     runs, ps = result["runs"], result["pairs"]
-    lines = [
-        f"\n## {result['study']}: {len(runs)} whole runs, study seeds {', '.join(str(r['seed']) for r in runs)}",
-        "",
-        f"Recorded {result['date']} on {result['machine']}; load average before/after {result['load_before']:.2f}/"
-        f"{result['load_after']:.2f}; command `{result['command']}`; each run `explorer study run SPEC --workers "
-        f"{result['workers']}` in a fresh folder with an empty latency cache"
-        + (f"; commit {result['commit']}" if result.get("commit") else "")
-        + (
-            f"; the runs recorded at {result['reused']} are kept and the new seeds added"
-            if result.get("reused")
-            else ""
-        )
-        + ".",
-        "",
-        "| seed | answer (heads per layer) | accuracy, mean of 3 seeds [95%] | 3 fresh seeds should average | "
-        "latency ms [new timing, 95%] | confidence | as good as far as the data can tell | minutes |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for r in runs:
         if "failed" in r:
-            lines.append(f"| {r['seed']} | the command failed (exit {r['failed']}): {r['error'] or 'see stderr'} "
-                         f"| | | | | | {r['seconds'] / 60:.1f} |")  # fmt: skip
+            error = f"the command failed (exit {r['failed']}): {r['error'] or 'see stderr'}"
+            rows.append([r["seed"], error, "", "", "", "", "", f"{r['seconds'] / 60:.1f}"])
             continue
         acc, lat = r["accuracy"], r["latency"]
-        conf = "n/a" if r["confidence"] is None else f"{r['confidence']:.0%}"
-        alike = " or ".join(heads(h) for h in r["alike_heads"]) or "none"
-        lines.append(
-            f"| {r['seed']} | {heads(r['heads'])} | {acc[0]:.2%} [{acc[1]:.2%}, {acc[2]:.2%}] | "
-            f"[{r['rerun'][0]:.2%}, {r['rerun'][1]:.2%}] | {lat[0]:.3g} [{lat[1]:.3g}, {lat[2]:.3g}] | {conf} | "
-            f"{alike} | {r['seconds'] / 60:.1f} |"
-        )
+        rows.append([
+            r["seed"], heads(r["heads"]), f"{acc[0]:.2%} [{acc[1]:.2%}, {acc[2]:.2%}]",
+            f"[{r['rerun'][0]:.2%}, {r['rerun'][1]:.2%}]", f"{lat[0]:.3g} [{lat[1]:.3g}, {lat[2]:.3g}]",
+            "n/a" if r["confidence"] is None else f"{r['confidence']:.0%}",
+            " or ".join(heads(h) for h in r["alike_heads"]) or "none", f"{r['seconds'] / 60:.1f}",
+        ])  # fmt: skip
+    header = ["seed", "answer (heads per layer)", "accuracy, mean of 3 seeds [95%]", "3 fresh seeds should average",
+              "latency ms [new timing, 95%]", "confidence", "as good as far as the data can tell", "minutes"]  # fmt: skip
+    lines = [
+        f"## {result['study']}: {len(runs)} whole runs, study seeds {', '.join(str(r['seed']) for r in runs)}",
+        "",
+        f"Recorded {result['date']} on {result['machine']}; load average before/after "
+        f"{load_text(result['load_before'], result['load_after'])}; "
+        f"command `{result['command']}`; each run `explorer study run SPEC --workers {result['workers']}` in a "
+        "fresh folder with an empty latency cache"
+        + (f"; commit {result['commit']}" if result.get("commit") else "")
+        + (f"; the runs recorded at {result['reused']} are kept and the new seeds added" if result.get("reused") else "")
+        + ".",
+        "",
+        markdown_table(header, rows),
+    ]  # fmt: skip
     n = len(ps)
     same = sum(p["same"] for p in ps)
     named = sum(p["named"] for p in ps)
@@ -174,13 +176,11 @@ def main() -> None:
         help="keep the runs of the last recorded block (same study and workers) and add --seeds to them",
     )
     args = ap.parse_args()
-    from explorer.engine.device import cpu_model_name
-
     text = args.spec.read_text()
     name = re.search(r'(?m)^name\s*=\s*"([^"]*)"', text)
     if name is None:
         raise SystemExit(f'{args.spec}: no top-level `name = "..."` line')
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     runs, reused = [], None
     if args.extend:
         raw = args.record.with_suffix(".json") if args.record else None
@@ -198,24 +198,20 @@ def main() -> None:
         print(f"seed {seed}: {what} in {r['seconds']:.0f} s", flush=True)
         runs.append(r)
     result = {
-        "study": name.group(1), "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
-        "command": "python benchmarks/answer_stability.py " + " ".join(sys.argv[1:]), "workers": args.workers,
-        "load_before": load_before, "load_after": os.getloadavg()[0], "runs": runs, "pairs": pairs(runs),
-        "reused": reused, "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                                                   capture_output=True, text=True).stdout.strip(),
+        "study": name.group(1), "date": stamp(), "machine": machine(), "command": command(),
+        "workers": args.workers, "load_before": load_before,
+        "load_after": load_average(), "runs": runs,
+        "pairs": pairs(runs), "reused": reused, "commit": commit(),
     }  # fmt: skip
     text_out = render(result)
     print(text_out)
     if args.record:
-        if not args.record.exists():
-            args.record.write_text(
-                "# Whole re-runs of a study: does a new run give the answer the first one promised?\n\n"
-                "Written by `benchmarks/answer_stability.py` (one block per check, appended); raw figures in the "
-                ".json beside this file.\n"
-            )
-        with args.record.open("a") as f:
-            f.write(text_out)
+        title = (
+            "# Whole re-runs of a study: does a new run give the answer the first one promised?\n\n"
+            "Written by `python -m benchmarks.answer_stability` (one block per check, appended); raw figures in the "
+            ".json beside this file.\n"
+        )
+        append_record(args.record, text_out, title=title)
         raw = args.record.with_suffix(".json")
         old = json.loads(raw.read_text()) if raw.exists() else []
         raw.write_text(json.dumps([*old, result], indent=1) + "\n")

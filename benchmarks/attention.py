@@ -1,7 +1,7 @@
 """The tutorial's attention table at the ViT-S shape on this machine, with the two performance targets checked.
 
-    .venv/bin/python benchmarks/attention.py                       # print the table
-    .venv/bin/python benchmarks/attention.py --record benchmarks/attention.md
+    python -m benchmarks.attention                                 # print the table
+    python -m benchmarks.attention --record benchmarks/attention.md
 
 Targets: fused at least 1.3x faster than serial; fused achieved GFLOP/s at least 80% of a large fp32 matmul
 timed the same way. The breakdown times the fused path's two halves apart (the Q/K/V + output projections,
@@ -11,9 +11,6 @@ which are plain matmuls, and scaled_dot_product_attention over the T x T scores)
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -21,13 +18,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from explorer.engine.attention import MultiHeadAttention, attention_flops  # noqa: E402
-from explorer.engine.bench import bench_attention  # noqa: E402
-from explorer.engine.config import LatencyConfig  # noqa: E402
-from explorer.engine.device import cpu_model_name, resolve_device  # noqa: E402
-from explorer.engine.latency import time_forward  # noqa: E402
+from benchmarks.common import append_record, frame_table, load_average, load_text, machine, record_block
+from explorer.engine.attention import MultiHeadAttention, attention_flops
+from explorer.engine.bench import bench_attention
+from explorer.engine.config import LatencyConfig
+from explorer.engine.device import resolve_device
+from explorer.engine.latency import time_forward
 
 SPEEDUP_TARGET, PEAK_TARGET = 1.3, 80.0
 
@@ -82,21 +78,6 @@ def breakdown(
     return pd.DataFrame(rows)
 
 
-def markdown(df: pd.DataFrame, floatfmt: str = "{:.3g}") -> str:
-    """A GitHub markdown table (pandas' to_markdown needs tabulate, which the project does not depend on)."""
-    cells = [
-        [floatfmt.format(v) if isinstance(v, float) else str(v) for v in row]
-        for row in df.itertuples(index=False)
-    ]
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    lines += ["| " + " | ".join(r) + " |" for r in cells]
-    return "\n".join(lines)
-
-
-def machine() -> str:
-    return f"{cpu_model_name()}, {os.cpu_count()} CPU(s)"
-
-
 def best_of(tables: list[pd.DataFrame], by: str) -> pd.DataFrame:
     """Per ``by`` value, the row of the round with the lowest median (other processes only ever slow us down)."""
     rows = pd.concat(tables, ignore_index=True)
@@ -121,13 +102,13 @@ def main() -> None:
     device = resolve_device(args.device)
     shape = (args.d_model, args.heads, args.seq_len, args.batch)
     cfg = LatencyConfig(batch_size=args.batch, threads=args.threads, min_run_time=args.min_run_time)
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     # Whole rounds interleave the implementations, so a burst of load from other processes hits all of them.
     tables, splits = [], []
     for _ in range(args.rounds):
         tables.append(bench_attention(*shape, device, args.min_run_time, args.threads))
         splits.append(breakdown(*shape, device, cfg))
-    load_after = os.getloadavg()[0]
+    load_after = load_average()
 
     df, parts = best_of(tables, "impl"), best_of(splits, "part")
     peak = max(t.matmul_peak_gflops.iloc[0] for t in tables)
@@ -150,39 +131,31 @@ def main() -> None:
         ),
     }
     shown = df.drop(columns=["device", "threads", "d_model", "heads", "seq_len", "batch"])
-    command = (
-        f"python benchmarks/attention.py --device {args.device} --threads {args.threads} "
-        f"--min-run-time {args.min_run_time} --rounds {args.rounds}"
-    )
-    text = [
-        f"## {dt.datetime.now().isoformat(timespec='minutes')}: "
+    block = record_block(
         f"B={args.batch} T={args.seq_len} d_model={args.d_model} heads={args.heads}",
-        "",
-        f"- machine: {machine() if device.type == 'cpu' else fused.device}; device label `{fused.device}`",
-        f"- torch {torch.__version__}, threads {args.threads}, min_run_time {args.min_run_time} s per row",
-        f"- {args.rounds} rounds; each row is its best round (lowest median), speed-ups and GFLOP/s recomputed "
-        "from those, the peak is the best round's matmul",
-        "- median_ms range over rounds: "
-        + ", ".join(f"{i} {lo:.2f}-{hi:.2f}" for i, (lo, hi) in spread.iterrows()),
-        f"- load average (1 min) before/after: {load_before:.2f} / {load_after:.2f}",
-        f"- command: `{command}`",
-        "",
-        markdown(shown),
-        "",
-        "Fused path broken into its two halves (same timer, best round):",
-        "",
-        markdown(parts),
-        "",
-        "Targets:",
-        "",
-        *[f"- {name}: {'MET' if ok else 'NOT MET'} ({value})" for name, (ok, value) in met.items()],
-        "",
-    ]
-    block = "\n".join(text)
+        [
+            f"machine: {machine() if device.type == 'cpu' else fused.device}; device label `{fused.device}`",
+            f"torch {torch.__version__}, threads {args.threads}, min_run_time {args.min_run_time} s per row",
+            f"{args.rounds} rounds; each row is its best round (lowest median), speed-ups and GFLOP/s recomputed "
+            "from those, the peak is the best round's matmul",
+            "median_ms range over rounds: "
+            + ", ".join(f"{i} {lo:.2f}-{hi:.2f}" for i, (lo, hi) in spread.iterrows()),
+            f"load average (1 min) before/after: {load_text(load_before, load_after)}",
+        ],
+        [
+            frame_table(shown),
+            "",
+            "Fused path broken into its two halves (same timer, best round):",
+            "",
+            frame_table(parts),
+            "",
+            "Targets:",
+            "",
+            *[f"- {name}: {'MET' if ok else 'NOT MET'} ({value})" for name, (ok, value) in met.items()],
+        ],
+    )
     print(block)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write(block + "\n")
+    append_record(args.record, block)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """How fast do the read-only commands answer? `explorer study list` and `study status` in fresh processes.
 
-    .venv/bin/python benchmarks/cli_startup.py [--runs 5] [--record benchmarks/cli_startup.md]
+    python -m benchmarks.cli_startup [--runs 5] [--record benchmarks/cli_startup.md]
 
 Creates a small stored study (4 trials written straight into a SQLite file, no training), then times the whole
 command, process start to exit, for `explorer study list`, `explorer study status NAME` and, for reference,
@@ -12,7 +12,6 @@ explorer.search.catalog). Target: `study list` and `study status` under 2 s.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import statistics
@@ -22,8 +21,16 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (
+    ROOT,
+    append_record,
+    load_average,
+    load_text,
+    machine,
+    markdown_table,
+    record_block,
+)
+
 TARGET_S = 2.0
 PROBE = (
     "import sys, runpy\n"
@@ -96,37 +103,31 @@ def main() -> None:
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
     heavy: dict[str, str] = {}
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     for _ in range(args.runs):
         for name, argv in commands.items():  # alternating: each round runs every command once
             wall, imported = run(argv, folder)
             times[name].append(wall)
             heavy[name] = imported
-    load_after = os.getloadavg()[0]
-    from explorer.engine.device import cpu_model_name
-
-    lines = [
-        f"## {dt.datetime.now().strftime('%Y-%m-%dT%H:%M')}: read-only commands, {args.runs} fresh processes each",
-        "",
-        f"- machine: `{cpu_model_name()}`, {os.cpu_count()} CPUs; Python {sys.version.split()[0]}",
-        f"- load average (1 min) before/after: {load_before:.2f} / {load_after:.2f}",
-        f"- command: `python benchmarks/cli_startup.py --runs {args.runs}{' --record ' + str(args.record) if args.record else ''}`",
-        "",
-        "| command | median (s) | max (s) | all runs (s) | under 2 s | heavy modules imported |",
-        "|---|---|---|---|---|---|",
-    ]
+    load_after = load_average()
+    rows = []
     for name, walls in times.items():
         med = statistics.median(walls)
-        runs = ", ".join(f"{w:.2f}" for w in walls)
         verdict = "yes" if max(walls) < TARGET_S else ("median yes" if med < TARGET_S else "NO")
-        lines.append(
-            f"| `{name}` | {med:.2f} | {max(walls):.2f} | {runs} | {verdict} | {heavy[name] or 'none'} |"
-        )
-    block = "\n".join(lines) + "\n"
+        runs = ", ".join(f"{w:.2f}" for w in walls)
+        rows.append([f"`{name}`", f"{med:.2f}", f"{max(walls):.2f}", runs, verdict, heavy[name] or "none"])
+    block = record_block(
+        f"read-only commands, {args.runs} fresh processes each",
+        [f"machine: {machine()}", f"load average (1 min) before/after: {load_text(load_before, load_after)}"],
+        [
+            markdown_table(
+                ["command", "median (s)", "max (s)", "all runs (s)", "under 2 s", "heavy modules imported"],
+                rows,
+            )
+        ],
+    )
     print(block)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write("\n" + block)
+    append_record(args.record, block)
     print(json.dumps({k: statistics.median(v) for k, v in times.items()}), file=sys.stderr)
 
 

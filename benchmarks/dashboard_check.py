@@ -1,6 +1,6 @@
 """Does Optuna's own dashboard read an explorer study? Start optuna-dashboard on one and ask its HTTP API.
 
-    .venv/bin/python benchmarks/dashboard_check.py [--record benchmarks/dashboard.md]
+    python -m benchmarks.dashboard_check [--record benchmarks/dashboard_check.md]
 
 In a fresh temporary folder: run a small digits study (with a latency budget, so trials carry constraints),
 write its report (which keeps the figures with the study), start ``optuna-dashboard`` on the study's SQLite file
@@ -20,7 +20,6 @@ results to ``--record``. Needs the ``dashboard`` extra (optuna-dashboard).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import io
 import json
 import os
@@ -32,8 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import EXPLORER, append_record, explorer_env, markdown_table, record_block
 
 SPEC = """\
 name = "dash"
@@ -94,13 +92,10 @@ def main() -> None:
     from explorer.search.artifacts import ArtifactStore
 
     work = Path(tempfile.mkdtemp(prefix="explorer-dash-"))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_CACHE_DIR": str(work / "cache")}
-    env.pop("EXPLORER_STORAGE", None)
-    env.pop("EXPLORER_ARTIFACTS", None)
+    env = explorer_env(work / "cache")
     (work / "dash.toml").write_text(SPEC)
-    explorer = [sys.executable, "-m", "explorer.cli"]
     for step in (["study", "run", "dash.toml", "--no-bench"], ["report", "dash", "--out", "report"]):
-        subprocess.run([*explorer, *step, "--json"], cwd=work, env=env, check=True, capture_output=True)
+        subprocess.run([*EXPLORER, *step, "--json"], cwd=work, env=env, check=True, capture_output=True)
     url = f"sqlite:///{work / 'studies' / 'dash.db'}"
     study = optuna.load_study(study_name="dash", storage=url)
     location = study.user_attrs["artifacts"]  # recorded by the run: where the weights went
@@ -181,30 +176,31 @@ def main() -> None:
         server.wait(timeout=30)
 
     ok = all(passed for _, passed, _ in checks)
-    lines = [
-        f"## {dt.datetime.now().strftime('%Y-%m-%dT%H:%M')}: optuna-dashboard {optuna_dashboard.__version__} on a 4-trial digits study",
-        "",
-        f"- optuna {optuna.__version__}, torch {torch.__version__}; study `sqlite:///.../studies/dash.db`, artifacts `{Path(location).name}/` beside it",
-        f"- command: `python benchmarks/dashboard_check.py{' --record ' + str(args.record) if args.record else ''}`"
-        f" (the dashboard started as `optuna-dashboard URL --host 127.0.0.1 --port PORT --artifact-dir DIR`)",
-        f"- result: {'ALL CHECKS PASSED' if ok else 'SOME CHECKS FAILED'}",
-        "",
-        "| check through the dashboard's HTTP API | passed | what it showed |",
-        "|---|---|---|",
-        *[f"| {name} | {'yes' if passed else 'NO'} | {shown} |" for name, passed, shown in checks],
-        "",
-        f"- head layouts as the dashboard lists them (user attribute `heads`): {layouts}",
-        f"- Optuna params of the same trial (the sampler's encoding, not meant for reading): {params}",
-        f"- constraints: Optuna's reader (`FrozenTrial.constraints`) gives {constraints_optuna}; the dashboard's "
-        f"`constraints` field gives {constraints_dashboard} (0.21 reads only the pre-5.0 list format); explorer "
-        f"also writes them as the user attributes `constraints` and `feasible` ({feasible_attr}), which it shows.",
-        "",
-    ]
-    block = "\n".join(lines)
+    table = markdown_table(
+        ["check through the dashboard's HTTP API", "passed", "what it showed"],
+        [[name, "yes" if passed else "NO", shown] for name, passed, shown in checks],
+    )
+    block = record_block(
+        f"optuna-dashboard {optuna_dashboard.__version__} on a 4-trial digits study",
+        [
+            f"optuna {optuna.__version__}, torch {torch.__version__}; study `sqlite:///.../studies/dash.db`, "
+            f"artifacts `{Path(location).name}/` beside it",
+            "the dashboard started as `optuna-dashboard URL --host 127.0.0.1 --port PORT --artifact-dir DIR`",
+            f"result: {'ALL CHECKS PASSED' if ok else 'SOME CHECKS FAILED'}",
+        ],
+        [
+            table,
+            "",
+            f"- head layouts as the dashboard lists them (user attribute `heads`): {layouts}",
+            f"- Optuna params of the same trial (the sampler's encoding, not meant for reading): {params}",
+            f"- constraints: Optuna's reader (`FrozenTrial.constraints`) gives {constraints_optuna}; the "
+            f"dashboard's `constraints` field gives {constraints_dashboard} (0.21 reads only the pre-5.0 list "
+            f"format); explorer also writes them as the user attributes `constraints` and `feasible` "
+            f"({feasible_attr}), which it shows.",
+        ],
+    )
     print(block)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write("\n" + block)
+    append_record(args.record, block)
     sys.exit(0 if ok else 1)
 
 

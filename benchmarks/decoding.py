@@ -1,7 +1,7 @@
 """Decoding latency with a key/value cache: multi-head vs grouped-query vs multi-query attention, one run.
 
-    .venv/bin/python benchmarks/decoding.py                                  # print the block
-    .venv/bin/python benchmarks/decoding.py --record benchmarks/decoding.md  # and append it there
+    python -m benchmarks.decoding                                  # print the block
+    python -m benchmarks.decoding --record benchmarks/decoding.md  # and append it there
 
 One causal language model (d_model 512, 4 layers, 8 heads of 64, byte vocabulary) with kv_heads = 8 (ordinary
 multi-head attention), 2 (grouped-query) and 1 (multi-query), timed by ``explorer.engine.decode.decode_latency``
@@ -14,19 +14,16 @@ six figures of a round are measured minutes apart at most) and summarized by the
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
 import statistics
-import sys
+import time
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from explorer.engine.config import LatencyConfig, ModelConfig  # noqa: E402
-from explorer.engine.decode import decode_latency  # noqa: E402
-from explorer.engine.device import cpu_model_name, device_label, resolve_device  # noqa: E402
+from benchmarks.common import append_record, load_average, load_text, machine, markdown_table, record_block
+from explorer.engine.config import LatencyConfig, ModelConfig
+from explorer.engine.decode import decode_latency
+from explorer.engine.device import device_label, resolve_device
 
 
 def main() -> None:
@@ -56,8 +53,8 @@ def main() -> None:
     times: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
     iqrs: dict[tuple[int, int], list[float]] = {c: [] for c in cells}
     cache_mb: dict[tuple[int, int], float] = {}
-    load_before = os.getloadavg()[0]
-    started = dt.datetime.now()
+    load_before = load_average()
+    started = time.perf_counter()
     for r in range(args.rounds):
         shift = r % len(cells)
         for ctx, kv in cells[shift:] + cells[:shift]:
@@ -65,44 +62,50 @@ def main() -> None:
             times[(ctx, kv)].append(res.ms_per_token)
             iqrs[(ctx, kv)].append(res.latency.iqr_ms)
             cache_mb[(ctx, kv)] = res.kv_cache_bytes / 2**20
-    load_after = os.getloadavg()[0]
-    minutes = (dt.datetime.now() - started).total_seconds() / 60
+    load_after = load_average()
+    minutes = (time.perf_counter() - started) / 60
 
     base = args.kv_heads[0]
-    lines = [
-        "| context | kv_heads | kv cache (MiB, batch) | ms/token: median over rounds | best | worst | "
-        f"median IQR | speed-up over kv_heads={base} (its time / this time): median (min-max) over rounds |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    rows = []
     for ctx, kv in cells:
         t = times[(ctx, kv)]
         ratios = [b / x for b, x in zip(times[(ctx, base)], t, strict=True)]
-        lines.append(
-            f"| {ctx} | {kv} | {cache_mb[(ctx, kv)]:.1f} | {statistics.median(t):.2f} | {min(t):.2f} | "
-            f"{max(t):.2f} | {statistics.median(iqrs[(ctx, kv)]):.2f} | "
-            f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}) |"
+        rows.append(
+            [
+                ctx,
+                kv,
+                f"{cache_mb[(ctx, kv)]:.1f}",
+                f"{statistics.median(t):.2f}",
+                f"{min(t):.2f}",
+                f"{max(t):.2f}",
+                f"{statistics.median(iqrs[(ctx, kv)]):.2f}",
+                f"{statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})",
+            ]
         )
+    header = [
+        "context",
+        "kv_heads",
+        "kv cache (MiB, batch)",
+        "ms/token: median over rounds",
+        "best",
+        "worst",
+        "median IQR",
+        f"speed-up over kv_heads={base} (its time / this time): median (min-max) over rounds",
+    ]
     m = models[base]
-    command = "python benchmarks/decoding.py " + " ".join(sys.argv[1:])
-    block = "\n".join(
+    block = record_block(
+        f"decoding, d_model {args.d_model}, {args.layers} layers, {args.heads} heads of {m.d_k[0]}, "
+        f"batch {args.batch}",
         [
-            f"## {started.isoformat(timespec='minutes')}: decoding, d_model {args.d_model}, {args.layers} layers, "
-            f"{args.heads} heads of {m.d_k[0]}, batch {args.batch}",
-            "",
-            f"- machine: {cpu_model_name()}, {os.cpu_count()} CPU(s); device label `{device_label(device)}`",
-            f"- torch {torch.__version__}, threads {args.threads}, min_run_time {args.min_run_time} s per figure, "
+            f"machine: {machine()}; device label `{device_label(device)}`",
+            f"torch {torch.__version__}, threads {args.threads}, min_run_time {args.min_run_time} s per figure, "
             f"{args.rounds} rounds ({minutes:.1f} min)",
-            f"- load average (1 min) before/after: {load_before:.2f} / {load_after:.2f}",
-            f"- command: `{command}`",
-            "",
-            *lines,
-            "",
-        ]
+            f"load average (1 min) before/after: {load_text(load_before, load_after)}",
+        ],
+        [markdown_table(header, rows)],
     )
     print(block)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write(block + "\n")
+    append_record(args.record, block)
 
 
 if __name__ == "__main__":

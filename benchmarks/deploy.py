@@ -1,6 +1,6 @@
 """Deploy and share, measured: runtimes side by side, ONNX export parity, `bench model` against the study.
 
-    .venv/bin/python benchmarks/deploy.py [--rounds 5] [--min-run-time 0.5] [--record benchmarks/deploy.md]
+    python -m benchmarks.deploy [--rounds 5] [--min-run-time 0.5] [--record benchmarks/deploy.md]
 
 What it does, in a fresh temporary folder with its own latency cache (nothing outside it is touched):
 
@@ -21,9 +21,7 @@ Appends a dated block (machine, load, command, figures) to ``--record``.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -31,8 +29,16 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import (
+    EXPLORER,
+    append_record,
+    explorer_env,
+    load_average,
+    load_text,
+    machine,
+    markdown_table,
+    record_block,
+)
 
 SPEC = """\
 name = "{name}"
@@ -74,7 +80,7 @@ def cli(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[dict, float]:
     """Run `explorer ... --json` in a fresh process; return its JSON document and wall time."""
     t0 = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "explorer.cli", *args, "--json"],
+        [*EXPLORER, *args, "--json"],
         cwd=cwd,
         env=env,
         capture_output=True,
@@ -148,14 +154,9 @@ def main() -> None:
     ap.add_argument("--record", type=Path, help="append a dated block to this markdown file")
     args = ap.parse_args()
 
-    from explorer.engine.device import cpu_model_name
-
     work = Path(tempfile.mkdtemp(prefix="explorer-deploy-"))
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "EXPLORER_CACHE_DIR": str(work / "cache")}
-    env.pop("EXPLORER_STORAGE", None)
-    env.pop("EXPLORER_ARTIFACTS", None)
-    load_before = os.getloadavg()[0]
-    started = dt.datetime.now().strftime("%Y-%m-%dT%H:%M")
+    env = explorer_env(work / "cache")
+    load_before = load_average()
 
     studies = {}
     for name, runtime in (("deploy-eager", "eager"), ("deploy-ort", "onnxruntime")):
@@ -183,96 +184,73 @@ def main() -> None:
         benches[out] = [cli(["bench", "model", out], work, env)[0] for _ in range(args.repeats)]
 
     compared, _ = cli(["compare", "deploy-eager", "deploy-ort", "--out", "compare"], work, env)
-    load_after = os.getloadavg()[0]
+    load_after = load_average()
+    block = render(load_text(load_before, load_after), studies, exports, runtimes, benches, compared)
+    print(block)
+    append_record(args.record, block)
+
+
+def render(load: str, studies: dict, exports: dict, runtimes: dict, benches: dict, compared: dict) -> str:
+    """The record block: the runtimes side by side, export parity, `bench model` against the study, the knees."""
     import onnxruntime
     import torch
 
-    block = render(
-        args,
-        started,
-        load_before,
-        load_after,
-        studies,
-        exports,
-        runtimes,
-        benches,
-        compared,
-        torch,
-        onnxruntime,
-        cpu_model_name(),
-    )
-    print(block)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write("\n" + block)
-
-
-def render(
-    args, started, load_before, load_after, studies, exports, runtimes, benches, compared, torch, ort, cpu
-) -> str:  # noqa: ANN001
     med, speed = runtimes["median_ms"], runtimes["speedup_vs_eager"]
     heads = ",".join(map(str, runtimes["config"]["heads"]))
-    lines = [
-        f"## {started}: knee of deploy-eager (trial #{runtimes['trial']}, d_model {runtimes['config']['d_model']}, heads {heads}), batch {runtimes['batch']}, seq {runtimes['seq_len']}",
-        "",
-        f"- machine: `{cpu}`, {os.cpu_count()} CPUs, 1 thread timed; torch {torch.__version__}, onnxruntime {ort.__version__}",
-        f"- load average (1 min) before/after: {load_before:.2f} / {load_after:.2f}",
-        f"- command: `python benchmarks/deploy.py --rounds {args.rounds} --min-run-time {args.min_run_time} --repeats {args.repeats}"
-        + (f" --record {args.record}`" if args.record else "`"),
-        "- studies (6 search trials + finalists, `study run --no-bench`): "
-        + ", ".join(f"{n} ({s['runtime']}) {s['wall_s']:.0f} s" for n, s in studies.items()),
-        "",
-        "### Runtimes side by side (one process, same trained model and batch, alternating rounds)",
-        "",
-        "| runtime | median of round medians (ms) | per round (ms) | speed-up vs eager | max abs diff vs eager | prepare (s) |",
-        "|---|---|---|---|---|---|",
-    ]
-    for n in ("eager", "compile", "onnxruntime"):
-        rounds = ", ".join(f"{v:.3f}" for v in runtimes["per_round"][n])
-        lines.append(
-            f"| {n} | {med[n]:.3f} | {rounds} | {speed[n]:.2f}x | {runtimes['max_abs_diff'][n]:.1e} | {runtimes['prepare_s'][n]:.1f} |"
-        )
-    lines += [
-        "",
-        "### Export parity (the export's own check on the task's whole test split, float32)",
-        "",
-        "| file | trial | heads | max abs logit diff | test examples | same prediction | export wall (s) |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for out, d in exports.items():
-        lines.append(
-            f"| {out} | #{d['trial']} | {','.join(map(str, d['heads']))} | {d['max_abs_logit_diff']:.2e} | "
-            f"{d['test_examples']} | {d['prediction_agreement']:.1%} | {d['wall_s']:.1f} |"
-        )
-    lines += [
-        "",
-        "### `explorer bench model` against the study's figure for the trial (fresh process each)",
-        "",
-        "| file | runtime | study figure (ms) [stated interval] | study runtime | bench model (ms) | ratio | within | same setup |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for out, runs in benches.items():
-        for b in runs:
-            st = b["study"]
-            lines.append(
-                f"| {out} | {b['runtime']} | {st['median_ms']:.3f} [{st['low']:.3f}, {st['high']:.3f}] | {st['runtime']} | "
-                f"{b['latency_ms']:.3f} | {b['ratio_to_study']:.2f} | {'yes' if b['within_spread'] else 'NO'} | "
-                f"{'yes' if b['same_setup'] else 'no'} |"
-            )
-    knees = [r for r in compared["rows"] if r["knee"]]
-    lines += [
-        "",
-        "### `explorer compare deploy-eager deploy-ort`: the knees",
-        "",
-        "| study | device, runtime | heads | val accuracy | latency (ms) | front size |",
-        "|---|---|---|---|---|---|",
-    ]
-    for k in knees:
-        size = sum(r["study"] == k["study"] for r in compared["rows"])
-        lines.append(
-            f"| {k['study']} | {k['device']}, {k['runtime']} | {k['heads']} | {k['val_accuracy']:.4f} | {k['latency_ms']:.3f} | {size} |"
-        )
-    return "\n".join(lines) + "\n"
+    side_by_side = markdown_table(
+        ["runtime", "median of round medians (ms)", "per round (ms)", "speed-up vs eager", "max abs diff vs eager",
+         "prepare (s)"],
+        [[n, f"{med[n]:.3f}", ", ".join(f"{v:.3f}" for v in runtimes["per_round"][n]), f"{speed[n]:.2f}x",
+          f"{runtimes['max_abs_diff'][n]:.1e}", f"{runtimes['prepare_s'][n]:.1f}"]
+         for n in ("eager", "compile", "onnxruntime")],
+    )  # fmt: skip
+    parity = markdown_table(
+        ["file", "trial", "heads", "max abs logit diff", "test examples", "same prediction", "export wall (s)"],
+        [[out, f"#{d['trial']}", ",".join(map(str, d["heads"])), f"{d['max_abs_logit_diff']:.2e}",
+          d["test_examples"], f"{d['prediction_agreement']:.1%}", f"{d['wall_s']:.1f}"]
+         for out, d in exports.items()],
+    )  # fmt: skip
+    bench = markdown_table(
+        ["file", "runtime", "study figure (ms) [stated interval]", "study runtime", "bench model (ms)", "ratio",
+         "within", "same setup"],
+        [[out, b["runtime"], f"{b['study']['median_ms']:.3f} [{b['study']['low']:.3f}, {b['study']['high']:.3f}]",
+          b["study"]["runtime"], f"{b['latency_ms']:.3f}", f"{b['ratio_to_study']:.2f}",
+          "yes" if b["within_spread"] else "NO", "yes" if b["same_setup"] else "no"]
+         for out, runs in benches.items() for b in runs],
+    )  # fmt: skip
+    knees = markdown_table(
+        ["study", "device, runtime", "heads", "val accuracy", "latency (ms)", "front size"],
+        [[k["study"], f"{k['device']}, {k['runtime']}", k["heads"], f"{k['val_accuracy']:.4f}",
+          f"{k['latency_ms']:.3f}", sum(r["study"] == k["study"] for r in compared["rows"])]
+         for k in compared["rows"] if k["knee"]],
+    )  # fmt: skip
+    return record_block(
+        f"knee of deploy-eager (trial #{runtimes['trial']}, d_model {runtimes['config']['d_model']}, "
+        f"heads {heads}), batch {runtimes['batch']}, seq {runtimes['seq_len']}",
+        [
+            f"machine: {machine()}, 1 thread timed; torch {torch.__version__}, onnxruntime {onnxruntime.__version__}",
+            f"load average (1 min) before/after: {load}",
+            "studies (6 search trials + finalists, `study run --no-bench`): "
+            + ", ".join(f"{n} ({s['runtime']}) {s['wall_s']:.0f} s" for n, s in studies.items()),
+        ],
+        [
+            "### Runtimes side by side (one process, same trained model and batch, alternating rounds)",
+            "",
+            side_by_side,
+            "",
+            "### Export parity (the export's own check on the task's whole test split, float32)",
+            "",
+            parity,
+            "",
+            "### `explorer bench model` against the study's figure for the trial (fresh process each)",
+            "",
+            bench,
+            "",
+            "### `explorer compare deploy-eager deploy-ort`: the knees",
+            "",
+            knees,
+        ],
+    )
 
 
 if __name__ == "__main__":

@@ -9,29 +9,22 @@ with the two blocks alternated round by round (so drift in a shared machine's lo
 * one training step: forward, ``.square().mean()`` loss, backward, AdamW step, zero_grad.
 
 Timing is torch.utils.benchmark (blocked_autorange); each figure is the median over rounds of each round's
-median. Targets (issue): ours/torch <= 1.05 for both.
+median. Target: ours/torch <= 1.05 for both.
 
-    .venv/bin/python benchmarks/encoder_layer.py --threads 1 --record benchmarks/encoder_layer.md
+    python -m benchmarks.encoder_layer --threads 1 --record benchmarks/encoder_layer.md
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import shlex
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 from torch import nn
 from torch.utils import benchmark
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
-
-from explorer.engine.device import cpu_model_name  # noqa: E402
-from explorer.engine.model import Block  # noqa: E402
+from benchmarks.common import add_run_args, append_record, machine, markdown_table, record_block
+from explorer.engine.model import Block
 
 
 def build(args: argparse.Namespace, device: torch.device) -> tuple[nn.Module, nn.Module]:
@@ -130,75 +123,35 @@ def summarize(res: dict) -> dict[str, dict[str, float]]:
     return out
 
 
-def add_run_args(p: argparse.ArgumentParser) -> None:
-    """The flags every benchmark here shares: threads, device, where to record, a note for the record."""
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (stated in the record)")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--record", type=Path, help="append a dated markdown block to this file")
-    p.add_argument(
-        "--note", default="", help="free text for the record (e.g. 'machine shared with other jobs')"
-    )
-
-
-def command_line() -> str:
-    """How this run was started, without the free-text ``--note`` (the record lists it separately)."""
-    argv, out = sys.argv, []
-    skip = False
-    for a in argv:
-        if skip or a.startswith("--note="):
-            skip = False
-            continue
-        if a == "--note":
-            skip = True
-            continue
-        out.append(a)
-    repo_venv = Path(__file__).resolve().parents[1] / ".venv"
-    python = ".venv/bin/python" if Path(sys.executable).is_relative_to(repo_venv) else "python3"
-    return shlex.join([python, *out])
-
-
-def cpu_model() -> str:
-    return cpu_model_name()
-
-
 def table(res: dict) -> str:
-    lines = [
-        "| measure | ours median (min) ms | torch median (min) ms | ours/torch, median of paired rounds "
-        "| ours/torch, ratio of minima | target <= 1.05 |",
-        "| --- | ---: | ---: | ---: | ---: | --- |",
-    ]
-    for what, s in summarize(res).items():
-        lines.append(
-            f"| {what} | {s['ours_ms']:.2f} ({s['ours_min_ms']:.2f}) | {s['torch_ms']:.2f} ({s['torch_min_ms']:.2f}) "
-            f"| {s['ratio']:.3f} | {s['ratio_of_min']:.3f} | {'met' if s['ratio'] <= 1.05 else 'MISSED'} |"
-        )
-    return "\n".join(lines)
+    rows = [
+        [what, f"{s['ours_ms']:.2f} ({s['ours_min_ms']:.2f})", f"{s['torch_ms']:.2f} ({s['torch_min_ms']:.2f})",
+         f"{s['ratio']:.3f}", f"{s['ratio_of_min']:.3f}", "met" if s["ratio"] <= 1.05 else "MISSED"]
+        for what, s in summarize(res).items()
+    ]  # fmt: skip
+    header = ["measure", "ours median (min) ms", "torch median (min) ms", "ours/torch, median of paired rounds",
+              "ours/torch, ratio of minima", "target <= 1.05"]  # fmt: skip
+    return markdown_table(header, rows, align="lrrrrl")
 
 
-def record(args: argparse.Namespace, res: dict, path: Path) -> None:
-    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else cpu_model()
-    block = [
-        f"## {datetime.datetime.now().isoformat(timespec='seconds')}",
-        "",
-        f"- machine: {device}; {os.cpu_count()} logical cores; torch {torch.__version__}; "
-        f"threads {args.threads}; device {args.device}",
-        f"- shape: d_model {args.d_model}, heads {args.heads}, mlp {args.mlp_ratio:g}x, seq {args.seq_len}, "
-        f"batch {args.batch}; {args.rounds} alternating rounds, min_run_time {args.min_run_time}s each; "
-        f"max |ours - torch| output diff {res['max_diff']:.1e}",
-        f"- command: `{command_line()}`",
-    ]
-    if args.note:
-        block.append(f"- note: {args.note}")
-    block += [
-        "",
-        "Per round, each block's blocked_autorange median; the table gives the median and min over rounds:",
-        "",
-        table(res),
-        "",
-        "",
-    ]
-    with path.open("a") as f:
-        f.write("\n".join(block))
+def record(args: argparse.Namespace, res: dict) -> str:
+    device = torch.cuda.get_device_name() if args.device.startswith("cuda") else machine()
+    return record_block(
+        f"d_model {args.d_model}, heads {args.heads}, seq {args.seq_len}, batch {args.batch}",
+        [
+            f"machine: {device}; torch {torch.__version__}; threads {args.threads}; device {args.device}",
+            f"shape: d_model {args.d_model}, heads {args.heads}, mlp {args.mlp_ratio:g}x, seq {args.seq_len}, "
+            f"batch {args.batch}; {args.rounds} alternating rounds, min_run_time {args.min_run_time}s each; "
+            f"max |ours - torch| output diff {res['max_diff']:.1e}",
+            *([f"note: {args.note}"] if args.note else []),
+        ],
+        [
+            "Per round, each block's blocked_autorange median; the table gives the median and min over rounds:",
+            "",
+            table(res),
+        ],
+        omit=("--note",),
+    )
 
 
 def main() -> None:
@@ -215,8 +168,7 @@ def main() -> None:
     res = measure(args)
     print(table(res))
     print(f"max |ours - torch| = {res['max_diff']:.1e}")
-    if args.record:
-        record(args, res, args.record)
+    append_record(args.record, record(args, res))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """A committed study end to end, as a user runs it: how long it takes and what its report answers.
 
-    .venv/bin/python benchmarks/end_to_end.py studies/quickstart.toml [--workers 2] [--target-min 5]
-        [--setup] [--keep reports/quickstart] [--record benchmarks/quickstart.md]
+    python -m benchmarks.end_to_end studies/quickstart.toml [--workers 2] [--target-min 5]
+        [--setup] [--keep reports/quickstart] [--record benchmarks/end_to_end.md]
 
 Runs, in a fresh temporary folder with its own EXPLORER_CACHE_DIR (no latency is read from an earlier run),
 exactly what the README runs:
@@ -18,7 +18,6 @@ slower), each part's time, and quotes the report: the answer's headline, its con
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import os
 import shutil
 import subprocess
@@ -27,8 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import ROOT, append_record, machine, record_block
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
@@ -62,7 +60,8 @@ def quote(report: str) -> list[str]:
     return keep
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    """Parse ``argv`` (default: the command line), run the study and its report, print and record the block."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("spec", type=Path)
     parser.add_argument("--workers", type=int, default=2)
@@ -73,9 +72,7 @@ def main() -> None:
         "--keep-study", type=Path, help="copy the study's database and weights (studies/) here"
     )
     parser.add_argument("--record", type=Path, help="append the result to this markdown file")
-    args = parser.parse_args()
-    from explorer.engine.device import cpu_model_name
-
+    args = parser.parse_args(argv)
     spec_path = args.spec.resolve()
     from explorer.search.spec import load_spec
 
@@ -86,7 +83,6 @@ def main() -> None:
         env = {**os.environ, "EXPLORER_CACHE_DIR": str(folder / "cache")}
         env.pop("EXPLORER_STORAGE", None)
         load_before = os.getloadavg()
-        started = dt.datetime.now(dt.timezone.utc)
         t_setup, python = setup(folder, env) if args.setup else (0.0, Path(sys.executable))
         if not args.setup:
             env["PYTHONPATH"] = str(ROOT)
@@ -110,27 +106,24 @@ def main() -> None:
         f"set-up {t_setup:.0f} s + " if args.setup else ""
     ) + f"study run {t_run:.0f} s + report {t_report:.0f} s"
     rules = [line for line in quote(report) if line.startswith("| ") and "not enough data" in line]
-    block = [
-        f"## {started:%Y-%m-%dT%H:%M}: {name}, {args.workers} workers{' (with set-up)' if args.setup else ''}",
-        "",
-        f"- machine: `{cpu_model_name()}`, {os.cpu_count()} CPUs; Python {sys.version.split()[0]}",
-        f"- load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
-        f"{', '.join(f'{x:.2f}' for x in load_after)}",
-        f"- command (in a fresh folder with its own EXPLORER_CACHE_DIR): `{command}`",
-        f"- recorded by: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
-        f"- time: {parts} = **{total / 60:.1f} min** ({'within' if total <= args.target_min * 60 else 'over'} the "
-        f"{args.target_min:g}-minute target); rules reading 'not enough data': {len(rules)}",
-        "",
-        "What the report said:",
-        "",
-        *[f"> {line}" + ("" if line.startswith("|") else "\n>") for line in quote(report)],
-        "",
-    ]
-    text = "\n".join(block)
-    print(text)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write("\n" + text)
+    block = record_block(
+        f"{name}, {args.workers} workers{' (with set-up)' if args.setup else ''}",
+        [
+            f"machine: {machine()}",
+            f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
+            f"{', '.join(f'{x:.2f}' for x in load_after)}",
+            f"explorer's commands (in a fresh folder with its own EXPLORER_CACHE_DIR): `{command}`",
+            f"time: {parts} = **{total / 60:.1f} min** ({'within' if total <= args.target_min * 60 else 'over'} "
+            f"the {args.target_min:g}-minute target); rules reading 'not enough data': {len(rules)}",
+        ],
+        [
+            "What the report said:",
+            "",
+            *[f"> {line}" + ("" if line.startswith("|") else "\n>") for line in quote(report)],
+        ],
+    )
+    print(block)
+    append_record(args.record, block)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,9 @@ Two questions:
    finalists' plateau schedule): Kendall tau between the short-budget accuracy (the search's) and the converged
    one, and between the first rung's accuracy and the converged one.
 
-    python benchmarks/fidelity.py                 # both parts, writes benchmarks/fidelity.md and .json
-    python benchmarks/fidelity.py --quick         # a smoke run (few architectures, few epochs)
-    python benchmarks/fidelity.py --replay benchmarks/fidelity.json --out benchmarks/fidelity.md
+    python -m benchmarks.fidelity                 # both parts, writes benchmarks/fidelity.md and .json
+    python -m benchmarks.fidelity --quick         # a smoke run (few architectures, few epochs)
+    python -m benchmarks.fidelity --replay benchmarks/fidelity.json --out benchmarks/fidelity.md
                                                   # re-score the recorded runs (no training)
 
 Each run uses one CPU thread; ``--jobs 2`` runs two at a time on a 2-core machine.
@@ -42,10 +42,8 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -56,21 +54,18 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import HERE, ROOT, command, load_average, load_text, machine, markdown_table
+from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
+from explorer.engine.evaluate import evaluate_variant
+from explorer.engine.measures import binomial_se
+from explorer.engine.tasks import load_task
+from explorer.insight.pareto import HV_REFERENCE, front_mask, hypervolume_2d, knee_index
+from explorer.insight.significance import kendall_tau
+from explorer.search.fidelity import EarlyStoppingSpec, Peer, Verdict, dominated_at_rung, tie_tolerance
+from explorer.search.space import SearchSpace
+from explorer.search.spec import load_spec, spec_from_dict
 
-from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig  # noqa: E402
-from explorer.engine.device import cpu_model_name  # noqa: E402
-from explorer.engine.evaluate import evaluate_variant  # noqa: E402
-from explorer.engine.measures import binomial_se  # noqa: E402
-from explorer.engine.tasks import load_task  # noqa: E402
-from explorer.insight.pareto import HV_REFERENCE, front_mask, hypervolume_2d, knee_index  # noqa: E402
-from explorer.insight.significance import kendall_tau  # noqa: E402
-from explorer.search.fidelity import EarlyStoppingSpec, Peer, Verdict, dominated_at_rung, tie_tolerance  # noqa: E402
-from explorer.search.space import SearchSpace  # noqa: E402
-from explorer.search.spec import load_spec, spec_from_dict  # noqa: E402
-
-HERE = Path(__file__).resolve().parent
-STUDIES = HERE.parent / "studies"
+STUDIES = ROOT / "studies"
 
 RELATIONS = {  # small enough for a CPU: k = 2 relations, 8 architectures, 40 epochs
     "name": "relations-fidelity",
@@ -334,12 +329,7 @@ def train_or_load(args, quick, relations, t0: float) -> tuple[list[dict[str, Any
     # the runs are the expensive part: keep them before anything is scored
     args.out.with_suffix(".json").write_text(json.dumps({"raw": results}, indent=1) + "\n")
     return results, {"date": dt.date.today().isoformat(), "machine": machine(), "seconds": round(time.time() - t0),
-                     "command": "python benchmarks/" + Path(__file__).name + " " + " ".join(sys.argv[1:]),
-                     "load_average_after": os.getloadavg()[0]}  # fmt: skip
-
-
-def machine() -> str:
-    return f"{cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+                     "command": command(), "load_average_after": load_average()}  # fmt: skip
 
 
 def tune(runs, quick, orders: int, permutations: int) -> list[dict[str, Any]]:
@@ -444,8 +434,7 @@ def main() -> None:
     out["meta"] = meta
     if args.replay:
         out["meta"]["replayed"] = (
-            f"{dt.date.today().isoformat()} on {machine()} ({round(time.time() - t0)} s): python benchmarks/"
-            f"{Path(__file__).name} " + " ".join(sys.argv[1:])
+            f"{dt.date.today().isoformat()} on {machine()} ({round(time.time() - t0)} s): {command()}"
         )
     args.out.with_suffix(".json").write_text(json.dumps(out, indent=1) + "\n")
     args.out.write_text(render(out))
@@ -458,7 +447,7 @@ def render(out: dict[str, Any]) -> str:
         "# Early stopping and short budgets, measured on runs the rule was not written on",
         "",
         f"Recorded {m['date']} on {m['machine']}; command `{m['command']}`; {m['seconds']} s; one CPU thread a "
-        f"run; 1-minute load average after the run {m['load_average_after']:.2f}. Raw runs: `fidelity.json`."
+        f"run; 1-minute load average after the run {load_text(m['load_average_after'])}. Raw runs: `fidelity.json`."
         + (f" Scored again from those runs (no training) on {m['replayed']}." if m.get("replayed") else ""),
         "",
         "The rule (`explorer.search.fidelity.dominated_at_rung`): a search trial stops at a rung only when an "
@@ -487,21 +476,22 @@ def render_false_stops(out: dict[str, Any]) -> list[str]:
         "column replays, on the same deals and orders, the rule this one replaced: the split's binomial noise "
         "only, Bonferroni over the peers, no correction over rungs.",
         "",
-        "| histories dealt from | architectures | rungs | alpha | permutations | trials stopped, mean [95% interval] "
-        "| worst permutation | stops at each rung | at most alpha | the split's noise only, mean [95% interval] |",
-        "|---|---|---|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for name, f in out["permuted"].items():
-        at = ", ".join(f"{r}: {n}" for r, n in f["stopped_at"].items())
         old = f["split_only"]
-        lines.append(
-            f"| {name} ({f['pool']} runs) | {f['architectures']} | {', '.join(map(str, f['rungs']))} | "
-            f"{f['alpha']:g} | {f['permutations']} | {f['share']:.2%} [{f['share_low']:.2%}, "
-            f"{f['share_high']:.2%}] ({f['stopped']} of {f['trials']}) | {f['share_max']:.1%} | {at} | "
-            f"{'yes' if f['share_high'] <= f['alpha'] else '**no**'} | {old['share']:.1%} [{old['share_low']:.1%}, "
-            f"{old['share_high']:.1%}] |"
-        )
-    return lines
+        rows.append([
+            f"{name} ({f['pool']} runs)", f["architectures"], ", ".join(map(str, f["rungs"])), f"{f['alpha']:g}",
+            f["permutations"],
+            f"{f['share']:.2%} [{f['share_low']:.2%}, {f['share_high']:.2%}] ({f['stopped']} of {f['trials']})",
+            f"{f['share_max']:.1%}", ", ".join(f"{r}: {n}" for r, n in f["stopped_at"].items()),
+            "yes" if f["share_high"] <= f["alpha"] else "**no**",
+            f"{old['share']:.1%} [{old['share_low']:.1%}, {old['share_high']:.1%}]",
+        ])  # fmt: skip
+    header = ["histories dealt from", "architectures", "rungs", "alpha", "permutations",
+              "trials stopped, mean [95% interval]", "worst permutation", "stops at each rung", "at most alpha",
+              "the split's noise only, mean [95% interval]"]  # fmt: skip
+    return [*lines, markdown_table(header, rows)]
 
 
 def render_noise(out: dict[str, Any]) -> list[str]:
@@ -516,15 +506,13 @@ def render_noise(out: dict[str, Any]) -> list[str]:
         "from. Binomial SE: the split's standard error at the mean accuracy. F: one-way analysis of variance of "
         "architecture (F near 1: the architectures differ no more than seeds do).",
         "",
-        "| epoch | seed SD (points) | across architectures (points) | binomial SE (points) | F (p) |",
-        "|---|---|---|---|---|",
     ]
-    for r in rows:
-        lines.append(
-            f"| {r['epoch']} | {r['seed_sd'] * 100:.2f} | {r['across_sd'] * 100:.2f} | "
-            f"{r['binomial_se'] * 100:.2f} | {r['f']:.2f} ({r['p']:.2g}) |"
-        )
-    return lines
+    table = markdown_table(
+        ["epoch", "seed SD (points)", "across architectures (points)", "binomial SE (points)", "F (p)"],
+        [[r["epoch"], f"{r['seed_sd'] * 100:.2f}", f"{r['across_sd'] * 100:.2f}", f"{r['binomial_se'] * 100:.2f}",
+          f"{r['f']:.2f} ({r['p']:.2g})"] for r in rows],
+    )  # fmt: skip
+    return [*lines, table]
 
 
 def render_stopping(out: dict[str, Any]) -> list[str]:
@@ -534,20 +522,21 @@ def render_stopping(out: dict[str, Any]) -> list[str]:
         "",
         "The last column: the rule this one replaced (the split's noise only), on the same orders.",
         "",
-        "| runs | architectures | rungs | epochs saved, median [min, max] | hypervolume change, median [min, max] "
-        "| same knee as without stopping | the split's noise only: epochs saved, median [min, max] |",
-        "|---|---|---|---|---|---|---|",
     ]
+    rows = []
     for name, s in out["stopping"].items():
         old = s["split_only"]
-        lines.append(
-            f"| {name} | {s['architectures']} | {', '.join(map(str, s['rungs']))} | "
-            f"{s['epochs_saved_median']:.1%} [{s['epochs_saved_min']:.1%}, {s['epochs_saved_max']:.1%}] | "
-            f"{s['hv_change_median']:+.2%} [{s['hv_change_min']:+.2%}, {s['hv_change_max']:+.2%}] | "
-            f"{s['same_knee']} of {s['orders']} orders | {old['epochs_saved_median']:.1%} "
-            f"[{old['epochs_saved_min']:.1%}, {old['epochs_saved_max']:.1%}] |"
-        )
-    return lines
+        rows.append([
+            name, s["architectures"], ", ".join(map(str, s["rungs"])),
+            f"{s['epochs_saved_median']:.1%} [{s['epochs_saved_min']:.1%}, {s['epochs_saved_max']:.1%}]",
+            f"{s['hv_change_median']:+.2%} [{s['hv_change_min']:+.2%}, {s['hv_change_max']:+.2%}]",
+            f"{s['same_knee']} of {s['orders']} orders",
+            f"{old['epochs_saved_median']:.1%} [{old['epochs_saved_min']:.1%}, {old['epochs_saved_max']:.1%}]",
+        ])  # fmt: skip
+    header = ["runs", "architectures", "rungs", "epochs saved, median [min, max]",
+              "hypervolume change, median [min, max]", "same knee as without stopping",
+              "the split's noise only: epochs saved, median [min, max]"]  # fmt: skip
+    return [*lines, markdown_table(header, rows)]
 
 
 def render_tuning(out: dict[str, Any]) -> list[str]:
@@ -566,18 +555,17 @@ def render_tuning(out: dict[str, Any]) -> list[str]:
         "for normal noise), and a larger alpha stays under 5% here because the rule's Bonferroni bounds are loose on "
         "these runs, which another study's runs need not repeat.",
         "",
-        "| first rung | reduction | alpha | rungs | false stops, permuted, mean [95% interval] | epochs saved, median "
-        "| hypervolume change, median [min] | same knee | |",
-        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for t in out["tuning"]:
-        lines.append(
-            f"| {t['first']} | {t['reduction']} | {t['alpha']:g} | {', '.join(map(str, t['rungs']))} | "
-            f"{t['false_stops']['share']:.1%} [{t['false_stops']['share_low']:.1%}, {t['false_stops']['share_high']:.1%}] | "
-            f"{t['epochs_saved_median']:.1%} | {t['hv_change_median']:+.2%} "
-            f"[{t['hv_change_min']:+.2%}] | {t['same_knee']} of {t['orders']} | {'**spec**' if t['chosen'] else ''} |"
-        )
-    return lines
+    rows = [
+        [t["first"], t["reduction"], f"{t['alpha']:g}", ", ".join(map(str, t["rungs"])),
+         f"{t['false_stops']['share']:.1%} [{t['false_stops']['share_low']:.1%}, {t['false_stops']['share_high']:.1%}]",
+         f"{t['epochs_saved_median']:.1%}", f"{t['hv_change_median']:+.2%} [{t['hv_change_min']:+.2%}]",
+         f"{t['same_knee']} of {t['orders']}", "**spec**" if t["chosen"] else ""]
+        for t in out["tuning"]
+    ]  # fmt: skip
+    header = ["first rung", "reduction", "alpha", "rungs", "false stops, permuted, mean [95% interval]",
+              "epochs saved, median", "hypervolume change, median [min]", "same knee", ""]  # fmt: skip
+    return [*lines, markdown_table(header, rows)]
 
 
 def render_ceiling(out: dict[str, Any]) -> list[str]:
@@ -591,14 +579,13 @@ def render_ceiling(out: dict[str, Any]) -> list[str]:
         "the share below. The rung rule saves more than this only by also stopping trials that a faster one "
         "led beyond noise at a rung but not at the end: decisions the final accuracies do not support.",
         "",
-        "| runs | architectures | beaten beyond noise at the last epoch | alpha | epochs saved at most |",
-        "|---|---|---|---|---|",
     ]
-    for name, c in out["ceiling"].items():
-        lines.append(
-            f"| {name} | {c['architectures']} | {c['beaten']} | {c['alpha']:g} | {c['epochs_saved_at_most']:.1%} |"
-        )
-    return lines
+    table = markdown_table(
+        ["runs", "architectures", "beaten beyond noise at the last epoch", "alpha", "epochs saved at most"],
+        [[name, c["architectures"], c["beaten"], f"{c['alpha']:g}", f"{c['epochs_saved_at_most']:.1%}"]
+         for name, c in out["ceiling"].items()],
+    )  # fmt: skip
+    return [*lines, table]
 
 
 def render_floor(out: dict[str, Any]) -> list[str]:

@@ -16,7 +16,7 @@ step() { local limit=$1; shift; echo "=== $* (limit ${limit}s)" >&2; local t0=$S
 ex=(python3 -m explorer.cli)
 
 nvidia-smi -L; python3 -c 'import torch, optuna; print("torch", torch.__version__, "cuda", torch.cuda.is_available(), "optuna", optuna.__version__)'
-step 120 python3 -m pytest -q -x -k "cuda or gpu" tests/ -p no:cacheprovider
+step 120 python3 -m pytest -q -x -m cuda tests/ -p no:cacheprovider
 step 90 "${ex[@]}" train --task digits --device "$DEV" --epochs $([ "$QUICK" = 1 ] && echo 1 || echo 15) --json > "$OUT/train_cuda.json"; cat "$OUT/train_cuda.json" | head -40
 step 60 "${ex[@]}" bench attention --device "$DEV" --min-run-time $([ "$QUICK" = 1 ] && echo 0.05 || echo 0.5) --json --out "$OUT/bench" > "$OUT/bench_vits.json"
 step 60 "${ex[@]}" bench attention --device "$DEV" --batch 64 --min-run-time $([ "$QUICK" = 1 ] && echo 0.05 || echo 0.5) --json > "$OUT/bench_b64.json"
@@ -33,6 +33,6 @@ PY
 step 150 "${ex[@]}" study run studies/quickstart.toml --storage sqlite:////tmp/gpu_qs.db --device "$DEV" --n-trials $([ "$QUICK" = 1 ] && echo 2 || echo 16) --workers 2
 step 60 "${ex[@]}" report quickstart --storage sqlite:////tmp/gpu_qs.db --out /tmp/gpu_report && cp /tmp/gpu_report/report.md "$OUT/quickstart_cuda_report.md"
 # "One head learns one relation": relations with k=4, 1 vs 4 heads per layer (d_model 64, 2 layers), 120 epochs
-# (the CPU record in benchmarks/relations.md: 0.530 vs 0.999, all 4 relations followed by the 4-head model).
-step 300 env DEVICE="$DEV" python3 benchmarks/relations_heads.py 4 1,4 $([ "$QUICK" = 1 ] && echo 1 || echo 120) > "$OUT/relations.txt"
+# (the CPU record in benchmarks/relations_heads.md: 0.530 vs 0.999, all 4 relations followed by the 4-head model).
+step 300 python3 -m benchmarks.relations_heads 4 1,4 $([ "$QUICK" = 1 ] && echo 1 || echo 120) --device "$DEV" > "$OUT/relations.txt"
 cat "$OUT/relations.txt"

@@ -13,13 +13,12 @@ and trains may change its study and take its time).
 ``--root`` runs the cases with another checkout's explorer (``git archive REV | tar -x -C DIR``: the code before a
 change); cases marked unsafe there (10,000 worker processes, 100,000 threads) are not run with it.
 
-Usage: python benchmarks/hostile.py [--root DIR] [--label after] [--record benchmarks/hostile.md]
+Usage: python -m benchmarks.hostile [--root DIR] [--label after] [--record benchmarks/hostile.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
 import os
@@ -37,7 +36,17 @@ import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import (
+    ROOT,
+    append_record,
+    command,
+    load_average,
+    load_text,
+    machine,
+    markdown_table,
+    stamp,
+)
+
 CEILING = 4 * 2**30  # RLIMIT_AS of every case
 TIMEOUT_S = 60.0
 HOLD_S, HOLD_BYTES = 10.0, 2**30  # what the acceptance allows a case
@@ -295,29 +304,26 @@ def _shell(arg: str) -> str:
     return arg if arg and all(ch.isalnum() or ch in "-_./:=" for ch in arg) else repr(arg)
 
 
-def render(results: list[dict], label: str, python: str, root: Path) -> str:
+def render(results: list[dict], label: str) -> str:
     held = sum(bool(r.get("holds")) for r in results)
-    where = "" if root.resolve() == ROOT else f" --root {root}"
     head = (
         f"### {label}: {held} of {len(results)} cases hold\n\n"
-        f"`python benchmarks/hostile.py --python {python}{where} --label {label}` on {platform.node()} "
-        f"({os.cpu_count()} CPUs, {platform.platform()}), {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, "
-        f"load {os.getloadavg()[0]:.2f}; each case one process at nice 10 under RLIMIT_AS {CEILING // 2**30} GiB.\n\n"
-        "| case | the report's words | exit | stderr lines | traceback | disk changed | s | peak MB | holds | last line |\n"
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+        f"`{command()}` on {machine()} ({platform.platform()}), {stamp()}, load {load_text(load_average())}; "
+        f"each case one process at nice 10 under RLIMIT_AS {CEILING // 2**30} GiB.\n\n"
     )
     rows = []
     for r in results:
         if r.get("skipped"):
-            rows.append(f"| {r['id']} | {r['what']} | not run: {r['skipped']} | | | | | | | |")
+            rows.append([r["id"], r["what"], f"not run: {r['skipped']}", "", "", "", "", "", "", ""])
             continue
-        line = r["line"].replace("|", "\\|")
-        rows.append(
-            f"| {r['id']} | {r['what']} | {r['exit']} | {r['lines']} | {'yes' if r['traceback'] else 'no'} | "
-            f"{'yes' if r['changed'] else 'no'} | {r['seconds']:.1f} | {r['peak_mb']:.0f} | "
-            f"{'yes' if r['holds'] else '**no**'} | {line} |"
-        )
-    return head + "\n".join(rows) + "\n"
+        rows.append([
+            r["id"], r["what"], r["exit"], r["lines"], "yes" if r["traceback"] else "no",
+            "yes" if r["changed"] else "no", f"{r['seconds']:.1f}", f"{r['peak_mb']:.0f}",
+            "yes" if r["holds"] else "**no**", r["line"],
+        ])  # fmt: skip
+    header = ["case", "the report's words", "exit", "stderr lines", "traceback", "disk changed", "s", "peak MB",
+              "holds", "last line"]  # fmt: skip
+    return head + markdown_table(header, rows) + "\n"
 
 
 def main() -> None:
@@ -341,7 +347,12 @@ def main() -> None:
         folder = Path(tmp)
         # fixtures by this checkout, so both runs see the same files; in a child, so that this process stays small
         # (a case's peak memory counts what its process inherited before exec)
-        subprocess.run([sys.executable, __file__, "--build", str(folder)], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "benchmarks.hostile", "--build", str(folder)],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
         results = []
         for case in CASES:
             if args.only and case.id not in args.only:
@@ -359,10 +370,8 @@ def main() -> None:
             r = results[-1]
             print(f"{r['id']:<24} exit {r['exit']!s:<7} {r['seconds']:5.1f} s {r['peak_mb']:6.0f} MB "
                   f"{'holds' if r['holds'] else 'DOES NOT HOLD'}: {r['line'][:120]}", flush=True)  # fmt: skip
-    table = render(results, args.label, args.python, args.root)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write("\n" + table)
+    table = render(results, args.label)
+    append_record(args.record, table)
     print(table)
 
 

@@ -1,6 +1,6 @@
 """Is a latency figure repeatable? Measure one architecture in two fresh processes and compare the medians.
 
-    .venv/bin/python benchmarks/latency_repeatability.py [--pairs 3] [--record benchmarks/latency.md]
+    python -m benchmarks.latency_repeatability [--pairs 3] [--record benchmarks/latency_repeatability.md]
 
 Each measurement runs in its own Python process with no latency cache, so nothing is shared between the two
 but the machine. Target: the two medians within 5% of each other (relative to their mean).
@@ -9,15 +9,12 @@ but the machine. Target: the two medians within 5% of each other (relative to th
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import ROOT, append_record, load_average, load_text, markdown_table, record_block
 
 TARGET = 0.05
 
@@ -72,8 +69,8 @@ def main() -> None:
         "--min-run-time",
         args.min_run_time,
     ]
-    child = [sys.executable, __file__, "--child", *map(str, shape + timing)]
-    load_before = os.getloadavg()[0]
+    child = [sys.executable, "-m", "benchmarks.latency_repeatability", "--child", *map(str, shape + timing)]
+    load_before = load_average()
     rows = []
     for pair in range(1, args.pairs + 1):
         a, b = (
@@ -82,35 +79,45 @@ def main() -> None:
         )
         diff = abs(a["median_ms"] - b["median_ms"]) / ((a["median_ms"] + b["median_ms"]) / 2)
         rows.append((pair, a, b, diff))
-    load_after = os.getloadavg()[0]
+    load_after = load_average()
 
     a0 = rows[0][1]
-    lines = [
-        f"## {dt.datetime.now().isoformat(timespec='minutes')}: {a0['arch']}, batch {args.batch}, seq {args.seq_len}",
-        "",
-        f"- device `{a0['device']}`, dtype {a0['dtype']}, threads {args.threads}, min_run_time {args.min_run_time} s",
-        f"- load average (1 min) before/after: {load_before:.2f} / {load_after:.2f}",
-        f"- command: `python benchmarks/latency_repeatability.py {' '.join(sys.argv[1:])}`",
-        "",
-        "| pair | process A median ms (IQR) | process B median ms (IQR) | relative difference | within 5% |",
-        "|---|---|---|---|---|",
-    ]
-    for pair, a, b, diff in rows:
-        lines.append(
-            f"| {pair} | {a['median_ms']:.3f} ({a['iqr_ms']:.3f}) | {b['median_ms']:.3f} ({b['iqr_ms']:.3f}) "
-            f"| {100 * diff:.1f}% | {'yes' if diff <= TARGET else 'NO'} |"
-        )
+    table = markdown_table(
+        [
+            "pair",
+            "process A median ms (IQR)",
+            "process B median ms (IQR)",
+            "relative difference",
+            "within 5%",
+        ],
+        [
+            [
+                pair,
+                f"{a['median_ms']:.3f} ({a['iqr_ms']:.3f})",
+                f"{b['median_ms']:.3f} ({b['iqr_ms']:.3f})",
+                f"{100 * diff:.1f}%",
+                "yes" if diff <= TARGET else "NO",
+            ]
+            for pair, a, b, diff in rows
+        ],
+    )
     met = sum(d <= TARGET for *_, d in rows)
-    lines += [
-        "",
-        f"Target (medians within 5%): met in {met} of {len(rows)} pairs; worst {100 * max(d for *_, d in rows):.1f}%.",
-        "",
-    ]
-    block = "\n".join(lines)
+    block = record_block(
+        f"{a0['arch']}, batch {args.batch}, seq {args.seq_len}",
+        [
+            f"device `{a0['device']}`, dtype {a0['dtype']}, threads {args.threads}, "
+            f"min_run_time {args.min_run_time} s",
+            f"load average (1 min) before/after: {load_text(load_before, load_after)}",
+        ],
+        [
+            table,
+            "",
+            f"Target (medians within 5%): met in {met} of {len(rows)} pairs; "
+            f"worst {100 * max(d for *_, d in rows):.1f}%.",
+        ],
+    )
     print(block)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write(block + "\n")
+    append_record(args.record, block)
 
 
 if __name__ == "__main__":

@@ -7,20 +7,17 @@ architectures within each width (the strata the report uses) is enumerated with 
 of relabellings whose weighted mean difference is at least the observed one. It also states what the study
 recommends and whether that layout has at least k heads in every layer.
 
-    python benchmarks/relations_check.py relations [--storage URL] [--record benchmarks/relations_check.md]
+    python -m benchmarks.relations_check relations [--storage URL] [--record benchmarks/relations_check.md]
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import itertools
-import os
-import platform
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import append_record, machine, record_block
 
 
 def exact_stratified_p(strata: list[tuple[list[float], list[float]]]) -> tuple[float, float, int]:
@@ -58,7 +55,6 @@ def main() -> None:
     args = ap.parse_args()
 
     import explorer
-    from explorer.engine.device import cpu_model_name
     from explorer.insight.recommend import answer
     from explorer.insight.relations import relations_claim
     from explorer.output.sections import why_fewer_than_k
@@ -83,31 +79,28 @@ def main() -> None:
         f"width {s[0]}: >= {k} heads {', '.join(f'{v:.3f}' for v in a)}; fewer {', '.join(f'{v:.3f}' for v in b)}"
         for s, (a, b) in zip(g.strata, strata, strict=True)
     ]
-    text = "\n".join([
-        f"\n## {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC: study {args.study!r}, k = {k}",
-        "",
-        f"- command: `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
-        f"- machine: {cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; the study ran on "
-        f"{devices}, {len(data.records)} trials ({', '.join(sorted({r.state for r in data.records}))})",
-        f"- architectures (validation accuracy after epoch {g.epoch}): " + "; ".join(rows),
-        f"- the report: difference {g.comparison.diff * 100:+.1f} points, p = {g.comparison.p_value:.4g} "
-        f"({'exact' if g.comparison.exact else 'Monte Carlo'}); accuracy half of the claim "
-        f"{'held' if claim.accuracy_held else 'not shown'}; specialization half "
-        f"{'held' if claim.specialization_held else 'not shown' if claim.specialization_held is False else 'unknown'}",
-        f"- this script's exact enumeration ({n} relabellings within widths): statistic {observed * 100:+.1f} points, "
-        f"p = {p:.4g}: {'the same p' if agree_p else 'a DIFFERENT p'}, verdict "
-        f"{'agrees' if held_here == bool(claim.accuracy_held) else 'DISAGREES'}",
-        f"- recommended: {'none' if rec is None else ','.join(map(str, rec.config.heads))} heads per layer at "
-        f"d_model {None if rec is None else rec.config.d_model}: "
-        f"{'at least' if rec_ok else 'FEWER than'} k = {k} in every layer"
-        + ("" if rec_ok or rec is None else "; the report's relations section says why (why_text below)"),
-        *([f"- why_text: {why}"] if why else []),
-        "",
-    ])  # fmt: skip
+    text = record_block(
+        f"study {args.study!r}, k = {k}",
+        [
+            f"machine: {machine()}; the study ran on {devices}, {len(data.records)} trials "
+            f"({', '.join(sorted({r.state for r in data.records}))})",
+            f"architectures (validation accuracy after epoch {g.epoch}): " + "; ".join(rows),
+            f"the report: difference {g.comparison.diff * 100:+.1f} points, p = {g.comparison.p_value:.4g} "
+            f"({'exact' if g.comparison.exact else 'Monte Carlo'}); accuracy half of the claim "
+            f"{'held' if claim.accuracy_held else 'not shown'}; specialization half "
+            f"{'held' if claim.specialization_held else 'not shown' if claim.specialization_held is False else 'unknown'}",
+            f"this script's exact enumeration ({n} relabellings within widths): statistic {observed * 100:+.1f} "
+            f"points, p = {p:.4g}: {'the same p' if agree_p else 'a DIFFERENT p'}, verdict "
+            f"{'agrees' if held_here == bool(claim.accuracy_held) else 'DISAGREES'}",
+            f"recommended: {'none' if rec is None else ','.join(map(str, rec.config.heads))} heads per layer at "
+            f"d_model {None if rec is None else rec.config.d_model}: "
+            f"{'at least' if rec_ok else 'FEWER than'} k = {k} in every layer"
+            + ("" if rec_ok or rec is None else "; the report's relations section says why (why_text below)"),
+            *([f"why_text: {why}"] if why else []),
+        ],
+    )  # fmt: skip
     print(text)
-    if args.record:
-        with args.record.open("a") as f:
-            f.write(text)
+    append_record(args.record, text)
 
 
 if __name__ == "__main__":

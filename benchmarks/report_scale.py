@@ -1,12 +1,12 @@
 """Time `explorer report` (explorer.api.report) end to end on a synthetic 1,000-trial study stored in SQLite (target: under 15 s).
 
-The study comes from the synthetic builder the tests use (explorer/synthetic.py: accuracy falls at one head,
+The study comes from the synthetic builder of :mod:`benchmarks.synthetic` (accuracy falls at one head,
 rises with the head count to 8, drops when d_k < 16; latency grows with width and depth), with failed, pruned
 and over-budget trials and an attention bench table, so every figure is drawn. Each timed run loads the study
 from the SQLite file and writes the whole report, in a fresh process, so imports (seaborn, torch for the bench
 chart) count.
 
-    .venv/bin/python benchmarks/report_scale.py [--trials 1000] [--runs 3] [--keep DIR] [--record]
+    python -m benchmarks.report_scale [--trials 1000] [--runs 3] [--keep DIR] [--record]
 
 ``--record`` rewrites benchmarks/report_scale.md with the results and the machine they ran on.
 """
@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -24,7 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import HERE, ROOT, command, machine, markdown_table
+from benchmarks.synthetic import make_study
+
 META = {"device": "cpu", "threads": 2, "d_model": 384, "heads": 8, "seq_len": 197, "batch": 8}
 BENCH = [
     {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3, **META},
@@ -48,10 +48,7 @@ print(f"{t3 - t0:.3f} {t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f}")
 
 
 def build(url: str, n: int) -> None:
-    sys.path.insert(0, str(ROOT))
     import optuna
-
-    from tests.fixtures import make_study
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     make_study(
@@ -105,33 +102,24 @@ def record(args: argparse.Namespace, runs: list[list[float]], total: float) -> N
     import pandas
     import seaborn
 
-    rows = "\n".join(
-        f"| {i + 1} | {r[0]:.2f} | {r[1]:.2f} | {r[2]:.2f} | {r[3]:.2f} |" for i, r in enumerate(runs)
-    )
-    cpu = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if "model name" in ln
-        ),
-        platform.processor() or "unknown CPU",
+    table = markdown_table(
+        ["run", "end to end (s)", "imports (s)", "load study (s)", "write_report (s)"],
+        [[i + 1, *(f"{x:.2f}" for x in r)] for i, r in enumerate(runs)],
     )
     text = f"""# Report at scale: 1,000 trials
 
-`benchmarks/report_scale.py --trials {args.trials} --runs {args.runs} --record`, {dt.date.today().isoformat()}.
+`{command()}`, {dt.date.today().isoformat()}.
 
-Machine: {cpu}, {os.cpu_count()} cores, no GPU; Python {platform.python_version()}, Optuna {optuna.__version__},
-pandas {pandas.__version__}, seaborn {seaborn.__version__}, matplotlib {matplotlib.__version__}. Other jobs were
-running on the machine at the same time, so these are upper bounds.
+Machine: {machine()}, no GPU; Optuna {optuna.__version__}, pandas {pandas.__version__},
+seaborn {seaborn.__version__}, matplotlib {matplotlib.__version__}. Other jobs were running on the machine at the
+same time, so these are upper bounds.
 
-Study: {args.trials} COMPLETE trials from the synthetic builder in explorer/synthetic.py, plus 20 FAIL and 60 PRUNED,
+Study: {args.trials} COMPLETE trials from the synthetic builder in benchmarks/synthetic.py, plus 20 FAIL and 60 PRUNED,
 about 40% over the latency budget (infeasible), and a 4-row attention bench table, in SQLite. Each run is a fresh
 process: import, `optuna.load_study`, `write_report` (8 figures, report.md, self-contained report.html,
 trials.csv, pareto.csv).
 
-| run | end to end (s) | imports (s) | load study (s) | write_report (s) |
-|---|---|---|---|---|
-{rows}
+{table}
 
 **Median end to end: {total:.2f} s** (target: under 15 s).
 
@@ -145,7 +133,7 @@ translucent (alpha 0.45) above 400 trials, point clouds are rasterized, legends 
 axis switches to a log scale with plain tick labels when the range exceeds 20x, the Pareto heatmap shows at most
 40 evenly spaced front trials, and the effect figures facet by d_model instead of overlaying.
 """
-    (ROOT / "benchmarks" / "report_scale.md").write_text(text, encoding="utf-8")
+    (HERE / "report_scale.md").write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -9,9 +9,10 @@ of 3 fresh seeds and the 95% interval for a new timing), then, in this new proce
    (same learning rate, batch, plateau schedule, patience and cap), and checks the mean validation accuracy
    against the report's re-run interval.
 
-The result is appended to ``benchmarks/rerun.md`` (and ``rerun.json``) with the command, machine and date.
+The result is appended to ``benchmarks/rerun_check.md`` (and ``rerun_check.json``) with the command, machine and
+date.
 
-    python benchmarks/rerun_check.py quickstart [--storage URL] [--seeds 3] [--jobs 2]
+    python -m benchmarks.rerun_check quickstart [--storage URL] [--seeds 3] [--jobs 2]
 """
 
 from __future__ import annotations
@@ -19,19 +20,15 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import dataclasses
-import datetime as dt
 import json
 import multiprocessing
-import os
-import platform
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import HERE, append_record, command, load_average, load_text, machine, stamp
 
-HERE = Path(__file__).resolve().parent
 FRESH_SEED = 7_000_000  # far from the study's search (seed + number) and finalist (seed + 1e6 + i) seeds
 
 
@@ -57,11 +54,11 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--timings", type=int, default=3)
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=HERE / "rerun.md")
+    ap.add_argument("--out", type=Path, default=HERE / "rerun_check.md")
     args = ap.parse_args()
 
     import explorer
-    from explorer.engine.device import as_device, cpu_model_name
+    from explorer.engine.device import as_device
     from explorer.engine.latency import model_latency
     from explorer.engine.tasks import load_task
     from explorer.insight.recommend import answer
@@ -103,10 +100,7 @@ def main() -> None:
     lat_inside = [rec.latency.low <= t <= rec.latency.high for t in timings]
 
     result = {
-        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
-        "load_average": os.getloadavg()[0],
-        "command": "python benchmarks/rerun_check.py " + " ".join(sys.argv[1:]),
+        "date": stamp(), "machine": machine(), "load_average": load_average(), "command": command(),
         "study": args.study, "heads": list(rec.config.heads), "d_model": rec.config.d_model,
         "n_layers": rec.config.n_layers, "report_accuracy": [rec.accuracy.estimate, rec.accuracy.low, rec.accuracy.high],
         "report_rerun_interval": [rec.rerun.low, rec.rerun.high],
@@ -120,10 +114,10 @@ def main() -> None:
     seeds = ", ".join(str(r["seed"]) for r in runs)
     times = ", ".join(f"{t:.3g}" for t in timings)
     text = "\n".join([
-        f"\n## {args.study}: {heads} heads per layer (d_model {rec.config.d_model}, {rec.config.n_layers} layers)",
+        f"## {args.study}: {heads} heads per layer (d_model {rec.config.d_model}, {rec.config.n_layers} layers)",
         "",
-        f"Recorded {result['date']} on {result['machine']}; load average {result['load_average']:.2f}; command "
-        f"`{result['command']}`.",
+        f"Recorded {result['date']} on {result['machine']}; load average {load_text(result['load_average'])}; "
+        f"command `{result['command']}`.",
         "",
         f"- Accuracy: the report says {rec.accuracy.estimate:.2%} [{rec.accuracy.low:.2%}, {rec.accuracy.high:.2%}] "
         f"(mean of {rec.n} seeds) and that 3 fresh seeds should average within [{rec.rerun.low:.2%}, "
@@ -134,13 +128,12 @@ def main() -> None:
         f"{sum(lat_inside)} of {len(timings)} inside.",
     ])  # fmt: skip
     print(text)
-    if not args.out.exists():
-        args.out.write_text(
-            "# Re-running the recommendation: fresh seeds and fresh timings against the report's intervals\n\n"
-            "Written by `benchmarks/rerun_check.py` (one block per check, appended); raw figures in `rerun.json`.\n"
-        )
-    with args.out.open("a") as f:
-        f.write(text + "\n")
+    title = (
+        "# Re-running the recommendation: fresh seeds and fresh timings against the report's intervals\n\n"
+        "Written by `python -m benchmarks.rerun_check` (one block per check, appended); raw figures in "
+        f"`{args.out.with_suffix('.json').name}`.\n"
+    )
+    append_record(args.out, text, title=title)
     log = args.out.with_suffix(".json")
     previous = json.loads(log.read_text()) if log.exists() else []
     log.write_text(json.dumps([*previous, result], indent=1) + "\n")

@@ -6,18 +6,16 @@
   workers    trials per minute with 2 workers x 1 thread vs 1 worker x 1 thread, one fixed architecture so every
              trial does the same work (target >= 1.6x)
 
-Early stopping is measured by benchmarks/fidelity.py, on runs its settings were not chosen on.
+Early stopping is measured by benchmarks.fidelity, on runs its settings were not chosen on.
 
-Usage: python benchmarks/study_efficiency.py [overhead workers] [--record benchmarks/studies.md]
+Usage: python -m benchmarks.study_efficiency [overhead workers] [--record benchmarks/study_efficiency.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime as dt
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,17 +23,14 @@ from pathlib import Path
 import optuna
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import ROOT, append_record, load_average, load_text, machine, record_block
+from explorer.api import run
+from explorer.search.record import TrialRecord, load_records
+from explorer.search.space import SearchSpace
+from explorer.search.spec import load_spec
+from explorer.search.study import prepare_study
+from explorer.search.workers import RunOptions
 
-from explorer.api import run  # noqa: E402
-from explorer.engine.device import cpu_model_name  # noqa: E402
-from explorer.search.record import TrialRecord, load_records  # noqa: E402
-from explorer.search.space import SearchSpace  # noqa: E402
-from explorer.search.spec import load_spec  # noqa: E402
-from explorer.search.study import prepare_study  # noqa: E402
-from explorer.search.workers import RunOptions  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "studies" / "quickstart.toml"
 
 
@@ -93,12 +88,6 @@ def workers(tmp: Path, epochs: int = 4) -> str:
     )
 
 
-def _machine() -> str:
-    return (
-        f"{cpu_model_name()}, {os.cpu_count()} cores, torch {torch.__version__}, optuna {optuna.__version__}"
-    )
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("which", nargs="*", default=["overhead", "workers"])
@@ -107,21 +96,21 @@ def main() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     os.environ.setdefault("EXPLORER_CACHE_DIR", tempfile.mkdtemp(prefix="explorer-bench-cache-"))
     lines = []
+    load_before = load_average()
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         for which in args.which:
             lines.append({"overhead": overhead, "workers": workers}[which](tmp))
             print(lines[-1], flush=True)
-    if args.record:
-        load = os.getloadavg()
-        block = [
-            f"\n## {dt.datetime.now().strftime('%Y-%m-%d %H:%M')} UTC, {_machine()}",
-            f"load average before/after: {load[0]:.2f}; command: `python {' '.join(sys.argv)}`",
-            "",
-        ]
-        block += [f"- {line}" for line in lines]
-        with args.record.open("a") as f:
-            f.write("\n".join(block) + "\n")
+    block = record_block(
+        ", ".join(args.which),
+        [
+            f"machine: {machine()}, torch {torch.__version__}, optuna {optuna.__version__}",
+            f"load average (1 min) before/after: {load_text(load_before, load_average())}",
+        ],
+        [f"- {line}" for line in lines],
+    )
+    append_record(args.record, block)
 
 
 if __name__ == "__main__":

@@ -5,28 +5,21 @@ repeat is a fresh ``fit`` with the same seed; ``samples/s`` is fit's own figure 
 per second of training steps, evaluation excluded). With several ``--attention`` impls the repeats alternate
 between them, so a shared machine's load drifts over all alike.
 
-    .venv/bin/python benchmarks/train_throughput.py --threads 1 --record benchmarks/train_throughput.md
+    python -m benchmarks.train_throughput --threads 1 --record benchmarks/train_throughput.md
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
 import statistics
-import sys
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere without installing
-
-from encoder_layer import add_run_args, command_line, cpu_model  # noqa: E402
-
-from explorer.engine.config import ModelConfig, TrainConfig  # noqa: E402
-from explorer.engine.device import resolve_device  # noqa: E402
-from explorer.engine.tasks import load_task  # noqa: E402
-from explorer.engine.train import fit  # noqa: E402
+from benchmarks.common import add_run_args, append_record, machine, markdown_table, record_block
+from explorer.engine.config import ModelConfig, TrainConfig
+from explorer.engine.device import resolve_device
+from explorer.engine.tasks import load_task
+from explorer.engine.train import fit
 
 
 def measure(args: argparse.Namespace) -> dict[str, list]:
@@ -53,40 +46,35 @@ def measure(args: argparse.Namespace) -> dict[str, list]:
 
 
 def table(results: dict[str, list]) -> str:
-    lines = [
-        "| attention | samples/s median (min-max) | train s/epoch | val acc | test acc |",
-        "| --- | ---: | ---: | ---: | ---: |",
-    ]
+    rows = []
     for impl, runs in results.items():
         if impl == "_meta":
             continue
         sps = [r.samples_per_s for r in runs]
         per_epoch = statistics.median(r.train_time_s / r.epochs_run for r in runs)
-        lines.append(
-            f"| {impl} | {statistics.median(sps):,.0f} ({min(sps):,.0f}-{max(sps):,.0f}) | {per_epoch:.2f} "
-            f"| {runs[0].val_accuracy:.3f} | {runs[0].test_accuracy:.3f} |"
-        )
-    return "\n".join(lines)
+        rows.append(
+            [impl, f"{statistics.median(sps):,.0f} ({min(sps):,.0f}-{max(sps):,.0f})", f"{per_epoch:.2f}",
+             f"{runs[0].val_accuracy:.3f}", f"{runs[0].test_accuracy:.3f}"]
+        )  # fmt: skip
+    header = ["attention", "samples/s median (min-max)", "train s/epoch", "val acc", "test acc"]
+    return markdown_table(header, rows, align="lrrrr")
 
 
-def record(args: argparse.Namespace, results: dict[str, list], path: Path) -> None:
+def record(args: argparse.Namespace, results: dict[str, list]) -> str:
     sizes, heads, device = results["_meta"]
-    machine = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
-    block = [
-        f"## {datetime.datetime.now().isoformat(timespec='seconds')}",
-        "",
-        f"- machine: {machine}; {os.cpu_count()} logical cores; torch {torch.__version__}; "
-        f"threads {args.threads}; device {device}",
-        f"- task {args.task} ({sizes}); d_model {args.d_model}, heads {args.heads} -> {list(heads)}, "
-        f"min_dk {args.min_dk}, mlp {args.mlp_ratio:g}x; {args.epochs} epochs, batch {args.batch_size}, "
-        f"other TrainConfig defaults; {args.repeats} repeats",
-        f"- command: `{command_line()}`",
-    ]
-    if args.note:
-        block.append(f"- note: {args.note}")
-    block += ["", table(results), "", ""]
-    with path.open("a") as f:
-        f.write("\n".join(block))
+    hardware = torch.cuda.get_device_name(device) if device.type == "cuda" else machine()
+    return record_block(
+        f"{args.task}, d_model {args.d_model}, heads {args.heads}, attention {args.attention}",
+        [
+            f"machine: {hardware}; torch {torch.__version__}; threads {args.threads}; device {device}",
+            f"task {args.task} ({sizes}); d_model {args.d_model}, heads {args.heads} -> {list(heads)}, "
+            f"min_dk {args.min_dk}, mlp {args.mlp_ratio:g}x; {args.epochs} epochs, batch {args.batch_size}, "
+            f"other TrainConfig defaults; {args.repeats} repeats",
+            *([f"note: {args.note}"] if args.note else []),
+        ],
+        [table(results)],
+        omit=("--note",),
+    )
 
 
 def main() -> None:
@@ -109,8 +97,7 @@ def main() -> None:
     args = p.parse_args()
     results = measure(args)
     print(table(results))
-    if args.record:
-        record(args, results, args.record)
+    append_record(args.record, record(args, results))
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ task makes one head per relation the easy circuit, not the only one. Bag of toke
 (every marker occurs once; a target is one token among ``T - k`` uniform ones), nor does any fixed position
 (markers move).
 
-Measured (d_model 64, 2 layers, batch 64, lr 3e-3, k=4; benchmarks/relations.md): with n_samples=4000 neither
-1 nor 4 heads learns it (val stays near chance, 0.06-0.12; the model memorizes 2,800 examples), which is why the
+Measured (d_model 64, 2 layers, batch 64, lr 3e-3, k=4; benchmarks/relations_heads.md): with n_samples=4000
+neither 1 nor 4 heads learns it (val stays near chance, 0.06-0.12; the model memorizes 2,800 examples), which is why the
 default is n_samples=20000. Learning then has a long plateau: after 40 epochs 4 heads reach only 0.35 val, but
 trained 120 epochs they reach 0.999-1.000 and the last layer's 4 heads follow one relation each; 1 head per
 layer stays at 0.39-0.53, and 2 heads per layer depend on the seed (0.56, 0.76, 0.996): there a first-layer head
