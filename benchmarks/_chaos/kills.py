@@ -1,0 +1,188 @@
+"""The kill scenarios: SIGKILL at each stage of a run, one of two workers killed, Ctrl-C, and two commands racing to
+create one study; each followed by the recovery a user would try."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from benchmarks._chaos.audit import Outcome, audit, files_of, finished_snapshot, load, running
+from benchmarks._chaos.processes import Runner, children, cmdline, kill_group, last_message, wait_for
+from benchmarks.synthetic import write_tiny_spec
+
+
+def recover(r: Runner, name: str, url: str, spec: Path, outcome: Outcome) -> None:
+    """`explorer study resume`; when the kill left no usable study, `explorer study run SPEC` as a user would."""
+    res = r.run("study", "resume", name, "--storage", url)
+    if res.returncode != 0:
+        outcome.notes.append(f"resume exit {res.returncode}: {last_message(res.stderr)}")
+        res = r.run("study", "run", str(spec), "--storage", url)
+        if res.returncode != 0:
+            outcome.notes.append(f"run again exit {res.returncode}: {last_message(res.stderr)}")
+    if "stopped the" in res.stderr:
+        outcome.notes.append("a recovery claimed to stop short: " + last_message(res.stderr))
+
+
+def kill_single(folder: Path, env: dict[str, str], label: str, trigger: str, rounds: int = 1) -> Outcome:
+    """SIGKILL of a one-worker `study run` at a stage, then recovery."""
+    out = Outcome(f"SIGKILL, 1 worker, {label}", "sqlite")
+    for k in range(rounds):
+        work = folder / f"{trigger}-{k}"
+        work.mkdir(parents=True)
+        name = f"kill-{trigger}-{k}"
+        db = work / "s.db"
+        url = f"sqlite:///{db}"
+        if trigger == "create":
+            spec = write_tiny_spec(work, name, n_trials=2, epochs=2)
+        elif trigger == "finalists":
+            spec = write_tiny_spec(work, name, n_trials=3, epochs=15, early=False, finalists=True)
+        else:
+            spec = write_tiny_spec(work, name, n_trials=3, epochs=40, early=False)
+        r = Runner(work, env)
+        files_before = files_of(work)
+        proc = r.start("study", "run", str(spec), "--storage", url)
+        when = "create-db" if trigger == "create" and k == 0 else trigger
+        hit = wait_for(_trigger(when, name, url, db), proc, f"the {label} moment", poll=0.002)
+        if trigger == "create" and k > 1:
+            time.sleep(0.01 * (k - 1))
+        if trigger != "create" and hit:
+            time.sleep(1.2)  # let its heartbeat land
+        kill_group(proc)
+        r.collect(proc)
+        if not hit:
+            out.notes.append(
+                f"round {k}: the stage was not reached before the run ended (exit {proc.returncode})"
+            )
+        before = finished_snapshot(name, url)
+        state = (
+            _creation_state(name, url, db) if trigger == "create" else f"{len(before)} finished at the kill"
+        )
+        out.notes.append(f"round {k}: killed with {state}")
+        recover(r, name, url, spec, out)
+        a = audit(name, url, before)
+        out.notes.append(f"round {k} after recovery: {a.text}")
+        out.add(rounds=1, lost=a.lost, duplicated=a.duplicated, stuck=a.stuck)
+        out.add(deleted=len(files_before - files_of(work)))
+        out.tracebacks += r.tracebacks()
+    return out
+
+
+def _trigger(trigger: str, name: str, url: str, db: Path) -> Callable[[], bool]:
+    """When to kill: the database file exists; a trial after the first runs; the last runs; a finalist runs."""
+    if trigger == "create-db":
+        return db.exists
+    if trigger == "create":
+        return lambda: _study_row(db, name)
+    if trigger == "finalists":
+        return lambda: running(name, url, "finalist")
+    return lambda: running(name, url, "search", 1 if trigger == "mid" else 2)
+
+
+def _study_row(db: Path, name: str) -> bool:
+    """Whether the study's row exists yet (read straight from SQLite: polling through Optuna is too slow to
+    catch the moment between the study's creation and its spec being stored)."""
+    if not db.exists():
+        return False
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=0.05)
+    try:
+        return bool(con.execute("SELECT 1 FROM studies WHERE study_name = ?", (name,)).fetchone())
+    except sqlite3.Error:
+        return False
+    finally:
+        con.close()
+
+
+def _creation_state(name: str, url: str, db: Path) -> str:
+    if not db.exists():
+        return "no database"
+    try:
+        study = load(name, url)
+    except Exception as exc:
+        return f"no study ({type(exc).__name__})"
+    return "the study and its spec" if "spec" in study.user_attrs else "a study without its spec"
+
+
+def kill_one_of_two(folder: Path, env: dict[str, str], storage: str, url: str | None) -> Outcome:
+    """SIGKILL of one of two worker processes mid-trial; the other carries on; then a resume."""
+    out = Outcome("SIGKILL of 1 of 2 workers", storage)
+    work = folder / f"two-workers-{storage}"
+    work.mkdir(parents=True)
+    name = f"two-{uuid.uuid4().hex[:8]}"
+    url = url or f"sqlite:///{work / 's.db'}"
+    spec = write_tiny_spec(work, name, n_trials=4, epochs=40, early=False)
+    r = Runner(work, env)
+    proc = r.start("study", "run", str(spec), "--storage", url, "--workers", "2")
+    hit = wait_for(lambda: running(name, url, "search", 1), proc, "a trial after the first")
+    workers = [c for c in children(proc.pid) if "spawn_main" in cmdline(c)]
+    if hit and workers:
+        time.sleep(1.2)
+        os.kill(workers[0], signal.SIGKILL)
+        out.notes.append(f"killed worker pid {workers[0]} of {len(workers)}")
+    else:
+        out.notes.append(f"no worker to kill (reached: {bool(hit)}, workers {workers})")
+    before = finished_snapshot(name, url)
+    err = r.collect(proc)
+    out.notes.append(f"the run exited {proc.returncode}: {last_message(err)}")
+    recover(r, name, url, spec, out)
+    a = audit(name, url, before)
+    out.notes.append(f"after resume: {a.text}")
+    out.add(rounds=1, lost=a.lost, duplicated=a.duplicated, stuck=a.stuck)
+    out.tracebacks += r.tracebacks()
+    return out
+
+
+def ctrl_c(folder: Path, env: dict[str, str], workers: int) -> Outcome:
+    """SIGINT to the whole process group (what a terminal's Ctrl-C does) mid-trial, then a resume."""
+    out = Outcome(f"Ctrl-C, {workers} worker(s)", "sqlite")
+    work = folder / f"ctrlc-{workers}"
+    work.mkdir(parents=True)
+    name = f"ctrlc-{workers}"
+    url = f"sqlite:///{work / 's.db'}"
+    spec = write_tiny_spec(work, name, n_trials=3, epochs=40, early=False)
+    r = Runner(work, env)
+    proc = r.start("study", "run", str(spec), "--storage", url, "--workers", str(workers))
+    hit = wait_for(lambda: running(name, url, "search", 1), proc, "a trial after the first")
+    kill_group(proc, signal.SIGINT)
+    err = r.collect(proc, timeout=180)
+    if not hit:
+        out.notes.append("the run ended before a second trial started")
+    ok = proc.returncode == 130 and "resume with: explorer study resume" in err
+    out.notes.append(f"exit {proc.returncode}, resume command printed: {ok}")
+    before = finished_snapshot(name, url)
+    recover(r, name, url, spec, out)
+    a = audit(name, url, before)
+    out.notes.append(f"after resume: {a.text}")
+    out.add(rounds=1, lost=a.lost, duplicated=a.duplicated, stuck=a.stuck + (not ok))
+    out.tracebacks += r.tracebacks()
+    return out
+
+
+def race(folder: Path, env: dict[str, str], storage: str, url: str | None, rounds: int) -> Outcome:
+    """Two separate `study run` commands started together on one new study."""
+    out = Outcome("2 commands started together", storage)
+    for k in range(rounds):
+        work = folder / f"race-{storage}-{k}"
+        work.mkdir(parents=True)
+        name = f"race-{uuid.uuid4().hex[:8]}"
+        u = url or f"sqlite:///{work / 's.db'}"
+        spec = write_tiny_spec(work, name, n_trials=6, epochs=2)
+        r = Runner(work, env)
+        procs = [r.start("study", "run", str(spec), "--storage", u) for _ in range(2)]
+        errs = [r.collect(p) for p in procs]
+        bad = [(p.returncode, last_message(e)) for p, e in zip(procs, errs, strict=True) if p.returncode != 0]
+        short = sum("stopped the" in e for e in errs)
+        a = audit(name, u, {})
+        extra = max(0, a.search_done - a.total)  # beyond the total: as bad as a duplicate
+        out.notes.append(f"round {k}: exits {[p.returncode for p in procs]}; {a.text}")
+        if bad:
+            out.notes.append(f"round {k}: failed command(s) {bad}")
+        if short:
+            out.notes.append(f"round {k}: {short} command(s) claimed to stop short")
+        out.add(rounds=1, duplicated=a.duplicated + extra, stuck=a.stuck + len(bad) + short)
+        out.tracebacks += r.tracebacks()
+    return out
