@@ -27,11 +27,11 @@ from sqlalchemy.engine import URL, make_url
 from explorer.errors import (
     SpecError,
     StorageError,
-    StorageUnavailableError,
 )
 from explorer.search.heartbeat import STALE_REASON, RetryStaleTrial
 from explorer.search.locations import ARTIFACT_FORMS, check_artifact_location
 from explorer.search.sqlite_files import is_wal, readonly_url, writable
+from explorer.search.storage_errors import storage_error
 
 __all__ = [
     "ARTIFACT_FORMS",
@@ -152,61 +152,50 @@ def open_storage(
         )
     parsed, url = _parse(url)
     masked = mask_url(url)
-    engine_kwargs = _engine_kwargs(parsed, readonly)
     file = sqlite_path(url)
     new_file = file is not None and not (file.is_file() and os.path.getsize(file) > 0)
     if readonly and file is not None:
         url = readonly_url(file.expanduser(), masked)
     elif parsed.get_backend_name() == "sqlite" and not readonly:
         _make_sqlite_parent(parsed, masked)
-
-    kwargs: dict = {"skip_table_creation": True} if readonly else {}
     with warnings.catch_warnings():
         # heartbeat_interval and the retry callback are marked experimental in Optuna 5.0; we rely on them
         # on purpose (tests/test_storage.py kills a worker for real), so the warning only adds noise.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        options: dict = {"skip_table_creation": True} if readonly else {}
         if heartbeat and not readonly:
-            kwargs = {
-                "heartbeat_interval": heartbeat_interval,
-                "grace_period": grace_period,
-                # Optuna 4.9 renamed failed_trial_callback / RetryFailedTrialCallback (now deprecated).
-                "heartbeat_stale_trial_callback": RetryStaleTrial(max_retry=max_retry),
-            }
+            options = _heartbeat_options(heartbeat_interval, grace_period, max_retry)
         try:
-            # RDBStorage runs str.format(SCHEMA_VERSION=...) on the URL: escape braces in a path or password.
-            if readonly:
-                _check_optuna_tables(url, engine_kwargs, masked)
-            elif file is not None and not new_file:  # another program's database gets no Optuna tables
-                _check_optuna_tables(readonly_url(file.expanduser(), masked), {}, masked, empty_ok=True)
-            storage = _rdb_storage(url.replace("{", "{{").replace("}", "}}"), engine_kwargs, kwargs)
-            if file is not None and not readonly and (new_file or is_wal(file)):
-                _use_wal(storage)
-            return storage
-        except ImportError as exc:
-            raise StorageUnavailableError(_driver_message(parsed, masked, exc)) from None
-        except sqlalchemy.exc.DBAPIError as exc:
-            raise StorageUnavailableError(_unreachable_message(parsed, masked, exc, readonly)) from None
-        except RuntimeError as exc:  # Optuna's "table schema is not compatible" check
-            raise StorageError(
-                f"The storage {masked} has an incompatible schema ({_scrub(str(exc), parsed)}); "
-                "run `optuna storage upgrade --storage URL` or use a new database."
-            ) from None
+            return _connect(url, parsed, masked, file, new_file, readonly, options)
+        except (ImportError, sqlalchemy.exc.DBAPIError, RuntimeError) as exc:
+            raise storage_error(exc, parsed, masked, readonly) from None
 
 
-_DRIVERS = {  # backend -> how to install the driver explorer's users meet
-    "postgresql": "pip install 'psycopg[binary]' (explorer's postgres extra)",
-    "mysql": "pip install PyMySQL and write the URL as mysql+pymysql://...",
-}
+def _heartbeat_options(heartbeat_interval: int, grace_period: int, max_retry: int) -> dict:
+    """RDBStorage's heartbeat options: a dead worker's trial is failed and its parameters queued again."""
+    return {
+        "heartbeat_interval": heartbeat_interval,
+        "grace_period": grace_period,
+        # Optuna 4.9 renamed failed_trial_callback / RetryFailedTrialCallback (now deprecated).
+        "heartbeat_stale_trial_callback": RetryStaleTrial(max_retry=max_retry),
+    }
 
 
-def _driver_message(parsed: URL, masked: str, exc: ImportError) -> str:
-    """The missing database driver, named from the import that failed, and how to install it."""
-    cause = exc.__cause__ if isinstance(exc.__cause__, ImportError) else exc
-    module = getattr(cause, "name", None)
-    missing = f" (no module {module!r})" if module else ""
-    backend = parsed.get_backend_name()
-    how = _DRIVERS.get(backend, f"install the Python driver the URL's {parsed.drivername!r} names")
-    return f"The database driver for {masked} is not installed{missing}; {how}."
+def _connect(
+    url: str, parsed: URL, masked: str, file: Path | None, new_file: bool, readonly: bool, options: dict
+) -> RDBStorage:
+    """The storage, once its database is known to hold Optuna's tables (or none, for a new SQLite file); a new
+    SQLite file, or one already in WAL mode, is switched to WAL (:func:`_use_wal`)."""
+    engine_kwargs = _engine_kwargs(parsed, readonly)
+    if readonly:
+        _check_optuna_tables(url, engine_kwargs, masked)
+    elif file is not None and not new_file:  # another program's database gets no Optuna tables
+        _check_optuna_tables(readonly_url(file.expanduser(), masked), {}, masked, empty_ok=True)
+    # RDBStorage runs str.format(SCHEMA_VERSION=...) on the URL: escape braces in a path or password.
+    storage = _rdb_storage(url.replace("{", "{{").replace("}", "}}"), engine_kwargs, options)
+    if file is not None and not readonly and (new_file or is_wal(file)):
+        _use_wal(storage)
+    return storage
 
 
 def _check_optuna_tables(url: str, engine_kwargs: dict, masked: str, empty_ok: bool = False) -> None:
@@ -258,7 +247,7 @@ def _use_wal(storage: RDBStorage) -> None:
     """SQLite in write-ahead-log mode with ``synchronous=NORMAL``.
 
     Optuna writes every trial attribute in a transaction of its own; with SQLite's default rollback journal each
-    commit is an fsync (about 2 ms here, benchmarks/study_efficiency.md), which made that bookkeeping most of
+    commit is an fsync (about 2 ms here, measured in benchmarks/study_efficiency.md), which made that bookkeeping most of
     a study's overhead. In WAL mode a commit is an append (0.8 ms), readers no longer block the writer (better for
     several workers), and a commit survives a killed process; only an OS crash or power loss can drop the last
     commits. WAL needs a local disk, not a network file system (use PostgreSQL across machines).
@@ -359,24 +348,3 @@ def _make_sqlite_parent(parsed: URL, masked: str) -> None:
             f"Cannot create the directory {str(parent)!r} for {masked} ({exc.strerror}); "
             "choose a writable path."
         ) from None
-
-
-def _unreachable_message(
-    parsed: URL, masked: str, exc: sqlalchemy.exc.DBAPIError, readonly: bool = False
-) -> str:
-    """One sentence for a database that refused or failed the connection, with the driver's reason."""
-    lines = str(exc.orig if exc.orig is not None else exc).strip().splitlines()
-    reason = _scrub(lines[0] if lines else type(exc).__name__, parsed)
-    if parsed.get_backend_name() == "sqlite" and readonly:
-        hint = "check that the path is a readable SQLite file (a database in use by a writer in a read-only folder cannot be read)"
-    elif parsed.get_backend_name() == "sqlite":
-        hint = "check that the path is a writable SQLite file"
-    else:
-        hint = "check that the server is running and the host, port, user, password and database are right"
-    return f"Cannot open the storage {masked} ({reason}); {hint}."
-
-
-def _scrub(text: str, parsed: URL) -> str:
-    """Remove the password from a driver's message, in case it quotes it (short ones would garble it)."""
-    password = str(parsed.password or "")
-    return text.replace(password, "***") if len(password) >= 4 else text
