@@ -1,7 +1,7 @@
 """The latency cache's freshness rules: which stored figures are reused, which are measured again, which figure
 is kept, and clearing that touches nothing but the cache's own files. Synthetic results and a fixed machine
-state, so the rules are checked apart from this machine's load; one test measures for real (the issue's
-poisoned entry)."""
+state, so the rules are checked apart from this machine's load; one test measures for real (an entry
+poisoned by load)."""
 
 from __future__ import annotations
 
@@ -164,7 +164,7 @@ def test_a_figure_from_a_machine_with_other_cpus_is_replaced(tmp_path) -> None:
     assert cache.put(KEY, result(9.0, spread=0.5)).median_ms == 9.0
 
 
-# ------------------------------------------------------------------------------------ the issue's scenario
+# ------------------------------------------------------------------------------ an entry poisoned by load
 
 
 FAST = LatencyConfig(batch_size=2, threads=1, min_run_time=0.05)
@@ -173,7 +173,7 @@ SMALL = ModelConfig(d_model=16, heads=(2, 4))
 
 
 def test_a_figure_poisoned_by_load_is_measured_again_not_reused(tmp_path, monkeypatch) -> None:
-    """Issue 11, point 4: a latency measured under load (7x the true one, load average 6 on 2 CPUs) was cached
+    """The reported failure: a latency measured under load (7x the true one, load average 6 on 2 CPUs) was cached
     forever and reused by every later study. With the real cache and this machine's real state it is measured
     again, and the fresh, faster figure replaces it."""
     calls = []
