@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import click
@@ -71,6 +70,8 @@ def bench_attention_cmd(
     With --decode: one new token per sequence against a key/value cache of --context positions (the three
     implementations; fewer --kv-heads shrink the cache each step reads).
     """
+    from explorer.engine.bench_plan import plan_bench
+    from explorer.output.bench_report import write_bench
     from explorer.output.files import OutputFolder
 
     if threads is not None:
@@ -81,67 +82,18 @@ def bench_attention_cmd(
     ctx = click.get_current_context()
     if decode and ctx.get_parameter_source("seq_len") is not click.core.ParameterSource.DEFAULT:
         raise ConfigError("--seq-len is the forward pass's length; in --decode mode give --context instead.")
-    context = 512 if decode and context is None else context
-    from explorer.engine.bench import bench_attention, bench_decode, check_bench_shape
-
-    check_bench_shape(d_model, heads, context if decode else seq_len, batch, kv_heads)
-    from explorer.engine.device import resolve_device
-    from explorer.engine.runtime import check_runtime
-
-    dev = resolve_device(device)
-    if decode and runtime != "eager":
-        raise ConfigError("--runtime applies to the forward pass; --decode times the eager model.")
-    check_runtime(runtime, dev)  # a missing extra fails before anything is timed or written
-    from explorer.engine.footprint import attention_bytes
-    from explorer.engine.limits import check_memory
-
-    positions = context if decode else seq_len
-    check_memory(
-        attention_bytes(d_model, heads, kv_heads or heads, positions, batch, decode),
-        f"the attention bench at batch {batch} and {positions} positions",
-        "lower --batch or --seq-len (--context)",
-        str(dev),
-    )
+    plan = plan_bench(
+        d_model, heads, kv_heads, seq_len, batch, decode=decode, context=context, device=device,
+        threads=threads, min_run_time=min_run_time, runtime=runtime,
+    )  # fmt: skip
     folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
-
-    kv_text = f", {kv_heads} kv heads" if kv_heads is not None else ""
-    common = dict(d_model=d_model, heads=heads, kv_heads=kv_heads, batch=batch, device=dev, threads=threads)
-    if decode:
-        what = f"one decoding step at batch {batch} against a cache of {context}"
-        run = functools.partial(bench_decode, context=context, **common)
-    else:
-        what = f"attention at batch {batch}, seq {seq_len}"
-        run = functools.partial(bench_attention, seq_len=seq_len, runtime=runtime, **common)
     if not as_json:
-        note(f"timing {what}, d_model {d_model}, {heads} heads{kv_text} ...")
-    df = run(min_run_time=min_run_time)
-    written: list[Path] = []
-    if folder is not None and decode:
-        folder.write("bench.csv", df.to_csv(index=False))  # no figure for the decoding table yet
-        written = folder.finish()
-    elif folder is not None:
-        import tempfile
-
-        from explorer.output.plots import save_png
-        from explorer.output.study_plots import bench_figure
-
-        folder.write("bench.csv", df.to_csv(index=False))
-        with tempfile.TemporaryDirectory() as tmp:
-            folder.write(
-                "bench.png", save_png(bench_figure(df.to_dict("records")), Path(tmp) / "b.png").read_bytes()
-            )
-        written = folder.finish()
+        note(f"timing {plan.what} ...")
+    df = plan.run()
+    written = write_bench(df, folder, decode) if folder is not None else []
     if as_json:
-        shape = {"d_model": d_model, "heads": heads, "kv_heads": kv_heads or heads, "batch": batch}
-        shape |= {"mode": "decode", "context": context} if decode else {"mode": "forward", "seq_len": seq_len}
-        if not decode:
-            shape["runtime"] = runtime
         emit_json(
-            {
-                "shape": shape,
-                "rows": df.to_dict(orient="records"),
-                "files": [str(p) for p in written],
-            }
+            {"shape": plan.shape, "rows": df.to_dict(orient="records"), "files": [str(p) for p in written]}
         )
         return
     click.echo(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))

@@ -230,6 +230,31 @@ def bench_attention(
     check_runtime(runtime, device)
     threads = threads or torch.get_num_threads()
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time, runtime=runtime)
+    models, x = _attention_models(d_model, heads, kv_heads, seq_len, batch, device)
+    diffs = _max_diffs(models, x)
+    flops = attention_flops(batch, seq_len, d_model, heads, kv_heads)
+    peak = matmul_peak_gflops(device, threads, min_run_time, matmul_size)
+    memory_mb = peak_memory_mb(models, x) if memory else {}
+    shape = {"threads": threads, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "seq_len": seq_len,
+             "batch": batch}  # fmt: skip
+    rows = []
+    for impl, model in models.items():
+        res = time_forward(model, x, device, cfg)
+        gflops = flops / (res.median_ms * 1e-3) / 1e9
+        rows.append({
+            "impl": impl, "median_ms": res.median_ms, "iqr_ms": res.iqr_ms,
+            "peak_mem_mb": memory_mb.get(impl, float("nan")), "gflops": gflops, "matmul_peak_gflops": peak,
+            "pct_of_peak": 100 * gflops / peak, "max_abs_diff": diffs[impl], "device": res.device,
+            **shape, "runtime": res.runtime,
+        })  # fmt: skip
+    return _with_speedup(pd.DataFrame(rows), 4)
+
+
+def _attention_models(
+    d_model: int, heads: int, kv_heads: int, seq_len: int, batch: int, device: torch.device
+) -> tuple[dict[str, nn.Module], torch.Tensor]:
+    """One seeded attention layer as each implementation of BENCH_IMPLS (torch_mha only without grouping), and
+    a seeded input ``[B, T, C]``."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         attn = MultiHeadAttention(d_model, heads, n_kv_heads=kv_heads).to(device).eval()
@@ -237,39 +262,21 @@ def bench_attention(
     models: dict[str, nn.Module] = {impl: _Impl(attn, impl) for impl in BENCH_IMPLS[:3]}
     if kv_heads == heads:
         models["torch_mha"] = _TorchMHA(attn).to(device).eval()
+    return models, x
 
+
+def _max_diffs(models: dict[str, nn.Module], x: torch.Tensor) -> dict[str, float]:
+    """Each implementation's largest output difference from the serial one."""
     with torch.inference_mode():
         reference = models["serial"](x)
-        diffs = {impl: (m(x) - reference).abs().max().item() for impl, m in models.items()}
-    flops = attention_flops(batch, seq_len, d_model, heads, kv_heads)
-    peak = matmul_peak_gflops(device, threads, min_run_time, matmul_size)
-    memory_mb = peak_memory_mb(models, x) if memory else {}
-    rows = []
-    for impl, model in models.items():
-        res = time_forward(model, x, device, cfg)
-        gflops = flops / (res.median_ms * 1e-3) / 1e9
-        rows.append(
-            {
-                "impl": impl,
-                "median_ms": res.median_ms,
-                "iqr_ms": res.iqr_ms,
-                "peak_mem_mb": memory_mb.get(impl, float("nan")),
-                "gflops": gflops,
-                "matmul_peak_gflops": peak,
-                "pct_of_peak": 100 * gflops / peak,
-                "max_abs_diff": diffs[impl],
-                "device": res.device,
-                "threads": threads,
-                "d_model": d_model,
-                "heads": heads,
-                "kv_heads": kv_heads,
-                "seq_len": seq_len,
-                "batch": batch,
-                "runtime": res.runtime,
-            }
-        )
-    df = pd.DataFrame(rows)
-    df.insert(4, "speedup_vs_serial", df.loc[df.impl == "serial", "median_ms"].item() / df["median_ms"])
+        return {impl: (m(x) - reference).abs().max().item() for impl, m in models.items()}
+
+
+def _with_speedup(df: pd.DataFrame, position: int) -> pd.DataFrame:
+    """``df`` with the column speedup_vs_serial (serial's median over each row's) inserted at ``position``."""
+    df.insert(
+        position, "speedup_vs_serial", df.loc[df.impl == "serial", "median_ms"].item() / df["median_ms"]
+    )
     return df
 
 
@@ -297,14 +304,7 @@ def bench_decode(
     device = as_device(device)
     threads = threads or torch.get_num_threads()
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        attn = MultiHeadAttention(d_model, heads, n_kv_heads=kv_heads, causal=True).to(device).eval()
-        x = torch.randn(batch, 1, d_model).to(device)  # [B, 1, C]: the new token
-        cache = KVCache([(kv_heads, attn.d_k)], batch, context + 1, device=device)
-        for buf in (*cache.k, *cache.v):
-            buf.copy_(torch.randn(buf.shape))
-    cache.length = context
+    attn, x, cache = _decode_setup(d_model, heads, kv_heads, context, batch, device)
 
     def step() -> torch.Tensor:
         cache.length = context
@@ -313,30 +313,34 @@ def bench_decode(
     outputs, rows = {}, []
     kv_bytes = cache.nbytes(context)
     flops = attention_flops(batch, 1, d_model, heads, kv_heads, attn.d_k, context + 1)
+    shape = {"threads": threads, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "d_k": attn.d_k,
+             "context": context, "batch": batch}  # fmt: skip
     for impl in DECODE_IMPLS:
         attn.impl = impl
         with torch.inference_mode():
             outputs[impl] = step()
         res = time_call(step, device, cfg, batch, context)
-        rows.append(
-            {
-                "impl": impl,
-                "median_ms": res.median_ms,
-                "iqr_ms": res.iqr_ms,
-                "kv_cache_mb": kv_bytes / _MB,
-                "cache_gb_per_s": kv_bytes / (res.median_ms * 1e-3) / 1e9,
-                "gflops": flops / (res.median_ms * 1e-3) / 1e9,
-                "max_abs_diff": (outputs[impl] - outputs["serial"]).abs().max().item(),
-                "device": res.device,
-                "threads": threads,
-                "d_model": d_model,
-                "heads": heads,
-                "kv_heads": kv_heads,
-                "d_k": attn.d_k,
-                "context": context,
-                "batch": batch,
-            }
-        )
-    df = pd.DataFrame(rows)
-    df.insert(3, "speedup_vs_serial", df.loc[df.impl == "serial", "median_ms"].item() / df["median_ms"])
-    return df
+        rows.append({
+            "impl": impl, "median_ms": res.median_ms, "iqr_ms": res.iqr_ms, "kv_cache_mb": kv_bytes / _MB,
+            "cache_gb_per_s": kv_bytes / (res.median_ms * 1e-3) / 1e9,
+            "gflops": flops / (res.median_ms * 1e-3) / 1e9,
+            "max_abs_diff": (outputs[impl] - outputs["serial"]).abs().max().item(), "device": res.device,
+            **shape,
+        })  # fmt: skip
+    return _with_speedup(pd.DataFrame(rows), 3)
+
+
+def _decode_setup(
+    d_model: int, heads: int, kv_heads: int, context: int, batch: int, device: torch.device
+) -> tuple[MultiHeadAttention, torch.Tensor, KVCache]:
+    """One seeded causal attention layer, a seeded new token per sequence ``[B, 1, C]`` and a key/value cache
+    of ``context`` random positions (room for one more)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        attn = MultiHeadAttention(d_model, heads, n_kv_heads=kv_heads, causal=True).to(device).eval()
+        x = torch.randn(batch, 1, d_model).to(device)  # [B, 1, C]: the new token
+        cache = KVCache([(kv_heads, attn.d_k)], batch, context + 1, device=device)
+        for buf in (*cache.k, *cache.v):
+            buf.copy_(torch.randn(buf.shape))
+    cache.length = context
+    return attn, x, cache

@@ -82,3 +82,22 @@ def test_bench_on_cuda() -> None:
     df = bench_attention(device="cuda", **{**TINY, "matmul_size": 1024})
     assert list(df.impl) == list(BENCH_IMPLS)
     assert (df.peak_mem_mb > 0).all() and (df.max_abs_diff < 1e-3).all()
+
+
+def test_a_plan_is_checked_before_it_runs_and_says_what_it_times() -> None:
+    from explorer.engine.bench_plan import DEFAULT_CONTEXT, plan_bench
+
+    forward = plan_bench(32, 4, None, 12, 2, device="cpu")
+    assert forward.what == "attention at batch 2, seq 12, d_model 32, 4 heads"
+    assert forward.shape == {"d_model": 32, "heads": 4, "kv_heads": 4, "batch": 2, "mode": "forward",
+                             "seq_len": 12, "runtime": "eager"}  # fmt: skip
+    decode = plan_bench(32, 4, 2, 12, 2, decode=True, device="cpu")
+    assert decode.context == DEFAULT_CONTEXT and decode.shape["mode"] == "decode"
+    assert (
+        decode.what
+        == f"one decoding step at batch 2 against a cache of {DEFAULT_CONTEXT}, d_model 32, 4 heads, 2 kv heads"
+    )
+    with pytest.raises(ConfigError, match="does not divide d_model=32"):  # the shape first, then the runtime
+        plan_bench(32, 5, None, 12, 2, decode=True, device="cpu", runtime="compile")
+    with pytest.raises(ConfigError, match="--decode times the eager model"):
+        plan_bench(32, 4, None, 12, 2, decode=True, device="cpu", runtime="compile")
