@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.schedules import valid_heads
@@ -156,41 +157,81 @@ def plan_finalists(
     cost = COST_COLUMNS[cost_axis(spec)]
     table = architecture_table(pool)
     front = pareto_front(table, cost)
-    k = knee(front, bounds=table, cost=cost)
     by_key = {a.key: a for a in pool}
-    knee_arch = by_key[k["key"]]
-    y = normalize(front, table, cost)
-    at = y[(front["key"] == knee_arch.key).to_numpy()][0]
-    order = front.assign(_d=np.hypot(*(y - at).T)).sort_values(["_d", "number"])["key"].tolist()
-    picks: list[tuple[Architecture | ModelConfig, str]] = [(knee_arch, "knee")]
-    picks += [(by_key[key], "front") for key in order if key != knee_arch.key][: max(0, top - 1)]
-    notes = []
-    base = knee_arch.config
+    knee_arch = by_key[knee(front, bounds=table, cost=cost)["key"]]
+    picks: list[_Pick] = [(knee_arch, "knee")]
+    picks += [(by_key[key], "front") for key in _nearest(front, table, cost, knee_arch.key)][
+        : max(0, top - 1)
+    ]
+    notes: list[str] = []
     if fs.references:
-        one, why = _uniform(base, 1)
-        if one is not None:
-            picks.append((one, "1 head"))
-        folk = next(
-            (h for h in range(DEFAULT_HEADS[0], DEFAULT_HEADS[1] + 1) if h in valid_heads(base.d_model)), None
-        )
-        if folk is None:
-            notes.append(f"no head count in 8-16 divides d_model {base.d_model}: no tutorial reference")
-        else:
-            config, why = _uniform(base, folk)
-            if config is not None:
-                picks.append((config, f"{folk} heads"))
-        faster = front[front[cost] < knee_arch.cost(cost_axis(spec)).estimate]  # type: ignore[union-attr]
-        same_base = faster[(faster["d_model"] == base.d_model) & (faster["n_layers"] == base.n_layers)]
-        if len(same_base):  # the fastest-first front: the last row is the one just faster than the knee
-            picks.append((by_key[same_base["key"].iloc[-1]], "next faster"))
-        if spec.space.kv_heads is not None:  # the two ends grouped-query attention sits between
-            picks.append((with_kv(base, None), KV_REFERENCES[0]))
-            picks.append((with_kv(base, 1), KV_REFERENCES[1]))
+        picks += _references(knee_arch, front, by_key, spec, cost, notes)
     if fs.ladder:  # the same uniform layouts in every run of the study, whatever its search found
-        for h in head_counts(spec.space, base.d_model, base.min_dk, None):
-            config, _ = _uniform(base, h)
-            if config is not None:
-                picks.append((config, "1 head" if h == 1 else f"{h} heads"))
+        picks += _ladder(knee_arch.config, spec)
+    return Plan(_runs(picks, knee_arch, spec, seeds), knee_arch, tuple(notes))
+
+
+_Pick = tuple[Architecture | ModelConfig, str]  # a searched architecture or a built layout, and its label
+
+
+def _nearest(front: pd.DataFrame, table: pd.DataFrame, cost: str, knee_key: str) -> list[str]:
+    """The front's other architectures, nearest the knee first (normalized quality and cost)."""
+    y = normalize(front, table, cost)
+    at = y[(front["key"] == knee_key).to_numpy()][0]
+    order = front.assign(_d=np.hypot(*(y - at).T)).sort_values(["_d", "number"])["key"].tolist()
+    return [key for key in order if key != knee_key]
+
+
+def _references(
+    knee_arch: Architecture,
+    front: pd.DataFrame,
+    by_key: dict[str, Architecture],
+    spec: StudySpec,
+    cost: str,
+    notes: list[str],
+) -> list[_Pick]:
+    """At the knee's width and depth: one head per layer, the tutorial's default, the next faster layout on
+    the front and, where key/value heads are searched, multi-head and multi-query attention. A reference that
+    cannot be built is noted in ``notes``."""
+    base = knee_arch.config
+    picks: list[_Pick] = []
+    one, _ = _uniform(base, 1)
+    if one is not None:
+        picks.append((one, "1 head"))
+    folk = next(
+        (h for h in range(DEFAULT_HEADS[0], DEFAULT_HEADS[1] + 1) if h in valid_heads(base.d_model)), None
+    )
+    if folk is None:
+        notes.append(f"no head count in 8-16 divides d_model {base.d_model}: no tutorial reference")
+    else:
+        config, _ = _uniform(base, folk)
+        if config is not None:
+            picks.append((config, f"{folk} heads"))
+    faster = front[front[cost] < knee_arch.cost(cost_axis(spec)).estimate]  # type: ignore[union-attr]
+    same_base = faster[(faster["d_model"] == base.d_model) & (faster["n_layers"] == base.n_layers)]
+    if len(same_base):  # the fastest-first front: the last row is the one just faster than the knee
+        picks.append((by_key[same_base["key"].iloc[-1]], "next faster"))
+    if spec.space.kv_heads is not None:  # the two ends grouped-query attention sits between
+        picks.append((with_kv(base, None), KV_REFERENCES[0]))
+        picks.append((with_kv(base, 1), KV_REFERENCES[1]))
+    return picks
+
+
+def _ladder(base: ModelConfig, spec: StudySpec) -> list[_Pick]:
+    """Every head count of the space, the same in each layer, at ``base``'s width and depth."""
+    picks: list[_Pick] = []
+    for h in head_counts(spec.space, base.d_model, base.min_dk, None):
+        config, _ = _uniform(base, h)
+        if config is not None:
+            picks.append((config, "1 head" if h == 1 else f"{h} heads"))
+    return picks
+
+
+def _runs(
+    picks: Sequence[_Pick], knee_arch: Architecture, spec: StudySpec, seeds: int
+) -> tuple[FinalistRun, ...]:
+    """Each distinct pick (the first label of a configuration wins) trained on every unit of the evidence grid;
+    a built layout takes the knee's learning rate."""
     runs: list[FinalistRun] = []
     seen: set[str] = set()
     for pick, label in picks:
@@ -207,4 +248,4 @@ def plan_finalists(
             FinalistRun(config, lr, u.seed, label, source, u.fold, u.folds, u.fold_seed)
             for u in evidence_units(spec, seeds)
         ]
-    return Plan(tuple(runs), knee_arch, tuple(notes))
+    return tuple(runs)
