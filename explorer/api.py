@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from explorer.engine.device import resolve_device
 from explorer.engine.limits import TRIALS
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.insight.compare import compare_fronts
@@ -36,6 +35,7 @@ from explorer.output.export import ExportResult, export_trial
 from explorer.output.heads_report import analyse_trial
 from explorer.output.report import ReportInput, ReportPaths, write_report
 from explorer.search.catalog import read_study
+from explorer.search.context import RunContext
 from explorer.search.counting import count_layouts
 from explorer.search.record import Retiming, TrialRecord, closed_counts, load_records
 from explorer.search.rerun import finished_search
@@ -44,7 +44,6 @@ from explorer.search.run_options import check_total, check_total_reaches
 from explorer.search.spec import StudySpec, load_spec
 from explorer.search.study import (
     StudyHandle,
-    artifact_store,
     check_can_run,
     note_artifact_location,
     prepare_study,
@@ -120,31 +119,33 @@ def run(
     options = options.check()
     total = handle.spec.n_trials if n_trials is None else n_trials
     check_total(total, total_from)
-    check_can_run(handle, options.device, options.workers)
+    # the device, task, space and artifact store of this run, resolved once and handed to every step below
+    context = check_can_run(handle, options.device, options.workers, options.artifacts)
     check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
     set_total(handle, total)  # only now: every input of this command has been accepted
     if spec_path is not None and "spec_path" not in handle.study.user_attrs:
         handle.study.set_user_attr("spec_path", spec_path)
-    note_artifact_location(handle, artifact_store(handle, options.artifacts))
+    note_artifact_location(handle, context.store)
     deadline = _deadline(options)
     if bench and finished_search(handle.study) < total:
-        record_bench(handle, resolve_device(options.device or handle.spec.latency.device))
+        record_bench(handle, context)
     if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
         searched_lr = isinstance(handle.spec.space.lr, tuple)  # then every draw is new
         on_stage("search", total if searched_lr else min(total, count_layouts(handle.spec.space)))
-    search = run_stage(handle, "search", total, options, deadline, on_progress)
+    search = run_stage(handle, "search", total, options, deadline, on_progress, context)
     covered = search.note.startswith(EXHAUSTED)  # a small space evaluated whole: the search is done
     if (search.note and not covered) or (search.done < total and not covered):
         return RunSummary(search, None, None, 0)
     if not (finalists and handle.spec.finalists.enabled):
         return RunSummary(search, None, None, 0)
-    return _finalist_stage(handle, search, options, deadline, on_progress, on_stage)
+    return _finalist_stage(handle, search, options, context, deadline, on_progress, on_stage)
 
 
 def _finalist_stage(
     handle: StudyHandle,
     search: Progress,
     options: RunOptions,
+    context: RunContext,
     deadline: float | None,
     on_progress: Callable[[Progress], None] | None,
     on_stage: Callable[[str, int], None] | None,
@@ -156,20 +157,20 @@ def _finalist_stage(
         configs = search_configs(handle.study)
         if on_stage:
             on_stage("timing", len(configs) * rounds)
-        retime(handle, configs, rounds, options.device, kinds=("decode",))
+        retime(handle, configs, rounds, kinds=("decode",), context=context)
     retimings = load_retimings(handle.study)
     plan = plan_finalists(load_records(handle.study), handle.spec, top=top, seeds=seeds, retimings=retimings)
     added = enqueue_runs(handle, plan.runs)
     total = len(plan.runs)
     if on_stage:
         on_stage("finalists", total)
-    finals = run_stage(handle, "finalists", total, options, deadline, on_progress)
+    finals = run_stage(handle, "finalists", total, options, deadline, on_progress, context)
     if not finals.note and finals.done >= total:
         # Latency measured with nothing else running: interleaved rounds over every finalist architecture.
         configs = finalist_configs(handle.study)
         if on_stage:
             on_stage("timing", len(configs) * rounds)
-        retime(handle, configs, rounds, options.device)
+        retime(handle, configs, rounds, context=context)
     return RunSummary(search, finals, plan, added)
 
 
@@ -190,14 +191,17 @@ def confirm(
             raise ConfigError(f"{name} must be at least 1, got {value}.")
         if value is not None:
             TRIALS.check(value, name)
-    check_can_run(handle, options.device, options.workers)
+    context = check_can_run(handle, options.device, options.workers, options.artifacts)
     records = load_records(handle.study, roles=("search",))
     if not any(r.finished for r in records):
         raise NoCompletedTrialsError(
             f"study {handle.name!r} has no completed search trial to confirm; run it first."
         )
-    search = run_stage(handle, "search", handle.spec.n_trials, dataclasses.replace(options, workers=1), None)
-    return _finalist_stage(handle, search, options, _deadline(options), on_progress, on_stage, top, seeds)
+    one = dataclasses.replace(options, workers=1)
+    search = run_stage(handle, "search", handle.spec.n_trials, one, None, context=context)
+    return _finalist_stage(
+        handle, search, options, context, _deadline(options), on_progress, on_stage, top, seeds
+    )
 
 
 # --------------------------------------------------------------------------------------------- reading

@@ -12,10 +12,12 @@ A trial is one configuration trained with one seed, in one of two roles:
   validation split (:func:`explorer.engine.tasks.folds.fold_task`), the unit's seed (shared by every layout) its
   training seed, and it trains the fixed schedule of ``[finalists] epochs``.
 
-Both go through :func:`explorer.engine.evaluate.evaluate_variant` (time first, then train) and write one
+Both go through :func:`explorer.engine.evaluate.evaluate_variant` (time first, then train), on the task, space and
+device of the process's run context (:mod:`explorer.search.context`), and write one
 :class:`~explorer.search.record.TrialRecord` as user attributes. A budget is checked on the latency, the
 parameter count, the decoding latency and the key/value cache before any training (an over-budget trial is
-pruned untrained). A NaN loss or running out of memory fails this trial with the reason recorded, not the study.
+pruned untrained; the trial's callbacks are :class:`explorer.search.watch.TrialWatch`). A NaN loss or running
+out of memory fails this trial with the reason recorded, not the study.
 
 The trial's first value is the task's quality (:attr:`explorer.search.spec.StudySpec.metric`: validation
 accuracy, or bits per byte for a language model, in the study's direction); then the forward latency, the
@@ -25,29 +27,28 @@ parameter count and the decoding ms per token where the spec makes them objectiv
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
 from explorer.engine.config import ModelConfig, TrainConfig
-from explorer.engine.evaluate import VariantFailed, evaluate_variant
+from explorer.engine.evaluate import VariantFailed, VariantResult, evaluate_variant
 from explorer.engine.latency_cache import LatencyCache
-from explorer.engine.measures import DecodeResult, LatencyResult
-from explorer.engine.tasks import Task, load_task
+from explorer.engine.measures import LatencyResult
+from explorer.engine.tasks import Task
 from explorer.engine.tasks.folds import chance_level
-from explorer.engine.train import EpochStats
 from explorer.search import fidelity
-from explorer.search.artifacts import ArtifactStore
 from explorer.search.claims import Claims
+from explorer.search.context import RunContext
 from explorer.search.record import RETRY_ATTRS, TrialRecord, arch_key, is_bookkeeping
 from explorer.search.retrain import run_task
-from explorer.search.space import SearchSpace
-from explorer.search.spec import MB, StudySpec
+from explorer.search.spec import StudySpec
 from explorer.search.units import search_seed
+from explorer.search.watch import OverBudget, TrialWatch, set_attrs
 
 __all__ = [
     "LIVE_STATES",
@@ -79,22 +80,40 @@ def live_trials(study: optuna.Study, role: str) -> list[optuna.trial.FrozenTrial
     ]
 
 
-class _OverBudget(Exception):
-    def __init__(self, keys: list[str]):
-        super().__init__(", ".join(keys))
-        self.keys = keys
+@dataclass(frozen=True)
+class _Plan:
+    """What one trial runs: its architecture and learning rate, seed, epochs and split."""
+
+    role: str  # search | finalist
+    config: ModelConfig
+    lr: float
+    seed: int
+    epochs: int
+    task: Task  # the split it trains and validates on (a finalist's cross-validation fold, or the task's)
+    finalist: dict[str, Any] | None  # a finalist run's queued attributes (None for a search trial)
+
+    @property
+    def key(self) -> str:
+        return arch_key(self.config, self.lr)
+
+    @property
+    def claim_key(self) -> str:
+        """What the trial claims: its architecture (a search trial), or its architecture and seed (a finalist)."""
+        return self.key if self.finalist is None else f"{self.key}|seed{self.seed}"
 
 
 class Objective:
-    """The per-trial work of one worker. The task is loaded once; latency is cached per architecture.
+    """The per-trial work of one worker. The task, the space and the device come from the run context; latency is
+    cached per architecture.
 
     Args:
-        study, spec, storage_url: the study, its spec, and where it lives (for the artifact store).
+        study, spec: the study and its spec.
+        context: this process's run context (:mod:`explorer.search.context`): the device to time and train on,
+            the task, the search space, the user's model builder and where completed trials' weights go
+            (``context.store``; None: not kept).
         stage: ``search`` (sample new architectures up to ``total``) or ``finalists`` (run queued finalist
             runs only; anything else is closed).
-        total: the search stage's total (ignored in the finalist stage).
-        device: where to time and train (default: the spec's latency device).
-        store: where completed trials' weights go (None: not kept).
+        total: the search stage's total (default: the spec's ``n_trials``; ignored in the finalist stage).
         on_epoch: called after every epoch of every trial (progress in this process).
     """
 
@@ -102,32 +121,27 @@ class Objective:
         self,
         study: optuna.Study,
         spec: StudySpec,
+        context: RunContext,
         *,
         stage: str = "search",
         total: int | None = None,
-        device: str | None = None,
-        store: ArtifactStore | None = None,
         on_epoch: Callable[[], None] | None = None,
     ):
-        self.study, self.spec, self.stage = study, spec, stage
+        self.study, self.spec, self.context, self.stage = study, spec, context, stage
         self.on_epoch = on_epoch
         self.total = spec.n_trials if total is None else total
-        self.space = SearchSpace(spec.space)
-        self.task = load_task(spec.task.name, **spec.task.options)
-        self.builder = spec.model.builder()  # the user's model function, or None: explorer's own
         self.cache = LatencyCache()
-        self.latency_cfg = dataclasses.replace(spec.latency, device=device or spec.latency.device)
+        self.latency_cfg = context.latency(spec)
         self.claims = Claims(study._storage, spec.name)
-        self.store = store
         self._folds: dict[tuple[int, int, int], Task] = {}
 
     def _task_for(self, run: dict[str, Any]) -> Task:
         """The task a finalist run trains on: its cross-validation fold, or the task's fixed split."""
         if run.get("fold") is None:
-            return self.task
+            return self.context.task
         key = (int(run["fold"]), int(run["folds"]), int(run["fold_seed"]))
         if key not in self._folds:
-            self._folds[key] = run_task(self.task, *key)
+            self._folds[key] = run_task(self.context.task, *key)
         return self._folds[key]
 
     # ---------------------------------------------------------------------------------------- entry
@@ -143,26 +157,48 @@ class Objective:
                 self.study.enqueue_trial(trial.params, user_attrs={**keep, "retry_of": trial.number})
             raise
 
+    def _run(self, trial: optuna.Trial) -> tuple[float, ...]:
+        role = trial.user_attrs.get("role", "search")
+        self._check_stage(trial, role)
+        plan = self._plan(trial, role)
+        self._check_proposal(trial)
+        self._claim(trial, plan)
+        self._start(trial, plan)
+        watch = self._watch(trial, plan)
+        result = self._evaluate(trial, plan, watch)
+        self._record(trial, result, watch)
+        return self._finish(trial, plan, result, watch)
+
+    # ---------------------------------------------------------------------------------------- steps
+
     def _close(self, trial: optuna.Trial, attr: str, value: Any, why: str) -> ClosedTrial:
         trial.set_user_attr(attr, value)
         return ClosedTrial(f"trial {trial.number}: {why}")
 
-    def _run(self, trial: optuna.Trial) -> tuple[float, ...]:
-        role = trial.user_attrs.get("role", "search")
+    def _check_stage(self, trial: optuna.Trial, role: str) -> None:
+        """Close a trial its stage has no room for: not a finalist run in the finalist stage, or a search trial
+        beyond the search total (counted over the live search trials numbered before it)."""
         if self.stage == "finalists" and role != "finalist":
             raise self._close(trial, "surplus", True, "the finalist queue is empty")
         if role == "search":
             before = [t for t in live_trials(self.study, "search") if t.number < trial.number]
             if len(before) >= self.total:
                 raise self._close(trial, "surplus", True, f"beyond the search total of {self.total}")
-        task = self.task
-        if role == "finalist":  # a chosen architecture, possibly outside the search space (a reference)
+
+    def _plan(self, trial: optuna.Trial, role: str) -> _Plan:
+        """A finalist's queued run (a chosen architecture, possibly outside the search space: a reference), or
+        the sampler's proposal, trained with the study's seed for the trial's number."""
+        if role == "finalist":
             run = trial.user_attrs["finalist"]
-            config, lr = ModelConfig.from_dict(run["model"]), float(run["lr"])
-            task = self._task_for(run)
-        else:
-            sampled = self.space.sample(trial)
-            config, lr = sampled.config, sampled.lr
+            config, seed = ModelConfig.from_dict(run["model"]), int(trial.user_attrs["seed"])
+            epochs = self.spec.finalists.run_epochs(self.spec.task.epochs)
+            return _Plan(role, config, float(run["lr"]), seed, epochs, self._task_for(run), run)
+        sampled = self.context.space.sample(trial)
+        seed = int(trial.user_attrs.get("seed", search_seed(self.spec.seed, trial.number)))
+        return _Plan(role, sampled.config, sampled.lr, seed, self.spec.task.epochs, self.context.task, None)
+
+    def _check_proposal(self, trial: optuna.Trial) -> None:
+        """Close the trial when the sampler found the space used up; mark an enqueued trial as such."""
         # The sampler notes its proposal in the storage when the first parameter is suggested (Optuna samples
         # relative parameters lazily), after this trial object cached its attributes: read them afresh.
         proposal = self.study._storage.get_trial_user_attrs(trial._trial_id).get("proposal")
@@ -170,131 +206,92 @@ class Objective:
             raise self._close(trial, "exhausted", True, "every architecture of the space is taken")
         if proposal is None:
             trial.set_user_attr("proposal", "enqueued")
-        key = arch_key(config, lr)
-        if role == "finalist":
-            seed = int(trial.user_attrs["seed"])
-            claim_key, epochs = f"{key}|seed{seed}", self.spec.finalists.run_epochs(self.spec.task.epochs)
-        else:
-            seed = int(trial.user_attrs.get("seed", search_seed(self.spec.seed, trial.number)))
-            claim_key, epochs = key, self.spec.task.epochs
-        failed = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
-        holder = self.claims.claim(claim_key, trial.number, can_take_over=failed)
-        if holder != trial.number:
-            raise self._close(trial, "duplicate_of", holder, f"trial {holder} already runs {claim_key}")
 
+    def _claim(self, trial: optuna.Trial, plan: _Plan) -> None:
+        """Claim the plan's configuration, or close the trial as a duplicate of the trial that holds it (a failed
+        trial's claim may be taken over)."""
+        failed = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
+        holder = self.claims.claim(plan.claim_key, trial.number, can_take_over=failed)
+        if holder != trial.number:
+            raise self._close(trial, "duplicate_of", holder, f"trial {holder} already runs {plan.claim_key}")
+
+    def _start(self, trial: optuna.Trial, plan: _Plan) -> None:
+        """Write what the trial is (its architecture attributes) before it is timed or trained."""
+        run = plan.finalist or {}
         record = TrialRecord(
             number=trial.number,
             state="RUNNING",
-            role=role,
-            config=config,
-            lr=lr,
-            seed=seed,
-            epochs_planned=epochs,
+            role=plan.role,
+            config=plan.config,
+            lr=plan.lr,
+            seed=plan.seed,
+            epochs_planned=plan.epochs,
             batch_size=self.spec.task.batch_size,
-            task_kind=self.task.kind,
-            fold=trial.user_attrs["finalist"].get("fold") if role == "finalist" else None,
-            folds=trial.user_attrs["finalist"].get("folds") if role == "finalist" else None,
-            fold_seed=trial.user_attrs["finalist"].get("fold_seed") if role == "finalist" else None,
-            chance=chance_level(task),
+            task_kind=self.context.task.kind,
+            fold=run.get("fold"),
+            folds=run.get("folds"),
+            fold_seed=run.get("fold_seed"),
+            chance=chance_level(plan.task),
         )
-        _set_attrs(trial, record.arch_attrs())
+        set_attrs(trial, record.arch_attrs())
         log.info(
             "trial %d (%s): d_model %d, heads %s, kv heads %s, lr %.3g, seed %d, up to %d epochs",
             trial.number,
-            role,
-            config.d_model,
-            list(config.heads),
-            list(config.kv_per_layer),
-            lr,
-            seed,
-            epochs,
+            plan.role,
+            plan.config.d_model,
+            list(plan.config.heads),
+            list(plan.config.kv_per_layer),
+            plan.lr,
+            plan.seed,
+            plan.epochs,
         )
+
+    def _watch(self, trial: optuna.Trial, plan: _Plan) -> TrialWatch:
+        """The trial's callbacks: measurements written as they come, budgets, and (search trials) the rungs."""
+        rungs = set(self.spec.early_stopping.rungs(plan.epochs)) if plan.role == "search" else set()
+        return TrialWatch(
+            trial,
+            self.spec,
+            plan.config,
+            plan.key,
+            rungs,
+            len(plan.task.val[1]),
+            lambda: self._peers(trial.number),
+            self.on_epoch,
+        )
+
+    def _evaluate(self, trial: optuna.Trial, plan: _Plan, watch: TrialWatch) -> VariantResult:
+        """Time, then train the plan's variant: over budget prunes the trial untrained; a NaN loss or running out
+        of memory fails it with the reason recorded."""
         # the same schedule for every run of a role: warm-up, then cosine decay over its planned epochs
-        train_cfg = TrainConfig(epochs=epochs, batch_size=self.spec.task.batch_size, lr=lr, seed=seed)
-        measured: dict[str, Any] = {}
-        history: list[float] = []
-        metric = self.spec.metric
-
-        def on_decoded(decoded: DecodeResult) -> None:
-            measured["decode"] = decoded
-            _set_attrs(trial, {"decode": decoded.to_dict(), "decode_ms": decoded.ms_per_token,
-                               "kv_cache_bytes": decoded.kv_cache_bytes})  # fmt: skip
-
-        def on_measured(latency: LatencyResult, params: int) -> None:
-            measured["latency"] = latency
-            log.debug(
-                "trial %d: %.3f ms per batch of %d (%s%s), %d parameters",
-                trial.number,
-                latency.median_ms,
-                latency.batch_size,
-                latency.runtime,
-                ", cached" if latency.cached else "",
-                params,
-            )
-            constraints = self._constraints(latency.median_ms, params, config, measured.get("decode"))
-            _set_attrs(
-                trial, {"latency": latency.to_dict(), "latency_ms": latency.median_ms, "params": params}
-            )
-            for name, value in constraints.items():
-                trial.set_constraint(name, value)
-            over = [name for name, value in constraints.items() if value > 0]
-            # also as user attributes: optuna-dashboard 0.21 does not show Optuna 5.0's constraints
-            if constraints:
-                _set_attrs(trial, {"constraints": constraints, "feasible": not over})
-            if over:
-                raise _OverBudget(over)
-
-        rungs = set(self.spec.early_stopping.rungs(epochs)) if role == "search" else set()
-        n_val = len(task.val[1])  # accuracies are proportions of this many examples
-
-        def on_epoch(stats: EpochStats) -> bool:
-            history.append(stats.quality)
-            trial.set_user_attr("epoch", stats.epoch)  # progress, for a parent process polling the storage
-            if self.on_epoch is not None:
-                self.on_epoch()
-            if stats.epoch not in rungs:
-                return False
-            trial.set_user_attr("history", list(history))  # running peers compare against it
-            lat = measured["decode"].latency if self.spec.objectives.decode else measured["latency"]
-            verdict = fidelity.dominated_at_rung(
-                stats.epoch,
-                stats.quality,
-                n_val,
-                key,
-                lat.median_ms,
-                lat.iqr_ms / lat.median_ms,
-                self._peers(trial.number),
-                self.spec.early_stopping.alpha,
-                higher_is_better=metric.direction == "maximize",
-                se=stats.val_bpb_se,
-                n_rungs=len(rungs),
-            )
-            if verdict.stop:
-                measured["stop"] = verdict.reason
-            return verdict.stop
-
+        train_cfg = TrainConfig(
+            epochs=plan.epochs, batch_size=self.spec.task.batch_size, lr=plan.lr, seed=plan.seed
+        )
         try:
-            result = evaluate_variant(
-                config,
-                task,
+            return evaluate_variant(
+                plan.config,
+                plan.task,
                 train_cfg,
                 self.latency_cfg,
+                self.context.device,
                 # finalists are timed afresh: independent timings give the latency its real spread
-                cache=self.cache if role == "search" else None,
-                on_measured=on_measured,
-                on_epoch=on_epoch,
-                keep_model=self.store is not None,
+                cache=self.cache if plan.role == "search" else None,
+                on_measured=watch.on_measured,
+                on_epoch=watch.on_epoch,
+                keep_model=self.context.store is not None,
                 decode=self.spec.decode,
-                on_decoded=on_decoded,
-                builder=self.builder,
+                on_decoded=watch.on_decoded,
+                builder=self.context.builder,
             )
-        except _OverBudget as exc:
-            _set_attrs(trial, {"stop": f"over budget before training ({exc})", "history": []})
+        except OverBudget as exc:
+            set_attrs(trial, {"stop": f"over budget before training ({exc})", "history": []})
             raise optuna.TrialPruned(f"over budget: {exc}") from None
         except VariantFailed as exc:
-            _set_attrs(trial, {"fail_reason": str(exc), "history": history})
+            set_attrs(trial, {"fail_reason": str(exc), "history": watch.history})
             raise TrialFailed(str(exc)) from None
 
+    def _record(self, trial: optuna.Trial, result: VariantResult, watch: TrialWatch) -> None:
+        """Write what the trained variant measured."""
         attrs: dict[str, Any] = {
             "history": [s.quality for s in result.fit.history],
             "val_accuracy": result.val_accuracy,
@@ -310,27 +307,33 @@ class Objective:
             "val_bpb_se": result.val_bpb_se,
         }
         attrs = {k: v for k, v in attrs.items() if v is not None}
-        if "stop" in measured:
-            attrs["stop"] = measured["stop"]
+        if watch.stop is not None:
+            attrs["stop"] = watch.stop
         if result.relations is not None:
             attrs["relations"] = [
                 [int(r.layer), int(r.head), int(r.relation), round(float(r.attention), 4)]
                 for r in result.relations.itertuples()
             ]
-        _set_attrs(trial, attrs)
+        set_attrs(trial, attrs)
         log.info(
             "trial %d: %s %.4f after %d epochs, %.3f ms%s",
             trial.number,
-            metric.label,
+            self.spec.metric.label,
             result.quality,
             result.fit.epochs_run,
             result.latency.median_ms,
-            f" ({measured['stop']})" if "stop" in measured else "",
+            f" ({watch.stop})" if watch.stop is not None else "",
         )
-        if role == "search" and result.fit.stopped_early:
-            raise optuna.TrialPruned(measured.get("stop", "stopped early"))
-        if self.store is not None and result.model is not None:
-            self.store.save(self.spec.name, trial.number, result.model)  # size-capped; retrained if evicted
+
+    def _finish(
+        self, trial: optuna.Trial, plan: _Plan, result: VariantResult, watch: TrialWatch
+    ) -> tuple[float, ...]:
+        """Prune a search trial stopped at a rung; keep the weights; return the objective values."""
+        if plan.role == "search" and result.fit.stopped_early:
+            raise optuna.TrialPruned(watch.stop if watch.stop is not None else "stopped early")
+        if self.context.store is not None and result.model is not None:
+            # size-capped; retrained if evicted
+            self.context.store.save(self.spec.name, trial.number, result.model)
         values = [result.quality, result.latency.median_ms]
         if self.spec.objectives.params:
             values.append(float(result.params))
@@ -340,23 +343,6 @@ class Objective:
         return tuple(values)
 
     # ---------------------------------------------------------------------------------------- helpers
-
-    def _constraints(
-        self, latency_ms: float, params: int, config: ModelConfig, decoded: DecodeResult | None
-    ) -> dict[str, float]:
-        budgets = self.spec.budgets
-        out: dict[str, float] = {}
-        if budgets.max_latency_ms is not None:
-            out["latency_ms"] = latency_ms - budgets.max_latency_ms
-        if budgets.max_params is not None:
-            out["params"] = float(params - budgets.max_params)
-        if budgets.max_decode_ms is not None and decoded is not None:
-            out["decode_ms"] = decoded.ms_per_token - budgets.max_decode_ms
-        if budgets.max_kv_cache_mb is not None and self.spec.decode is not None:
-            d = self.spec.decode
-            cache = config.kv_cache_bytes(d.context, d.batch_size, self.spec.latency.dtype)
-            out["kv_cache_mb"] = cache / MB - budgets.max_kv_cache_mb
-        return out
 
     def _peers(self, number: int) -> list[fidelity.Peer]:
         """Other search trials with a latency and a validation history (finished, or running past a rung)."""
@@ -371,7 +357,7 @@ class Objective:
             if not a.get("history") or not isinstance(timing, dict):
                 continue
             lat = LatencyResult.from_dict(timing)
-            config = self.space.decode(t.params) if t.params else None
+            config = self.context.space.decode(t.params) if t.params else None
             if config is None:
                 continue
             peers.append(
@@ -384,8 +370,3 @@ class Objective:
                 )
             )
         return peers
-
-
-def _set_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
-    for key, value in attrs.items():
-        trial.set_user_attr(key, value)

@@ -34,8 +34,8 @@ import torch
 from explorer.engine.config import ModelConfig
 from explorer.engine.decode import decode_latency
 from explorer.engine.latency import model_latency
-from explorer.engine.tasks import load_task
 from explorer.errors import ExplorerError
+from explorer.search.context import RunContext, resolve_context
 from explorer.search.record import RETIMED_ATTR, Retiming, load_records, load_retimings
 from explorer.search.storage import sqlite_path
 from explorer.search.study import StudyHandle, open_study
@@ -76,21 +76,27 @@ def retime(
     kinds: Sequence[str] | None = None,
     *,
     fresh_processes: bool = True,
+    context: RunContext | None = None,
 ) -> list[Retiming]:
     """Time ``configs`` in ``rounds`` interleaved rounds (see the module docstring); return every stored timing.
 
     ``kinds``: forward and/or decode (default: forward, and decode when the spec measures decoding). Timings
     already stored for a (key, round, kind) are kept, so a rerun only measures what is missing. Threads, batch
     and dtype are the spec's ``[latency]`` (a decoding step: ``[decode]``'s batch and context); the device is
-    ``device`` or the spec's. ``fresh_processes=False`` times every round in this process (for a caller that
-    cannot spawn one; its spread then misses the differences between processes), as does a study in an
-    in-memory database, which no other process can open.
+    ``device``, else the run context's, else the spec's. ``context``: the run's context (device, task, model
+    builder) for rounds timed in this process; a fresh process builds its own. ``fresh_processes=False`` times
+    every round in this process (for a caller that cannot spawn one; its spread then misses the differences
+    between processes), as does a study in an in-memory database, which no other process can open.
 
     Raises:
         ExplorerError: a round's process failed (its error, in one line) or was killed.
     """
     spec = handle.spec
-    where = str(device) if device is not None else spec.latency.device
+    if context is not None:
+        context = context.on(device)
+        where = str(context.device)
+    else:
+        where = str(device) if device is not None else spec.latency.device
     if kinds is None:
         kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
     done = {(t.key, t.round, t.kind) for t in load_retimings(handle.study)}
@@ -105,7 +111,8 @@ def retime(
         if fresh_processes and not _in_memory(handle.storage_url):
             _round_in_fresh_process(handle, r, todo, where)
         else:
-            _time_round(handle, r, todo, where)
+            context = context or resolve_context(spec, where)  # one for every round timed in this process
+            _time_round(handle, r, todo, context)
     return load_retimings(handle.study)
 
 
@@ -117,21 +124,19 @@ def _in_memory(url: str) -> bool:
 _Todo = list[tuple[str, ModelConfig, list[str]]]  # (key, architecture, kinds still to time) in timing order
 
 
-def _time_round(handle: StudyHandle, r: int, todo: _Todo, device: str) -> None:
-    """Time one round's architectures in order, storing each timing as it is made."""
+def _time_round(handle: StudyHandle, r: int, todo: _Todo, context: RunContext) -> None:
+    """Time one round's architectures in order on the context's device, storing each timing as it is made."""
     spec = handle.spec
-    cfg = dataclasses.replace(spec.latency, device=device)
-    task = load_task(spec.task.name, **spec.task.options)
-    builder = spec.model.builder()
+    cfg, device, task = context.latency(spec), context.device, context.task
     for key, config, kinds in todo:
         for kind in kinds:
             if kind == "forward":
-                lat = model_latency(config, task.spec, cfg, cfg.device, cache=None, builder=builder)
+                lat = model_latency(config, task.spec, cfg, device, cache=None, builder=context.builder)
             else:
                 assert spec.decode is not None
                 step = dataclasses.replace(cfg, batch_size=spec.decode.batch_size)
                 vocab = task.spec.vocab_size
-                lat = decode_latency(config, spec.decode.context, step, cfg.device, None, vocab).latency
+                lat = decode_latency(config, spec.decode.context, step, device, None, vocab).latency
             rows = list(handle.study.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
             rows.append({"key": key, "round": r, "latency": lat.to_dict(), "kind": kind, "pid": os.getpid()})
             handle.study.set_user_attr(RETIMED_ATTR, rows)
@@ -139,11 +144,13 @@ def _time_round(handle: StudyHandle, r: int, todo: _Todo, device: str) -> None:
 
 def _round_main(storage_url: str, name: str, r: int, todo: list[tuple[str, dict, list[str]]], device: str,
                 out: Any) -> None:  # fmt: skip
-    """Entry point of a round's process (spawned): open the study and time the round; put "" or the error."""
+    """Entry point of a round's process (spawned): open the study, build this process's run context and time the
+    round; put "" or the error."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         handle = open_study(name, storage_url)
-        _time_round(handle, r, [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo], device)
+        context = resolve_context(handle.spec, device)
+        _time_round(handle, r, [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo], context)
         out.put("")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the command reports

@@ -3,12 +3,17 @@ anything is written. Torch-free, so a refused option is answered before PyTorch 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from explorer.engine.latency_cache import CachePolicy
 from explorer.engine.limits import THREADS, TRIALS, WORKERS
 from explorer.errors import ConfigError
 from explorer.search.locations import check_artifact_location, env_artifact_location
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["RunOptions", "check_total", "check_total_reaches"]
 
@@ -35,7 +40,8 @@ class RunOptions:
 
     workers: int = 1
     threads: int = 1  # torch CPU threads per worker
-    device: str | None = None  # None: the spec's latency device
+    # None: the spec's latency device; a name is resolved once, by check(), into the torch.device the run uses
+    device: str | torch.device | None = None
     timeout: float | None = None  # seconds after which no new trial starts
     poll_interval: float = 1.0
     artifacts: str | None = (
@@ -43,6 +49,7 @@ class RunOptions:
     )
 
     def check(self) -> RunOptions:
+        """These options, checked, with a named device resolved (checking them again resolves nothing)."""
         if self.workers < 1:
             raise ConfigError(f"--workers must be at least 1, got {self.workers}.")
         if self.threads < 1:
@@ -51,12 +58,13 @@ class RunOptions:
         THREADS.check(self.threads, "--threads", "use fewer threads")
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout:g}.")
-        if self.device is not None:
+        checked = self
+        if isinstance(self.device, str):
             from explorer.engine.device import resolve_device  # torch: only when a device is named
 
-            resolve_device(self.device)
+            checked = dataclasses.replace(self, device=resolve_device(self.device))
         if self.artifacts is not None:
             check_artifact_location(self.artifacts)
         env_artifact_location()  # a malformed EXPLORER_ARTIFACTS fails here, before anything is written
         CachePolicy.from_env()  # a malformed EXPLORER_CACHE_MAX_AGE fails here, not in a worker
-        return self
+        return checked

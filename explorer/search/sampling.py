@@ -153,12 +153,13 @@ class UniqueSampler(optuna.samplers.BaseSampler):
         self.base.after_trial(study, trial, state, values)
 
 
-def make_sampler(spec: StudySpec, *stream: int) -> UniqueSampler:
+def make_sampler(spec: StudySpec, *stream: int, space: SearchSpace | None = None) -> UniqueSampler:
     """The spec's sampler, seeded from ``spec.seed`` and ``stream``, wrapped in :class:`UniqueSampler`.
 
     Budgets reach the samplers through ``trial.set_constraint`` (Optuna 5.0 reads trial.constraints itself), so
     no constraints function is passed. Give each worker process (and each resumed run) its own ``stream``: seeded
-    samplers built alike draw alike.
+    samplers built alike draw alike. ``space``: the spec's search space when the caller has built it already.
     """
     seed = stream_seed(spec.seed, *stream)
-    return UniqueSampler(_base_sampler(spec, seed), SearchSpace(spec.space), seed, _RETRIES[spec.sampler])
+    space = SearchSpace(spec.space) if space is None else space
+    return UniqueSampler(_base_sampler(spec, seed), space, seed, _RETRIES[spec.sampler])

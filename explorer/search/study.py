@@ -20,25 +20,23 @@ import logging
 import os
 import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
 import torch
 
 from explorer.engine.bench import bench_attention
-from explorer.engine.device import resolve_device
 from explorer.engine.runtime import check_runtime
 from explorer.engine.schedules import valid_heads
-from explorer.engine.tasks import load_task
 from explorer.errors import SpecError, StorageError, StudyNotFoundError
 from explorer.meta import package_version
 from explorer.search.artifacts import LOCATION_ATTR, ArtifactStore, store_for
 from explorer.search.capacity import check_study_fits
 from explorer.search.catalog import CREATED_MARK, existing_study_url, missing_spec
 from explorer.search.claims import Claims
+from explorer.search.context import RunContext, resolve_context
 from explorer.search.rerun import check_same_meaning
-from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
     check_study_name,
@@ -65,12 +63,12 @@ __all__ = [
     "artifact_store",
     "attention_bench",
     "check_can_run",
-    "check_device",
     "note_artifact_location",
     "open_study",
     "prepare_study",
     "reading_artifact_store",
     "record_bench",
+    "run_context",
     "set_total",
 ]
 
@@ -111,11 +109,14 @@ def _open(url: str) -> Any:
 
 @dataclass
 class StudyHandle:
-    """A loaded study with the spec it was created from and the storage it lives in."""
+    """A loaded study with the spec it was created from and the storage it lives in; a handle made by
+    :func:`prepare_study` also carries the run context it resolved (its device, task and space), which
+    :func:`run_context` reuses."""
 
     study: optuna.Study
     spec: StudySpec
     storage_url: str
+    context: RunContext | None = field(default=None, compare=False, repr=False)
 
     @property
     def masked_url(self) -> str:
@@ -147,11 +148,6 @@ def _stored_spec(study: optuna.Study, url: str, wait_s: float = 0.0, grace_s: fl
         time.sleep(0.2)
 
 
-def check_device(name: str) -> torch.device:
-    """The device ``name`` resolves to, or a one-line error naming what is available."""
-    return resolve_device(name)
-
-
 def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any, facts: dict[str, Any]) -> None:
     """Everything a new study gets after Optuna creates it (``facts``: user attributes about its task and code);
     the spec last, as its presence says it is ready."""
@@ -170,20 +166,23 @@ def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any, facts: 
 def prepare_study(
     spec: StudySpec, storage_url: str | None = None, device: str | None = None, workers: int = 1
 ) -> StudyHandle:
-    """Create the spec's study, or load it when it exists with the same spec; check everything first.
+    """Create the spec's study, or load it when it exists with the same spec; check everything first. The handle
+    carries the run context resolved on the way (``device``, default the spec's latency device).
 
     Two commands creating the same study at once both succeed: one creates it, the other waits for its spec.
     A study whose creation was interrupted (empty, no spec) is finished with this spec.
     """
     check_study_name(spec.name)
-    SearchSpace(spec.space)  # an empty or impossible space fails here, before the storage is touched
-    task = load_task(spec.task.name, **spec.task.options)  # so does a missing or malformed data file
+    # an empty or impossible space, a missing or malformed data file, or a device this machine does not have
+    # fails here, before the storage is touched
+    context = resolve_context(spec, device)
+    task = context.task
     check_user_model(spec, task)  # and a model of the user's that ignores the layout or fails on a batch
     facts = {CODE_ATTR: code_record(spec), INPUT_ATTR: input_record(task)}
-    # and a device this machine does not have, or a runtime it cannot run (a missing `onnx` extra...)
-    dev = check_device(device or spec.latency.device)
-    check_runtime(spec.latency.runtime, dev)
-    check_study_fits(spec, task.spec, workers, str(dev))  # and a largest model this machine cannot hold
+    check_runtime(
+        spec.latency.runtime, context.device
+    )  # and a runtime it cannot run (a missing `onnx` extra...)
+    check_study_fits(spec, task.spec, workers, str(context.device))  # and a largest model it cannot hold
     url = resolve_storage_url(spec.name, storage_url, spec.storage)
     log.info("opening the storage %s", mask_url(url))
     storage = _open(url)
@@ -196,7 +195,7 @@ def prepare_study(
             pass
     if created:
         _finish_creation(study, spec, storage, facts)
-        return StudyHandle(study, spec, url)
+        return StudyHandle(study, spec, url, context)
     study = optuna.load_study(study_name=spec.name, storage=storage)
     # objectives other than the spec's: not this spec's study, whoever may be creating it; nothing to wait for
     ours = [d.name.lower() for d in study.directions] == spec.directions()
@@ -208,13 +207,12 @@ def prepare_study(
         if study.get_trials(deepcopy=False) or not ours:
             raise
         _finish_creation(study, spec, storage, facts)
-        return StudyHandle(study, spec, url)
+        return StudyHandle(study, spec, url, context)
     check_same_meaning(stored, spec, mask_url(url))
     check_code(study.user_attrs, stored)
     # the spec file's timeout and artifact location apply to this run (they are not part of what it means)
-    return StudyHandle(
-        study, dataclasses.replace(stored, timeout=spec.timeout, artifacts=spec.artifacts), url
-    )
+    spec = dataclasses.replace(stored, timeout=spec.timeout, artifacts=spec.artifacts)
+    return StudyHandle(study, spec, url, context)
 
 
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
@@ -259,30 +257,49 @@ def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list
     return df.to_dict(orient="records")
 
 
-def record_bench(handle: StudyHandle, device: torch.device) -> bool:
-    """Run the attention benchmark once per study and store it with the study; False when there was nothing to
-    do (recorded already, or switched off by the spec's ``bench = false``)."""
+def record_bench(handle: StudyHandle, context: RunContext) -> bool:
+    """Run the attention benchmark once per study, on the run's device at its task's sequence length, and store it
+    with the study; False when there was nothing to do (recorded already, or switched off by the spec's
+    ``bench = false``)."""
     if not handle.spec.bench or "bench" in handle.study.user_attrs:
         log.debug("attention bench: %s", "switched off" if not handle.spec.bench else "recorded already")
         return False
+    device = context.device
     log.info("running the attention bench once for %s on %s (skip it with --no-bench)", handle.name, device)
     t0 = time.perf_counter()
-    seq_len = load_task(handle.spec.task.name, **handle.spec.task.options).spec.seq_len
-    handle.study.set_user_attr("bench", attention_bench(handle.spec, seq_len, device))
+    handle.study.set_user_attr("bench", attention_bench(handle.spec, context.task.spec.seq_len, device))
     handle.study.set_user_attr("bench_time_s", time.perf_counter() - t0)
     log.info("attention bench done in %.1f s", time.perf_counter() - t0)
     return True
 
 
-def check_can_run(handle: StudyHandle, device: str | None = None, workers: int = 1) -> None:
-    """Everything a run of ``handle`` needs from this machine (its device, runtime, the memory of its largest
-    model in ``workers`` processes, and the user's code it was created with, unchanged), checked before any
-    write."""
+def check_can_run(
+    handle: StudyHandle,
+    device: torch.device | str | None = None,
+    workers: int = 1,
+    artifacts: str | None = None,
+) -> RunContext:
+    """Everything a run of ``handle`` needs from this machine (the user's code it was created with, unchanged;
+    its device, runtime, and the memory of its largest model in ``workers`` processes), checked before any
+    write; returns the run's context (:func:`run_context`)."""
     check_code(handle.study.user_attrs, handle.spec)  # first: loading the task runs that code
-    dev = check_device(device or handle.spec.latency.device)
-    check_runtime(handle.spec.latency.runtime, dev)
-    task = load_task(handle.spec.task.name, **handle.spec.task.options)
-    check_study_fits(handle.spec, task.spec, workers, str(dev))
+    context = run_context(handle, device, artifacts)
+    check_runtime(handle.spec.latency.runtime, context.device)
+    check_study_fits(handle.spec, context.task.spec, workers, str(context.device))
+    return context
+
+
+def run_context(
+    handle: StudyHandle, device: torch.device | str | None = None, artifacts: str | None = None
+) -> RunContext:
+    """This process's run context for ``handle`` (:mod:`explorer.search.context`): the one
+    :func:`prepare_study` resolved, else one resolved now; on ``device`` when it names one, with the study's
+    storage URL and artifact store (``artifacts`` overrides where weights go, as in :func:`artifact_store`)."""
+    if handle.context is not None:
+        context = handle.context.on(device)
+    else:
+        context = resolve_context(handle.spec, device)
+    return context.opened(handle.storage_url, artifact_store(handle, artifacts))
 
 
 def artifact_store(handle: StudyHandle, location: str | None = None) -> ArtifactStore:

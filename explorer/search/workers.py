@@ -1,10 +1,11 @@
 """Running a stage of a study's trials with any number of workers on this machine.
 
 A study runs in stages: ``search`` (new architectures up to the spec's total) and ``finalists`` (the queued
-finalist runs). :func:`run_stage` runs one with ``RunOptions.workers`` processes; every worker loops in
-:func:`_work`: it fails stale trials (a dead worker's trial must neither hold the total nor be waited for),
-starts trials while the stage has some left, and otherwise waits for the trials still running elsewhere, so a
-stage ends only when it is really done. The command that ends first therefore never claims to have stopped
+finalist runs). :func:`run_stage` runs one with ``RunOptions.workers`` workers: one works in the command's own
+process (:func:`_run_here`), more are spawned processes (:func:`_run_pool`), each building the run context of its
+process once (:mod:`explorer.search.context`). Every worker loops in :func:`_work`: it fails stale trials (a dead
+worker's trial must neither hold the total nor be waited for), starts trials while the stage has some left, and
+otherwise waits for the trials still running elsewhere, so a stage ends only when it is really done. The command that ends first therefore never claims to have stopped
 short while another command's trials still run.
 """
 
@@ -26,17 +27,17 @@ from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from explorer.engine.config import ModelConfig
-from explorer.engine.device import resolve_device
+from explorer.engine.device import as_device
 from explorer.errors import ExplorerError
 from explorer.search.claims import pop_waiting
+from explorer.search.context import RunContext
 from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.progress import Progress, stage_progress
 from explorer.search.record import arch_key, is_bookkeeping
 from explorer.search.run_options import RunOptions
 from explorer.search.sampling import make_sampler
-from explorer.search.space import SearchSpace
 from explorer.search.storage import mask_url
-from explorer.search.study import StudyHandle, artifact_store, open_study
+from explorer.search.study import StudyHandle, open_study, run_context
 from explorer.search.units import FinalistRun
 
 __all__ = [
@@ -136,30 +137,20 @@ def _work(
     handle: StudyHandle,
     stage: str,
     total: int,
-    device: str | None,
+    context: RunContext,
     deadline: float | None,
     poll_interval: float,
     on_trial: Callable[[], None] | None = None,
-    artifacts: str | None = None,
 ) -> str:
-    """One worker's loop over a stage; returns "" when the stage is done, else why it stopped."""
+    """One worker's loop over a stage, with this process's run context; returns "" when the stage is done, else
+    why it stopped."""
     study = handle.study
     # Seeded samplers built alike draw alike: every worker process gets a stream of its own.
-    study.sampler = make_sampler(handle.spec, os.getpid(), uuid.uuid4().int % 2**31)
-    objective = Objective(
-        study,
-        handle.spec,
-        stage=stage,
-        total=total,
-        device=device,
-        store=artifact_store(handle, artifacts),
-        on_epoch=on_trial,
-    )
+    study.sampler = make_sampler(handle.spec, os.getpid(), uuid.uuid4().int % 2**31, space=context.space)
+    objective = Objective(study, handle.spec, context, stage=stage, total=total, on_epoch=on_trial)
     study._pop_waiting_trial_id = lambda: pop_waiting(study)  # one worker per queued trial, also on SQLite
     callbacks: list[Callable[..., None]] = []
-    stop = _StopRules(
-        stage, total, SearchSpace(handle.spec.space).size(), not isinstance(handle.spec.space.lr, tuple)
-    )
+    stop = _StopRules(stage, total, context.space.size(), not isinstance(handle.spec.space.lr, tuple))
     callbacks.append(stop)
     if on_trial is not None:
         callbacks.append(lambda _study, _trial: on_trial())
@@ -181,50 +172,7 @@ def _work(
             return stop.note
 
 
-def _worker_main(
-    storage_url: str,
-    name: str,
-    stage: str,
-    total: int,
-    device: str,
-    threads: int,
-    deadline_in: float | None,
-    out: Any,
-    artifacts: str | None = None,
-    log_level: int = logging.WARNING,
-) -> None:
-    """Entry point of a worker process (spawned): open the study by name and work on the stage. A parent run
-    with ``-v`` passes its log level, so the worker's steps reach the same stderr."""
-    import signal
-
-    if log_level < logging.WARNING:
-        logger = logging.getLogger("explorer")
-        logger.setLevel(log_level)
-        handler = logging.StreamHandler()
-        handler.setFormatter(
-            logging.Formatter(f"%(asctime)s worker {os.getpid()} %(name)s: %(message)s", "%H:%M:%S")
-        )
-        logger.addHandler(handler)
-    torch.set_num_threads(threads)
-    optuna.logging.set_verbosity(optuna.logging.ERROR)
-    deadline = None if deadline_in is None else time.monotonic() + deadline_in
-    try:
-        handle = open_study(name, storage_url)
-        out.put(_work(handle, stage, total, device, deadline, 1.0, artifacts=artifacts))
-    except KeyboardInterrupt:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
-    except Exception as exc:  # the parent names it in its one-line error; the traceback follows on stderr
-        line = mask_url(" ".join(str(exc).split()))[:300]
-        out.put(f"{WORKER_ERROR}{type(exc).__name__}: {line}")
-        raise
-
-
-def _worker_devices(device: torch.device, workers: int) -> list[str]:
-    """Spread workers over the visible GPUs, or put them all on the CPU."""
-    if device.type == "cuda":
-        n = torch.cuda.device_count()
-        return [f"cuda:{i % n}" for i in range(workers)]
-    return [str(device)] * workers
+# --------------------------------------------------------------------------------------------- one stage
 
 
 def run_stage(
@@ -234,16 +182,39 @@ def run_stage(
     options: RunOptions,
     deadline: float | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    context: RunContext | None = None,
 ) -> Progress:
     """Run one stage of the study (``search`` to ``total`` trials, or the queued ``finalists``) with
-    ``options.workers`` processes on this machine; return its progress. Ctrl-C stops cleanly and re-raises."""
+    ``options.workers`` processes on this machine; return its progress. One worker works in this process, with
+    ``context`` (default: :func:`explorer.search.study.run_context`); more are spawned, each building its own.
+    Ctrl-C stops cleanly and re-raises."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}")
-    study = handle.study
-    dev = resolve_device(options.device or handle.spec.latency.device)
+    if options.workers == 1:
+        if context is None:
+            context = run_context(handle, options.device, options.artifacts)
+        report = _start(handle, stage, total, options.workers, context.device, on_progress)
+        return report(_run_here(handle, stage, total, context, options, deadline, report))
+    # the pool's workers load the task and build the space in their own processes: only the device is needed here
+    device = (
+        context.device if context is not None else as_device(options.device or handle.spec.latency.device)
+    )
+    report = _start(handle, stage, total, options.workers, device, on_progress)
+    return _run_pool(handle, stage, total, device, options, deadline, report)
+
+
+def _start(
+    handle: StudyHandle,
+    stage: str,
+    total: int,
+    workers: int,
+    device: torch.device,
+    on_progress: Callable[[Progress], None] | None,
+) -> Callable[..., Progress]:
+    """Log the stage's start and report its progress so far; return what reports it again (with a note)."""
 
     def report(note: str = "") -> Progress:
-        p = dataclasses.replace(stage_progress(study, stage, total), note=note)
+        p = dataclasses.replace(stage_progress(handle.study, stage, total), note=note)
         if on_progress is not None:
             on_progress(p)
         return p
@@ -251,23 +222,47 @@ def run_stage(
     report()
     log.info(
         "%s stage of %s: %d %s, %d worker(s) on %s",
-        stage, handle.name, total, "trials in total" if stage == "search" else "runs", options.workers, dev,
+        stage, handle.name, total, "trials in total" if stage == "search" else "runs", workers, device,
     )  # fmt: skip
-    if options.workers == 1:
-        previous = torch.get_num_threads()
-        torch.set_num_threads(options.threads)
-        try:
-            note = _work(
-                handle, stage, total, str(dev), deadline, options.poll_interval, on_trial=report,
-                artifacts=options.artifacts,
-            )  # fmt: skip
-        finally:
-            torch.set_num_threads(previous)
-        return report(note)
+    return report
 
+
+def _run_here(
+    handle: StudyHandle,
+    stage: str,
+    total: int,
+    context: RunContext,
+    options: RunOptions,
+    deadline: float | None,
+    report: Callable[[], Any],
+) -> str:
+    """The stage's one worker, in this process, with ``options.threads`` torch threads while it works."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(options.threads)
+    try:
+        return _work(handle, stage, total, context, deadline, options.poll_interval, on_trial=report)
+    finally:
+        torch.set_num_threads(previous)
+
+
+# --------------------------------------------------------------------------------------------- the pool
+
+
+def _run_pool(
+    handle: StudyHandle,
+    stage: str,
+    total: int,
+    device: torch.device,
+    options: RunOptions,
+    deadline: float | None,
+    report: Callable[..., Progress],
+) -> Progress:
+    """The stage's ``options.workers`` workers, each a spawned process (:func:`_worker_main`), spread over
+    ``device``'s kind; progress is reported while they work."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.SimpleQueue()
     left = None if deadline is None else max(0.0, deadline - time.monotonic())
+    level = logging.getLogger("explorer").getEffectiveLevel()
     procs = [
         ctx.Process(
             target=_worker_main,
@@ -281,16 +276,25 @@ def run_stage(
                 left,
                 queue,
                 options.artifacts,
-                logging.getLogger("explorer").getEffectiveLevel(),
-            ),  # fmt: skip
-        )
-        for d in _worker_devices(dev, options.workers)
+                level,
+            ),
+        )  # fmt: skip
+        for d in _worker_devices(device, options.workers)
     ]
     for p in procs:
         p.start()
+    _wait_for(procs, options.poll_interval, report)
+    notes = []
+    while not queue.empty():
+        notes.append(queue.get())
+    return _pool_outcome(handle, stage, total, procs, notes, report)
+
+
+def _wait_for(procs: list[Any], poll_interval: float, report: Callable[[], Any]) -> None:
+    """Report progress until every worker has exited; on Ctrl-C give them time to stop, then re-raise."""
     try:
         while any(p.is_alive() for p in procs):
-            time.sleep(options.poll_interval)
+            time.sleep(poll_interval)
             report()
     except KeyboardInterrupt:
         for p in procs:
@@ -299,9 +303,19 @@ def run_stage(
     finally:
         for p in procs:
             p.join()
-    notes = []
-    while not queue.empty():
-        notes.append(queue.get())
+
+
+def _pool_outcome(
+    handle: StudyHandle,
+    stage: str,
+    total: int,
+    procs: list[Any],
+    notes: list[str],
+    report: Callable[[str], Progress],
+) -> Progress:
+    """The stage's progress once its workers have exited (with the first worker's note); a worker that failed
+    is one ExplorerError naming its error, as is one killed before the stage finished for no other reason."""
+    study = handle.study
     errors = [n.removeprefix(WORKER_ERROR) for n in notes if n.startswith(WORKER_ERROR)]
     notes = [n for n in notes if not n.startswith(WORKER_ERROR)]
     failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
@@ -323,3 +337,56 @@ def run_stage(
             f"finished; finished trials are saved: resume with `explorer study resume {handle.name}`."
         )
     return progress
+
+
+def _worker_devices(device: torch.device, workers: int) -> list[str]:
+    """Spread workers over the visible GPUs, or put them all on the CPU."""
+    if device.type == "cuda":
+        n = torch.cuda.device_count()
+        return [f"cuda:{i % n}" for i in range(workers)]
+    return [str(device)] * workers
+
+
+def _worker_main(
+    storage_url: str,
+    name: str,
+    stage: str,
+    total: int,
+    device: str,
+    threads: int,
+    deadline_in: float | None,
+    out: Any,
+    artifacts: str | None = None,
+    log_level: int = logging.WARNING,
+) -> None:
+    """Entry point of a worker process (spawned): open the study by name, build this process's run context once
+    and work on the stage. A parent run with ``-v`` passes its log level, so the worker's steps reach the same
+    stderr."""
+    import signal
+
+    _log_to_stderr(log_level)
+    torch.set_num_threads(threads)
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    deadline = None if deadline_in is None else time.monotonic() + deadline_in
+    try:
+        handle = open_study(name, storage_url)
+        context = run_context(handle, device, artifacts)
+        out.put(_work(handle, stage, total, context, deadline, 1.0))
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
+    except Exception as exc:  # the parent names it in its one-line error; the traceback follows on stderr
+        line = mask_url(" ".join(str(exc).split()))[:300]
+        out.put(f"{WORKER_ERROR}{type(exc).__name__}: {line}")
+        raise
+
+
+def _log_to_stderr(level: int) -> None:
+    """A worker's explorer log lines, on its stderr and marked with its pid, below WARNING (``-v``)."""
+    if level < logging.WARNING:
+        logger = logging.getLogger("explorer")
+        logger.setLevel(level)
+        handler = logging.StreamHandler()
+        handler.setFormatter(
+            logging.Formatter(f"%(asctime)s worker {os.getpid()} %(name)s: %(message)s", "%H:%M:%S")
+        )
+        logger.addHandler(handler)

@@ -1,0 +1,63 @@
+"""The run context: what one process of a study run works with, resolved once.
+
+A run asks the same questions at every step: which device (a name such as ``auto``, resolved against this
+machine), which task (loading it reads and checks the data, or runs the user's function), which search space
+(built from the spec and checked), which model builder, where the study lives and where trained weights go.
+:func:`resolve_context` answers the first four once, before the storage is touched
+(:func:`explorer.search.study.prepare_study`); :meth:`RunContext.opened` adds the storage URL and the artifact
+store once the study is open (:func:`explorer.search.study.run_context`). The attention bench, the workers, the
+objective and the re-timing take their answers from the context. A spawned worker or re-timing process builds its
+own, once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from explorer.engine.config import LatencyConfig
+from explorer.engine.device import as_device
+from explorer.engine.tasks import Task, load_task
+from explorer.engine.usermodel import ModelBuilder
+from explorer.search.artifacts import ArtifactStore
+from explorer.search.space import SearchSpace
+from explorer.search.spec import StudySpec
+
+__all__ = ["RunContext", "resolve_context"]
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What a process of a study run works with, resolved once (see the module docstring)."""
+
+    device: torch.device  # where this process times and trains
+    task: Task  # the study's task, loaded and checked
+    space: SearchSpace  # the study's search space, built and checked
+    builder: ModelBuilder | None = None  # the user's model function ([model] build); None: explorer's own
+    storage_url: str | None = None  # where the study lives (None until it is open)
+    store: ArtifactStore | None = None  # where trained weights go (None: not kept)
+
+    def opened(self, storage_url: str, store: ArtifactStore | None) -> RunContext:
+        """This context for the study open at ``storage_url``, whose weights go to ``store``."""
+        return dataclasses.replace(self, storage_url=storage_url, store=store)
+
+    def on(self, device: torch.device | str | None) -> RunContext:
+        """This context on ``device`` (None or the same device: this context itself)."""
+        if device is None or device == self.device:
+            return self
+        return dataclasses.replace(self, device=as_device(device))
+
+    def latency(self, spec: StudySpec) -> LatencyConfig:
+        """The spec's ``[latency]`` on this context's device."""
+        return dataclasses.replace(spec.latency, device=str(self.device))
+
+
+def resolve_context(spec: StudySpec, device: torch.device | str | None = None) -> RunContext:
+    """Build ``spec``'s search space, load its task, and resolve ``device`` (default: the spec's latency device),
+    in that order: an empty or impossible space, a missing or malformed data file, and a device this machine does
+    not have each fail here, before anything is written."""
+    space = SearchSpace(spec.space)
+    task = load_task(spec.task.name, **spec.task.options)
+    return RunContext(as_device(device or spec.latency.device), task, space, spec.model.builder())
