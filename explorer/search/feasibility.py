@@ -108,6 +108,21 @@ def check_space(s: SpaceSpec) -> None:
     _check_modern(s)
     counts, combos = space_combos(s)
     floor = min(s.min_dk)
+    _check_some_heads_valid(s, counts, floor)
+    _check_listed_values(s, counts, combos, floor)
+    usable = {h for _, d, m, hd, _ in combos for h in counts[d, m, hd]}
+    for h in s.heads:
+        if h not in usable:
+            raise SpecError(_unusable_heads(s, h, floor))
+
+
+Counts = dict[
+    tuple[int, int, "int | None"], tuple[int, ...]
+]  # (d_model, min_dk, head_dim) -> head candidates
+
+
+def _check_some_heads_valid(s: SpaceSpec, counts: Counts, floor: int) -> None:
+    """Some head candidate must be valid somewhere."""
     if s.head_dim is not None and not any(counts.values()):
         raise SpecError(
             f"every head_dim in {list(s.head_dim)} is below the d_k floor min_dk {floor}; "
@@ -119,6 +134,10 @@ def check_space(s: SpaceSpec) -> None:
             f"d_k >= {floor}; for d_model {s.d_model[-1]} the valid counts are "
             f"{valid_heads(s.d_model[-1], floor) or 'none'}: add some, or lower min_dk."
         )
+
+
+def _check_listed_values(s: SpaceSpec, counts: Counts, combos: tuple[Combo, ...], floor: int) -> None:
+    """Every listed family, d_model, min_dk, head_dim and n_layers is used by some realisable combination."""
     # the values some valid combo uses, by position: (family, d_model, min_dk, head_dim, n_layers)
     used = {i: {c[i] for c in combos} for i in range(5)}
 
@@ -149,27 +168,26 @@ def check_space(s: SpaceSpec) -> None:
         for value in values:
             if value not in used[position]:
                 raise SpecError(problem(value))
-    usable = {h for _, d, m, hd, _ in combos for h in counts[d, m, hd]}
-    for h in s.heads:
-        if h not in usable:
-            if not s.kv_options(h):
-                raise SpecError(
-                    f"head count {h} has no key/value head count in kv_heads {list(s.kv_heads or ())} dividing "
-                    f"it (heads % kv_heads must be 0); add one of {_divisors(h)} to kv_heads or remove {h} from "
-                    "heads."
-                )
-            if s.head_dim is not None:
-                why = "no listed family can use it"
-            elif any(d % h == 0 for d in s.d_model):
-                d = max(d for d in s.d_model if d % h == 0)
-                why = (
-                    f"d_k = {d}/{h} = {d // h} < {floor}" if d // h < floor else "no listed family can use it"
-                )
-            else:
-                why = f"{h} divides no listed d_model"
-            raise SpecError(
-                f"head count {h} is never valid ({why}); remove it from heads, lower min_dk or add a wider d_model."
-            )
+
+
+def _unusable_heads(s: SpaceSpec, h: int, floor: int) -> str:
+    """Why head candidate ``h`` is never valid, and the fix."""
+    if not s.kv_options(h):
+        return (
+            f"head count {h} has no key/value head count in kv_heads {list(s.kv_heads or ())} dividing "
+            f"it (heads % kv_heads must be 0); add one of {_divisors(h)} to kv_heads or remove {h} from "
+            "heads."
+        )
+    if s.head_dim is not None:
+        why = "no listed family can use it"
+    elif any(d % h == 0 for d in s.d_model):
+        d = max(d for d in s.d_model if d % h == 0)
+        why = f"d_k = {d}/{h} = {d // h} < {floor}" if d // h < floor else "no listed family can use it"
+    else:
+        why = f"{h} divides no listed d_model"
+    return (
+        f"head count {h} is never valid ({why}); remove it from heads, lower min_dk or add a wider d_model."
+    )
 
 
 def _divisors(h: int) -> str:

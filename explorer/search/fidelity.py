@@ -37,7 +37,7 @@ configures. Finalists never stop early: they train a fixed schedule (:mod:`explo
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from explorer.engine.measures import binomial_se
@@ -132,6 +132,26 @@ def dominated_at_rung(
 
     level = alpha / (len(eligible) * n_rungs)
     critical = float(stats.t.isf(level, df))
+    lead_and_se = _lead_test(values, epoch, accuracy, n_val, higher_is_better, se)
+    best = max(eligible, key=lambda p: (lambda d, s: d / s)(*lead_and_se(p)))
+    lead, diff_se = lead_and_se(best)
+    if lead <= critical * diff_se:
+        return Verdict(False)
+    return Verdict(
+        True,
+        f"stopped at epoch {epoch}: trial #{best.number}, at least as fast ({best.latency_ms:.3g} vs "
+        f"{latency_ms:.3g} ms), {_lead_text(lead, diff_se, critical, higher_is_better)}; seed and split noise "
+        f"from the spread of {len(values)} values at this epoch, t with {df} degrees of freedom at {level:.2g}: "
+        f"{len(eligible)} peers compared, {n_rungs} rung{'s' * (n_rungs != 1)}, alpha {alpha:g})",
+    )
+
+
+def _lead_test(
+    values: Sequence[float], epoch: int, accuracy: float, n_val: int, higher_is_better: bool, se: float | None
+) -> Callable[[Peer], tuple[float, float]]:
+    """For a peer: its lead over the trial at ``epoch`` and the standard error of that difference, from the
+    spread of the epoch's ``values`` (the two compared replaced by their mean), never below the split's own."""
+    df = len(values) - 2
     mean = sum(values) / len(values)
     squares = sum((v - mean) ** 2 for v in values)
     own = se if se is not None and se > 0 else RELATIVE_SE * abs(accuracy)
@@ -146,19 +166,12 @@ def dominated_at_rung(
         noise = math.sqrt(max(squares - lead**2 / 2, 0.0) / df)
         return lead, max(math.sqrt(2) * noise, math.hypot(floor(theirs), floor(accuracy)))
 
-    best = max(eligible, key=lambda p: (lambda d, s: d / s)(*lead_and_se(p)))
-    lead, diff_se = lead_and_se(best)
-    if lead <= critical * diff_se:
-        return Verdict(False)
+    return lead_and_se
+
+
+def _lead_text(lead: float, diff_se: float, critical: float, higher_is_better: bool) -> str:
+    """How far ahead the peer is, in the metric's own terms and in standard errors."""
     if higher_is_better:
         margin = critical * diff_se * 100
-        by = f"led by {lead * 100:.1f} points > {critical:.2f} standard errors ({margin:.1f} points"
-    else:
-        by = f"lower by {lead:.3f} bits per byte > {critical:.2f} standard errors ({critical * diff_se:.3f}"
-    return Verdict(
-        True,
-        f"stopped at epoch {epoch}: trial #{best.number}, at least as fast ({best.latency_ms:.3g} vs "
-        f"{latency_ms:.3g} ms), {by}; seed and split noise from the spread of {len(values)} values at this "
-        f"epoch, t with {df} degrees of freedom at {level:.2g}: {len(eligible)} peers compared, {n_rungs} "
-        f"rung{'s' * (n_rungs != 1)}, alpha {alpha:g})",
-    )
+        return f"led by {lead * 100:.1f} points > {critical:.2f} standard errors ({margin:.1f} points"
+    return f"lower by {lead:.3f} bits per byte > {critical:.2f} standard errors ({critical * diff_se:.3f}"
