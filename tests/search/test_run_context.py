@@ -8,12 +8,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
 import explorer.engine.device as device_module
 import explorer.engine.tasks as tasks_module
 from explorer import api
+from explorer.cli import main
 from explorer.search.space import SearchSpace
-from explorer.search.workers import RunOptions
 from tests.fixtures import write_tiny_spec
 
 
@@ -51,13 +52,24 @@ def counts(monkeypatch: pytest.MonkeyPatch) -> dict[str, list]:
 FEW_FINALISTS = "ladder = false\ntiming_rounds = 1\n"  # appended to the tiny spec's [finalists]
 
 
-@pytest.mark.parametrize("device", [None, pytest.param("cpu", marks=pytest.mark.slow)])
-def test_a_run_resolves_its_device_loads_its_task_and_builds_its_space_once(
-    tmp_path, counts, device, one_thread
-):
+def test_a_run_resolves_its_device_loads_its_task_and_builds_its_space_once(tmp_path, counts, one_thread):
     """The whole run in this process: checks, the attention bench, the search, the finalists and their re-timing
-    (its re-timing rounds run in processes of their own)."""
+    (its rounds run in processes of their own)."""
     spec = write_tiny_spec(tmp_path, n_trials=3, epochs=1, finalists=True, bench=True, extra=FEW_FINALISTS)
-    summary = api.run_study(spec, f"sqlite:///{tmp_path / 's.db'}", options=RunOptions(device=device))
+    summary = api.run_study(spec, f"sqlite:///{tmp_path / 's.db'}")
     assert summary.search.done == 3 and summary.finalists is not None and summary.finalists.done > 0
     assert (len(counts["device"]), len(counts["task"]), len(counts["space"])) == (1, 1, 1)
+
+
+@pytest.mark.slow
+def test_a_study_run_command_with_a_device_resolves_it_once(tmp_path, counts, one_thread):
+    """`explorer study run SPEC --device cpu`: the option is checked before the spec is read, and that one
+    resolution is the run's device; resuming the study from its database alone resolves everything once more."""
+    spec = write_tiny_spec(tmp_path, n_trials=2, epochs=1, extra=FEW_FINALISTS)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    result = CliRunner().invoke(main, ["study", "run", str(spec), "--storage", url, "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert (len(counts["device"]), len(counts["task"]), len(counts["space"])) == (1, 1, 1)
+    result = CliRunner().invoke(main, ["study", "resume", "tiny", "--storage", url, "--n-trials", "3"])
+    assert result.exit_code == 0, result.output
+    assert (len(counts["device"]), len(counts["task"]), len(counts["space"])) == (2, 2, 2)
