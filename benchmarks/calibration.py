@@ -22,21 +22,24 @@ The answers at the README's level are recomputed offline from the tables with th
 (:func:`explorer.insight.equivalence.choose`) and checked against the live reports, so other decision rules and
 margins can be replayed from the committed tables (``--replay``).
 
-    python benchmarks/calibration.py --seeds 1 2 3 4 5 6 7 8 9 10 --extend 3 --record benchmarks/calibration.md
-    python benchmarks/calibration.py --replay benchmarks/calibration.json --record benchmarks/calibration.md
+    python -m benchmarks.calibration --seeds 1 2 3 4 5 6 7 8 9 10 --record benchmarks/calibration.md
+    python -m benchmarks.calibration --replay benchmarks/calibration.json --record benchmarks/calibration.md
+    python -m benchmarks.calibration --grow benchmarks/calibration.json --folders '/tmp/calibration-*' \
+        --extend 2 --record benchmarks/calibration.md
+
+``--grow`` takes the runs of the last recorded entry, runs ``explorer confirm quickstart --seeds K`` in each
+run's folder (still on disk, found by its seed in ``--folders``) and records the larger evidence beside the
+README's: the same studies with more replicates, so what more units buy is read off like for like.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
+import glob
 import json
 import math
-import os
-import platform
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -44,17 +47,14 @@ from typing import Any
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import EXPLORER, ROOT, command, commit, explorer_env, load_average, machine, stamp
 
 SPEC = ROOT / "studies" / "quickstart.toml"
 
 
 def _explorer(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    env = os.environ | {"EXPLORER_CACHE_DIR": str(folder / "cache")}
-    env.pop("EXPLORER_STORAGE", None)
-    return subprocess.run([sys.executable, "-m", "explorer.cli", *args], cwd=folder, env=env, capture_output=True,
-                          text=True)  # fmt: skip
+    env = explorer_env(folder / "cache")
+    return subprocess.run([*EXPLORER, *args], cwd=folder, env=env, capture_output=True, text=True)
 
 
 def _with_seed(text: str, seed: int) -> str:
@@ -100,14 +100,32 @@ def run_one(spec: Path, name: str, seed: int, extend: int | None) -> dict[str, A
     out = {"seed": seed, "seconds": round(time.perf_counter() - t0, 1), "readme": _table(folder, name)}
     out["report"] = json.loads(done.stdout)["answer"]["answer"]["key"]
     if extend:
-        t1 = time.perf_counter()
-        done = _explorer(folder, "confirm", name, "--seeds", str(extend), "--workers", "2")
-        if done.returncode != 0:
-            out["extend_failed"] = done.stderr.strip().splitlines()[-1:]
-        else:
-            out["extended"] = _table(folder, name)
-            out["extend_seconds"] = round(time.perf_counter() - t1, 1)
+        _extend(out, folder, name, extend)
     return out
+
+
+def _extend(run: dict[str, Any], folder: Path, name: str, extend: int) -> None:
+    """Add replicates to the run's study in ``folder`` (``explorer confirm --seeds extend``) and its table."""
+    t1 = time.perf_counter()
+    done = _explorer(folder, "confirm", name, "--seeds", str(extend), "--workers", "2")
+    if done.returncode != 0:
+        run["extend_failed"] = done.stderr.strip().splitlines()[-1:]
+    else:
+        run["extended"] = _table(folder, name)
+        run["extend_seconds"] = round(time.perf_counter() - t1, 1)
+
+
+def grow(result: dict[str, Any], pattern: str, name: str, extend: int) -> dict[str, Any]:
+    """The recorded ``result`` with every run's study extended in its folder (see the module docstring)."""
+    folders = {int(Path(f).name.split("-")[1]): Path(f) for f in glob.glob(pattern)}
+    runs = []
+    for r in result["runs"]:
+        r = dict(r)
+        if "readme" in r and r["seed"] in folders:
+            _extend(r, folders[r["seed"]], name, extend)
+            print(f"seed {r['seed']}: extended to {extend} replicates in {r.get('extend_seconds', 0):.0f} s", flush=True)
+        runs.append(r)
+    return result | {"runs": runs, "extend": extend, "grown_from": result.get("date")}
 
 
 # --------------------------------------------------------------------------------------------- analysis
@@ -249,28 +267,31 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 11)))
     ap.add_argument("--extend", type=int, help="then add replicates up to this many (explorer confirm --seeds)")
     ap.add_argument("--replay", type=Path, help="analyse the runs recorded in this JSON instead of running")
+    ap.add_argument("--grow", type=Path, help="extend the last runs recorded in this JSON (with --extend, --folders)")
+    ap.add_argument("--folders", default="/tmp/calibration-*", help="where --grow finds the runs' folders (a glob)")
     ap.add_argument("--record", type=Path, help="append the result to this Markdown file (and its .json)")
     args = ap.parse_args()
-    from explorer.engine.device import cpu_model_name
     from explorer.search.spec import load_spec
 
     spec = load_spec(args.spec)
-    load_before = os.getloadavg()[0]
+    load_before = load_average()
     if args.replay:
         result = json.loads(args.replay.read_text())[-1]
+    elif args.grow:
+        if not args.extend:
+            raise SystemExit("--grow needs --extend K: the replicates each study should have")
+        result = grow(json.loads(args.grow.read_text())[-1], args.folders, spec.name, args.extend)
+        result |= {"date": stamp(), "machine": machine(), "command": command(), "commit": commit(),
+                   "load_before": load_before}  # fmt: skip
     else:
         runs = []
         for seed in args.seeds:
             r = run_one(args.spec, spec.name, seed, args.extend)
             print(f"seed {seed}: {r.get('report', 'FAILED')} in {r.get('seconds', 0):.0f} s", flush=True)
             runs.append(r)
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        result = {"date": dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-                  "machine": f"{cpu_model_name()}, {os.cpu_count()} CPUs, {platform.system()}",
-                  "command": "python benchmarks/calibration.py " + " ".join(sys.argv[1:]),
-                  "commit": commit.stdout.strip(), "extend": args.extend, "runs": runs,
-                  "load_before": load_before}  # fmt: skip
-    result["load_after"] = os.getloadavg()[0]
+        result = {"date": stamp(), "machine": machine(), "command": command(), "commit": commit(),
+                  "extend": args.extend, "runs": runs, "load_before": load_before}  # fmt: skip
+    result["load_after"] = load_average()
     result["spec"] = {"margin": spec.answer.margin_for(True), "alpha": spec.answer.alpha,
                       "tie": spec.answer.latency_tie, "folds": spec.finalists.folds, "seeds": spec.finalists.seeds}  # fmt: skip
     result["analysis"] = analyse(result["runs"], spec)
@@ -283,7 +304,7 @@ def main() -> None:
     if args.record:
         if not args.record.exists():
             args.record.write_text("# Calibration: whole re-runs of the README's study\n\nWritten by "
-                                   "`benchmarks/calibration.py`; raw candidate tables in `calibration.json`.\n")  # fmt: skip
+                                   "`python -m benchmarks.calibration`; raw candidate tables in `calibration.json`.\n")  # fmt: skip
         with args.record.open("a") as fh:
             fh.write(text)
 

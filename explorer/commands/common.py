@@ -260,7 +260,7 @@ def progress(
                 note(notice)
         if stage == "timing":
             note(
-                f"timing the finalists again: {total} measurements in interleaved rounds, nothing else running"
+                f"timing the finalists again: {total} measurements in interleaved rounds, no training running"
             )
             return
         desc = f"{handle.name} {'search' if stage == 'search' else 'finalists'}"

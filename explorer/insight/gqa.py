@@ -94,7 +94,7 @@ def _cost(records: Sequence[TrialRecord], retimings: Sequence[Retiming]) -> tupl
     c = g.comparison
     ratio, low, high = math.exp(c.diff), math.exp(c.low), math.exp(c.high)
     p = f"p = {c.p_value:.3g}{'' if c.exact else ' (Monte Carlo)'}"
-    source = "re-timed with nothing else running" if timed else "timed during the search"
+    source = "re-timed after all training ended" if timed else "timed during the search"
     ev = (
         f"decoding cost: grouped-query takes {ratio:.2f}x the decoding time per token of multi-query, 95% "
         f"interval [{low:.2f}x, {high:.2f}x] ({c.n_a} vs {c.n_b} architectures in {c.strata} group(s), {source}; {p})"

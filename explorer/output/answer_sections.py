@@ -260,8 +260,9 @@ def _training_tail(records: Sequence[TrialRecord], keys: set[str]) -> str:
     size = f"{mean:+.3f} bits per byte" if bpb else f"{mean * 100:+.2f} points"
     spread = "" if math.isnan(se) else (f" (+-{1.96 * se:.3f})" if bpb else f" (+-{1.96 * se * 100:.2f})")
     still = (mean < -1.96 * se) if bpb else (mean > 1.96 * se)
-    verdict = ("so the schedule ended while runs were still improving: more [finalists] epochs would raise every "
-               "layout" if still else "no steady gain at the end of the schedule")  # fmt: skip
+    verdict = ("a mean gain beyond its 95% interval, so the runs were still improving when the schedule ended: "
+               "more [finalists] epochs may raise the scores (not measured here)" if still
+               else "no mean gain beyond its 95% interval at the end of the schedule")  # fmt: skip
     return (f" Over the last {tail} epochs of the schedule the validation {what} of the {len(runs)} runs changed "
             f"by {size} on average{spread}: {verdict}.")  # fmt: skip
 
@@ -276,9 +277,12 @@ def _timing_method(retimings: Sequence[Retiming]) -> str:
         if any(t.kind == "decode" for t in retimings)
         else ""
     )
+    loads = [t.latency.load for t in retimings if getattr(t.latency, "load", None) is not None]
+    load = f" (1-minute load average {min(loads):.2f} to {max(loads):.2f} while timing)" if loads else ""
     return (f"Latencies come from {len(rounds)} interleaved rounds of re-timing every finalist{extra}, "
-            f"{'each round in a fresh process, ' if fresh else ''}with nothing else running; layouts are "
-            "compared by their time ratio within a round, so a drift of the machine between rounds cancels.")  # fmt: skip
+            f"{'each round in a fresh process, ' if fresh else ''}with none of the study's training running"
+            f"{load}; layouts are compared by their time ratio within a round, so a drift of the machine between "
+            "rounds cancels.")  # fmt: skip
 
 
 def evidence_blocks(
