@@ -8,7 +8,7 @@ Formats (:data:`EXPORT_FORMATS`):
 * ``onnx``: an ONNX graph with the weights (``torch.onnx.export(dynamo=True)``; batch dimension dynamic);
 * ``hf``: a Hugging Face ``config.json`` of the layout in a folder (:mod:`explorer.output.hf`; the ``hf`` extra).
 
-The weights come from the study's artifact store (:func:`explorer.search.artifacts.trained_model`; a trial whose
+The weights come from the study's artifact store (:func:`explorer.search.retrain.trained_model`; a trial whose
 weights were evicted is retrained exactly). Every model file carries the run config, the input shape and the
 study's latency figure for the trial with its stated spread (the 95% interval a new timing should fall in), so
 `explorer bench model FILE` can say whether the shipped model is as fast as the study measured. Before a model

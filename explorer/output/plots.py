@@ -281,7 +281,7 @@ def _mark_floors(ax: Axes, levels: list[Any], shade_below: float | None, floors:
 def _effect_note(shade_below: float | None, floors: Sequence[float]) -> str:
     note = "dots: architectures; line: mean with 95% bootstrap interval"
     if shade_below is not None:
-        note += f"; shaded: below {shade_below:g} (the folklore floor)"
+        note += f"; shaded: below {shade_below:g} (the tutorial's d_k floor)"
     if floors:
         note += f"; dashed: the study's floor(s) {', '.join(f'{f:g}' for f in floors)}"
     return note
@@ -303,7 +303,7 @@ def heads_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figur
 
 
 def dk_figure(df: pd.DataFrame, floors: Sequence[float] = (), metric: QualityMetric | None = None) -> Figure:
-    """Quality and latency against the smallest d_k of each trial, with the folklore and study floors marked."""
+    """Quality and latency against the smallest d_k of each trial, with the tutorial's and the study's floors marked."""
     return _effect_figure(
         df, "dk_min", "d_k (smallest in any layer)", f"{_what(metric)} and latency by head width d_k",
         shade_below=DK_FLOOR, floors=floors, metric=metric,
