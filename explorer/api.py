@@ -10,6 +10,8 @@ of the same Optuna study, so workers, heartbeats, totals and resumption work the
     >>> summary = explorer.run_study("studies/quickstart.toml")
     >>> df = explorer.trials("quickstart")          # one row per trial, a pandas DataFrame
     >>> answer = explorer.recommend("quickstart")   # the head-count answer, with its evidence
+
+One variant alone is :func:`train` (what `explorer train` runs).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from explorer.engine.evaluate import train_variant
 from explorer.engine.limits import TRIALS
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.insight.compare import compare_fronts
@@ -65,6 +68,7 @@ __all__ = [
     "report",
     "run",
     "run_study",
+    "train",
     "trials",
 ]
 
@@ -90,6 +94,11 @@ class RunSummary:
             and self.search.done >= self.search.total
             and (self.finalists is None or not self.finalists.note)
         )
+
+
+# One variant trained and timed, every input checked first: what `explorer train` runs. It composes the engine
+# alone (the task, the limits, the runtime and memory checks, evaluate_variant), so it is defined there.
+train = train_variant
 
 
 def _deadline(options: RunOptions) -> float | None:

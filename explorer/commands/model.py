@@ -175,97 +175,71 @@ def train(
     _check_train_sizes(
         d_model, layers, epochs, batch_size, latency_batch, threads, latency_threads, decode_context
     )
-    import torch
-    from tqdm import tqdm
-
-    from explorer.engine.config import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
-    from explorer.engine.evaluate import evaluate_variant
-    from explorer.engine.footprint import check_config_limits, check_model_fits
-    from explorer.engine.latency_cache import LatencyCache
-    from explorer.engine.limits import BATCH, EPOCHS
+    from explorer import api
+    from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
     from explorer.engine.runconfig import load_run_config
-    from explorer.engine.tasks import load_task
 
     options = parse_options(task_opts)
     stop_after = None
     if config_path is not None:
         run = load_run_config(config_path)
-        task, options, model_cfg, train_cfg, stop_after = (
-            run.task,
-            run.task_options,
-            run.model,
-            run.train,
-            run.stop_after,
-        )
-        build = build or run.build
+        task, options, model_cfg, train_cfg = run.task, run.task_options, run.model, run.train
+        stop_after, build = run.stop_after, build or run.build
     else:
         model_cfg = ModelConfig.from_schedule(
-            d_model,
-            layers,
-            heads,
-            min_dk=min_dk,
-            kv_heads=kv_heads,
-            head_dim=head_dim,
-            mlp_ratio=mlp_ratio,
+            d_model, layers, heads, min_dk=min_dk, kv_heads=kv_heads, head_dim=head_dim, mlp_ratio=mlp_ratio,
             attention=attention,
-        )
+        )  # fmt: skip
         train_cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    from explorer.engine.device import resolve_device
-    from explorer.engine.runtime import check_runtime
-
     lat_cfg = LatencyConfig(
         device=device, batch_size=latency_batch, threads=latency_threads, runtime=latency_runtime
     )
-    check_runtime(latency_runtime, resolve_device(device))  # a missing extra fails before any training
-    decode = None if decode_context is None else DecodeConfig(context=decode_context)
-    EPOCHS.check(train_cfg.epochs, "the epochs", "train for fewer epochs")
-    BATCH.check(train_cfg.batch_size, "the batch size", "choose a smaller batch")
-    check_config_limits(model_cfg)
-    loaded = load_task(task, **options)
-    if decode is not None and not loaded.spec.causal:
-        raise ConfigError(f"--decode-context needs a language-model task such as --task text, not {task!r}.")
-    check_model_fits(
-        model_cfg,
-        loaded.spec,
-        train_batch=train_cfg.batch_size,
-        infer_batch=latency_batch,
-        device=str(resolve_device(device)),
-        decode_context=decode_context,
-    )  # before anything is built: a model this machine cannot hold is one line, not an allocator's traceback
-    builder = None
-    if build is not None:
-        from explorer.engine.usermodel import CHECK_BATCH, ModelBuilder, check_model
-
-        if decode is not None:
-            raise ConfigError("--decode-context times explorer's own language model; drop --build to use it.")
-        builder = ModelBuilder(build)
-        check_model(builder, [model_cfg], loaded.spec, loaded.train[0][:CHECK_BATCH])  # before any training
-    torch.set_num_threads(threads)
-    if not as_json:
-        note(
-            f"training {task}: d_model={model_cfg.d_model}, heads per layer {list(model_cfg.heads)}, "
-            f"kv_heads {list(model_cfg.kv_per_layer)}, d_k {list(model_cfg.d_k)}"
-        )
-    with tqdm(
-        total=stop_after or train_cfg.epochs, desc="epochs", unit="ep", file=sys.stderr, leave=False
-    ) as bar:
-
-        def on_epoch(stats: Any) -> bool:
-            val = stats.val_accuracy if stats.val_bpb is None else stats.val_bpb
-            bar.set_postfix(loss=f"{stats.train_loss:.3f}", val=f"{val:.3f}")
-            bar.update(1)
-            return stop_after is not None and stats.epoch >= stop_after
-
-        result = evaluate_variant(
-            model_cfg, loaded, train_cfg, lat_cfg, cache=LatencyCache(), on_epoch=on_epoch, decode=decode,
-            builder=builder,
+    started = "" if as_json else (
+        f"training {task}: d_model={model_cfg.d_model}, heads per layer {list(model_cfg.heads)}, "
+        f"kv_heads {list(model_cfg.kv_per_layer)}, d_k {list(model_cfg.d_k)}"
+    )  # fmt: skip
+    progress = _EpochBar(stop_after or train_cfg.epochs, started)
+    try:
+        trained = api.train(
+            model_cfg, train_cfg, task, task_options=options, latency=lat_cfg, decode_context=decode_context,
+            build=build, stop_after=stop_after, threads=threads, on_start=progress.start, on_epoch=progress.epoch,
         )  # fmt: skip
-    doc = {"task": loaded.name, "task_options": options, "build": build, **result.to_dict()}
-    if loaded.corpus_hash:
-        doc["corpus_sha256"] = loaded.corpus_hash
+    finally:
+        progress.close()
     if as_json:
-        emit_json(doc)
+        emit_json(trained.to_dict())
         return
+    _print_trained(trained)
+
+
+class _EpochBar:
+    """`train`'s stderr while it trains: a line saying what (``started``; empty: none), then a bar over the
+    epochs, shown once every input has been checked."""
+
+    def __init__(self, total: int, started: str):
+        self.total, self.started = total, started
+        self.bar: Any = None  # a tqdm bar, once started
+
+    def start(self) -> None:
+        from tqdm import tqdm
+
+        if self.started:
+            note(self.started)
+        self.bar = tqdm(total=self.total, desc="epochs", unit="ep", file=sys.stderr, leave=False)
+
+    def epoch(self, stats: Any) -> None:
+        val = stats.val_accuracy if stats.val_bpb is None else stats.val_bpb
+        self.bar.set_postfix(loss=f"{stats.train_loss:.3f}", val=f"{val:.3f}")
+        self.bar.update(1)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _print_trained(trained: Any) -> None:
+    """The human-readable report of one trained variant (an explorer.engine.evaluate.TrainedVariant)."""
+    result, loaded, build, model_cfg = trained.result, trained.task, trained.build, trained.result.config
     lat = result.latency
     click.echo(f"task            {loaded.name} ({result.device})")
     if build is not None:

@@ -1,7 +1,7 @@
 """One variant end to end: build it, time it on the device, train it, evaluate it. The one path every caller uses.
 
-`explorer train`, a study's trials, finalist runs and retraining a trial for analysis all call
-:func:`evaluate_variant`, so they measure the same things the same way. Latency is measured before training (it
+`explorer train` (:func:`train_variant`: every input checked first), a study's trials, finalist runs and
+retraining a trial for analysis all call :func:`evaluate_variant`, so they measure the same things the same way. Latency is measured before training (it
 depends only on the architecture), so a caller can refuse a variant on it (a latency budget) before spending any
 training. A NaN loss or running out of memory, while timing or while training, is a :class:`VariantFailed` with
 the reason, never a crash of the caller.
@@ -10,7 +10,7 @@ the reason, never a crash of the caller.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,18 +19,29 @@ import torch
 
 from explorer.engine.config import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
 from explorer.engine.decode import decode_latency
-from explorer.engine.device import as_device, device_label
+from explorer.engine.device import as_device, device_label, resolve_device
+from explorer.engine.footprint import check_config_limits, check_model_fits
 from explorer.engine.latency import model_latency
 from explorer.engine.latency_cache import LatencyCache
+from explorer.engine.limits import BATCH, EPOCHS
 from explorer.engine.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
 from explorer.engine.model import Model, build_model, model_cost
 from explorer.engine.probe import relation_specialization
+from explorer.engine.runtime import check_runtime
+from explorer.engine.tasks import load_task
 from explorer.engine.tasks.base import Task
 from explorer.engine.train import EpochStats, TrainResult, fit
 from explorer.engine.usermodel import CHECK_BATCH, ModelBuilder, check_model
 from explorer.errors import EXIT_NO_RESULT, ConfigError, ExplorerError, TrainingDivergedError
 
-__all__ = ["VariantFailed", "VariantResult", "evaluate_variant", "is_out_of_memory"]
+__all__ = [
+    "TrainedVariant",
+    "VariantFailed",
+    "VariantResult",
+    "evaluate_variant",
+    "is_out_of_memory",
+    "train_variant",
+]
 
 
 class VariantFailed(ExplorerError):
@@ -281,3 +292,92 @@ def _relations(model: Model, task: Task, builder: ModelBuilder | None) -> pd.Dat
         if builder is None:
             raise
         return None
+
+
+# --------------------------------------------------------------------------------------------- one request
+
+
+@dataclass(frozen=True)
+class TrainedVariant:
+    """One variant trained and timed by :func:`train_variant`, with the task it trained on."""
+
+    result: VariantResult
+    task: Task
+    task_options: dict[str, Any]
+    build: str | None = None  # the user's model function that built it (None: explorer's own model)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: the task, its options and the model function, then :meth:`VariantResult.to_dict`."""
+        doc = {"task": self.task.name, "task_options": self.task_options, "build": self.build}
+        doc |= self.result.to_dict()
+        if self.task.corpus_hash:
+            doc["corpus_sha256"] = self.task.corpus_hash
+        return doc
+
+
+def train_variant(
+    cfg: ModelConfig,
+    train_cfg: TrainConfig,
+    task: str = "digits",
+    task_options: Mapping[str, Any] | None = None,
+    *,
+    latency: LatencyConfig | None = None,
+    decode_context: int | None = None,
+    build: str | None = None,
+    stop_after: int | None = None,
+    threads: int | None = None,
+    on_start: Callable[[], None] | None = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
+) -> TrainedVariant:
+    """Train and time one variant of ``task`` (a name, a path or a function reference, as
+    :func:`explorer.engine.tasks.load_task` takes): what `explorer train` does.
+
+    Checked first, in order: the runtime on ``latency.device`` (resolved once), the epochs and batch size, the
+    model's sizes, the task, decoding (``decode_context``: a language-model task and explorer's own model), the
+    memory the model needs there and the user's model (``build``) on one batch. Then ``on_start`` is called and
+    :func:`evaluate_variant` runs with ``threads`` torch threads (default: as they are), up to ``stop_after``
+    epochs (a run config's stop), ``on_epoch`` seeing every epoch.
+    """
+    latency = LatencyConfig() if latency is None else latency
+    device = resolve_device(latency.device)
+    check_runtime(latency.runtime, device)  # a missing extra fails before any training
+    decode = None if decode_context is None else DecodeConfig(context=decode_context)
+    EPOCHS.check(train_cfg.epochs, "the epochs", "train for fewer epochs")
+    BATCH.check(train_cfg.batch_size, "the batch size", "choose a smaller batch")
+    check_config_limits(cfg)
+    options = dict(task_options or {})
+    loaded = load_task(task, **options)
+    if decode is not None and not loaded.spec.causal:
+        raise ConfigError(f"--decode-context needs a language-model task such as --task text, not {task!r}.")
+    check_model_fits(
+        cfg, loaded.spec, train_batch=train_cfg.batch_size, infer_batch=latency.batch_size, device=str(device),
+        decode_context=decode_context,
+    )  # fmt: skip  # before anything is built: a model this machine cannot hold is one line, not a traceback
+    builder = None if build is None else _checked_builder(build, cfg, loaded, decode)
+
+    def each_epoch(stats: EpochStats) -> bool:
+        if on_epoch is not None:
+            on_epoch(stats)
+        return stop_after is not None and stats.epoch >= stop_after
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads or previous)
+    try:
+        if on_start is not None:
+            on_start()
+        result = evaluate_variant(
+            cfg, loaded, train_cfg, latency, device, cache=LatencyCache(), on_epoch=each_epoch, decode=decode,
+            builder=builder,
+        )  # fmt: skip
+    finally:
+        torch.set_num_threads(previous)
+    return TrainedVariant(result, loaded, options, build)
+
+
+def _checked_builder(build: str, cfg: ModelConfig, task: Task, decode: DecodeConfig | None) -> ModelBuilder:
+    """The user's model function ``build``, checked on one batch of ``task`` before any training."""
+    if decode is not None:
+        raise ConfigError("--decode-context times explorer's own language model; drop --build to use it.")
+    builder = ModelBuilder(build)
+    check_model(builder, [cfg], task.spec, task.train[0][:CHECK_BATCH])
+    return builder

@@ -5,10 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+import explorer.engine.device as device_module
 import explorer.engine.evaluate as ev
 from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
 from explorer.engine.evaluate import VariantFailed, evaluate_variant
 from explorer.engine.tasks import load_task
+from explorer.errors import ConfigError
 
 LAT = LatencyConfig(device="cpu", batch_size=4, threads=1, min_run_time=0.02)
 CFG = ModelConfig(d_model=16, heads=(2, 4), mlp_ratio=1.0)
@@ -77,3 +79,34 @@ def test_relations_task_records_what_each_head_follows(one_thread):
     assert r.relations is not None
     assert set(r.relations.columns) == {"layer", "head", "relation", "attention"}
     assert len(r.relations) == 1 * 2 * 2 and r.relations["attention"].between(0, 1).all()
+
+
+# --------------------------------------------------------------------------------------------- train_variant
+
+
+def test_train_variant_checks_first_then_trains_to_where_it_is_told_to_stop(monkeypatch, one_thread):
+    resolved = []
+    for module in (ev, device_module):  # every name the device could be resolved through
+        monkeypatch.setattr(
+            module, "resolve_device", lambda name: resolved.append(name) or torch.device("cpu")
+        )
+    events = []
+    trained = ev.train_variant(
+        CFG, TrainConfig(epochs=3, batch_size=128, lr=3e-3), "digits", latency=LAT, stop_after=2, threads=1,
+        on_start=lambda: events.append("start"), on_epoch=lambda stats: events.append(stats.epoch),
+    )  # fmt: skip
+    assert events == ["start", 1, 2] and trained.result.fit.epochs_run == 2  # the run config's stop
+    assert resolved == ["cpu"]  # once, for the runtime, the memory check, timing and training
+    doc = trained.to_dict()
+    assert (doc["task"], doc["task_options"], doc["build"]) == ("digits", {}, None)
+    assert "corpus_sha256" not in doc  # a text task's corpus only
+    assert doc["heads"] == [2, 4] and doc["train"]["epochs"] == 3
+
+
+def test_train_variant_refuses_decoding_a_classifier_before_anything_runs(monkeypatch):
+    monkeypatch.setattr(ev, "evaluate_variant", lambda *a, **k: pytest.fail("nothing may be built"))
+    started = []
+    with pytest.raises(ConfigError, match="--decode-context needs a language-model task such as --task text"):
+        ev.train_variant(CFG, TrainConfig(epochs=1), "digits", latency=LAT, decode_context=8,
+                         on_start=lambda: started.append(True))  # fmt: skip
+    assert started == []
