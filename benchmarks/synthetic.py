@@ -25,7 +25,11 @@ from explorer.engine.schedules import expand_schedule, valid_heads
 from explorer.search.record import TrialRecord
 from explorer.search.units import unit_seed
 
-__all__ = ["make_study", "write_tiny_spec"]
+__all__ = [
+    "architectures",
+    "make_study",
+    "write_tiny_spec",
+]
 
 D_MODELS = (64, 128, 256)
 LAYERS = (2, 4)
@@ -35,7 +39,7 @@ N_VAL = 270
 
 
 def synthetic_accuracy(heads: tuple[int, ...], d_model: int) -> float:
-    """-6 points at one head, +1.5 per doubling up to 8, -4 when d_k < 16."""
+    """The known truth the tests check: -6 points at one head, +1.5 per doubling up to 8, -4 when d_k < 16."""
     h = float(np.mean([min(x, 8) for x in heads]))
     acc = 0.80 + 0.02 * math.log2(d_model / 64) + 0.015 * math.log2(h)
     acc -= 0.06 * (sum(x == 1 for x in heads) / len(heads))
@@ -93,7 +97,7 @@ def _record(
     )
 
 
-def _architectures() -> list[tuple[int, tuple[int, ...]]]:
+def architectures() -> list[tuple[int, tuple[int, ...]]]:
     out = []
     for d in D_MODELS:
         valid = [h for h in HEADS if h in valid_heads(d, 2)]
@@ -137,7 +141,7 @@ def make_study(
     (e.g. ``{"FAIL": 20, "PRUNED": 60}``), plus ``finalists`` seeds of the four most accurate architectures, an
     attention ``bench`` table when given, and a latency budget whose constraints the trials carry."""
     rng = np.random.default_rng(seed)
-    archs = _architectures()
+    archs = architectures()
     kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]
     if len(kinds) > len(archs):
         raise ValueError(f"only {len(archs)} synthetic architectures exist")

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import itertools
-import math
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +17,18 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState, create_trial
 
+from benchmarks.synthetic import (  # the synthetic truth the benchmarks share
+    BASE,
+    D_MODELS,
+    HEADS,
+    LAYERS,
+    N_VAL,
+    architectures,
+    synthetic_accuracy,
+    synthetic_latency,
+)
 from explorer.engine.config import ModelConfig
 from explorer.engine.measures import DecodeResult, LatencyResult
-from explorer.engine.schedules import expand_schedule, valid_heads
 from explorer.search.record import TrialRecord
 from explorer.search.spec import spec_from_dict
 from explorer.search.units import unit_seed
@@ -37,26 +44,6 @@ __all__ = [
     "synthetic_latency",
     "write_tiny_spec",
 ]
-
-D_MODELS = (64, 128, 256)
-LAYERS = (2, 4)
-HEADS = (1, 2, 4, 8, 16, 32)
-BASE = dt.datetime(2025, 1, 1, 12, 0, 0)
-N_VAL = 270
-
-
-def synthetic_accuracy(heads: tuple[int, ...], d_model: int) -> float:
-    """The known truth the tests check: -6 points at one head, +1.5 per doubling up to 8, -4 when d_k < 16."""
-    h = float(np.mean([min(x, 8) for x in heads]))
-    acc = 0.80 + 0.02 * math.log2(d_model / 64) + 0.015 * math.log2(h)
-    acc -= 0.06 * (sum(x == 1 for x in heads) / len(heads))
-    acc -= 0.04 * (min(d_model // x for x in heads) < 16)
-    return acc
-
-
-def synthetic_latency(heads: tuple[int, ...], d_model: int) -> float:
-    return 0.2 * (d_model / 64) ** 1.5 * len(heads) * (1 + 0.03 * float(np.mean(heads)))
-
 
 def latency(ms: float, when: str = "2025-01-01T12:00:00+00:00", spread: float = 0.02, cached: bool = False):
     """A latency measurement of median ``ms`` with ten block times spread by ``spread`` (relative)."""
@@ -151,19 +138,6 @@ def lm_search(gqa_loss=0.0, gqa_cost=1.05, mha_cost=2.0, noise=0.005, seed=0) ->
     return out
 
 
-def _architectures() -> list[tuple[int, tuple[int, ...]]]:
-    out = []
-    for d in D_MODELS:
-        valid = [h for h in HEADS if h in valid_heads(d, 2)]
-        for layers in LAYERS:
-            for h in valid:
-                out.append((d, (h,) * layers))
-            for lo, hi in itertools.combinations(valid, 2):
-                out.append((d, expand_schedule(f"increasing:{lo}-{hi}", layers, d)))
-                out.append((d, expand_schedule(f"decreasing:{hi}-{lo}", layers, d)))
-    return list(dict.fromkeys(out))
-
-
 def _spec(name: str, total: int, max_latency_ms: float | None) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "name": name,
@@ -196,7 +170,7 @@ def make_study(
     """A study of ``n`` COMPLETE search trials over distinct synthetic architectures, plus trials in ``states``,
     plus ``finalists`` seeds of the four most accurate architectures (role finalist) when asked."""
     rng = np.random.default_rng(seed)
-    archs = _architectures()
+    archs = architectures()
     kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]
     if len(kinds) > len(archs):
         raise ValueError(f"only {len(archs)} synthetic architectures exist")
