@@ -1,21 +1,78 @@
-"""Worker processes: each queued trial is run by exactly one of them; a worker that fails says why in the
-command's one line, without a password."""
+"""Workers: one in the command's process works with the run's context; a pool of spawned ones finishes exactly
+the stage's total; each queued trial is run by exactly one of them; a worker that fails, or is killed before the
+stage is done, says so in the command's one line, without a password."""
 
 from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+from types import SimpleNamespace
 
 import optuna
 import pytest
+import torch
+from optuna.trial import TrialState
 
+import explorer.search.workers as workers_module
 from explorer.errors import ExplorerError
 from explorer.search.claims import pop_waiting
+from explorer.search.record import load_records
 from explorer.search.spec import load_spec
 from explorer.search.storage import open_storage
-from explorer.search.study import prepare_study
+from explorer.search.study import prepare_study, run_context
 from explorer.search.workers import RunOptions, run_stage
 from tests.fixtures import write_tiny_spec
+
+
+def tiny(tmp_path, n_trials: int = 2):
+    spec = load_spec(write_tiny_spec(tmp_path, n_trials=n_trials, epochs=1, early=False))
+    return prepare_study(spec, f"sqlite:///{tmp_path / 's.db'}")
+
+
+def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path, monkeypatch, one_thread):
+    handle = tiny(tmp_path)
+    context = run_context(handle)
+    monkeypatch.setattr(workers_module, "run_context", lambda *a, **k: pytest.fail("resolved a second time"))
+    seen = []
+    progress = run_stage(handle, "search", 2, RunOptions(threads=2), context=context, on_progress=seen.append)
+    assert (progress.done, progress.total, progress.note) == (2, 2, "")
+    records = load_records(handle.study)
+    assert [r.state for r in records] == ["COMPLETE", "COMPLETE"] and len({r.key for r in records}) == 2
+    assert seen[0].done == 0 and seen[-1].done == 2  # progress reported from the start to the end
+    assert all(r.device.endswith("2 threads)") for r in records)  # --threads while the worker trains...
+    assert torch.get_num_threads() == 1  # ... and given back after
+
+
+@pytest.mark.slow
+def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, one_thread):
+    handle = tiny(tmp_path, n_trials=5)
+    progress = run_stage(handle, "search", 5, RunOptions(workers=2, poll_interval=0.2))
+    assert (progress.done, progress.note) == (5, "")
+    trials = handle.study.get_trials()
+    finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    assert len(finished) == 5 and not [t for t in trials if t.state == TrialState.RUNNING]
+    assert len({r.key for r in load_records(handle.study) if r.finished}) == 5  # no architecture twice
+
+
+def outcome(handle, exitcodes: list[int], notes: list[str], total: int = 2):
+    """What the command makes of a pool whose workers exited with ``exitcodes`` and put ``notes``."""
+    report = workers_module._start(handle, "search", total, len(exitcodes), torch.device("cpu"), None)
+    procs = [SimpleNamespace(exitcode=code) for code in exitcodes]
+    return workers_module._pool_outcome(handle, "search", total, procs, notes, report)
+
+
+def test_a_pool_reports_how_its_workers_ended(tmp_path):
+    handle = tiny(tmp_path)
+    # a worker killed by a signal before the stage was done: resume
+    with pytest.raises(
+        ExplorerError, match=r"^1 worker\(s\) were killed \(signal 9\) before the search stage"
+    ):
+        outcome(handle, [0, -9], ["", ""])
+    # ... unless the stage stopped for a reason of its own (a timeout), which is the note
+    assert outcome(handle, [0, -9], ["timeout", ""]).note == "timeout"
+    # a worker that failed: its own error, and what is saved
+    with pytest.raises(ExplorerError, match=r"codes \[1\]\): StorageError: gone; 0 of 2 search trials"):
+        outcome(handle, [1, 0], ["error: StorageError: gone", ""])
 
 
 @pytest.mark.slow
