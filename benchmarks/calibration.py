@@ -153,17 +153,18 @@ def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, al
             "confidence": conf}  # fmt: skip
 
 
-def analyse(runs: list[dict[str, Any]], spec: Any) -> dict[str, Any]:
-    """Agreement, calibration, class sizes and pooled truth, at every number of replicates the runs hold."""
+def analyse(runs: list[dict[str, Any]], spec: Any, margin: float | None = None) -> dict[str, Any]:
+    """Agreement, calibration, class sizes and pooled truth, at every number of replicates the runs hold (with
+    the spec's margin, or ``margin``: a replay of the same runs under another margin)."""
     f, a = spec.finalists, spec.answer
-    margin = a.margin_for(True)
+    margin = a.margin_for(True) if margin is None else margin
     ok = [r for r in runs if "readme" in r]
     levels = {f.seeds: [r["readme"] for r in ok]}  # the README's evidence: exactly what its reports said
     if ok and all("extended" in r for r in ok):
         most = min(len(r["extended"]["units"]) for r in ok) // f.folds
         for k in range(1, most + 1):
             levels.setdefault(k, [r["extended"] for r in ok])
-    check = [decide(r["readme"], f.seeds, f.folds, margin, a.alpha, a.latency_tie, confidence=False) for r in ok]
+    check = [decide(r["readme"], f.seeds, f.folds, a.margin_for(True), a.alpha, a.latency_tie, confidence=False) for r in ok]
     mismatch = [r["seed"] for r, c in zip(ok, check, strict=True) if c["answer"] != r["readme"]["answer"]]
     pooled = _pooled_means([r.get("extended", r["readme"]) for r in ok])
     best = max(pooled.values())
@@ -269,6 +270,7 @@ def main() -> None:
     ap.add_argument("--replay", type=Path, help="analyse the runs recorded in this JSON instead of running")
     ap.add_argument("--grow", type=Path, help="extend the last runs recorded in this JSON (with --extend, --folders)")
     ap.add_argument("--folders", default="/tmp/calibration-*", help="where --grow finds the runs' folders (a glob)")
+    ap.add_argument("--margin", type=float, help="replay with this margin (accuracy points) instead of the spec's")
     ap.add_argument("--record", type=Path, help="append the result to this Markdown file (and its .json)")
     args = ap.parse_args()
     from explorer.search.spec import load_spec
@@ -292,9 +294,10 @@ def main() -> None:
         result = {"date": stamp(), "machine": machine(), "command": command(), "commit": commit(),
                   "extend": args.extend, "runs": runs, "load_before": load_before}  # fmt: skip
     result["load_after"] = load_average()
-    result["spec"] = {"margin": spec.answer.margin_for(True), "alpha": spec.answer.alpha,
+    margin = None if args.margin is None else args.margin / 100
+    result["spec"] = {"margin": spec.answer.margin_for(True) if margin is None else margin, "alpha": spec.answer.alpha,
                       "tie": spec.answer.latency_tie, "folds": spec.finalists.folds, "seeds": spec.finalists.seeds}  # fmt: skip
-    result["analysis"] = analyse(result["runs"], spec)
+    result["analysis"] = analyse(result["runs"], spec, margin)
     text = render(result)
     print(text)
     if args.record and not args.replay:

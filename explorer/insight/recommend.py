@@ -311,9 +311,10 @@ def _from_finalists(
         grid.scores, times, members, margin, spec.answer.alpha, spec.answer.latency_tie
     )
     method = (
-        f"share of {ROUNDS} resamples of the evidence (its paired units and its timing rounds drawn with "
-        "replacement, the rule applied to each) whose answer is a member of this class; the search is not "
-        "re-run, and near a tie between two layouts the figure overstates (benchmarks/confidence_simulation.md)"
+        f"share of {ROUNDS} simulated re-runs (this study's paired units and timing rounds drawn with "
+        "replacement, each layout's mean then moved by a re-run's error on top of this study's, the rule applied "
+        "to each) whose answer is a member of this class; the search is not re-run (checked against whole "
+        "re-runs: benchmarks/calibration.md, and against known truth: benchmarks/confidence_simulation.md)"
     )
     kv = spec.space.kv_heads is not None
     measured = [
