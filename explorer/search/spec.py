@@ -6,73 +6,8 @@ key, its table and the fix. :meth:`StudySpec.to_dict` is JSON-ready and canonica
 in); it is stored in the study's user attrs so ``explorer study resume NAME`` works from the database alone,
 and ``spec_from_dict(spec.to_dict()) == spec``.
 
-Keys (``*`` = required; studies/quickstart.toml shows every one with a comment)::
-
-    name*      study name: letters, digits, '-', '_', '.', not starting with '.' (also the default DB file)
-    n_trials*  search trials: each evaluates one architecture not evaluated before, with one seed
-    storage    SQLAlchemy URL; default none = sqlite:///studies/<name>.db (never stored with the study)
-    artifacts  where trained weights and report figures go (explorer.search.artifacts): a directory,
-               file://PATH, s3://BUCKET or gs://BUCKET; default beside a SQLite file, else ./studies/artifacts
-    timeout    optional seconds per `study run` call
-    sampler    tpe | nsga2 | gp | random | qmc (default tpe; qmc covers a small space evenly)
-    seed       sampler and training seed (default 0)
-    bench      run the attention benchmark once per study, for the "merged heads are faster" rule (true)
-
-    [objectives]     accuracy = "maximize" (validation accuracy, always, for a classification task) or
-                     bpb = "minimize" (validation bits per byte, always, for a language-model task: text);
-                     latency = "minimize" (always); params = "minimize" (optional: parameter count);
-                     decode = "minimize" (optional: decoding ms per token, language-model tasks; the knee
-                     is then chosen on quality against decoding time)
-    [task]           name* = digits | mnist | relations | text | path/to/data.npz (relative to the working
-                     directory) | your function: "package.module:function" or "path/to/data.py:function"
-                     (explorer.engine.tasks.usercode); options = { ... } passed to
-                     explorer.engine.tasks.load_task (a function's are its keyword arguments; patch = P
-                     and layout = "hwc" | "chw" cut images into patches); epochs (10): a search trial's
-                     full budget; batch_size (64)
-    [model]          build = "package.module:function" or "path/to/models.py:function": your model,
-                     built from each layout and the task's input spec (explorer.engine.usermodel);
-                     default: explorer's own encoder or language model
-    [space]          d_model*, n_layers*, heads* (lists of ints: widths, depths, head-count candidates; one
-                     width and one depth fix the base model, so the study answers "how many heads for it");
-                     min_dk (int or list of ints to search over, default 1); families (subset of uniform,
-                     increasing, decreasing, free; default: every one the space can realise, e.g. free
-                     needs 3+ layers); mlp_ratio (list, default [4.0]);
-                     lr (fixed float, or [low, high] searched log-uniformly; default 3e-3);
-                     dropout (fixed, default 0.0); attention (fused | merged | serial, default fused);
-                     kv_heads (list of key/value head candidates; a layer takes those dividing its heads;
-                     default none: kv_heads = heads); kv_per_layer (false: one kv position for every layer);
-                     head_dim (list of head widths; where given the d_k floor applies to it and d_model %
-                     heads is not required; default none: d_k = d_model / heads)
-    [decode]         context (512), batch_size (1): decoding latency (one new token against a key/value
-                     cache of context positions) is measured per architecture; language-model tasks only
-    [latency]        device (auto | cpu | cuda, default auto), batch_size (32), threads (1),
-                     dtype (float32 | bfloat16 | float16, default float32; half types need cuda),
-                     runtime (eager | compile | onnxruntime, default eager: how the deployed model runs;
-                     onnxruntime needs the `onnx` extra), seq_len (positions per timed example, default
-                     the task's): the deployment shape, separate from training
-    [budgets]        max_latency_ms, max_params, max_decode_ms (ms per token), max_kv_cache_mb (the key/value
-                     cache at [decode] context and batch, in MB of 10^6 bytes): optional; each becomes an
-                     Optuna constraint (the last two need a language-model task)
-    [early_stopping] enabled (true); min_epochs (3): the first rung; reduction (2): rungs at min_epochs,
-                     min_epochs * reduction, ... below [task] epochs; alpha (0.05): a trial's chance of a
-                     false stop over all its rungs: at a rung it stops only when a different,
-                     at-least-as-fast architecture is better by more than seed and split noise allow (the
-                     spread of the study's values at that epoch, never below the split's binomial noise; t
-                     critical values, Bonferroni over the peers compared and the trial's rungs)
-    [finalists]      enabled (true): after the search, train the knee, its nearest front neighbours,
-                     reference layouts and the ladder on the evidence grid; top (2): front architectures
-                     nearest the knee; references (true): 1 head and the tutorial's 8 (8-16) heads per layer at
-                     the knee's width and depth, and the next faster front layout (a study searching kv_heads
-                     adds multi-head and multi-query attention at the knee's heads); ladder (true): every head
-                     count of the space, the same in each layer, at the knee's width and depth; folds (5, a
-                     language model 1): cross-validation folds of the task's labelled examples (the test split
-                     kept apart), 1 keeps the fixed split; seeds (2): replicates, each cutting the folds afresh,
-                     every layout sharing a unit's seed; epochs (2 x [task] epochs): the fixed schedule of every
-                     run; timing_rounds (3): interleaved re-timing rounds of every finalist once training is done
-    [answer]         margin (1 accuracy point, or 0.02 bits per byte): the answer's class is the layouts shown
-                     within it of the best; alpha (0.05): the error of each equivalence claim (paired two
-                     one-sided t tests); latency_tie (0.05): a within-round time ratio closer to 1 counts as
-                     equally fast (the answer is the class's fastest member, the more accurate of a tie)
+Every key, its table, type and default is documented once, in ``docs/spec.md``; the readers accept exactly the
+keys of :data:`explorer.search.spec_keys.SPEC_KEYS`, and ``tests/test_docs.py`` checks that the two agree.
 """
 
 from __future__ import annotations
