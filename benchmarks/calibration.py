@@ -228,6 +228,18 @@ def _level_table(levels: dict[Any, dict[str, Any]], folds: int, name: Any) -> li
     return lines
 
 
+def _per_run(levels: dict[Any, dict[str, Any]], runs: list[dict[str, Any]]) -> list[str]:
+    """Each run's stated confidence beside the share of the other runs whose answer its class holds."""
+    seeds = [r["seed"] for r in runs if "readme" in r]
+    out = []
+    for k, lv in levels.items():
+        pairs = ", ".join(f"seed {s}: {d['confidence']:.0%} / {p:.0%}"
+                          for s, d, p in zip(seeds, lv["runs"], lv["per_run"], strict=True))  # fmt: skip
+        out.append(f"Per run at {k} replicate(s), stated confidence / share of the other runs' answers in its class: "
+                   f"{pairs}.")  # fmt: skip
+    return out
+
+
 def render(result: dict[str, Any]) -> str:
     runs, an, spec = result["runs"], result["analysis"], result["spec"]
     name = lambda k: _name(k, runs)  # noqa: E731
@@ -240,6 +252,12 @@ def render(result: dict[str, Any]) -> str:
              + (f", then `explorer confirm quickstart --seeds {result['extend']} --workers 2`" if result.get("extend")
                 else "") + f". Margin {spec['margin'] * 100:g} point(s), alpha {spec['alpha']}, latency tie "
              f"{spec['tie']:.0%}, {spec['folds']} folds; the README's study trains {spec['seeds']} replicate(s).", ""]  # fmt: skip
+    if "replayed" in result:
+        rp = result["replayed"]
+        lines += [f"**Replayed** {rp['date']} with `{rp['command']}` at commit {rp['commit']}: the tables below are "
+                  "recomputed from the recorded candidate tables by that commit's rule and confidence"
+                  + (f", with a margin of {spec['margin'] * 100:g} point(s)" if result.get("margin_replayed") else "")
+                  + "; the per-seed table gives what each run's live report said.", ""]  # fmt: skip
     failed = [r for r in runs if "readme" not in r]
     if failed:
         lines += [f"- seed {r['seed']} failed at `{r.get('step')}`: {r.get('error')}" for r in failed] + [""]
@@ -252,7 +270,7 @@ def render(result: dict[str, Any]) -> str:
             ext = f"{r['extend_seconds'] / 60:.1f}" if "extend_seconds" in r else ""
             lines.append(f"| {r['seed']} | {name(t['answer'])} | {' '.join(name(k) for k in t['class'])} | {conf} | "
                          f"{r['seconds'] / 60:.1f} | {ext} |")  # fmt: skip
-    lines += ["", *_level_table(an["levels"], spec["folds"], name)]
+    lines += ["", *_level_table(an["levels"], spec["folds"], name), "", *_per_run(an["levels"], runs)]
     lines += ["", "The same rule on the ladder alone (the uniform layouts every run measures; the layouts a run's "
               "search added left out):", "", *_level_table(an["ladder"], spec["folds"], name)]  # fmt: skip
     pooled = ", ".join(f"{name(k)} {v:.2%}" for k, v in sorted(an["pooled"].items(), key=lambda kv: -kv[1]))
@@ -279,6 +297,7 @@ def main() -> None:
     load_before = load_average()
     if args.replay:
         result = json.loads(args.replay.read_text())[-1]
+        result["replayed"] = {"date": stamp(), "command": command(), "commit": commit()}
     elif args.grow:
         if not args.extend:
             raise SystemExit("--grow needs --extend K: the replicates each study should have")
@@ -293,8 +312,10 @@ def main() -> None:
             runs.append(r)
         result = {"date": stamp(), "machine": machine(), "command": command(), "commit": commit(),
                   "extend": args.extend, "runs": runs, "load_before": load_before}  # fmt: skip
-    result["load_after"] = load_average()
+    if not args.replay:
+        result["load_after"] = load_average()
     margin = None if args.margin is None else args.margin / 100
+    result["margin_replayed"] = margin is not None
     result["spec"] = {"margin": spec.answer.margin_for(True) if margin is None else margin, "alpha": spec.answer.alpha,
                       "tie": spec.answer.latency_tie, "folds": spec.finalists.folds, "seeds": spec.finalists.seeds}  # fmt: skip
     result["analysis"] = analyse(result["runs"], spec, margin)
