@@ -107,10 +107,7 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
     undecided = groups.get("undecided", [])
     if undecided:
         spans += [("b", "Undecided: "), "; ".join(_undecided_text(c, modern) for c in undecided) + ". "]
-        seeds = [c.seeds_needed for c in undecided if c.seeds_needed is not None]
-        if seeds:
-            spans += ["Running every finalist on more seeds decides them: ",
-                      ("code", f"explorer confirm {spec.name} --seeds {max(seeds)}"), ". "]  # fmt: skip
+        spans += _deciding(undecided, spec, modern)
     spans.append(
         f"Each verdict is a paired equivalence test (two one-sided t tests at {1 - ans.alpha:.0%}) of the "
         f"layout against the best on the {_units_text(spec, ans.grid.scores.shape[1] if ans.grid else 0)} both "
@@ -137,6 +134,21 @@ def _narrowing(ans: Answer, spec: StudySpec, equivalent: list[Candidate]) -> lis
     return [f"{len(equivalent) + 1} layouts are within the margin: the data do not prefer among them at this "
             f"margin. To separate them at a margin of {half}, set it in [answer] and run about {seeds} seeds in all ",
             ("code", f"explorer confirm {spec.name} --seeds {seeds}"), ". "]  # fmt: skip
+
+
+def _deciding(undecided: list[Candidate], spec: StudySpec, modern: bool) -> list[Any]:
+    """The confirm command that decides the most undecided layouts for the fewest seeds, and what deciding them
+    all would take (each from the layout's measured spread)."""
+    seeds = sorted({c.seeds_needed for c in undecided if c.seeds_needed is not None})
+    if not seeds:
+        return []
+    first = [_layout(c.arch, modern) for c in undecided if c.seeds_needed == seeds[0]]
+    spans: list[Any] = ["Running every finalist on more seeds decides them: ",
+                        ("code", f"explorer confirm {spec.name} --seeds {seeds[0]}"),
+                        f" should decide {', '.join(first)}"]  # fmt: skip
+    if len(seeds) > 1:
+        spans.append(f"; deciding every one needs about {seeds[-1]} seeds in all")
+    return [*spans, ". "]
 
 
 def _undecided_text(c: Candidate, modern: bool) -> str:
