@@ -32,11 +32,11 @@ __all__ = [
     "out_path",
     "parse_options",
     "quiet_optuna",
-    "run_and_report",
     "run_options",
     "storage_option",
     "threads_option",
     "trial_option",
+    "with_progress",
 ]
 
 
@@ -296,7 +296,7 @@ def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
     }
 
 
-def run_and_report(
+def with_progress(
     handle: Any, action: Callable[..., Any], as_json: bool, notice: str = "", **kw: Any
 ) -> None:
     """Run a study action with progress; Ctrl-C stops cleanly and says how to resume."""

@@ -19,11 +19,11 @@ from explorer.commands.common import (
     note,
     out_option,
     quiet_optuna,
-    run_and_report,
     run_options,
     storage_option,
     threads_option,
     trial_option,
+    with_progress,
 )
 
 __all__ = ["compare", "confirm", "export", "heads", "report"]
@@ -207,7 +207,7 @@ def confirm(
 
     quiet_optuna()
     handle = open_study(name, storage)
-    run_and_report(handle, api.confirm, as_json, top=top, seeds=seeds, options=options)
+    with_progress(handle, api.confirm, as_json, top=top, seeds=seeds, options=options)
 
 
 @click.command()

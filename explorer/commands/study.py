@@ -16,9 +16,9 @@ from explorer.commands.common import (
     no_bench_option,
     note,
     quiet_optuna,
-    run_and_report,
     run_options,
     storage_option,
+    with_progress,
 )
 
 __all__ = ["study"]
@@ -50,7 +50,7 @@ def _run_flags(n_trials_help: str) -> Callable[[Any], Any]:
     return wrap
 
 
-def _run(
+def _run_to_total(
     handle: Any,
     n_trials: int | None,
     no_finalists: bool,
@@ -67,7 +67,7 @@ def _run(
 
     if options.timeout is None and handle.spec.timeout is not None:  # the spec's timeout, unless --timeout
         options = dataclasses.replace(options, timeout=handle.spec.timeout)
-    run_and_report(
+    with_progress(
         handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists,
         bench=not no_bench, total_from=total_from, notice=notice, spec_path=spec_path,
     )  # fmt: skip
@@ -102,7 +102,7 @@ def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
         run["notice"] = (
             f"the total is {spec_path}'s n_trials = {spec.n_trials} (it was {handle.spec.n_trials})"
         )
-    _run(handle, **run)
+    _run_to_total(handle, **run)
 
 
 @study.command("resume")
@@ -119,7 +119,7 @@ def study_resume(name: str, storage: str | None, **run: Any) -> None:
     from explorer.search.study import open_study
 
     quiet_optuna()
-    _run(open_study(name, storage), **run)
+    _run_to_total(open_study(name, storage), **run)
 
 
 @study.command("list")
