@@ -184,7 +184,7 @@ def build_sandbox(folder: Path, python: str) -> None:
     )
     models = folder / "models"
     models.mkdir()
-    subprocess.run([*run, "export", "tiny", "--format", "state", "--out", "models/tiny.pt"], cwd=folder, env=env,
+    subprocess.run([*run, "export", "tiny", "--trial", "0", "--format", "state", "--out", "models/tiny.pt"], cwd=folder, env=env,
                    check=True, capture_output=True)  # fmt: skip
     doc = torch.load(models / "tiny.pt", weights_only=True)
     meta = json.loads(doc["explorer"])
