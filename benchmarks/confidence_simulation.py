@@ -14,23 +14,18 @@ The truth is modelled on the quickstart's ladder (1, 2, 4, 8, 16 heads per layer
 residual spread), latencies 3.0, 3.1, 3.0, 3.5, 4.5 ms; ``gap`` moves the 8-head layout from tied with the best
 (0) to well behind it (1.9 points, the pilot's own gap).
 
-    python benchmarks/confidence_simulation.py --record benchmarks/confidence_simulation.md
+    python -m benchmarks.confidence_simulation --record benchmarks/confidence_simulation.md
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import os
-import platform
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from benchmarks.common import command, commit, machine, stamp
 
 MEANS = np.array([0.903, 0.923, 0.942, 0.964, 0.964])  # 1, 2, 4, 8 (moved by the gap), 16 heads per layer
 LATENCY = np.array([3.0, 3.1, 3.0, 3.5, 4.5])
@@ -62,6 +57,9 @@ def cell(gap: float, units: int, studies: int, margin: float, seed: int) -> dict
             "class": float(np.mean([len(r[1]) for r in runs]))}  # fmt: skip
 
 
+CONFIDENCE_METHOD = "simulated re-runs, explorer.insight.confidence"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--gaps", type=float, nargs="+", default=[0.0, 0.005, 0.01, 0.015, 0.019])
@@ -70,16 +68,13 @@ def main() -> None:
     ap.add_argument("--margin", type=float, default=0.01)
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
-    from explorer.engine.device import cpu_model_name
-
     t0 = time.perf_counter()
     rows = [cell(g, u, args.studies, args.margin, seed=int(1000 * g) + u) for u in args.units for g in args.gaps]
     lines = [
         f"\n## {args.studies} simulated studies per cell, margin {args.margin * 100:g} point",
         "",
-        f"Recorded {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z} on {cpu_model_name()}, {os.cpu_count()} "
-        f"CPUs, {platform.system()}, in {time.perf_counter() - t0:.0f} s; command `python benchmarks/"
-        f"confidence_simulation.py {' '.join(sys.argv[1:])}`.",
+        f"Recorded {stamp()} on {machine()}, in {time.perf_counter() - t0:.0f} s; command `{command()}`; commit "
+        f"{commit()} (the confidence: {CONFIDENCE_METHOD}).",
         "",
         "| units | gap of 8 heads behind the best (points) | observed agreement | mean stated confidence | "
         "stated - observed | mean class size |",
