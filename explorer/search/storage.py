@@ -167,6 +167,14 @@ def open_storage(
             options = _heartbeat_options(heartbeat_interval, grace_period, max_retry)
         try:
             return _connect(url, parsed, masked, file, new_file, readonly, options)
+        except optuna.exceptions.StorageInternalError as exc:  # Optuna's wrapper of a failed first write
+            if readonly:  # Optuna stamps its schema version on first open: another command is creating it
+                raise StorageError(
+                    f"the storage {masked} is still being created by another command (no schema version yet); "
+                    "try again in a moment."
+                ) from None
+            cause = exc.__cause__ if isinstance(exc.__cause__, sqlalchemy.exc.DBAPIError) else exc
+            raise storage_error(cause, parsed, masked, readonly) from None
         except (ImportError, sqlalchemy.exc.DBAPIError, RuntimeError) as exc:
             raise storage_error(exc, parsed, masked, readonly) from None
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -424,3 +426,16 @@ def test_a_read_only_url_reads_a_quiet_database_immutable_and_a_busy_one_through
     con.close()  # the last connection: the log is checkpointed and removed
     assert not Path(f"{db}-wal").exists()
     assert readonly_url(db, "masked").endswith("?immutable=1&uri=true")
+
+
+def test_a_read_only_open_during_another_commands_creation_is_one_line_and_writes_nothing(tmp_path):
+    # the moment between a writer creating Optuna's tables and stamping its schema version
+    path = tmp_path / "new.db"
+    open_storage(f"sqlite:///{path}", heartbeat=False).engine.dispose()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("DELETE FROM version_info")
+        db.commit()
+    with pytest.raises(StorageError, match="still being created by another command"):
+        open_storage(f"sqlite:///{path}", readonly=True, heartbeat=False)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        assert db.execute("SELECT COUNT(*) FROM version_info").fetchone() == (0,)  # nothing was written

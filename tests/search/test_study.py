@@ -16,6 +16,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
 import torch
 from click.testing import CliRunner
 from optuna.trial import TrialState
@@ -36,6 +37,7 @@ from explorer.errors import (
 from explorer.search.artifacts import ArtifactStore
 from explorer.search.record import is_bookkeeping, load_records, load_retimings
 from explorer.search.spec import load_spec
+from explorer.search.storage import open_storage
 from explorer.search.study import open_study, prepare_study
 from explorer.search.units import unit_seed
 from explorer.search.workers import RunOptions
@@ -326,16 +328,30 @@ def _wait_for(predicate, proc: subprocess.Popen, what: str, cap: float = 600):
     pytest.fail(f"timed out after {cap} s waiting for {what}")
 
 
+def _trials_if_there(name: str, url: str) -> list:
+    """The study's trials read without creating or changing anything ([] while the run is still creating its
+    database: Optuna's own load_study would create the file and its tables, racing the run that creates them)."""
+    try:
+        storage = open_storage(url, readonly=True, heartbeat=False)
+    except StorageError:
+        return []
+    try:
+        return optuna.load_study(study_name=name, storage=storage).get_trials()
+    except (KeyError, sqlalchemy.exc.OperationalError):
+        return []
+    finally:
+        storage.engine.dispose()
+
+
 def _running_after_latency(name: str, url: str, at_least_done: int):
-    trials = optuna.load_study(study_name=name, storage=url).get_trials()
+    trials = _trials_if_there(name, url)
     done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     running = [t for t in trials if t.state == TrialState.RUNNING and "latency_ms" in t.user_attrs]
     return running[0] if len(done) >= at_least_done and running else None
 
 
 def _both_running_with_heartbeats(name: str, url: str) -> bool:
-    running = [t for t in optuna.load_study(study_name=name, storage=url).get_trials()
-               if t.state == TrialState.RUNNING]  # fmt: skip
+    running = [t for t in _trials_if_there(name, url) if t.state == TrialState.RUNNING]
     return len(running) == 2 and all(_heartbeat_landed(url, t._trial_id) for t in running)
 
 
