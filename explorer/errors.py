@@ -43,6 +43,7 @@ __all__ = [
     "RuntimeUnavailableError",
     "SpecError",
     "StorageError",
+    "StorageBusyError",
     "StorageUnavailableError",
     "StudyNotFoundError",
     "TrainingDivergedError",
@@ -113,6 +114,11 @@ class StorageUnavailableError(StorageError):
     """The database (or its driver) cannot be reached from this machine."""
 
     exit_code = EXIT_ENVIRONMENT
+
+
+class StorageBusyError(StorageUnavailableError):
+    """The database is still being created by another command (Optuna's schema not yet stamped): read it again
+    in a moment."""
 
 
 class MissingExtraError(EnvironmentLackError):

@@ -26,6 +26,7 @@ from sqlalchemy.engine import URL, make_url
 
 from explorer.errors import (
     SpecError,
+    StorageBusyError,
     StorageError,
 )
 from explorer.search.heartbeat import STALE_REASON, RetryStaleTrial
@@ -169,7 +170,7 @@ def open_storage(
             return _connect(url, parsed, masked, file, new_file, readonly, options)
         except optuna.exceptions.StorageInternalError as exc:  # Optuna's wrapper of a failed first write
             if readonly:  # Optuna stamps its schema version on first open: another command is creating it
-                raise StorageError(
+                raise StorageBusyError(
                     f"the storage {masked} is still being created by another command (no schema version yet); "
                     "try again in a moment."
                 ) from None

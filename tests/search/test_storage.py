@@ -439,3 +439,17 @@ def test_a_read_only_open_during_another_commands_creation_is_one_line_and_write
         open_storage(f"sqlite:///{path}", readonly=True, heartbeat=False)
     with contextlib.closing(sqlite3.connect(path)) as db:
         assert db.execute("SELECT COUNT(*) FROM version_info").fetchone() == (0,)  # nothing was written
+
+
+def test_a_run_started_while_another_command_creates_its_database_goes_on_to_create_or_join_it(tmp_path):
+    from explorer.search.rerun import check_rerun
+    from explorer.search.spec import load_spec
+    from tests.fixtures import write_tiny_spec
+
+    path = tmp_path / "new.db"
+    open_storage(f"sqlite:///{path}", heartbeat=False).engine.dispose()
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute("DELETE FROM version_info")
+        db.commit()
+    spec = load_spec(write_tiny_spec(tmp_path, name="racing"))
+    assert check_rerun(spec, f"sqlite:///{path}", None, "n_trials") is None  # not refused: prepare_study joins
