@@ -172,8 +172,8 @@ def _finalist_stage(
     added = enqueue_runs(handle, plan.runs)
     total = len(plan.runs)
     if on_stage:
-        on_stage("finalists", total)
-    finals = run_stage(handle, "finalists", total, options, deadline, on_progress, context)
+        on_stage("finalist", total)
+    finals = run_stage(handle, "finalist", total, options, deadline, on_progress, context)
     if not finals.note and finals.done >= total:
         # Latency measured with nothing else running: interleaved rounds over every finalist architecture.
         configs = finalist_configs(handle.study)

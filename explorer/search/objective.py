@@ -111,7 +111,7 @@ class Objective:
         context: this process's run context (:mod:`explorer.search.context`): the device to time and train on,
             the task, the search space, the user's model builder and where completed trials' weights go
             (``context.store``; None: not kept).
-        stage: ``search`` (sample new architectures up to ``total``) or ``finalists`` (run queued finalist
+        stage: ``search`` (sample new architectures up to ``total``) or ``finalist`` (run queued finalist
             runs only; anything else is closed).
         total: the search stage's total (default: the spec's ``n_trials``; ignored in the finalist stage).
         on_epoch: called after every epoch of every trial (progress in this process).
@@ -178,7 +178,7 @@ class Objective:
     def _check_stage(self, trial: optuna.Trial, role: str) -> None:
         """Close a trial its stage has no room for: not a finalist run in the finalist stage, or a search trial
         beyond the search total (counted over the live search trials numbered before it)."""
-        if self.stage == "finalists" and role != "finalist":
+        if self.stage == "finalist" and role != "finalist":
             raise self._close(trial, "surplus", True, "the finalist queue is empty")
         if role == "search":
             before = [t for t in live_trials(self.study, "search") if t.number < trial.number]

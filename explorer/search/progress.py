@@ -17,7 +17,7 @@ __all__ = ["Progress", "stage_progress"]
 class Progress:
     """What a progress bar shows for one stage."""
 
-    stage: str  # search | finalists
+    stage: str  # search | finalist (the stage is named as the role of the trials it runs)
     done: int  # COMPLETE or PRUNED trials of the stage
     total: int  # the stage's total
     running: int
@@ -31,7 +31,7 @@ class Progress:
 
 
 def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
-    role = "search" if stage == "search" else "finalist"
+    role = stage  # a stage runs the trials of its role
     trials = [
         t
         for t in study.get_trials(deepcopy=False)

@@ -1,6 +1,6 @@
 """Running a stage of a study's trials with any number of workers on this machine.
 
-A study runs in stages: ``search`` (new architectures up to the spec's total) and ``finalists`` (the queued
+A study runs in stages: ``search`` (new architectures up to the spec's total) and ``finalist`` (the queued
 finalist runs). :func:`run_stage` runs one with ``RunOptions.workers`` workers: one works in the command's own
 process (:func:`_run_here`), more are spawned processes (:func:`_run_pool`), each building the run context of its
 process once (:mod:`explorer.search.context`). Every worker loops in :func:`_work`: it fails stale trials (a dead
@@ -55,7 +55,7 @@ __all__ = [
 MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials in a row
 MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a row that another worker held
 EXHAUSTED = "the search space has no architecture left"  # how a stage's note starts when the space is used up
-STAGES = ("search", "finalists")
+STAGES = ("search", "finalist")  # the stages, named as the roles of the trials each runs
 WORKER_ERROR = "error: "  # how a worker's own failure starts on the result queue (the rest: one masked line)
 
 log = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ def run_stage(
     on_progress: Callable[[Progress], None] | None = None,
     context: RunContext | None = None,
 ) -> Progress:
-    """Run one stage of the study (``search`` to ``total`` trials, or the queued ``finalists``) with
+    """Run one stage of the study (``search`` to ``total`` trials, or the queued ``finalist`` runs) with
     ``options.workers`` processes on this machine; return its progress. One worker works in this process, with
     ``context`` (default: :func:`explorer.search.study.run_context`); more are spawned, each building its own.
     Ctrl-C stops cleanly and re-raises."""

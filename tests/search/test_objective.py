@@ -122,7 +122,7 @@ def test_the_finalist_stage_runs_queued_runs_with_their_seed_and_closes_the_rest
     config = ModelConfig(d_model=16, heads=(2,), min_dk=4, mlp_ratio=2.0)
     enqueue_runs(handle, [FinalistRun(config, 3e-3, seed, "knee") for seed in (7, 8)])
     handle.study.enqueue_trial(points(handle, 1)[0].params)  # a search trial: not this stage's
-    obj = objective(handle, stage="finalists")
+    obj = objective(handle, stage="finalist")
     handle.study.optimize(obj, n_trials=3, catch=CATCH)
     runs, stray = handle.study.get_trials()[:2], handle.study.get_trials()[2]
     assert [t.state for t in runs] == [TrialState.COMPLETE] * 2
