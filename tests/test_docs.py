@@ -161,3 +161,15 @@ def test_no_page_cites_an_issue_number(page):
 def test_the_issue_number_check_can_fail():
     assert ISSUE_NUMBER.findall("as asked in #12") and ISSUE_NUMBER.findall("see issue 7")
     assert not ISSUE_NUMBER.findall("[method.md](method.md#3-the-answer)")
+
+
+def html_escapes(text: str) -> list[str]:
+    """HTML character references in Markdown (``&lt;`` for ``<``): a report written through an HTML escaper."""
+    return re.findall(r"&(?:lt|gt|amp|quot|#\d+);", text)
+
+
+def test_committed_markdown_holds_no_html_escapes():
+    pages = [*PAGES, *(ROOT / "reports").rglob("*.md"), *(ROOT / "benchmarks").glob("*.md")]
+    escaped = {str(p.relative_to(ROOT)) for p in pages if html_escapes(p.read_text(encoding="utf-8"))}
+    assert not escaped, f"Markdown should read as Markdown, not HTML: {sorted(escaped)}"
+    assert html_escapes("d_k &lt; 16") == ["&lt;"]  # the check can fail
