@@ -47,7 +47,17 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import EXPLORER, ROOT, command, commit, explorer_env, load_average, machine, stamp
+from benchmarks.common import (
+    EXPLORER,
+    ROOT,
+    append_record,
+    command,
+    commit,
+    explorer_env,
+    load_average,
+    machine,
+    stamp,
+)
 
 SPEC = ROOT / "studies" / "quickstart.toml"
 
@@ -325,12 +335,8 @@ def main() -> None:
         raw = args.record.with_suffix(".json")
         history = json.loads(raw.read_text()) if raw.exists() else []
         raw.write_text(json.dumps([*history, {k: v for k, v in result.items() if k != "analysis"}], indent=1))
-    if args.record:
-        if not args.record.exists():
-            args.record.write_text("# Calibration: whole re-runs of the README's study\n\nWritten by "
-                                   "`python -m benchmarks.calibration`; raw candidate tables in `calibration.json`.\n")  # fmt: skip
-        with args.record.open("a") as fh:
-            fh.write(text)
+    append_record(args.record, text.lstrip("\n"), title="# Calibration: whole re-runs of the README's study\n\n"
+                  "Written by `python -m benchmarks.calibration`; raw candidate tables in `calibration.json`.")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import command, commit, machine, stamp
+from benchmarks.common import append_record, command, commit, machine, stamp
 
 MEANS = np.array([0.903, 0.923, 0.942, 0.964, 0.964])  # 1, 2, 4, 8 (moved by the gap), 16 heads per layer
 LATENCY = np.array([3.0, 3.1, 3.0, 3.5, 4.5])
@@ -85,12 +85,8 @@ def main() -> None:
                      f"{(r['confidence'] - r['agreement']) * 100:+.0f} | {r['class']:.2f} |")  # fmt: skip
     text = "\n".join(lines) + "\n"
     print(text)
-    if args.record:
-        if not args.record.exists():
-            args.record.write_text("# The answer's confidence against simulated re-runs of known truth\n\nWritten by "
-                                   "`benchmarks/confidence_simulation.py` (its docstring gives the model).\n")  # fmt: skip
-        with args.record.open("a") as fh:
-            fh.write(text)
+    append_record(args.record, text.lstrip("\n"), title="# The answer's confidence against simulated re-runs of "
+                  "known truth\n\nWritten by `python -m benchmarks.confidence_simulation` (its docstring gives the model).")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -428,13 +428,18 @@ def test_a_read_only_url_reads_a_quiet_database_immutable_and_a_busy_one_through
     assert readonly_url(db, "masked").endswith("?immutable=1&uri=true")
 
 
-def test_a_read_only_open_during_another_commands_creation_is_one_line_and_writes_nothing(tmp_path):
-    # the moment between a writer creating Optuna's tables and stamping its schema version
+def _being_created(tmp_path: Path) -> Path:
+    """A SQLite file at the moment between a writer creating Optuna's tables and stamping its schema version."""
     path = tmp_path / "new.db"
     open_storage(f"sqlite:///{path}", heartbeat=False).engine.dispose()
     with contextlib.closing(sqlite3.connect(path)) as db:
         db.execute("DELETE FROM version_info")
         db.commit()
+    return path
+
+
+def test_a_read_only_open_during_another_commands_creation_is_one_line_and_writes_nothing(tmp_path):
+    path = _being_created(tmp_path)
     with pytest.raises(StorageError, match="still being created by another command"):
         open_storage(f"sqlite:///{path}", readonly=True, heartbeat=False)
     with contextlib.closing(sqlite3.connect(path)) as db:
@@ -446,10 +451,6 @@ def test_a_run_started_while_another_command_creates_its_database_goes_on_to_cre
     from explorer.search.spec import load_spec
     from tests.fixtures import write_tiny_spec
 
-    path = tmp_path / "new.db"
-    open_storage(f"sqlite:///{path}", heartbeat=False).engine.dispose()
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        db.execute("DELETE FROM version_info")
-        db.commit()
+    path = _being_created(tmp_path)
     spec = load_spec(write_tiny_spec(tmp_path, name="racing"))
     assert check_rerun(spec, f"sqlite:///{path}", None, "n_trials") is None  # not refused: prepare_study joins
