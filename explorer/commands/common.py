@@ -94,7 +94,7 @@ def answer_line(name: str, ans: Any) -> str:
     margin = (f"{ans.margin:.3g} bits per byte" if rec.metric.direction == "minimize"
               else f"{ans.margin * 100:g} accuracy point(s)")  # fmt: skip
     return (f"{name}: answer {heads_text(rec.heads)} heads per layer, the fastest of the layouts shown within "
-            f"{margin} of the best: {members}{conf}")  # fmt: skip
+            f"{margin} of the best (all comparisons held together); within the margin: {members}{conf}")  # fmt: skip
 
 
 def heads_text(heads: Any) -> str:

@@ -8,10 +8,14 @@ the layouts' timings (layouts x re-timing rounds):
    when the one-sided ``1 - alpha`` lower bound of (layout - best) lies above ``-margin`` (the two one-sided
    tests; not a non-significant difference), **worse** when the upper bound lies below ``-margin``, else
    **undecided**; the class is the best and its equivalent layouts;
-3. **the answer** is the class's fastest member: the lowest median time over rounds, where members whose
-   within-round time ratio to it (the geometric mean over the rounds both were timed in, so a drift of the
-   machine between rounds cancels) is below ``1 + tie`` count as equally fast, and the more accurate of those is
-   taken.
+3. **the answer** is the fastest of the layouts whose equivalence holds for the whole family of comparisons:
+   the same two one-sided tests, held to ``alpha`` for all of them together by Holm's step-down procedure
+   (Holm 1979). Picking the fastest member of the class is a selection among several tests, and the fastest
+   member is the one most likely to be there by a false claim; each class member is shown on its own test, the
+   layout a user ships is shown with the family-wise error controlled. With few units this is usually the best
+   itself. Fastest is the lowest median time over rounds, where layouts whose within-round time ratio to it
+   (the geometric mean over the rounds both were timed in, so a drift of the machine between rounds cancels) is
+   below ``1 + tie`` count as equally fast, and the more accurate of those is taken.
 
 :func:`choose` is this rule, used both by :func:`explorer.insight.recommend.answer` and, on resampled grids, by
 the confidence (:mod:`explorer.insight.confidence`), so the two can never disagree on what the rule is.
@@ -50,6 +54,7 @@ class Classes:
 
     best: int
     verdicts: tuple[str, ...]  # one per layout: best | equivalent | worse | undecided
+    family: tuple[int, ...] = ()  # the best and the layouts shown equivalent with the family-wise error held
 
     @property
     def members(self) -> list[int]:
@@ -94,7 +99,32 @@ def classify(scores: np.ndarray, margin: float, alpha: float) -> Classes:
             verdicts.append(WORSE)
         else:
             verdicts.append(UNDECIDED)
-    return Classes(best, tuple(verdicts))
+    return Classes(best, tuple(verdicts), _holm(mean, sd, n, best, margin, alpha))
+
+
+def _holm(
+    mean: np.ndarray, sd: np.ndarray, n: np.ndarray, best: int, margin: float, alpha: float
+) -> tuple[int, ...]:
+    """The best and the layouts whose two one-sided tests (H0: layout - best <= -margin) Holm's step-down
+    procedure rejects at family-wise ``alpha``: the k-th smallest of m p values is held to alpha / (m - k + 1),
+    and the first that fails stops it. Every layout with two or more paired units counts in m."""
+    tested = [i for i in range(len(mean)) if i != best and n[i] >= 2 and not np.isnan(mean[i])]
+    if not tested:
+        return (best,)
+    se = sd[tested] / np.sqrt(n[tested])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (mean[tested] + margin) / se
+    p = np.where(
+        se > 0,
+        stats.t.sf(np.where(se > 0, t, 0.0), n[tested] - 1),
+        np.where(mean[tested] + margin > 0, 0.0, 1.0),
+    )
+    shown = [best]
+    for k, j in enumerate(np.argsort(p, kind="stable")):
+        if p[j] > alpha / (len(tested) - k):
+            break
+        shown.append(tested[j])
+    return tuple(sorted(shown))
 
 
 @functools.lru_cache(maxsize=256)
@@ -130,6 +160,7 @@ def fastest(members: list[int], times: np.ndarray, scores_mean: np.ndarray, tie:
 def choose(
     scores: np.ndarray, times: np.ndarray, margin: float, alpha: float, tie: float
 ) -> tuple[int, Classes]:
-    """The answer's row and every layout's verdict: the fastest member of the best's class."""
+    """The answer's row and every layout's verdict: the fastest layout shown equivalent to the best with the
+    family-wise error held (see the module docstring)."""
     classes = classify(scores, margin, alpha)
-    return fastest(classes.members, times, row_means(scores), tie), classes
+    return fastest(list(classes.family), times, row_means(scores), tie), classes

@@ -2,7 +2,8 @@
 
 With finalist runs (the evidence grid: every finalist layout trained on the same units, :mod:`explorer.insight.
 evidence`), the answer is an *equivalence class* and one named member of it (:mod:`explorer.insight.equivalence`):
-the layouts within the spec's ``[answer] margin`` of the best by an equivalence test, and the fastest of them. Every
+the layouts within the spec's ``[answer] margin`` of the best by an equivalence test, and the fastest of those
+shown with every comparison's error held together (Holm). Every
 other candidate is *worse* by more than the margin or *undecided*, with the paired units (and so replicates)
 that would decide it, from its measured spread. A study in which no layout beats the task's chance level beyond
 noise has no answer. The confidence is the probability that a whole re-run names a member of the class
@@ -29,7 +30,7 @@ from scipy import stats
 from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
 from explorer.insight.confidence import ROUNDS, rerun_confidence
 from explorer.insight.contrasts import Contrast, Costs, contrasts, versus
-from explorer.insight.equivalence import BEST, EQUIVALENT, UNDECIDED, WORSE, choose, ratio
+from explorer.insight.equivalence import BEST, EQUIVALENT, UNDECIDED, WORSE, Classes, choose, ratio
 from explorer.insight.evidence import Collapse, Grid, evidence_grid
 from explorer.insight.finalists import COST_COLUMNS, cost_axis, within_budgets
 from explorer.insight.paired import PairedDifference, units_needed
@@ -73,6 +74,7 @@ class Candidate:
     units_needed: int | None = None  # paired units that would decide an undecided one (None: at the margin)
     seeds_needed: int | None = None  # replicates (each ``folds`` units) the study would need in all
     latency_ratio: float = math.nan  # this / the answer, within re-timing rounds
+    family_wise: bool = False  # shown within the margin with every comparison's error held together (Holm)
 
 
 @dataclass(frozen=True)
@@ -127,7 +129,7 @@ class Answer:
             return {**(layout(c.arch) or {}), "verdict": c.verdict,
                     "versus_best": None if vs is None else {"diff": vs.diff, "low": vs.low, "high": vs.high,
                                                             "units": vs.n, "p": vs.p_value},
-                    "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
+                    "family_wise": c.family_wise, "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
                     "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio}  # fmt: skip
 
         return {
@@ -224,19 +226,19 @@ def _nothing_learned(best: Architecture, chance: float, spec: StudySpec) -> str:
 
 
 def _verdicts(
-    order: Sequence[Architecture], verdict: Sequence[str], rec: int, best: int, spec: StudySpec, costs: Costs,
-    margin: float,
-) -> tuple[Candidate, ...]:  # fmt: skip
+    order: Sequence[Architecture], classes: Classes, rec: int, spec: StudySpec, costs: Costs, margin: float
+) -> tuple[Candidate, ...]:
     """Every candidate's verdict with its comparison to the best: the class first, then undecided, then worse,
     each fastest first."""
     out = []
+    verdict, best = classes.verdicts, classes.best
     for i, a in enumerate(order):
         vs = versus(a, order[best], costs) if i != best else None
         needed = seeds = None
         if verdict[i] == UNDECIDED and vs is not None:
             needed = units_needed(-vs.diff, vs.sd, margin, spec.answer.alpha)
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
-        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec)))
+        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec), i in classes.family))
     rank = {BEST: 0, EQUIVALENT: 0, UNDECIDED: 1, WORSE: 2}
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
@@ -305,7 +307,7 @@ def _from_finalists(
         return Answer(None, "finalists", contrasts=(), confidence=None, confidence_method="",
                       no_answer=_nothing_learned(best, chance, spec), **base)  # fmt: skip
     rec = order[rec_i]
-    verdicts = _verdicts(order, classes.verdicts, rec_i, classes.best, spec, costs, margin)
+    verdicts = _verdicts(order, classes, rec_i, spec, costs, margin)
     members = classes.members
     confidence = rerun_confidence(
         grid.scores, times, members, margin, spec.answer.alpha, spec.answer.latency_tie
