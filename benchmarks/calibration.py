@@ -20,10 +20,12 @@ README's evidence (the first ``seeds`` replicates of the spec) and for every lar
 
 The answers at the README's level are recomputed offline from the tables with the library's rule
 (:func:`explorer.insight.equivalence.choose`) and checked against the live reports, so other decision rules and
-margins can be replayed from the committed tables (``--replay``).
+margins can be replayed from the committed tables (``--replay``; ``--entries I J`` pools the runs of several
+recorded entries, e.g. two blocks of seeds).
 
     python -m benchmarks.calibration --seeds 1 2 3 4 5 6 7 8 9 10 --record benchmarks/calibration.md
     python -m benchmarks.calibration --replay benchmarks/calibration.json --record benchmarks/calibration.md
+    python -m benchmarks.calibration --replay benchmarks/calibration.json --entries 1 2 --record benchmarks/calibration.md
     python -m benchmarks.calibration --grow benchmarks/calibration.json --folders '/tmp/calibration-*' \
         --extend 2 --record benchmarks/calibration.md
 
@@ -267,7 +269,9 @@ def render(result: dict[str, Any]) -> str:
         lines += [f"**Replayed** {rp['date']} with `{rp['command']}` at commit {rp['commit']}: the tables below are "
                   "recomputed from the recorded candidate tables by that commit's rule and confidence"
                   + (f", with a margin of {spec['margin'] * 100:g} point(s)" if result.get("margin_replayed") else "")
-                  + "; the per-seed table gives what each run's live report said.", ""]  # fmt: skip
+                  + (f", pooling the runs recorded {', '.join(rp['pooled'])}" if rp.get("pooled") else "")
+                  + "; the per-seed table gives what each run's live report said (runs recorded under an earlier "
+                  "rule may name another answer there).", ""]  # fmt: skip
     failed = [r for r in runs if "readme" not in r]
     if failed:
         lines += [f"- seed {r['seed']} failed at `{r.get('step')}`: {r.get('error')}" for r in failed] + [""]
@@ -296,6 +300,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 11)))
     ap.add_argument("--extend", type=int, help="then add replicates up to this many (explorer confirm --seeds)")
     ap.add_argument("--replay", type=Path, help="analyse the runs recorded in this JSON instead of running")
+    ap.add_argument("--entries", type=int, nargs="+", default=[-1],
+                    help="with --replay: the records (indices into the JSON list) whose runs are pooled (default: the last)")  # fmt: skip
     ap.add_argument("--grow", type=Path, help="extend the last runs recorded in this JSON (with --extend, --folders)")
     ap.add_argument("--folders", default="/tmp/calibration-*", help="where --grow finds the runs' folders (a glob)")
     ap.add_argument("--margin", type=float, help="replay with this margin (accuracy points) instead of the spec's")
@@ -306,8 +312,11 @@ def main() -> None:
     spec = load_spec(args.spec)
     load_before = load_average()
     if args.replay:
-        result = json.loads(args.replay.read_text())[-1]
-        result["replayed"] = {"date": stamp(), "command": command(), "commit": commit()}
+        history = json.loads(args.replay.read_text())
+        picked = [history[i] for i in args.entries]
+        result = dict(picked[-1], runs=[r for p in picked for r in p["runs"]])
+        result["replayed"] = {"date": stamp(), "command": command(), "commit": commit(),
+                              "pooled": [p["date"] for p in picked] if len(picked) > 1 else None}  # fmt: skip
     elif args.grow:
         if not args.extend:
             raise SystemExit("--grow needs --extend K: the replicates each study should have")

@@ -3,8 +3,8 @@
 :func:`make_study` fills an Optuna study with trials written exactly as the objective writes them
 (:meth:`explorer.search.record.TrialRecord.to_attrs`): accuracy falls at one head and saturates by eight, drops
 when d_k < 16, and latency grows with width and head count, so a report on it has something to show.
-:func:`write_tiny_spec` writes a digits spec small enough to train in seconds. The tests keep their own copies
-(tests/fixtures.py), so a benchmark never imports the test suite.
+:func:`write_tiny_spec` writes a digits spec small enough to train in seconds. The tests use both through
+tests/fixtures.py (with their own defaults); a benchmark never imports the test suite.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _spec(name: str, total: int, max_latency_ms: float | None) -> dict[str, Any]
 def make_study(
     n: int,
     *,
-    storage: str,
+    storage: str | optuna.storages.BaseStorage | None,
     name: str,
     states: dict[str, int] | None = None,
     max_latency_ms: float | None = None,
@@ -136,10 +136,12 @@ def make_study(
     finalists: int = 0,
     seed: int = 0,
     noise: float = 0.004,
+    n_trials_target: int | None = None,
 ) -> optuna.Study:
     """A study of ``n`` COMPLETE search trials over distinct synthetic architectures, plus trials in ``states``
     (e.g. ``{"FAIL": 20, "PRUNED": 60}``), plus ``finalists`` seeds of the four most accurate architectures, an
-    attention ``bench`` table when given, and a latency budget whose constraints the trials carry."""
+    attention ``bench`` table when given, and a latency budget whose constraints the trials carry. Its spec's
+    total is ``n_trials_target``, else the trials that count towards one (complete, stopped early, running)."""
     rng = np.random.default_rng(seed)
     archs = architectures()
     kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]
@@ -148,7 +150,7 @@ def make_study(
     picks = rng.permutation(len(archs))[: len(kinds)]
     study = optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"])
     live = n + sum(k for s, k in (states or {}).items() if s in ("PRUNED", "RUNNING"))
-    study.set_user_attr("spec", _spec(name, live, max_latency_ms))
+    study.set_user_attr("spec", _spec(name, n_trials_target or live, max_latency_ms))
     study.set_user_attr("task", "digits")
     if bench is not None:
         study.set_user_attr("bench", bench)
@@ -198,9 +200,9 @@ def make_study(
 TINY_SPEC = """
 name = "{name}"
 n_trials = {n_trials}
-sampler = "tpe"
+sampler = "{sampler}"
 seed = 0
-bench = false
+bench = {bench}
 
 [task]
 name = "digits"
@@ -230,28 +232,44 @@ min_epochs = 1
 enabled = {finalists}
 top = 1
 seeds = 2
-references = false
-folds = 1
+references = {references}
+folds = {folds}
 epochs = {final_epochs}
 """
 
 
 def write_tiny_spec(
-    folder: Path, name: str, n_trials: int = 4, epochs: int = 2, early: bool = True, finalists: bool = False
+    folder: Path,
+    name: str = "tiny",
+    n_trials: int = 4,
+    epochs: int = 2,
+    *,
+    sampler: str = "tpe",
+    early: bool = True,
+    finalists: bool = False,
+    bench: bool = False,
+    references: bool = False,
+    folds: int = 1,
+    extra: str = "",
 ) -> Path:
     """Write ``folder/NAME.toml``: a digits study of 24 small architectures (d_model 16 or 32, one layer of 1, 2
     or 4 heads or two in uniform, increasing and decreasing layouts), ``epochs`` epochs a trial; its finalist
-    stage, when enabled, trains the knee with 2 seeds and no references."""
+    stage, when enabled, trains the knee (and the reference layouts with ``references``) with 2 seeds on
+    ``folds`` cross-validation folds (1: the task's fixed split). ``extra`` is appended to the file (its last
+    table is [finalists])."""
     path = Path(folder) / f"{name}.toml"
     early = early and epochs > 1  # with one epoch there is nothing to stop early (the spec refuses it)
-    path.write_text(
-        TINY_SPEC.format(
-            name=name,
-            n_trials=n_trials,
-            epochs=epochs,
-            early=str(early).lower(),
-            finalists=str(finalists).lower(),
-            final_epochs=2 * epochs,
-        )
+    text = TINY_SPEC.format(
+        name=name,
+        n_trials=n_trials,
+        epochs=epochs,
+        sampler=sampler,
+        early=str(early).lower(),
+        finalists=str(finalists).lower(),
+        bench=str(bench).lower(),
+        references=str(references).lower(),
+        folds=folds,
+        final_epochs=max(epochs, 2 * epochs),
     )
+    path.write_text(text + extra)
     return path

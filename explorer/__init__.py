@@ -36,14 +36,14 @@ __version__ = package_version()
 
 # name -> module that defines it; resolved on first attribute access (PEP 562)
 _LAZY = {
-    "run_study": "explorer.api",
+    "run_study": "explorer.runs",
     "trials": "explorer.api",
     "recommend": "explorer.api",
     "export": "explorer.api",
     "report": "explorer.api",
     "heads": "explorer.api",
     "compare": "explorer.api",
-    "confirm": "explorer.api",
+    "confirm": "explorer.runs",
     "load": "explorer.api",
     "RunOptions": "explorer.search.run_options",
     # for your own model ([model] build): the attention explorer can read and analyse, and what a builder gets

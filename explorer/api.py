@@ -1,10 +1,10 @@
 """The workflows a user runs, composed from the stages: what the command line calls, and a notebook can too.
 
-A study runs in two stages (:func:`run`): the search (``n_trials`` architectures, one run each, rungs stopping the
-clearly beaten), then the finalists (:mod:`explorer.insight.finalists` picks the knee, its neighbours and the
-reference layouts; each is trained on the same cross-validation folds with the same seeds, a fixed schedule).
-Both stages run as trials
-of the same Optuna study, so workers, heartbeats, totals and resumption work the same for both.
+A study runs in two stages (:func:`run`, from :mod:`explorer.runs` with :func:`run_study` and :func:`confirm`):
+the search (``n_trials`` architectures, one run each, rungs stopping the clearly beaten), then the finalists
+(:mod:`explorer.insight.finalists` picks the knee, its neighbours and the reference layouts; each is trained on
+the same cross-validation folds with the same seeds, a fixed schedule). Reading a study (:func:`load`) and
+everything that works from its records (the answer, the report, export, heads, compare) are here.
 
     >>> import explorer
     >>> summary = explorer.run_study("studies/quickstart.toml")
@@ -19,7 +19,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,35 +26,23 @@ from pathlib import Path
 import pandas as pd
 
 from explorer.engine.evaluate import train_variant
-from explorer.engine.limits import TRIALS
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.insight.compare import compare_fronts
-from explorer.insight.finalists import Plan, plan_finalists
 from explorer.insight.recommend import Answer, answer
 from explorer.insight.trials import trials_table
 from explorer.output.compare import write_compare
 from explorer.output.export import ExportResult, export_trial
 from explorer.output.heads_report import analyse_trial
 from explorer.output.report import ReportInput, ReportPaths, write_report
+from explorer.runs import RunSummary, confirm, run, run_study
 from explorer.search.catalog import read_study
-from explorer.search.context import RunContext
-from explorer.search.counting import count_layouts
 from explorer.search.record import Retiming, TrialRecord, closed_counts, load_records
-from explorer.search.rerun import finished_search
-from explorer.search.retime import finalist_configs, load_retimings, retime, search_configs
-from explorer.search.run_options import check_total, check_total_reaches
-from explorer.search.spec import StudySpec, load_spec
+from explorer.search.retime import load_retimings
 from explorer.search.study import (
     StudyHandle,
-    check_can_run,
-    note_artifact_location,
-    prepare_study,
     reading_artifact_store,
-    record_bench,
-    set_total,
 )
 from explorer.search.usercode import INPUT_ATTR, check_code
-from explorer.search.workers import EXHAUSTED, Progress, RunOptions, enqueue_runs, run_stage
 
 __all__ = [
     "RunSummary",
@@ -75,142 +62,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
-
-
-@dataclass(frozen=True)
-class RunSummary:
-    """How a run of a study ended."""
-
-    search: Progress
-    finalists: Progress | None  # None when the stage did not run (switched off, or the search did not finish)
-    plan: Plan | None
-    added: int  # finalist runs queued by this run
-
-    @property
-    def complete(self) -> bool:
-        return (
-            not self.search.note
-            and self.search.done >= self.search.total
-            and (self.finalists is None or not self.finalists.note)
-        )
-
-
 # One variant trained and timed, every input checked first: what `explorer train` runs. It composes the engine
 # alone (the task, the limits, the runtime and memory checks, evaluate_variant), so it is defined there.
 train = train_variant
-
-
-def _deadline(options: RunOptions) -> float | None:
-    return None if options.timeout is None else time.monotonic() + options.timeout
-
-
-def run(
-    handle: StudyHandle,
-    *,
-    n_trials: int | None = None,
-    options: RunOptions = DEFAULT_OPTIONS,
-    finalists: bool = True,
-    on_progress: Callable[[Progress], None] | None = None,
-    on_stage: Callable[[str, int], None] | None = None,
-    bench: bool = True,
-    total_from: str = "--n-trials",
-    spec_path: str | None = None,
-) -> RunSummary:
-    """Run (or resume) a study to its total, then its finalist stage; see the module docstring.
-
-    ``n_trials`` makes a new search total (stored with the study, so resumes and reports agree); it may not fall
-    below the search trials already finished (``total_from`` names where it came from in the error); the spec
-    file the study came from (``spec_path``) is recorded once the run is accepted. ``bench=False`` skips the
-    once-per-study attention bench for this run (the spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each stage
-    starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
-    """
-    options = options.check()
-    total = handle.spec.n_trials if n_trials is None else n_trials
-    check_total(total, total_from)
-    # the device, task, space and artifact store of this run, resolved once and handed to every step below
-    context = check_can_run(handle, options.device, options.workers, options.artifacts)
-    check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
-    set_total(handle, total)  # only now: every input of this command has been accepted
-    if spec_path is not None and "spec_path" not in handle.study.user_attrs:
-        handle.study.set_user_attr("spec_path", spec_path)
-    note_artifact_location(handle, context.store)
-    deadline = _deadline(options)
-    if bench and finished_search(handle.study) < total:
-        record_bench(handle, context)
-    if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
-        searched_lr = isinstance(handle.spec.space.lr, tuple)  # then every draw is new
-        on_stage("search", total if searched_lr else min(total, count_layouts(handle.spec.space)))
-    search = run_stage(handle, "search", total, options, deadline, on_progress, context)
-    covered = search.note.startswith(EXHAUSTED)  # a small space evaluated whole: the search is done
-    if (search.note and not covered) or (search.done < total and not covered):
-        return RunSummary(search, None, None, 0)
-    if not (finalists and handle.spec.finalists.enabled):
-        return RunSummary(search, None, None, 0)
-    return _finalist_stage(handle, search, options, context, deadline, on_progress, on_stage)
-
-
-def _finalist_stage(
-    handle: StudyHandle,
-    search: Progress,
-    options: RunOptions,
-    context: RunContext,
-    deadline: float | None,
-    on_progress: Callable[[Progress], None] | None,
-    on_stage: Callable[[str, int], None] | None,
-    top: int | None = None,
-    seeds: int | None = None,
-) -> RunSummary:
-    rounds = handle.spec.finalists.timing_rounds
-    if handle.spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
-        configs = search_configs(handle.study)
-        if on_stage:
-            on_stage("timing", len(configs) * rounds)
-        retime(handle, configs, rounds, kinds=("decode",), context=context)
-    retimings = load_retimings(handle.study)
-    plan = plan_finalists(load_records(handle.study), handle.spec, top=top, seeds=seeds, retimings=retimings)
-    added = enqueue_runs(handle, plan.runs)
-    total = len(plan.runs)
-    if on_stage:
-        on_stage("finalist", total)
-    finals = run_stage(handle, "finalist", total, options, deadline, on_progress, context)
-    if not finals.note and finals.done >= total:
-        # Latency measured with nothing else running: interleaved rounds over every finalist architecture.
-        configs = finalist_configs(handle.study)
-        if on_stage:
-            on_stage("timing", len(configs) * rounds)
-        retime(handle, configs, rounds, context=context)
-    return RunSummary(search, finals, plan, added)
-
-
-def confirm(
-    handle: StudyHandle,
-    *,
-    top: int | None = None,
-    seeds: int | None = None,
-    options: RunOptions = DEFAULT_OPTIONS,
-    on_progress: Callable[[Progress], None] | None = None,
-    on_stage: Callable[[str, int], None] | None = None,
-) -> RunSummary:
-    """Run the finalist stage now, with more finalists (``top``) or seeds than the spec's; resumable: runs already
-    done are kept, only what is new is queued."""
-    options = options.check()
-    for name, value in (("--top", top), ("--seeds", seeds)):
-        if value is not None and value < 1:
-            raise ConfigError(f"{name} must be at least 1, got {value}.")
-        if value is not None:
-            TRIALS.check(value, name)
-    context = check_can_run(handle, options.device, options.workers, options.artifacts)
-    records = load_records(handle.study, roles=("search",))
-    if not any(r.finished for r in records):
-        raise NoCompletedTrialsError(
-            f"study {handle.name!r} has no completed search trial to confirm; run it first."
-        )
-    one = dataclasses.replace(options, workers=1)
-    search = run_stage(handle, "search", handle.spec.n_trials, one, None, context=context)
-    return _finalist_stage(
-        handle, search, options, context, _deadline(options), on_progress, on_stage, top, seeds
-    )
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -250,26 +104,6 @@ def load(name: str, storage: str | None = None) -> StudyData:
     study, spec, url = read_study(name, storage)
     handle = StudyHandle(study, spec, url)
     return StudyData(handle, tuple(load_records(handle.study)), tuple(load_retimings(handle.study)))
-
-
-def run_study(
-    spec: str | Path | StudySpec,
-    storage: str | None = None,
-    *,
-    n_trials: int | None = None,
-    options: RunOptions = DEFAULT_OPTIONS,
-    finalists: bool = True,
-    bench: bool = True,
-) -> RunSummary:
-    """Create (or resume) the study a spec file or :class:`StudySpec` describes and run it to its total.
-
-    ``storage`` defaults to ``$EXPLORER_STORAGE``, then the spec's, then ``sqlite:///studies/NAME.db``.
-    """
-    options = options.check()
-    spec_obj = spec if isinstance(spec, StudySpec) else load_spec(spec)
-    handle = prepare_study(spec_obj, storage, device=options.device, workers=options.workers)
-    path = None if isinstance(spec, StudySpec) else str(spec)
-    return run(handle, n_trials=n_trials, options=options, finalists=finalists, bench=bench, spec_path=path)
 
 
 def trials(name: str, storage: str | None = None) -> pd.DataFrame:

@@ -9,21 +9,15 @@ find. :func:`record` builds one :class:`~explorer.search.record.TrialRecord` for
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import optuna
-from optuna.trial import TrialState, create_trial
 
+from benchmarks import synthetic
 from benchmarks.synthetic import (  # the synthetic truth the benchmarks share
-    BASE,
-    D_MODELS,
-    HEADS,
-    LAYERS,
     N_VAL,
-    architectures,
     synthetic_accuracy,
     synthetic_latency,
 )
@@ -35,7 +29,6 @@ from explorer.search.units import unit_seed
 
 __all__ = [
     "LM_SPEC",
-    "TINY_SPEC",
     "lm",
     "lm_search",
     "make_study",
@@ -138,168 +131,18 @@ def lm_search(gqa_loss=0.0, gqa_cost=1.05, mha_cost=2.0, noise=0.005, seed=0) ->
     return out
 
 
-def _spec(name: str, total: int, max_latency_ms: float | None) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "name": name,
-        "n_trials": total,
-        "sampler": "random",
-        "task": {"name": "digits", "epochs": 10},
-        "space": {"d_model": list(D_MODELS), "n_layers": list(LAYERS), "heads": list(HEADS), "min_dk": 2,
-                  "families": ["uniform", "increasing", "decreasing"], "mlp_ratio": [2.0]},
-        "latency": {"device": "cpu", "batch_size": 64},
-        "finalists": {"seeds": 3, "folds": 1},
-    }  # fmt: skip
-    if max_latency_ms is not None:
-        spec["budgets"] = {"max_latency_ms": max_latency_ms}
-    return spec
-
-
 def make_study(
-    n: int = 120,
-    *,
-    seed: int = 0,
-    storage: str | optuna.storages.BaseStorage | None = None,
-    name: str = "synthetic",
-    states: dict[str, int] | None = None,
-    max_latency_ms: float | None = None,
-    bench: list[dict] | None = None,
-    n_trials_target: int | None = None,
-    finalists: int = 0,
-    noise: float = 0.004,
+    n: int = 120, *, storage: str | optuna.storages.BaseStorage | None = None, name: str = "synthetic", **kw: Any
 ) -> optuna.Study:
-    """A study of ``n`` COMPLETE search trials over distinct synthetic architectures, plus trials in ``states``,
-    plus ``finalists`` seeds of the four most accurate architectures (role finalist) when asked."""
-    rng = np.random.default_rng(seed)
-    archs = architectures()
-    kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]
-    if len(kinds) > len(archs):
-        raise ValueError(f"only {len(archs)} synthetic architectures exist")
-    picks = rng.permutation(len(archs))[: len(kinds)]
-    study = optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"])
-    live = n + sum(k for s, k in (states or {}).items() if s in ("PRUNED", "RUNNING"))
-    study.set_user_attr("spec", _spec(name, n_trials_target or live, max_latency_ms))
-    study.set_user_attr("task", "digits")
-    if bench is not None:
-        study.set_user_attr("bench", bench)
-    made: list[tuple[TrialRecord, str]] = []
-    for i, (kind, a) in enumerate(zip(kinds, picks, strict=True)):
-        d, heads = archs[a]
-        acc = float(np.clip(synthetic_accuracy(heads, d) + rng.normal(0, noise), 0, 1))
-        lat = synthetic_latency(heads, d) * (1 + rng.normal(0, 0.02))
-        epochs = 4 if kind == "PRUNED" else 10
-        r = record(i, heads, acc, lat, d_model=d, state=kind, epochs=10, history=tuple(
-            acc * (0.6 + 0.04 * (e + 1)) for e in range(epochs)))  # fmt: skip
-        if kind == "PRUNED":
-            r = record(i, heads, acc, lat, d_model=d, state=kind, epochs=10, stop="stopped at epoch 4",
-                       history=tuple(acc * (0.6 + 0.04 * (e + 1)) for e in range(4)))  # fmt: skip
-        if kind == "FAIL":
-            r = record(
-                i, heads, acc, lat, d_model=d, state=kind, history=(), fail_reason="diverged: loss nan"
-            )
-        made.append((r, kind))
-    if finalists:
-        best = sorted((r for r, k in made if k == "COMPLETE"), key=lambda r: -r.val_accuracy)[:4]
-        number = len(made)
-        for r in best:
-            for s in range(finalists):
-                acc = float(
-                    np.clip(synthetic_accuracy(r.heads, r.config.d_model) + 0.05 + rng.normal(0, noise), 0, 1)
-                )
-                lat = r.latency.median_ms * (1 + rng.normal(0, 0.02))
-                f = record(number, r.heads, acc, lat, d_model=r.config.d_model, role="finalist",
-                           seed=unit_seed(0, s), epochs=30, label="front")  # fmt: skip
-                made.append((f, "COMPLETE"))
-                number += 1
-    for i, (r, kind) in enumerate(made):
-        constraints = None
-        if max_latency_ms is not None and kind != "RUNNING":
-            constraints = {"latency_ms": r.latency.median_ms - max_latency_ms}
-        t = create_trial(
-            state=TrialState[kind],
-            values=[r.val_accuracy, r.latency.median_ms] if kind == "COMPLETE" else None,
-            user_attrs=r.to_attrs(),
-            constraints=constraints,
-        )
-        t.datetime_start = BASE + dt.timedelta(seconds=10 * i)
-        if kind != "RUNNING":
-            t.datetime_complete = t.datetime_start + dt.timedelta(seconds=8)
-        study.add_trial(t)
-    return study
+    """:func:`benchmarks.synthetic.make_study` with the tests' defaults: 120 trials, in memory, named synthetic."""
+    return synthetic.make_study(n, storage=storage, name=name, **kw)
 
 
-TINY_SPEC = """
-name = "{name}"
-n_trials = {n_trials}
-sampler = "{sampler}"
-seed = 0
-bench = {bench}
-
-[task]
-name = "digits"
-epochs = {epochs}
-batch_size = 128
-
-[space]
-d_model = [16, 32]
-n_layers = [1, 2]
-heads = [1, 2, 4]
-min_dk = [4]
-families = ["uniform", "increasing", "decreasing"]
-mlp_ratio = [2.0]
-lr = 3e-3
-
-[latency]
-device = "cpu"
-batch_size = 16
-threads = 1
-min_run_time = 0.05
-
-[early_stopping]
-enabled = {early}
-min_epochs = 1
-
-[finalists]
-enabled = {finalists}
-top = 1
-seeds = 2
-folds = {folds}
-epochs = {final_epochs}
-"""
-
-
-def write_tiny_spec(
-    tmp_path: Path,
-    name: str = "tiny",
-    n_trials: int = 4,
-    epochs: int = 2,
-    sampler: str = "tpe",
-    early: bool = True,
-    finalists: bool = False,
-    bench: bool = False,
-    extra: str = "",
-    folds: int = 1,
-) -> Path:
-    """Write a tiny digits study spec (two widths, one or two layers, a few epochs) into ``tmp_path``; its
-    finalists train on ``folds`` cross-validation folds (1: the task's fixed split) for 2 seeds.
-
-    The space holds 24 architectures: d_model 16 or 32, one layer (1, 2 or 4 heads) or two (3 uniform, 3
-    increasing and 3 decreasing layouts).
-    """
-    path = Path(tmp_path) / f"{name}.toml"
-    early = early and epochs > 1  # with one epoch there is nothing to stop early (the spec refuses it)
-    text = TINY_SPEC.format(
-        name=name,
-        n_trials=n_trials,
-        epochs=epochs,
-        sampler=sampler,
-        early=str(early).lower(),
-        finalists=str(finalists).lower(),
-        bench=str(bench).lower(),
-        final_epochs=max(epochs, 2 * epochs),
-        folds=folds,
-    )
-    path.write_text(text + extra)
-    return path
+def write_tiny_spec(tmp_path: Path, name: str = "tiny", n_trials: int = 4, epochs: int = 2, **kw: Any) -> Path:
+    """:func:`benchmarks.synthetic.write_tiny_spec` with the finalists' reference layouts on (the spec's
+    default): 24 architectures, d_model 16 or 32, one layer (1, 2 or 4 heads) or two (3 uniform, 3 increasing
+    and 3 decreasing layouts)."""
+    return synthetic.write_tiny_spec(tmp_path, name, n_trials, epochs, **{"references": True, **kw})
 
 
 def lm_finalists(start: int = 100, seeds: int = 6) -> list[TrialRecord]:

@@ -16,6 +16,7 @@ STAGES = {
     "insight": 2,
     "output": 3,
     "api": 4,
+    "runs": 4,  # explorer/runs.py: the study-running workflows api.py re-exports
     "commands": 5,
     "cli": 6,
     "__init__": 7,

@@ -36,6 +36,7 @@ __all__ = [
     "storage_option",
     "threads_option",
     "trial_option",
+    "ProgressBars",
     "with_progress",
 ]
 
@@ -94,7 +95,7 @@ def answer_line(name: str, ans: Any) -> str:
     margin = (f"{ans.margin:.3g} bits per byte" if rec.metric.direction == "minimize"
               else f"{ans.margin * 100:g} accuracy point(s)")  # fmt: skip
     return (f"{name}: answer {heads_text(rec.heads)} heads per layer, the fastest of the layouts shown within "
-            f"{margin} of the best (all comparisons held together); within the margin: {members}{conf}")  # fmt: skip
+            f"{margin} of the best: {members}{conf}")  # fmt: skip
 
 
 def heads_text(heads: Any) -> str:
@@ -235,50 +236,63 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-def progress(
-    handle: Any, as_json: bool, notice: str = ""
-) -> tuple[Callable[..., None], Callable[..., None], Callable[[], None]]:
-    """(on_stage, on_progress, close) drawing one tqdm bar per stage on stderr; ``notice`` follows the first
-    line (printed once every input was accepted)."""
-    from tqdm import tqdm
+class ProgressBars:
+    """One tqdm bar per stage on stderr (none with ``--json``), fed by a run's ``on_stage`` and ``on_progress``.
+    ``start(handle, notice)`` comes once the study is open and every input accepted; the first stage then names
+    the study (and ``notice``), so a refused run stays one line."""
 
-    state: dict[str, Any] = {"bar": None}
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.handle: Any = None
+        self.notice = ""
+        self._bar: Any = None
+        self._announced = False
 
-    def close() -> None:
-        if state["bar"] is not None:
-            state["bar"].close()
-            state["bar"] = None
+    def start(self, handle: Any, notice: str = "") -> None:
+        self.handle, self.notice = handle, notice
 
-    def on_stage(stage: str, total: int) -> None:
-        close()
-        if as_json:
+    @property
+    def callbacks(self) -> dict[str, Callable[..., None]]:
+        """``on_stage`` and ``on_progress`` for :func:`explorer.api.run` and its kin."""
+        return {"on_stage": self.on_stage, "on_progress": self.on_progress}
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def on_stage(self, stage: str, total: int) -> None:
+        from tqdm import tqdm
+
+        self.close()
+        if self.as_json:
             return
-        if not state.get("announced"):  # once every input was accepted, so a refusal stays one line
-            state["announced"] = True
-            note(f"study {handle.name!r} in {handle.masked_url}")
-            if notice:
-                note(notice)
+        if not self._announced:
+            self._announced = True
+            note(f"study {self.handle.name!r} in {self.handle.masked_url}")
+            if self.notice:
+                note(self.notice)
         if stage == "timing":
-            note(
-                f"timing the finalists again: {total} measurements in interleaved rounds, no training running"
-            )
+            note(f"timing the finalists again: {total} measurements in interleaved rounds, no training running")
             return
-        desc = f"{handle.name} {'search' if stage == 'search' else 'finalists'}"
-        state["bar"] = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
+        desc = f"{self.handle.name} {'search' if stage == 'search' else 'finalists'}"
+        self._bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
 
-    def on_progress(p: Any) -> None:
-        bar = state["bar"]
-        if bar is None:
+    def on_progress(self, p: Any) -> None:
+        if self._bar is None:
             return
-        bar.n = min(p.done, p.total)
-        unit = "" if handle.spec.metric.name == "val_accuracy" else " bits/byte"
+        self._bar.n = min(p.done, p.total)
+        unit = "" if self.handle.spec.metric.name == "val_accuracy" else " bits/byte"
         best = f"best val {p.best_score:.3f}{unit}" if p.best_score is not None else "no result yet"
-        bar.set_postfix_str(
+        self._bar.set_postfix_str(
             f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}"
         )
-        bar.refresh()
+        self._bar.refresh()
 
-    return on_stage, on_progress, close
+
+def _resume_command(handle: Any) -> str:
+    where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
+    return f"explorer study resume {handle.name}{where}"
 
 
 def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
@@ -296,24 +310,28 @@ def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
     }
 
 
-def with_progress(
-    handle: Any, action: Callable[..., Any], as_json: bool, notice: str = "", **kw: Any
-) -> None:
-    """Run a study action with progress; Ctrl-C stops cleanly and says how to resume."""
-    where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
-    resume = f"explorer study resume {handle.name}{where}"
-    on_stage, on_progress, close = progress(handle, as_json, notice)
+def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any = None) -> None:
+    """Run a study action with progress bars: ``run(bars)`` calls it with ``bars.callbacks`` (and ``bars.start``
+    as its ``on_start``, unless the caller opened the study: ``handle``). Ctrl-C stops cleanly and says how to
+    resume; then the summary (or its JSON) is printed."""
+    bars = ProgressBars(as_json)
+    if handle is not None:
+        bars.start(handle)
     try:
-        summary = action(handle, on_progress=on_progress, on_stage=on_stage, **kw)
+        summary = run(bars)
     except KeyboardInterrupt:
-        close()
+        bars.close()
         note("interrupted: finished trials are saved and the running one will be retried on resume.")
-        note(f"resume with: {resume}")
+        if bars.handle is not None:
+            note(f"resume with: {_resume_command(bars.handle)}")
         sys.exit(130)
-    close()
+    bars.close()
+    handle = bars.handle
     if as_json:
         emit_json(summary_doc(handle, summary))
         return
+    where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
+    resume = _resume_command(handle)
     s, f = summary.search, summary.finalists
     if s.note.startswith("the search space has no architecture left"):
         note(f"search: {s.note}, fewer than the {s.total} trials asked for")

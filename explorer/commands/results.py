@@ -207,7 +207,9 @@ def confirm(
 
     quiet_optuna()
     handle = open_study(name, storage)
-    with_progress(handle, api.confirm, as_json, top=top, seeds=seeds, options=options)
+    with_progress(
+        lambda bars: api.confirm(handle, top=top, seeds=seeds, options=options, **bars.callbacks), as_json, handle
+    )
 
 
 @click.command()

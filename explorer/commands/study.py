@@ -33,7 +33,7 @@ def study() -> None:
 
 
 def _run_flags(n_trials_help: str) -> Callable[[Any], Any]:
-    """The options `study run` and `study resume` share; the command hands them to :func:`_run` as ``**run``."""
+    """The options `study run` and `study resume` share, handed to the command as ``**run``."""
 
     def wrap(f: Callable[..., Any]) -> Callable[..., Any]:
         for option in (
@@ -50,29 +50,6 @@ def _run_flags(n_trials_help: str) -> Callable[[Any], Any]:
     return wrap
 
 
-def _run_to_total(
-    handle: Any,
-    n_trials: int | None,
-    no_finalists: bool,
-    no_bench: bool,
-    options: Any,
-    as_json: bool,
-    total_from: str = "--n-trials",
-    notice: str = "",
-    spec_path: str | None = None,
-) -> None:
-    import dataclasses
-
-    from explorer import api
-
-    if options.timeout is None and handle.spec.timeout is not None:  # the spec's timeout, unless --timeout
-        options = dataclasses.replace(options, timeout=handle.spec.timeout)
-    with_progress(
-        handle, api.run, as_json, n_trials=n_trials, options=options, finalists=not no_finalists,
-        bench=not no_bench, total_from=total_from, notice=notice, spec_path=spec_path,
-    )  # fmt: skip
-
-
 @study.command("run")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
@@ -82,27 +59,22 @@ def _run_to_total(
 @_run_flags("The study's total of search trials (default: the spec's).")
 def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
     """Run the study a spec describes; running it again resumes it up to its total."""
-    from explorer.search.rerun import check_rerun
     from explorer.search.run_options import check_total
     from explorer.search.spec import load_spec
 
-    spec = load_spec(spec_path)  # torch-free: a bad spec is answered before PyTorch loads
+    spec = load_spec(spec_path)  # torch-free: a bad spec or total is answered before PyTorch loads
     if run["n_trials"] is not None:
-        check_total(run["n_trials"])  # before the storage is touched: a refused run creates nothing
-    from_file = f"n_trials in {spec_path}" if run["n_trials"] is None else "--n-trials"
-    check_rerun(spec, storage, run["n_trials"], from_file)  # an existing study's conflicts, read-only
-    from explorer.search.study import prepare_study
+        check_total(run["n_trials"])
+    from explorer import api
 
     quiet_optuna()
-    options = run["options"]
-    handle = prepare_study(spec, storage, device=options.device, workers=options.workers)
-    run["spec_path"] = str(spec_path)  # recorded with the study once the run is accepted
-    if run["n_trials"] is None and spec.n_trials != handle.spec.n_trials:  # the file's total wins
-        run["n_trials"], run["total_from"] = spec.n_trials, from_file
-        run["notice"] = (
-            f"the total is {spec_path}'s n_trials = {spec.n_trials} (it was {handle.spec.n_trials})"
-        )
-    _run_to_total(handle, **run)
+    with_progress(
+        lambda bars: api.run_study(
+            spec, storage, spec_path=str(spec_path), n_trials=run["n_trials"], options=run["options"],
+            finalists=not run["no_finalists"], bench=not run["no_bench"], on_start=bars.start, **bars.callbacks,
+        ),
+        run["as_json"],
+    )  # fmt: skip
 
 
 @study.command("resume")
@@ -116,10 +88,19 @@ def study_resume(name: str, storage: str | None, **run: Any) -> None:
     if run["n_trials"] is not None:
         check_total(run["n_trials"])
     check_readable([name], storage)  # a missing or foreign study is answered before PyTorch loads
+    from explorer import api
     from explorer.search.study import open_study
 
     quiet_optuna()
-    _run_to_total(open_study(name, storage), **run)
+    handle = open_study(name, storage)
+    with_progress(
+        lambda bars: api.run(
+            handle, n_trials=run["n_trials"], options=run["options"], finalists=not run["no_finalists"],
+            bench=not run["no_bench"], **bars.callbacks,
+        ),
+        run["as_json"],
+        handle,
+    )  # fmt: skip
 
 
 @study.command("list")

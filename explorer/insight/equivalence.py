@@ -4,18 +4,17 @@ Given the evidence grid's scores (layouts x units, higher is better, NaN where a
 the layouts' timings (layouts x re-timing rounds):
 
 1. **the best** is the layout with the highest mean score;
-2. each other layout is compared with it on the units both ran (:mod:`explorer.insight.paired`): **equivalent**
-   when the one-sided ``1 - alpha`` lower bound of (layout - best) lies above ``-margin`` (the two one-sided
-   tests; not a non-significant difference), **worse** when the upper bound lies below ``-margin``, else
-   **undecided**; the class is the best and its equivalent layouts;
-3. **the answer** is the fastest of the layouts whose equivalence holds for the whole family of comparisons:
-   the same two one-sided tests, held to ``alpha`` for all of them together by Holm's step-down procedure
-   (Holm 1979). Picking the fastest member of the class is a selection among several tests, and the fastest
-   member is the one most likely to be there by a false claim; each class member is shown on its own test, the
-   layout a user ships is shown with the family-wise error controlled. With few units this is usually the best
-   itself. Fastest is the lowest median time over rounds, where layouts whose within-round time ratio to it
-   (the geometric mean over the rounds both were timed in, so a drift of the machine between rounds cancels) is
-   below ``1 + tie`` count as equally fast, and the more accurate of those is taken.
+2. each other layout is compared with it on the units both ran (:mod:`explorer.insight.paired`) by the two
+   one-sided tests of the margin (not by a non-significant difference): **equivalent** when the test of
+   "layout - best <= -margin" rejects, **worse** when the test of "layout - best >= -margin" rejects, else
+   **undecided**. Each family of claims (the equivalent ones, the worse ones) is held to ``alpha`` together by
+   Holm's step-down procedure (Holm 1979): with several layouts compared, tests each held to ``alpha`` alone
+   would let some layout in by chance, and the fastest member, the one a user ships, is the one most likely to
+   be there by a false claim. The class is the best and its equivalent layouts;
+3. **the answer** is the class's fastest member: the lowest median time over rounds, where members whose
+   within-round time ratio to it (the geometric mean over the rounds both were timed in, so a drift of the
+   machine between rounds cancels) is below ``1 + tie`` count as equally fast, and the more accurate of those is
+   taken.
 
 :func:`choose` is this rule, used both by :func:`explorer.insight.recommend.answer` and, on resampled grids, by
 the confidence (:mod:`explorer.insight.confidence`), so the two can never disagree on what the rule is.
@@ -23,7 +22,6 @@ the confidence (:mod:`explorer.insight.confidence`), so the two can never disagr
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 
@@ -54,8 +52,6 @@ class Classes:
 
     best: int
     verdicts: tuple[str, ...]  # one per layout: best | equivalent | worse | undecided
-    family: tuple[int, ...] = ()  # the best and the layouts shown equivalent with the family-wise error held
-
     @property
     def members(self) -> list[int]:
         """The class: the best and the layouts equivalent to it."""
@@ -85,57 +81,34 @@ def classify(scores: np.ndarray, margin: float, alpha: float) -> Classes:
     mean = row_means(d)
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = np.sqrt(np.where(filled, (d - mean[:, None]) ** 2, 0.0).sum(axis=1) / (n - 1))
-    t = _t_quantiles(1 - alpha, n)
-    half = t * sd / np.sqrt(np.maximum(n, 1))
-    verdicts = []
-    for i in range(len(scores)):
-        if i == best:
-            verdicts.append(BEST)
-        elif n[i] < 2:
-            verdicts.append(UNDECIDED if not np.isnan(means[i]) else WORSE)
-        elif mean[i] - half[i] > -margin:
-            verdicts.append(EQUIVALENT)
-        elif mean[i] + half[i] < -margin:
-            verdicts.append(WORSE)
-        else:
-            verdicts.append(UNDECIDED)
-    return Classes(best, tuple(verdicts), _holm(mean, sd, n, best, margin, alpha))
+    tested = [i for i in range(len(scores)) if i != best and n[i] >= 2 and not np.isnan(mean[i])]
+    within = _holm(_tost_p(mean[tested] + margin, sd[tested], n[tested]), alpha)
+    beyond = _holm(_tost_p(-(mean[tested] + margin), sd[tested], n[tested]), alpha)
+    verdicts = [WORSE if np.isnan(means[i]) else UNDECIDED for i in range(len(scores))]
+    verdicts[best] = BEST
+    for k, i in enumerate(tested):
+        verdicts[i] = EQUIVALENT if within[k] else WORSE if beyond[k] else UNDECIDED
+    return Classes(best, tuple(verdicts))
 
 
-def _holm(
-    mean: np.ndarray, sd: np.ndarray, n: np.ndarray, best: int, margin: float, alpha: float
-) -> tuple[int, ...]:
-    """The best and the layouts whose two one-sided tests (H0: layout - best <= -margin) Holm's step-down
-    procedure rejects at family-wise ``alpha``: the k-th smallest of m p values is held to alpha / (m - k + 1),
-    and the first that fails stops it. Every layout with two or more paired units counts in m."""
-    tested = [i for i in range(len(mean)) if i != best and n[i] >= 2 and not np.isnan(mean[i])]
-    if not tested:
-        return (best,)
-    se = sd[tested] / np.sqrt(n[tested])
+def _tost_p(shifted: np.ndarray, sd: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """One-sided p of H0 "shifted <= 0" from a mean ``shifted`` (the difference moved by the margin), its
+    spread ``sd`` over ``n`` paired units (t with n - 1 degrees of freedom; a spread of 0 decides by the sign)."""
+    se = sd / np.sqrt(n)
     with np.errstate(divide="ignore", invalid="ignore"):
-        t = (mean[tested] + margin) / se
-    p = np.where(
-        se > 0,
-        stats.t.sf(np.where(se > 0, t, 0.0), n[tested] - 1),
-        np.where(mean[tested] + margin > 0, 0.0, 1.0),
-    )
-    shown = [best]
+        t = np.where(se > 0, shifted / np.where(se > 0, se, 1.0), 0.0)
+    return np.where(se > 0, stats.t.sf(t, n - 1), np.where(shifted > 0, 0.0, 1.0))
+
+
+def _holm(p: np.ndarray, alpha: float) -> np.ndarray:
+    """Which hypotheses Holm's step-down procedure rejects at family-wise ``alpha``: the k-th smallest of m p
+    values is held to alpha / (m - k + 1), and the first that fails stops it."""
+    rejected = np.zeros(len(p), dtype=bool)
     for k, j in enumerate(np.argsort(p, kind="stable")):
-        if p[j] > alpha / (len(tested) - k):
+        if p[j] > alpha / (len(p) - k):
             break
-        shown.append(tested[j])
-    return tuple(sorted(shown))
-
-
-@functools.lru_cache(maxsize=256)
-def _t_quantile(q: float, df: int) -> float:
-    return float(stats.t.ppf(q, df))
-
-
-def _t_quantiles(q: float, n: np.ndarray) -> np.ndarray:
-    """t quantiles for ``n - 1`` degrees of freedom (NaN below two units), cached: the confidence calls this
-    a thousand times with the same few counts."""
-    return np.array([_t_quantile(q, int(k) - 1) if k >= 2 else np.nan for k in n])
+        rejected[j] = True
+    return rejected
 
 
 def ratio(times: np.ndarray, a: int, b: int) -> float:
@@ -160,7 +133,6 @@ def fastest(members: list[int], times: np.ndarray, scores_mean: np.ndarray, tie:
 def choose(
     scores: np.ndarray, times: np.ndarray, margin: float, alpha: float, tie: float
 ) -> tuple[int, Classes]:
-    """The answer's row and every layout's verdict: the fastest layout shown equivalent to the best with the
-    family-wise error held (see the module docstring)."""
+    """The answer's row and every layout's verdict: the fastest member of the best's class."""
     classes = classify(scores, margin, alpha)
-    return fastest(list(classes.family), times, row_means(scores), tie), classes
+    return fastest(classes.members, times, row_means(scores), tie), classes

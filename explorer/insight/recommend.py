@@ -2,9 +2,8 @@
 
 With finalist runs (the evidence grid: every finalist layout trained on the same units, :mod:`explorer.insight.
 evidence`), the answer is an *equivalence class* and one named member of it (:mod:`explorer.insight.equivalence`):
-the layouts within the spec's ``[answer] margin`` of the best by an equivalence test, and the fastest of those
-shown with every comparison's error held together (Holm). Every
-other candidate is *worse* by more than the margin or *undecided*, with the paired units (and so replicates)
+the layouts within the spec's ``[answer] margin`` of the best by an equivalence test (the family of those
+claims held to ``alpha`` together), and the fastest of them. Every other candidate is *worse* by more than the margin or *undecided*, with the paired units (and so replicates)
 that would decide it, from its measured spread. A study in which no layout beats the task's chance level beyond
 noise has no answer. The confidence is the probability that a whole re-run names a member of the class
 (:mod:`explorer.insight.confidence`).
@@ -74,7 +73,6 @@ class Candidate:
     units_needed: int | None = None  # paired units that would decide an undecided one (None: at the margin)
     seeds_needed: int | None = None  # replicates (each ``folds`` units) the study would need in all
     latency_ratio: float = math.nan  # this / the answer, within re-timing rounds
-    family_wise: bool = False  # shown within the margin with every comparison's error held together (Holm)
 
 
 @dataclass(frozen=True)
@@ -129,7 +127,7 @@ class Answer:
             return {**(layout(c.arch) or {}), "verdict": c.verdict,
                     "versus_best": None if vs is None else {"diff": vs.diff, "low": vs.low, "high": vs.high,
                                                             "units": vs.n, "p": vs.p_value},
-                    "family_wise": c.family_wise, "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
+                    "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
                     "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio}  # fmt: skip
 
         return {
@@ -236,9 +234,10 @@ def _verdicts(
         vs = versus(a, order[best], costs) if i != best else None
         needed = seeds = None
         if verdict[i] == UNDECIDED and vs is not None:
-            needed = units_needed(-vs.diff, vs.sd, margin, spec.answer.alpha)
+            # at Holm's strictest step (alpha over the number compared), enough whatever the others show
+            needed = units_needed(-vs.diff, vs.sd, margin, spec.answer.alpha / max(1, len(order) - 1))
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
-        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec), i in classes.family))
+        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec)))
     rank = {BEST: 0, EQUIVALENT: 0, UNDECIDED: 1, WORSE: 2}
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))

@@ -73,8 +73,7 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
     return [("p", [
         ("b", f"Use {heads(c.heads)} heads per layer"),
         f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
-        f"the fastest of the layouts shown to be within {margin_text(rec.metric, ans.margin)} of the best with "
-        f"the error of all {len(ans.verdicts) - 1} comparisons held to {ans.alpha:.0%} together (Holm). "
+        f"the fastest of the layouts shown to be within {margin_text(rec.metric, ans.margin)} of the best. "
         f"Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% interval), "
         f"{pct(rec.test_accuracy)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
         f"{spec.latency.batch_size} (median of {rounds} timing{'s' * (rounds != 1)}; 95% interval for a new "
@@ -101,7 +100,6 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
     ]
     if not groups.get("equivalent"):
         spans.append("No other layout is shown within the margin, so the class is the best layout alone. ")
-    spans.extend(_own_test_only(ans, groups.get("equivalent", []), modern))
     spans.extend(_narrowing(ans, spec, groups.get("equivalent", [])))
     if groups.get("worse"):
         spans += [("b", "Worse by more than the margin: "),
@@ -111,25 +109,14 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
         spans += [("b", "Undecided: "), "; ".join(_undecided_text(c, modern) for c in undecided) + ". "]
         spans += _deciding(undecided, spec, modern)
     spans.append(
-        f"Each verdict is a paired equivalence test (two one-sided t tests at {1 - ans.alpha:.0%}) of the "
-        f"layout against the best on the {_units_text(spec, ans.grid.scores.shape[1] if ans.grid else 0)} both "
-        "trained: within the margin when the lower bound of (layout - best) lies above minus the margin, worse "
-        "when its upper bound lies below it. A difference that is merely not significant is not called "
-        "equivalent."
+        f"Each verdict is a paired equivalence test (two one-sided t tests) of the layout against the best on "
+        f"the {_units_text(spec, ans.grid.scores.shape[1] if ans.grid else 0)} both trained: within the margin "
+        "when the test of (layout - best) at or below minus the margin rejects, worse when the test of it at or "
+        f"above minus the margin rejects, each family of claims held to {ans.alpha:.0%} error together (Holm's "
+        "step-down), so that comparing many layouts lets none in by chance. A difference that is merely not "
+        "significant is not called equivalent."
     )
     return [("p", spans)]
-
-
-def _own_test_only(ans: Answer, equivalent: list[Candidate], modern: bool) -> list[Any]:
-    """Class members faster than the answer that are shown on their own test but not for the family: why the
-    answer is not the fastest member."""
-    faster = [c for c in equivalent if not c.family_wise and c.latency_ratio < 1]
-    if not faster:
-        return []
-    names = ", ".join(_layout(c.arch, modern) for c in faster)
-    return [f"{names} {'is' if len(faster) == 1 else 'are'} faster and within the margin on {'its' if len(faster) == 1 else 'their'} own "
-            "test, but not with the error of every comparison held together, so the answer is not taken from "
-            "them; more seeds (explorer confirm) can show them for the family. "]  # fmt: skip
 
 
 def _narrowing(ans: Answer, spec: StudySpec, equivalent: list[Candidate]) -> list[Any]:
@@ -137,7 +124,8 @@ def _narrowing(ans: Answer, spec: StudySpec, equivalent: list[Candidate]) -> lis
     margin, from their measured spreads (a smaller margin is the user's to set)."""
     if len(equivalent) + 1 <= 3:
         return []
-    needed = [units_needed(-c.versus_best.diff, c.versus_best.sd, ans.margin / 2, ans.alpha)
+    strictest = ans.alpha / max(1, len(ans.verdicts) - 1)  # Holm's first step: enough whatever the others show
+    needed = [units_needed(-c.versus_best.diff, c.versus_best.sd, ans.margin / 2, strictest)
               for c in equivalent if c.versus_best is not None]  # fmt: skip
     known = [n for n in needed if n is not None]
     half = margin_text(ans.best.metric, ans.margin / 2) if ans.best else "half the margin"

@@ -8,9 +8,9 @@ shares. Every run trains a fixed schedule of ``epochs`` epochs (warm-up, then co
 layout, so no run is longer or shorter than another for reasons of its own.
 
 ``[answer]`` says what counts as "as good": a layout is in the answer's class when its quality is within
-``margin`` of the best layout's, shown by an equivalence test at family-wise error ``alpha``
-(:mod:`explorer.insight.equivalence`); the answer is the class's fastest member, latencies closer than
-``latency_tie`` (a ratio) counting as equal.
+``margin`` of the best layout's, shown by an equivalence test, the family of those claims held to ``alpha``
+together (Holm; :mod:`explorer.insight.equivalence`); the answer is the class's fastest member, latencies closer
+than ``latency_tie`` (a ratio) counting as equal.
 """
 
 from __future__ import annotations

@@ -1,0 +1,220 @@
+"""Running a study: :func:`run_study` (a spec to a finished study), :func:`run` (an open study to its total:
+the search, then the finalists and their re-timing) and :func:`confirm` (the finalist stage again, with more
+finalists or seeds). Each reports through ``on_stage(stage, total)`` and ``on_progress(Progress)``; the
+command line draws them as progress bars. Re-exported by :mod:`explorer.api`.
+
+Both stages run as trials of the same Optuna study, so workers, heartbeats, totals and resumption work the same
+for both.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from explorer.engine.limits import TRIALS
+from explorer.errors import ConfigError, NoCompletedTrialsError
+from explorer.insight.finalists import Plan, plan_finalists
+from explorer.search.context import RunContext
+from explorer.search.counting import count_layouts
+from explorer.search.record import load_records
+from explorer.search.rerun import check_rerun, finished_search
+from explorer.search.retime import finalist_configs, load_retimings, retime, search_configs
+from explorer.search.run_options import check_total, check_total_reaches
+from explorer.search.spec import StudySpec, load_spec
+from explorer.search.study import (
+    StudyHandle,
+    check_can_run,
+    note_artifact_location,
+    prepare_study,
+    record_bench,
+    set_total,
+)
+from explorer.search.workers import EXHAUSTED, Progress, RunOptions, enqueue_runs, run_stage
+
+__all__ = ["DEFAULT_OPTIONS", "RunSummary", "confirm", "run", "run_study"]
+
+DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """How a run of a study ended."""
+
+    search: Progress
+    finalists: Progress | None  # None when the stage did not run (switched off, or the search did not finish)
+    plan: Plan | None
+    added: int  # finalist runs queued by this run
+
+    @property
+    def complete(self) -> bool:
+        return (
+            not self.search.note
+            and self.search.done >= self.search.total
+            and (self.finalists is None or not self.finalists.note)
+        )
+
+
+def _deadline(options: RunOptions) -> float | None:
+    return None if options.timeout is None else time.monotonic() + options.timeout
+
+
+def run(
+    handle: StudyHandle,
+    *,
+    n_trials: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    finalists: bool = True,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+    bench: bool = True,
+    total_from: str = "--n-trials",
+    spec_path: str | None = None,
+) -> RunSummary:
+    """Run (or resume) a study to its total, then its finalist stage; see the module docstring.
+
+    ``n_trials`` makes a new search total (stored with the study, so resumes and reports agree); it may not fall
+    below the search trials already finished (``total_from`` names where it came from in the error); the spec
+    file the study came from (``spec_path``) is recorded once the run is accepted. The spec's ``timeout`` holds
+    unless ``options.timeout`` is set. ``bench=False`` skips the
+    once-per-study attention bench for this run (the spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each stage
+    starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
+    """
+    options = options.check()
+    if options.timeout is None and handle.spec.timeout is not None:  # the spec's timeout, unless one is given
+        options = dataclasses.replace(options, timeout=handle.spec.timeout)
+    total = handle.spec.n_trials if n_trials is None else n_trials
+    check_total(total, total_from)
+    # the device, task, space and artifact store of this run, resolved once and handed to every step below
+    context = check_can_run(handle, options.device, options.workers, options.artifacts)
+    check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
+    set_total(handle, total)  # only now: every input of this command has been accepted
+    if spec_path is not None and "spec_path" not in handle.study.user_attrs:
+        handle.study.set_user_attr("spec_path", spec_path)
+    note_artifact_location(handle, context.store)
+    deadline = _deadline(options)
+    if bench and finished_search(handle.study) < total:
+        record_bench(handle, context)
+    if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
+        searched_lr = isinstance(handle.spec.space.lr, tuple)  # then every draw is new
+        on_stage("search", total if searched_lr else min(total, count_layouts(handle.spec.space)))
+    search = run_stage(handle, "search", total, options, deadline, on_progress, context)
+    covered = search.note.startswith(EXHAUSTED)  # a small space evaluated whole: the search is done
+    if (search.note and not covered) or (search.done < total and not covered):
+        return RunSummary(search, None, None, 0)
+    if not (finalists and handle.spec.finalists.enabled):
+        return RunSummary(search, None, None, 0)
+    return _finalist_stage(handle, search, options, context, deadline, on_progress, on_stage)
+
+
+def _finalist_stage(
+    handle: StudyHandle,
+    search: Progress,
+    options: RunOptions,
+    context: RunContext,
+    deadline: float | None,
+    on_progress: Callable[[Progress], None] | None,
+    on_stage: Callable[[str, int], None] | None,
+    top: int | None = None,
+    seeds: int | None = None,
+) -> RunSummary:
+    rounds = handle.spec.finalists.timing_rounds
+    if handle.spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
+        configs = search_configs(handle.study)
+        if on_stage:
+            on_stage("timing", len(configs) * rounds)
+        retime(handle, configs, rounds, kinds=("decode",), context=context)
+    retimings = load_retimings(handle.study)
+    plan = plan_finalists(load_records(handle.study), handle.spec, top=top, seeds=seeds, retimings=retimings)
+    added = enqueue_runs(handle, plan.runs)
+    total = len(plan.runs)
+    if on_stage:
+        on_stage("finalist", total)
+    finals = run_stage(handle, "finalist", total, options, deadline, on_progress, context)
+    if not finals.note and finals.done >= total:
+        # Latency measured with nothing else running: interleaved rounds over every finalist architecture.
+        configs = finalist_configs(handle.study)
+        if on_stage:
+            on_stage("timing", len(configs) * rounds)
+        retime(handle, configs, rounds, context=context)
+    return RunSummary(search, finals, plan, added)
+
+
+def confirm(
+    handle: StudyHandle,
+    *,
+    top: int | None = None,
+    seeds: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> RunSummary:
+    """Run the finalist stage now, with more finalists (``top``) or seeds than the spec's; resumable: runs already
+    done are kept, only what is new is queued."""
+    options = options.check()
+    for name, value in (("--top", top), ("--seeds", seeds)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}.")
+        if value is not None:
+            TRIALS.check(value, name)
+    context = check_can_run(handle, options.device, options.workers, options.artifacts)
+    records = load_records(handle.study, roles=("search",))
+    if not any(r.finished for r in records):
+        raise NoCompletedTrialsError(
+            f"study {handle.name!r} has no completed search trial to confirm; run it first."
+        )
+    one = dataclasses.replace(options, workers=1)
+    search = run_stage(handle, "search", handle.spec.n_trials, one, None, context=context)
+    return _finalist_stage(
+        handle, search, options, context, _deadline(options), on_progress, on_stage, top, seeds
+    )
+
+
+def run_study(
+    spec: str | Path | StudySpec,
+    storage: str | None = None,
+    *,
+    n_trials: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    finalists: bool = True,
+    bench: bool = True,
+    spec_path: str | None = None,
+    total_from: str = "--n-trials",
+    on_start: Callable[[StudyHandle, str], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> RunSummary:
+    """Create (or resume) the study a spec file or :class:`StudySpec` describes and run it to its total: the
+    spec's ``n_trials`` (a total stored by an earlier run gives way to it), or ``n_trials`` (``total_from``
+    names it in errors).
+
+    ``storage`` defaults to ``$EXPLORER_STORAGE``, then the spec's, then ``sqlite:///studies/NAME.db``. A run
+    that conflicts with the stored study (another meaning, a total below the trials finished) is refused before
+    anything is created or changed. ``spec_path`` is the file a :class:`StudySpec` was read from, recorded with
+    the study. ``on_start(handle, notice)`` is called once the study is open and every input accepted, before
+    any work (``notice``: that the file's total replaced the stored one, or ""); ``on_stage`` and
+    ``on_progress`` as for :func:`run`.
+    """
+    path = spec_path if isinstance(spec, StudySpec) else str(spec)
+    spec = spec if isinstance(spec, StudySpec) else load_spec(spec)
+    options = options.check()
+    from_file = f"n_trials in {path or 'the spec'}"
+    if n_trials is not None:
+        check_total(n_trials, total_from)  # before the storage is touched: a refused run creates nothing
+    check_rerun(spec, storage, n_trials, total_from if n_trials is not None else from_file)
+    handle = prepare_study(spec, storage, device=options.device, workers=options.workers)
+    notice = ""
+    if (
+        n_trials is None and spec.n_trials != handle.spec.n_trials
+    ):  # the file's total wins over the stored one
+        n_trials, total_from = spec.n_trials, from_file
+        notice = (
+            f"the total is {path or 'the spec'}'s n_trials = {spec.n_trials} (it was {handle.spec.n_trials})"
+        )
+    if on_start:
+        on_start(handle, notice)
+    return run(handle, n_trials=n_trials, options=options, finalists=finalists, bench=bench, spec_path=path,
+               total_from=total_from, on_stage=on_stage, on_progress=on_progress)  # fmt: skip
