@@ -29,6 +29,7 @@ from typing import Any
 
 from benchmarks.common import (
     EXPLORER,
+    append_json,
     append_record,
     command,
     commit,
@@ -212,9 +213,7 @@ def main() -> None:
             ".json beside this file.\n"
         )
         append_record(args.record, text_out, title=title)
-        raw = args.record.with_suffix(".json")
-        old = json.loads(raw.read_text()) if raw.exists() else []
-        raw.write_text(json.dumps([*old, result], indent=1) + "\n")
+        append_json(args.record.with_suffix(".json"), result)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ import numpy as np
 from benchmarks.common import (
     EXPLORER,
     ROOT,
+    append_json,
     append_record,
     command,
     commit,
@@ -341,9 +342,7 @@ def main() -> None:
     text = render(result)
     print(text)
     if args.record and not args.replay:
-        raw = args.record.with_suffix(".json")
-        history = json.loads(raw.read_text()) if raw.exists() else []
-        raw.write_text(json.dumps([*history, {k: v for k, v in result.items() if k != "analysis"}], indent=1))
+        append_json(args.record.with_suffix(".json"), {k: v for k, v in result.items() if k != "analysis"})
     append_record(args.record, text.lstrip("\n"), title="# Calibration: whole re-runs of the README's study\n\n"
                   "Written by `python -m benchmarks.calibration`; raw candidate tables in `calibration.json`.")  # fmt: skip
 

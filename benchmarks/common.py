@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import shlex
@@ -35,6 +36,7 @@ __all__ = [
     "HERE",
     "ROOT",
     "add_run_args",
+    "append_json",
     "append_record",
     "command",
     "commit",
@@ -173,3 +175,9 @@ def append_record(path: Path | None, block: str, *, title: str = "") -> None:
         path.write_text(title.rstrip("\n") + "\n", encoding="utf-8")
     with path.open("a", encoding="utf-8") as f:
         f.write("\n" + block.rstrip("\n") + "\n")
+
+
+def append_json(path: Path, entry: Any) -> None:
+    """Append ``entry`` to the JSON list at ``path`` (the raw figures beside a record), creating it if need be."""
+    old = json.loads(path.read_text()) if path.exists() else []
+    path.write_text(json.dumps([*old, entry], indent=1) + "\n")

@@ -20,14 +20,22 @@ from __future__ import annotations
 import argparse
 import concurrent.futures as cf
 import dataclasses
-import json
 import multiprocessing
 import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import HERE, append_record, command, load_average, load_text, machine, stamp
+from benchmarks.common import (
+    HERE,
+    append_json,
+    append_record,
+    command,
+    load_average,
+    load_text,
+    machine,
+    stamp,
+)
 
 FRESH_SEED = 7_000_000  # far from the study's search (seed + number) and finalist (seed + 1e6 + i) seeds
 
@@ -134,9 +142,7 @@ def main() -> None:
         f"`{args.out.with_suffix('.json').name}`.\n"
     )
     append_record(args.out, text, title=title)
-    log = args.out.with_suffix(".json")
-    previous = json.loads(log.read_text()) if log.exists() else []
-    log.write_text(json.dumps([*previous, result], indent=1) + "\n")
+    append_json(args.out.with_suffix(".json"), result)
 
 
 if __name__ == "__main__":

@@ -128,13 +128,17 @@ def test_unknown_runtime_on_the_command_line_is_a_usage_error():
     assert result.exit_code == 2 and "tvm" in result.stderr
 
 
+def _small_model_and_batch(batch: int) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The SMALL model in eval mode and a batch of token ids, from seed 0 (the global RNG left as it was)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return build_model(SMALL, TOKENS).eval(), torch.randint(11, (batch, 8))
+
+
 @needs_onnx
 @pytest.mark.slow
 def test_onnxruntime_runner_matches_eager_and_is_timed_as_such(one_thread):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = build_model(SMALL, TOKENS).eval()
-        x = torch.randint(11, (4, 8))
+    model, x = _small_model_and_batch(4)
     with torch.inference_mode():
         expected = model(x)
         runner = runtime.prepare_runner(model, x, CPU, "onnxruntime")
@@ -149,10 +153,7 @@ def test_onnxruntime_runner_matches_eager_and_is_timed_as_such(one_thread):
 
 @pytest.mark.slow
 def test_compile_runner_matches_eager(one_thread):
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        model = build_model(SMALL, TOKENS).eval()
-        x = torch.randint(11, (2, 8))
+    model, x = _small_model_and_batch(2)
     with torch.inference_mode():
         expected = model(x)
         runner = runtime.prepare_runner(model, x, CPU, "compile")
