@@ -71,8 +71,7 @@ min_epochs = 1
 
 [finalists]
 seeds = 2
-max_epochs = 6
-patience = 2
+epochs = 6
 """
 
 
