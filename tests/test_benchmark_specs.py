@@ -31,6 +31,8 @@ def test_the_tiny_spec_loads(tmp_path, finalists):
 
 def test_a_stale_spec_is_refused(tmp_path):
     path = tmp_path / "deploy.toml"
-    path.write_text(deploy.SPEC.format(name="deploy", runtime="eager").replace("epochs = 6", "max_epochs = 6"))
+    path.write_text(
+        deploy.SPEC.format(name="deploy", runtime="eager").replace("epochs = 6", "max_epochs = 6")
+    )
     with pytest.raises(SpecError, match="max_epochs"):
         load_spec(path)

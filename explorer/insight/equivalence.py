@@ -52,6 +52,7 @@ class Classes:
 
     best: int
     verdicts: tuple[str, ...]  # one per layout: best | equivalent | worse | undecided
+
     @property
     def members(self) -> list[int]:
         """The class: the best and the layouts equivalent to it."""
