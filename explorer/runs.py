@@ -207,9 +207,8 @@ def run_study(
     check_rerun(spec, storage, n_trials, total_from if n_trials is not None else from_file)
     handle = prepare_study(spec, storage, device=options.device, workers=options.workers)
     notice = ""
-    if (
-        n_trials is None and spec.n_trials != handle.spec.n_trials
-    ):  # the file's total wins over the stored one
+    # the file's total wins over the stored one
+    if n_trials is None and spec.n_trials != handle.spec.n_trials:
         n_trials, total_from = spec.n_trials, from_file
         notice = (
             f"the total is {path or 'the spec'}'s n_trials = {spec.n_trials} (it was {handle.spec.n_trials})"

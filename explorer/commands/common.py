@@ -290,9 +290,13 @@ class ProgressBars:
         self._bar.refresh()
 
 
+def _storage_flag(handle: Any) -> str:
+    """`` --storage 'URL'`` (password masked) for a study outside the default storage, else nothing."""
+    return "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
+
+
 def _resume_command(handle: Any) -> str:
-    where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
-    return f"explorer study resume {handle.name}{where}"
+    return f"explorer study resume {handle.name}{_storage_flag(handle)}"
 
 
 def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
@@ -305,8 +309,7 @@ def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
         "search": asdict(summary.search),
         "finalists": None if summary.finalists is None else asdict(summary.finalists),
         "finalist_runs_queued": summary.added,
-        "next": f"explorer report {handle.name}"
-        + ("" if handle.is_default_storage else f" --storage '{handle.masked_url}'"),
+        "next": f"explorer report {handle.name}{_storage_flag(handle)}",
     }
 
 
@@ -330,7 +333,6 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     if as_json:
         emit_json(summary_doc(handle, summary))
         return
-    where = "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
     resume = _resume_command(handle)
     s, f = summary.search, summary.finalists
     if s.note.startswith("the search space has no architecture left"):
@@ -345,4 +347,4 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
     if f is not None:
         line += f"; finalists: {f.done} runs ({f.failed} failed)"
-    note(f"{line}. Next: explorer report {handle.name}{where}")
+    note(f"{line}. Next: explorer report {handle.name}{_storage_flag(handle)}")

@@ -40,6 +40,7 @@ __all__ = [
     "fastest",
     "ratio",
     "row_means",
+    "strictest_alpha",
 ]
 
 BEST, EQUIVALENT, WORSE, UNDECIDED = "best", "equivalent", "worse", "undecided"
@@ -106,10 +107,16 @@ def _holm(p: np.ndarray, alpha: float) -> np.ndarray:
     values is held to alpha / (m - k + 1), and the first that fails stops it."""
     rejected = np.zeros(len(p), dtype=bool)
     for k, j in enumerate(np.argsort(p, kind="stable")):
-        if p[j] > alpha / (len(p) - k):
+        if p[j] > strictest_alpha(alpha, len(p) - k):
             break
         rejected[j] = True
     return rejected
+
+
+def strictest_alpha(alpha: float, compared: int) -> float:
+    """The level Holm's first step holds the smallest of ``compared`` p values to: a layout that clears it is
+    decided whatever the others show."""
+    return alpha / max(1, compared)
 
 
 def ratio(times: np.ndarray, a: int, b: int) -> float:

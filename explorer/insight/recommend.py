@@ -29,7 +29,16 @@ from scipy import stats
 from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
 from explorer.insight.confidence import ROUNDS, rerun_confidence
 from explorer.insight.contrasts import Contrast, Costs, contrasts, versus
-from explorer.insight.equivalence import BEST, EQUIVALENT, UNDECIDED, WORSE, Classes, choose, ratio
+from explorer.insight.equivalence import (
+    BEST,
+    EQUIVALENT,
+    UNDECIDED,
+    WORSE,
+    Classes,
+    choose,
+    ratio,
+    strictest_alpha,
+)
 from explorer.insight.evidence import Collapse, Grid, evidence_grid
 from explorer.insight.finalists import COST_COLUMNS, cost_axis, within_budgets
 from explorer.insight.paired import PairedDifference, units_needed
@@ -234,8 +243,7 @@ def _verdicts(
         vs = versus(a, order[best], costs) if i != best else None
         needed = seeds = None
         if verdict[i] == UNDECIDED and vs is not None:
-            # at Holm's strictest step (alpha over the number compared), enough whatever the others show
-            needed = units_needed(-vs.diff, vs.sd, margin, spec.answer.alpha / max(1, len(order) - 1))
+            needed = units_needed(-vs.diff, vs.sd, margin, strictest_alpha(spec.answer.alpha, len(order) - 1))
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
         out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec)))
     rank = {BEST: 0, EQUIVALENT: 0, UNDECIDED: 1, WORSE: 2}

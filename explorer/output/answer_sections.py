@@ -13,6 +13,7 @@ import pandas as pd
 
 from explorer.engine.measures import QualityMetric
 from explorer.insight.contrasts import Contrast
+from explorer.insight.equivalence import strictest_alpha
 from explorer.insight.paired import units_needed
 from explorer.insight.recommend import Answer, Candidate
 from explorer.insight.tables import Architecture
@@ -124,7 +125,7 @@ def _narrowing(ans: Answer, spec: StudySpec, equivalent: list[Candidate]) -> lis
     margin, from their measured spreads (a smaller margin is the user's to set)."""
     if len(equivalent) + 1 <= 3:
         return []
-    strictest = ans.alpha / max(1, len(ans.verdicts) - 1)  # Holm's first step: enough whatever the others show
+    strictest = strictest_alpha(ans.alpha, len(ans.verdicts) - 1)
     needed = [units_needed(-c.versus_best.diff, c.versus_best.sd, ans.margin / 2, strictest)
               for c in equivalent if c.versus_best is not None]  # fmt: skip
     known = [n for n in needed if n is not None]
