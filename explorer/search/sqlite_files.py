@@ -5,6 +5,8 @@
   opened ``immutable=1``, which works in a read-only folder and creates no ``-shm``/``-wal``; otherwise
   ``mode=ro``, which reads the pending log a running writer keeps. A missing file, a folder or a file that is
   not a SQLite database is a one-line error; nothing is created.
+* :func:`read_once_created`: a read of a file another command is creating at this moment is tried again
+  until the file is whole (a few seconds at most).
 * :func:`writable`: whether a file and its folder can be written (a read-only command keeps nothing there
   when they cannot).
 * :func:`is_wal`: whether a file is in write-ahead-log mode (explorer switches only the databases it creates,
@@ -14,12 +16,18 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote
 
 from explorer.errors import StorageError
 
-__all__ = ["SQLITE_MAGIC", "is_wal", "readonly_url", "writable"]
+__all__ = ["CREATION_WAIT_S", "SQLITE_MAGIC", "is_wal", "read_once_created", "readonly_url", "writable"]
+
+T = TypeVar("T")
+CREATION_WAIT_S = 3.0  # how long a read waits for another command to finish creating a new SQLite file
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
 _WAL_VERSION = 2  # header bytes 18 and 19 (write and read format versions) are 2 in WAL mode
@@ -70,3 +78,30 @@ def writable(path: Path) -> bool:
     """Whether explorer may write the SQLite file at ``path``: the file and its folder (for the journal) are
     writable to this process (a read-only mount says no even to root)."""
     return os.access(path, os.W_OK) and os.access(path.parent if str(path.parent) else Path("."), os.W_OK)
+
+
+def read_once_created(open_once: Callable[[], T], path: Path) -> T:
+    """A read-only open of a SQLite file that another command may be creating at this moment. Its tables, schema
+    stamp and switch to write-ahead logging land over a fraction of a second, and a read in between finds no
+    tables, no schema version, or (``mode=ro``) a log it may not set up. While the file or its log changed in
+    the last few seconds, such a read is tried again for up to :data:`CREATION_WAIT_S`; otherwise, or after
+    that, its error stands."""
+    deadline = time.monotonic() + CREATION_WAIT_S
+    while True:
+        try:
+            return open_once()
+        except StorageError:
+            if time.monotonic() > deadline or not _recently_written(path):
+                raise
+            time.sleep(0.1)
+
+
+def _recently_written(path: Path) -> bool:
+    """Whether a SQLite file or its write-ahead log was changed in the last few seconds."""
+    times = []
+    for name in (path, Path(f"{path}-wal")):
+        try:
+            times.append(name.stat().st_mtime)
+        except OSError:
+            continue
+    return bool(times) and time.time() - max(times) < 2 * CREATION_WAIT_S

@@ -31,7 +31,7 @@ from explorer.errors import (
 )
 from explorer.search.heartbeat import STALE_REASON, RetryStaleTrial
 from explorer.search.locations import ARTIFACT_FORMS, check_artifact_location
-from explorer.search.sqlite_files import is_wal, readonly_url, writable
+from explorer.search.sqlite_files import is_wal, read_once_created, readonly_url, writable
 from explorer.search.storage_errors import storage_error
 
 __all__ = [
@@ -154,18 +154,28 @@ def open_storage(
     parsed, url = _parse(url)
     masked = mask_url(url)
     file = sqlite_path(url)
-    new_file = file is not None and not (file.is_file() and os.path.getsize(file) > 0)
+    options: dict = {"skip_table_creation": True} if readonly else {}
+    if heartbeat and not readonly:
+        options = _heartbeat_options(heartbeat_interval, grace_period, max_retry)
     if readonly and file is not None:
-        url = readonly_url(file.expanduser(), masked)
-    elif parsed.get_backend_name() == "sqlite" and not readonly:
+        path = file.expanduser()
+        return read_once_created(
+            lambda: _open(readonly_url(path, masked), parsed, masked, file, False, readonly, options), path
+        )
+    if parsed.get_backend_name() == "sqlite" and not readonly:
         _make_sqlite_parent(parsed, masked)
+    new_file = file is not None and not (file.is_file() and os.path.getsize(file) > 0)
+    return _open(url, parsed, masked, file, new_file, readonly, options)
+
+
+def _open(
+    url: str, parsed: URL, masked: str, file: Path | None, new_file: bool, readonly: bool, options: dict
+) -> RDBStorage:
+    """:func:`_connect`, with every way it fails as one :class:`StorageError` sentence."""
     with warnings.catch_warnings():
         # heartbeat_interval and the retry callback are marked experimental in Optuna 5.0; we rely on them
         # on purpose (tests/test_storage.py kills a worker for real), so the warning only adds noise.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        options: dict = {"skip_table_creation": True} if readonly else {}
-        if heartbeat and not readonly:
-            options = _heartbeat_options(heartbeat_interval, grace_period, max_retry)
         try:
             return _connect(url, parsed, masked, file, new_file, readonly, options)
         except optuna.exceptions.StorageInternalError as exc:  # Optuna's wrapper of a failed first write

@@ -242,6 +242,8 @@ def test_read_only_opening_creates_nothing_and_refuses_what_is_not_optuna(tmp_pa
     with sqlite3.connect(tmp_path / "app.db") as con:
         con.execute("create table notes (body text)")
     before = (tmp_path / "app.db").read_bytes()
+    for name in ("text.db", "app.db"):  # written an hour ago: not a file another command is creating now
+        os.utime(tmp_path / name, (time.time() - 3600, time.time() - 3600))
     for readonly in (True, False):  # a run does not add Optuna's tables to another program's database either
         with pytest.raises(StorageError, match="holds no Optuna storage"):
             open_storage(f"sqlite:///{tmp_path}/app.db", readonly=readonly)
@@ -446,6 +448,45 @@ def test_a_read_only_open_during_another_commands_creation_is_one_line_and_write
         assert db.execute("SELECT COUNT(*) FROM version_info").fetchone() == (0,)  # nothing was written
 
 
+def test_a_read_waits_while_another_command_finishes_creating_the_file(tmp_path, monkeypatch):
+    """`study run` checks a study it may join read-only; started beside another command creating the file, that
+    read found no schema version (or no tables, or a log it could not set up) and the run failed. It now waits
+    until the file is whole; a file nobody has written for a while is answered at once."""
+    import threading
+
+    from explorer.search import sqlite_files
+
+    whole = tmp_path / "whole.db"  # the schema version a finished file holds
+    open_storage(f"sqlite:///{whole}", heartbeat=False).engine.dispose()
+    with contextlib.closing(sqlite3.connect(whole)) as db:
+        version = db.execute("SELECT * FROM version_info").fetchone()
+    path = _being_created(tmp_path)
+    stamp = threading.Timer(0.5, _stamp, (path, version))
+    waits = []
+    sleep = time.sleep
+    monkeypatch.setattr(sqlite_files.time, "sleep", lambda s: (waits.append(s), sleep(s)))
+    stamp.start()
+    try:
+        storage = open_storage(f"sqlite:///{path}", readonly=True, heartbeat=False)
+    finally:
+        stamp.join()
+    assert storage.get_all_studies() == [] and waits  # it read the finished file, after waiting for it
+    waits.clear()
+    path.unlink()
+    path = _being_created(tmp_path)
+    os.utime(path, (time.time() - 3600, time.time() - 3600))  # a file abandoned mid-creation an hour ago
+    with pytest.raises(StorageError, match="still being created by another command"):
+        open_storage(f"sqlite:///{path}", readonly=True, heartbeat=False)
+    assert waits == []
+
+
+def _stamp(path: Path, version: tuple) -> None:
+    """Finish what :func:`_being_created` interrupted: stamp Optuna's schema version."""
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        db.execute(f"INSERT INTO version_info VALUES ({', '.join('?' for _ in version)})", version)
+        db.commit()
+
+
 def test_a_run_started_while_another_command_creates_its_database_goes_on_to_create_or_join_it(tmp_path):
     from explorer.search.rerun import check_rerun
     from explorer.search.spec import load_spec
@@ -453,4 +494,6 @@ def test_a_run_started_while_another_command_creates_its_database_goes_on_to_cre
 
     path = _being_created(tmp_path)
     spec = load_spec(write_tiny_spec(tmp_path, name="racing"))
-    assert check_rerun(spec, f"sqlite:///{path}", None, "n_trials") is None  # not refused: prepare_study joins
+    assert (
+        check_rerun(spec, f"sqlite:///{path}", None, "n_trials") is None
+    )  # not refused: prepare_study joins
