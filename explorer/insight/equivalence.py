@@ -53,6 +53,10 @@ class Classes:
 
     best: int
     verdicts: tuple[str, ...]  # one per layout: best | equivalent | worse | undecided
+    # Holm-adjusted p of "within the margin" and of "worse by more than it", one per layout (NaN where untested):
+    # a claim is made exactly where its adjusted p is at most alpha
+    p_within: tuple[float, ...] = ()
+    p_beyond: tuple[float, ...] = ()
 
     @property
     def members(self) -> list[int]:
@@ -84,13 +88,15 @@ def classify(scores: np.ndarray, margin: float, alpha: float) -> Classes:
     with np.errstate(invalid="ignore", divide="ignore"):
         sd = np.sqrt(np.where(filled, (d - mean[:, None]) ** 2, 0.0).sum(axis=1) / (n - 1))
     tested = [i for i in range(len(scores)) if i != best and n[i] >= 2 and not np.isnan(mean[i])]
-    within = _holm(_tost_p(mean[tested] + margin, sd[tested], n[tested]), alpha)
-    beyond = _holm(_tost_p(-(mean[tested] + margin), sd[tested], n[tested]), alpha)
+    within = _holm(_tost_p(mean[tested] + margin, sd[tested], n[tested]))
+    beyond = _holm(_tost_p(-(mean[tested] + margin), sd[tested], n[tested]))
     verdicts = [WORSE if np.isnan(means[i]) else UNDECIDED for i in range(len(scores))]
     verdicts[best] = BEST
+    p_within, p_beyond = np.full(len(scores), np.nan), np.full(len(scores), np.nan)
     for k, i in enumerate(tested):
-        verdicts[i] = EQUIVALENT if within[k] else WORSE if beyond[k] else UNDECIDED
-    return Classes(best, tuple(verdicts))
+        p_within[i], p_beyond[i] = within[k], beyond[k]
+        verdicts[i] = EQUIVALENT if within[k] <= alpha else WORSE if beyond[k] <= alpha else UNDECIDED
+    return Classes(best, tuple(verdicts), tuple(map(float, p_within)), tuple(map(float, p_beyond)))
 
 
 def _tost_p(shifted: np.ndarray, sd: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -102,15 +108,15 @@ def _tost_p(shifted: np.ndarray, sd: np.ndarray, n: np.ndarray) -> np.ndarray:
     return np.where(se > 0, stats.t.sf(t, n - 1), np.where(shifted > 0, 0.0, 1.0))
 
 
-def _holm(p: np.ndarray, alpha: float) -> np.ndarray:
-    """Which hypotheses Holm's step-down procedure rejects at family-wise ``alpha``: the k-th smallest of m p
-    values is held to alpha / (m - k + 1), and the first that fails stops it."""
-    rejected = np.zeros(len(p), dtype=bool)
-    for k, j in enumerate(np.argsort(p, kind="stable")):
-        if p[j] > strictest_alpha(alpha, len(p) - k):
-            break
-        rejected[j] = True
-    return rejected
+def _holm(p: np.ndarray) -> np.ndarray:
+    """Holm's (1979) step-down adjusted p values: the k-th smallest of m is max over j <= k of (m - j + 1) times
+    the j-th smallest, capped at 1. Rejecting where the adjusted p is at most alpha is Holm's procedure: the
+    k-th smallest held to alpha / (m - k + 1), the first that fails stopping it."""
+    order = np.argsort(p, kind="stable")
+    steps = (len(p) - np.arange(len(p))) * p[order]
+    adjusted = np.empty(len(p))
+    adjusted[order] = np.minimum(1.0, np.maximum.accumulate(steps)) if len(p) else steps
+    return adjusted
 
 
 def strictest_alpha(alpha: float, compared: int) -> float:

@@ -62,22 +62,6 @@ class PairedDifference:
     def se(self) -> float:
         return self.sd / math.sqrt(self.n) if self.n > 1 else math.nan
 
-    def one_sided(self, side: str, alpha: float) -> float:
-        """One-sided ``1 - alpha`` bound of the mean difference: ``upper`` or ``lower`` (NaN below 2 units)."""
-        if self.n < 2 or math.isnan(self.sd):
-            return math.nan
-        half = float(stats.t.ppf(1 - alpha, self.n - 1)) * self.se
-        value = self.diff + half if side == "upper" else self.diff - half
-        return min(max(value, -self.span), self.span)
-
-    def p_within(self, margin: float) -> float:
-        """TOST p of ``a - b >= -margin`` failing: H0 ``a - b <= -margin`` (a worse by the margin or more)."""
-        return self._one_sided(self.diff + margin, "greater")
-
-    def p_beyond(self, margin: float) -> float:
-        """p of H0 ``a - b >= -margin``: small when a is worse than b by more than the margin."""
-        return self._one_sided(self.diff + margin, "less")
-
     def _one_sided(self, shifted: float, alternative: str) -> float:
         if self.n < 2 or math.isnan(self.sd):
             return 1.0

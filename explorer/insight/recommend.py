@@ -82,6 +82,8 @@ class Candidate:
     units_needed: int | None = None  # paired units that would decide an undecided one (None: at the margin)
     seeds_needed: int | None = None  # replicates (each ``folds`` units) the study would need in all
     latency_ratio: float = math.nan  # this / the answer, within re-timing rounds
+    p_within: float = math.nan  # Holm-adjusted p of "within the margin of the best" (equivalent at <= alpha)
+    p_beyond: float = math.nan  # Holm-adjusted p of "worse than the best by more than the margin"
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ class Answer:
             return {**(layout(c.arch) or {}), "verdict": c.verdict,
                     "versus_best": None if vs is None else {"diff": vs.diff, "low": vs.low, "high": vs.high,
                                                             "units": vs.n, "p": vs.p_value},
+                    "p_within_margin": None if math.isnan(c.p_within) else c.p_within,
+                    "p_beyond_margin": None if math.isnan(c.p_beyond) else c.p_beyond,
                     "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
                     "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio}  # fmt: skip
 
@@ -245,7 +249,8 @@ def _verdicts(
         if verdict[i] == UNDECIDED and vs is not None:
             needed = units_needed(-vs.diff, vs.sd, margin, strictest_alpha(spec.answer.alpha, len(order) - 1))
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
-        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec)))
+        p = {"p_within": classes.p_within[i], "p_beyond": classes.p_beyond[i]} if classes.p_within else {}
+        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec), **p))
     rank = {BEST: 0, EQUIVALENT: 0, UNDECIDED: 1, WORSE: 2}
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))

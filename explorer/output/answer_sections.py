@@ -115,7 +115,8 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
         "when the test of (layout - best) at or below minus the margin rejects, worse when the test of it at or "
         f"above minus the margin rejects, each family of claims held to {ans.alpha:.0%} error together (Holm's "
         "step-down), so that comparing many layouts lets none in by chance. A difference that is merely not "
-        "significant is not called equivalent."
+        "significant is not called equivalent. The table gives each claim's Holm-adjusted p: a layout is within "
+        f"the margin where the first is at most {ans.alpha:g}, worse where the second is."
     )
     return [("p", spans)]
 
@@ -164,16 +165,13 @@ def _undecided_text(c: Candidate, modern: bool) -> str:
 def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
     metric = c.arch.metric
     vs = c.versus_best
-    lower = "" if vs is None else vs.one_sided("lower", ans.alpha)
-    bound = "" if vs is None or (isinstance(lower, float) and math.isnan(lower)) else (
-        f"{-lower:.3f}" if is_bpb(metric) else f"{lower * 100:+.2f}"
-    )  # fmt: skip
+    held = "" if math.isnan(c.p_within) else f"{num(c.p_within, '.2g')} / {num(c.p_beyond, '.2g')}"
     return {
         "heads per layer": _layout(c.arch, modern),
         "verdict": _VERDICT_WORDS[c.verdict],
         quality_column(metric): quality_text(c.arch),
         "vs the best, paired [95%]": "" if vs is None else score_diff_text(metric, vs),
-        f"one-sided {1 - ans.alpha:.0%} bound": bound,
+        "Holm p: within / beyond the margin": held,
         "latency vs the answer": "1.00x"
         if ans.recommended and c.arch.key == ans.recommended.key
         else num(c.latency_ratio, ".2f") + "x",

@@ -71,3 +71,23 @@ def test_one_unit_decides_nothing():
     answer, classes = choose(scores, _times(2), MARGIN, ALPHA, TIE)
     assert classes.verdicts == (BEST, UNDECIDED)
     assert answer == 0
+
+
+def test_the_adjusted_p_values_say_exactly_where_a_claim_is_made():
+    # the report prints each claim's Holm-adjusted p beside its verdict: they may never disagree, and the
+    # adjusted p is Holm's step-down (the k-th smallest of m held to alpha / (m - k + 1), stopping at a failure)
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        gaps = list(rng.uniform(0.0, 0.02, rng.integers(1, 7)))
+        scores = _grid(gaps, wobble=float(rng.uniform(0.2, 2.0))) + rng.normal(0, 0.002, (len(gaps) + 1, 5))
+        for alpha in (0.05, 0.1):
+            c = classify(scores, MARGIN, alpha)
+            assert np.isnan(c.p_within[c.best]) and np.isnan(c.p_beyond[c.best])
+            for i, verdict in enumerate(c.verdicts):
+                if i != c.best:
+                    assert (verdict == EQUIVALENT) == (c.p_within[i] <= alpha)
+                    assert (verdict == WORSE) == (c.p_beyond[i] <= alpha and c.p_within[i] > alpha)
+    from explorer.insight.equivalence import _holm
+
+    raw = np.array([0.01, 0.04, 0.03, 0.5])
+    assert np.allclose(_holm(raw), [0.04, 0.09, 0.09, 0.5])  # 4 x 0.01; 3 x 0.03; max(0.09, 2 x 0.04); 0.5

@@ -4,6 +4,7 @@ verdict, collapsed runs set apart, no answer when nothing was learned, and a con
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import numpy as np
 import pytest
@@ -70,8 +71,12 @@ def test_the_class_holds_what_an_equivalence_test_shows_and_the_answer_is_its_fa
     undecided = next(c for c in ans.verdicts if c.verdict == "undecided")
     assert undecided.units_needed is None or undecided.units_needed > 10  # more paired runs than it has
     four = next(c for c in ans.verdicts if c.arch.heads == (4, 4))
-    lower = four.versus_best.one_sided("lower", ans.alpha)
-    assert -ans.margin < lower < four.versus_best.diff < 0  # the equivalence bound is what put it in the class
+    assert four.p_within <= ans.alpha < four.p_beyond  # the adjusted equivalence p is what put it in the class
+    two = next(c for c in ans.verdicts if c.arch.heads == (2, 2))
+    best = next(c for c in ans.verdicts if c.verdict == "best")
+    assert two.p_beyond <= ans.alpha < two.p_within and math.isnan(best.p_within)
+    doc = ans.to_dict()["verdicts"]
+    assert [d["p_within_margin"] for d in doc] == [None if math.isnan(c.p_within) else c.p_within for c in ans.verdicts]
 
 
 def test_pairing_by_unit_shows_what_unpaired_spreads_would_hide():
