@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.calibration import _matrix, decide
+from benchmarks.calibration import decide, matrix, on_ladder
 from benchmarks.common import append_record, command, commit, machine, markdown_table, stamp
 
 RECORDS = Path(__file__).with_name("calibration.json")
@@ -39,10 +39,10 @@ RECORDS = Path(__file__).with_name("calibration.json")
 
 def ladder(table: dict[str, Any]) -> tuple[list[str], np.ndarray, np.ndarray]:
     """The ladder's keys, scores (layouts x units) and times (layouts x rounds) of one candidate table."""
-    rows = sorted((i for i, layout in enumerate(table["layouts"]) if len(set(layout["heads"])) == 1),
+    rows = sorted((i for i, layout in enumerate(table["layouts"]) if on_ladder(layout)),
                   key=lambda i: table["layouts"][i]["heads"])  # fmt: skip
     names = [",".join(map(str, table["layouts"][i]["heads"])) for i in rows]
-    return names, _matrix(table["scores"])[rows], _matrix(table["times"])[rows]
+    return names, matrix(table["scores"])[rows], matrix(table["times"])[rows]
 
 
 def pool(entries: list[dict[str, Any]]) -> dict[str, Any]:

@@ -144,8 +144,14 @@ def grow(result: dict[str, Any], pattern: str, name: str, extend: int) -> dict[s
 # --------------------------------------------------------------------------------------------- analysis
 
 
-def _matrix(rows: list[list[float | None]]) -> np.ndarray:
+def matrix(rows: list[list[float | None]]) -> np.ndarray:
+    """A recorded table's rows as a float array (NaN where the record holds None)."""
     return np.array([[np.nan if v is None else v for v in row] for row in rows], dtype=float)
+
+
+def on_ladder(layout: dict[str, Any]) -> bool:
+    """Whether a recorded layout is on the ladder: the same head count in every layer."""
+    return len(set(layout["heads"])) == 1
 
 
 def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, alpha: float, tie: float,
@@ -155,9 +161,9 @@ def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, al
     from explorer.insight.confidence import rerun_confidence
     from explorer.insight.equivalence import choose
 
-    rows = [i for i, layout in enumerate(table["layouts"]) if not ladder or len(set(layout["heads"])) == 1]
-    scores = _matrix(table["scores"])[rows, : replicates * folds]
-    times = _matrix(table["times"])[rows]
+    rows = [i for i, layout in enumerate(table["layouts"]) if not ladder or on_ladder(layout)]
+    scores = matrix(table["scores"])[rows, : replicates * folds]
+    times = matrix(table["times"])[rows]
     keys = [table["layouts"][i]["key"] for i in rows]
     answer, classes = choose(scores, times, margin, alpha, tie)
     members = classes.members

@@ -79,9 +79,8 @@ def run(
     ``n_trials`` makes a new search total (stored with the study, so resumes and reports agree); it may not fall
     below the search trials already finished (``total_from`` names where it came from in the error); the spec
     file the study came from (``spec_path``) is recorded once the run is accepted. The spec's ``timeout`` holds
-    unless ``options.timeout`` is set. ``bench=False`` skips the
-    once-per-study attention bench for this run (the spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each stage
-    starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
+    unless ``options.timeout`` is set. ``bench=False`` skips the once-per-study attention bench for this run (the
+    spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each stage starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
     """
     options = options.check()
     if options.timeout is None and handle.spec.timeout is not None:  # the spec's timeout, unless one is given
@@ -90,20 +89,21 @@ def run(
     check_total(total, total_from)
     # the device, task, space and artifact store of this run, resolved once and handed to every step below
     context = check_can_run(handle, options.device, options.workers, options.artifacts)
-    check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
+    finished = finished_search(handle.study)
+    check_total_reaches(total, finished, handle.name, total_from)
     set_total(handle, total)  # only now: every input of this command has been accepted
     if spec_path is not None and "spec_path" not in handle.study.user_attrs:
         handle.study.set_user_attr("spec_path", spec_path)
     note_artifact_location(handle, context.store)
     deadline = _deadline(options)
-    if bench and finished_search(handle.study) < total:
+    if bench and finished < total:
         record_bench(handle, context)
     if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
         searched_lr = isinstance(handle.spec.space.lr, tuple)  # then every draw is new
         on_stage("search", total if searched_lr else min(total, count_layouts(handle.spec.space)))
     search = run_stage(handle, "search", total, options, deadline, on_progress, context)
     covered = search.note.startswith(EXHAUSTED)  # a small space evaluated whole: the search is done
-    if (search.note and not covered) or (search.done < total and not covered):
+    if not covered and (search.note or search.done < total):
         return RunSummary(search, None, None, 0)
     if not (finalists and handle.spec.finalists.enabled):
         return RunSummary(search, None, None, 0)

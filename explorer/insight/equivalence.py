@@ -55,8 +55,8 @@ class Classes:
     verdicts: tuple[str, ...]  # one per layout: best | equivalent | worse | undecided
     # Holm-adjusted p of "within the margin" and of "worse by more than it", one per layout (NaN where untested):
     # a claim is made exactly where its adjusted p is at most alpha
-    p_within: tuple[float, ...] = ()
-    p_beyond: tuple[float, ...] = ()
+    p_within: tuple[float, ...]
+    p_beyond: tuple[float, ...]
 
     @property
     def members(self) -> list[int]:

@@ -249,8 +249,8 @@ def _verdicts(
         if verdict[i] == UNDECIDED and vs is not None:
             needed = units_needed(-vs.diff, vs.sd, margin, strictest_alpha(spec.answer.alpha, len(order) - 1))
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
-        p = {"p_within": classes.p_within[i], "p_beyond": classes.p_beyond[i]} if classes.p_within else {}
-        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec), **p))
+        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec),
+                             classes.p_within[i], classes.p_beyond[i]))  # fmt: skip
     rank = {BEST: 0, EQUIVALENT: 0, UNDECIDED: 1, WORSE: 2}
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
