@@ -22,6 +22,7 @@ from explorer.commands.bench import bench
 from explorer.commands.cache import cache
 from explorer.commands.model import space, train
 from explorer.commands.results import compare, confirm, export, heads, report
+from explorer.commands.spec import spec
 from explorer.commands.study import study
 from explorer.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, ExplorerError
 
@@ -116,7 +117,7 @@ def _log_to_stderr(level: int | None) -> None:
 
 # Options several commands share, declared once.
 
-for command in (space, train, bench, cache, study, report, export, confirm, heads, compare):
+for command in (space, train, bench, cache, study, spec, report, export, confirm, heads, compare):
     main.add_command(command)
 
 

@@ -17,6 +17,7 @@ from explorer.commands.common import (
     note,
     quiet_optuna,
     run_options,
+    set_option,
     storage_option,
     with_progress,
 )
@@ -56,13 +57,15 @@ def _run_flags(n_trials_help: str) -> Callable[[Any], Any]:
     "--storage",
     help="Storage URL (default: $EXPLORER_STORAGE, else the spec's, else sqlite:///studies/NAME.db).",
 )
+@set_option
 @_run_flags("The study's total of search trials (default: the spec's).")
-def study_run(spec_path: Path, storage: str | None, **run: Any) -> None:
-    """Run the study a spec describes; running it again resumes it up to its total."""
+def study_run(spec_path: Path, storage: str | None, overrides: tuple[str, ...], **run: Any) -> None:
+    """Run the study a spec describes (--set overrides a key, stored with the study); running it again resumes
+    it up to its total."""
     from explorer.search.run_options import check_total
     from explorer.search.spec import load_spec
 
-    spec = load_spec(spec_path)  # torch-free: a bad spec or total is answered before PyTorch loads
+    spec = load_spec(spec_path, overrides)  # torch-free: a bad spec or total is answered before PyTorch loads
     if run["n_trials"] is not None:
         check_total(run["n_trials"])
     from explorer import api

@@ -22,10 +22,10 @@ __all__ = ["check_rerun", "check_same_meaning", "comparable", "differences", "fi
 
 
 def comparable(spec: StudySpec) -> dict[str, Any]:
-    """The parts of a spec that define the study's meaning (a new total, timeout or artifact location is allowed
-    on resume)."""
+    """The parts of a spec that define the study's meaning (a new total, timeout, artifact location or tracking
+    server is allowed on resume)."""
     d = spec.stored()
-    for key in ("n_trials", "timeout", "artifacts"):
+    for key in ("n_trials", "timeout", "artifacts", "tracking"):
         d.pop(key, None)
     return d
 

@@ -13,7 +13,7 @@ keys of :data:`explorer.search.spec_keys.SPEC_KEYS`, and ``tests/test_docs.py`` 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ from explorer.search.goals import (
     read_objectives,
     read_task,
 )
+from explorer.search.overrides import apply_overrides, key_sources, parse_override
 from explorer.search.spec_keys import SPEC_KEYS
 from explorer.search.spec_limits import check_layouts, check_raw
 from explorer.search.storage import check_artifact_location, check_study_name
@@ -98,6 +99,9 @@ class StudySpec:
     artifacts: str | None = (
         None  # artifact location (weights, figures); None: $EXPLORER_ARTIFACTS or the default
     )
+    # (dotted key, "file" | "override") for each key its document set (explorer.search.overrides); not stored
+    # in the spec, not compared: where a value came from is not what it means
+    origin: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False, repr=False)
 
     @property
     def metric(self) -> QualityMetric:
@@ -118,7 +122,9 @@ class StudySpec:
 
     def to_dict(self) -> dict[str, Any]:
         """A canonical, JSON-ready dict that :func:`spec_from_dict` reads back into an equal spec."""
-        return _plain(dataclasses.asdict(self))
+        d = _plain(dataclasses.asdict(self))
+        d.pop("origin", None)
+        return d
 
     def stored(self) -> dict[str, Any]:
         """What is stored with the study: :meth:`to_dict` without ``storage`` (a URL may hold a password, and
@@ -275,8 +281,22 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
     return spec
 
 
-def load_spec(path: str | Path) -> StudySpec:
-    """Read and check a TOML study spec; any problem is one :class:`SpecError` sentence."""
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> StudySpec:
+    """Read and check a TOML study spec, with ``overrides`` (``TABLE.KEY=VALUE``, :mod:`explorer.search.overrides`)
+    written into it first so they are checked exactly as the file is; any problem is one :class:`SpecError`
+    sentence. The spec's ``origin`` says which keys the file set and which an override did."""
+    parsed = [parse_override(text) for text in overrides]
+    data = read_spec_file(path)
+    try:
+        spec = spec_from_dict(apply_overrides(data, parsed))
+    except SpecError as exc:
+        named = [o for o in parsed if f"{o.path[-1]!r} in " in str(exc)]
+        raise SpecError(f"--set {named[-1].text}: {exc}" if named else str(exc)) from None
+    return dataclasses.replace(spec, origin=tuple(sorted(key_sources(data, parsed).items())))
+
+
+def read_spec_file(path: str | Path) -> dict[str, Any]:
+    """The parsed TOML document of a spec file, not yet checked; an unreadable file is one SpecError line."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -303,4 +323,4 @@ def load_spec(path: str | Path) -> StudySpec:
         raise SpecError(
             f"{path} nests tables or arrays too deeply to read; a spec needs two levels."
         ) from None
-    return spec_from_dict(data)
+    return data

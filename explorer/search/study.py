@@ -36,6 +36,7 @@ from explorer.search.capacity import check_study_fits
 from explorer.search.catalog import CREATED_MARK, existing_study_url, missing_spec
 from explorer.search.claims import Claims
 from explorer.search.context import RunContext, resolve_context
+from explorer.search.overrides import SOURCES_ATTR
 from explorer.search.rerun import check_same_meaning
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
@@ -159,6 +160,8 @@ def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any, facts: 
     study.set_user_attr("task", spec.task.name)
     for key, value in facts.items():
         study.set_user_attr(key, value)
+    if spec.origin:  # which keys the file set and which an override did (explorer spec show NAME)
+        study.set_user_attr(SOURCES_ATTR, dict(spec.origin))
     study.set_user_attr("spec", spec.stored())  # last: its presence says the study is ready
     log.info("created study %s (%s)", spec.name, ", ".join(spec.objective_names()))
 
@@ -210,7 +213,7 @@ def prepare_study(
         return StudyHandle(study, spec, url, context)
     check_same_meaning(stored, spec, mask_url(url))
     check_code(study.user_attrs, stored)
-    # the spec file's timeout and artifact location apply to this run (they are not part of what it means)
+    # the spec file's timeout, artifact location and tracking apply to this run (they are not part of what it means)
     spec = dataclasses.replace(stored, timeout=spec.timeout, artifacts=spec.artifacts)
     return StudyHandle(study, spec, url, context)
 
