@@ -9,7 +9,9 @@ and more of it.
 
 For every run the candidate table is committed (``calibration.json``): every finalist layout's score on every
 unit, its timings by round, the answer, its class and confidence. From those tables the record computes, for the
-README's evidence (the first ``seeds`` replicates of the spec) and for every larger number of replicates:
+README's evidence (the first ``seeds`` replicates of the spec) and for every larger number of replicates (the
+decision figures a user pays for, beyond-margin rate, oracle hit and latency regret, are scored on the same
+tables by ``benchmarks/decisions.py``):
 
 * over ordered pairs of runs (A, B): how often B's answer is a member of A's class;
 * the mean stated confidence against that observed agreement, and per run A its confidence against the share of
@@ -19,7 +21,7 @@ README's evidence (the first ``seeds`` replicates of the spec) and for every lar
   below the pooled best's.
 
 The answers at the README's level are recomputed offline from the tables with the library's rule
-(:func:`explorer.insight.equivalence.choose`) and checked against the live reports, so other decision rules and
+(:func:`explorer.insight.rule.decide`) and checked against the live reports, so other decision rules and
 margins can be replayed from the committed tables (``--replay``; ``--entries I J`` pools the runs of several
 recorded entries, e.g. two blocks of seeds).
 
@@ -154,22 +156,20 @@ def on_ladder(layout: dict[str, Any]) -> bool:
     return len(set(layout["heads"])) == 1
 
 
-def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, alpha: float, tie: float,
+def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, risk: float, tie: float,
            confidence: bool = True, ladder: bool = False) -> dict[str, Any]:  # fmt: skip
-    """The answer, class and confidence of ``table`` from its first ``replicates`` replicates' units (only its
-    uniform layouts, the ladder, with ``ladder``: what the rule gives without the layouts a search added)."""
-    from explorer.insight.confidence import rerun_confidence
-    from explorer.insight.equivalence import choose
+    """The answer, the layouts placed within the margin and the answer's stated probability of ``table`` from
+    its first ``replicates`` replicates' units (only its uniform layouts, the ladder, with ``ladder``: what the
+    rule gives without the layouts a search added)."""
+    from explorer.insight.rule import decide as rule
 
     rows = [i for i, layout in enumerate(table["layouts"]) if not ladder or on_ladder(layout)]
     scores = matrix(table["scores"])[rows, : replicates * folds]
     times = matrix(table["times"])[rows]
     keys = [table["layouts"][i]["key"] for i in rows]
-    answer, classes = choose(scores, times, margin, alpha, tie)
-    members = classes.members
-    conf = rerun_confidence(scores, times, members, margin, alpha, tie) if confidence else None
-    return {"answer": keys[answer], "class": [keys[i] for i in members], "best": keys[classes.best],
-            "confidence": conf}  # fmt: skip
+    d = rule(scores, times, margin, risk, tie)
+    return {"answer": keys[d.answer], "class": [keys[i] for i in d.members] or [keys[d.answer]],
+            "best": keys[d.best], "confidence": d.p_within[d.answer] if confidence else None}  # fmt: skip
 
 
 def analyse(runs: list[dict[str, Any]], spec: Any, margin: float | None = None) -> dict[str, Any]:
@@ -183,13 +183,13 @@ def analyse(runs: list[dict[str, Any]], spec: Any, margin: float | None = None) 
         most = min(len(r["extended"]["units"]) for r in ok) // f.folds
         for k in range(1, most + 1):
             levels.setdefault(k, [r["extended"] for r in ok])
-    check = [decide(r["readme"], f.seeds, f.folds, a.margin_for(True), a.alpha, a.latency_tie, confidence=False) for r in ok]
+    check = [decide(r["readme"], f.seeds, f.folds, a.margin_for(True), a.risk, a.latency_tie, confidence=False) for r in ok]
     mismatch = [r["seed"] for r, c in zip(ok, check, strict=True) if c["answer"] != r["readme"]["answer"]]
     pooled = _pooled_means([r.get("extended", r["readme"]) for r in ok])
     best = max(pooled.values())
     out: dict[str, Any] = {"mismatch": mismatch, "pooled": pooled, "levels": {}, "ladder": {}}
     for (k, tables), ladder in [(item, flag) for item in sorted(levels.items()) for flag in (False, True)]:
-        decided = [decide(t, k, f.folds, margin, a.alpha, a.latency_tie, ladder=ladder) for t in tables]
+        decided = [decide(t, k, f.folds, margin, a.risk, a.latency_tie, ladder=ladder) for t in tables]
         pairs = [(x, y) for x in range(len(decided)) for y in range(len(decided)) if x != y]
         hits = [decided[y]["answer"] in decided[x]["class"] for x, y in pairs]
         per_run = [np.mean([decided[y]["answer"] in d["class"] for y in range(len(decided)) if y != x])
@@ -269,7 +269,7 @@ def render(result: dict[str, Any]) -> str:
              f"{result.get('commit', 'unknown')}. Each run: `explorer study run studies/quickstart.toml --workers 2` "
              f"and `explorer report quickstart --json` in a fresh folder with an empty latency cache"
              + (f", then `explorer confirm quickstart --seeds {result['extend']} --workers 2`" if result.get("extend")
-                else "") + f". Margin {spec['margin'] * 100:g} point(s), alpha {spec['alpha']}, latency tie "
+                else "") + f". Margin {spec['margin'] * 100:g} point(s), risk {spec.get('risk', spec.get('alpha'))}, latency tie "
              f"{spec['tie']:.0%}, {spec['folds']} folds; the README's study trains {spec['seeds']} replicate(s).", ""]  # fmt: skip
     if "replayed" in result:
         rp = result["replayed"]
@@ -342,7 +342,7 @@ def main() -> None:
         result["load_after"] = load_average()
     margin = None if args.margin is None else args.margin / 100
     result["margin_replayed"] = margin is not None
-    result["spec"] = {"margin": spec.answer.margin_for(True) if margin is None else margin, "alpha": spec.answer.alpha,
+    result["spec"] = {"margin": spec.answer.margin_for(True) if margin is None else margin, "risk": spec.answer.risk,
                       "tie": spec.answer.latency_tie, "folds": spec.finalists.folds, "seeds": spec.finalists.seeds}  # fmt: skip
     result["analysis"] = analyse(result["runs"], spec, margin)
     text = render(result)

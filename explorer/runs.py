@@ -10,6 +10,7 @@ for both.
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,12 +18,13 @@ from pathlib import Path
 
 from explorer.engine.limits import TRIALS
 from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.insight.finalists import Plan, plan_finalists
+from explorer.insight.finalists import Plan, cost_axis, finalist_times, next_runs, plan_finalists
 from explorer.search.context import RunContext
 from explorer.search.counting import count_layouts
+from explorer.search.progress import stage_progress
 from explorer.search.record import load_records
 from explorer.search.rerun import check_rerun, finished_search
-from explorer.search.retime import finalist_configs, load_retimings, retime, search_configs
+from explorer.search.retime import load_retimings, retime, search_configs
 from explorer.search.run_options import check_total, check_total_reaches
 from explorer.search.spec import StudySpec, load_spec
 from explorer.search.study import (
@@ -120,26 +122,44 @@ def _finalist_stage(
     on_stage: Callable[[str, int], None] | None,
     top: int | None = None,
     seeds: int | None = None,
+    more: int | None = None,
 ) -> RunSummary:
-    rounds = handle.spec.finalists.timing_rounds
-    if handle.spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
+    """The finalist stage: its layouts re-timed first (with nothing else running, so the rounds say which are
+    faster), their first units run, then rounds of paired runs where the answer is still open until it is
+    decided or the budget is spent (``seeds``: a fixed grid instead; ``more``: a budget of that many runs on
+    top of those finished, -1 for the stage's budget again: ``explorer confirm --until-decided``)."""
+    spec = handle.spec
+    rounds = spec.finalists.timing_rounds
+    if spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
         configs = search_configs(handle.study)
         if on_stage:
             on_stage("timing", len(configs) * rounds)
         retime(handle, configs, rounds, kinds=("decode",), context=context)
-    retimings = load_retimings(handle.study)
-    plan = plan_finalists(load_records(handle.study), handle.spec, top=top, seeds=seeds, retimings=retimings)
-    added = enqueue_runs(handle, plan.runs)
-    total = len(plan.runs)
+    plan = plan_finalists(load_records(handle.study), spec, top=top, seeds=seeds,
+                          retimings=load_retimings(handle.study))  # fmt: skip
+    configs = [(key, layout.config) for key, layout in zip(plan.keys, plan.layouts, strict=True)]
     if on_stage:
-        on_stage("finalist", total)
-    finals = run_stage(handle, "finalist", total, options, deadline, on_progress, context)
-    if not finals.note and finals.done >= total:
-        # Latency measured with nothing else running: interleaved rounds over every finalist architecture.
-        configs = finalist_configs(handle.study)
-        if on_stage:
-            on_stage("timing", len(configs) * rounds)
-        retime(handle, configs, rounds, context=context)
+        on_stage("timing", len(configs) * rounds)
+    times = finalist_times(plan.keys, retime(handle, configs, rounds, context=context), cost_axis(spec))
+    done = stage_progress(handle.study, "finalist", 0).done
+    if more is not None:  # --until-decided: that many runs more (-1: the stage's budget again)
+        budget = done + (plan.budget if more < 0 else more)
+    else:
+        budget = len(plan.runs) if seeds is not None else plan.budget
+    minutes = spec.finalists.minutes  # no new round starts past the stage's minutes
+    stage_end = math.inf if minutes is None else time.monotonic() + 60 * minutes
+    if on_stage:
+        on_stage("finalist", max(budget, done))
+    added = enqueue_runs(handle, plan.runs if seeds is not None else plan.runs[: max(0, budget - done)])
+    while True:
+        finals = run_stage(handle, "finalist", budget, options, deadline, on_progress, context)
+        if finals.note or seeds is not None or time.monotonic() >= stage_end:
+            break
+        records = load_records(handle.study, roles=("finalist",))
+        queued = enqueue_runs(handle, next_runs(plan, records, spec, times, budget))
+        if not queued:
+            break
+        added += queued
     return RunSummary(search, finals, plan, added)
 
 
@@ -148,14 +168,23 @@ def confirm(
     *,
     top: int | None = None,
     seeds: int | None = None,
+    until_decided: bool = False,
+    budget: int | None = None,
     options: RunOptions = DEFAULT_OPTIONS,
     on_progress: Callable[[Progress], None] | None = None,
     on_stage: Callable[[str, int], None] | None = None,
 ) -> RunSummary:
-    """Run the finalist stage now, with more finalists (``top``) or seeds than the spec's; resumable: runs already
-    done are kept, only what is new is queued."""
+    """Run the finalist stage now: with more finalists (``top``) than the spec's, every finalist on a fixed grid
+    of ``seeds`` replicates, or (``until_decided``) up to ``budget`` more runs (default: the stage's budget
+    again) spent where the answer is still open, until it is decided; resumable: runs already done are kept,
+    only what is new is queued."""
     options = options.check()
-    for name, value in (("--top", top), ("--seeds", seeds)):
+    if budget is not None and not until_decided:
+        raise ConfigError("--budget goes with --until-decided.")
+    if seeds is not None and until_decided:
+        raise ConfigError("--seeds (a fixed grid) and --until-decided/--budget (runs where they decide) exclude "
+                          "each other; give one.")  # fmt: skip
+    for name, value in (("--top", top), ("--seeds", seeds), ("--budget", budget)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}.")
         if value is not None:
@@ -169,7 +198,8 @@ def confirm(
     one = dataclasses.replace(options, workers=1)
     search = run_stage(handle, "search", handle.spec.n_trials, one, None, context=context)
     return _finalist_stage(
-        handle, search, options, context, _deadline(options), on_progress, on_stage, top, seeds
+        handle, search, options, context, _deadline(options), on_progress, on_stage, top, seeds,
+        (budget or -1) if until_decided else None,
     )
 
 

@@ -87,16 +87,16 @@ def answer_line(name: str, ans: Any) -> str:
     if ans.recommended is None:
         return f"{name}: no answer ({ans.no_answer or 'no feasible trial finished'})"
     rec = ans.recommended
-    members = " ".join(heads_text(a.heads) for a in ans.members) or heads_text(rec.heads)
-    conf = (
-        "" if ans.confidence is None else f", confidence {ans.confidence:.0%} that a re-run names one of them"
-    )
     if ans.evidence != "finalists":
         return f"{name}: provisional answer {heads_text(rec.heads)} heads per layer (the search's knee, one run each)"
     margin = (f"{ans.margin:.3g} bits per byte" if rec.metric.direction == "minimize"
               else f"{ans.margin * 100:g} accuracy point(s)")  # fmt: skip
-    return (f"{name}: answer {heads_text(rec.heads)} heads per layer, the fastest of the layouts shown within "
-            f"{margin} of the best: {members}{conf}")  # fmt: skip
+    best = ans.best if ans.best is not None else rec
+    how = (f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability at least "
+           f"{ans.confidence:.0%}" if ans.decided or ans.confidence >= 1 - ans.risk else
+           f"the most accurate; not decided: no layout is placed within {margin} of it with probability "
+           f"{1 - ans.risk:.0%} yet (explorer confirm {name} --until-decided)")  # fmt: skip
+    return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}"
 
 
 def heads_text(heads: Any) -> str:

@@ -190,17 +190,30 @@ def compare(
 @click.option(
     "--top", type=int, help="Front architectures nearest the knee to retrain (default: the spec's)."
 )
-@click.option("--seeds", type=int, help="Fresh seeds per finalist (default: the spec's).")
+@click.option("--seeds", type=int, help="Train every finalist on this many replicates (a fixed grid).")
+@click.option(
+    "--until-decided",
+    is_flag=True,
+    help="Spend more paired runs where the answer is still open, until it is decided or --budget is spent.",
+)
+@click.option(
+    "--budget",
+    type=int,
+    help="With --until-decided: finalist runs to add at most (default: the spec's budget for the stage).",
+)
 @run_options
 def confirm(
     name: str,
     storage: str | None,
     top: int | None,
     seeds: int | None,
+    until_decided: bool,
+    budget: int | None,
     options: Any,
     as_json: bool,
 ) -> None:
-    """Run the finalist stage now, with more finalists or seeds; runs already done are kept (resumable)."""
+    """Run the finalist stage now: more finalists, a fixed grid of seeds, or runs until the answer is decided;
+    runs already done are kept (resumable)."""
     check_readable([name], storage)
     from explorer import api
     from explorer.search.study import open_study
@@ -208,7 +221,10 @@ def confirm(
     quiet_optuna()
     handle = open_study(name, storage)
     with_progress(
-        lambda bars: api.confirm(handle, top=top, seeds=seeds, options=options, **bars.callbacks), as_json, handle
+        lambda bars: api.confirm(handle, top=top, seeds=seeds, until_decided=until_decided, budget=budget,
+                                 options=options, **bars.callbacks),  # fmt: skip
+        as_json,
+        handle,
     )
 
 

@@ -2,7 +2,7 @@
 the next faster layout and, for a key/value study, multi-head and multi-query attention.
 
 Every quality difference is paired on the units both layouts ran (:func:`explorer.insight.paired.paired`), and
-every latency a ratio within the re-timing rounds both were timed in (:func:`explorer.insight.equivalence.ratio`),
+every latency a ratio within the re-timing rounds both were timed in (:func:`explorer.insight.rule.ratio`),
 so these rows and the answer's class are computed the same way from the same runs.
 """
 
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.engine.config import ModelConfig
-from explorer.insight.equivalence import ratio
 from explorer.insight.evidence import Grid
 from explorer.insight.finalists import DEFAULT_HEADS, KV_REFERENCES, with_kv
 from explorer.insight.paired import PairedDifference, paired
+from explorer.insight.rule import ratio
 from explorer.insight.tables import Architecture
 
 __all__ = ["Contrast", "Costs", "contrasts", "find", "versus"]
@@ -78,13 +78,14 @@ def _ratio_of(a: Architecture, b: Architecture, costs: Costs, axis: str) -> floa
     return math.nan if x is None or y is None else x.estimate / y.estimate
 
 
-def versus(other: Architecture, rec: Architecture, costs: Costs) -> PairedDifference | None:
-    """``other`` minus ``rec``, paired on the units both ran (None with fewer than two)."""
+def versus(other: Architecture, rec: Architecture, costs: Costs, level: float = 0.95) -> PairedDifference | None:
+    """``other`` minus ``rec``, paired on the units both ran, its interval at ``level`` (None with fewer than
+    two)."""
     g = costs.grid
     if g is None or other.key not in g.keys or rec.key not in g.keys:
         return None
     a, b = g.common(other.key, rec.key)
-    return paired(a, b, span=g.span) if len(a) >= 2 else None
+    return paired(a, b, level=level, span=g.span) if len(a) >= 2 else None
 
 
 def _contrast(name: str, rec: Architecture, other: Architecture | None, missing: str, costs: Costs,

@@ -8,9 +8,11 @@ layout on the front (what a little less latency would cost). The ladder adds eve
 same in each layer, at the knee's width and depth: whatever one run's search happened to find, every run of the
 study at that base compares the same uniform layouts. A study that searches key/value heads adds two more at
 the knee's heads, width and depth: multi-head attention (kv_heads = heads) and multi-query attention
-(kv_heads = 1), the two ends grouped-query attention sits between. Each is trained on every unit of the evidence
-grid (:func:`evidence_units`: folds of replicates, one seed per unit shared by every layout).
-The plan is a pure function of the search's records, so planning again after a resume queues only what is new.
+(kv_heads = 1), the two ends grouped-query attention sits between. Each first trains on the grid's first
+``[finalists] start`` units (:func:`unit_at`: folds of replicates, one seed per unit shared by every layout);
+:func:`next_runs` then spends the stage's budget where the answer is still open, a few paired units at a time
+(:func:`explorer.insight.rule.next_cells`). The plan and every round are pure functions of the study's records,
+so planning again after a resume queues only what is new.
 
 The knee is taken on quality against forward latency, or against decoding time per token where the spec makes
 decoding an objective (:func:`cost_axis`).
@@ -26,12 +28,14 @@ import pandas as pd
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.schedules import valid_heads
+from explorer.insight.evidence import evidence_grid
 from explorer.insight.pareto import knee, normalize, pareto_front
+from explorer.insight.rule import next_cells
 from explorer.insight.tables import Architecture, architecture_table, architectures, decode_only
 from explorer.search.feasibility import head_counts
 from explorer.search.record import Retiming, TrialRecord, arch_key
 from explorer.search.spec import MB, StudySpec
-from explorer.search.units import FinalistRun, fold_seed, unit_seed
+from explorer.search.units import UNIT_OFFSET, FinalistRun, fold_seed, unit_seed
 
 __all__ = [
     "COST_COLUMNS",
@@ -41,7 +45,10 @@ __all__ = [
     "Unit",
     "cost_axis",
     "evidence_units",
+    "finalist_times",
+    "next_runs",
     "plan_finalists",
+    "unit_at",
     "with_kv",
     "within_budgets",
 ]
@@ -52,11 +59,20 @@ KV_REFERENCES = ("multi-head", "multi-query")  # the labels of a kv study's two 
 DEFAULT_HEADS = (8, 16)  # the tutorial's "8-16 heads usually suffice; start at 8"
 
 
+ROUND_UNITS = 2  # paired units a round of the finalist stage adds to each layout it goes to
+
+
 @dataclass(frozen=True)
 class Plan:
-    runs: tuple[FinalistRun, ...]
+    runs: tuple[FinalistRun, ...]  # the first runs: every layout on its first units
     knee: Architecture | None  # the search's knee
     notes: tuple[str, ...] = field(default_factory=tuple)  # references that could not be built, and why
+    layouts: tuple[FinalistRun, ...] = ()  # one run per finalist layout, on unit 0: what every round copies
+    budget: int = 0  # the stage's runs in all
+
+    @property
+    def keys(self) -> list[str]:
+        return [arch_key(r.config, r.lr) for r in self.layouts]
 
 
 def cost_axis(spec: StudySpec) -> str:
@@ -94,19 +110,19 @@ class Unit:
     fold_seed: int | None  # the seed that cut this replicate's folds
 
 
-def evidence_units(spec: StudySpec, seeds: int | None = None) -> list[Unit]:
-    """The grid every finalist is trained on: ``seeds`` replicates (the spec's by default) x the spec's folds.
-    Seeds come from the study's own block (:func:`explorer.search.record.unit_seed`): unit ``u`` of a study is
-    the same whatever the number of replicates, so adding replicates later adds units and changes none."""
-    seeds = spec.finalists.seeds if seeds is None else seeds
+def unit_at(spec: StudySpec, u: int) -> Unit:
+    """Unit ``u`` of the study's grid: fold ``u % folds`` of replicate ``u // folds``. Seeds come from the
+    study's own block (:func:`explorer.search.units.unit_seed`): unit ``u`` is the same whatever the number of
+    units, so adding units later changes none."""
     k = spec.finalists.folds
-    units = []
-    for r in range(seeds):
-        for f in range(k):
-            fold = None if k == 1 else f
-            cut = None if k == 1 else fold_seed(spec.seed, r)
-            units.append(Unit(unit_seed(spec.seed, r * k + f), fold, k, cut))
-    return units
+    r, f = divmod(u, k)
+    return Unit(unit_seed(spec.seed, u), None if k == 1 else f, k, None if k == 1 else fold_seed(spec.seed, r))
+
+
+def evidence_units(spec: StudySpec, seeds: int | None = None) -> list[Unit]:
+    """The grid's first ``seeds`` replicates (the spec's by default) x the spec's folds."""
+    seeds = spec.finalists.seeds if seeds is None else seeds
+    return [unit_at(spec, u) for u in range(seeds * spec.finalists.folds)]
 
 
 def _uniform(base: ModelConfig, heads: int) -> tuple[ModelConfig | None, str]:
@@ -146,11 +162,12 @@ def plan_finalists(
     seeds: int | None = None,
     retimings: Sequence[Retiming] = (),
 ) -> Plan:
-    """The finalist runs for the study's search so far (``top`` and ``seeds`` override the spec's); the search's
-    decoding times come from ``retimings`` where re-timed (explorer.search.retime)."""
+    """The finalist layouts for the study's search so far, each on its first ``[finalists] start`` units, or on
+    every unit of ``seeds`` replicates when ``seeds`` is given (a fixed grid: ``explorer confirm --seeds``);
+    ``top`` overrides the spec's. The search's decoding times come from ``retimings`` where re-timed
+    (explorer.search.retime)."""
     fs = spec.finalists
     top = fs.top if top is None else top
-    seeds = fs.seeds if seeds is None else seeds
     pool = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
     if not pool:
         return Plan((), None, ("no feasible search trial within the budgets has finished yet",))
@@ -168,7 +185,10 @@ def plan_finalists(
         picks += _references(knee_arch, front, by_key, spec, cost, notes)
     if fs.ladder:  # the same uniform layouts in every run of the study, whatever its search found
         picks += _ladder(knee_arch.config, spec)
-    return Plan(_runs(picks, knee_arch, spec, seeds), knee_arch, tuple(notes))
+    layouts = _layouts(picks, knee_arch)
+    units = range(fs.start if seeds is None else seeds * fs.folds)
+    runs = tuple(_on(layout, unit_at(spec, u)) for layout in layouts for u in units)
+    return Plan(runs, knee_arch, tuple(notes), layouts, fs.runs_budget(len(layouts)))
 
 
 _Pick = tuple[Architecture | ModelConfig, str]  # a searched architecture or a built layout, and its label
@@ -227,12 +247,10 @@ def _ladder(base: ModelConfig, spec: StudySpec) -> list[_Pick]:
     return picks
 
 
-def _runs(
-    picks: Sequence[_Pick], knee_arch: Architecture, spec: StudySpec, seeds: int
-) -> tuple[FinalistRun, ...]:
-    """Each distinct pick (the first label of a configuration wins) trained on every unit of the evidence grid;
-    a built layout takes the knee's learning rate."""
-    runs: list[FinalistRun] = []
+def _layouts(picks: Sequence[_Pick], knee_arch: Architecture) -> tuple[FinalistRun, ...]:
+    """Each distinct pick (the first label of a configuration wins) as a run on unit 0; a built layout takes
+    the knee's learning rate."""
+    out: list[FinalistRun] = []
     seen: set[str] = set()
     for pick, label in picks:
         config, lr, source = (
@@ -241,11 +259,56 @@ def _runs(
             else (pick, knee_arch.lr, None)
         )
         key = arch_key(config, lr)
-        if key in seen:
-            continue
-        seen.add(key)
-        runs += [
-            FinalistRun(config, lr, u.seed, label, source, u.fold, u.folds, u.fold_seed)
-            for u in evidence_units(spec, seeds)
-        ]
-    return tuple(runs)
+        if key not in seen:
+            seen.add(key)
+            out.append(FinalistRun(config, lr, 0, label, source))
+    return tuple(out)
+
+
+def _on(layout: FinalistRun, unit: Unit) -> FinalistRun:
+    return FinalistRun(layout.config, layout.lr, unit.seed, layout.label, layout.source, unit.fold, unit.folds,
+                       unit.fold_seed)  # fmt: skip
+
+
+def finalist_times(keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency") -> np.ndarray:
+    """``[layouts, rounds]``: each layout's re-timed ms by round on the cost axis (NaN where not timed)."""
+    kind = "decode" if axis == "decode" else "forward"
+    by: dict[str, dict[int, float]] = {}
+    for t in retimings:
+        if t.kind == kind:
+            by.setdefault(t.key, {})[t.round] = t.latency.median_ms
+    rounds = sorted({r for key in keys for r in by.get(key, {})})
+    return np.array([[by.get(k, {}).get(r, np.nan) for r in rounds] for k in keys], dtype=float).reshape(
+        len(keys), len(rounds)
+    )
+
+
+def unit_grid(records: Sequence[TrialRecord], keys: Sequence[str], spec: StudySpec) -> tuple[np.ndarray, np.ndarray]:
+    """The finished finalist runs of ``keys`` as (scores, ran): ``[layouts, units]`` by unit index (scores
+    higher is better, NaN where a layout has no usable run; ``ran`` also marks the runs set apart as
+    collapsed, which are never run again)."""
+    grid = evidence_grid(records, keys, spec.metric)
+    base = unit_seed(spec.seed, 0)
+    index = [s - base for s in grid.seeds]
+    width = max([u + 1 for u in index if 0 <= u < UNIT_OFFSET], default=0)
+    scores = np.full((len(keys), width), np.nan)
+    ran = np.zeros((len(keys), width), dtype=bool)
+    for j, u in enumerate(index):
+        if 0 <= u < width:
+            scores[:, u] = grid.scores[:, j]
+            ran[:, u] = grid.numbers[:, j] >= 0
+    return scores, ran
+
+
+def next_runs(
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray, budget: int
+) -> tuple[FinalistRun, ...]:
+    """The next round of the finalist stage (see the module docstring): where the answer is still open, on the
+    evidence the study's finished runs hold, within ``budget`` runs in all (finished ones included); none once
+    the answer is decided or the budget is spent. ``times``: ``[layouts, rounds]`` in the plan's order."""
+    scores, ran = unit_grid(records, plan.keys, spec)
+    a = spec.answer
+    margin = a.margin_for(spec.metric.direction == "maximize")
+    left = budget - int(ran.sum())
+    cells = next_cells(scores, times, margin, a.risk, a.latency_tie, spec.finalists.start, ROUND_UNITS, left, ran)
+    return tuple(_on(plan.layouts[i], unit_at(spec, u)) for i, u in cells)

@@ -1,12 +1,11 @@
 """The head-count answer: one function, :func:`answer`, that every command naming "the answer" calls.
 
-With finalist runs (the evidence grid: every finalist layout trained on the same units, :mod:`explorer.insight.
-evidence`), the answer is an *equivalence class* and one named member of it (:mod:`explorer.insight.equivalence`):
-the layouts within the spec's ``[answer] margin`` of the best by an equivalence test (the family of those
-claims held to ``alpha`` together), and the fastest of them. Every other candidate is *worse* by more than the margin or *undecided*, with the paired units (and so replicates)
-that would decide it, from its measured spread. A study in which no layout beats the task's chance level beyond
-noise has no answer. The confidence is the probability that a whole re-run names a member of the class
-(:mod:`explorer.insight.confidence`).
+With finalist runs (the evidence grid: every finalist layout trained on the same paired units,
+:mod:`explorer.insight.evidence`), the answer is the fastest layout whose probability of being within the spec's
+``[answer] margin`` of the best is at least ``1 - risk`` (:mod:`explorer.insight.rule`); its confidence is that
+probability. Every other candidate is *within* the margin too (slower), *beyond* it, or *undecided*, with the
+paired units that would decide it from its measured spread. A study in which no layout beats the task's chance
+level beyond noise has no answer.
 
 Without finalist runs the answer is the search's knee (one short run per architecture), marked provisional: no
 class, no confidence. Quality is the task's metric (accuracy, or bits per byte for a language model: lower is
@@ -18,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,22 +25,12 @@ import numpy as np
 from scipy import stats
 
 from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
-from explorer.insight.confidence import ROUNDS, rerun_confidence
 from explorer.insight.contrasts import Contrast, Costs, contrasts, versus
-from explorer.insight.equivalence import (
-    BEST,
-    EQUIVALENT,
-    UNDECIDED,
-    WORSE,
-    Classes,
-    choose,
-    ratio,
-    strictest_alpha,
-)
 from explorer.insight.evidence import Collapse, Grid, evidence_grid
-from explorer.insight.finalists import COST_COLUMNS, cost_axis, within_budgets
+from explorer.insight.finalists import COST_COLUMNS, cost_axis, finalist_times, within_budgets
 from explorer.insight.paired import PairedDifference, units_needed
 from explorer.insight.pareto import knee, pareto_front
+from explorer.insight.rule import BEST, BEYOND, UNDECIDED, WITHIN, Decision, decide, ratio
 from explorer.insight.tables import Architecture, architecture_table, architectures, decode_only, score
 from explorer.search.record import Retiming, TrialRecord
 from explorer.search.spec import StudySpec
@@ -77,13 +65,13 @@ class Candidate:
     """One candidate layout and what the evidence says of it against the best."""
 
     arch: Architecture
-    verdict: str  # best | equivalent | worse | undecided
-    versus_best: PairedDifference | None  # this minus the best, paired by unit
+    verdict: str  # best | within | beyond | undecided
+    versus_best: PairedDifference | None  # this minus the best, paired by unit (interval at 1 - 2 risk)
     units_needed: int | None = None  # paired units that would decide an undecided one (None: at the margin)
-    seeds_needed: int | None = None  # replicates (each ``folds`` units) the study would need in all
+    seeds_needed: int | None = None  # replicates (each ``folds`` units) that many units make
     latency_ratio: float = math.nan  # this / the answer, within re-timing rounds
-    p_within: float = math.nan  # Holm-adjusted p of "within the margin of the best" (equivalent at <= alpha)
-    p_beyond: float = math.nan  # Holm-adjusted p of "worse than the best by more than the margin"
+    p_within: float = math.nan  # lower bound of P(within the margin of the best)
+    p_beyond: float = math.nan  # P(the best beats it by more than the margin); NaN for the best
 
 
 @dataclass(frozen=True)
@@ -95,7 +83,7 @@ class Answer:
     candidates: tuple[Architecture, ...]  # what it was chosen among (feasible, within budgets)
     front: tuple[Architecture, ...]  # their accuracy/latency front, fastest first
     contrasts: tuple[Contrast, ...]
-    confidence: float | None  # probability that a re-run names a member of the class (None: not measured)
+    confidence: float | None  # probability that the answer is within the margin of the best (None: not measured)
     confidence_method: str
     per_base: tuple[tuple[int, int, Architecture], ...]  # (d_model, n_layers, the knee there), search level
     search: Picks
@@ -104,7 +92,8 @@ class Answer:
     best: Architecture | None = None  # the highest mean quality
     verdicts: tuple[Candidate, ...] = ()  # every candidate: the class first, then by verdict and latency
     margin: float = math.nan  # on the quality's own scale (0.01 = one accuracy point)
-    alpha: float = 0.05
+    risk: float = 0.05  # the largest probability accepted that the answer lies beyond the margin
+    decided: bool = False  # the answer reaches 1 - risk and no faster layout is undecided
     chance: float | None = None  # what learning nothing scores (majority class, unigram bits per byte)
     no_answer: str = ""  # why there is no answer ("" when there is one)
     collapsed: tuple[Collapse, ...] = ()  # finalist runs set apart (training failed), never pooled
@@ -118,8 +107,8 @@ class Answer:
 
     @property
     def members(self) -> tuple[Architecture, ...]:
-        """The equivalence class (the best and the layouts shown within the margin of it), fastest first."""
-        return tuple(c.arch for c in self.verdicts if c.verdict in (BEST, EQUIVALENT))
+        """The layouts placed within the margin of the best at probability ``1 - risk``, fastest first."""
+        return tuple(c.arch for c in self.verdicts if c.p_within >= 1 - self.risk)
 
     def to_dict(self) -> dict[str, Any]:
         """The answer as one JSON-ready document: what every ``--json`` output that names the answer carries."""
@@ -138,7 +127,7 @@ class Answer:
             return {**(layout(c.arch) or {}), "verdict": c.verdict,
                     "versus_best": None if vs is None else {"diff": vs.diff, "low": vs.low, "high": vs.high,
                                                             "units": vs.n, "p": vs.p_value},
-                    "p_within_margin": None if math.isnan(c.p_within) else c.p_within,
+                    "p_within_margin": c.p_within,
                     "p_beyond_margin": None if math.isnan(c.p_beyond) else c.p_beyond,
                     "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
                     "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio}  # fmt: skip
@@ -148,7 +137,8 @@ class Answer:
             "evidence": self.evidence,
             "metric": self.recommended.metric.name if self.recommended else None,
             "margin": self.margin,
-            "alpha": self.alpha,
+            "risk": self.risk,
+            "decided": self.decided,
             "class": [layout(a) for a in self.members],
             "best": layout(self.best),
             "verdicts": [verdict(c) for c in self.verdicts],
@@ -191,14 +181,9 @@ def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
 def _times(archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: str) -> np.ndarray:
     """[layouts, rounds] re-timed ms on the cost axis; one column of each layout's own estimate when any
     layout was not re-timed (rounds are then not comparable)."""
-    kind = "decode" if axis == "decode" else "forward"
-    by: dict[str, dict[int, float]] = defaultdict(dict)
-    for t in retimings:
-        if t.kind == kind:
-            by[t.key][t.round] = t.latency.median_ms
-    rounds = sorted({r for key in by for r in by[key]})
-    if rounds and all(a.key in by for a in archs):
-        return np.array([[by[a.key].get(r, np.nan) for r in rounds] for a in archs], dtype=float)
+    times = finalist_times([a.key for a in archs], retimings, axis)
+    if times.shape[1] and not np.isnan(times).all(axis=1).any():
+        return times
     return np.array([[_cost(a, axis)] for a in archs], dtype=float)
 
 
@@ -237,21 +222,21 @@ def _nothing_learned(best: Architecture, chance: float, spec: StudySpec) -> str:
 
 
 def _verdicts(
-    order: Sequence[Architecture], classes: Classes, rec: int, spec: StudySpec, costs: Costs, margin: float
+    order: Sequence[Architecture], decision: Decision, spec: StudySpec, costs: Costs, margin: float
 ) -> tuple[Candidate, ...]:
-    """Every candidate's verdict with its comparison to the best: the class first, then undecided, then worse,
-    each fastest first."""
+    """Every candidate's verdict with its comparison to the best: the best and the layouts within the margin
+    first, then undecided, then beyond, each fastest first."""
     out = []
-    verdict, best = classes.verdicts, classes.best
+    verdict, best, rec, risk = decision.verdicts, decision.best, decision.answer, decision.risk
     for i, a in enumerate(order):
-        vs = versus(a, order[best], costs) if i != best else None
+        vs = versus(a, order[best], costs, level=1 - 2 * risk) if i != best else None
         needed = seeds = None
         if verdict[i] == UNDECIDED and vs is not None:
-            needed = units_needed(-vs.diff, vs.sd, margin, strictest_alpha(spec.answer.alpha, len(order) - 1))
+            needed = units_needed(-vs.diff, vs.sd, margin, risk)
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
         out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec),
-                             classes.p_within[i], classes.p_beyond[i]))  # fmt: skip
-    rank = {BEST: 0, EQUIVALENT: 0, UNDECIDED: 1, WORSE: 2}
+                             decision.p_within[i], decision.p_beyond[i]))  # fmt: skip
+    rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, BEYOND: 2}
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
 
@@ -266,7 +251,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         here = [a for a in search if (a.config.d_model, a.config.n_layers) == (d_model, n_layers)]
         per_base.append((d_model, n_layers, _knee_of(here, axis)[0]))
     picks = _picks(search, axis)
-    common = dict(per_base=tuple(per_base), search=picks, cost_axis=axis, alpha=spec.answer.alpha,
+    common = dict(per_base=tuple(per_base), search=picks, cost_axis=axis, risk=spec.answer.risk,
                   margin=spec.answer.margin_for(spec.metric.direction == "maximize"))  # fmt: skip
     finals_all = architectures(records, "finalist", retimings=retimings)
     if within_budgets(finals_all, spec):
@@ -310,32 +295,29 @@ def _from_finalists(
     over = len(finals_all) - len(keys)
     if over:
         notes.append(f"{over} finalist layout(s) exceed the budgets or a constraint and are not candidates")
-    rec_i, classes = choose(grid.scores, times, margin, spec.answer.alpha, spec.answer.latency_tie)
-    best, chance = order[classes.best], _chance(records, "finalist")
+    decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie)
+    best, chance = order[decision.best], _chance(records, "finalist")
     front = _knee_of(order, axis)[1]
     base = dict(candidates=tuple(order), front=tuple(front), best=best, chance=chance, collapsed=grid.collapsed,
                 grid=grid, times=times, notes=tuple(notes), **common)  # fmt: skip
     if not _learned(best, chance, kept):
         return Answer(None, "finalists", contrasts=(), confidence=None, confidence_method="",
                       no_answer=_nothing_learned(best, chance, spec), **base)  # fmt: skip
-    rec = order[rec_i]
-    verdicts = _verdicts(order, classes, rec_i, spec, costs, margin)
-    members = classes.members
-    confidence = rerun_confidence(
-        grid.scores, times, members, margin, spec.answer.alpha, spec.answer.latency_tie
-    )
+    rec = order[decision.answer]
+    verdicts = _verdicts(order, decision, spec, costs, margin)
     method = (
-        f"share of {ROUNDS} simulated re-runs (this study's paired units and timing rounds drawn with "
-        "replacement, each layout's mean then moved by a re-run's error on top of this study's, the rule applied "
-        "to each) whose answer is a member of this class; the search is not re-run (checked against whole "
-        "re-runs: benchmarks/calibration.md, and against known truth: benchmarks/confidence_simulation.md)"
+        "probability that the answer is within the margin of the best, bounded from below by one minus the sum, "
+        "over every other finalist, of the probability that it beats the answer by more than the margin (paired t "
+        "on the units both ran, flat prior); checked against the pooled truth of recorded re-runs and simulated "
+        "ones: benchmarks/decisions.md"
     )
     kv = spec.space.kv_heads is not None
     measured = [
         a for a in order if (a.config.d_model, a.config.n_layers) == (rec.config.d_model, rec.config.n_layers)
     ]
     return Answer(rec, "finalists", contrasts=contrasts(rec, measured, front, costs, axis, kv),
-                  confidence=confidence, confidence_method=method, verdicts=verdicts, **base)  # fmt: skip
+                  confidence=decision.p_within[decision.answer], confidence_method=method, verdicts=verdicts,
+                  decided=decision.decided, **base)  # fmt: skip
 
 
 def pick(ans: Answer, which: str) -> Architecture | None:

@@ -1,5 +1,6 @@
-"""The report's lead: the answer, its equivalence class, every other candidate's verdict, the confidence, what
-the alternatives cost, and how the evidence behind it was gathered. Blocks for :mod:`explorer.output.render`,
+"""The report's lead: the answer and the trade-off it makes (how sure it is within the margin, its latency
+against the best, the next faster layout and what would decide it), every candidate's verdict, what the
+alternatives cost, and how the evidence behind it was gathered. Blocks for :mod:`explorer.output.render`,
 from :class:`explorer.insight.recommend.Answer` only: every figure here is one the answer computed."""
 
 from __future__ import annotations
@@ -13,8 +14,6 @@ import pandas as pd
 
 from explorer.engine.measures import QualityMetric
 from explorer.insight.contrasts import Contrast
-from explorer.insight.equivalence import strictest_alpha
-from explorer.insight.paired import units_needed
 from explorer.insight.recommend import Answer, Candidate
 from explorer.insight.tables import Architecture
 from explorer.output.fmt import (
@@ -39,8 +38,8 @@ __all__ = ["answer_blocks", "evidence_blocks"]
 
 _VERDICT_WORDS = {
     "best": "the best",
-    "equivalent": "within the margin",
-    "worse": "worse by more than the margin",
+    "within": "within the margin",
+    "beyond": "beyond the margin",
     "undecided": "undecided",
 }
 
@@ -49,13 +48,10 @@ def _layout(a: Architecture, modern: bool) -> str:
     return kv_text(a) if modern else heads(a.heads)
 
 
-def _units_text(spec: StudySpec, n: int) -> str:
-    f = spec.finalists
-    if f.folds > 1:
-        return (
-            f"{n} paired runs ({f.folds} folds of the labelled data x {f.seeds} seed{'s' * (f.seeds != 1)})"
-        )
-    return f"{n} paired runs (one per seed, on the task's fixed validation split)"
+def _units_text(ans: Answer) -> str:
+    counts = sorted({c.arch.n for c in ans.verdicts})
+    span = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+    return f"{span} paired runs a layout"
 
 
 def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
@@ -69,109 +65,97 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
                        f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}): the knee of "
                        f"the search's accuracy/latency front, {quality_text(rec)} validation accuracy "
                        f"({runs_text(rec, ans.evidence)}), {latency_text(rec)} per batch of {spec.latency.batch_size}. "
-                       "No equivalence class: nothing was retrained on paired runs."])]  # fmt: skip
+                       "Nothing was retrained on paired runs, so no probability is stated."])]  # fmt: skip
     rounds = rec.latency.n
     return [("p", [
         ("b", f"Use {heads(c.heads)} heads per layer"),
         f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
-        f"the fastest of the layouts shown to be within {margin_text(rec.metric, ans.margin)} of the best. "
-        f"Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% interval), "
-        f"{pct(rec.test_accuracy)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
+        + _claim(ans) + f" Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% "
+        f"interval), {pct(rec.test_accuracy)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
         f"{spec.latency.batch_size} (median of {rounds} timing{'s' * (rounds != 1)}; 95% interval for a new "
         f"timing), {rec.params:,} parameters.",
     ])]  # fmt: skip
 
 
-def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
+def _claim(ans: Answer) -> str:
+    """What the answer is, in the rule's words: the fastest layout placed within the margin, and how sure."""
+    margin = margin_text(ans.best.metric, ans.margin) if ans.best else "the margin"
+    p = ans.confidence if ans.confidence is not None else math.nan
+    if ans.decided or (ans.recommended is not None and p >= 1 - ans.risk):
+        return (f"the fastest layout placed within {margin} of the best, with probability at least "
+                f"{num(100 * p, '.0f')}% (the rule asks {num(100 * (1 - ans.risk), '.3g')}%).")
+    return (f"the most accurate layout; no layout is yet placed within {margin} of the best with probability "
+            f"{num(100 * (1 - ans.risk), '.3g')}% (this one: at least {num(100 * p, '.0f')}%), so the answer is "
+            "not decided.")
+
+
+def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
+    """The trade-off, first: the answer against the best, and the next faster layout with what would decide it."""
     modern = is_modern(ans, spec)
-    best = ans.best
-    assert best is not None
-    metric = best.metric
-    groups: dict[str, list[Candidate]] = {}
-    for c in ans.verdicts:
-        groups.setdefault(c.verdict, []).append(c)
-    members = " · ".join(
-        _layout(c.arch, modern) + (" (the best)" if c.verdict == "best" else "")
-        for c in ans.verdicts
-        if c.verdict in ("best", "equivalent")
-    )
-    spans: list[Any] = [
-        ("b", f"Within {margin_text(metric, ans.margin)} of the best, shown: "),
-        members + ". ",
-    ]
-    if not groups.get("equivalent"):
-        spans.append("No other layout is shown within the margin, so the class is the best layout alone. ")
-    spans.extend(_narrowing(ans, spec, groups.get("equivalent", [])))
-    if groups.get("worse"):
-        spans += [("b", "Worse by more than the margin: "),
-                  ", ".join(_layout(c.arch, modern) for c in groups["worse"]) + ". "]  # fmt: skip
-    undecided = groups.get("undecided", [])
-    if undecided:
-        spans += [("b", "Undecided: "), "; ".join(_undecided_text(c, modern) for c in undecided) + ". "]
-        spans += _deciding(undecided, spec, modern)
-    spans.append(
-        f"Each verdict is a paired equivalence test (two one-sided t tests) of the layout against the best on "
-        f"the {_units_text(spec, ans.grid.scores.shape[1] if ans.grid else 0)} both trained: within the margin "
-        "when the test of (layout - best) at or below minus the margin rejects, worse when the test of it at or "
-        f"above minus the margin rejects, each family of claims held to {ans.alpha:.0%} error together (Holm's "
-        "step-down), so that comparing many layouts lets none in by chance. A difference that is merely not "
-        "significant is not called equivalent. The table gives each claim's Holm-adjusted p: a layout is within "
-        f"the margin where the first is at most {ans.alpha:g}, worse where the second is."
-    )
+    rec, best = ans.recommended, ans.best
+    assert rec is not None and best is not None
+    by_key = {c.arch.key: c for c in ans.verdicts}
+    spans: list[Any] = [("b", "The trade-off: ")]
+    if rec.key == best.key:
+        spans.append(f"{_layout(rec, modern)} is also the most accurate layout. ")
+    else:
+        b = by_key[best.key]
+        vs = by_key[rec.key].versus_best
+        diff = "" if vs is None else f", {score_diff_text(rec.metric, vs)} against it ({_level(ans)} interval)"
+        spans.append(f"against the most accurate layout, {_layout(best, modern)}, the answer runs at "
+                     f"{num(1 / b.latency_ratio, '.2f')}x its speed{diff}. ")  # fmt: skip
+    faster = [c for c in ans.verdicts if c.latency_ratio < 1 / (1 + spec.answer.latency_tie)
+              and c.verdict != "beyond"]  # fmt: skip
+    if not faster:
+        spans.append("No faster layout is still open: every faster finalist is placed beyond the margin. ")
+        return [("p", spans)]
+    nxt = max(faster, key=lambda c: c.latency_ratio)
+    spans.append(f"The next faster layout, {_layout(nxt.arch, modern)}, is {num(1 / nxt.latency_ratio, '.2f')}x "
+                 f"faster, within the margin with probability at least {num(100 * nxt.p_within, '.0f')}% "
+                 f"({_VERDICT_WORDS[nxt.verdict]}). ")  # fmt: skip
+    if nxt.units_needed is not None:
+        spans += [f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured "
+                  "spread: ", ("code", f"explorer confirm {spec.name} --until-decided"),
+                  " spends more runs where the answer is still open. "]  # fmt: skip
+    elif nxt.verdict == "undecided":
+        spans.append("Its difference from the best sits at the margin: no feasible number of runs decides it. ")
     return [("p", spans)]
 
 
-def _narrowing(ans: Answer, spec: StudySpec, equivalent: list[Candidate]) -> list[Any]:
-    """For a class of more than three layouts: the replicates that would tell its members apart at half the
-    margin, from their measured spreads (a smaller margin is the user's to set)."""
-    if len(equivalent) + 1 <= 3:
-        return []
-    strictest = strictest_alpha(ans.alpha, len(ans.verdicts) - 1)
-    needed = [units_needed(-c.versus_best.diff, c.versus_best.sd, ans.margin / 2, strictest)
-              for c in equivalent if c.versus_best is not None]  # fmt: skip
-    known = [n for n in needed if n is not None]
-    half = margin_text(ans.best.metric, ans.margin / 2) if ans.best else "half the margin"
-    if not known:
-        return [f"{len(equivalent) + 1} layouts are within the margin; their differences sit near {half}, which "
-                "no feasible number of runs separates. "]  # fmt: skip
-    seeds = math.ceil(max(known) / spec.finalists.folds)
-    return [f"{len(equivalent) + 1} layouts are within the margin: the data do not prefer among them at this "
-            f"margin. To separate them at a margin of {half}, set it in [answer] and run about {seeds} seeds in all ",
-            ("code", f"explorer confirm {spec.name} --seeds {seeds}"), ". "]  # fmt: skip
+def _level(ans: Answer) -> str:
+    return f"{num(100 * (1 - 2 * ans.risk), '.3g')}%"
 
 
-def _deciding(undecided: list[Candidate], spec: StudySpec, modern: bool) -> list[Any]:
-    """The confirm command that decides the most undecided layouts for the fewest seeds, and what deciding them
-    all would take (each from the layout's measured spread)."""
-    seeds = sorted({c.seeds_needed for c in undecided if c.seeds_needed is not None})
-    if not seeds:
-        return []
-    first = [_layout(c.arch, modern) for c in undecided if c.seeds_needed == seeds[0]]
-    spans: list[Any] = ["Running every finalist on more seeds decides them: ",
-                        ("code", f"explorer confirm {spec.name} --seeds {seeds[0]}"),
-                        f" should decide {', '.join(first)}"]  # fmt: skip
-    if len(seeds) > 1:
-        spans.append(f"; deciding every one needs about {seeds[-1]} seeds in all")
-    return [*spans, ". "]
-
-
-def _undecided_text(c: Candidate, modern: bool) -> str:
-    name = _layout(c.arch, modern)
-    if c.units_needed is None:
-        return f"{name} (its difference sits at the margin: no feasible number of runs decides it)"
-    return f"{name} (about {c.units_needed} paired runs, {c.seeds_needed} seeds in all, would decide)"
+def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
+    modern = is_modern(ans, spec)
+    groups: dict[str, list[Candidate]] = {}
+    for c in ans.verdicts:
+        groups.setdefault(c.verdict, []).append(c)
+    spans: list[Any] = []
+    for verdict, words in (("within", "Also within the margin (slower): "),
+                           ("undecided", "Undecided: "), ("beyond", "Beyond the margin: ")):  # fmt: skip
+        if groups.get(verdict):
+            spans += [("b", words), ", ".join(_layout(c.arch, modern) for c in groups[verdict]) + ". "]
+    spans.append(
+        f"Each layout's probability of lying within the margin of the best is bounded from below by one minus the "
+        "sum, over every other finalist, of the probability that it beats this layout by more than the margin "
+        f"(a paired t on the units both trained, {_units_text(ans)}, flat prior). A layout is within the margin "
+        f"when that bound reaches {num(100 * (1 - ans.risk), '.3g')}%, beyond it when the best beats it by more "
+        f"than the margin with that probability (its {_level(ans)} paired interval against the best lies wholly "
+        "below minus the margin), and undecided otherwise. The answer is the fastest layout within the margin."
+    )
+    return [("p", spans)]
 
 
 def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
     metric = c.arch.metric
     vs = c.versus_best
-    held = "" if math.isnan(c.p_within) else f"{num(c.p_within, '.2g')} / {num(c.p_beyond, '.2g')}"
     return {
         "heads per layer": _layout(c.arch, modern),
         "verdict": _VERDICT_WORDS[c.verdict],
         quality_column(metric): quality_text(c.arch),
-        "vs the best, paired [95%]": "" if vs is None else score_diff_text(metric, vs),
-        "Holm p: within / beyond the margin": held,
+        f"vs the best, paired [{_level(ans)}]": "" if vs is None else score_diff_text(metric, vs),
+        "P(within the margin) at least": num(100 * c.p_within, ".0f") + "%",
         "latency vs the answer": "1.00x"
         if ans.recommended and c.arch.key == ans.recommended.key
         else num(c.latency_ratio, ".2f") + "x",
@@ -182,8 +166,8 @@ def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
 def _confidence(ans: Answer) -> list[tuple]:
     if ans.confidence is None:
         return [("p", [("b", "Confidence: "), ans.confidence_method + "."])]
-    return [("p", [("b", f"Confidence: {ans.confidence:.0%}"),
-                   f" that a whole re-run of this study names a layout of this class: the {ans.confidence_method}."])]  # fmt: skip
+    return [("p", [("b", f"Confidence: at least {ans.confidence:.0%}"),
+                   f" that the answer is within the margin of the best: the {ans.confidence_method}."])]  # fmt: skip
 
 
 def _collapsed(ans: Answer, modern: bool) -> list[tuple]:
@@ -241,6 +225,7 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     modern = is_modern(ans, spec)
     b.extend(_headline(ans, spec))
     if ans.evidence == "finalists":
+        b.extend(_trade_off(ans, spec))
         b.extend(_class_paragraph(ans, spec))
         b.append(("table", pd.DataFrame([_verdict_row(c, ans, modern) for c in ans.verdicts])))
     b.extend(_confidence(ans))
@@ -309,9 +294,11 @@ def evidence_blocks(
     finals = list(ans.candidates)  # the runs the answer rests on (collapsed ones are reported apart)
     grid_keys = set(ans.grid.keys) if ans.grid else set()
     split = (f"{f.folds} stratified folds of the task's labelled examples (training and validation splits "
-             f"pooled; the test split kept apart), cut afresh for each of {f.seeds} seed{'s' * (f.seeds != 1)}"
-             if f.folds > 1 else f"the task's fixed split, once per seed ({f.seeds})")  # fmt: skip
-    method = (f"Every finalist layout was trained on the same {f.units} units: {split}. On a unit every layout "
+             "pooled; the test split kept apart), cut afresh for each replicate"
+             if f.folds > 1 else "the task's fixed split, once per seed")  # fmt: skip
+    method = (f"Every finalist layout was trained first on the same {f.start} units, then a few paired units at a "
+              "time went only to the layouts whose comparisons still decided the answer, until it was decided or "
+              f"the stage's budget was spent (units: {split}). On a unit every layout "
               f"saw the same training examples in the same order from the same seed, so two layouts are compared "
               f"unit by unit. Every run trained a fixed {epochs} epochs (linear warm-up, then cosine decay to zero): "
               "none was stopped early, and none is said to have reached a plateau."
@@ -326,5 +313,6 @@ def evidence_blocks(
             row["decoding (ms/token)"] = latency_text(a, "decode")
             row["kv cache (MiB)"] = mib(a.kv_cache_bytes)
         rows.append(row | {"params": f"{a.params:,}"})
-    return [("h", 3, f"Evidence: {len(finals)} layouts on {f.units} paired units"), ("p", [method]),
+    spent = sum(a.n for a in finals)
+    return [("h", 3, f"Evidence: {len(finals)} layouts, {spent} paired runs"), ("p", [method]),
             ("table", pd.DataFrame(rows))]  # fmt: skip

@@ -1,9 +1,11 @@
-"""The answer's figure: every finalist layout's cross-validated quality and latency with their 95% intervals, the
-equivalence class and the answer marked. It draws exactly what the answer rests on (the finalists' paired runs),
+"""The answer's figure: the trade-off the answer makes. Every finalist layout's paired difference from the best
+(its interval at the rule's level) against its latency relative to the best (the ratio within re-timing rounds),
+the margin drawn and the answer marked. It draws exactly what the answer rests on (the finalists' paired runs),
 not the search's single short runs."""
 
 from __future__ import annotations
 
+import math
 import textwrap
 
 import seaborn as sns
@@ -14,38 +16,42 @@ from explorer.output.plots import empty_figure, new_figure
 
 __all__ = ["evidence_figure"]
 
-_COLORS = {"best": "C2", "equivalent": "C2", "undecided": "C1", "worse": "0.45"}
+_COLORS = {"best": "C2", "within": "C2", "undecided": "C1", "beyond": "0.45"}
 
 
 def evidence_figure(ans: Answer, batch: int) -> Figure:
-    """Quality (top) and latency (bottom) of each candidate, ordered by its largest head count then by
-    latency; green: the class (filled: the answer), orange: undecided, grey: worse by more than the margin."""
+    """Paired difference from the best (y) against latency relative to the best (x) for each finalist; green:
+    within the margin (filled: the answer), orange: undecided, grey: beyond the margin."""
     with sns.axes_style("whitegrid"):
-        fig = new_figure(max(6.0, 0.75 * len(ans.verdicts) + 2.5), 6.4)
-        top, bottom = fig.subplots(2, 1, sharex=True)
-    if not ans.verdicts:
+        fig = new_figure(7.0, 5.2)
+        ax = fig.subplots()
+    best = next((c for c in ans.verdicts if c.verdict == "best"), None)
+    if best is None or ans.recommended is None:
         return empty_figure(fig, "no finalist runs: the answer rests on the search alone")
-    cands = sorted(ans.verdicts, key=lambda c: (max(c.arch.heads), c.arch.latency.estimate))
-    bpb = cands[0].arch.metric.direction == "minimize"
+    bpb = best.arch.metric.direction == "minimize"
     scale = 1.0 if bpb else 100.0
-    rec = ans.recommended.key if ans.recommended else None
-    for x, c in enumerate(cands):
-        q, lat = c.arch.quality, c.arch.cost(ans.cost_axis) or c.arch.latency
-        face = _COLORS[c.verdict] if c.arch.key == rec or c.verdict not in ("best", "equivalent") else "white"
-        for ax, i in ((top, q), (bottom, lat)):
-            k = scale if ax is top else 1.0
-            ax.errorbar([x], [i.estimate * k], yerr=[[(i.estimate - i.low) * k], [(i.high - i.estimate) * k]],
-                        fmt="o", color=_COLORS[c.verdict], mfc=face, ms=8, capsize=4, lw=1.4)  # fmt: skip
-    if ans.best is not None and not bpb:
-        edge = (ans.best.quality.estimate - ans.margin) * scale
-        top.axhline(edge, color="C2", ls="--", lw=1)
-        top.text(-0.4, edge, "the best minus the margin", va="bottom", ha="left", fontsize=8, color="C2")
-    top.set_ylabel("validation bits per byte" if bpb else "cross-validated accuracy (%)")
-    what = "decoding (ms per token)" if ans.cost_axis == "decode" else f"latency (ms per batch of {batch})"
-    bottom.set_ylabel(what)
-    bottom.set_xticks(range(len(cands)), [",".join(map(str, c.arch.heads)) for c in cands], rotation=30)
-    bottom.set_xlabel("heads per layer")
-    note = ("finalist layouts, each a mean over its paired runs with its 95% interval; green: the answer's class "
-            "(filled: the answer), orange: undecided, grey: worse by more than the margin")  # fmt: skip
-    fig.suptitle("What the answer rests on\n" + textwrap.fill(note, int(fig.get_figwidth() * 13)), fontsize=10)
+    to_best = best.latency_ratio  # best / answer; each layout's ratio to the best is its ratio over this
+    for c in ans.verdicts:
+        x = c.latency_ratio / to_best if to_best and not math.isnan(c.latency_ratio) else math.nan
+        vs = c.versus_best
+        y, low, high = (0.0, 0.0, 0.0) if vs is None else (vs.diff * scale, vs.low * scale, vs.high * scale)
+        answer = c.arch.key == ans.recommended.key
+        ax.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="*" if answer else "o",
+                    color=_COLORS[c.verdict], mfc=_COLORS[c.verdict] if answer or c.verdict != "within" else "white",
+                    ms=16 if answer else 8, capsize=4, lw=1.4)  # fmt: skip
+        ax.annotate(",".join(map(str, c.arch.heads)), (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+    ax.axhline(-ans.margin * scale, color="C2", ls="--", lw=1)
+    ax.text(ax.get_xlim()[0], -ans.margin * scale, " minus the margin", va="bottom", ha="left", fontsize=8,
+            color="C2")  # fmt: skip
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    ax.set_xscale("log")
+    unit = "bits per byte" if bpb else "accuracy points"
+    ax.set_ylabel(f"paired difference from the best ({unit}; higher is better)" if not bpb else
+                  "paired difference from the best (minus bits per byte; higher is better)")  # fmt: skip
+    what = "decoding time per token" if ans.cost_axis == "decode" else f"latency per batch of {batch}"
+    ax.set_xlabel(f"{what}, relative to the best (within-round ratio; left is faster)")
+    level = f"{100 * (1 - 2 * ans.risk):.3g}%"
+    note = (f"each finalist's mean paired difference from the most accurate layout with its {level} interval; star: "
+            "the answer; green: within the margin, orange: undecided, grey: beyond the margin")  # fmt: skip
+    fig.suptitle("The trade-off the answer makes\n" + textwrap.fill(note, int(fig.get_figwidth() * 13)), fontsize=10)
     return fig

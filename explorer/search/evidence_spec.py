@@ -7,10 +7,13 @@ replicates, each cutting the task's labelled examples into ``folds`` stratified 
 shares. Every run trains a fixed schedule of ``epochs`` epochs (warm-up, then cosine decay), the same for every
 layout, so no run is longer or shorter than another for reasons of its own.
 
-``[answer]`` says what counts as "as good": a layout is in the answer's class when its quality is within
-``margin`` of the best layout's, shown by an equivalence test, the family of those claims held to ``alpha``
-together (Holm; :mod:`explorer.insight.equivalence`); the answer is the class's fastest member, latencies closer
-than ``latency_tie`` (a ratio) counting as equal.
+The runs are spent where they decide (:func:`explorer.insight.rule.next_cells`): every finalist first trains on
+``start`` units; then, a few paired units at a time, only the layouts whose comparisons still decide the answer
+get more, until it is decided or the stage's ``budget`` of runs (or ``minutes``) is spent.
+
+``[answer]`` says what counts as "as good" and how sure the claim must be: the answer is the fastest layout
+whose probability of being within ``margin`` of the best is at least ``1 - risk``
+(:mod:`explorer.insight.rule`), latencies closer than ``latency_tie`` (a ratio) counting as equal.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from explorer.search.toml_table import Table
 
 __all__ = ["AnswerSpec", "FinalistsSpec", "read_answer", "read_finalists"]
 LEGACY_FINALIST_KEYS = ("max_epochs", "patience")  # plateau training, before the fixed schedule
+LEGACY_ANSWER_KEYS = ("alpha",)  # the error of the equivalence tests, before the rule weighed latency
 
 
 @dataclass(frozen=True)
@@ -38,11 +42,15 @@ class FinalistsSpec:
     references: bool = True  # 1 head, 8 (8-16) heads per layer and the next faster front layout
     # every head count of the space, the same in each layer, at the knee's width and depth
     ladder: bool = True
-    seeds: int = 2  # replicates: each cuts the folds afresh and trains every layout on each with a shared seed
+    # replicates' worth of runs: the stage's default budget is seeds x folds runs for every finalist layout
+    seeds: int = 2
     # cross-validation folds of the labelled examples; 1 keeps the task's fixed split (a language model's default)
     folds: int = 5
     epochs: int | None = None  # the fixed schedule of every run; None: 2 x [task] epochs
     timing_rounds: int = 3  # interleaved re-timing rounds of every finalist, with no training running
+    start: int = 3  # paired units every finalist trains before any is set aside
+    budget: int | None = None  # finalist runs in all; None: seeds x folds for every finalist layout
+    minutes: float | None = None  # no new round of finalist runs starts after this many minutes of the stage
 
     def run_epochs(self, search_epochs: int) -> int:
         """Epochs every evidence run trains."""
@@ -50,8 +58,12 @@ class FinalistsSpec:
 
     @property
     def units(self) -> int:
-        """Runs per layout: one per fold of each replicate."""
+        """Runs per layout in the default budget: one per fold of each replicate."""
         return self.seeds * self.folds
+
+    def runs_budget(self, layouts: int) -> int:
+        """The stage's budget of runs for ``layouts`` finalist layouts."""
+        return self.budget if self.budget is not None else self.units * layouts
 
 
 @dataclass(frozen=True)
@@ -59,7 +71,8 @@ class AnswerSpec:
     """What "as good as the best" means, and how sure the claim must be."""
 
     margin: float | None = None  # accuracy points, or bits per byte; None: the metric's default
-    alpha: float = 0.05  # family-wise error of the class's equivalence claims (Holm over the candidates)
+    # the largest probability accepted that the answer is more than the margin below the best
+    risk: float = 0.05
     latency_tie: float = 0.05  # latencies whose within-round ratio is closer to 1 than this are equal
 
     def margin_for(self, maximize: bool) -> float:
@@ -96,9 +109,14 @@ def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> Finalists
         folds=t.integer("folds", 1 if task.kind == "language_model" else 5),
         epochs=t.integer("epochs", None),
         timing_rounds=t.integer("timing_rounds", 3),
+        start=t.integer("start", 3),
+        budget=t.integer("budget", None),
+        minutes=t.number("minutes", None, low=0.1, high=10_000.0),
     )
     if not stored:  # every finalist layout trains seeds x folds runs: counted before anything is queued
         TRIALS.check(spec.units, "the runs per finalist layout ([finalists] seeds x folds)", "lower seeds or folds")
+        if spec.budget is not None:
+            TRIALS.check(spec.budget, "[finalists] budget", "lower it")
     if spec.folds > MAX_FOLDS:
         raise SpecError(f"'folds' in [finalists] is {spec.folds}; at most {MAX_FOLDS} folds are allowed.")
     if spec.folds > 1 and task.kind == "language_model":
@@ -109,14 +127,22 @@ def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> Finalists
     return spec
 
 
-def read_answer(data: Any, task: TaskSpec) -> AnswerSpec:
-    """The ``[answer]`` table."""
+def read_answer(data: Any, task: TaskSpec, stored: bool = False) -> AnswerSpec:
+    """The ``[answer]`` table. A stored spec of an older study (``stored``) may carry ``alpha``, which is
+    dropped (its answer is read under today's rule)."""
+    if isinstance(data, dict) and "alpha" in data:
+        if not stored:
+            raise SpecError(
+                "'alpha' in [answer] is gone: the answer is now the fastest layout within the margin at a stated "
+                "risk; write risk = 0.05 (the largest probability accepted that it lies beyond the margin)."
+            )
+        data = {k: v for k, v in data.items() if k not in LEGACY_ANSWER_KEYS}
     t = Table(data, "[answer]", SPEC_KEYS["answer"])
     unit = "accuracy points (1 = one point)" if task.kind != "language_model" else "bits per byte"
     margin = t.get("margin", None, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and
                    0 < v < (100 if task.kind != "language_model" else 8), f"a positive number of {unit}")  # fmt: skip
     return AnswerSpec(
         margin=None if margin is None else float(margin),
-        alpha=t.number("alpha", 0.05, low=1e-6, high=0.5),
+        risk=t.number("risk", 0.05, low=1e-4, high=0.5),
         latency_tie=t.number("latency_tie", 0.05, low=0.0, high=1.0),
     )

@@ -267,7 +267,7 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         budgets=budgets,
         early_stopping=_early_stopping(t.raw("early_stopping", {}), task.epochs),
         finalists=read_finalists(t.raw("finalists", {}), task, stored=stored),
-        answer=read_answer(t.raw("answer", {}), task),
+        answer=read_answer(t.raw("answer", {}), task, stored=stored),
         storage=t.text("storage", None),
         artifacts=_artifacts(t.text("artifacts", None)),
         timeout=timeout,

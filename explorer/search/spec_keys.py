@@ -23,6 +23,7 @@ SPEC_KEYS: dict[str, tuple[str, ...]] = {
     "decode": ("context", "batch_size"),
     "budgets": ("max_latency_ms", "max_params", "max_decode_ms", "max_kv_cache_mb"),
     "early_stopping": ("enabled", "min_epochs", "reduction", "alpha"),
-    "finalists": ("enabled", "top", "references", "ladder", "seeds", "folds", "epochs", "timing_rounds"),
-    "answer": ("margin", "alpha", "latency_tie"),
+    "finalists": ("enabled", "top", "references", "ladder", "seeds", "folds", "epochs", "timing_rounds", "start",
+                  "budget", "minutes"),
+    "answer": ("margin", "risk", "latency_tie"),
 }

@@ -38,17 +38,16 @@ def test_plan_has_the_knee_its_neighbour_and_the_references_each_with_fresh_seed
     for run in plan.runs:
         by_label.setdefault(run.label, set()).add((run.config.heads, run.seed))
     assert plan.knee.heads == (4, 4)
-    seeds = finalist_seeds(SPEC, 3)
+    seeds = finalist_seeds(SPEC, 3)[: SPEC.finalists.start]  # every layout first trains on the first units
     assert by_label["knee"] == {((4, 4), s) for s in seeds}
     assert len({h for h, _ in by_label["front"]}) == 1  # top 2: the knee and its nearest front neighbour
     assert by_label["1 head"] == {((1, 1), s) for s in seeds}  # outside the searched counts: a reference
     assert by_label["8 heads"] == {((8, 8), s) for s in seeds}
     assert {h for h, _ in by_label.get("next faster", set())} <= {(2, 4)}
-    units = SPEC.finalists.units
-    assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == units * len(
-        {r.config.key() for r in plan.runs}
-    )
-    assert len(set(seeds)) == units == 15  # 3 replicates x 5 folds, one seed each
+    start = SPEC.finalists.start
+    layouts = {r.config.key() for r in plan.runs}
+    assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == start * len(layouts)
+    assert len(plan.layouts) == len(layouts) and plan.budget == SPEC.finalists.units * len(layouts) == 15 * len(layouts)
 
 
 def test_units_cover_every_fold_of_each_replicate_and_two_study_seeds_share_no_seed():
@@ -67,7 +66,7 @@ def test_a_reference_that_is_already_a_finalist_is_planned_once():
     plan = plan_finalists([record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)], SPEC)
     assert plan.knee.heads == (8, 8)
     keys = [run.config.key() for run in plan.runs]
-    assert len(keys) == SPEC.finalists.units * len(set(keys))  # every architecture once, on every unit
+    assert len(keys) == SPEC.finalists.start * len(set(keys))  # every architecture once, on its first units
     assert "8 heads" not in {run.label for run in plan.runs}  # the knee is already 8 heads per layer
 
 
@@ -80,7 +79,7 @@ def test_overrides_and_an_empty_search():
 
 
 def test_the_ladder_adds_every_head_count_of_the_space_at_the_knees_base_and_can_be_switched_off():
-    seeds = set(finalist_seeds(SPEC, 3))
+    seeds = set(finalist_seeds(SPEC, 3)[: SPEC.finalists.start])
     plan = plan_finalists(search(), SPEC)
     runs = {}
     for run in plan.runs:
