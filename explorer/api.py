@@ -16,9 +16,11 @@ One variant alone is :func:`train` (what `explorer train` runs).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from explorer.engine.evaluate import train_variant
-from explorer.errors import ConfigError, NoCompletedTrialsError
+from explorer.errors import ConfigError, ExplorerError, NoCompletedTrialsError
 from explorer.insight.compare import compare_fronts
 from explorer.insight.recommend import Answer, answer
 from explorer.insight.trials import trials_table
@@ -42,6 +44,8 @@ from explorer.search.study import (
     StudyHandle,
     reading_artifact_store,
 )
+from explorer.search.tracking import log_answer
+from explorer.search.tracking_spec import tracking_uri
 from explorer.search.usercode import INPUT_ATTR, check_code
 
 __all__ = [
@@ -140,7 +144,22 @@ def report(
         for path in figures:
             store.save_file(name, path)
         log.info("kept %d figures with the study in %s", len(figures), store.write_location)
+    if tracking_uri(data.handle.spec.tracking) is not None:
+        _log_answer(data, paths, storage)
     return paths
+
+
+def _log_answer(data: StudyData, paths: ReportPaths, storage: str | None) -> None:
+    """The answer logged to the study's MLflow experiment: report.md, the figures and the exported run config
+    (none when the study has no answer to export)."""
+    files = [p for p in paths.files if p.name == "report.md" or p.suffix == ".png"]
+    rec = data.answer.recommended
+    with tempfile.TemporaryDirectory(prefix="explorer-answer-") as tmp:
+        config = Path(tmp) / "answer-config.json"
+        with contextlib.suppress(ExplorerError):  # nothing learned: no answer, no config
+            export(data.handle.name, config, storage=storage)
+        extra = [config] if config.is_file() else []
+        log_answer(data.handle.study, data.handle.spec, None if rec is None else rec.heads, files + extra)
 
 
 def export(

@@ -24,7 +24,12 @@ from tests.deploy_helpers import write_tiny_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
-DISTRIBUTION = {"sklearn": "scikit-learn", "google": "google-cloud-storage", "yaml": "pyyaml"}
+DISTRIBUTION = {
+    "sklearn": "scikit-learn",
+    "google": "google-cloud-storage",
+    "yaml": "pyyaml",
+    "mlflow": "mlflow-skinny",
+}
 
 
 def requirement_names(reqs: list[str]) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import math
 import sys
 from collections.abc import Callable
@@ -33,6 +34,7 @@ __all__ = [
     "parse_options",
     "quiet_optuna",
     "run_options",
+    "set_option",
     "set_option",
     "storage_option",
     "threads_option",
@@ -153,6 +155,13 @@ def check_readable(names: list[str] | tuple[str, ...], storage: str | None) -> N
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one spec key, as TABLE.KEY=VALUE with a TOML value (e.g. space.heads=[1,2,4]); repeatable.",
+)
 set_option = click.option(
     "--set",
     "overrides",
@@ -325,11 +334,15 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     """Run a study action with progress bars: ``run(bars)`` calls it with ``bars.callbacks`` (and ``bars.start``
     as its ``on_start``, unless the caller opened the study: ``handle``). Ctrl-C stops cleanly and says how to
     resume; then the summary (or its JSON) is printed."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
     bars = ProgressBars(as_json)
     if handle is not None:
         bars.start(handle)
     try:
-        summary = run(bars)
+        # explorer's warnings (a tracking server down...) print above the bar, not into it
+        with logging_redirect_tqdm(loggers=[logging.getLogger("explorer")]):
+            summary = run(bars)
     except KeyboardInterrupt:
         bars.close()
         note("interrupted: finished trials are saved and the running one will be retried on resume.")

@@ -47,10 +47,12 @@ from explorer.search.goals import (
     read_task,
 )
 from explorer.search.overrides import apply_overrides, key_sources, parse_override
+from explorer.search.overrides import apply_overrides, key_sources, parse_override
 from explorer.search.spec_keys import SPEC_KEYS
 from explorer.search.spec_limits import check_layouts, check_raw
 from explorer.search.storage import check_artifact_location, check_study_name
 from explorer.search.toml_table import Table, is_list, is_number
+from explorer.search.tracking_spec import TrackingSpec, read_tracking
 
 __all__ = [
     "MB",
@@ -96,9 +98,13 @@ class StudySpec:
     sampler: str = "tpe"
     seed: int = 0
     bench: bool = True  # the attention benchmark, once per study (the "merged heads are faster" rule)
+    tracking: TrackingSpec = TrackingSpec()  # where trials and the answer are also logged (MLflow); not its meaning
     artifacts: str | None = (
         None  # artifact location (weights, figures); None: $EXPLORER_ARTIFACTS or the default
     )
+    # (dotted key, "file" | "override") for each key its document set (explorer.search.overrides); not stored
+    # in the spec, not compared: where a value came from is not what it means
+    origin: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False, repr=False)
     # (dotted key, "file" | "override") for each key its document set (explorer.search.overrides); not stored
     # in the spec, not compared: where a value came from is not what it means
     origin: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False, repr=False)
@@ -274,6 +280,7 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         sampler=t.text("sampler", "tpe", choices=SAMPLERS),
         seed=t.integer("seed", 0, low=0),
         bench=t.flag("bench", True),
+        tracking=read_tracking(t.raw("tracking", {})),
     )
     check_space(spec.space)  # an empty or impossible space is a spec error, found here
     if not stored:

@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = ["SPEC_KEYS", "TABLES"]
 
 TABLES = ("objectives", "task", "model", "space", "latency", "decode", "budgets", "early_stopping", "finalists",
-          "answer")  # fmt: skip
+          "answer", "tracking")  # fmt: skip
 
 SPEC_KEYS: dict[str, tuple[str, ...]] = {
     "": ("name", "storage", "artifacts", "n_trials", "timeout", "sampler", "seed", "bench", *TABLES),
@@ -26,4 +26,5 @@ SPEC_KEYS: dict[str, tuple[str, ...]] = {
     "finalists": ("enabled", "top", "references", "ladder", "seeds", "folds", "epochs", "timing_rounds", "start",
                   "budget", "minutes"),
     "answer": ("margin", "risk", "latency_tie"),
+    "tracking": ("mlflow", "experiment"),
 }

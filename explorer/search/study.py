@@ -118,6 +118,8 @@ class StudyHandle:
     spec: StudySpec
     storage_url: str
     context: RunContext | None = field(default=None, compare=False, repr=False)
+    # the tracking URIs this command has already warned about (explorer.search.tracking): one warning each
+    tracking_warned: set[str] = field(default_factory=set, compare=False, repr=False)
 
     @property
     def masked_url(self) -> str:
@@ -214,7 +216,7 @@ def prepare_study(
     check_same_meaning(stored, spec, mask_url(url))
     check_code(study.user_attrs, stored)
     # the spec file's timeout, artifact location and tracking apply to this run (they are not part of what it means)
-    spec = dataclasses.replace(stored, timeout=spec.timeout, artifacts=spec.artifacts)
+    spec = dataclasses.replace(stored, timeout=spec.timeout, artifacts=spec.artifacts, tracking=spec.tracking)
     return StudyHandle(study, spec, url, context)
 
 

@@ -38,6 +38,7 @@ from explorer.search.run_options import RunOptions
 from explorer.search.sampling import make_sampler
 from explorer.search.storage import mask_url
 from explorer.search.study import StudyHandle, open_study, run_context
+from explorer.search.tracking import sync_trials
 from explorer.search.units import FinalistRun
 
 __all__ = [
@@ -187,20 +188,24 @@ def run_stage(
     """Run one stage of the study (``search`` to ``total`` trials, or the queued ``finalist`` runs) with
     ``options.workers`` processes on this machine; return its progress. One worker works in this process, with
     ``context`` (default: :func:`explorer.search.study.run_context`); more are spawned, each building its own.
-    Ctrl-C stops cleanly and re-raises."""
+    Ctrl-C stops cleanly and re-raises. A study tracked in MLflow logs the stage's trials once it ends."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}")
     if options.workers == 1:
         if context is None:
             context = run_context(handle, options.device, options.artifacts)
         report = _start(handle, stage, total, options.workers, context.device, on_progress)
-        return report(_run_here(handle, stage, total, context, options, deadline, report))
-    # the pool's workers load the task and build the space in their own processes: only the device is needed here
-    device = (
-        context.device if context is not None else as_device(options.device or handle.spec.latency.device)
-    )
-    report = _start(handle, stage, total, options.workers, device, on_progress)
-    return _run_pool(handle, stage, total, device, options, deadline, report)
+        progress = report(_run_here(handle, stage, total, context, options, deadline, report))
+    else:  # the pool's workers load the task and build the space in their own processes: only the device here
+        device = (
+            context.device if context is not None else as_device(options.device or handle.spec.latency.device)
+        )
+        report = _start(handle, stage, total, options.workers, device, on_progress)
+        progress = _run_pool(handle, stage, total, device, options, deadline, report)
+    sync_trials(
+        handle.study, handle.spec, warned=handle.tracking_warned
+    )  # MLflow, when tracked: costs no trial
+    return progress
 
 
 def _start(

@@ -46,6 +46,7 @@ def test_overrides_are_read_as_toml_and_checked_as_the_file_is(tmp_path):
         ("space=[1]", "sets the whole [space] table"),
         ("space.heads.x=1", "goes deeper than TABLE.KEY"),
         ("n_trials=1\nseed=2", "is not a TOML value"),
+        ("tracking.mlflow=http://me:secret@127.0.0.1:5000", "holds a password"),
     ],
 )
 def test_a_bad_override_is_one_line_naming_the_key_and_the_choices(tmp_path, given, says):

@@ -1,0 +1,108 @@
+"""MLflow tracking: a study's trials, finalist runs and answer logged to a real MLflow store, read back with
+MLflow's own API; a tracking server that is down costs nothing."""
+
+from __future__ import annotations
+
+import logging
+
+import optuna
+import pytest
+
+from explorer.search.catalog import read_study
+from explorer.search.tracking import log_answer, sync_trials
+from explorer.search.tracking_spec import MLFLOW_ENV
+from tests.fixtures import make_study
+
+mlflow = pytest.importorskip("mlflow")
+
+
+def _study(tmp_path, monkeypatch, uri: str):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    make_study(6, storage=url, name="tracked", finalists=2, states={"PRUNED": 2, "FAIL": 1})
+    monkeypatch.setenv(MLFLOW_ENV, uri)
+    study = optuna.load_study(study_name="tracked", storage=url)
+    return study, read_study("tracked", url)[1]
+
+
+def _runs(uri: str) -> list:
+    client = mlflow.MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tracked")
+    return client, client.search_runs([experiment.experiment_id], max_results=1000)
+
+
+def test_every_finished_trial_is_one_run_with_its_heads_and_finalists_group_under_their_layout(
+    tmp_path, monkeypatch
+):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    study, spec = _study(tmp_path, monkeypatch, uri)
+    result = sync_trials(study, spec)
+    assert result["error"] is None and result["not_logged"] == []
+    client, runs = _runs(uri)
+    trials = {int(r.data.tags["explorer.trial"]): r for r in runs if "explorer.trial" in r.data.tags}
+    finished = [t for t in study.trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL")]
+    assert sorted(trials) == sorted(t.number for t in finished)
+    search = [t for t in finished if t.user_attrs["role"] == "search" and t.state.name == "COMPLETE"]
+    first = trials[search[0].number]
+    heads = search[0].user_attrs["heads"]
+    assert first.data.params["heads"] == ",".join(map(str, heads))
+    assert [first.data.params[f"heads_layer{i}"] for i in range(len(heads))] == [str(h) for h in heads]
+    assert first.data.metrics["latency_ms"] == pytest.approx(search[0].user_attrs["latency_ms"])
+    history = client.get_metric_history(first.info.run_id, "val_accuracy")
+    assert [m.step for m in history] == list(range(1, len(search[0].user_attrs["history"]) + 1))
+    pruned = [r for r in trials.values() if r.data.tags["explorer.state"] == "PRUNED"]
+    assert len(pruned) == 2 and all(r.info.status == "FINISHED" for r in pruned)
+    assert [r.info.status for r in trials.values() if r.data.tags["explorer.state"] == "FAIL"] == ["FAILED"]
+    layouts = {
+        r.info.run_id: r.data.tags["explorer.layout"]
+        for r in runs
+        if r.data.tags["explorer.role"] == "layout"
+    }
+    finals = [r for r in trials.values() if r.data.tags["explorer.role"] == "finalist"]
+    assert finals and all(
+        layouts[r.data.tags["mlflow.parentRunId"]] == r.data.params["heads"] for r in finals
+    )
+    # a second sync finds every trial logged and adds nothing
+    assert sync_trials(study, spec)["logged_now"] == 0
+    assert len(_runs(uri)[1]) == len(runs)
+    assert study.user_attrs["tracking"]["not_logged"] == []
+
+
+def test_an_unreachable_tracking_server_costs_one_warning_and_the_study_records_what_was_not_logged(
+    tmp_path, monkeypatch, caplog
+):
+    study, spec = _study(tmp_path, monkeypatch, "http://127.0.0.1:9")
+    before = len(study.trials)
+    with caplog.at_level(logging.WARNING, logger="explorer"):
+        warned: set[str] = set()
+        result = sync_trials(study, spec, warned=warned)
+        sync_trials(study, spec, warned=warned)  # a second stage of the same command: no second warning
+    assert result["error"] and "127.0.0.1:9" in result["uri"]
+    finished = [t.number for t in study.trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL")]
+    assert result["not_logged"] == finished
+    assert study.user_attrs["tracking"]["not_logged"] == finished
+    assert len([r for r in caplog.records if "MLflow" in r.getMessage()]) == 1
+    assert len(study.trials) == before
+
+
+def test_the_answer_is_a_run_with_the_report_and_the_config_as_artifacts(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    study, spec = _study(tmp_path, monkeypatch, uri)
+    (tmp_path / "report.md").write_text("**Use 4,4 heads per layer**\n")
+    (tmp_path / "pareto.png").write_bytes(b"\x89PNG fake")
+    (tmp_path / "answer-config.json").write_text("{}")
+    files = [tmp_path / "report.md", tmp_path / "pareto.png", tmp_path / "answer-config.json"]
+    rid = log_answer(study, spec, (4, 4), files)
+    client, runs = _runs(uri)
+    answer = client.get_run(rid)
+    assert answer.data.tags["explorer.role"] == "answer" and answer.data.params["heads_layer1"] == "4"
+    assert answer.data.tags["mlflow.note.content"].startswith("**Use 4,4")
+    listed = {a.path for a in client.list_artifacts(rid)} | {
+        a.path for a in client.list_artifacts(rid, "figures")
+    }
+    assert {"report.md", "answer-config.json", "figures/pareto.png"} <= listed
+    assert any("explorer.trial" in r.data.tags for r in runs)  # the trials were logged on the way
+
+
+def test_a_study_without_tracking_logs_nothing(tmp_path, monkeypatch):
+    study, spec = _study(tmp_path, monkeypatch, "off")
+    assert sync_trials(study, spec) is None and "tracking" not in study.user_attrs
