@@ -35,7 +35,6 @@ __all__ = [
     "quiet_optuna",
     "run_options",
     "set_option",
-    "set_option",
     "storage_option",
     "threads_option",
     "trial_option",
@@ -155,13 +154,6 @@ def check_readable(names: list[str] | tuple[str, ...], storage: str | None) -> N
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
-set_option = click.option(
-    "--set",
-    "overrides",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="Override one spec key, as TABLE.KEY=VALUE with a TOML value (e.g. space.heads=[1,2,4]); repeatable.",
-)
 set_option = click.option(
     "--set",
     "overrides",

@@ -47,7 +47,6 @@ from explorer.search.goals import (
     read_task,
 )
 from explorer.search.overrides import apply_overrides, key_sources, parse_override
-from explorer.search.overrides import apply_overrides, key_sources, parse_override
 from explorer.search.spec_keys import SPEC_KEYS
 from explorer.search.spec_limits import check_layouts, check_raw
 from explorer.search.storage import check_artifact_location, check_study_name
@@ -102,9 +101,6 @@ class StudySpec:
     artifacts: str | None = (
         None  # artifact location (weights, figures); None: $EXPLORER_ARTIFACTS or the default
     )
-    # (dotted key, "file" | "override") for each key its document set (explorer.search.overrides); not stored
-    # in the spec, not compared: where a value came from is not what it means
-    origin: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False, repr=False)
     # (dotted key, "file" | "override") for each key its document set (explorer.search.overrides); not stored
     # in the spec, not compared: where a value came from is not what it means
     origin: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False, repr=False)
