@@ -174,7 +174,8 @@ def export(
     (``format``: config, state, pt2, onnx; see :mod:`explorer.output.export`)."""
     data = load(name, storage)
     masked = None if data.handle.is_default_storage else data.handle.masked_url
-    store = reading_artifact_store(data.handle, artifacts) if format not in ("config", "hf") else None
+    weights = format not in ("config", "hf") or (format == "hf" and data.handle.spec.model.hf is not None)
+    store = reading_artifact_store(data.handle, artifacts) if weights else None
     if store is not None:  # weights are retrained or loaded into the study's own model code: unchanged
         check_code(data.handle.study.user_attrs, data.handle.spec)
     result = export_trial(data.records, data.handle.spec, which, out, format, store, masked, data.retimings)

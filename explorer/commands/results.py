@@ -84,7 +84,8 @@ def report(
     default="config",
     show_default=True,
     help="config: run config JSON; state: weights + config (.pt); pt2: torch.export; onnx: ONNX (onnx extra); "
-    "hf: a Hugging Face config.json in the --out folder (hf extra).",
+    "hf: the --out folder for transformers' from_pretrained (hf extra; a [model] hf study's trained model, "
+    "else a config.json only).",
 )
 @out_option("The file to write (hf: the folder).", required=True)
 @artifacts_option
@@ -123,6 +124,14 @@ def export(
             f"wrote trial #{record.number} of {name!r} to {out}; retrain with: explorer train --config {out}"
         )
         return
+    if fmt == "hf" and result.loader:
+        click.echo(
+            f"wrote trial #{record.number} of {name!r} (heads {heads_text(record.heads)}) to {result.path}/ "
+            f"(config.json, model.safetensors) for transformers.{result.loader}.from_pretrained({str(out)!r}); max "
+            f"|logit difference| from explorer's on {result.examples} test examples: {result.max_abs_diff:.2e} "
+            f"(tolerance 1e-4), same prediction on {result.agreement:.1%}."
+        )
+        return
     if fmt == "hf":
         lost = (
             f"; the stock config holds one head layout for every layer and cannot express {'; '.join(result.notes)} "
@@ -132,7 +141,8 @@ def export(
         )
         click.echo(
             f"wrote trial #{record.number} of {name!r} (heads {heads_text(record.heads)}) as {result.path} for "
-            f"transformers.AutoConfig.from_pretrained({str(out)!r}){lost}."
+            f"transformers.AutoConfig.from_pretrained({str(out)!r}){lost}. A config only: explorer's own encoder's "
+            "weights are not converted (a study of a transformers model, [model] hf, exports its weights)."
         )
         return
     click.echo(

@@ -12,6 +12,9 @@ and results are kept in the same :class:`~explorer.engine.latency_cache.LatencyC
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
@@ -44,22 +47,25 @@ def decode_key(
     cfg: LatencyConfig,
     device: torch.device,
     vocab_size: int = BYTE_VOCAB,
+    builder: Any = None,
 ) -> str:
     """What a decoding figure depends on: architecture, vocabulary, context, batch, threads, dtype, hardware,
-    torch. It starts with ``decode`` so it never collides with a forward-latency key in a shared cache."""
-    return "|".join(
-        [
-            "decode",
-            model_cfg.key(),
-            f"V{vocab_size}",
-            f"ctx{context}",
-            f"b{cfg.batch_size}",
-            f"t{cfg.threads}",
-            cfg.dtype,
-            device_label(device),
-            f"torch{torch.__version__}",
-        ]
-    )
+    torch (and the builder of a transformers model). It starts with ``decode`` so it never collides with a
+    forward-latency key in a shared cache."""
+    parts = [
+        "decode",
+        model_cfg.key(),
+        f"V{vocab_size}",
+        f"ctx{context}",
+        f"b{cfg.batch_size}",
+        f"t{cfg.threads}",
+        cfg.dtype,
+        device_label(device),
+        f"torch{torch.__version__}",
+    ]
+    if builder is not None:
+        parts.append(f"build={builder.ref}@{builder.fingerprint[:16]}")
+    return "|".join(parts)
 
 
 def decode_latency(
@@ -69,12 +75,15 @@ def decode_latency(
     device: torch.device | str,
     cache: LatencyCache | None = None,
     vocab_size: int = BYTE_VOCAB,
+    builder: Any = None,
 ) -> DecodeResult:
     """Time one decoding step of ``cfg.batch_size`` sequences against a key/value cache of ``context``.
 
     The model is built under seed 0 inside ``torch.random.fork_rng`` (the caller's RNG state is untouched),
-    in eval mode, in ``cfg.dtype`` on ``device``. ``cache`` (a latency cache) is read first and filled after;
-    None measures every time. The result carries the cache's bytes at that context for the whole batch.
+    in eval mode, in ``cfg.dtype`` on ``device``: explorer's :class:`CausalLM`, or the transformers model of
+    ``builder`` (:meth:`explorer.engine.hfmodel.HFBuilder.decoder`, its own cache). ``cache`` (a latency cache)
+    is read first and filled after; None measures every time. The result carries the cache's bytes at that
+    context for the whole batch.
     """
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise ConfigError(f"decoding context must be a positive integer, got {context!r}.")
@@ -82,10 +91,15 @@ def decode_latency(
     dtype = check_dtype(cfg.dtype, device)
     per_token = model_cfg.kv_cache_bytes_per_token(cfg.dtype)
     total = model_cfg.kv_cache_bytes(context, cfg.batch_size, cfg.dtype)
-    key = decode_key(model_cfg, context, cfg, device, vocab_size)
+    key = decode_key(model_cfg, context, cfg, device, vocab_size, builder)
     if cache is not None and (hit := cache.get(key)) is not None:
         return DecodeResult(hit, context, total, per_token)
     B = cfg.batch_size
+    if builder is not None:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            step = builder.decoder(model_cfg, decoder_spec(context, vocab_size), B, context, device, dtype)
+        return _timed(step, device, cfg, B, context, cache, key, total, per_token)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
         model = CausalLM(model_cfg, decoder_spec(context, vocab_size)).to(device=device, dtype=dtype).eval()
@@ -101,7 +115,22 @@ def decode_latency(
         kv.length = context  # every timed step decodes position `context` against the same cache
         model.step(token, kv)
 
-    latency = time_call(step, device, cfg, B, context)
+    return _timed(step, device, cfg, B, context, cache, key, total, per_token)
+
+
+def _timed(
+    step: Callable[[], object],
+    device: torch.device,
+    cfg: LatencyConfig,
+    batch: int,
+    context: int,
+    cache: LatencyCache | None,
+    key: str,
+    total: int,
+    per_token: int,
+) -> DecodeResult:
+    """``step`` timed (:func:`time_call`) and kept in ``cache`` under ``key``."""
+    latency = time_call(step, device, cfg, batch, context)
     if cache is not None:
         latency = cache.put(key, latency)  # the stored figure when this one is doubtful and slower
     return DecodeResult(latency, context, total, per_token)

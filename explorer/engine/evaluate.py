@@ -220,9 +220,10 @@ def _check_decoding(task: Task, decode: DecodeConfig | None, builder: ModelBuild
             f"decoding latency needs a language-model task (such as text); "
             f"{task.name!r} is a classification task."
         )
-    if decode is not None and builder is not None:
+    if decode is not None and builder is not None and not getattr(builder, "decodes", False):
         raise ConfigError(
-            "decoding latency needs explorer's own language model (a KV cache); drop [model] build."
+            "decoding latency needs a language model with a key/value cache (explorer's own, or [model] hf = "
+            '"llama" or "gpt2"); drop [model] build.'
         )
 
 
@@ -255,7 +256,8 @@ def _time(
         if decode is None:
             return latency, None
         decode_cfg = dataclasses.replace(latency_cfg, batch_size=decode.batch_size)
-        return latency, decode_latency(cfg, decode.context, decode_cfg, device, cache, task.spec.vocab_size)
+        vocab = task.spec.vocab_size
+        return latency, decode_latency(cfg, decode.context, decode_cfg, device, cache, vocab, builder)
     except (RuntimeError, MemoryError) as exc:
         if not is_out_of_memory(exc):
             raise

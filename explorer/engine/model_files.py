@@ -47,10 +47,20 @@ __all__ = [
     "check_pt2",
     "declared_config",
     "load_exported",
+    "logit_parity",
     "pt2_archive_constants",
 ]
 
 EXPORT_VERSION = 1
+
+
+def logit_parity(logits: torch.Tensor, reference: torch.Tensor) -> tuple[float, float]:
+    """How far an exported model's ``logits`` are from PyTorch's ``reference`` on the same inputs: the largest
+    absolute difference, and the share of examples (positions, for a language model) with the same prediction."""
+    diff = float((logits.float() - reference.float()).abs().max())
+    return diff, float((logits.argmax(-1) == reference.argmax(-1)).float().mean())
+
+
 FORMAT_SUFFIX = {"onnx": ".onnx", "pt2": ".pt2", "state": ".pt"}
 META_KEY = "explorer"  # ONNX metadata_props key and the .pt2 extra file's stem
 PT2_EXTRA = "explorer.json"

@@ -6,7 +6,9 @@ Formats (:data:`EXPORT_FORMATS`):
 * ``state``: the trained ``state_dict`` and the metadata in one ``torch.save`` file (``.pt``) of plain values;
 * ``pt2``: a ``torch.export`` program with the weights (``torch.export.save``; batch dimension dynamic);
 * ``onnx``: an ONNX graph with the weights (``torch.onnx.export(dynamo=True)``; batch dimension dynamic);
-* ``hf``: a Hugging Face ``config.json`` of the layout in a folder (:mod:`explorer.output.hf`; the ``hf`` extra).
+* ``hf``: for a ``[model] hf`` study, the trained transformers model (``config.json`` and ``model.safetensors``,
+  parity-checked through ``from_pretrained``); for explorer's own models, a Hugging Face ``config.json`` of the
+  layout only (:mod:`explorer.output.hf`; the ``hf`` extra).
 
 The weights come from the study's artifact store (:func:`explorer.search.retrain.trained_model`; a trial whose
 weights were evicted is retrained exactly). Every model file carries the run config, the input shape and the
@@ -39,6 +41,7 @@ from explorer.engine.model_files import (
     META_KEY,
     PT2_EXTRA,
     load_exported,
+    logit_parity,
     pt2_archive_constants,
 )
 from explorer.engine.runconfig import RunConfig, write_run_config
@@ -48,7 +51,7 @@ from explorer.errors import ConfigError, ExportMismatchError
 from explorer.insight.recommend import Answer, resolve_trial
 from explorer.insight.tables import architectures
 from explorer.meta import package_version
-from explorer.output.hf import hf_config, write_hf_config
+from explorer.output.hf import hf_config, write_hf_config, write_hf_model
 from explorer.search.artifacts import ArtifactStore
 from explorer.search.record import Retiming, TrialRecord
 from explorer.search.retrain import trained_model
@@ -176,6 +179,7 @@ class ExportResult:
     agreement: float | None  # fraction of test examples whose predicted class is the same
     notes: tuple[str, ...] = ()  # hf: the layer values the stock config cannot express
     answer: Answer | None = None  # the study's answer, when the export named a pick of it
+    loader: str = ""  # hf with weights: the transformers class whose from_pretrained loads the folder
 
     def to_dict(self, study: str) -> dict[str, Any]:
         return {
@@ -189,7 +193,15 @@ class ExportResult:
             "tolerance": None if self.max_abs_diff is None else PARITY_TOLERANCE,
             "test_examples": self.examples,
             "prediction_agreement": self.agreement,
-        } | ({"not_in_stock_config": list(self.notes)} if self.format == "hf" else {})
+        } | (
+            {
+                "not_in_stock_config": list(self.notes),
+                "weights": bool(self.loader),
+                "loads_with": self.loader or None,
+            }
+            if self.format == "hf"
+            else {}
+        )
 
 
 def _meta(
@@ -229,6 +241,27 @@ def _write_model(model: nn.Module, meta: dict[str, Any], fmt: str, example: torc
         onnx.save_model(proto, str(path))
 
 
+def _export_hf_model(
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    which: str,
+    out: str | Path,
+    store: ArtifactStore | None,
+    storage: str | None,
+    retimings: Sequence[Retiming],
+) -> ExportResult:
+    """The trained transformers model of a ``[model] hf`` study, saved for ``from_pretrained`` and checked
+    (:func:`explorer.output.hf.write_hf_model`)."""
+    if store is None:
+        raise ValueError("exporting a model needs the study's artifact store")
+    record = resolve_trial(records, spec, which, retimings)
+    task = load_task(spec.task.name, **spec.task.options)
+    model = trained_model(spec.name, record, task, spec.latency, store, "cpu", spec.model.builder())
+    meta = _meta(record, records, spec, task.spec, "hf", storage)
+    path, diff, agreement, loader = write_hf_model(model, task, out, meta, PARITY_TOLERANCE)
+    return ExportResult(record, path, "hf", diff, len(task.test[0]), agreement, loader=loader)
+
+
 def export_trial(
     records: Sequence[TrialRecord],
     spec: StudySpec,
@@ -243,6 +276,8 @@ def export_trial(
     masked storage URL recorded in the config, ``store`` where trained weights come from."""
     if fmt not in EXPORT_FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
+    if fmt == "hf" and spec.model.hf is not None:
+        return _export_hf_model(records, spec, which, out, store, storage, retimings)
     if fmt == "hf":
         record = resolve_trial(records, spec, which)
         doc, lost = hf_config(record, spec, load_task(spec.task.name, **spec.task.options).spec)
@@ -275,8 +310,7 @@ def export_trial(
     try:
         _write_model(model, _meta(record, records, spec, task.spec, fmt, storage), fmt, example, tmp)
         logits = load_exported(tmp, fmt).forward(X)  # loaded back exactly as `bench model` loads it
-        diff = float((logits - reference).abs().max())
-        agreement = float((logits.argmax(-1) == reference.argmax(-1)).float().mean())
+        diff, agreement = logit_parity(logits, reference)
         if not diff <= PARITY_TOLERANCE:
             raise ExportMismatchError(
                 f"the {fmt} export of trial #{record.number} differs from PyTorch by up to {diff:.3g} in the "

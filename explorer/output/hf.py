@@ -1,6 +1,11 @@
-"""`explorer export NAME --format hf --out DIR`: the answer as a Hugging Face ``config.json``.
+"""`explorer export NAME --format hf --out DIR`: the answer as a Hugging Face model, or its ``config.json``.
 
-The file is what ``transformers.AutoConfig.from_pretrained(DIR)`` loads, in the stock family nearest the task:
+A study of a transformers model (``[model] hf``) exports the trained answer whole (:func:`write_hf_model`):
+``config.json`` and ``model.safetensors``, written by the class's own ``save_pretrained``, loaded back with
+its ``AutoModelFor...`` class and run on the task's test split before anything is put in place; the logits must
+match explorer's within the export's tolerance (as an ONNX export's must), or nothing is written.
+
+For explorer's own encoder the export is a configuration only. The file is what ``transformers.AutoConfig.from_pretrained(DIR)`` loads, in the stock family nearest the task:
 
 * ``vit`` for image encoders (``image_size``, ``patch_size``, ``num_channels`` from the task's patches);
 * ``bert`` for token encoders (and for feature inputs, which go in as ``inputs_embeds``);
@@ -28,14 +33,19 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from explorer.engine.config import InputSpec, ModelConfig
-from explorer.errors import ConfigError, ExportMismatchError, MissingExtraError
+from explorer.engine.hfmodel import HFModel, hf_inputs, quiet_transformers, require_transformers
+from explorer.engine.model_files import logit_parity
+from explorer.engine.tasks.base import Task
+from explorer.errors import ConfigError, ExportMismatchError
 from explorer.search.record import TrialRecord
 from explorer.search.spec import StudySpec
 
-__all__ = ["HF_FAMILIES", "hf_config", "nearest_uniform", "write_hf_config"]
+__all__ = ["CONFIG_FAMILIES", "hf_config", "nearest_uniform", "write_hf_config", "write_hf_model"]
 
-HF_FAMILIES = ("vit", "bert", "llama")
+CONFIG_FAMILIES = ("vit", "bert", "llama")  # the stock families a config-only export describes
 
 
 def nearest_uniform(values: Sequence[int], ok: Callable[[int], bool] = lambda v: True) -> int:
@@ -134,15 +144,8 @@ def hf_config(
     return doc, lost
 
 
-def _require_transformers() -> Any:
-    try:
-        import transformers
-    except ImportError:
-        raise MissingExtraError("exporting a Hugging Face config", "hf", "transformers") from None
-    return transformers
-
-
-def _check_dir(out: Path) -> Path:
+def _writable_ancestor(out: Path) -> Path:
+    """The nearest existing folder at or above ``out``, which must be writable (a one-line ConfigError)."""
     if out.exists() and not out.is_dir():
         raise ConfigError(
             f"--out {out} is a file; --format hf writes config.json into a folder: give a folder."
@@ -154,13 +157,18 @@ def _check_dir(out: Path) -> Path:
         raise ConfigError(
             f"cannot write into --out {out} ({existing} is not a writable folder); choose another."
         )
+    return existing
+
+
+def _check_dir(out: Path) -> Path:
+    _writable_ancestor(out)
     return out
 
 
 def write_hf_config(doc: dict[str, Any], out: str | Path) -> Path:
     """Write ``doc`` as ``out/config.json`` (atomically), after loading it back with ``AutoConfig`` and
     comparing its head fields; return the file's path."""
-    transformers = _require_transformers()
+    transformers = require_transformers("exporting a Hugging Face config")
     out = _check_dir(Path(out))
     with tempfile.TemporaryDirectory(prefix="explorer-hf-") as tmp:
         (Path(tmp) / "config.json").write_text(json.dumps(doc, indent=2) + "\n")
@@ -184,3 +192,41 @@ def write_hf_config(doc: dict[str, Any], out: str | Path) -> Path:
         f.write(json.dumps(doc, indent=2) + "\n")
     os.replace(tmp_name, path)
     return path
+
+
+def write_hf_model(
+    model: HFModel, task: Task, out: str | Path, meta: dict[str, Any], tolerance: float
+) -> tuple[Path, float, float, str]:
+    """Save the trained transformers model inside ``model`` into the folder ``out`` (``save_pretrained``:
+    config.json with ``meta`` as its ``explorer`` entry, model.safetensors), after loading it back with its
+    ``AutoModelFor...`` class and comparing its logits on the test split with ``model``'s: a difference above
+    ``tolerance`` is an :class:`ExportMismatchError` and nothing is written. Returns the folder, the largest
+    difference, the share of test examples with the same prediction and the class that loads it."""
+    transformers = require_transformers("exporting a Hugging Face model")
+    out = Path(out)
+    staging_parent = _writable_ancestor(out)
+    family, spec = model.family, model.spec
+    X = task.test[0]
+    model.eval()
+    with torch.inference_mode():
+        reference = model(X).float()
+    model.hf.config.explorer = meta
+    loader = family.auto_class(spec.causal)
+    with tempfile.TemporaryDirectory(dir=staging_parent, prefix=".explorer-hf-") as tmp:
+        with quiet_transformers():
+            model.hf.save_pretrained(tmp)
+            loaded = getattr(transformers, loader).from_pretrained(tmp).eval()
+        extra = {"use_cache": False} if family.decoder else {}
+        with torch.inference_mode():
+            logits = loaded(**hf_inputs(X, spec, family), **extra).logits.float()
+        diff, agreement = logit_parity(logits, reference)
+        if not diff <= tolerance:
+            raise ExportMismatchError(
+                f"{loader}.from_pretrained reads back a model whose logits differ from explorer's by up to "
+                f"{diff:.3g} on the test split (tolerance {tolerance:g}); nothing was written."
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        for f in sorted(Path(tmp).iterdir()):
+            f.chmod(0o644)  # safetensors writes its file private; the folder is meant to be shared
+            os.replace(f, out / f.name)
+    return out, diff, agreement, loader

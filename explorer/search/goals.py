@@ -75,12 +75,20 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    """Which model realises each layout: explorer's own (the default) or the user's function."""
+    """Which model realises each layout: explorer's own (the default), the user's function, or a transformers
+    architecture built from its config class."""
 
     build: str | None = None  # "module:function" or "file.py:function" (explorer.engine.usermodel)
+    hf: str | None = None  # a transformers model type (explorer.engine.hf_families)
+    config: dict[str, Any] = field(default_factory=dict)  # the transformers config, all but the heads
 
     def builder(self) -> Any:
-        """The :class:`explorer.engine.usermodel.ModelBuilder` for ``build``, or None (imports torch)."""
+        """The model builder (:class:`explorer.engine.usermodel.ModelBuilder` for ``build``,
+        :class:`explorer.engine.hfmodel.HFBuilder` for ``hf``), or None for explorer's own (imports torch)."""
+        if self.hf is not None:
+            from explorer.engine.hfmodel import HFBuilder
+
+            return HFBuilder.of(self.hf, self.config)
         if self.build is None:
             return None
         from explorer.engine.usermodel import ModelBuilder
@@ -178,9 +186,22 @@ def read_budgets(data: Any, task: TaskSpec) -> BudgetsSpec:
 
 
 def read_model(data: Any, task: TaskSpec, decode: DecodeConfig | None) -> ModelSpec:
-    """The [model] table: ``build``, the user's model function (checked for its form here, imported later)."""
+    """The [model] table: ``build``, the user's model function (checked for its form here, imported later), or
+    ``hf`` with its ``config`` (checked against the space by :mod:`explorer.search.hf_spec`)."""
     t = Table(data, "[model]", SPEC_KEYS["model"])
     build = t.text("build", None)
+    hf = t.text("hf", None)
+    config = t.get("config", {}, lambda v: isinstance(v, dict), 'a table such as { hidden_act = "gelu" }')
+    if hf is not None:
+        if build is not None:
+            raise SpecError(
+                "[model] has both build and hf; keep one: your function, or a transformers model."
+            )
+        return ModelSpec(hf=hf, config=dict(config))  # checked against the space by explorer.search.hf_spec
+    if config:
+        raise SpecError(
+            "'config' in [model] configures a transformers model; add hf = \"bert\" (or another type)."
+        )
     if build is not None and not is_reference(build):
         raise SpecError(f"'build' in [model] is {build!r}; name your model function as {REFERENCE_FORM}.")
     if build is not None and decode is not None:

@@ -136,7 +136,8 @@ def _time_round(handle: StudyHandle, r: int, todo: _Todo, context: RunContext) -
                 assert spec.decode is not None
                 step = dataclasses.replace(cfg, batch_size=spec.decode.batch_size)
                 vocab = task.spec.vocab_size
-                lat = decode_latency(config, spec.decode.context, step, device, None, vocab).latency
+                builder = context.builder
+                lat = decode_latency(config, spec.decode.context, step, device, None, vocab, builder).latency
             rows = list(handle.study.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
             rows.append({"key": key, "round": r, "latency": lat.to_dict(), "kind": kind, "pid": os.getpid()})
             handle.study.set_user_attr(RETIMED_ATTR, rows)

@@ -46,6 +46,7 @@ from explorer.search.goals import (
     read_objectives,
     read_task,
 )
+from explorer.search.hf_spec import check_hf, space_defaults
 from explorer.search.overrides import apply_overrides, key_sources, parse_override
 from explorer.search.spec_keys import SPEC_KEYS
 from explorer.search.spec_limits import check_layouts, check_raw
@@ -257,12 +258,13 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
     budgets = read_budgets(t.raw("budgets", {}), task)
     wanted = bool(objectives.decode or budgets.max_decode_ms or budgets.max_kv_cache_mb)
     decode = read_decode(t.raw("decode", None), task, wanted)
+    model = read_model(t.raw("model", {}), task, decode)
     spec = StudySpec(
         name=name,
         n_trials=t.integer("n_trials"),
         task=task,
-        space=_space(t.raw("space")),
-        model=read_model(t.raw("model", {}), task, decode),
+        space=_space(space_defaults(model, t.raw("space"))),
+        model=model,
         objectives=objectives,
         latency=_latency(t.raw("latency", {})),
         decode=decode,
@@ -278,6 +280,7 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         bench=t.flag("bench", True),
         tracking=read_tracking(t.raw("tracking", {})),
     )
+    check_hf(spec.model, spec.space, task)  # what a transformers class cannot hold, before the space is worked out
     check_space(spec.space)  # an empty or impossible space is a spec error, found here
     if not stored:
         check_layouts(spec.space)

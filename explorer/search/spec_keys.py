@@ -16,7 +16,7 @@ SPEC_KEYS: dict[str, tuple[str, ...]] = {
     "": ("name", "storage", "artifacts", "n_trials", "timeout", "sampler", "seed", "bench", *TABLES),
     "objectives": ("accuracy", "bpb", "latency", "params", "decode"),
     "task": ("name", "options", "epochs", "batch_size"),
-    "model": ("build",),
+    "model": ("build", "hf", "config"),
     "space": ("d_model", "n_layers", "heads", "min_dk", "families", "mlp_ratio", "lr", "dropout", "attention",
               "kv_heads", "kv_per_layer", "head_dim"),  # fmt: skip
     "latency": ("device", "batch_size", "threads", "dtype", "min_run_time", "runtime", "seq_len"),

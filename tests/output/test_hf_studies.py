@@ -1,0 +1,114 @@
+"""Tiny studies of transformers architectures (bert, vit, llama) built from their configs: search, finalists,
+report and `export --format hf`, whose folder `from_pretrained` loads with the same logits on the test split."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from explorer.cli import main
+from explorer.engine.hf_families import HF_FAMILIES
+from explorer.engine.hfmodel import hf_inputs
+from explorer.engine.tasks import load_task
+
+transformers = pytest.importorskip("transformers")
+
+COMMON = """
+[latency]
+device = "cpu"
+batch_size = 8
+min_run_time = 0.02
+
+[early_stopping]
+enabled = false
+"""
+STUDIES = {
+    "bert": ("relations", "{ n_samples = 300, seq_len = 10, vocab_size = 10 }", "[1, 2]", "", "folds = 2"),
+    "vit": ("digits", "{ patch = 4 }", "[1, 2]", "", "folds = 2"),
+    "llama": (
+        "text",
+        "{ max_bytes = 12000, context = 16 }",
+        "[2]",
+        "\n[decode]\ncontext = 32\n",
+        "folds = 1",
+    ),
+}
+
+
+def spec_text(family: str) -> str:
+    task, options, heads, extra, folds = STUDIES[family]
+    return f"""name = "hf-{family}"
+n_trials = 2
+bench = false
+
+[task]
+name = "{task}"
+options = {options}
+epochs = 1
+batch_size = 32
+
+[model]
+hf = "{family}"
+config = {{ hidden_size = 8, num_hidden_layers = 1, intermediate_size = 16 }}
+
+[space]
+heads = {heads}
+{extra}{COMMON}
+[finalists]
+top = 1
+references = false
+{folds}
+seeds = 1
+epochs = 1
+timing_rounds = 1
+"""
+
+
+def run(*args: str):
+    result = CliRunner().invoke(main, list(args))
+    assert result.exit_code == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["bert", "vit", "llama"])
+def test_a_transformers_study_runs_reports_and_exports_a_model_from_pretrained_loads(tmp_path: Path, family):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text(family))
+    where = ["--storage", f"sqlite:///{tmp_path}/s.db"]
+    art = ["--artifacts", str(tmp_path / "art")]
+    run("study", "run", str(spec), *where, *art)
+    run("report", f"hf-{family}", *where, "--out", str(tmp_path / "report"))
+    report = (tmp_path / "report" / "report.md").read_text()
+    cls = HF_FAMILIES[family].model_class(family == "llama")
+    assert f"transformers' `{cls}`, built from a {HF_FAMILIES[family].config_class}" in report
+    if family == "llama":  # decoding and the key/value cache, as for explorer's own decoder
+        assert "decoding (ms/token)" in report and "kv cache" in report
+    done = run("export", f"hf-{family}", *where, *art, "--trial", "0", "--format", "hf", "--out",
+               str(tmp_path / "hf"), "--json")  # fmt: skip
+    doc = json.loads(done.stdout)
+    assert doc["weights"] and doc["max_abs_logit_diff"] <= 1e-4
+    assert {"config.json", "model.safetensors"} <= {p.name for p in (tmp_path / "hf").iterdir()}
+    # what a transformers user does with the folder: load it and run the test split
+    loader = getattr(transformers, doc["loads_with"])
+    model = loader.from_pretrained(tmp_path / "hf").eval()
+    assert (
+        type(model).__name__ == cls and model.config.explorer["run_config"]["model"]["heads"] == doc["heads"]
+    )
+    task = load_task(STUDIES[family][0], **_options(family))
+    extra = {"use_cache": False} if family == "llama" else {}
+    with torch.inference_mode():
+        logits = model(**hf_inputs(task.test[0], task.spec, HF_FAMILIES[family]), **extra).logits
+    assert logits.shape[0] == len(task.test[0]) and torch.isfinite(logits).all()
+
+
+def _options(family: str) -> dict:
+    return {
+        "bert": {"n_samples": 300, "seq_len": 10, "vocab_size": 10},
+        "vit": {"patch": 4},
+        "llama": {"max_bytes": 12000, "context": 16},
+    }[family]
