@@ -184,11 +184,11 @@ def train(
     from explorer.engine.runconfig import load_run_config
 
     options = parse_options(task_opts)
-    stop_after = None
+    stop_after, hf = None, None
     if config_path is not None:
         run = load_run_config(config_path)
         task, options, model_cfg, train_cfg = run.task, run.task_options, run.model, run.train
-        stop_after, build = run.stop_after, build or run.build
+        stop_after, build, hf = run.stop_after, build or run.build, None if build else run.hf
     else:
         model_cfg = ModelConfig.from_schedule(
             d_model, layers, heads, min_dk=min_dk, kv_heads=kv_heads, head_dim=head_dim, mlp_ratio=mlp_ratio,
@@ -206,7 +206,8 @@ def train(
     try:
         trained = api.train(
             model_cfg, train_cfg, task, task_options=options, latency=lat_cfg, decode_context=decode_context,
-            build=build, stop_after=stop_after, threads=threads, on_start=progress.start, on_epoch=progress.epoch,
+            build=build, hf=hf, stop_after=stop_after, threads=threads, on_start=progress.start,
+            on_epoch=progress.epoch,
         )  # fmt: skip
     finally:
         progress.close()

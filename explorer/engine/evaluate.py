@@ -306,7 +306,7 @@ class TrainedVariant:
     result: VariantResult
     task: Task
     task_options: dict[str, Any]
-    build: str | None = None  # the user's model function that built it (None: explorer's own model)
+    build: str | None = None  # the user's model function or hf:TYPE that built it (None: explorer's own)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the task, its options and the model function, then :meth:`VariantResult.to_dict`."""
@@ -326,6 +326,7 @@ def train_variant(
     latency: LatencyConfig | None = None,
     decode_context: int | None = None,
     build: str | None = None,
+    hf: Mapping[str, Any] | None = None,
     stop_after: int | None = None,
     threads: int | None = None,
     on_start: Callable[[], None] | None = None,
@@ -355,7 +356,7 @@ def train_variant(
         cfg, loaded.spec, train_batch=train_cfg.batch_size, infer_batch=latency.batch_size, device=str(device),
         decode_context=decode_context,
     )  # fmt: skip  # before anything is built: a model this machine cannot hold is one line, not a traceback
-    builder = None if build is None else _checked_builder(build, cfg, loaded, decode)
+    builder = None if build is None and hf is None else _checked_builder(build, hf, cfg, loaded, decode)
 
     def each_epoch(stats: EpochStats) -> bool:
         if on_epoch is not None:
@@ -373,13 +374,22 @@ def train_variant(
         )  # fmt: skip
     finally:
         torch.set_num_threads(previous)
-    return TrainedVariant(result, loaded, options, build)
+    return TrainedVariant(result, loaded, options, build if builder is None else builder.ref)
 
 
-def _checked_builder(build: str, cfg: ModelConfig, task: Task, decode: DecodeConfig | None) -> ModelBuilder:
-    """The user's model function ``build``, checked on one batch of ``task`` before any training."""
-    if decode is not None:
+def _checked_builder(
+    build: str | None, hf: Mapping[str, Any] | None, cfg: ModelConfig, task: Task, decode: DecodeConfig | None
+) -> ModelBuilder:
+    """The user's model function ``build`` or the transformers model ``hf`` (a run config's ``{"model_type",
+    "config"}``), checked on one batch of ``task`` before any training."""
+    if hf is not None:
+        from explorer.engine.hfmodel import HFBuilder
+
+        builder: ModelBuilder = HFBuilder.of(str(hf["model_type"]), dict(hf.get("config") or {}))
+    else:
+        assert build is not None
+        builder = ModelBuilder(build)
+    if decode is not None and not getattr(builder, "decodes", False):
         raise ConfigError("--decode-context times explorer's own language model; drop --build to use it.")
-    builder = ModelBuilder(build)
     check_model(builder, [cfg], task.spec, task.train[0][:CHECK_BATCH])
     return builder

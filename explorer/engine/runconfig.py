@@ -34,9 +34,11 @@ class RunConfig:
     )
     source: dict[str, Any] = dataclasses.field(default_factory=dict)  # where it came from (study, trial...)
     build: str | None = None  # the user's model function ([model] build); None: explorer's own model
+    hf: dict[str, Any] | None = None  # [model] hf: {"model_type": ..., "config": {...}}
 
     def to_dict(self) -> dict[str, Any]:
         build = {"build": self.build} if self.build else {}  # absent for explorer's models (files as before)
+        build |= {"hf": dict(self.hf)} if self.hf else {}
         return {
             "explorer_run_config": RUN_CONFIG_VERSION,
             "task": self.task,
@@ -105,6 +107,20 @@ def load_run_config(path: str | Path) -> RunConfig:
             stop_after=None if doc.get("stop_after") is None else int(doc["stop_after"]),
             source=dict(doc.get("source") or {}),
             build=None if doc.get("build") is None else str(doc["build"]),
+            hf=_hf(doc.get("hf"), path),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(f"config file {path} is missing or has a malformed field ({exc}).") from None
+
+
+def _hf(value: Any, path: Path) -> dict[str, Any] | None:
+    """The ``hf`` entry: a model type and its config, as `explorer export` writes them for a [model] hf study."""
+    if value is None:
+        return None
+    if not (isinstance(value, dict) and isinstance(value.get("model_type"), str)
+            and isinstance(value.get("config", {}), dict)):  # fmt: skip
+        raise ConfigError(
+            f'config file {path} has a malformed hf entry; it must be {{"model_type": ..., "config": {{...}}}} '
+            "as `explorer export` writes it."
+        )
+    return {"model_type": value["model_type"], "config": dict(value.get("config", {}))}

@@ -85,6 +85,7 @@ def run_config_of(record: TrialRecord, spec: StudySpec, storage: str | None = No
         train=record.train_config(),
         stop_after=record.epochs_run if record.epochs_run < (record.epochs_planned or 0) else None,
         build=spec.model.build,
+        hf=None if spec.model.hf is None else {"model_type": spec.model.hf, "config": spec.model.config},
         source={
             "study": spec.name,
             "storage": storage,

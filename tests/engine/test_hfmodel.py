@@ -105,3 +105,24 @@ def test_decoding_keeps_the_cache_at_its_context_and_counts_the_key_value_bytes(
     assert (
         result.kv_cache_bytes == cfg.kv_cache_bytes(12, 2) == 2 * 2 * 2 * 4 * 12 * 2 * 4
     )  # K,V x layers x kv x d_k
+
+
+def test_a_run_config_carries_the_transformers_model_and_train_rebuilds_it(tmp_path) -> None:
+    import json
+
+    from explorer.engine.config import TrainConfig
+    from explorer.engine.evaluate import train_variant
+    from explorer.engine.runconfig import RunConfig, load_run_config, write_run_config
+
+    hf = {"model_type": "llama", "config": {"rms_norm_eps": 1e-5}}
+    cfg = ModelConfig(d_model=16, heads=(4,), kv_heads=(2,))
+    path = write_run_config(tmp_path / "run.json", RunConfig("relations", {"n_samples": 120}, cfg,
+                                                             TrainConfig(epochs=1), hf=hf))  # fmt: skip
+    run = load_run_config(path)
+    assert run.hf == hf and run.build is None
+    latency = LatencyConfig(device="cpu", batch_size=4, min_run_time=0.01)
+    trained = train_variant(run.model, run.train, run.task, run.task_options, latency=latency, hf=run.hf)
+    assert trained.build == "hf:llama" and trained.result.params > 0
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"hf": {"config": {}}}))
+    with pytest.raises(ConfigError, match="malformed hf entry"):
+        load_run_config(path)

@@ -104,6 +104,10 @@ def test_a_transformers_study_runs_reports_and_exports_a_model_from_pretrained_l
     with torch.inference_mode():
         logits = model(**hf_inputs(task.test[0], task.spec, HF_FAMILIES[family]), **extra).logits
     assert logits.shape[0] == len(task.test[0]) and torch.isfinite(logits).all()
+    if family == "bert":  # the trial's run config rebuilds the same transformers class in `explorer train`
+        run("export", f"hf-{family}", *where, "--trial", "0", "--out", str(tmp_path / "run.json"))
+        again = json.loads(run("train", "--config", str(tmp_path / "run.json"), "--json").stdout)
+        assert again["build"] == "hf:bert" and again["heads"] == doc["heads"]
 
 
 def _options(family: str) -> dict:
