@@ -11,10 +11,15 @@ with ``--artifact-dir`` set to the location the study recorded, and check throug
 * every finished trial shows its head layout and the rest of the architecture as readable user attributes;
 * every completed trial lists its weights as an artifact, and the file the dashboard serves loads with
   ``torch.load(weights_only=True)`` into the same tensors explorer stored;
-* the report's figures are study artifacts the dashboard serves as PNG.
+* the report's figures are study artifacts the dashboard serves as PNG;
+* every completed search trial's Optuna params name its head count per layer (``heads_layer0 = 4``), equal to
+  its layout, beside the sampler's positions;
+* ``optuna.visualization.plot_param_importances`` on the quickstart study's search (``studies/quickstart.toml``
+  run with ``--no-finalists``) names each layer's head count.
 
-It also records what the dashboard shows of the trials' constraints. Exits non-zero if a check fails; appends the
-results to ``--record``. Needs the ``dashboard`` extra (optuna-dashboard).
+It also records what the dashboard shows of the trials' constraints, and which trials make the front the
+dashboard draws (the study runs a small finalist stage, so finalist runs are among its trials). Exits non-zero if
+a check fails; appends the results to ``--record``. Needs the ``dashboard`` extra (optuna-dashboard, plotly).
 """
 
 from __future__ import annotations
@@ -65,9 +70,30 @@ max_latency_ms = 1000.0
 enabled = false
 
 [finalists]
-enabled = false
+enabled = true
+top = 1
+references = false
+ladder = false
+folds = 1
+seeds = 1
+epochs = 2
+timing_rounds = 1
 """
+QUICKSTART = Path(__file__).resolve().parents[1] / "studies" / "quickstart.toml"
 READABLE = ("heads", "d_k", "family", "d_model", "n_layers", "val_accuracy", "latency_ms")
+
+
+def _attr(trial: dict, key: str) -> object:
+    """A user attribute of a trial as the dashboard's API gives it: a string, lists as JSON (None when absent)."""
+    return next((a["value"] for a in trial["user_attrs"] if a["key"] == key), None)
+
+
+def _heads_params(trial: dict) -> list[int]:
+    """The trial's ``heads_layer0 ..`` Optuna params as the dashboard's API gives them, in layer order."""
+    values = {
+        p["name"]: p["param_external_value"] for p in trial["params"] if p["name"].startswith("heads_layer")
+    }
+    return [int(values[f"heads_layer{i}"]) for i in range(len(values))]
 
 
 def get(url: str) -> bytes:
@@ -94,7 +120,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="explorer-dash-"))
     env = explorer_env(work / "cache")
     (work / "dash.toml").write_text(SPEC)
-    for step in (["study", "run", "dash.toml", "--no-bench"], ["report", "dash", "--out", "report"]):
+    (work / "quickstart.toml").write_text(QUICKSTART.read_text())
+    for step in (
+        ["study", "run", "dash.toml", "--no-bench"],
+        ["report", "dash", "--out", "report"],
+        ["study", "run", "quickstart.toml", "--no-bench", "--no-finalists"],
+    ):
         subprocess.run([*EXPLORER, *step, "--json"], cwd=work, env=env, check=True, capture_output=True)
     url = f"sqlite:///{work / 'studies' / 'dash.db'}"
     study = optuna.load_study(study_name="dash", storage=url)
@@ -120,7 +151,13 @@ def main() -> None:
         names = detail.get("objective_names")
         checks.append(("objectives named", names == ["accuracy", "latency"], f"objective_names = {names}"))
 
-        complete = [t for t in detail["trials"] if t["state"] == "Complete"]
+        roles = {t["number"]: _attr(t, "role") for t in detail["trials"]}
+        complete = [
+            t for t in detail["trials"] if t["state"] == "Complete" and roles[t["number"]] == "search"
+        ]
+        finals = [
+            t for t in detail["trials"] if t["state"] == "Complete" and roles[t["number"]] == "finalist"
+        ]
         first = {a["key"]: a["value"] for a in complete[0]["user_attrs"]}
         readable = all({a["key"] for a in t["user_attrs"]} >= set(READABLE) for t in complete)
         shown = ", ".join(f"{k} = {first[k]}" for k in READABLE)
@@ -132,6 +169,19 @@ def main() -> None:
             )
         )
         params = ", ".join(f"{p['name']} = {p['param_external_value']}" for p in complete[0]["params"])
+        per_layer = {t["number"]: _heads_params(t) for t in complete}
+        named = all(per_layer[t["number"]] == json.loads(str(_attr(t, "heads"))) for t in complete)
+        checks.append(
+            (
+                "head count per layer as Optuna params on every completed search trial",
+                named and bool(complete),
+                "; ".join(
+                    f"#{n}: " + ", ".join(f"heads_layer{i} = {h}" for i, h in enumerate(hs))
+                    for n, hs in per_layer.items()
+                ),
+            )
+        )
+        front = [f"#{t['number']} ({roles[t['number']]})" for t in detail["best_trials"]]
         layouts = ", ".join(
             f"#{t['number']}: {next(a['value'] for a in t['user_attrs'] if a['key'] == 'heads')}"
             for t in complete
@@ -174,6 +224,35 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+    quick = optuna.load_study(
+        study_name="quickstart", storage=f"sqlite:///{work / 'studies' / 'quickstart.db'}"
+    )
+    shown = {}
+    for which, names in (
+        ("every param", None),
+        ("the readable ones", ["family", "heads_layer0", "heads_layer1"]),
+    ):
+        # fANOVA (seeded): a variance decomposition, the same whichever way the accuracy is read
+        fig = optuna.visualization.plot_param_importances(
+            quick,
+            evaluator=optuna.importance.FanovaImportanceEvaluator(seed=0),
+            params=names,
+            target=lambda t: t.values[0],
+            target_name="accuracy",
+        )
+        bars = fig.data[0]
+        shown[which] = ", ".join(
+            f"{y} {float(x):.2f}" for x, y in sorted(zip(bars.x, bars.y, strict=True), reverse=True)
+        )
+    searched = sum(t.state.name == "COMPLETE" for t in quick.trials)
+    checks.append(
+        (
+            "plot_param_importances on the quickstart study names each layer's head count",
+            all(f"heads_layer{i}" in shown["every param"] for i in range(2)),
+            f"{searched} completed search trials; accuracy importance (fANOVA, seed 0) over every param: "
+            f"{shown['every param']}",
+        )
+    )
 
     ok = all(passed for _, passed, _ in checks)
     table = markdown_table(
@@ -181,7 +260,7 @@ def main() -> None:
         [[name, "yes" if passed else "NO", shown] for name, passed, shown in checks],
     )
     block = record_block(
-        f"optuna-dashboard {optuna_dashboard.__version__} on a 4-trial digits study",
+        f"optuna-dashboard {optuna_dashboard.__version__} on a 4-trial digits study, and the quickstart's search",
         [
             f"optuna {optuna.__version__}, torch {torch.__version__}; study `sqlite:///.../studies/dash.db`, "
             f"artifacts `{Path(location).name}/` beside it",
@@ -192,7 +271,13 @@ def main() -> None:
             table,
             "",
             f"- head layouts as the dashboard lists them (user attribute `heads`): {layouts}",
-            f"- Optuna params of the same trial (the sampler's encoding, not meant for reading): {params}",
+            f"- Optuna params of trial #{complete[0]['number']} (the sampler's positions, then the readable values): "
+            f"{params}",
+            f"- the quickstart's importances (fANOVA, seed 0) over the readable params alone "
+            f"(`plot_param_importances(study, params=['family', 'heads_layer0', 'heads_layer1'], ...)`): "
+            f"{shown['the readable ones']}",
+            f"- the front the dashboard draws (`best_trials`): {', '.join(front)}; {len(finals)} finalist runs share "
+            "the study with the search trials, so finalist runs can sit on it (not yet kept apart).",
             f"- constraints: Optuna's reader (`FrozenTrial.constraints`) gives {constraints_optuna}; the "
             f"dashboard's `constraints` field gives {constraints_dashboard} (0.21 reads only the pre-5.0 list "
             f"format); explorer also writes them as the user attributes `constraints` and `feasible` "

@@ -56,6 +56,7 @@ class Rule:
     start: int
     step: int
     adaptive: bool = True  # False: every layout gets the same units (the budget split evenly)
+    grow: float = 0.0  # a round adds max(step, grow x the units the chosen layouts have): fewer looks
 
 
 def _heads(layout: dict[str, Any]) -> str:
@@ -134,7 +135,8 @@ def run_rule(rule: Rule, draw: Any, layouts: int, times: np.ndarray, budget: int
         spent = layouts * units
     else:
         while True:
-            cells = next_cells(scores, times, margin, rule.risk, tie, rule.start, rule.step, budget - spent)
+            cells = next_cells(scores, times, margin, rule.risk, tie, rule.start, rule.step, budget - spent,
+                               grow=rule.grow)  # fmt: skip
             cells = [(i, u) for i, u in cells if u < width]
             if not cells:
                 break
@@ -216,11 +218,10 @@ def replayed(rule: Rule, runs: list[dict[str, Any]], budget_units: int, margin: 
 
 RULES = [
     Rule("even split, P >= 0.95", 0.05, 0, 0, adaptive=False),
-    Rule("adaptive, P >= 0.95", 0.05, 3, 2),
-    Rule("adaptive, P >= 0.975", 0.025, 3, 2),
-    Rule("adaptive, P >= 0.9", 0.10, 3, 2),
-    Rule("adaptive, P >= 0.8", 0.20, 3, 2),
-    Rule("adaptive, P >= 0.95, start 4", 0.05, 4, 2),
+    Rule("adaptive, P >= 0.95, rounds of 2 units", 0.05, 3, 2),
+    Rule("adaptive, P >= 0.95, rounds grow by half (the default)", 0.05, 3, 2, grow=0.5),
+    Rule("adaptive, P >= 0.975, rounds grow by half", 0.025, 3, 2, grow=0.5),
+    Rule("adaptive, P >= 0.9, rounds grow by half", 0.10, 3, 2, grow=0.5),
 ]
 
 
@@ -233,7 +234,7 @@ def _row(label: str, rule: Rule, r: dict[str, float], budget: str) -> list[Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--entries", type=int, nargs="+", default=[1, 2], help="calibration.json entries to pool")
-    ap.add_argument("--budgets", type=int, nargs="+", default=[5, 10, 20], help="budgets, in units a layout")
+    ap.add_argument("--budgets", type=int, nargs="+", default=[5, 10, 20, 40, 80], help="units a layout")
     ap.add_argument("--runs", type=int, default=400, help="simulated runs per cell")
     ap.add_argument("--rules", type=int, nargs="+", help="indices into RULES (default: all)")
     ap.add_argument("--record", type=Path)

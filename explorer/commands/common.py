@@ -318,6 +318,7 @@ def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
         "search": asdict(summary.search),
         "finalists": None if summary.finalists is None else asdict(summary.finalists),
         "finalist_runs_queued": summary.added,
+        "tracking": handle.study.user_attrs.get("tracking"),  # the last MLflow sync, when the study is tracked
         "next": f"explorer report {handle.name}{_storage_flag(handle)}",
     }
 
@@ -353,11 +354,9 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     elif s.done < s.total or s.note:
         why = s.note or "timeout"
         note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
-    elif f is not None and (f.note or f.done < f.total):
-        note(
-            f"stopped the finalists at {f.done}/{f.total} runs ({f.note or 'timeout'}); resume with: {resume}"
-        )
+    elif f is not None and f.note:  # the stage may end below its budget: the answer was decided, or no round fit
+        note(f"stopped the finalists at {f.done}/{f.total} runs ({f.note}); resume with: {resume}")
     line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
     if f is not None:
-        line += f"; finalists: {f.done} runs ({f.failed} failed)"
+        line += f"; finalists: {f.done} runs of a budget of {f.total} ({f.failed} failed)"
     note(f"{line}. Next: explorer report {handle.name}{_storage_flag(handle)}")

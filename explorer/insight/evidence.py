@@ -16,6 +16,7 @@ the other units *and* what the other layouts score on that unit: the residual of
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -123,13 +124,15 @@ def _median_polish(x: np.ndarray, sweeps: int = 10) -> np.ndarray:
     """Tukey's median polish of a matrix with missing cells: the fitted overall + row + column effects."""
     rows = np.zeros(x.shape[0])
     cols = np.zeros(x.shape[1])
-    overall = float(np.nanmedian(x))
-    resid = x - overall
-    for _ in range(sweeps):
-        r = np.nan_to_num(np.nanmedian(resid, axis=1))
-        rows += r
-        resid = resid - r[:, None]
-        c = np.nan_to_num(np.nanmedian(resid, axis=0))
-        cols += c
-        resid = resid - c[None, :]
+    with warnings.catch_warnings():  # a layout with no run yet is an all-NaN row: its effect is 0, said quietly
+        warnings.simplefilter("ignore", RuntimeWarning)
+        overall = float(np.nanmedian(x))
+        resid = x - overall
+        for _ in range(sweeps):
+            r = np.nan_to_num(np.nanmedian(resid, axis=1))
+            rows += r
+            resid = resid - r[:, None]
+            c = np.nan_to_num(np.nanmedian(resid, axis=0))
+            cols += c
+            resid = resid - c[None, :]
     return overall + rows[:, None] + cols[None, :]

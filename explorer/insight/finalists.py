@@ -59,7 +59,8 @@ KV_REFERENCES = ("multi-head", "multi-query")  # the labels of a kv study's two 
 DEFAULT_HEADS = (8, 16)  # the tutorial's "8-16 heads usually suffice; start at 8"
 
 
-ROUND_UNITS = 2  # paired units a round of the finalist stage adds to each layout it goes to
+ROUND_UNITS = 2  # paired units a round of the finalist stage adds at least to each layout it goes to ...
+ROUND_GROWTH = 0.5  # ... or this share of the units they have, if more: fewer looks at the data, fewer rounds
 
 
 @dataclass(frozen=True)
@@ -310,5 +311,6 @@ def next_runs(
     a = spec.answer
     margin = a.margin_for(spec.metric.direction == "maximize")
     left = budget - int(ran.sum())
-    cells = next_cells(scores, times, margin, a.risk, a.latency_tie, spec.finalists.start, ROUND_UNITS, left, ran)
+    cells = next_cells(scores, times, margin, a.risk, a.latency_tie, spec.finalists.start, ROUND_UNITS, left, ran,
+                       grow=ROUND_GROWTH)  # fmt: skip
     return tuple(_on(plan.layouts[i], unit_at(spec, u)) for i, u in cells)

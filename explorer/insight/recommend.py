@@ -306,10 +306,9 @@ def _from_finalists(
     rec = order[decision.answer]
     verdicts = _verdicts(order, decision, spec, costs, margin)
     method = (
-        "probability that the answer is within the margin of the best, bounded from below by one minus the sum, "
-        "over every other finalist, of the probability that it beats the answer by more than the margin (paired t "
-        "on the units both ran, flat prior); checked against the pooled truth of recorded re-runs and simulated "
-        "ones: benchmarks/decisions.md"
+        "lower bound one minus the sum, over every other finalist, of the probability that it beats the answer by "
+        "more than the margin (a paired t on the units both ran, flat prior); its record against the pooled truth "
+        "of recorded and simulated re-runs: benchmarks/decisions.md"
     )
     kv = spec.space.kv_heads is not None
     measured = [

@@ -19,10 +19,11 @@ the layouts' timings (layouts x re-timing rounds):
    mean over the rounds both were timed in, so a drift of the machine between rounds cancels) is below
    ``1 + tie`` counting as equally fast, the more accurate of those taken. When no layout reaches ``1 - risk``
    the answer is the best, and it is *not decided*.
-5. **Where the next runs go** (:func:`next_layouts`): to the undecided layouts faster than the answer (each
-   could become it), to the answer while its own probability is short of ``1 - risk``, and to every layout whose
-   comparison with those still carries risk (the best among them). Layouts beyond the margin, and slower
-   layouts that weigh on no open comparison, get no more runs. Nothing left open: the answer is decided.
+5. **Where the next runs go** (:func:`next_layouts`, :func:`next_cells`): to the undecided layouts faster than
+   the answer (each could become it), to the answer while its own probability is short of ``1 - risk``, and to
+   every layout whose comparison with those still carries risk (the best among them), in rounds that grow with
+   the evidence. Layouts beyond the margin, and slower layouts that weigh on no open comparison, get no more
+   runs. Nothing left open: the answer is decided.
 
 Pure numpy and scipy: :func:`explorer.insight.recommend.answer`, the finalist stage's allocation
 (:mod:`explorer.insight.finalists`) and the calibration benchmark all call :func:`decide`, so they can never
@@ -191,10 +192,13 @@ def next_cells(
     step: int,
     left: int,
     ran: np.ndarray | None = None,
+    grow: float = 0.0,
 ) -> list[tuple[int, int]]:
     """The (layout, unit) cells to run next on a grid whose columns are the units in order: first every
-    layout's first ``start`` units; then ``step`` more units for each layout :func:`next_layouts` names, on the
-    same units for all of them (the pairing), each also filling any earlier unit it lacks. At most ``left``
+    layout's first ``start`` units; then more units for each layout :func:`next_layouts` names, on the same units
+    for all of them (the pairing), each also filling any earlier unit it lacks: ``step`` units, or ``grow`` times
+    the units they have if that is more (rounds that grow look at the data fewer times, and each look at the
+    data is another chance for a layout at the margin's edge to cross it by luck). At most ``left``
     cells (fewer units when the round does not fit); none once the answer is decided or nothing fits. ``ran``
     marks the cells already run (default: those with a score), so a run set apart is not run again."""
     filled = ~np.isnan(scores) if ran is None else ran
@@ -205,7 +209,7 @@ def next_cells(
     if not chosen:
         return []
     have = max(int(np.flatnonzero(filled[i]).max()) + 1 if filled[i].any() else 0 for i in chosen)
-    for extra in range(step, 0, -1):  # the largest round that fits what is left
+    for extra in range(max(step, int(have * grow)), 0, -1):  # the largest round that fits what is left
         cells = [
             (i, u)
             for i in chosen

@@ -58,8 +58,7 @@ def unit_comparison(
     side_b: list[Architecture] = []
     for rows_a, rows_b in groups.values():
         if rows_a and rows_b:
-            with np.errstate(all="ignore"):
-                diff = np.nanmean(grid.scores[rows_a], axis=0) - np.nanmean(grid.scores[rows_b], axis=0)
+            diff = _column_means(grid.scores[rows_a]) - _column_means(grid.scores[rows_b])
             per_stratum.append(diff)
             side_a += [by_key[grid.keys[i]] for i in rows_a]
             side_b += [by_key[grid.keys[i]] for i in rows_b]
@@ -71,3 +70,11 @@ def unit_comparison(
         return None
     diff = paired(d, np.zeros_like(d), span=grid.span)
     return UnitComparison(diff, tuple(side_a), tuple(side_b), diff.p_greater(), diff.p_less())
+
+
+def _column_means(x: np.ndarray) -> np.ndarray:
+    """Each unit's mean over the layouts that ran it (NaN where none did), without numpy's warning for an
+    empty column: with runs spent where they decide, most layouts skip most units."""
+    filled = ~np.isnan(x)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(filled, x, 0.0).sum(axis=0) / filled.sum(axis=0)

@@ -17,11 +17,11 @@ from explorer.insight.contrasts import Contrast
 from explorer.insight.recommend import Answer, Candidate
 from explorer.insight.tables import Architecture
 from explorer.output.fmt import (
+    claim,
     heads,
     is_bpb,
     kv_text,
     latency_text,
-    margin_text,
     mib,
     num,
     pct,
@@ -70,23 +70,11 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
     return [("p", [
         ("b", f"Use {heads(c.heads)} heads per layer"),
         f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
-        + _claim(ans) + f" Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% "
+        + claim(ans) + f" Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% "
         f"interval), {pct(rec.test_accuracy)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
         f"{spec.latency.batch_size} (median of {rounds} timing{'s' * (rounds != 1)}; 95% interval for a new "
         f"timing), {rec.params:,} parameters.",
     ])]  # fmt: skip
-
-
-def _claim(ans: Answer) -> str:
-    """What the answer is, in the rule's words: the fastest layout placed within the margin, and how sure."""
-    margin = margin_text(ans.best.metric, ans.margin) if ans.best else "the margin"
-    p = ans.confidence if ans.confidence is not None else math.nan
-    if ans.decided or (ans.recommended is not None and p >= 1 - ans.risk):
-        return (f"the fastest layout placed within {margin} of the best, with probability at least "
-                f"{num(100 * p, '.0f')}% (the rule asks {num(100 * (1 - ans.risk), '.3g')}%).")
-    return (f"the most accurate layout; no layout is yet placed within {margin} of the best with probability "
-            f"{num(100 * (1 - ans.risk), '.3g')}% (this one: at least {num(100 * p, '.0f')}%), so the answer is "
-            "not decided.")
 
 
 def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:

@@ -10,6 +10,7 @@ import textwrap
 
 import seaborn as sns
 from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
 
 from explorer.insight.recommend import Answer
 from explorer.output.plots import empty_figure, new_figure
@@ -45,6 +46,9 @@ def evidence_figure(ans: Answer, batch: int) -> Figure:
             color="C2")  # fmt: skip
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.set_xscale("log")
+    ratio_format = FuncFormatter(lambda v, _: f"{v:.2g}x")
+    ax.xaxis.set_major_formatter(ratio_format)
+    ax.xaxis.set_minor_formatter(ratio_format)
     unit = "bits per byte" if bpb else "accuracy points"
     ax.set_ylabel(f"paired difference from the best ({unit}; higher is better)" if not bpb else
                   "paired difference from the best (minus bits per byte; higher is better)")  # fmt: skip

@@ -6,6 +6,7 @@ validation bits per byte (a loss, lower is better) with differences in bits per 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import pandas as pd
@@ -13,9 +14,11 @@ import pandas as pd
 from explorer.engine.measures import QualityMetric
 from explorer.insight.intervals import Interval
 from explorer.insight.paired import PairedDifference
+from explorer.insight.recommend import Answer
 from explorer.insight.tables import Architecture, attention_kind
 
 __all__ = [
+    "claim",
     "diff_text",
     "heads",
     "interval_text",
@@ -116,3 +119,15 @@ def margin_text(metric: QualityMetric, margin: float) -> str:
 def mib(n_bytes: float | None) -> str:
     """Bytes as MiB, three significant figures."""
     return num(None if n_bytes is None else n_bytes / 2**20, ".3g")
+
+
+def claim(ans: Answer) -> str:
+    """What the answer is, in the rule's words: the fastest layout placed within the margin, and how sure."""
+    margin = margin_text(ans.best.metric, ans.margin) if ans.best else "the margin"
+    p = ans.confidence if ans.confidence is not None else math.nan
+    if ans.decided or (ans.recommended is not None and p >= 1 - ans.risk):
+        return (f"the fastest layout placed within {margin} of the best, with probability at least "
+                f"{num(100 * p, '.0f')}% (the rule asks {num(100 * (1 - ans.risk), '.3g')}%).")
+    return (f"the most accurate layout; no layout is yet placed within {margin} of the best with probability "
+            f"{num(100 * (1 - ans.risk), '.3g')}% (this one: at least {num(100 * p, '.0f')}%), so the answer is "
+            "not decided.")

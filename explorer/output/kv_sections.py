@@ -11,7 +11,7 @@ from __future__ import annotations
 from explorer.insight.contrasts import Contrast
 from explorer.insight.recommend import Answer
 from explorer.insight.tables import Architecture, attention_kind
-from explorer.output.fmt import heads, is_bpb, latency_text, mib, pct, quality_text, runs_text
+from explorer.output.fmt import claim, heads, is_bpb, latency_text, mib, pct, quality_text, runs_text
 from explorer.output.render import Span
 from explorer.search.spec import StudySpec
 
@@ -72,7 +72,7 @@ def modern_headline(ans: Answer, spec: StudySpec) -> list[Span]:
         )
     text += f"; {rec.params:,} parameters."
     if ans.evidence == "finalists":
-        text += " The fastest of the layouts shown within the answer's margin of the best."
+        text += " It is " + claim(ans)
     return [("b", f"Use {layout_phrase(rec)}"), text]
 
 

@@ -122,8 +122,9 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
     b = _opening(data, ans, acct, search)
     b.extend(answer_blocks(ans, spec))
     if ans.evidence == "finalists":
-        b.append(("fig", "evidence", "Every finalist layout's cross-validated quality and latency (95% intervals): "
-                                     "the runs the answer rests on."))  # fmt: skip
+        b.append(("fig", "evidence", "The trade-off: every finalist's paired difference from the most accurate "
+                                     "layout against its latency relative to it, the margin drawn and the answer "
+                                     "starred: the runs the answer rests on."))  # fmt: skip
     b.extend(evidence_blocks(ans, spec, records, data.retimings))
     b.extend(_search_blocks(data, search))
     b.extend(early_stopping_blocks(acct, spec, records))

@@ -46,6 +46,7 @@ from explorer.search.claims import Claims
 from explorer.search.context import RunContext
 from explorer.search.record import RETRY_ATTRS, TrialRecord, arch_key, is_bookkeeping
 from explorer.search.retrain import run_task
+from explorer.search.sampling import suggest_readable
 from explorer.search.spec import StudySpec
 from explorer.search.units import search_seed
 from explorer.search.watch import OverBudget, TrialWatch, set_attrs
@@ -194,6 +195,7 @@ class Objective:
             epochs = self.spec.finalists.run_epochs(self.spec.task.epochs)
             return _Plan(role, config, float(run["lr"]), seed, epochs, self._task_for(run), run)
         sampled = self.context.space.sample(trial)
+        suggest_readable(trial, sampled, self.context.space)  # heads_layer0.. as params Optuna's plots read
         seed = int(trial.user_attrs.get("seed", search_seed(self.spec.seed, trial.number)))
         return _Plan(role, sampled.config, sampled.lr, seed, self.spec.task.epochs, self.context.task, None)
 

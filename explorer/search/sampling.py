@@ -22,10 +22,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from explorer.errors import SpecError
 from explorer.search.record import arch_key, is_bookkeeping
-from explorer.search.space import SearchSpace
+from explorer.search.space import Sampled, SearchSpace
 from explorer.search.spec import SAMPLERS, StudySpec
 
-__all__ = ["UniqueSampler", "make_sampler", "stream_seed"]
+__all__ = ["UniqueSampler", "make_sampler", "stream_seed", "suggest_readable"]
 
 _TAKEN_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
 _RETRIES = {"tpe": 32, "nsga2": 32, "random": 0, "qmc": 1, "gp": 1}  # asks before falling back
@@ -107,6 +107,8 @@ class UniqueSampler(optuna.samplers.BaseSampler):
         taken = self._taken(study)
         rejected = 0
         base_space = self.base.infer_relative_search_space(study, trial)
+        # readable parameters follow from the positions: the base sampler models the positions alone
+        base_space = {k: v for k, v in base_space.items() if k not in self.space.readable}
         if set(self.space.distributions) <= set(base_space):
             for _ in range(self.retries):
                 params = self.base.sample_relative(study, trial, base_space)
@@ -138,6 +140,8 @@ class UniqueSampler(optuna.samplers.BaseSampler):
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
     ) -> Any:
+        if param_name in self.space.readable:  # what the positions suggested so far decode to
+            return self.space.decode(trial.params).readable[param_name]
         return self.base.sample_independent(study, trial, param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
@@ -151,6 +155,18 @@ class UniqueSampler(optuna.samplers.BaseSampler):
         values: Any,
     ) -> None:
         self.base.after_trial(study, trial, state, values)
+
+
+def suggest_readable(trial: optuna.Trial, sampled: Sampled, space: SearchSpace) -> None:
+    """Record a search trial's readable parameters (head counts per layer...) as Optuna params, after its
+    positions; the study's :class:`UniqueSampler` (or an enqueued retry's fixed params) gives each its value.
+    Under another sampler (a caller's own Objective loop) they are left out: it would draw them at random."""
+    if not isinstance(trial.study.sampler, UniqueSampler):
+        return
+    for name, value in sampled.readable.items():
+        got = trial.suggest_categorical(name, space.readable[name].choices)
+        if got != value:
+            raise RuntimeError(f"readable parameter {name} = {got!r}, but the positions decode to {value!r}")
 
 
 def make_sampler(spec: StudySpec, *stream: int, space: SearchSpace | None = None) -> UniqueSampler:

@@ -23,6 +23,14 @@ The parameters, in order:
   ends); ``free`` reads one per layer, each drawn among the counts that still allow a non-monotone schedule.
   Hence ``config.family`` is always the sampled family, and the families partition the space.
 * ``mlp_ratio`` (categorical) and ``lr`` (log-uniform float) when the spec gives more than one value.
+* Readable parameters beside the positions (:attr:`SearchSpace.readable`): ``heads_layer0 ..`` (each layer's
+  head count), ``kv_heads_layer0 ..`` where key/value heads are searched, and ``d_model``, ``n_layers``,
+  ``min_dk``, ``head_dim`` where the factor is a position. Each is a categorical over every value the space can
+  give it (fixed, as Optuna needs), suggested after the positions and equal to what they decode to
+  (:class:`explorer.search.sampling.UniqueSampler` answers them), so optuna-dashboard's and
+  ``optuna.visualization``'s slice, parallel-coordinate and importance plots name head counts. The positions
+  stay the sampled space: drawing per-layer counts directly would draw invalid schedules (a ramp that does not
+  rise, a "free" layout that is monotone) that must then be rejected.
 * ``kv_q`` (or ``kv_q0 .. kv_q{L-1}``): positions among the key/value head candidates that divide each layer's
   head count, when the spec searches ``kv_heads`` (:mod:`explorer.search.layouts`). A space that searches
   ``kv_heads`` or ``head_dim`` builds its ramps through the spec's head candidates only.
@@ -38,13 +46,14 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import optuna
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution
 
 from explorer.engine.config import ModelConfig
+from explorer.engine.schedules import valid_heads
 from explorer.errors import ConfigError
 from explorer.search.counting import count_layouts
 from explorer.search.feasibility import FACTORS, Combo, SpaceSpec, check_space, space_combos
@@ -71,6 +80,7 @@ class Sampled:
     config: ModelConfig
     lr: float
     params: dict[str, Any]
+    readable: dict[str, Any] = field(default_factory=dict)  # SearchSpace.readable's values for this point
 
     @property
     def family(self) -> str:
@@ -129,8 +139,23 @@ class SearchSpace:
             for name in kv_param_names(space, max(space.n_layers)):
                 dists[name] = FloatDistribution(0.0, 1.0)
         self.distributions: dict[str, BaseDistribution] = dists
+        self.readable: dict[str, CategoricalDistribution] = self._readable(usable)
         # Spaces with kv heads or a head width build layouts from the candidates (explorer.search.layouts).
         self.modern = space.kv_heads is not None or space.head_dim is not None
+
+    def _readable(self, usable: set[int]) -> dict[str, CategoricalDistribution]:
+        """The readable parameters and every value each can take (see the module docstring)."""
+        if not (self.space.kv_heads or self.space.head_dim):  # a ramp of 3+ layers steps through valid counts
+            usable = usable | {h for d, m, _ in self.counts for h in valid_heads(d, m)}
+        layers = range(max(self.space.n_layers))
+        out = {}
+        if len(usable) > 1:
+            out |= {f"heads_layer{i}": CategoricalDistribution(tuple(sorted(usable))) for i in layers}
+        if self.space.kv_heads is not None and len(self.space.kv_heads) > 1:
+            kv = CategoricalDistribution(tuple(sorted(self.space.kv_heads)))
+            out |= {f"kv_heads_layer{i}": kv for i in layers}
+        out |= {f.name: CategoricalDistribution(f.values) for f in self.factors if f.mode == "quantile"}
+        return out
 
     @classmethod
     def from_spec(cls, spec: StudySpec) -> SearchSpace:
@@ -204,7 +229,11 @@ class SearchSpace:
                 head_dim=head_dim,
                 **common,
             )
-        return Sampled(config=config, lr=float(lr), params=dict(params))
+        readable = {f"heads_layer{i}": h for i, h in enumerate(config.heads)}
+        readable |= {f"kv_heads_layer{i}": h for i, h in enumerate(config.kv_heads or ())}
+        readable |= {f.name: v for f, v in zip(self.factors, prefix, strict=True) if f.mode == "quantile"}
+        readable = {k: v for k, v in readable.items() if k in self.readable}
+        return Sampled(config=config, lr=float(lr), params=dict(params), readable=readable)
 
     # ----------------------------------------------------------------------------------------- listing
 

@@ -230,3 +230,22 @@ def test_a_relations_answer_with_fewer_than_k_heads_says_why_from_the_same_runs(
     assert "explorer confirm" in text
     k_heads = answer([r for r in records if min(r.config.heads) >= 4], spec).recommended
     assert "Why the answer" not in str(relations_blocks(records, 4, k_heads))
+
+
+def test_an_unbalanced_grid_is_read_without_a_warning_reaching_the_terminal():
+    """With runs spent where they decide, most layouts skip most units (and one may have no run yet): the answer,
+    its report blocks and the unit-by-unit rules read such a grid silently."""
+    import warnings
+
+    from explorer.insight.unit_groups import unit_comparison
+    from explorer.output.answer_sections import answer_blocks
+
+    full = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.947, 1.4, "knee")], seeds=9, noise=0.004)
+    few = finalist_records(100, [((1, 1), 0.80, 1.0, "1 head"), ((2, 2), 0.85, 1.2, "2 heads")], seeds=3, noise=0.01)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ans = answer(full + few, SPEC)
+        answer_blocks(ans, SPEC)
+        compared = unit_comparison(ans.grid, ans.candidates, lambda c: c.heads[0] >= 4, lambda c: c.heads[0] < 4)
+    assert ans.grid.scores.shape[1] == 9 and np.isnan(ans.grid.scores).sum() == 12  # 1,1 and 2,2: 3 of 9 units
+    assert compared is not None and compared.diff.n == 3  # the units both sides ran

@@ -76,3 +76,12 @@ def test_the_first_cells_are_every_layout_on_its_first_units_and_a_run_set_apart
     scores[1, 2] = np.nan  # collapsed: set apart, but it ran
     ran = np.ones_like(scores, dtype=bool)
     assert all(cell != (1, 2) for cell in next_cells(scores, np.ones((3, 1)), MARGIN, RISK, TIE, 3, 2, 100, ran))
+
+
+def test_rounds_grow_with_the_evidence():
+    scores = grid([0.95, 0.942, 0.93], 0.006, 10, seed=1)
+    times = np.array([[3.0], [1.5], [4.0]])
+    assert decide(scores, times, MARGIN, RISK, TIE).verdicts[1] == UNDECIDED
+    cells = next_cells(scores, times, MARGIN, RISK, TIE, start=3, step=2, left=100, grow=0.5)
+    assert cells and {u for _, u in cells} == set(range(10, 15))  # half the 10 units they have
+    assert {u for _, u in next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 100)} == {10, 11}
