@@ -95,9 +95,7 @@ def _check_maskable(spec: StudySpec, builder: ModelBuilder, record: TrialRecord,
     try:
         head_counts(builder.build(record.config, task.spec))
     except ExplorerError as exc:
-        raise ConfigError(
-            f"study {spec.name!r} trains the model {spec.model.build!r} builds: {exc}"
-        ) from None
+        raise ConfigError(f"study {spec.name!r} trains the model {builder.ref!r} builds: {exc}") from None
 
 
 def _probe(

@@ -105,6 +105,10 @@ def test_a_transformers_study_runs_reports_and_exports_a_model_from_pretrained_l
         logits = model(**hf_inputs(task.test[0], task.spec, HF_FAMILIES[family]), **extra).logits
     assert logits.shape[0] == len(task.test[0]) and torch.isfinite(logits).all()
     if family == "bert":  # the trial's run config rebuilds the same transformers class in `explorer train`
+        heads = CliRunner().invoke(main, ["heads", f"hf-{family}", *where, "--trial", "0", "--out",
+                                          str(tmp_path / "heads")])  # fmt: skip
+        assert heads.exit_code == 3 and len(heads.stderr.strip().splitlines()) == 1
+        assert "'hf:bert'" in heads.stderr and "cannot mask" in heads.stderr
         run("export", f"hf-{family}", *where, "--trial", "0", "--out", str(tmp_path / "run.json"))
         again = json.loads(run("train", "--config", str(tmp_path / "run.json"), "--json").stdout)
         assert again["build"] == "hf:bert" and again["heads"] == doc["heads"]
