@@ -163,6 +163,12 @@ class HFBuilder(ModelBuilder):
                 f"[model] hf = {family.model_type!r} ({cls}) reads images, and this task feeds "
                 f"{spec.kind}; give image data with the task option patch = P, or use bert, gpt2 or llama."
             )
+        grid = spec.grid
+        if family.inputs == "images" and grid is not None and spec.seq_len != grid[0] * grid[1]:
+            raise ConfigError(
+                f"[model] hf = {family.model_type!r} ({cls}) reads whole {spec.image[0]} x {spec.image[1]} images "
+                f"({grid[0] * grid[1]} patches), not {spec.seq_len} positions; remove [latency] seq_len."
+            )
         if family.inputs == "tokens" and spec.kind != "tokens":
             raise ConfigError(
                 f"[model] hf = {family.model_type!r} ({cls}) reads token ids, and this task feeds "

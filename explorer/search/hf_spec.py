@@ -7,9 +7,10 @@ candidates unless ``kv_heads`` is given. :func:`check_hf` then refuses, with one
 fix, what the class cannot hold: a per-layer schedule (no stock class here holds one: ``families`` defaults to
 ``["uniform"]`` and any other family is refused), per-layer key/value heads, key/value heads or head widths in a
 class without those fields, ``[space] dropout`` (the config's own dropout keys apply), serial attention, a
-language model from a class that has none, the heads in ``config`` (they are what the study searches), and the
-task's sizes in ``config`` (vocabulary, labels, positions and image come from the task). The divisibility and
-d_k rules are the space's own, checked as for explorer's model.
+language model from a class that has none, a ViT timed at another length than its image's, the heads in
+``config`` (they are what the study searches), and the task's sizes in ``config`` (vocabulary, labels, positions
+and image come from the task). The divisibility and d_k rules are the space's own, checked as for explorer's
+model.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from explorer.engine.config import LatencyConfig
 from explorer.engine.hf_families import (
     HEAD_KEYS,
     HF_FAMILIES,
@@ -110,9 +112,12 @@ def _check_sizes(config: dict[str, Any], space: SpaceSpec) -> None:
             )
 
 
-def check_hf(model: ModelSpec, space: SpaceSpec, task: TaskSpec) -> None:
+def check_hf(
+    model: ModelSpec, space: SpaceSpec, task: TaskSpec, latency: LatencyConfig | None = None
+) -> None:
     """Refuse, in one line naming the limit and the fix, what ``model``'s class cannot realise of ``space`` on
-    ``task`` (see the module docstring). Nothing for explorer's own model or a user's function."""
+    ``task``, or time at ``latency``'s shape (see the module docstring). Nothing for explorer's own model or a
+    user's function."""
     if model.hf is None:
         return
     family = family_of(model)
@@ -158,6 +163,10 @@ def check_hf(model: ModelSpec, space: SpaceSpec, task: TaskSpec) -> None:
         raise SpecError(
             f'{where}: transformers runs its heads as one product ("fused": sdpa, "merged": eager), never a loop '
             'over heads; set [space] attention = "fused" or "merged".'
+        )
+    if latency is not None and latency.seq_len is not None and family.inputs == "images":
+        raise SpecError(
+            f"{where}: a ViT reads whole images, its positions the image's patches; remove [latency] seq_len."
         )
     if task.kind == "language_model" and not family.decoder:
         raise SpecError(

@@ -280,7 +280,7 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         bench=t.flag("bench", True),
         tracking=read_tracking(t.raw("tracking", {})),
     )
-    check_hf(spec.model, spec.space, task)  # what a transformers class cannot hold, before the space is worked out
+    check_hf(spec.model, spec.space, task, spec.latency)  # what a transformers class cannot hold, before the space
     check_space(spec.space)  # an empty or impossible space is a spec error, found here
     if not stored:
         check_layouts(spec.space)

@@ -105,6 +105,19 @@ def write(tmp_path: Path, model: str, task: str = "relations", heads: str = "[1,
             "[1, 2]",
             "reads images",
         ),
+        (
+            'hf = "llama"\nconfig = { hidden_size = 8, num_hidden_layers = 2 }\n[space]\nfamilies = ["increasing"]',
+            "relations",
+            "[1, 2]",
+            "LlamaConfig holds one num_attention_heads for every layer",
+        ),
+        ('hf = "t5"', "relations", "[1, 2]", "choose one of bert, gpt2, llama, vit"),
+        (
+            'hf = "vit"\nconfig = { hidden_size = 8, num_hidden_layers = 1 }\n[latency]\nseq_len = 8',
+            "digits",
+            "[1, 2]",
+            "a ViT reads whole images, its positions the image's patches",
+        ),
     ],
     ids=[
         "heads-do-not-divide-the-width",
@@ -112,13 +125,18 @@ def write(tmp_path: Path, model: str, task: str = "relations", heads: str = "[1,
         "token-class-on-images",
         "typo",
         "image-class-on-tokens",
+        "per-layer-schedule",
+        "unknown-type",
+        "vit-at-another-length",
     ],  # fmt: skip
 )
 def test_study_run_refuses_a_bad_config_in_one_line_and_creates_nothing(tmp_path, model, task, heads, words):
     path = write(tmp_path, model, task, heads)
-    if "kv_heads" in model:  # the second [space] line goes into the space table
-        text = path.read_text().replace("\n[space]\nkv_heads = [3]", "")
-        path.write_text(text + "kv_heads = [3]\n")
+    if "\n[" in model:  # a second table in the model text: its lines go to the end, under their own table
+        head, _, rest = model.partition("\n[")
+        table, _, line = rest.partition("]\n")
+        text = path.read_text().replace(model, head)
+        path.write_text(text + (f"{line}\n" if table == "space" else f"[{table}]\n{line}\n"))
     result = CliRunner().invoke(main, ["study", "run", str(path), "--storage", f"sqlite:///{tmp_path}/h.db",
                                        "--artifacts", str(tmp_path / "art")])  # fmt: skip
     lines = result.stderr.strip().splitlines()
