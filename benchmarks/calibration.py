@@ -13,9 +13,11 @@ README's evidence (the first ``seeds`` replicates of the spec) and for every lar
 decision figures a user pays for, beyond-margin rate, oracle hit and latency regret, are scored on the same
 tables by ``benchmarks/decisions.py``):
 
-* over ordered pairs of runs (A, B): how often B's answer is a member of A's class;
-* the mean stated confidence against that observed agreement, and per run A its confidence against the share of
-  other runs whose answer it contains;
+* over ordered pairs of runs (A, B): how often B's answer is a member of A's class (the layouts A placed within
+  the margin; a diagnostic of stability, not the rule's goal);
+* the mean stated figure beside it, and per run A its figure against the share of other runs whose answer its
+  class contains (the figure is the rule's own: the answer's probability of lying within the margin under
+  today's rule, a re-run agreement under the rule the runs of 2026-12-02 were recorded with);
 * class sizes and the answers' frequencies;
 * whether any class holds a layout whose *pooled* mean (over every run's every unit) is more than the margin
   below the pooled best's.

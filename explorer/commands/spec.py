@@ -39,6 +39,7 @@ def spec_show(target: str, overrides: tuple[str, ...], storage: str | None, as_j
             "this study was created before explorer recorded where its values came from: each shows 'stored'."
         )
     width = max(len(r["key"]) for r in doc["keys"])
+    click.echo(f"{'key':<{width}}  {'value':<40}  source")
     for row in doc["keys"]:
         value = "none" if row["value"] is None else json.dumps(row["value"])
         click.echo(f"{row['key']:<{width}}  {value:<40}  {row['source']}")

@@ -162,6 +162,12 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
         text = ", ".join(f"{k.lower()} {v}" for k, v in counts.items() if v)
         click.echo(f"  {role}: {text or 'none'}")
     click.echo(f"  stopped early {doc['stopped_early']} trials, {doc['epochs_saved']} epochs saved")
+    if track := doc.get("tracking"):
+        missing = len(track["not_logged"])
+        state = (
+            f"{missing} finished trials not logged ({track['error']})" if missing else "every finished trial"
+        )
+        click.echo(f"  MLflow {track['uri']} experiment {track['experiment']}: {state}, at {track['at']}")
     bpb = doc["metric"]["name"] == "val_bpb"
     for r in doc["best"]:
         kv = f" kv {heads_text(r['kv_heads'])}" if r["kv_heads"] != r["heads"] else ""

@@ -122,6 +122,7 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
         "stopped_early": len(stopped),
         "epochs_saved": sum((r.epochs_planned or 0) - r.epochs_run for r in stopped),
         "metric": {"name": metric.name, "direction": metric.direction, "label": metric.label},
+        "tracking": study.user_attrs.get("tracking"),  # the last MLflow sync, when the study is tracked
         "best": [
             {
                 "number": r.number,

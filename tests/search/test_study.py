@@ -3,6 +3,7 @@ commands, recovery from SIGKILL and Ctrl-C, failures that don't stop the study, 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -21,6 +22,7 @@ import torch
 from click.testing import CliRunner
 from optuna.trial import TrialState
 
+import explorer
 import explorer.engine.evaluate as evaluate_module
 from explorer import api
 from explorer.cli import main
@@ -509,45 +511,68 @@ def test_budgets_become_constraints_and_over_budget_trials_are_not_trained(tmp_p
 
 
 @pytest.mark.slow
-def test_finalists_train_on_the_fold_grid_and_confirm_adds_replicates(tmp_path, sqlite_url, one_thread):
+def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_confirm_continues(
+    tmp_path, sqlite_url, one_thread
+):
     spec = write_spec(tmp_path, name="fin", n_trials=4, epochs=2, finalists=True, folds=2)
     handle = prepare_study(load_spec(spec), sqlite_url)
     summary = api.run(handle)
     plan = summary.plan
-    assert plan is not None and plan.knee is not None and summary.finalists.done == len(plan.runs)
+    assert plan is not None and plan.knee is not None
+    n_archs = len(plan.layouts)
+    assert plan.budget == 2 * 2 * n_archs  # seeds x folds a layout: what the fixed grid cost
     labels = {run.label for run in plan.runs}
     # the one-head reference at the knee's width and depth, unless the knee (measured, so it varies) is that layout
     one_head_knee = set(plan.knee.config.heads) == {1}
     assert "knee" in labels and ("1 head" in labels or one_head_knee)
     finals = [r for r in load_records(handle.study) if r.role == "finalist"]
-    assert len(finals) == len(plan.runs) and all(r.state == "COMPLETE" for r in finals)
-    # 2 seeds x 2 folds: four units, each with its own seed (no search trial's), shared by every layout
-    assert {r.seed for r in finals} == {unit_seed(0, u) for u in range(4)}
-    by_unit = {r.seed: {(r.fold, r.folds, r.fold_seed)} for r in finals}
+    assert all(r.state == "COMPLETE" for r in finals) and len(finals) == summary.finalists.done <= plan.budget
+    # every layout first trains on the same 3 units (their own seeds, no search trial's) ...
+    first = {unit_seed(0, u) for u in range(3)}
+    units: dict[str, set[int]] = {}
     for r in finals:
-        by_unit[r.seed].add((r.fold, r.folds, r.fold_seed))
-    assert all(len(v) == 1 for v in by_unit.values())  # a unit is one fold of one replicate for every layout
-    assert sorted(next(iter(v))[0] for v in by_unit.values()) == [0, 0, 1, 1]
+        units.setdefault(r.key, set()).add(r.seed)
+    assert len(units) == n_archs and all(first <= seeds for seeds in units.values())
+    # ... and a later unit goes to the layouts still deciding the answer, always more than one: paired
+    later = collections.Counter(r.seed for r in finals if r.seed not in first)
+    assert all(n >= 2 for n in later.values())
+    for r in finals:  # unit u is fold u % 2 of replicate u // 2, for every layout
+        u = r.seed - unit_seed(0, 0)
+        assert (r.fold, r.folds) == (u % 2, 2) and r.fold_seed is not None
     assert len({r.val_size for r in finals}) <= 2 and finals[0].val_size > 270  # a fold of 1,527, not 270
     assert all(r.epochs_planned == 4 and r.epochs_run == 4 for r in finals)  # the fixed schedule, never cut
     assert all(not r.latency.cached for r in finals)  # timed afresh, each its own measurement
     assert len(set(keys(handle.study, "finalist"))) == len(finals)
-    # then every finalist architecture is timed again in interleaved rounds with nothing else running
+    # every finalist is timed again in interleaved rounds with nothing else running, before the stage trains
+    # them: the rounds say which layouts are faster, and so where the runs decide
     retimed = load_retimings(handle.study)
-    n_archs = len({r.key for r in finals})
     assert len(retimed) == 3 * n_archs and {t.round for t in retimed} == {0, 1, 2}
-    assert {t.key for t in retimed} == {r.key for r in finals}
+    assert {t.key for t in retimed} == set(plan.keys)
     # each round in a process of its own, none of them this one: the spread between rounds includes what differs
     # between processes, as a user's own timing of the model does
     pids = {t.round: {u.pid for u in retimed if u.round == t.round} for t in retimed}
     assert all(len(p) == 1 for p in pids.values()) and len({next(iter(p)) for p in pids.values()}) == 3
     assert os.getpid() not in {t.pid for t in retimed}
-    # Resuming plans the same runs: nothing new. confirm --seeds 3 adds one replicate (2 folds) per finalist.
+    # Resuming plans the same runs: nothing new.
     assert api.run(open_study("fin", sqlite_url)).added == 0
-    result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
+    # confirm --until-decided spends at most its budget, where the answer is still open (nothing once decided)
+    decided = explorer.recommend("fin", sqlite_url).decided
+    result = CliRunner().invoke(
+        main, ["confirm", "fin", "--storage", sqlite_url, "--until-decided", "--budget", "8", "--json"]
+    )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["finalist_runs_queued"] == 2 * n_archs and doc["finalists"]["done"] == 6 * n_archs
+    assert doc["finalist_runs_queued"] <= 8 and doc["finalists"]["done"] == len(finals) + doc["finalist_runs_queued"]
+    assert decided or doc["finalist_runs_queued"] > 0
+    # confirm --seeds 3: every finalist on every unit of 3 replicates (a fixed grid)
+    result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
+    assert result.exit_code == 0, result.stderr
+    grid = {}
+    for r in load_records(handle.study, roles=("finalist",)):
+        grid.setdefault(r.key, set()).add(r.seed)
+    assert all({unit_seed(0, u) for u in range(6)} <= seeds for seeds in grid.values())
+    refused = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--until-decided"])
+    assert refused.exit_code != 0 and "exclude each other" in refused.stderr
 
 
 @pytest.mark.slow

@@ -7,7 +7,9 @@ import logging
 
 import optuna
 import pytest
+from click.testing import CliRunner
 
+from explorer.cli import main
 from explorer.search.catalog import read_study
 from explorer.search.tracking import log_answer, sync_trials
 from explorer.search.tracking_spec import MLFLOW_ENV
@@ -82,6 +84,12 @@ def test_an_unreachable_tracking_server_costs_one_warning_and_the_study_records_
     assert study.user_attrs["tracking"]["not_logged"] == finished
     assert len([r for r in caplog.records if "MLflow" in r.getMessage()]) == 1
     assert len(study.trials) == before
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    status = CliRunner().invoke(main, ["study", "status", "tracked", "--storage", url])
+    assert (
+        f"MLflow http://127.0.0.1:9 experiment tracked: {len(finished)} finished trials not logged"
+        in status.output
+    )
 
 
 def test_the_answer_is_a_run_with_the_report_and_the_config_as_artifacts(tmp_path, monkeypatch):
