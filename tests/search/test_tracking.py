@@ -3,6 +3,7 @@ MLflow's own API; a tracking server that is down costs nothing."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import optuna
@@ -13,7 +14,7 @@ from explorer.cli import main
 from explorer.search.catalog import read_study
 from explorer.search.tracking import log_answer, sync_trials
 from explorer.search.tracking_spec import MLFLOW_ENV
-from tests.fixtures import make_study
+from tests.fixtures import make_study, write_tiny_spec
 
 mlflow = pytest.importorskip("mlflow")
 
@@ -114,3 +115,51 @@ def test_the_answer_is_a_run_with_the_report_and_the_config_as_artifacts(tmp_pat
 def test_a_study_without_tracking_logs_nothing(tmp_path, monkeypatch):
     study, spec = _study(tmp_path, monkeypatch, "off")
     assert sync_trials(study, spec) is None and "tracking" not in study.user_attrs
+
+
+@pytest.mark.slow
+def test_a_tracked_study_run_and_report_log_trials_finalists_and_the_answer(tmp_path, monkeypatch):
+    """As a user runs it: [tracking] in the spec, `study run`, then `report`; read back with MLflow's API."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(MLFLOW_ENV, raising=False)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    extra = f'\n[tracking]\nmlflow = "{uri}"\n'
+    write_tiny_spec(tmp_path, n_trials=2, epochs=1, finalists=True, extra=extra)
+    sets = ["finalists.ladder=false", "finalists.seeds=1", "finalists.timing_rounds=1"]
+    run = CliRunner().invoke(
+        main, ["study", "run", "tiny.toml", "--no-bench", *(a for s in sets for a in ("--set", s))]
+    )
+    assert run.exit_code == 0, run.output
+    assert CliRunner().invoke(main, ["report", "tiny"]).exit_code == 0
+    client = mlflow.MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("tiny").experiment_id], max_results=1000)
+    roles = [r.data.tags["explorer.role"] for r in runs]
+    study = optuna.load_study(study_name="tiny", storage="sqlite:///studies/tiny.db")
+    finished = [t for t in study.trials if t.state.name == "COMPLETE"]
+    assert roles.count("search") == sum(t.user_attrs["role"] == "search" for t in finished) == 2
+    assert roles.count("finalist") == sum(t.user_attrs["role"] == "finalist" for t in finished) > 0
+    assert roles.count("answer") == 1 and roles.count("layout") >= 1
+    searched = [r for r in runs if r.data.tags["explorer.role"] == "search"]
+    assert all("heads_layer0" in r.data.params for r in searched)
+    (answer,) = [r for r in runs if r.data.tags["explorer.role"] == "answer"]
+    files = {a.path for a in client.list_artifacts(answer.info.run_id)}
+    assert {"report.md", "answer-config.json", "figures"} <= files
+    assert study.user_attrs["tracking"]["not_logged"] == []
+
+
+@pytest.mark.slow
+def test_an_unreachable_tracking_server_costs_a_run_one_warning_line_and_no_trial(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(MLFLOW_ENV, "http://127.0.0.1:9")
+    write_tiny_spec(tmp_path, n_trials=2, epochs=1)
+    run = CliRunner().invoke(main, ["study", "run", "tiny.toml", "--no-bench", "--json"])
+    assert run.exit_code == 0, run.output
+    assert [line for line in run.stderr.splitlines() if "MLflow" in line] == [
+        next(
+            line
+            for line in run.stderr.splitlines()
+            if line.startswith("MLflow tracking at http://127.0.0.1:9")
+        )
+    ]
+    doc = json.loads(run.stdout)
+    assert doc["complete"] and doc["search"]["done"] == 2 and doc["tracking"]["not_logged"] == [0, 1]
