@@ -152,3 +152,14 @@ def test_without_transformers_the_study_is_exit_5_naming_the_extra(tmp_path: Pat
     lines = result.stderr.strip().splitlines()
     assert result.exit_code == 5 and len(lines) == 1 and "explorer[hf]" in lines[0], result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+@pytest.mark.parametrize("name", ["vit", "llama"])
+def test_the_examples_are_transformers_studies_of_uniform_layouts(name: str) -> None:
+    from explorer.search.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "hf" / f"{name}.toml")
+    assert spec.model.hf == name and spec.space.families == ("uniform",)
+    assert (spec.decode is not None) == (name == "llama") and (spec.space.kv_heads is not None) == (
+        name == "llama"
+    )
