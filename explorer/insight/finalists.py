@@ -70,6 +70,7 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)  # references that could not be built, and why
     layouts: tuple[FinalistRun, ...] = ()  # one run per finalist layout, on unit 0: what every round copies
     budget: int = 0  # the stage's runs in all
+    start: int = 0  # the units every layout trains first: [finalists] start, or fewer when the budget is smaller
 
     @property
     def keys(self) -> list[str]:
@@ -187,9 +188,13 @@ def plan_finalists(
     if fs.ladder:  # the same uniform layouts in every run of the study, whatever its search found
         picks += _ladder(knee_arch.config, spec)
     layouts = _layouts(picks, knee_arch)
-    units = range(fs.start if seeds is None else seeds * fs.folds)
+    budget = fs.runs_budget(len(layouts))
+    # the first units, as many as the budget holds for every layout (a budget of fewer units a layout than
+    # [finalists] start is spent on the first units alone)
+    first = max(1, min(fs.start, budget // max(1, len(layouts))))
+    units = range(first if seeds is None else seeds * fs.folds)
     runs = tuple(_on(layout, unit_at(spec, u)) for layout in layouts for u in units)
-    return Plan(runs, knee_arch, tuple(notes), layouts, fs.runs_budget(len(layouts)))
+    return Plan(runs, knee_arch, tuple(notes), layouts, budget, first)
 
 
 _Pick = tuple[Architecture | ModelConfig, str]  # a searched architecture or a built layout, and its label
@@ -311,6 +316,6 @@ def next_runs(
     a = spec.answer
     margin = a.margin_for(spec.metric.direction == "maximize")
     left = budget - int(ran.sum())
-    cells = next_cells(scores, times, margin, a.risk, a.latency_tie, spec.finalists.start, ROUND_UNITS, left, ran,
+    cells = next_cells(scores, times, margin, a.risk, a.latency_tie, plan.start, ROUND_UNITS, left, ran,
                        grow=ROUND_GROWTH)  # fmt: skip
     return tuple(_on(plan.layouts[i], unit_at(spec, u)) for i, u in cells)

@@ -32,6 +32,7 @@ disagree on what the rule is.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -150,13 +151,13 @@ def decide(scores: np.ndarray, times: np.ndarray, margin: float, risk: float, ti
             verdicts.append(BEYOND)
         else:
             verdicts.append(UNDECIDED)
-    members = [i for i in range(len(scores)) if p_within[i] >= 1 - risk]
-    # nothing reaches 1 - risk: the best, not decided
-    answer = fastest(members, times, means, tie) if members else best
-    open_ = _faster_undecided(answer, verdicts, times, tie)
-    decided = bool(members) and not open_
-    return Decision(best, answer, tuple(map(float, p_within)), tuple(map(float, p_beyond)), tuple(verdicts),
-                    risks, decided, risk)  # fmt: skip
+    placed = Decision(best, best, tuple(map(float, p_within)), tuple(map(float, p_beyond)), tuple(verdicts),
+                      risks, False, risk)  # fmt: skip
+    if not placed.members:  # nothing reaches 1 - risk: the best, not decided
+        return placed
+    answer = fastest(placed.members, times, means, tie)
+    decided = not _faster_undecided(answer, verdicts, times, tie)
+    return dataclasses.replace(placed, answer=answer, decided=decided)
 
 
 def _faster_undecided(answer: int, verdicts: list[str] | tuple[str, ...], times: np.ndarray, tie: float) -> list[int]:

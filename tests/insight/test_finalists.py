@@ -104,3 +104,11 @@ def test_the_ladder_keeps_to_the_knees_d_k_floor():
     assert {(2, 2), (4, 4)} <= heads
     # 16 and 32 heads make d_k 4 and 2: under the knee's floor of 16 (the test above plans them at floor 1)
     assert not {(16, 16), (32, 32)} & heads
+
+
+def test_a_budget_below_the_start_units_starts_every_layout_on_what_it_holds():
+    small = spec_from_dict(SPEC.to_dict() | {"finalists": SPEC.to_dict()["finalists"] | {"seeds": 2, "folds": 1}})
+    plan = plan_finalists(search(), small)
+    layouts = {r.config.key() for r in plan.runs}
+    assert plan.budget == 2 * len(layouts) and plan.start == 2 < small.finalists.start
+    assert len(plan.runs) == plan.budget  # every layout on the 2 units the budget holds, none left out
