@@ -101,3 +101,15 @@ def test_out_must_be_a_folder_and_transformers_must_be_installed(tmp_path: Path,
         write_hf_config(doc, tmp_path / "new")
     assert not (tmp_path / "new").exists()
     json.dumps(doc)  # plain JSON
+
+
+def test_the_json_says_whether_the_weights_were_exported() -> None:
+    from types import SimpleNamespace
+
+    from explorer.output.export import ExportResult
+
+    record = SimpleNamespace(number=3, heads=(2, 2))
+    config_only = ExportResult(record, Path("d"), "hf", None, 0, None).to_dict("s")  # type: ignore[arg-type]
+    assert config_only["weights"] is False and config_only["loads_with"] is None
+    model = ExportResult(record, Path("d"), "hf", 0.0, 9, 1.0, loader="AutoModelForCausalLM").to_dict("s")  # type: ignore[arg-type]
+    assert model["weights"] is True and model["loads_with"] == "AutoModelForCausalLM"
