@@ -120,3 +120,49 @@ def _options(family: str) -> dict:
         "vit": {"patch": 4},
         "llama": {"max_bytes": 12000, "context": 16},
     }[family]
+
+
+@pytest.mark.parametrize(
+    ("family", "language_model"),
+    [("bert", False), ("gpt2", False), ("gpt2", True), ("llama", False), ("vit", False)],
+)
+def test_every_family_exports_a_folder_that_loads_with_the_same_logits(
+    tmp_path: Path, family, language_model
+):
+    from explorer.engine.config import InputSpec, ModelConfig
+    from explorer.engine.hfmodel import HFBuilder
+    from explorer.engine.tasks.base import Task
+    from explorer.output.hf import write_hf_model
+
+    if family == "vit":
+        spec = InputSpec(kind="features", seq_len=4, n_classes=3, n_features=12, image=(4, 4, 3), patch=2)
+        X = torch.randn(6, 4, 12)
+    else:
+        kind = "language_model" if language_model else "classification"
+        spec = InputSpec(kind="tokens", seq_len=8, n_classes=11 if language_model else 3, vocab_size=11,
+                         task_kind=kind)  # fmt: skip
+        X = torch.randint(11, (6, 8))
+    y = torch.randint(3, (6,)) if not language_model else torch.randint(11, (6, 8))
+    task = Task("t", spec, (X, y), (X, y), (X, y))
+    torch.manual_seed(0)
+    model = HFBuilder.of(family, {}).build(ModelConfig(d_model=16, heads=(2, 2)), spec).eval()
+    path, diff, agreement, loader = write_hf_model(model, task, tmp_path / "out", {"trial": 1}, 1e-4)
+    assert diff <= 1e-4 and agreement == 1.0 and (path / "model.safetensors").is_file()
+    assert loader == HF_FAMILIES[family].auto_class(language_model)
+    loaded = getattr(transformers, loader).from_pretrained(path)
+    assert loaded.config.explorer == {"trial": 1} and loaded.config.num_attention_heads == 2
+
+
+def test_an_export_that_does_not_match_writes_nothing(tmp_path: Path) -> None:
+    from explorer.engine.config import InputSpec, ModelConfig
+    from explorer.engine.hfmodel import HFBuilder
+    from explorer.engine.tasks.base import Task
+    from explorer.errors import ExportMismatchError
+    from explorer.output.hf import write_hf_model
+
+    spec = InputSpec(kind="tokens", seq_len=8, n_classes=3, vocab_size=11)
+    X, y = torch.randint(11, (4, 8)), torch.randint(3, (4,))
+    model = HFBuilder.of("bert", {}).build(ModelConfig(d_model=16, heads=(2,)), spec).eval()
+    with pytest.raises(ExportMismatchError, match="nothing was written"):
+        write_hf_model(model, Task("t", spec, (X, y), (X, y), (X, y)), tmp_path / "out", {}, -1.0)
+    assert list(tmp_path.iterdir()) == []  # no folder, no staging left behind
