@@ -149,8 +149,11 @@ def _trial_tags(study: str, r: TrialRecord) -> dict[str, str]:
     return tags
 
 
-def _sync(client: Any, experiment_id: str, study: str, records: Sequence[TrialRecord]) -> list[int]:
-    """Log every record without a run yet; return the trial numbers logged (raises on the first failure)."""
+def _sync(
+    client: Any, experiment_id: str, study: str, records: Sequence[TrialRecord], logged: list[int]
+) -> set[str]:
+    """Log every record without a run yet, appending each trial number to ``logged`` as it is (raises on the
+    first failure); return the trial numbers MLflow held before."""
     have = logged_runs(client, experiment_id, study)
     done = {run.data.tags.get(f"{_TAG}trial") for run in have}
     parents = {
@@ -158,7 +161,6 @@ def _sync(client: Any, experiment_id: str, study: str, records: Sequence[TrialRe
         for run in have
         if run.data.tags.get(f"{_TAG}role") == "layout"
     }
-    logged = []
     for r in records:
         if str(r.number) in done:
             continue
@@ -176,7 +178,7 @@ def _sync(client: Any, experiment_id: str, study: str, records: Sequence[TrialRe
             name = f"trial {r.number} {_layout(r)}"
         _log_run(client, experiment_id, name, tags, r)
         logged.append(r.number)
-    return logged
+    return {t for t in done if t is not None}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -188,43 +190,50 @@ def _one_line(exc: BaseException) -> str:
 
 
 def sync_trials(
-    study: optuna.Study, spec: Any, *, record: bool = True, warned: set[str] | None = None
+    study: optuna.Study,
+    spec: Any,
+    *,
+    record: bool = True,
+    warned: set[str] | None = None,
+    also: str = "",
 ) -> dict[str, Any] | None:
     """Log the study's finished trials that MLflow does not hold yet (None: the study is not tracked). Any
-    failure ends the sync: one warning (unless ``warned`` already holds this URI: once per command), and the
-    result says what was not logged. With ``record`` it is also stored as the study's ``tracking`` attribute."""
+    failure ends the sync: one warning (unless ``warned`` already holds this URI: once per command; ``also``
+    names what else goes unlogged), and the result says which trials MLflow holds (``logged``: as found now, or
+    as the last sync to this URI found them plus what this one logged before failing) and which it does not.
+    With ``record`` it is also stored as the study's ``tracking`` attribute."""
     uri = tracking_uri(spec.tracking)
     if uri is None:
         return None
     experiment = spec.tracking.experiment or spec.name
     finished = [r for r in load_records(study) if r.state in _STATUS]
+    before = study.user_attrs.get(TRACKING_ATTR) or {}
     logged: list[int] = []
     error = None
     try:
         with _quick_failures():
             client = _client(uri)
             experiment_id = _experiment(client, experiment, uri)
-            logged = _sync(client, experiment_id, spec.name, finished)
-            held = {
-                run.data.tags.get(f"{_TAG}trial") for run in logged_runs(client, experiment_id, spec.name)
-            }
+            held = _sync(client, experiment_id, spec.name, finished, logged)
     except Exception as exc:  # a tracking store that is down, refuses or is not installed: no trial is lost
         error = _one_line(exc)
-        held = set()
+        held = {str(n) for n in before.get("logged", ())} if before.get("uri") == mask_url(uri) else set()
+    held |= {str(n) for n in logged}
     missing = [r.number for r in finished if str(r.number) not in held]
     result = {
         "uri": mask_url(uri),
         "experiment": experiment,
         "logged_now": len(logged),
+        "logged": [r.number for r in finished if str(r.number) in held],
         "not_logged": missing,
         "error": error,
         "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
     if error is not None and (warned is None or uri not in warned):
         log.warning(
-            "MLflow tracking at %s failed (%s): %d finished trials not logged; the study goes on and a later run "
-            "or `explorer report` logs them.",
-            mask_url(uri), error, len(missing),
+            "MLflow tracking at %s failed (%s): %d finished trials%s not logged; the study goes on and a later "
+            "run or `explorer report` logs them.",
+            mask_url(uri), error, len(missing), also,
         )  # fmt: skip
         if warned is not None:
             warned.add(uri)
@@ -243,7 +252,9 @@ def log_answer(
     uri = tracking_uri(spec.tracking)
     if uri is None:
         return None
-    sync_trials(study, spec, record=False)
+    synced = sync_trials(study, spec, record=False, also=" and the answer")
+    if synced is not None and synced["error"] is not None:  # said once, answer included
+        return None
     try:
         with _quick_failures():
             client = _client(uri)

@@ -11,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from explorer.cli import main
+from explorer.search import tracking
 from explorer.search.catalog import read_study
 from explorer.search.tracking import log_answer, sync_trials
 from explorer.search.tracking_spec import MLFLOW_ENV
@@ -110,6 +111,29 @@ def test_the_answer_is_a_run_with_the_report_and_the_config_as_artifacts(tmp_pat
     }
     assert {"report.md", "answer-config.json", "figures/pareto.png"} <= listed
     assert any("explorer.trial" in r.data.tags for r in runs)  # the trials were logged on the way
+
+
+def test_a_server_down_after_a_sync_keeps_what_was_logged_and_the_answer_warns_once(
+    tmp_path, monkeypatch, caplog
+):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    study, spec = _study(tmp_path, monkeypatch, uri)
+    first = sync_trials(study, spec)
+    assert first["not_logged"] == [] and len(first["logged"]) == len(study.trials)
+
+    def down(uri: str):
+        raise ConnectionError("refused")
+
+    monkeypatch.setattr(tracking, "_client", down)
+    with caplog.at_level(logging.WARNING, logger="explorer"):
+        again = sync_trials(study, spec)
+        assert log_answer(study, spec, (4, 4), []) is None
+    assert again["error"] == "ConnectionError: refused"
+    assert again["not_logged"] == [] and again["logged"] == first["logged"]  # as the last sync found them
+    lines = [r.getMessage() for r in caplog.records if "MLflow" in r.getMessage()]
+    assert (
+        len(lines) == 2 and "and the answer not logged" in lines[1]
+    )  # one per command: the sync, the report
 
 
 def test_a_study_without_tracking_logs_nothing(tmp_path, monkeypatch):
