@@ -90,12 +90,13 @@ def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
         b = by_key[best.key]
         vs = by_key[rec.key].versus_best
         diff = "" if vs is None else f", {score_diff_text(rec.metric, vs)} against it ({_level(ans)} interval)"
-        spans.append(f"against the most accurate layout, {_layout(best, modern)}, the answer runs at "
-                     f"{num(1 / b.latency_ratio, '.2f')}x its speed{diff}. ")  # fmt: skip
-    faster = [c for c in ans.verdicts if c.latency_ratio < 1 / (1 + spec.answer.latency_tie)
-              and c.verdict != "beyond"]  # fmt: skip
+        spans.append(f"the answer is {num(b.latency_ratio, '.2f')}x faster than the most accurate layout, "
+                     f"{_layout(best, modern)}{diff}. ")  # fmt: skip
+    quicker = [c for c in ans.verdicts if c.latency_ratio < 1 / (1 + spec.answer.latency_tie)]
+    faster = [c for c in quicker if c.verdict != "beyond"]
     if not faster:
-        spans.append("No faster layout is still open: every faster finalist is placed beyond the margin. ")
+        spans.append("Every faster finalist is placed beyond the margin. " if quicker else
+                     "No finalist is faster. ")  # fmt: skip
         return [("p", spans)]
     nxt = max(faster, key=lambda c: c.latency_ratio)
     spans.append(f"The next faster layout, {_layout(nxt.arch, modern)}, is {num(1 / nxt.latency_ratio, '.2f')}x "

@@ -78,6 +78,12 @@ def test_the_answer_is_the_fastest_layout_placed_within_the_margin():
     assert two.versus_best.high < -ans.margin  # its interval at 1 - 2 risk lies wholly beyond the margin
     doc = ans.to_dict()["verdicts"]
     assert [d["p_within_margin"] for d in doc] == [c.p_within for c in ans.verdicts]
+    from explorer.output.answer_sections import answer_blocks
+
+    text = str(answer_blocks(ans, SPEC))  # the trade-off leads: the answer against the best, the next faster one
+    eight = next(c for c in ans.verdicts if c.arch.heads == (8, 8))
+    assert f"the answer is {eight.latency_ratio:.2f}x faster than the most accurate layout, 8,8" in text
+    assert "The next faster layout, 2,4" in text and "(undecided)" in text
 
 
 def test_pairing_by_unit_shows_what_unpaired_spreads_would_hide():
