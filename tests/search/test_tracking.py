@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 
 import optuna
 import pytest
@@ -134,6 +135,15 @@ def test_a_server_down_after_a_sync_keeps_what_was_logged_and_the_answer_warns_o
     assert (
         len(lines) == 2 and "and the answer not logged" in lines[1]
     )  # one per command: the sync, the report
+
+
+def test_a_missing_mlflow_is_one_warning_naming_the_extra(tmp_path, monkeypatch, caplog):
+    study, spec = _study(tmp_path, monkeypatch, f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if the tracking extra were not installed
+    with caplog.at_level(logging.WARNING, logger="explorer"):
+        result = sync_trials(study, spec)
+    assert result["error"] == "RuntimeError: MLflow is not installed: pip install 'explorer[tracking]'"
+    assert [r.getMessage() for r in caplog.records if "MLflow" in r.getMessage()][0].count("pip install") == 1
 
 
 def test_a_study_without_tracking_logs_nothing(tmp_path, monkeypatch):
