@@ -156,7 +156,7 @@ def _finalist_stage(
         if finals.note or seeds is not None or time.monotonic() >= stage_end:
             break
         records = load_records(handle.study, roles=("finalist",))
-        queued = enqueue_runs(handle, next_runs(plan, records, spec, times, budget))
+        queued = enqueue_runs(handle, next_runs(plan, records, spec, times, budget - finals.done))
         if not queued:
             break
         added += queued

@@ -307,15 +307,14 @@ def unit_grid(records: Sequence[TrialRecord], keys: Sequence[str], spec: StudySp
 
 
 def next_runs(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray, budget: int
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray, left: int
 ) -> tuple[FinalistRun, ...]:
     """The next round of the finalist stage (see the module docstring): where the answer is still open, on the
-    evidence the study's finished runs hold, within ``budget`` runs in all (finished ones included); none once
-    the answer is decided or the budget is spent. ``times``: ``[layouts, rounds]`` in the plan's order."""
+    evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
+    fits. ``times``: ``[layouts, rounds]`` in the plan's order."""
     scores, ran = unit_grid(records, plan.keys, spec)
     a = spec.answer
     margin = a.margin_for(spec.metric.direction == "maximize")
-    left = budget - int(ran.sum())
     cells = next_cells(scores, times, margin, a.risk, a.latency_tie, plan.start, ROUND_UNITS, left, ran,
                        grow=ROUND_GROWTH)  # fmt: skip
     return tuple(_on(plan.layouts[i], unit_at(spec, u)) for i, u in cells)
