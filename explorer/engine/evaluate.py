@@ -223,7 +223,7 @@ def _check_decoding(task: Task, decode: DecodeConfig | None, builder: ModelBuild
     if decode is not None and builder is not None and not getattr(builder, "decodes", False):
         raise ConfigError(
             "decoding latency needs a language model with a key/value cache (explorer's own, or [model] hf = "
-            '"llama" or "gpt2"); drop [model] build.'
+            '"llama", "mistral", "qwen2" or "gpt2"); drop [model] build.'
         )
 
 

@@ -88,6 +88,14 @@ HF_FAMILIES: dict[str, HFFamily] = {
         "llama", "LlamaConfig", "LlamaForSequenceClassification", "LlamaForCausalLM", "tokens",
         kv_heads=True, head_dim=True, dropout_keys=("attention_dropout",),
     ),
+    "mistral": HFFamily(
+        "mistral", "MistralConfig", "MistralForSequenceClassification", "MistralForCausalLM", "tokens",
+        kv_heads=True, head_dim=True, dropout_keys=("attention_dropout",),
+    ),
+    "qwen2": HFFamily(
+        "qwen2", "Qwen2Config", "Qwen2ForSequenceClassification", "Qwen2ForCausalLM", "tokens",
+        kv_heads=True, head_dim=True, dropout_keys=("attention_dropout",),
+    ),
     "gpt2": HFFamily(
         "gpt2", "GPT2Config", "GPT2ForSequenceClassification", "GPT2LMHeadModel", "tokens",
         aliases=_GPT2_ALIASES, mlp_key="n_inner", dropout_keys=("resid_pdrop", "embd_pdrop", "attn_pdrop"),

@@ -161,7 +161,7 @@ class HFBuilder(ModelBuilder):
         if family.inputs == "images" and not spec.image:
             raise ConfigError(
                 f"[model] hf = {family.model_type!r} ({cls}) reads images, and this task feeds "
-                f"{spec.kind}; give image data with the task option patch = P, or use bert, gpt2 or llama."
+                f"{spec.kind}; give image data with the task option patch = P, or a token class such as bert or llama."
             )
         grid = spec.grid
         if family.inputs == "images" and grid is not None and spec.seq_len != grid[0] * grid[1]:

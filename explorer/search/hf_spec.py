@@ -144,7 +144,7 @@ def check_hf(
         )
     if space.kv_heads is not None and not family.kv_heads:
         raise SpecError(
-            f"{where}: {cls} has no num_key_value_heads; remove [space] kv_heads (llama searches key/value heads)."
+            f"{where}: {cls} has no num_key_value_heads; remove [space] kv_heads (llama, mistral and qwen2 search key/value heads)."
         )
     if space.kv_per_layer and not family.per_layer:
         raise SpecError(
@@ -170,5 +170,5 @@ def check_hf(
         )
     if task.kind == "language_model" and not family.decoder:
         raise SpecError(
-            f'{where}: {cls} has no causal language model for task {task.name!r}; use hf = "llama" or "gpt2".'
+            f'{where}: {cls} has no causal language model for task {task.name!r}; use hf = "llama", "mistral", "qwen2" or "gpt2".'
         )

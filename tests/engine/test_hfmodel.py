@@ -39,19 +39,21 @@ def test_patch_tokens_go_back_into_the_images_they_were_cut_from() -> None:
         ("llama", LM, "LlamaForCausalLM", (2, 8, 11)),
         ("gpt2", LM, "GPT2LMHeadModel", (2, 8, 11)),
         ("vit", IMAGES, "ViTForImageClassification", (2, 5)),
+        ("mistral", LM, "MistralForCausalLM", (2, 8, 11)),
+        ("qwen2", TOKENS, "Qwen2ForSequenceClassification", (2, 3)),
     ],
 )
 def test_each_family_builds_the_class_for_the_task_with_the_layouts_heads(family, spec, cls, shape) -> None:
     builder = HFBuilder.of(
         family, {"hidden_act": "gelu"} if family != "gpt2" else {"activation_function": "gelu"}
     )
-    kv = (1, 1) if family == "llama" else None
+    kv = (1, 1) if family in ("llama", "mistral", "qwen2") else None
     cfg = ModelConfig(d_model=16, heads=(4, 4), kv_heads=kv, mlp_ratio=2.0)
     model = builder.build(cfg, spec)
     config = model.hf.config
     assert type(model.hf).__name__ == cls
     assert (config.num_attention_heads, config.num_hidden_layers, config.hidden_size) == (4, 2, 16)
-    assert getattr(config, "num_key_value_heads", 4) == (1 if family == "llama" else 4)
+    assert getattr(config, "num_key_value_heads", 4) == (1 if kv else 4)
     assert attention_layout(model)[:2] == ([4, 4], list(cfg.kv_per_layer))
     x = torch.randn(2, 4, 12) if spec.image else torch.randint(11, (2, 8))
     assert tuple(model(x).shape) == shape
@@ -91,9 +93,11 @@ def test_what_the_class_cannot_take_is_one_config_error(family, config, spec, wo
         HFBuilder.of(family, config).build(ModelConfig(d_model=16, heads=(2,)), spec)
 
 
-def test_decoding_keeps_the_cache_at_its_context_and_counts_the_key_value_bytes() -> None:
-    builder = HFBuilder.of("llama", {})
-    cfg = ModelConfig(d_model=16, heads=(4, 4), kv_heads=(2, 2))
+@pytest.mark.parametrize("family", ["llama", "mistral", "qwen2", "gpt2"])
+def test_decoding_keeps_the_cache_at_its_context_and_counts_the_key_value_bytes(family: str) -> None:
+    builder = HFBuilder.of(family, {})
+    kv = 4 if family == "gpt2" else 2  # GPT-2 has as many key/value heads as heads
+    cfg = ModelConfig(d_model=16, heads=(4, 4), kv_heads=(kv, kv))
     step = builder.decoder(cfg, decoder_spec(12, 11), 2, 12, torch.device("cpu"), torch.float32)
     with torch.inference_mode():
         for _ in range(3):
@@ -102,9 +106,8 @@ def test_decoding_keeps_the_cache_at_its_context_and_counts_the_key_value_bytes(
     timing = LatencyConfig(device="cpu", batch_size=2, min_run_time=0.01)
     result = decode_latency(cfg, 12, timing, "cpu", None, 11, builder)
     assert result.ms_per_token > 0
-    assert (
-        result.kv_cache_bytes == cfg.kv_cache_bytes(12, 2) == 2 * 2 * 2 * 4 * 12 * 2 * 4
-    )  # K,V x layers x kv x d_k
+    bytes_ = 2 * 2 * kv * 4 * 12 * 2 * 4  # K and V x layers x kv heads x d_k x context x batch x float32
+    assert result.kv_cache_bytes == cfg.kv_cache_bytes(12, 2) == bytes_
 
 
 def test_a_run_config_carries_the_transformers_model_and_train_rebuilds_it(tmp_path) -> None:

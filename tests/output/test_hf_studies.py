@@ -124,7 +124,15 @@ def _options(family: str) -> dict:
 
 @pytest.mark.parametrize(
     ("family", "language_model"),
-    [("bert", False), ("gpt2", False), ("gpt2", True), ("llama", False), ("vit", False)],
+    [
+        ("bert", False),
+        ("gpt2", False),
+        ("gpt2", True),
+        ("llama", False),
+        ("vit", False),
+        ("mistral", True),
+        ("qwen2", False),
+    ],
 )
 def test_every_family_exports_a_folder_that_loads_with_the_same_logits(
     tmp_path: Path, family, language_model

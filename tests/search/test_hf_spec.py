@@ -35,7 +35,7 @@ def test_the_config_gives_the_sizes_and_the_class_its_families_and_key_value_hea
 @pytest.mark.parametrize(
     ("doc", "words"),
     [
-        (spec("bart"), "not a transformers model type explorer builds; choose one of bert, gpt2, llama, vit"),
+        (spec("bart"), "not a transformers model type explorer builds; choose one of bert, gpt2, llama, mistral, qwen2, vit"),
         (
             spec(families=["uniform", "increasing"]),
             "BertConfig holds one num_attention_heads for every layer",
@@ -111,7 +111,7 @@ def write(tmp_path: Path, model: str, task: str = "relations", heads: str = "[1,
             "[1, 2]",
             "LlamaConfig holds one num_attention_heads for every layer",
         ),
-        ('hf = "t5"', "relations", "[1, 2]", "choose one of bert, gpt2, llama, vit"),
+        ('hf = "t5"', "relations", "[1, 2]", "choose one of bert, gpt2, llama, mistral, qwen2, vit"),
         (
             'hf = "vit"\nconfig = { hidden_size = 8, num_hidden_layers = 1 }\n[latency]\nseq_len = 8',
             "digits",
