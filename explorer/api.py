@@ -42,6 +42,7 @@ from explorer.search.record import Retiming, TrialRecord, closed_counts, load_re
 from explorer.search.retime import load_retimings
 from explorer.search.study import (
     StudyHandle,
+    note_answer,
     reading_artifact_store,
 )
 from explorer.search.tracking import log_answer
@@ -144,6 +145,11 @@ def report(
         for path in figures:
             store.save_file(name, path)
         log.info("kept %d figures with the study in %s", len(figures), store.write_location)
+        # the answer as a study attribute too, for optuna-dashboard and optuna.load_study readers
+        blocks = paths.markdown.read_text(encoding="utf-8").split("\n\n")
+        opening = next((b.strip() for b in blocks if b.startswith("**")), "")  # the answer's paragraph
+        rec = data.answer.recommended
+        note_answer(data.handle, None if rec is None else tuple(rec.heads), opening)
     if tracking_uri(data.handle.spec.tracking) is not None:
         _log_answer(data, paths, storage)
     return paths

@@ -39,7 +39,9 @@ __all__ = ["compare", "confirm", "export", "heads", "report"]
 @force_option
 @artifacts_option
 @click.option(
-    "--no-artifacts", is_flag=True, help="Do not keep the figures with the study (optuna.artifacts)."
+    "--no-artifacts",
+    is_flag=True,
+    help="Keep nothing with the study: neither the figures (optuna.artifacts) nor the answer (user attribute).",
 )
 @json_option
 def report(

@@ -58,12 +58,14 @@ from explorer.search.usercode import (
 )
 
 __all__ = [
+    "ANSWER_ATTR",
     "CREATION_GRACE_S",
     "SPEC_WAIT_S",
     "StudyHandle",
     "artifact_store",
     "attention_bench",
     "check_can_run",
+    "note_answer",
     "note_artifact_location",
     "open_study",
     "prepare_study",
@@ -73,6 +75,7 @@ __all__ = [
     "set_total",
 ]
 
+ANSWER_ATTR = "answer"  # the study attribute the report keeps the answer in (note_answer)
 SPEC_WAIT_S = 30.0  # how long to wait for a study another command is creating right now to get its spec
 CREATION_GRACE_S = 5.0  # ... and for one created a moment ago to get explorer's mark (its first attribute)
 
@@ -330,6 +333,22 @@ def reading_artifact_store(handle: StudyHandle, location: str | None = None) -> 
         spec_location=handle.spec.artifacts,
         writable=can_write,
     )
+
+
+def note_answer(handle: StudyHandle, heads: tuple[int, ...] | None, opening: str) -> bool:
+    """Keep the answer with the study as its user attribute ``answer`` (the layout and the report's opening), so
+    optuna-dashboard and ``optuna.load_study(...).user_attrs`` show it. A report opens the study read-only, so
+    this goes through a writable connection of its own; a storage that cannot be written keeps nothing (False)."""
+    if not storage_writable(handle.storage_url):
+        return False
+    study = optuna.load_study(
+        study_name=handle.name, storage=open_storage(handle.storage_url, heartbeat=False)
+    )
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    study.set_user_attr(
+        ANSWER_ATTR, {"heads": None if heads is None else list(heads), "opening": opening, "at": when}
+    )
+    return True
 
 
 def note_artifact_location(handle: StudyHandle, store: ArtifactStore) -> None:
