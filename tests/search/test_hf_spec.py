@@ -35,7 +35,10 @@ def test_the_config_gives_the_sizes_and_the_class_its_families_and_key_value_hea
 @pytest.mark.parametrize(
     ("doc", "words"),
     [
-        (spec("bart"), "not a transformers model type explorer builds; choose one of bert, gpt2, llama, mistral, qwen2, vit"),
+        (
+            spec("bart"),
+            "not a transformers model type explorer builds; choose one of bert, gpt2, llama, mistral, qwen2, vit",
+        ),
         (
             spec(families=["uniform", "increasing"]),
             "BertConfig holds one num_attention_heads for every layer",
