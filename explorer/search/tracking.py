@@ -33,9 +33,8 @@ from explorer.search.tracking_spec import tracking_uri
 
 __all__ = ["TRACKING_ATTR", "log_answer", "logged_runs", "sync_trials"]
 
-TRACKING_ATTR = (
-    "tracking"  # study attribute: where it was logged, how many runs, which trials are not logged yet
-)
+# the study attribute of the last sync: where it logged, which finished trials MLflow holds and which not yet
+TRACKING_ATTR = "tracking"
 _TAG = "explorer."  # explorer's tags on MLflow runs: explorer.study, explorer.trial, explorer.role, ...
 _STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
 # a server that does not answer fails a sync in seconds, not after MLflow's default minutes of retries
