@@ -6,7 +6,16 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from explorer.insight.rule import BEST, BEYOND, UNDECIDED, WITHIN, decide, next_cells, next_layouts, pair_risks
+from explorer.insight.rule import (
+    BEST,
+    BEYOND,
+    UNDECIDED,
+    WITHIN,
+    decide,
+    next_cells,
+    next_layouts,
+    pair_risks,
+)
 
 MARGIN, RISK, TIE = 0.01, 0.05, 0.05
 
