@@ -20,6 +20,7 @@ from typing import Any
 
 from explorer.errors import SpecError
 from explorer.search.spec_keys import SPEC_KEYS, TABLES
+from explorer.search.storage import mask_url
 
 __all__ = [
     "SOURCES",
@@ -53,7 +54,7 @@ class Override:
         return ".".join(self.path[:2])
 
 
-def _toml_value(raw: str, text: str) -> Any:
+def _toml_value(raw: str, shown: str) -> Any:
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -67,42 +68,43 @@ def _toml_value(raw: str, text: str) -> Any:
     if _BARE_WORD.match(raw):
         return raw
     raise SpecError(
-        f"--set {text}: {raw!r} is not a TOML value; write e.g. [1, 2, 4], 3, 0.5, true or '\"text\"'."
+        f"--set {shown}: {mask_url(raw)!r} is not a TOML value; write e.g. [1, 2, 4], 3, 0.5, true or '\"text\"'."
     )
 
 
 def parse_override(text: str) -> Override:
     """Read one ``KEY=VALUE``; an unknown key or a value that is not TOML is one :class:`SpecError` line."""
+    shown = mask_url(text)  # a storage URL given with --set may hold a password
     key, sep, raw = text.partition("=")
     key, raw = key.strip(), raw.strip()
     if not sep or not key or not raw:
-        raise SpecError(f"--set {text} is not KEY=VALUE; write e.g. --set finalists.folds=3.")
+        raise SpecError(f"--set {shown} is not KEY=VALUE; write e.g. --set finalists.folds=3.")
     path = tuple(key.split("."))
     tables = ", ".join(TABLES)
     if len(path) == 1:
         if path[0] in TABLES:
             raise SpecError(
-                f"--set {text} sets the whole [{path[0]}] table; set one key, e.g. --set "
+                f"--set {shown} sets the whole [{path[0]}] table; set one key, e.g. --set "
                 f"{path[0]}.{SPEC_KEYS[path[0]][0]}=..., the keys of [{path[0]}] being {', '.join(SPEC_KEYS[path[0]])}."
             )
         if path[0] not in _TOP_KEYS:
             raise SpecError(
-                f"unknown key {path[0]!r} in --set {text}; the top-level keys are {', '.join(_TOP_KEYS)}, "
+                f"unknown key {path[0]!r} in --set {shown}; the top-level keys are {', '.join(_TOP_KEYS)}, "
                 f"and TABLE.KEY sets a key of one of the tables {tables}."
             )
     elif path[0] not in TABLES:
-        raise SpecError(f"unknown table {path[0]!r} in --set {text}; the tables are {tables}.")
+        raise SpecError(f"unknown table {path[0]!r} in --set {shown}; the tables are {tables}.")
     elif path[1] not in SPEC_KEYS[path[0]]:
         raise SpecError(
-            f"unknown key {path[1]!r} in [{path[0]}] (--set {text}); the keys of [{path[0]}] are "
+            f"unknown key {path[1]!r} in [{path[0]}] (--set {shown}); the keys of [{path[0]}] are "
             f"{', '.join(SPEC_KEYS[path[0]])}."
         )
     elif len(path) > 2 and path[:2] != ("task", "options") or len(path) > 3 or "" in path:
         raise SpecError(
-            f"--set {text} goes deeper than TABLE.KEY; only task options take a third part "
+            f"--set {shown} goes deeper than TABLE.KEY; only task options take a third part "
             "(--set task.options.n_relations=4)."
         )
-    return Override(path, _toml_value(raw, text), text)
+    return Override(path, _toml_value(raw, shown), text)
 
 
 def apply_overrides(document: Mapping[str, Any], overrides: Iterable[Override]) -> dict[str, Any]:
@@ -113,7 +115,7 @@ def apply_overrides(document: Mapping[str, Any], overrides: Iterable[Override]) 
         for part in o.path[:-1]:
             node = node.setdefault(part, {})  # a table the file leaves out is added
             if not isinstance(node, dict):
-                raise SpecError(f"--set {o.text}: {part} in the file is not a table; fix the file.")
+                raise SpecError(f"--set {mask_url(o.text)}: {part} in the file is not a table; fix the file.")
         node[o.path[-1]] = o.value
     return doc
 

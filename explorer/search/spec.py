@@ -50,7 +50,7 @@ from explorer.search.hf_spec import check_hf, space_defaults
 from explorer.search.overrides import apply_overrides, key_sources, parse_override
 from explorer.search.spec_keys import SPEC_KEYS
 from explorer.search.spec_limits import check_layouts, check_raw
-from explorer.search.storage import check_artifact_location, check_study_name
+from explorer.search.storage import check_artifact_location, check_study_name, mask_url
 from explorer.search.toml_table import Table, is_list, is_number
 from explorer.search.tracking_spec import TrackingSpec, read_tracking
 
@@ -98,7 +98,7 @@ class StudySpec:
     sampler: str = "tpe"
     seed: int = 0
     bench: bool = True  # the attention benchmark, once per study (the "merged heads are faster" rule)
-    tracking: TrackingSpec = TrackingSpec()  # where trials and the answer are also logged (MLflow); not its meaning
+    tracking: TrackingSpec = TrackingSpec()  # where the study is also logged (MLflow); not its meaning
     artifacts: str | None = (
         None  # artifact location (weights, figures); None: $EXPLORER_ARTIFACTS or the default
     )
@@ -296,8 +296,8 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> StudySpec:
     try:
         spec = spec_from_dict(apply_overrides(data, parsed))
     except SpecError as exc:
-        named = [o for o in parsed if f"{o.path[-1]!r} in " in str(exc)]
-        raise SpecError(f"--set {named[-1].text}: {exc}" if named else str(exc)) from None
+        named = [o for o in parsed if any(f"{o.path[-1]!r} {w} " in str(exc) for w in ("in", "at"))]
+        raise SpecError(mask_url(f"--set {named[-1].text}: {exc}" if named else str(exc))) from None
     return dataclasses.replace(spec, origin=tuple(sorted(key_sources(data, parsed).items())))
 
 

@@ -49,7 +49,7 @@ def resolved_spec(target: str, storage: str | None = None, overrides: Sequence[s
     return {
         "name": spec.name,
         "from": where,
-        "overrides": list(overrides),
+        "overrides": [mask_url(o) for o in overrides],
         "sources_recorded": sources is not None,
         "keys": spec_rows(resolved, sources),
         "spec": resolved,

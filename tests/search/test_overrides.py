@@ -41,6 +41,7 @@ def test_overrides_are_read_as_toml_and_checked_as_the_file_is(tmp_path):
         ("spce.heads=[1]", "unknown table 'spce' in --set spce.heads=[1]; the tables are objectives"),
         ("sampler=foo", "--set sampler=foo: 'sampler' in the top level is 'foo'; choose one of tpe, nsga2"),
         ("finalists.folds=0", "--set finalists.folds=0: 'folds' in [finalists] must be an integer >= 1"),
+        ("seed=-1", "--set seed=-1: 'seed' at the top level is -1"),
         ("space.heads=[1, 2", "is not a TOML value"),
         ("space", "is not KEY=VALUE"),
         ("space=[1]", "sets the whole [space] table"),
@@ -81,6 +82,21 @@ def test_spec_show_prints_every_key_with_its_source_and_creates_nothing(tmp_path
     missing = CliRunner().invoke(main, ["spec", "show", "nosuch"])
     assert missing.exit_code != 0 and "no study 'nosuch'" in missing.output
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # no studies/ folder, no database
+
+
+def test_spec_show_never_prints_a_storage_password(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_tiny_spec(tmp_path)
+    url = "postgresql+psycopg://me:secret@127.0.0.1/db"
+    for args in (["--json"], []):
+        out = CliRunner().invoke(main, ["spec", "show", "tiny.toml", "--set", f'storage="{url}"', *args])
+        assert out.exit_code == 0 and "secret" not in out.output and "me:***@127.0.0.1" in out.output
+    bad = CliRunner().invoke(
+        main, ["spec", "show", "tiny.toml", "--set", f"storage={url}", "--set", "seed=-1"]
+    )
+    assert bad.exit_code == 3 and "secret" not in bad.output
+    bad = CliRunner().invoke(main, ["spec", "show", "tiny.toml", "--set", f"storage=[{url}"])
+    assert bad.exit_code == 3 and "secret" not in bad.output and "is not a TOML value" in bad.output
 
 
 def test_study_run_refuses_a_bad_override_before_anything_is_created(tmp_path, monkeypatch):
