@@ -282,7 +282,7 @@ class ProgressBars:
             if self.notice:
                 note(self.notice)
         if stage == "timing":
-            note(f"timing the finalists again: {total} measurements in interleaved rounds, no training running")
+            note(f"timing: {total} measurements in interleaved rounds, no training running")
             return
         desc = f"{self.handle.name} {'search' if stage == 'search' else 'finalists'}"
         self._bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
