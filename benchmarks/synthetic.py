@@ -22,6 +22,7 @@ from optuna.trial import TrialState, create_trial
 from explorer.engine.config import ModelConfig
 from explorer.engine.measures import LatencyResult
 from explorer.engine.schedules import expand_schedule, valid_heads
+from explorer.search.companion import companion_name, label_companion
 from explorer.search.record import TrialRecord
 from explorer.search.units import unit_seed
 
@@ -137,11 +138,14 @@ def make_study(
     seed: int = 0,
     noise: float = 0.004,
     n_trials_target: int | None = None,
+    apart: bool = False,
 ) -> optuna.Study:
     """A study of ``n`` COMPLETE search trials over distinct synthetic architectures, plus trials in ``states``
     (e.g. ``{"FAIL": 20, "PRUNED": 60}``), plus ``finalists`` seeds of the four most accurate architectures, an
     attention ``bench`` table when given, and a latency budget whose constraints the trials carry. Its spec's
-    total is ``n_trials_target``, else the trials that count towards one (complete, stopped early, running)."""
+    total is ``n_trials_target``, else the trials that count towards one (complete, stopped early, running).
+    The finalist runs are trials of the study itself (as explorer kept them before they were kept apart), or with
+    ``apart`` of its companion study ``NAME/finalists`` (explorer.search.companion), as explorer keeps them now."""
     rng = np.random.default_rng(seed)
     archs = architectures()
     kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]
@@ -180,6 +184,12 @@ def make_study(
                             seed=unit_seed(0, s), epochs=30, history=history, label="front")  # fmt: skip
                 made.append((f, "COMPLETE"))
                 number += 1
+    companion = None
+    if apart and finalists:
+        companion = optuna.create_study(
+            study_name=companion_name(name), storage=study._storage, directions=["maximize", "minimize"]
+        )
+        label_companion(companion, study)
     for i, (r, kind) in enumerate(made):
         constraints = None
         if max_latency_ms is not None and kind != "RUNNING":
@@ -193,7 +203,7 @@ def make_study(
         t.datetime_start = BASE + dt.timedelta(seconds=10 * i)
         if kind != "RUNNING":
             t.datetime_complete = t.datetime_start + dt.timedelta(seconds=8)
-        study.add_trial(t)
+        (companion if companion is not None and r.role == "finalist" else study).add_trial(t)
     return study
 
 

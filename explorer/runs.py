@@ -3,8 +3,10 @@ the search, then the finalists and their re-timing) and :func:`confirm` (the fin
 finalists or seeds). Each reports through ``on_stage(stage, total)`` and ``on_progress(Progress)``; the
 command line draws them as progress bars. Re-exported by :mod:`explorer.api`.
 
-Both stages run as trials of the same Optuna study, so workers, heartbeats, totals and resumption work the same
-for both.
+Both stages run as Optuna trials through the same workers, so heartbeats, totals and resumption work the same
+for both; the search's trials are the study's own, the finalist runs and their re-timings live in its companion
+study ``NAME/finalists`` (:meth:`explorer.search.study.StudyHandle.stage_study` decides where each stage's
+trials go; every reader reads both).
 """
 
 from __future__ import annotations

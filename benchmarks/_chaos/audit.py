@@ -12,6 +12,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
+from explorer.search.companion import trials_of
 from explorer.search.record import load_records
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -46,13 +47,13 @@ def finished_snapshot(name: str, url: str) -> dict[int, tuple]:
         study = load(name, url)
     except Exception:
         return {}
-    return {t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True)) for t in study.get_trials(
-        deepcopy=False, states=FINISHED)}  # fmt: skip
+    return {base + t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True))
+            for t, base in trials_of(study, states=FINISHED)}  # fmt: skip
 
 
 def running(name: str, url: str, role: str, at_least_done: int = 0) -> bool:
     """A trial of ``role`` is running past its latency measurement, with ``at_least_done`` search trials done."""
-    trials = load(name, url).get_trials(deepcopy=False)
+    trials = [t for t, _ in trials_of(load(name, url))]  # the study's and its finalists' companion's
     done = sum(t.state in FINISHED and t.user_attrs.get("role", "search") == "search" for t in trials)
     busy = [
         t
@@ -90,7 +91,7 @@ def audit(name: str, url: str, before: dict[int, tuple]) -> Audit:
     stored = study.user_attrs.get("spec")
     total = int((stored or {}).get("n_trials", 0))
     search_done = sum(r.role == "search" and r.state in ("COMPLETE", "PRUNED") for r in records)
-    open_trials = study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING))
+    open_trials = [t for t, _ in trials_of(study, states=(TrialState.RUNNING, TrialState.WAITING))]
     stuck = int(stored is None or search_done < total or bool(open_trials))
     if stored is None:
         return Audit(

@@ -139,8 +139,10 @@ def study_list(storage: str | None, as_json: bool) -> None:
         )
     for r in rows:
         counts = ", ".join(f"{k.lower()} {v}" for k, v in sorted(r["trials"].items()))
+        apart = f"  finalist runs in {r['finalists']['study']}" if r.get("finalists") else ""
         click.echo(
-            f"{r['name']:<24} total {r['total']}  {counts or 'no trials'}  started {r['started']}  ({r['storage']})"
+            f"{r['name']:<24} total {r['total']}  {counts or 'no trials'}{apart}  started {r['started']}  "
+            f"({r['storage']})"
         )
 
 
@@ -162,6 +164,10 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
         text = ", ".join(f"{k.lower()} {v}" for k, v in counts.items() if v)
         click.echo(f"  {role}: {text or 'none'}")
     click.echo(f"  stopped early {doc['stopped_early']} trials, {doc['epochs_saved']} epochs saved")
+    if doc["finalists_study"]:
+        click.echo(f"  finalist runs and re-timings: the study {doc['finalists_study']} in the same storage")
+    if doc["note"]:
+        click.echo(f"  note: {doc['note']}")
     if track := doc.get("tracking"):
         missing = len(track["not_logged"])
         state = (

@@ -15,9 +15,10 @@ the spec's ``artifacts`` key, and the default: ``path/NAME.artifacts/`` beside a
 Each weight file (``trial-00012.pt``: a plain ``state_dict``, read back with ``torch.load(weights_only=True)``,
 so a planted file can never run code) is uploaded with :func:`optuna.artifacts.upload_artifact`: to the trial
 while it runs, or to the study for a trial retrained after it finished (a finished trial's attributes are
-frozen). An index in the study's system attributes (``explorer:weights:<number>``: artifact id, size, location)
-finds it again from any machine, so a second machine sharing a PostgreSQL study reads the weights from the shared
-store instead of retraining; ``--artifacts`` or ``$EXPLORER_ARTIFACTS`` on the reading side override the recorded
+frozen). An index in the study's system attributes (``explorer:weights:<number>``: artifact id, size, location;
+a finalist run's, trial ``FINALIST_BASE + n`` to explorer, in its companion study's, under ``n``) finds it
+again from any machine, so a second machine sharing a PostgreSQL study reads the weights from the shared store
+instead of retraining; ``--artifacts`` or ``$EXPLORER_ARTIFACTS`` on the reading side override the recorded
 location (a share mounted elsewhere). The weights of one study are kept under ``max_bytes`` by removing the
 oldest; :func:`explorer.search.retrain.trained_model` retrains an evicted (or never stored) trial exactly and stores it again.
 """
@@ -43,6 +44,7 @@ from optuna.trial import TrialState
 from torch import nn
 
 from explorer.errors import ConfigError, DataError, StorageError
+from explorer.search.companion import FINALIST_BASE, companion_name, local_number
 from explorer.search.locations import ARTIFACTS_ENV, env_artifact_location
 from explorer.search.storage import check_artifact_location, open_storage
 
@@ -171,18 +173,29 @@ class ArtifactStore:
         except KeyError:
             raise DataError(f"no study {study_name!r} in the storage to keep artifacts for.") from None
 
+    def _parts(self, study_name: str) -> list[tuple[str, int]]:
+        """(Optuna study, number base) of every study a study's trials live in: itself and its companion."""
+        parts = [(study_name, 0)]
+        try:
+            self.storage.get_study_id_from_name(companion_name(study_name))
+            parts.append((companion_name(study_name), FINALIST_BASE))
+        except KeyError:
+            pass
+        return parts
+
     def index(self, study_name: str) -> dict[int, dict[str, Any]]:
-        """The stored weights of a study: trial number -> {artifact_id, bytes, saved, location}."""
-        attrs = self.storage.get_study_system_attrs(self._study_id(study_name))
+        """The stored weights of a study (its companion's too): trial number -> {artifact_id, bytes, saved,
+        location}."""
         out = {}
-        for key, entry in attrs.items():
-            if key.startswith(WEIGHTS_KEY) and isinstance(entry, dict) and not entry.get("removed"):
-                out[int(key.removeprefix(WEIGHTS_KEY))] = entry
+        for name, base in self._parts(study_name):
+            for key, entry in self.storage.get_study_system_attrs(self._study_id(name)).items():
+                if key.startswith(WEIGHTS_KEY) and isinstance(entry, dict) and not entry.get("removed"):
+                    out[base + int(key.removeprefix(WEIGHTS_KEY))] = entry
         return out
 
     def _entry(self, study_name: str, trial_number: int) -> dict[str, Any] | None:
-        key = f"{WEIGHTS_KEY}{int(trial_number):05d}"
-        entry = self.storage.get_study_system_attrs(self._study_id(study_name)).get(key)
+        name, local = local_number(study_name, trial_number)  # a finalist run's lives with the companion
+        entry = self.storage.get_study_system_attrs(self._study_id(name)).get(f"{WEIGHTS_KEY}{local:05d}")
         return entry if isinstance(entry, dict) and not entry.get("removed") else None
 
     def _read_location(self, entry: dict[str, Any]) -> str:
@@ -207,14 +220,15 @@ class ArtifactStore:
         if not self.writable:
             log.info("the weights of trial #%d are not kept: the study's storage is read-only", trial_number)
             return ""
-        storage, study_id = self.storage, self._study_id(study_name)
-        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, int(trial_number))
+        name, local = local_number(study_name, int(trial_number))  # a finalist run's: in the companion
+        storage, study_id = self.storage, self._study_id(name)
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, local)
         trial = storage.get_trial(trial_id)
         state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
         previous = self._entry(study_name, trial_number)
         backend = self.backend(self.write_location, create=True)
         with tempfile.TemporaryDirectory(prefix="explorer-weights-") as tmp:
-            path = Path(tmp) / f"trial-{int(trial_number):05d}.pt"
+            path = Path(tmp) / f"trial-{local:05d}.pt"
             torch.save(state, path)
             size = path.stat().st_size
             # A running trial owns its artifacts (the dashboard lists them under it); a finished one is frozen,
@@ -222,7 +236,7 @@ class ArtifactStore:
             if trial.state == TrialState.RUNNING:
                 target: Any = trial
             else:
-                target = optuna.load_study(study_name=study_name, storage=storage)
+                target = optuna.load_study(study_name=name, storage=storage)
             artifact_id = upload_artifact(
                 artifact_store=backend,
                 file_path=str(path),
@@ -236,7 +250,7 @@ class ArtifactStore:
             "saved": time.time(),
             "location": self.write_location,
         }
-        storage.set_study_system_attr(study_id, f"{WEIGHTS_KEY}{int(trial_number):05d}", entry)
+        storage.set_study_system_attr(study_id, f"{WEIGHTS_KEY}{local:05d}", entry)
         if previous is not None:
             self._remove_blob(previous)
         log.debug(
@@ -300,8 +314,9 @@ class ArtifactStore:
     def _remove(self, study_name: str, trial_number: int, entry: dict[str, Any]) -> None:
         self._remove_blob(entry)
         # System attributes cannot be deleted: the entry is marked removed (and the trial retrained if needed).
+        name, local = local_number(study_name, trial_number)
         self.storage.set_study_system_attr(
-            self._study_id(study_name), f"{WEIGHTS_KEY}{trial_number:05d}", {**entry, "removed": True}
+            self._study_id(name), f"{WEIGHTS_KEY}{local:05d}", {**entry, "removed": True}
         )
 
     def prune(self, study_name: str, keep: set[int]) -> list[int]:

@@ -14,6 +14,7 @@ import optuna
 from optuna.trial import TrialState
 
 from explorer.errors import SpecError, StudyNotFoundError
+from explorer.search.companion import find_companion, keeps_finalists_inside, parent_name
 from explorer.search.record import closed_counts, is_bookkeeping, load_records
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
@@ -25,7 +26,15 @@ from explorer.search.storage import (
     study_exists,
 )
 
-__all__ = ["CREATED_MARK", "existing_study_url", "list_studies", "missing_spec", "read_study", "study_status"]
+__all__ = [
+    "CREATED_MARK",
+    "INSIDE_NOTE",
+    "existing_study_url",
+    "list_studies",
+    "missing_spec",
+    "read_study",
+    "study_status",
+]
 
 
 def existing_study_url(name: str, storage_url: str | None = None) -> str:
@@ -75,13 +84,16 @@ def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study,
 
 def list_studies(storage_url: str) -> list[dict[str, Any]]:
     """Every study in a storage with its trial counts by state (bookkeeping trials left out), sorted by name.
+    A study's finalist runs' companion (``NAME/finalists``, explorer.search.companion) is no row of its own: its
+    counts join its study's (``trials``, as when the finalist runs were the study's own trials) and its row names
+    it (``finalists``: the companion's name and counts).
 
     Counted with COUNT queries per state (Optuna's ``get_n_trials``), not by loading every trial: only failed
     trials are read, to leave out the bookkeeping ones (closed without running), so a listing stays fast for
     studies of thousands of trials.
     """
     storage = open_storage(storage_url, readonly=True)
-    out = []
+    rows: dict[str, dict[str, Any]] = {}
     for s in sorted(storage.get_all_studies(), key=lambda s: s.study_name):
         sid = storage.get_study_id_from_name(s.study_name)
         counts = {state.name: storage.get_n_trials(sid, state) for state in TrialState}
@@ -91,21 +103,36 @@ def list_studies(storage_url: str) -> list[dict[str, Any]]:
         if storage.get_n_trials(sid) > 0:
             first = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(sid, 0))
             started = first.datetime_start
-        out.append(
-            {
-                "name": s.study_name,
-                "trials": {k: v for k, v in counts.items() if v},
-                "total": (s.user_attrs.get("spec") or {}).get("n_trials"),
-                "started": started.isoformat(timespec="seconds") if started else None,
-            }
-        )
-    return out
+        rows[s.study_name] = {
+            "name": s.study_name,
+            "trials": {k: v for k, v in counts.items() if v},
+            "total": (s.user_attrs.get("spec") or {}).get("n_trials"),
+            "started": started.isoformat(timespec="seconds") if started else None,
+            "finalists": None,
+        }
+    for name in list(rows):
+        parent = rows.get(parent_name(name) or "")
+        if parent is not None:  # a companion: part of its study's row
+            companion = rows.pop(name)
+            parent["finalists"] = {"study": name, "trials": companion["trials"]}
+            for state, n in companion["trials"].items():
+                parent["trials"][state] = parent["trials"].get(state, 0) + n
+    return list(rows.values())
+
+
+# what `study status` says of a study made before the finalist runs were kept apart
+INSIDE_NOTE = (
+    "made before explorer kept finalist runs apart: its finalist runs are trials of the study itself, so Optuna's "
+    "best_trials, plot_pareto_front, the hypervolume history and optuna-dashboard's front include them (filter "
+    "on the user attribute role == 'search'); explorer reads and runs it as before"
+)
 
 
 def study_status(name: str, storage_url: str | None = None, best: int = 5) -> dict[str, Any]:
     """A JSON-ready summary: trials by role and state, early stopping, and the most accurate finished trials."""
     study, spec, url = read_study(name, storage_url)
-    records = load_records(study)
+    records = load_records(study)  # the study's and its companion's (explorer.search.companion)
+    companion = find_companion(study)
     trials: dict[str, dict[str, int]] = {"search": {}, "finalist": {}}
     for r in records:
         trials[r.role][r.state] = trials[r.role].get(r.state, 0) + 1
@@ -123,6 +150,9 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
         "epochs_saved": sum((r.epochs_planned or 0) - r.epochs_run for r in stopped),
         "metric": {"name": metric.name, "direction": metric.direction, "label": metric.label},
         "tracking": study.user_attrs.get("tracking"),  # the last MLflow sync, when the study is tracked
+        # where the finalist runs are: the companion study (None: none yet, or kept inside, said by the note)
+        "finalists_study": None if companion is None else companion.study_name,
+        "note": INSIDE_NOTE if keeps_finalists_inside(study) else "",
         "best": [
             {
                 "number": r.number,

@@ -43,6 +43,7 @@ from explorer.engine.tasks import Task
 from explorer.engine.tasks.folds import chance_level
 from explorer.search import fidelity
 from explorer.search.claims import Claims
+from explorer.search.companion import number_base
 from explorer.search.context import RunContext
 from explorer.search.record import RETRY_ATTRS, TrialRecord, arch_key, is_bookkeeping
 from explorer.search.retrain import run_task
@@ -108,7 +109,8 @@ class Objective:
     cached per architecture.
 
     Args:
-        study, spec: the study and its spec.
+        study, spec: the Optuna study the stage's trials run in (the study, or its finalists' companion:
+            ``StudyHandle.stage_study``) and the study's spec.
         context: this process's run context (:mod:`explorer.search.context`): the device to time and train on,
             the task, the search space, the user's model builder and where completed trials' weights go
             (``context.store``; None: not kept).
@@ -133,7 +135,8 @@ class Objective:
         self.total = spec.n_trials if total is None else total
         self.cache = LatencyCache()
         self.latency_cfg = context.latency(spec)
-        self.claims = Claims(study._storage, spec.name)
+        self.claims = Claims(study._storage, study.study_name)  # per Optuna study, as trial numbers are
+        self.base = number_base(study.study_name)  # a companion's trial n is trial base + n to explorer
         self._folds: dict[tuple[int, int, int], Task] = {}
 
     def _task_for(self, run: dict[str, Any]) -> Task:
@@ -335,7 +338,7 @@ class Objective:
             raise optuna.TrialPruned(watch.stop if watch.stop is not None else "stopped early")
         if self.context.store is not None and result.model is not None:
             # size-capped; retrained if evicted
-            self.context.store.save(self.spec.name, trial.number, result.model)
+            self.context.store.save(self.spec.name, self.base + trial.number, result.model)
         values = [result.quality, result.latency.median_ms]
         if self.spec.objectives.params:
             values.append(float(result.params))

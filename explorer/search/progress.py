@@ -8,6 +8,7 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
+from explorer.search.companion import trials_of
 from explorer.search.record import is_bookkeeping
 
 __all__ = ["Progress", "stage_progress"]
@@ -31,10 +32,12 @@ class Progress:
 
 
 def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
+    """The progress of ``stage`` in the explorer study ``study``: its trials wherever they live (the study
+    itself, or its companion: explorer.search.companion)."""
     role = stage  # a stage runs the trials of its role
     trials = [
         t
-        for t in study.get_trials(deepcopy=False)
+        for t, _ in trials_of(study)
         if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
     ]
     count = {s: sum(t.state == s for t in trials) for s in TrialState}

@@ -21,6 +21,7 @@ from optuna.trial import FrozenTrial
 
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
+from explorer.search.companion import study_parts, trials_of
 
 __all__ = [
     "RECORD_VERSION",
@@ -39,13 +40,11 @@ __all__ = [
 
 RECORD_VERSION = 4  # 3: kv_heads, head_dim, the task kind, bits per byte, decoding; 4: folds, chance level
 ROLES = ("search", "finalist")  # a search trial (one new architecture) or a finalist run (a fresh seed)
-_BOOKKEEPING = (
-    "surplus",
-    "duplicate_of",
-    "exhausted",
-)  # trials closed without running: neither results nor failures
+_BOOKKEEPING = ("surplus", "duplicate_of", "exhausted")  # trials closed without running: neither results nor failures
 RETRY_ATTRS = ("role", "seed", "finalist")  # what a retried trial inherits: what it is, not what it measured
 RETIMED_ATTR = "retimed"  # study attribute holding the finalists' re-timings (explorer.search.retime)
+
+
 def arch_key(config: ModelConfig, lr: float) -> str:
     """What makes two trials the same configuration: the architecture and its learning rate."""
     return f"{config.key()}_lr{lr:.6g}"
@@ -332,16 +331,20 @@ def is_bookkeeping(t: FrozenTrial) -> bool:
 
 
 def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[TrialRecord]:
-    """Every trial of ``study`` with one of ``roles`` as a record, in trial-number order (bookkeeping left out)."""
-    notes = study.user_attrs  # reasons recorded after a trial ended (a dead worker's: RetryStaleTrial)
+    """Every trial of ``study`` and its companion (explorer.search.companion: numbered FINALIST_BASE + n) with
+    one of ``roles`` as a record, in trial-number order (bookkeeping left out)."""
     out = []
-    for t in study.get_trials(deepcopy=False):
-        if is_bookkeeping(t):
-            continue
-        r = record_from_trial(t)
-        if r.state == "FAIL" and r.fail_reason is None and f"fail_reason:{r.number}" in notes:
-            r = dataclasses.replace(r, fail_reason=str(notes[f"fail_reason:{r.number}"]))
-        if r.role in roles:
+    for part, base in study_parts(study):
+        notes = part.user_attrs  # reasons recorded after a trial ended (a dead worker's: RetryStaleTrial)
+        for t in part.get_trials(deepcopy=False):
+            if is_bookkeeping(t) or str(t.user_attrs.get("role", "search")) not in roles:
+                continue
+            r = record_from_trial(t)
+            if r.state == "FAIL" and r.fail_reason is None and f"fail_reason:{r.number}" in notes:
+                r = dataclasses.replace(r, fail_reason=str(notes[f"fail_reason:{r.number}"]))
+            if base:
+                retry = None if r.retry_of is None else r.retry_of + base
+                r = dataclasses.replace(r, number=r.number + base, retry_of=retry)
             out.append(r)
     return out
 
@@ -363,7 +366,9 @@ class Retiming:
 
 
 def load_retimings(study: optuna.Study) -> list[Retiming]:
-    """Every stored re-timing of the study, in the order they were measured."""
+    """Every stored re-timing of the study (in the study itself, made before the finalists were kept apart, then
+    in its companion), in the order they were measured."""
+    rows = [r for part, _ in study_parts(study) for r in part.user_attrs.get(RETIMED_ATTR) or []]
     return [
         Retiming(
             str(r["key"]),
@@ -372,7 +377,7 @@ def load_retimings(study: optuna.Study) -> list[Retiming]:
             str(r.get("kind", "forward")),
             None if r.get("pid") is None else int(r["pid"]),
         )
-        for r in study.user_attrs.get(RETIMED_ATTR) or []
+        for r in rows
     ]
 
 
@@ -380,7 +385,7 @@ def closed_counts(study: optuna.Study) -> dict[str, int]:
     """Trials closed without running, by kind: ``beyond a total``, ``duplicate`` (another trial's claim) and
     ``no space left`` (every architecture taken)."""
     out: dict[str, int] = {}
-    for t in study.get_trials(deepcopy=False):
+    for t, _ in trials_of(study):  # the study's and its companion's
         for attr, kind in (
             ("surplus", "beyond a total"),
             ("duplicate_of", "duplicate"),

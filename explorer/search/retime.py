@@ -10,8 +10,8 @@ one re-timing process gave), so rounds in one process agree with each other more
 later times the model in (``explorer bench model``). Across rounds in fresh processes that shift is part of
 the spread between rounds, which the report's latency intervals are built from (never narrower than the timer's
 own block spread: :func:`explorer.insight.stats.block_spread`). Each (architecture, round) is stored with the
-study as it is measured (user attribute ``retimed``), so an interrupted re-timing continues where it stopped.
-A study that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
+finalist runs as it is measured (user attribute ``retimed`` of the study's companion, ``NAME/finalists``), so
+an interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
 (``kind = "decode"``), and, before its finalists are chosen, the decoding of the search's architectures
 (:func:`search_configs`): a decoding step of a small model is short, so a figure taken while another worker
 trains says more about that worker than about the architecture, and the knee and the grouped-query rule
@@ -128,6 +128,7 @@ def _time_round(handle: StudyHandle, r: int, todo: _Todo, context: RunContext) -
     """Time one round's architectures in order on the context's device, storing each timing as it is made."""
     spec = handle.spec
     cfg, device, task = context.latency(spec), context.device, context.task
+    where = handle.stage_study("finalist")  # the re-timings live with the finalist runs
     for key, config, kinds in todo:
         for kind in kinds:
             if kind == "forward":
@@ -138,9 +139,9 @@ def _time_round(handle: StudyHandle, r: int, todo: _Todo, context: RunContext) -
                 vocab = task.spec.vocab_size
                 builder = context.builder
                 lat = decode_latency(config, spec.decode.context, step, device, None, vocab, builder).latency
-            rows = list(handle.study.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
+            rows = list(where.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
             rows.append({"key": key, "round": r, "latency": lat.to_dict(), "kind": kind, "pid": os.getpid()})
-            handle.study.set_user_attr(RETIMED_ATTR, rows)
+            where.set_user_attr(RETIMED_ATTR, rows)
 
 
 def _round_main(storage_url: str, name: str, r: int, todo: list[tuple[str, dict, list[str]]], device: str,

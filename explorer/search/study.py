@@ -35,6 +35,13 @@ from explorer.search.artifacts import LOCATION_ATTR, ArtifactStore, store_for
 from explorer.search.capacity import check_study_fits
 from explorer.search.catalog import CREATED_MARK, existing_study_url, missing_spec
 from explorer.search.claims import Claims
+from explorer.search.companion import (
+    companion_name,
+    find_companion,
+    keeps_finalists_inside,
+    label_companion,
+    study_parts,
+)
 from explorer.search.context import RunContext, resolve_context
 from explorer.search.overrides import SOURCES_ATTR
 from explorer.search.rerun import check_same_meaning
@@ -123,6 +130,18 @@ class StudyHandle:
     context: RunContext | None = field(default=None, compare=False, repr=False)
     # the tracking URIs this command has already warned about (explorer.search.tracking): one warning each
     tracking_warned: set[str] = field(default_factory=set, compare=False, repr=False)
+    finalists: optuna.Study | None = field(default=None, init=False, compare=False, repr=False)
+
+    def stage_study(self, stage: str) -> optuna.Study:
+        """The Optuna study the trials of ``stage`` run in, decided here alone: the search in the study itself;
+        the finalist runs in its companion ``NAME/finalists`` (explorer.search.companion; created and labelled
+        when first needed), unless the study already holds finalist runs (made before they were kept apart)."""
+        if stage == "search":
+            return self.study
+        if self.finalists is None:
+            inside = keeps_finalists_inside(self.study)
+            self.finalists = self.study if inside else find_companion(self.study) or _new_companion(self.study)
+        return self.finalists
 
     @property
     def masked_url(self) -> str:
@@ -136,6 +155,24 @@ class StudyHandle:
     def is_default_storage(self) -> bool:
         """Whether the study lives where ``--storage`` defaults to (so commands need not name it)."""
         return self.storage_url == default_storage_url(self.spec.name)
+
+
+def _new_companion(study: optuna.Study) -> optuna.Study:
+    """Create the companion of ``study`` (same objectives and metric names), labelled for the dashboard; one made
+    a moment ago by another command is loaded instead."""
+    name = companion_name(study.study_name)
+    try:
+        companion = optuna.create_study(study_name=name, storage=study._storage, directions=study.directions)
+    except optuna.exceptions.DuplicatedStudyError:
+        return optuna.load_study(study_name=name, storage=study._storage)
+    Claims(study._storage, name).clear()  # a new study may reuse a deleted one's id
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if study.metric_names:
+            companion.set_metric_names(study.metric_names)
+    label_companion(companion, study)
+    log.info("created %s for the finalist runs of %s", name, study.study_name)
+    return companion
 
 
 def _stored_spec(study: optuna.Study, url: str, wait_s: float = 0.0, grace_s: float = 0.0) -> StudySpec:
@@ -336,18 +373,19 @@ def reading_artifact_store(handle: StudyHandle, location: str | None = None) -> 
 
 
 def note_answer(handle: StudyHandle, heads: tuple[int, ...] | None, opening: str) -> bool:
-    """Keep the answer with the study as its user attribute ``answer`` (the layout and the report's opening), so
-    optuna-dashboard and ``optuna.load_study(...).user_attrs`` show it. A report opens the study read-only, so
-    this goes through a writable connection of its own; a storage that cannot be written keeps nothing (False)."""
+    """Keep the answer with the study and its companion as the user attribute ``answer`` (the layout and the
+    report's opening), so optuna-dashboard and ``optuna.load_study(...).user_attrs`` show it. A report opens the
+    study read-only, so this goes through a writable connection of its own; a storage that cannot be written
+    keeps nothing (False)."""
     if not storage_writable(handle.storage_url):
         return False
     study = optuna.load_study(
         study_name=handle.name, storage=open_storage(handle.storage_url, heartbeat=False)
     )
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    study.set_user_attr(
-        ANSWER_ATTR, {"heads": None if heads is None else list(heads), "opening": opening, "at": when}
-    )
+    value = {"heads": None if heads is None else list(heads), "opening": opening, "at": when}
+    for part, _ in study_parts(study):  # the study and its finalist runs' companion
+        part.set_user_attr(ANSWER_ATTR, value)
     return True
 
 

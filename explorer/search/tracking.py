@@ -27,6 +27,7 @@ from typing import Any
 
 import optuna
 
+from explorer.search.companion import local_number
 from explorer.search.record import TrialRecord, load_records
 from explorer.search.storage import mask_url, sqlite_path
 from explorer.search.tracking_spec import tracking_uri
@@ -141,7 +142,9 @@ def _log_run(client: Any, experiment_id: str, name: str, tags: dict[str, str], r
 
 
 def _trial_tags(study: str, r: TrialRecord) -> dict[str, str]:
+    where, local = local_number(study, r.number)  # a finalist run: its number in the companion study
     tags = {f"{_TAG}study": study, f"{_TAG}trial": str(r.number), f"{_TAG}role": r.role}
+    tags[f"{_TAG}optuna_trial"] = f"{where}#{local}"
     tags |= {f"{_TAG}state": r.state, f"{_TAG}layout": _layout(r)}
     if r.label:
         tags[f"{_TAG}label"] = r.label

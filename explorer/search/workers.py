@@ -30,6 +30,7 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.device import as_device
 from explorer.errors import ExplorerError
 from explorer.search.claims import pop_waiting
+from explorer.search.companion import trials_of
 from explorer.search.context import RunContext
 from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.progress import Progress, stage_progress
@@ -66,24 +67,25 @@ log = logging.getLogger(__name__)
 
 
 def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
-    """Queue the finalist runs not already queued, running or done; return how many were added.
+    """Queue the finalist runs not already queued, running or done (wherever they are: the study's companion,
+    or the study itself for one made before finalists were kept apart) where the finalist stage runs them
+    (``handle.stage_study``); return how many were added.
 
     A run is identified by its configuration and seed, so planning again (after a resume, or `explorer confirm`
     with more seeds) queues only what is new.
     """
     have = set()
-    for t in handle.study.get_trials(deepcopy=False):
+    for t, _ in trials_of(handle.study):
         a = t.user_attrs
         if a.get("role") == "finalist" and t.state != TrialState.FAIL and not is_bookkeeping(t):
             run = a["finalist"]
             have.add((arch_key(ModelConfig.from_dict(run["model"]), float(run["lr"])), int(a["seed"])))
     added = 0
+    study = handle.stage_study("finalist")
     for run in runs:
         if (arch_key(run.config, run.lr), run.seed) in have:
             continue
-        handle.study.enqueue_trial(
-            {}, user_attrs={"role": "finalist", "seed": run.seed, "finalist": run.attrs()}
-        )
+        study.enqueue_trial({}, user_attrs={"role": "finalist", "seed": run.seed, "finalist": run.attrs()})
         added += 1
     return added
 
@@ -145,7 +147,7 @@ def _work(
 ) -> str:
     """One worker's loop over a stage, with this process's run context; returns "" when the stage is done, else
     why it stopped."""
-    study = handle.study
+    study = handle.stage_study(stage)  # the study itself, or its companion for the finalist runs
     # Seeded samplers built alike draw alike: every worker process gets a stream of its own.
     study.sampler = make_sampler(handle.spec, os.getpid(), uuid.uuid4().int % 2**31, space=context.space)
     objective = Objective(study, handle.spec, context, stage=stage, total=total, on_epoch=on_trial)

@@ -121,10 +121,12 @@ def test_the_finalist_stage_runs_queued_runs_with_their_seed_and_closes_the_rest
     handle = open_tiny(tmp_path, epochs=1, finalists=True)
     config = ModelConfig(d_model=16, heads=(2,), min_dk=4, mlp_ratio=2.0)
     enqueue_runs(handle, [FinalistRun(config, 3e-3, seed, "knee") for seed in (7, 8)])
-    handle.study.enqueue_trial(points(handle, 1)[0].params)  # a search trial: not this stage's
-    obj = objective(handle, stage="finalist")
-    handle.study.optimize(obj, n_trials=3, catch=CATCH)
-    runs, stray = handle.study.get_trials()[:2], handle.study.get_trials()[2]
+    finals = handle.stage_study("finalist")  # the companion study, NAME/finalists
+    assert finals.study_name == "tiny/finalists" and not handle.study.get_trials()
+    finals.enqueue_trial(points(handle, 1)[0].params)  # a search trial: not this stage's
+    context = run_context(handle).opened(handle.storage_url, None)
+    finals.optimize(Objective(finals, handle.spec, context, stage="finalist"), n_trials=3, catch=CATCH)
+    runs, stray = finals.get_trials()[:2], finals.get_trials()[2]
     assert [t.state for t in runs] == [TrialState.COMPLETE] * 2
     assert [t.user_attrs["seed"] for t in runs] == [7, 8] and all(
         t.user_attrs["role"] == "finalist" for t in runs

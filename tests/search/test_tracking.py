@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from explorer.cli import main
 from explorer.search import tracking
 from explorer.search.catalog import read_study
+from explorer.search.companion import FINALIST_BASE
 from explorer.search.tracking import log_answer, sync_trials
 from explorer.search.tracking_spec import MLFLOW_ENV
 from tests.fixtures import make_study, write_tiny_spec
@@ -21,9 +22,9 @@ from tests.fixtures import make_study, write_tiny_spec
 mlflow = pytest.importorskip("mlflow")
 
 
-def _study(tmp_path, monkeypatch, uri: str):
+def _study(tmp_path, monkeypatch, uri: str, apart: bool = False):
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    make_study(6, storage=url, name="tracked", finalists=2, states={"PRUNED": 2, "FAIL": 1})
+    make_study(6, storage=url, name="tracked", finalists=2, states={"PRUNED": 2, "FAIL": 1}, apart=apart)
     monkeypatch.setenv(MLFLOW_ENV, uri)
     study = optuna.load_study(study_name="tracked", storage=url)
     return study, read_study("tracked", url)[1]
@@ -35,17 +36,26 @@ def _runs(uri: str) -> list:
     return client, client.search_runs([experiment.experiment_id], max_results=1000)
 
 
+@pytest.mark.parametrize("apart", [False, True], ids=["finalists-inside", "finalists-apart"])
 def test_every_finished_trial_is_one_run_with_its_heads_and_finalists_group_under_their_layout(
-    tmp_path, monkeypatch
+    tmp_path, monkeypatch, apart
 ):
+    """The same for a study made before the finalist runs were kept apart and for one whose finalist runs live
+    in its companion study (trial FINALIST_BASE + n to explorer, named by its Optuna study and number too)."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    study, spec = _study(tmp_path, monkeypatch, uri)
+    study, spec = _study(tmp_path, monkeypatch, uri, apart)
     result = sync_trials(study, spec)
     assert result["error"] is None and result["not_logged"] == []
     client, runs = _runs(uri)
     trials = {int(r.data.tags["explorer.trial"]): r for r in runs if "explorer.trial" in r.data.tags}
     finished = [t for t in study.trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL")]
-    assert sorted(trials) == sorted(t.number for t in finished)
+    numbers = [t.number for t in finished]
+    if apart:
+        companion = optuna.load_study(study_name="tracked/finalists", storage=study._storage)
+        finished += companion.trials
+        numbers += [FINALIST_BASE + t.number for t in companion.trials]
+        assert trials[FINALIST_BASE].data.tags["explorer.optuna_trial"] == "tracked/finalists#0"
+    assert sorted(trials) == sorted(numbers)
     search = [t for t in finished if t.user_attrs["role"] == "search" and t.state.name == "COMPLETE"]
     first = trials[search[0].number]
     heads = search[0].user_attrs["heads"]
@@ -169,7 +179,8 @@ def test_a_tracked_study_run_and_report_log_trials_finalists_and_the_answer(tmp_
     runs = client.search_runs([client.get_experiment_by_name("tiny").experiment_id], max_results=1000)
     roles = [r.data.tags["explorer.role"] for r in runs]
     study = optuna.load_study(study_name="tiny", storage="sqlite:///studies/tiny.db")
-    finished = [t for t in study.trials if t.state.name == "COMPLETE"]
+    finals = optuna.load_study(study_name="tiny/finalists", storage="sqlite:///studies/tiny.db")
+    finished = [t for t in study.trials + finals.trials if t.state.name == "COMPLETE"]
     assert roles.count("search") == sum(t.user_attrs["role"] == "search" for t in finished) == 2
     assert roles.count("finalist") == sum(t.user_attrs["role"] == "finalist" for t in finished) > 0
     assert roles.count("answer") == 1 and roles.count("layout") >= 1
