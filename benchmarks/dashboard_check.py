@@ -17,9 +17,12 @@ with ``--artifact-dir`` set to the location the study recorded, and check throug
 * ``optuna.visualization.plot_param_importances`` on the quickstart study's search (``studies/quickstart.toml``
   run with ``--no-finalists``) names each layer's head count.
 
-It also records what the dashboard shows of the trials' constraints, and which trials make the front the
-dashboard draws (the study runs a small finalist stage, so finalist runs are among its trials). Exits non-zero if
-a check fails; appends the results to ``--record``. Needs the ``dashboard`` extra (optuna-dashboard, plotly).
+* the study's front (``best_trials``) holds searched architectures only, and no finalist run is a trial of the
+  study: the study runs a small finalist stage, whose runs (and re-timings) are the companion study
+  ``dash/finalists``, which the dashboard lists labelled (``finalists_of``, ``about``) with the answer the
+  report keeps.
+
+It also records what the dashboard shows of the trials' constraints. Exits non-zero if a check fails; appends the results to ``--record``. Needs the ``dashboard`` extra (optuna-dashboard, plotly).
 """
 
 from __future__ import annotations
@@ -116,6 +119,7 @@ def main() -> None:
     import torch
 
     from explorer.search.artifacts import ArtifactStore
+    from explorer.search.companion import FINALIST_BASE
 
     work = Path(tempfile.mkdtemp(prefix="explorer-dash-"))
     env = explorer_env(work / "cache")
@@ -155,9 +159,6 @@ def main() -> None:
         complete = [
             t for t in detail["trials"] if t["state"] == "Complete" and roles[t["number"]] == "search"
         ]
-        finals = [
-            t for t in detail["trials"] if t["state"] == "Complete" and roles[t["number"]] == "finalist"
-        ]
         first = {a["key"]: a["value"] for a in complete[0]["user_attrs"]}
         readable = all({a["key"] for a in t["user_attrs"]} >= set(READABLE) for t in complete)
         shown = ", ".join(f"{k} = {first[k]}" for k in READABLE)
@@ -182,29 +183,67 @@ def main() -> None:
             )
         )
         front = [f"#{t['number']} ({roles[t['number']]})" for t in detail["best_trials"]]
-        layouts = ", ".join(
-            f"#{t['number']}: {next(a['value'] for a in t['user_attrs'] if a['key'] == 'heads')}"
-            for t in complete
+        in_study = sorted(set(roles.values()) - {None})
+        checks.append(
+            (
+                "the study's front (best_trials) holds searched architectures only; no finalist run in the study",
+                bool(detail["best_trials"])
+                and all(roles[t["number"]] == "search" for t in detail["best_trials"])
+                and in_study == ["search"],
+                f"front {', '.join(front)}; roles of the study's trials: {in_study}",
+            )
         )
+        companion = next((s for s in studies if s["study_name"] == "dash/finalists"), None)
+        cdetail = {} if companion is None else json.loads(get(f"{base}/api/studies/{companion['study_id']}"))
+        cattrs = {a["key"]: a["value"] for a in cdetail.get("user_attrs", [])}
+        croles = {_attr(t, "role") for t in cdetail.get("trials", [])}
+        finals = [t for t in cdetail.get("trials", []) if t["state"] == "Complete"]
+        # the dashboard cuts an attribute's JSON at 1,024 characters: the whole values are read through Optuna
+        kept = optuna.load_study(study_name="dash/finalists", storage=url).user_attrs if companion else {}
+        answer = kept.get("answer") or {}
+        shown_on_dash = next((a["value"] for a in detail.get("user_attrs", []) if a["key"] == "answer"), None)
+        checks.append(
+            (
+                "the finalist runs in the companion study dash/finalists, labelled, with the answer",
+                cattrs.get("finalists_of") == "dash"
+                and bool(cattrs.get("about"))
+                and croles == {"finalist"}
+                and bool(finals)
+                and bool(kept.get("retimed"))
+                and answer.get("heads") is not None
+                and cattrs.get("answer") == shown_on_dash,
+                f"{len(finals)} complete finalist runs (roles {sorted(croles)}), objective_names = "
+                f"{cdetail.get('objective_names')}; user attrs finalists_of = {cattrs.get('finalists_of')!r}, "
+                f"retimed ({len(kept.get('retimed') or [])} timings), answer heads = {answer.get('heads')} (the "
+                f"same attribute as on dash); about = {cattrs.get('about')!r}",
+            )
+        )
+
+        layouts = ", ".join(f"#{t['number']}: {_attr(t, 'heads')}" for t in complete)
 
         store = ArtifactStore(url)
         served, files = 0, []
-        for t in complete:
+        # the search trials' weights, and the finalist runs' on the companion's trials (trial BASE + n to explorer)
+        owned = [(t, sid, t["number"]) for t in complete]
+        owned += [(t, companion["study_id"], FINALIST_BASE + t["number"]) for t in finals]
+        for t, owner, number in owned:
             arts = [a for a in t["artifacts"] if a["filename"] == f"trial-{t['number']:05d}.pt"]
             if len(arts) != 1:
                 continue
-            blob = get(f"{base}/artifacts/{sid}/{t['trial_id']}/{arts[0]['artifact_id']}")
+            blob = get(f"{base}/artifacts/{owner}/{t['trial_id']}/{arts[0]['artifact_id']}")
             state = torch.load(io.BytesIO(blob), weights_only=True)
-            stored = store.load_state("dash", t["number"])
+            stored = store.load_state("dash", number)
             served += state.keys() == stored.keys() and all(
                 torch.equal(state[k], v) for k, v in stored.items()
             )
             files.append(f"#{t['number']} {arts[0]['filename']} ({len(blob):,} bytes)")
         checks.append(
             (
-                "weights listed on each complete trial, served, load with weights_only=True, equal explorer's",
-                served == len(complete),
-                f"{served}/{len(complete)}: " + "; ".join(files),
+                "weights listed on each complete trial and finalist run, served, load with weights_only=True, "
+                "equal explorer's",
+                served == len(owned),
+                f"{served}/{len(owned)} (search trials, then finalist runs of dash/finalists): "
+                + "; ".join(files),
             )
         )
         pngs = [a for a in detail["artifacts"] if a["filename"].endswith(".png")]
@@ -276,8 +315,8 @@ def main() -> None:
             f"- the quickstart's importances (fANOVA, seed 0) over the readable params alone "
             f"(`plot_param_importances(study, params=['family', 'heads_layer0', 'heads_layer1'], ...)`): "
             f"{shown['the readable ones']}",
-            f"- the front the dashboard draws (`best_trials`): {', '.join(front)}; {len(finals)} finalist runs share "
-            "the study with the search trials, so finalist runs can sit on it (not yet kept apart).",
+            f"- the front the dashboard draws for `dash` (`best_trials`): {', '.join(front)}; the {len(finals)} "
+            "finalist runs are trials of the companion study `dash/finalists`, listed beside it.",
             f"- constraints: Optuna's reader (`FrozenTrial.constraints`) gives {constraints_optuna}; the "
             f"dashboard's `constraints` field gives {constraints_dashboard} (0.21 reads only the pre-5.0 list "
             f"format); explorer also writes them as the user attributes `constraints` and `feasible` "
