@@ -22,6 +22,17 @@ from explorer.search.study import ANSWER_ATTR, open_study
 from tests.fixtures import latency, make_study, write_tiny_spec
 
 
+def _opening(url: str, out) -> str:
+    """The report's answer paragraph."""
+    blocks = api.report("syn", url, out=out).markdown.read_text().split("\n\n")
+    return next(b for b in blocks if b.startswith("**"))
+
+
+def _front_roles(url: str) -> set[str]:
+    """The roles of the trials on the front Optuna's own reader gives (best_trials)."""
+    return {t.user_attrs["role"] for t in optuna.load_study(study_name="syn", storage=url).best_trials}
+
+
 def test_names_and_numbers_map_both_ways():
     assert (
         companion_name("quickstart") == "quickstart/finalists"
@@ -46,15 +57,9 @@ def test_a_study_made_before_reads_as_before_and_says_what_optunas_tools_show(tm
     assert [r.val_accuracy for r in finals_old] == [r.val_accuracy for r in finals_new]
     assert old.answer.recommended.heads == new.answer.recommended.heads
     assert old.answer.confidence == pytest.approx(new.answer.confidence)
-    opening = lambda data: (
-        api.report("syn", data, out=tmp_path / data[-9:-3]).markdown.read_text().split("\n\n")[1]
-    )  # noqa: E731
-    assert opening(inside) == opening(apart)  # the report's answer paragraph, word for word
+    assert _opening(inside, tmp_path / "r1") == _opening(apart, tmp_path / "r2")  # word for word
     # Optuna's own reader: the old study's front holds finalist runs, the new one's searched trials only
-    roles = lambda url: {  # noqa: E731
-        t.user_attrs["role"] for t in optuna.load_study(study_name="syn", storage=url).best_trials
-    }
-    assert "finalist" in roles(inside) and roles(apart) == {"search"}
+    assert "finalist" in _front_roles(inside) and _front_roles(apart) == {"search"}
     status_old, status_new = study_status("syn", inside), study_status("syn", apart)
     assert status_old["note"] == INSIDE_NOTE and status_old["finalists_study"] is None
     assert status_new["note"] == "" and status_new["finalists_study"] == "syn/finalists"
@@ -169,3 +174,41 @@ def test_a_study_run_keeps_its_finalists_apart_and_every_command_reads_them(tmp_
     handle = open_study("tiny", url)
     assert ArtifactStore(url).has("tiny", number)  # its weights, stored by the run in the companion
     assert handle.stage_study("finalist").study_name == "tiny/finalists"
+
+
+@pytest.mark.slow
+def test_two_workers_run_the_finalist_stage_in_the_companion_on_each_storage(
+    tmp_path, monkeypatch, storage_url, study_name, one_thread
+):
+    """Many workers, SQLite and PostgreSQL: the search in the study, every planned finalist run exactly once in
+    its companion, nothing left running or queued, and a second command finds nothing left to do."""
+    monkeypatch.chdir(tmp_path)
+    spec = write_tiny_spec(tmp_path, name=study_name, n_trials=3, epochs=1, finalists=True)
+    sets = ["finalists.ladder=false", "finalists.timing_rounds=1"]
+    args = ["study", "run", str(spec), "--storage", storage_url, "--no-bench", "--workers", "2"]
+    args += [a for s in sets for a in ("--set", s)]
+    run = CliRunner().invoke(main, args)
+    assert run.exit_code == 0, run.output
+    study = optuna.load_study(study_name=study_name, storage=storage_url)
+    companion = optuna.load_study(study_name=f"{study_name}/finalists", storage=storage_url)
+    assert {t.user_attrs.get("role") for t in study.trials} == {"search"}
+    done = [t for t in companion.trials if t.state == TrialState.COMPLETE]
+    runs = [
+        (json.dumps(t.user_attrs["finalist"]["model"], sort_keys=True), t.user_attrs["seed"]) for t in done
+    ]
+    assert done and len(runs) == len(set(runs))  # no finalist run trained twice
+    assert not [
+        t for t in study.trials + companion.trials if t.state in (TrialState.RUNNING, TrialState.WAITING)
+    ]
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    assert len(optuna.load_study(study_name=f"{study_name}/finalists", storage=storage_url).trials) == len(
+        companion.trials
+    )
+    records = api.load(study_name, storage_url).records
+    assert sorted(r.number for r in records if r.role == "finalist") == sorted(
+        FINALIST_BASE + t.number
+        for t in companion.trials
+        if t.user_attrs.get("role") == "finalist"
+        and not {"surplus", "duplicate_of", "exhausted"} & set(t.user_attrs)
+    )
