@@ -44,6 +44,7 @@ __all__ = [
     "SpecError",
     "StorageError",
     "StorageBusyError",
+    "EmptyStorageError",
     "StorageUnavailableError",
     "StudyNotFoundError",
     "TrainingDivergedError",
@@ -114,6 +115,10 @@ class StorageUnavailableError(StorageError):
     """The database (or its driver) cannot be reached from this machine."""
 
     exit_code = EXIT_ENVIRONMENT
+
+
+class EmptyStorageError(StorageError):
+    """A database with no table at all, opened to be read: nothing is stored there yet (a run creates it)."""
 
 
 class StorageBusyError(StorageUnavailableError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from explorer.errors import SpecError, StorageBusyError, StudyNotFoundError
+from explorer.errors import EmptyStorageError, SpecError, StorageBusyError, StudyNotFoundError
 from explorer.search.catalog import read_study
 from explorer.search.record import load_records
 from explorer.search.run_options import check_total_reaches
@@ -75,7 +75,8 @@ def check_rerun(spec: StudySpec, storage_url: str | None, n_trials: int | None, 
         return  # a new database: prepare_study creates it
     try:
         study, stored, url = read_study(spec.name, url)
-    except (StudyNotFoundError, SpecError, StorageBusyError):  # busy: another command is creating it right now
+    # busy: another command is creating it right now; empty: a new database (PostgreSQL), which prepare_study fills
+    except (StudyNotFoundError, SpecError, StorageBusyError, EmptyStorageError):
         return
     check_same_meaning(stored, spec, mask_url(url))
     check_total_reaches(

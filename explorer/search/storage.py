@@ -25,6 +25,7 @@ from optuna.storages import BaseStorage, RDBStorage
 from sqlalchemy.engine import URL, make_url
 
 from explorer.errors import (
+    EmptyStorageError,
     SpecError,
     StorageBusyError,
     StorageError,
@@ -228,7 +229,7 @@ def _check_optuna_tables(url: str, engine_kwargs: dict, masked: str, empty_ok: b
     if empty_ok and not tables:
         return
     if not {"studies", "version_info"} <= tables:
-        raise StorageError(
+        raise (StorageError if tables else EmptyStorageError)(
             f"{masked} holds no Optuna storage (no studies table); check the URL: nothing was created there."
         )
 

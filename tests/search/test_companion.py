@@ -17,7 +17,7 @@ from explorer.cli import main
 from explorer.search.artifacts import ArtifactStore
 from explorer.search.catalog import INSIDE_NOTE, list_studies, study_status
 from explorer.search.companion import FINALIST_BASE, companion_name, local_number, parent_name
-from explorer.search.record import RETIMED_ATTR, load_records, load_retimings
+from explorer.search.record import RETIMED_ATTR, is_bookkeeping, load_records, load_retimings
 from explorer.search.study import ANSWER_ATTR, open_study
 from tests.fixtures import latency, make_study, write_tiny_spec
 
@@ -152,7 +152,8 @@ def test_a_study_run_keeps_its_finalists_apart_and_every_command_reads_them(tmp_
     assert run.exit_code == 0, run.output
     url = "sqlite:///studies/tiny.db"
     study = optuna.load_study(study_name="tiny", storage=url)
-    assert {t.user_attrs["role"] for t in study.trials} == {"search"} and RETIMED_ATTR not in study.user_attrs
+    searched = [t for t in study.trials if not is_bookkeeping(t)]
+    assert {t.user_attrs["role"] for t in searched} == {"search"} and RETIMED_ATTR not in study.user_attrs
     assert study.best_trials and all(t.params for t in study.best_trials)
     companion = optuna.load_study(study_name="tiny/finalists", storage=url)
     finals = [t for t in companion.trials if t.state == TrialState.COMPLETE]
@@ -191,7 +192,8 @@ def test_two_workers_run_the_finalist_stage_in_the_companion_on_each_storage(
     assert run.exit_code == 0, run.output
     study = optuna.load_study(study_name=study_name, storage=storage_url)
     companion = optuna.load_study(study_name=f"{study_name}/finalists", storage=storage_url)
-    assert {t.user_attrs.get("role") for t in study.trials} == {"search"}
+    # the search's own trials (and those it closed without running, beyond its total: no role)
+    assert {t.user_attrs.get("role") for t in study.trials if not is_bookkeeping(t)} == {"search"}
     done = [t for t in companion.trials if t.state == TrialState.COMPLETE]
     runs = [
         (json.dumps(t.user_attrs["finalist"]["model"], sort_keys=True), t.user_attrs["seed"]) for t in done
