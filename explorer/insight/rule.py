@@ -43,7 +43,6 @@ __all__ = [
     "BEST",
     "BEYOND",
     "UNDECIDED",
-    "VERDICTS",
     "WITHIN",
     "Decision",
     "decide",
@@ -55,7 +54,6 @@ __all__ = [
 ]
 
 BEST, WITHIN, BEYOND, UNDECIDED = "best", "within", "beyond", "undecided"
-VERDICTS = (BEST, WITHIN, BEYOND, UNDECIDED)
 NEGLIGIBLE = 0.2  # a comparison carries risk when its term is above this share of the risk (see next_layouts)
 
 
