@@ -94,7 +94,7 @@ def answer_line(name: str, ans: Any) -> str:
               else f"{ans.margin * 100:g} accuracy point(s)")  # fmt: skip
     best = ans.best if ans.best is not None else rec
     how = (f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability at least "
-           f"{ans.confidence:.0%}" if ans.decided or ans.confidence >= 1 - ans.risk else
+           f"{ans.confidence:.0%}" if ans.placed else
            f"the most accurate; not decided: no layout is placed within {margin} of it with probability "
            f"{1 - ans.risk:.0%} yet (explorer confirm {name} --until-decided)")  # fmt: skip
     return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}"

@@ -106,6 +106,11 @@ class Answer:
         return None if r is None else (r.config.d_model, r.config.n_layers)
 
     @property
+    def placed(self) -> bool:
+        """Whether the answer itself reaches ``1 - risk``: placed within the margin, not the best by default."""
+        return self.recommended is not None and self.confidence is not None and self.confidence >= 1 - self.risk
+
+    @property
     def members(self) -> tuple[Architecture, ...]:
         """The layouts placed within the margin of the best at probability ``1 - risk``, fastest first."""
         return tuple(c.arch for c in self.verdicts if c.p_within >= 1 - self.risk)

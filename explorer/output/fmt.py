@@ -125,7 +125,7 @@ def claim(ans: Answer) -> str:
     """What the answer is, in the rule's words: the fastest layout placed within the margin, and how sure."""
     margin = margin_text(ans.best.metric, ans.margin) if ans.best else "the margin"
     p = ans.confidence if ans.confidence is not None else math.nan
-    if ans.decided or (ans.recommended is not None and p >= 1 - ans.risk):
+    if ans.placed:
         return (f"the fastest layout placed within {margin} of the best, with probability at least "
                 f"{num(100 * p, '.0f')}% (the rule asks {num(100 * (1 - ans.risk), '.3g')}%).")
     return (f"the most accurate layout; no layout is yet placed within {margin} of the best with probability "
