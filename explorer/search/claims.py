@@ -19,9 +19,10 @@ import datetime
 import optuna
 import sqlalchemy as sa
 import sqlalchemy.exc
-from optuna.storages import RDBStorage
-from optuna.storages._rdb import models  # the trials table, for the one conditional UPDATE of pop_waiting
+from optuna.storages import BaseStorage
 from optuna.trial import TrialState
+
+from explorer.search import optuna_private
 
 __all__ = ["Claims", "pop_waiting"]
 
@@ -42,10 +43,12 @@ class Claims:
     whoever creates a study calls :meth:`clear` first.
     """
 
-    def __init__(self, storage: RDBStorage, study_name: str):
-        storage = getattr(storage, "_backend", storage)  # Optuna wraps an RDBStorage in a cache layer
-        self.engine = storage.engine
-        self.study = str(storage.get_study_id_from_name(study_name))
+    def __init__(self, storage: BaseStorage, study_name: str):
+        database = optuna_private.rdb_storage(storage)
+        if database is None:
+            raise TypeError("claims need a database storage (an Optuna RDBStorage)")
+        self.engine = database.engine
+        self.study = str(database.get_study_id_from_name(study_name))
         for attempt in range(3):  # two processes creating the table at once: the loser sees it exist
             try:
                 _METADATA.create_all(self.engine, checkfirst=True)
@@ -112,21 +115,28 @@ def pop_waiting(study: optuna.Study) -> int | None:
     """Take a WAITING trial of ``study`` for this process alone (its trial id), or None when none is left.
 
     One conditional UPDATE (``... SET state = RUNNING WHERE state = WAITING``) per candidate: the database lets
-    exactly one process change a row from WAITING, on SQLite and PostgreSQL alike. Install it as
-    ``study._pop_waiting_trial_id`` so that ``study.optimize`` takes queued trials this way.
+    exactly one process change a row from WAITING, on SQLite and PostgreSQL alike. Install it with
+    :func:`explorer.search.optuna_private.install_pop_waiting` so that ``study.optimize`` takes queued trials
+    this way.
     """
-    engine = getattr(getattr(study._storage, "_backend", study._storage), "engine", None)
-    if engine is None:  # not a database (an in-process storage): one process, no race; Optuna's own pop
-        return optuna.Study._pop_waiting_trial_id(study)
-    trials = models.TrialModel.__table__
-    for t in study._storage.get_all_trials(study._study_id, deepcopy=False, states=(TrialState.WAITING,)):
+    storage = optuna_private.storage_of(study)
+    database = optuna_private.rdb_storage(storage)
+    if database is None:  # not a database (an in-process storage): one process, no race; Optuna's own pop
+        return optuna_private.optuna_pop_waiting(study)
+    engine = database.engine
+    trials = optuna_private.trials_table()
+    waiting = storage.get_all_trials(
+        optuna_private.study_id_of(study), deepcopy=False, states=(TrialState.WAITING,)
+    )
+    for t in waiting:
+        trial_id = optuna_private.trial_id_of(t)
         now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # Optuna 5 stores naive UTC
         with engine.begin() as conn:
             taken = conn.execute(
                 trials.update()
-                .where(trials.c.trial_id == t._trial_id, trials.c.state == TrialState.WAITING.name)
+                .where(trials.c.trial_id == trial_id, trials.c.state == TrialState.WAITING.name)
                 .values(state=TrialState.RUNNING.name, datetime_start=now)
             ).rowcount
         if taken == 1:
-            return t._trial_id
+            return trial_id
     return None

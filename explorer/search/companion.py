@@ -20,6 +20,8 @@ from collections.abc import Iterator
 import optuna
 from optuna.trial import FrozenTrial
 
+from explorer.search import optuna_private
+
 __all__ = [
     "COMPANION_ATTR",
     "FINALIST_BASE",
@@ -67,11 +69,12 @@ def find_companion(study: optuna.Study) -> optuna.Study | None:
     """The companion of ``study`` in the same storage (through its connection: read-only stays read-only), or
     None when it has none."""
     name = companion_name(study.study_name)
+    storage = optuna_private.storage_of(study)
     try:
-        study._storage.get_study_id_from_name(name)
+        storage.get_study_id_from_name(name)
     except KeyError:
         return None
-    return optuna.load_study(study_name=name, storage=study._storage)
+    return optuna.load_study(study_name=name, storage=storage)
 
 
 def companion_of(study: optuna.Study) -> str | None:

@@ -41,7 +41,7 @@ from explorer.engine.latency_cache import LatencyCache
 from explorer.engine.measures import LatencyResult
 from explorer.engine.tasks import Task
 from explorer.engine.tasks.folds import chance_level
-from explorer.search import fidelity
+from explorer.search import fidelity, optuna_private
 from explorer.search.claims import Claims
 from explorer.search.companion import number_base
 from explorer.search.context import RunContext
@@ -135,7 +135,7 @@ class Objective:
         self.total = spec.n_trials if total is None else total
         self.cache = LatencyCache()
         self.latency_cfg = context.latency(spec)
-        self.claims = Claims(study._storage, study.study_name)  # per Optuna study, as trial numbers are
+        self.claims = Claims(optuna_private.storage_of(study), study.study_name)  # per Optuna study, as trial numbers are
         self.base = number_base(study.study_name)  # a companion's trial n is trial base + n to explorer
         self._folds: dict[tuple[int, int, int], Task] = {}
 
@@ -206,7 +206,7 @@ class Objective:
         """Close the trial when the sampler found the space used up; mark an enqueued trial as such."""
         # The sampler notes its proposal in the storage when the first parameter is suggested (Optuna samples
         # relative parameters lazily), after this trial object cached its attributes: read them afresh.
-        proposal = self.study._storage.get_trial_user_attrs(trial._trial_id).get("proposal")
+        proposal = optuna_private.stored_user_attrs(self.study, trial).get("proposal")
         if proposal == "exhausted":
             raise self._close(trial, "exhausted", True, "every architecture of the space is taken")
         if proposal is None:

@@ -21,6 +21,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from explorer.errors import SpecError
+from explorer.search import optuna_private
 from explorer.search.record import arch_key, is_bookkeeping
 from explorer.search.space import Sampled, SearchSpace
 from explorer.search.spec import SAMPLERS, StudySpec
@@ -134,8 +135,8 @@ class UniqueSampler(optuna.samplers.BaseSampler):
 
     @staticmethod
     def _note(study: optuna.Study, trial: FrozenTrial, rejected: int, how: str) -> None:
-        study._storage.set_trial_user_attr(trial._trial_id, "proposal", how)
-        study._storage.set_trial_user_attr(trial._trial_id, "rejected", rejected)
+        optuna_private.set_stored_user_attr(study, trial, "proposal", how)
+        optuna_private.set_stored_user_attr(study, trial, "rejected", rejected)
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution

@@ -19,6 +19,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -29,6 +30,7 @@ from optuna.trial import TrialState
 from explorer.engine.config import ModelConfig
 from explorer.engine.device import as_device
 from explorer.errors import ExplorerError
+from explorer.search import optuna_private
 from explorer.search.claims import pop_waiting
 from explorer.search.companion import trials_of
 from explorer.search.context import RunContext
@@ -58,7 +60,14 @@ MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials 
 MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a row that another worker held
 EXHAUSTED = "the search space has no architecture left"  # how a stage's note starts when the space is used up
 STAGES = ("search", "finalist")  # the stages, named as the roles of the trials each runs
-WORKER_ERROR = "error: "  # how a worker's own failure starts on the result queue (the rest: one masked line)
+
+
+@dataclass(frozen=True)
+class WorkerError:
+    """What a worker that failed puts on the result queue instead of its note: its error, as one masked line."""
+
+    line: str  # "<exception type>: <message>"
+
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +160,7 @@ def _work(
     # Seeded samplers built alike draw alike: every worker process gets a stream of its own.
     study.sampler = make_sampler(handle.spec, os.getpid(), uuid.uuid4().int % 2**31, space=context.space)
     objective = Objective(study, handle.spec, context, stage=stage, total=total, on_epoch=on_trial)
-    study._pop_waiting_trial_id = lambda: pop_waiting(study)  # one worker per queued trial, also on SQLite
+    optuna_private.install_pop_waiting(study, pop_waiting)  # one worker per queued trial, also on SQLite
     callbacks: list[Callable[..., None]] = []
     stop = _StopRules(stage, total, context.space.size(), not isinstance(handle.spec.space.lr, tuple))
     callbacks.append(stop)
@@ -291,10 +300,10 @@ def _run_pool(
     for p in procs:
         p.start()
     _wait_for(procs, options.poll_interval, report)
-    notes = []
+    results: list[str | WorkerError] = []  # each worker's note, or its error
     while not queue.empty():
-        notes.append(queue.get())
-    return _pool_outcome(handle, stage, total, procs, notes, report)
+        results.append(queue.get())
+    return _pool_outcome(handle, stage, total, procs, results, report)
 
 
 def _wait_for(procs: list[Any], poll_interval: float, report: Callable[[], Any]) -> None:
@@ -317,14 +326,14 @@ def _pool_outcome(
     stage: str,
     total: int,
     procs: list[Any],
-    notes: list[str],
+    results: list[str | WorkerError],
     report: Callable[[str], Progress],
 ) -> Progress:
     """The stage's progress once its workers have exited (with the first worker's note); a worker that failed
     is one ExplorerError naming its error, as is one killed before the stage finished for no other reason."""
     study = handle.study
-    errors = [n.removeprefix(WORKER_ERROR) for n in notes if n.startswith(WORKER_ERROR)]
-    notes = [n for n in notes if not n.startswith(WORKER_ERROR)]
+    errors = [r.line for r in results if isinstance(r, WorkerError)]
+    notes = [r for r in results if not isinstance(r, WorkerError)]
     failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
     if failed:
         raise ExplorerError(
@@ -383,7 +392,7 @@ def _worker_main(
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
     except Exception as exc:  # the parent names it in its one-line error; the traceback follows on stderr
         line = mask_url(" ".join(str(exc).split()))[:300]
-        out.put(f"{WORKER_ERROR}{type(exc).__name__}: {line}")
+        out.put(WorkerError(f"{type(exc).__name__}: {line}"))
         raise
 
 

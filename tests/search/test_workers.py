@@ -54,7 +54,7 @@ def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, one_thread):
     assert len({r.key for r in load_records(handle.study) if r.finished}) == 5  # no architecture twice
 
 
-def outcome(handle, exitcodes: list[int], notes: list[str], total: int = 2):
+def outcome(handle, exitcodes: list[int], notes: list, total: int = 2):
     """What the command makes of a pool whose workers exited with ``exitcodes`` and put ``notes``."""
     report = workers_module._start(handle, "search", total, len(exitcodes), torch.device("cpu"), None)
     procs = [SimpleNamespace(exitcode=code) for code in exitcodes]
@@ -72,7 +72,9 @@ def test_a_pool_reports_how_its_workers_ended(tmp_path):
     assert outcome(handle, [0, -9], ["timeout", ""]).note == "timeout"
     # a worker that failed: its own error, and what is saved
     with pytest.raises(ExplorerError, match=r"codes \[1\]\): StorageError: gone; 0 of 2 search trials"):
-        outcome(handle, [1, 0], ["error: StorageError: gone", ""])
+        outcome(handle, [1, 0], [workers_module.WorkerError("StorageError: gone"), ""])
+    # an error is a typed value, not a prefix: a note that reads like one stays a note
+    assert outcome(handle, [0, 0], ["error: StorageError: gone", ""]).note == "error: StorageError: gone"
 
 
 @pytest.mark.slow
