@@ -21,6 +21,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from explorer.search import optuna_private
+from explorer.search.trial_kinds import Role
 
 __all__ = [
     "COMPANION_ATTR",
@@ -101,7 +102,7 @@ def trials_of(study: optuna.Study, states: tuple | None = None) -> Iterator[tupl
 
 def keeps_finalists_inside(study: optuna.Study) -> bool:
     """Whether a study holds finalist runs itself (made before they were kept apart): it keeps doing so."""
-    return any(t.user_attrs.get("role") == "finalist" for t in study.get_trials(deepcopy=False))
+    return any(t.user_attrs.get("role") == Role.FINALIST for t in study.get_trials(deepcopy=False))
 
 
 def label_companion(companion: optuna.Study, parent: optuna.Study) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
+from explorer.search.record import retry_attrs
+
 __all__ = ["STALE_REASON", "RetryStaleTrial"]
 
 
@@ -34,13 +36,12 @@ class RetryStaleTrial:
         study.set_user_attr(f"fail_reason:{trial.number}", STALE_REASON + note)
         if not retry:
             return
-        keep = {k: trial.user_attrs[k] for k in ("role", "seed", "finalist") if k in trial.user_attrs}
         study.add_trial(
             create_trial(
                 state=TrialState.WAITING,
                 params=trial.params,
                 distributions=trial.distributions,
-                user_attrs={**keep, "retry_of": trial.number},
+                user_attrs=retry_attrs(trial),
                 system_attrs={"retry_history": history, "failed_trial": history[0]},
             )
         )

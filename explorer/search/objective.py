@@ -38,19 +38,19 @@ from optuna.trial import TrialState
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.evaluate import VariantFailed, VariantResult, evaluate_variant
 from explorer.engine.latency_cache import LatencyCache
-from explorer.engine.measures import LatencyResult
 from explorer.engine.tasks import Task
 from explorer.engine.tasks.folds import chance_level
-from explorer.search import fidelity, optuna_private
+from explorer.search import fidelity, optuna_private, record
 from explorer.search.claims import Claims
 from explorer.search.companion import number_base
 from explorer.search.context import RunContext
-from explorer.search.record import RETRY_ATTRS, TrialRecord, arch_key, is_bookkeeping
+from explorer.search.record import TrialRecord, arch_key, is_bookkeeping, role_of
 from explorer.search.retrain import run_task
 from explorer.search.sampling import suggest_readable
 from explorer.search.spec import StudySpec
-from explorer.search.units import search_seed
-from explorer.search.watch import OverBudget, TrialWatch, set_attrs
+from explorer.search.trial_kinds import Closure, Proposal, Role, Stage
+from explorer.search.units import FinalistRun, search_seed
+from explorer.search.watch import OverBudget, TrialWatch
 
 __all__ = [
     "LIVE_STATES",
@@ -73,12 +73,12 @@ class ClosedTrial(Exception):
     """A trial closed without running: beyond its stage's total, or its configuration held by another trial."""
 
 
-def live_trials(study: optuna.Study, role: str) -> list[optuna.trial.FrozenTrial]:
+def live_trials(study: optuna.Study, role: Role) -> list[optuna.trial.FrozenTrial]:
     """The trials of ``role`` that count toward its total: COMPLETE, PRUNED or RUNNING, bookkeeping left out."""
     return [
         t
         for t in study.get_trials(deepcopy=False, states=LIVE_STATES)
-        if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
+        if not is_bookkeeping(t) and role_of(t) == role
     ]
 
 
@@ -86,13 +86,13 @@ def live_trials(study: optuna.Study, role: str) -> list[optuna.trial.FrozenTrial
 class _Plan:
     """What one trial runs: its architecture and learning rate, seed, epochs and split."""
 
-    role: str  # search | finalist
+    role: Role
     config: ModelConfig
     lr: float
     seed: int
     epochs: int
     task: Task  # the split it trains and validates on (a finalist's cross-validation fold, or the task's)
-    finalist: dict[str, Any] | None  # a finalist run's queued attributes (None for a search trial)
+    finalist: FinalistRun | None  # a finalist run as queued (None for a search trial)
 
     @property
     def key(self) -> str:
@@ -126,24 +126,26 @@ class Objective:
         spec: StudySpec,
         context: RunContext,
         *,
-        stage: str = "search",
+        stage: Stage = Stage.SEARCH,
         total: int | None = None,
         on_epoch: Callable[[], None] | None = None,
     ):
-        self.study, self.spec, self.context, self.stage = study, spec, context, stage
+        self.study, self.spec, self.context, self.stage = study, spec, context, Stage(stage)
         self.on_epoch = on_epoch
         self.total = spec.n_trials if total is None else total
         self.cache = LatencyCache()
         self.latency_cfg = context.latency(spec)
-        self.claims = Claims(optuna_private.storage_of(study), study.study_name)  # per Optuna study, as trial numbers are
+        # per Optuna study, as trial numbers are
+        self.claims = Claims(optuna_private.storage_of(study), study.study_name)
         self.base = number_base(study.study_name)  # a companion's trial n is trial base + n to explorer
         self._folds: dict[tuple[int, int, int], Task] = {}
 
-    def _task_for(self, run: dict[str, Any]) -> Task:
+    def _task_for(self, run: FinalistRun) -> Task:
         """The task a finalist run trains on: its cross-validation fold, or the task's fixed split."""
-        if run.get("fold") is None:
+        if run.fold is None:
             return self.context.task
-        key = (int(run["fold"]), int(run["folds"]), int(run["fold_seed"]))
+        assert run.fold_seed is not None  # a run on a fold names the seed that cut its folds
+        key = (run.fold, run.folds, run.fold_seed)
         if key not in self._folds:
             self._folds[key] = run_task(self.context.task, *key)
         return self._folds[key]
@@ -155,14 +157,13 @@ class Objective:
             return self._run(trial)
         except KeyboardInterrupt:
             # Optuna marks this trial FAIL and re-raises; queue its configuration so a resume retries it.
-            trial.set_user_attr("fail_reason", "interrupted (Ctrl-C); its configuration is queued for resume")
-            if trial.params or trial.user_attrs.get("role") == "finalist":
-                keep = {k: trial.user_attrs[k] for k in RETRY_ATTRS if k in trial.user_attrs}
-                self.study.enqueue_trial(trial.params, user_attrs={**keep, "retry_of": trial.number})
+            record.write(trial, fail_reason="interrupted (Ctrl-C); its configuration is queued for resume")
+            if trial.params or role_of(trial) is Role.FINALIST:
+                self.study.enqueue_trial(trial.params, user_attrs=record.retry_attrs(trial))
             raise
 
     def _run(self, trial: optuna.Trial) -> tuple[float, ...]:
-        role = trial.user_attrs.get("role", "search")
+        role = role_of(trial)
         self._check_stage(trial, role)
         plan = self._plan(trial, role)
         self._check_proposal(trial)
@@ -175,42 +176,42 @@ class Objective:
 
     # ---------------------------------------------------------------------------------------- steps
 
-    def _close(self, trial: optuna.Trial, attr: str, value: Any, why: str) -> ClosedTrial:
-        trial.set_user_attr(attr, value)
+    def _close(self, trial: optuna.Trial, closure: Closure, detail: Any, why: str) -> ClosedTrial:
+        record.write(trial, **{closure.value: detail})
         return ClosedTrial(f"trial {trial.number}: {why}")
 
-    def _check_stage(self, trial: optuna.Trial, role: str) -> None:
+    def _check_stage(self, trial: optuna.Trial, role: Role) -> None:
         """Close a trial its stage has no room for: not a finalist run in the finalist stage, or a search trial
         beyond the search total (counted over the live search trials numbered before it)."""
-        if self.stage == "finalist" and role != "finalist":
-            raise self._close(trial, "surplus", True, "the finalist queue is empty")
-        if role == "search":
-            before = [t for t in live_trials(self.study, "search") if t.number < trial.number]
+        if self.stage is Stage.FINALIST and role is not Role.FINALIST:
+            raise self._close(trial, Closure.SURPLUS, True, "the finalist queue is empty")
+        if role is Role.SEARCH:
+            before = [t for t in live_trials(self.study, Role.SEARCH) if t.number < trial.number]
             if len(before) >= self.total:
-                raise self._close(trial, "surplus", True, f"beyond the search total of {self.total}")
+                raise self._close(trial, Closure.SURPLUS, True, f"beyond the search total of {self.total}")
 
-    def _plan(self, trial: optuna.Trial, role: str) -> _Plan:
+    def _plan(self, trial: optuna.Trial, role: Role) -> _Plan:
         """A finalist's queued run (a chosen architecture, possibly outside the search space: a reference), or
         the sampler's proposal, trained with the study's seed for the trial's number."""
-        if role == "finalist":
-            run = trial.user_attrs["finalist"]
-            config, seed = ModelConfig.from_dict(run["model"]), int(trial.user_attrs["seed"])
+        if role is Role.FINALIST:
+            run = record.finalist_run(trial)
+            assert run is not None, "a finalist trial is queued with its run"
             epochs = self.spec.finalists.run_epochs(self.spec.task.epochs)
-            return _Plan(role, config, float(run["lr"]), seed, epochs, self._task_for(run), run)
+            return _Plan(role, run.config, run.lr, run.seed, epochs, self._task_for(run), run)
         sampled = self.context.space.sample(trial)
         suggest_readable(trial, sampled, self.context.space)  # heads_layer0.. as params Optuna's plots read
-        seed = int(trial.user_attrs.get("seed", search_seed(self.spec.seed, trial.number)))
+        seed = record.seed_of(trial, search_seed(self.spec.seed, trial.number))
         return _Plan(role, sampled.config, sampled.lr, seed, self.spec.task.epochs, self.context.task, None)
 
     def _check_proposal(self, trial: optuna.Trial) -> None:
         """Close the trial when the sampler found the space used up; mark an enqueued trial as such."""
         # The sampler notes its proposal in the storage when the first parameter is suggested (Optuna samples
         # relative parameters lazily), after this trial object cached its attributes: read them afresh.
-        proposal = optuna_private.stored_user_attrs(self.study, trial).get("proposal")
-        if proposal == "exhausted":
-            raise self._close(trial, "exhausted", True, "every architecture of the space is taken")
+        proposal = record.proposal_of(self.study, trial)
+        if proposal is Proposal.EXHAUSTED:
+            raise self._close(trial, Closure.EXHAUSTED, True, "every architecture of the space is taken")
         if proposal is None:
-            trial.set_user_attr("proposal", "enqueued")
+            record.write(trial, proposal=Proposal.ENQUEUED)
 
     def _claim(self, trial: optuna.Trial, plan: _Plan) -> None:
         """Claim the plan's configuration, or close the trial as a duplicate of the trial that holds it (a failed
@@ -218,12 +219,15 @@ class Objective:
         failed = {t.number for t in self.study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
         holder = self.claims.claim(plan.claim_key, trial.number, can_take_over=failed)
         if holder != trial.number:
-            raise self._close(trial, "duplicate_of", holder, f"trial {holder} already runs {plan.claim_key}")
+            raise self._close(
+                trial, Closure.DUPLICATE, holder, f"trial {holder} already runs {plan.claim_key}"
+            )
 
     def _start(self, trial: optuna.Trial, plan: _Plan) -> None:
         """Write what the trial is (its architecture attributes) before it is timed or trained."""
-        run = plan.finalist or {}
-        record = TrialRecord(
+        run = plan.finalist
+        on_fold = run if run is not None and run.fold is not None else None  # a finalist run on a fold
+        started = TrialRecord(
             number=trial.number,
             state="RUNNING",
             role=plan.role,
@@ -233,12 +237,12 @@ class Objective:
             epochs_planned=plan.epochs,
             batch_size=self.spec.task.batch_size,
             task_kind=self.context.task.kind,
-            fold=run.get("fold"),
-            folds=run.get("folds"),
-            fold_seed=run.get("fold_seed"),
+            fold=None if on_fold is None else on_fold.fold,
+            folds=None if on_fold is None else on_fold.folds,
+            fold_seed=None if on_fold is None else on_fold.fold_seed,
             chance=chance_level(plan.task),
         )
-        set_attrs(trial, record.arch_attrs())
+        record.write(trial, **started.arch_attrs())
         log.info(
             "trial %d (%s): d_model %d, heads %s, kv heads %s, lr %.3g, seed %d, up to %d epochs",
             trial.number,
@@ -253,7 +257,7 @@ class Objective:
 
     def _watch(self, trial: optuna.Trial, plan: _Plan) -> TrialWatch:
         """The trial's callbacks: measurements written as they come, budgets, and (search trials) the rungs."""
-        rungs = set(self.spec.early_stopping.rungs(plan.epochs)) if plan.role == "search" else set()
+        rungs = set(self.spec.early_stopping.rungs(plan.epochs)) if plan.role is Role.SEARCH else set()
         return TrialWatch(
             trial,
             self.spec,
@@ -280,7 +284,7 @@ class Objective:
                 self.latency_cfg,
                 self.context.device,
                 # finalists are timed afresh: independent timings give the latency its real spread
-                cache=self.cache if plan.role == "search" else None,
+                cache=self.cache if plan.role is Role.SEARCH else None,
                 on_measured=watch.on_measured,
                 on_epoch=watch.on_epoch,
                 keep_model=self.context.store is not None,
@@ -289,10 +293,10 @@ class Objective:
                 builder=self.context.builder,
             )
         except OverBudget as exc:
-            set_attrs(trial, {"stop": f"over budget before training ({exc})", "history": []})
+            record.write(trial, stop=f"over budget before training ({exc})", history=[])
             raise optuna.TrialPruned(f"over budget: {exc}") from None
         except VariantFailed as exc:
-            set_attrs(trial, {"fail_reason": str(exc), "history": watch.history})
+            record.write(trial, fail_reason=str(exc), history=watch.history)
             raise TrialFailed(str(exc)) from None
 
     def _record(self, trial: optuna.Trial, result: VariantResult, watch: TrialWatch) -> None:
@@ -319,7 +323,7 @@ class Objective:
                 [int(r.layer), int(r.head), int(r.relation), round(float(r.attention), 4)]
                 for r in result.relations.itertuples()
             ]
-        set_attrs(trial, attrs)
+        record.write(trial, **attrs)
         log.info(
             "trial %d: %s %.4f after %d epochs, %.3f ms%s",
             trial.number,
@@ -334,7 +338,7 @@ class Objective:
         self, trial: optuna.Trial, plan: _Plan, result: VariantResult, watch: TrialWatch
     ) -> tuple[float, ...]:
         """Prune a search trial stopped at a rung; keep the weights; return the objective values."""
-        if plan.role == "search" and result.fit.stopped_early:
+        if plan.role is Role.SEARCH and result.fit.stopped_early:
             raise optuna.TrialPruned(watch.stop if watch.stop is not None else "stopped early")
         if self.context.store is not None and result.model is not None:
             # size-capped; retrained if evicted
@@ -353,15 +357,13 @@ class Objective:
         """Other search trials with a latency and a validation history (finished, or running past a rung)."""
         peers = []
         for t in self.study.get_trials(deepcopy=False, states=LIVE_STATES):
-            a = t.user_attrs
-            if t.number == number or is_bookkeeping(t) or a.get("role", "search") != "search":
+            r = record.record_from_trial(t)
+            if t.number == number or r.closed is not None or r.role is not Role.SEARCH:
                 continue
-            timing = (
-                (a.get("decode") or {}).get("latency") if self.spec.objectives.decode else a.get("latency")
-            )
-            if not a.get("history") or not isinstance(timing, dict):
+            decoded = None if r.decode is None else r.decode.latency
+            lat = decoded if self.spec.objectives.decode else r.latency
+            if not r.history or lat is None:
                 continue
-            lat = LatencyResult.from_dict(timing)
             config = self.context.space.decode(t.params) if t.params else None
             if config is None:
                 continue
@@ -371,7 +373,7 @@ class Objective:
                     key=arch_key(config.config, config.lr),
                     latency_ms=lat.median_ms,
                     spread=lat.iqr_ms / lat.median_ms if lat.median_ms > 0 else 0.0,
-                    history=tuple(float(x) for x in a["history"]),
+                    history=r.history,
                 )
             )
         return peers

@@ -9,7 +9,8 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
 from explorer.search.companion import trials_of
-from explorer.search.record import is_bookkeeping
+from explorer.search.record import epochs_done, is_bookkeeping, role_of
+from explorer.search.trial_kinds import Stage
 
 __all__ = ["Progress", "stage_progress"]
 
@@ -34,19 +35,15 @@ class Progress:
 def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
     """The progress of ``stage`` in the explorer study ``study``: its trials wherever they live (the study
     itself, or its companion: explorer.search.companion)."""
-    role = stage  # a stage runs the trials of its role
-    trials = [
-        t
-        for t, _ in trials_of(study)
-        if not is_bookkeeping(t) and t.user_attrs.get("role", "search") == role
-    ]
+    role = Stage(stage).role  # a stage runs the trials of its role
+    trials = [t for t, _ in trials_of(study) if not is_bookkeeping(t) and role_of(t) is role]
     count = {s: sum(t.state == s for t in trials) for s in TrialState}
     complete = [
         t
         for t in trials
         if t.state == TrialState.COMPLETE and t.values and all(v <= 0 for v in (t.constraints or {}).values())
     ]
-    epochs = sum(int(t.user_attrs.get("epoch", len(t.user_attrs.get("history") or ()))) for t in trials)
+    epochs = sum(epochs_done(t) for t in trials)
     return Progress(
         stage=stage,
         done=count[TrialState.COMPLETE] + count[TrialState.PRUNED],

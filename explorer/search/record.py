@@ -1,9 +1,10 @@
 """The trial record: what one trial measured, written by the objective and read back by everything else.
 
-:class:`TrialRecord` is the one shape a trial has outside Optuna. The objective writes it as user attributes
-(plain JSON values with readable names, so optuna-dashboard shows ``heads = [4, 2]`` rather than an encoded
-position); :func:`record_from_trial` reads one back from an Optuna ``FrozenTrial``, and :func:`load_records`
-reads a whole study. Analysis, the report, plots, export and confirmation read records, never raw attributes.
+:class:`TrialRecord` is the one shape a trial has outside Optuna. Every user attribute of a trial is written
+through :func:`write` (or :func:`stored`, for a trial being queued), which refuses a key that is not one of
+:data:`STORED_KEYS` (plain JSON values with readable names, so optuna-dashboard shows ``heads = [4, 2]`` rather
+than an encoded position); :func:`record_from_trial` reads one back from an Optuna ``FrozenTrial``, and
+:func:`load_records` reads a whole study. Analysis, the report, plots, export and confirmation read records, never raw attributes.
 Inside a record everything is typed (tuples, numbers, a :class:`~explorer.engine.config.ModelConfig`); strings
 like "4,2" exist only at the CSV, TOML, JSON and command-line edges.
 """
@@ -21,7 +22,10 @@ from optuna.trial import FrozenTrial
 
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
+from explorer.search import optuna_private
 from explorer.search.companion import study_parts, trials_of
+from explorer.search.trial_kinds import Closure, Proposal, Role
+from explorer.search.units import FinalistRun
 
 __all__ = [
     "RECORD_VERSION",
@@ -29,19 +33,60 @@ __all__ = [
     "RETIMED_ATTR",
     "Retiming",
     "ROLES",
+    "STORED_KEYS",
     "TrialRecord",
     "arch_key",
     "closed_counts",
+    "epochs_done",
     "is_bookkeeping",
     "load_records",
     "load_retimings",
+    "proposal_of",
     "record_from_trial",
+    "finalist_run",
+    "retry_attrs",
+    "role_of",
+    "seed_of",
+    "stored",
+    "write",
 ]
 
 RECORD_VERSION = 4  # 3: kv_heads, head_dim, the task kind, bits per byte, decoding; 4: folds, chance level
-ROLES = ("search", "finalist")  # a search trial (one new architecture) or a finalist run (a fresh seed)
-_BOOKKEEPING = ("surplus", "duplicate_of", "exhausted")  # trials closed without running: neither results nor failures
+ROLES = tuple(Role)
 RETRY_ATTRS = ("role", "seed", "finalist")  # what a retried trial inherits: what it is, not what it measured
+# Every user attribute a trial may hold: what TrialRecord.to_attrs writes, its progress while it runs ("epoch"),
+# the budgets again for optuna-dashboard ("constraints", "feasible") and the marks of a trial closed unrun.
+STORED_KEYS = frozenset(
+    (
+        *(
+            "record_version",
+            "role",
+            "d_model",
+            "n_layers",
+            "heads",
+            "kv_heads",
+            "head_dim",
+            "task_kind",
+            "d_k",
+        ),
+        *(
+            "family",
+            "min_dk",
+            "mlp_ratio",
+            "dropout",
+            "attention",
+            "lr",
+            "seed",
+            "epochs_planned",
+            "batch_size",
+        ),
+        *("schedule", "patience", "fold", "folds", "fold_seed", "chance", "history", "epoch", "val_accuracy"),
+        *("test_accuracy", "val_size", "latency", "latency_ms", "params", "flops", "device", "torch_version"),
+        *("train_time_s", "samples_per_s", "stop", "fail_reason", "retry_of", "proposal", "rejected"),
+        *("relations", "val_bpb", "test_bpb", "val_bpb_se", "decode", "decode_ms", "kv_cache_bytes"),
+        *("finalist", "constraints", "feasible", *(c.value for c in Closure)),
+    )
+)
 RETIMED_ATTR = "retimed"  # study attribute holding the finalists' re-timings (explorer.search.retime)
 
 
@@ -56,7 +101,7 @@ class TrialRecord:
 
     number: int
     state: str  # COMPLETE | PRUNED | FAIL | RUNNING | WAITING
-    role: str  # search | finalist
+    role: Role
     config: ModelConfig | None  # the architecture (None only if the trial failed before sampling)
     lr: float | None
     seed: int | None  # the training seed (init, data order, dropout)
@@ -80,7 +125,7 @@ class TrialRecord:
     fail_reason: str | None = None
     retry_of: int | None = None  # the killed or interrupted trial this one retries
     constraints: tuple[tuple[str, float], ...] = ()  # (name, value); <= 0 is feasible
-    proposal: str | None = None  # how the search chose it: sampler | unevaluated (fallback) | enqueued
+    proposal: Proposal | None = None  # how the search chose it
     label: str | None = None  # a finalist's part in the plan: knee, front, 1 head, 8 heads, next faster
     rejected: int = 0  # proposals for already-evaluated architectures the search skipped before this one
     relations: tuple[
@@ -97,6 +142,8 @@ class TrialRecord:
     folds: int | None = None  # how many folds its replicate was cut into
     fold_seed: int | None = None  # the seed that cut its replicate's folds
     chance: float | None = None  # what learning nothing scores on its validation split (engine.tasks.folds)
+    closed: Closure | None = None  # why it was closed without running (None: it ran, or runs)
+    epoch: int | None = None  # the last epoch it finished (progress while it runs)
 
     # ---------------------------------------------------------------------------------------- derived
 
@@ -284,7 +331,7 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
     return TrialRecord(
         number=t.number,
         state=t.state.name,
-        role=str(a.get("role", "search")),
+        role=Role(a.get("role", Role.SEARCH)),
         config=_config(a),
         lr=_opt(a, "lr", float),
         seed=_opt(a, "seed", int),
@@ -307,7 +354,7 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         fail_reason=_opt(a, "fail_reason", str),
         retry_of=_opt(a, "retry_of", int),
         constraints=_tuple_pairs(t.constraints) or _tuple_pairs(a.get("constraints")),
-        proposal=_opt(a, "proposal", str),
+        proposal=_opt(a, "proposal", Proposal),
         label=_opt(a.get("finalist") or {}, "label", str),
         rejected=int(a.get("rejected", 0) or 0),
         relations=relations,
@@ -322,12 +369,68 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         folds=_opt(a, "folds", int),
         fold_seed=_opt(a, "fold_seed", int),
         chance=_opt(a, "chance", float),
+        closed=next((c for c in Closure if c.value in a), None),
+        epoch=_opt(a, "epoch", int),
     )
 
 
 def is_bookkeeping(t: FrozenTrial) -> bool:
     """A trial closed without running (beyond the total, or a configuration another trial already owns)."""
-    return any(k in t.user_attrs for k in _BOOKKEEPING)
+    return any(c.value in t.user_attrs for c in Closure)
+
+
+def role_of(t: optuna.Trial | FrozenTrial) -> Role:
+    """A trial's role (search when it has none: trials from before roles)."""
+    return Role(t.user_attrs.get("role", Role.SEARCH))
+
+
+def finalist_run(t: optuna.Trial | FrozenTrial) -> FinalistRun | None:
+    """The finalist run a queued trial carries (None: not a finalist run)."""
+    a = t.user_attrs
+    return None if "finalist" not in a else FinalistRun.from_attrs(a["finalist"], int(a["seed"]))
+
+
+def epochs_done(t: FrozenTrial) -> int:
+    """How many epochs a trial has trained (while it runs: the last it reported)."""
+    a = t.user_attrs
+    return int(a.get("epoch", len(a.get("history") or ())))
+
+
+def seed_of(t: optuna.Trial | FrozenTrial, default: int) -> int:
+    """The training seed a trial was queued with (a retry, a finalist run), else ``default``."""
+    return int(t.user_attrs.get("seed", default))
+
+
+def proposal_of(study: optuna.Study, trial: optuna.Trial) -> Proposal | None:
+    """How the search proposed a running trial, as stored now: the sampler notes it in the storage after the
+    trial object cached its attributes (Optuna samples relative parameters lazily)."""
+    return _opt(optuna_private.stored_user_attrs(study, trial), "proposal", Proposal)
+
+
+def retry_attrs(t: optuna.Trial | FrozenTrial) -> dict[str, Any]:
+    """The user attributes of the trial queued to retry ``t``: what it is (:data:`RETRY_ATTRS`), not what it
+    measured, and which trial it retries."""
+    return stored(**{k: t.user_attrs[k] for k in RETRY_ATTRS if k in t.user_attrs}, retry_of=t.number)
+
+
+def stored(**fields: Any) -> dict[str, Any]:
+    """``fields`` as a trial's user attributes (for ``enqueue_trial`` and ``create_trial``); a key that is not one
+    of :data:`STORED_KEYS` is refused, so a misspelt name never reaches a study."""
+    unknown = sorted(set(fields) - STORED_KEYS)
+    if unknown:
+        raise ValueError(f"not a field of the trial record: {', '.join(unknown)}")
+    return fields
+
+
+def write(trial: optuna.Trial | FrozenTrial, study: optuna.Study | None = None, /, **fields: Any) -> None:
+    """Store ``fields`` on ``trial`` (checked by :func:`stored`). A trial held as a ``FrozenTrial`` (a sampler's)
+    is written through its ``study``'s storage."""
+    for key, value in stored(**fields).items():
+        if isinstance(trial, optuna.Trial):
+            trial.set_user_attr(key, value)
+        else:
+            assert study is not None, "a FrozenTrial is written through its study"
+            optuna_private.set_stored_user_attr(study, trial, key, value)
 
 
 def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[TrialRecord]:
@@ -337,7 +440,7 @@ def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[Tria
     for part, base in study_parts(study):
         notes = part.user_attrs  # reasons recorded after a trial ended (a dead worker's: RetryStaleTrial)
         for t in part.get_trials(deepcopy=False):
-            if is_bookkeeping(t) or str(t.user_attrs.get("role", "search")) not in roles:
+            if is_bookkeeping(t) or role_of(t) not in roles:
                 continue
             r = record_from_trial(t)
             if r.state == "FAIL" and r.fail_reason is None and f"fail_reason:{r.number}" in notes:
@@ -381,16 +484,20 @@ def load_retimings(study: optuna.Study) -> list[Retiming]:
     ]
 
 
+_CLOSED_KINDS = {
+    Closure.SURPLUS: "beyond a total",
+    Closure.DUPLICATE: "duplicate",
+    Closure.EXHAUSTED: "no space left",
+}
+
+
 def closed_counts(study: optuna.Study) -> dict[str, int]:
     """Trials closed without running, by kind: ``beyond a total``, ``duplicate`` (another trial's claim) and
     ``no space left`` (every architecture taken)."""
     out: dict[str, int] = {}
     for t, _ in trials_of(study):  # the study's and its companion's
-        for attr, kind in (
-            ("surplus", "beyond a total"),
-            ("duplicate_of", "duplicate"),
-            ("exhausted", "no space left"),
-        ):
-            if attr in t.user_attrs:
-                out[kind] = out.get(kind, 0) + 1
+        closed = record_from_trial(t).closed
+        if closed is not None:
+            kind = _CLOSED_KINDS[closed]
+            out[kind] = out.get(kind, 0) + 1
     return out

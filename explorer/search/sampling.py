@@ -21,10 +21,11 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from explorer.errors import SpecError
-from explorer.search import optuna_private
-from explorer.search.record import arch_key, is_bookkeeping
+from explorer.search import record
+from explorer.search.record import arch_key, is_bookkeeping, role_of
 from explorer.search.space import Sampled, SearchSpace
 from explorer.search.spec import SAMPLERS, StudySpec
+from explorer.search.trial_kinds import Proposal, Role
 
 __all__ = ["UniqueSampler", "make_sampler", "stream_seed", "suggest_readable"]
 
@@ -92,7 +93,7 @@ class UniqueSampler(optuna.samplers.BaseSampler):
     def _taken(self, study: optuna.Study) -> set[str]:
         taken = set()
         for t in study.get_trials(deepcopy=False, states=_TAKEN_STATES):
-            if is_bookkeeping(t) or t.user_attrs.get("role", "search") != "search":
+            if is_bookkeeping(t) or role_of(t) is not Role.SEARCH:
                 continue
             params = t.params or t.system_attrs.get("fixed_params") or {}
             if all(name in params for name in self.space.distributions):
@@ -117,7 +118,7 @@ class UniqueSampler(optuna.samplers.BaseSampler):
                     break  # the base sampler is still in its start-up phase
                 s = self.space.decode(params)
                 if arch_key(s.config, s.lr) not in taken:
-                    self._note(study, trial, rejected, "sampler")
+                    self._note(study, trial, rejected, Proposal.SAMPLER)
                     return {name: params[name] for name in self.space.distributions}
                 rejected += 1
         chosen, seen = None, 0
@@ -128,15 +129,14 @@ class UniqueSampler(optuna.samplers.BaseSampler):
             if self._rng.random() * seen < 1:
                 chosen = s
         if chosen is None:  # every architecture is taken: the objective finds its claim held and says so
-            self._note(study, trial, rejected, "exhausted")
+            self._note(study, trial, rejected, Proposal.EXHAUSTED)
             return {}
-        self._note(study, trial, rejected, "unevaluated" if rejected else "random")
+        self._note(study, trial, rejected, Proposal.UNEVALUATED if rejected else Proposal.RANDOM)
         return dict(chosen.params)
 
     @staticmethod
-    def _note(study: optuna.Study, trial: FrozenTrial, rejected: int, how: str) -> None:
-        optuna_private.set_stored_user_attr(study, trial, "proposal", how)
-        optuna_private.set_stored_user_attr(study, trial, "rejected", rejected)
+    def _note(study: optuna.Study, trial: FrozenTrial, rejected: int, how: Proposal) -> None:
+        record.write(trial, study, proposal=how, rejected=rejected)
 
     def sample_independent(
         self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution

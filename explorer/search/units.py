@@ -9,6 +9,7 @@ cuts its cross-validation folds with seed ``FOLD_OFFSET + r``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,3 +56,18 @@ class FinalistRun:
         if self.fold is not None:
             out |= {"fold": self.fold, "folds": self.folds, "fold_seed": self.fold_seed}
         return out
+
+    @classmethod
+    def from_attrs(cls, attrs: Mapping[str, Any], seed: int) -> FinalistRun:
+        """The run a queued trial carries: its ``finalist`` user attribute (:meth:`attrs`) and its seed."""
+        fold, source, fold_seed = attrs.get("fold"), attrs.get("source"), attrs.get("fold_seed")
+        return cls(
+            config=ModelConfig.from_dict(attrs["model"]),
+            lr=float(attrs["lr"]),
+            seed=seed,
+            label=str(attrs.get("label", "")),
+            source=None if source is None else int(source),
+            fold=None if fold is None else int(fold),
+            folds=int(attrs.get("folds", 1)),
+            fold_seed=None if fold_seed is None else int(fold_seed),
+        )

@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
 
 import optuna
 
 from explorer.engine.config import ModelConfig
 from explorer.engine.measures import DecodeResult, LatencyResult
 from explorer.engine.train import EpochStats
-from explorer.search import fidelity
+from explorer.search import fidelity, record
 from explorer.search.spec import MB, StudySpec
 
-__all__ = ["OverBudget", "TrialWatch", "budget_constraints", "set_attrs"]
+__all__ = ["OverBudget", "TrialWatch", "budget_constraints"]
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +84,12 @@ class TrialWatch:
 
     def on_decoded(self, decoded: DecodeResult) -> None:
         self.decoded = decoded
-        set_attrs(self.trial, {"decode": decoded.to_dict(), "decode_ms": decoded.ms_per_token,
-                               "kv_cache_bytes": decoded.kv_cache_bytes})  # fmt: skip
+        record.write(
+            self.trial,
+            decode=decoded.to_dict(),
+            decode_ms=decoded.ms_per_token,
+            kv_cache_bytes=decoded.kv_cache_bytes,
+        )
 
     def on_measured(self, latency: LatencyResult, params: int) -> None:
         """Write the latency and parameter count and set the budget constraints; over budget raises
@@ -103,25 +106,25 @@ class TrialWatch:
             params,
         )
         constraints = budget_constraints(self.spec, latency.median_ms, params, self.config, self.decoded)
-        set_attrs(trial, {"latency": latency.to_dict(), "latency_ms": latency.median_ms, "params": params})
+        record.write(trial, latency=latency.to_dict(), latency_ms=latency.median_ms, params=params)
         for name, value in constraints.items():
             trial.set_constraint(name, value)
         over = [name for name, value in constraints.items() if value > 0]
         # also as user attributes: optuna-dashboard 0.21 does not show Optuna 5.0's constraints
         if constraints:
-            set_attrs(trial, {"constraints": constraints, "feasible": not over})
+            record.write(trial, constraints=constraints, feasible=not over)
         if over:
             raise OverBudget(over)
 
     def on_epoch(self, stats: EpochStats) -> bool:
         """Note the epoch's quality; at a rung, True (stop) when a faster peer beats the trial beyond noise."""
         self.history.append(stats.quality)
-        self.trial.set_user_attr("epoch", stats.epoch)  # progress, for a parent process polling the storage
+        record.write(self.trial, epoch=stats.epoch)  # progress, for a parent process polling the storage
         if self.progress is not None:
             self.progress()
         if stats.epoch not in self.rungs:
             return False
-        self.trial.set_user_attr("history", list(self.history))  # running peers compare against it
+        record.write(self.trial, history=list(self.history))  # running peers compare against it
         # decoding is timed before anything else whenever it is an objective, the forward pass always
         timed = self.decoded.latency if self.spec.objectives.decode else self.latency  # type: ignore[union-attr]
         assert timed is not None
@@ -141,9 +144,3 @@ class TrialWatch:
         if verdict.stop:
             self.stop = verdict.reason
         return verdict.stop
-
-
-def set_attrs(trial: optuna.Trial, attrs: dict[str, Any]) -> None:
-    """Set each of ``attrs`` as a user attribute of ``trial``."""
-    for key, value in attrs.items():
-        trial.set_user_attr(key, value)

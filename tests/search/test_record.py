@@ -13,11 +13,21 @@ from explorer.engine.config import ModelConfig
 from explorer.engine.measures import DecodeResult
 from explorer.search.record import (
     RETIMED_ATTR,
+    STORED_KEYS,
     TrialRecord,
+    finalist_run,
+    is_bookkeeping,
     load_records,
     load_retimings,
     record_from_trial,
+    retry_attrs,
+    role_of,
+    write,
 )
+from explorer.search.record import (
+    stored as checked_attrs,
+)
+from explorer.search.trial_kinds import Closure, Proposal, Role, Stage
 from tests.fixtures import latency, record
 
 
@@ -104,3 +114,53 @@ def test_retimings_carry_their_kind_and_old_ones_are_forward_passes():
         {"key": "a", "round": 0, "latency": lat, "kind": "decode"},
     ])  # fmt: skip
     assert [t.kind for t in load_retimings(study)] == ["forward", "decode"]
+
+
+def test_the_record_is_written_through_one_function_that_refuses_unknown_keys(tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}")
+    trial = study.ask()
+    with pytest.raises(ValueError, match="not a field of the trial record: accuracy"):
+        write(trial, val_accuracy=0.5, accuracy=0.5)
+    assert study.trials[0].user_attrs == {}  # nothing of a refused write reaches the study
+    write(trial, role=Role.FINALIST, epoch=2, proposal=Proposal.ENQUEUED, **{Closure.DUPLICATE.value: 3})
+    frozen = study.trials[0]
+    # stored as the plain strings studies have always held
+    assert frozen.user_attrs == {"role": "finalist", "epoch": 2, "proposal": "enqueued", "duplicate_of": 3}
+    assert all(type(v) is str for v in (frozen.user_attrs["role"], frozen.user_attrs["proposal"]))
+    back = record_from_trial(frozen)
+    assert (back.role, back.proposal, back.closed, back.epoch) == (
+        Role.FINALIST, Proposal.ENQUEUED, Closure.DUPLICATE, 2,
+    )  # fmt: skip
+    assert back.role is Role.FINALIST and role_of(frozen) is Role.FINALIST and is_bookkeeping(frozen)
+    write(frozen, study, rejected=4)  # a sampler holds a FrozenTrial: written through the study's storage
+    assert record_from_trial(study.trials[0]).rejected == 4
+
+
+def test_every_attribute_a_record_writes_is_a_stored_key():
+    r = dataclasses.replace(lm_record(ModelConfig(64, (4, 4))), label="knee", proposal=Proposal.SAMPLER)
+    assert set(r.to_attrs()) <= STORED_KEYS
+    assert checked_attrs(**r.to_attrs()) == r.to_attrs()
+
+
+def test_a_retry_inherits_what_the_trial_is_not_what_it_measured():
+    study = optuna.create_study()
+    attrs = {
+        "role": "finalist",
+        "seed": 7,
+        "finalist": {"model": ModelConfig(64, (4, 4)).to_dict(), "lr": 0.01},
+    }
+    study.add_trial(
+        create_trial(state=TrialState.FAIL, user_attrs={**attrs, "val_accuracy": 0.3, "epoch": 2})
+    )
+    failed = study.trials[0]
+    assert retry_attrs(failed) == {**attrs, "retry_of": 0}
+    run = finalist_run(failed)
+    assert run is not None and (run.seed, run.lr, run.config.heads, run.fold) == (7, 0.01, (4, 4), None)
+
+
+def test_roles_and_stages_are_enums_that_read_as_their_stored_strings():
+    assert Role("search") is Role.SEARCH and Stage("finalist").role is Role.FINALIST
+    assert f"{Stage.SEARCH}" == str(Stage.SEARCH) == "search" and Role.FINALIST == "finalist"
+    assert [c.value for c in Closure] == ["surplus", "duplicate_of", "exhausted"]
+    with pytest.raises(ValueError):
+        Role("finalists")
