@@ -34,7 +34,6 @@ from explorer.search import optuna_private
 from explorer.search.claims import pop_waiting
 from explorer.search.companion import trials_of
 from explorer.search.context import RunContext
-from explorer.search.objective import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.progress import Progress, stage_progress
 from explorer.search.record import arch_key, is_bookkeeping
 from explorer.search.run_options import RunOptions
@@ -42,6 +41,7 @@ from explorer.search.sampling import make_sampler
 from explorer.search.storage import mask_url
 from explorer.search.study import StudyHandle, open_study, run_context
 from explorer.search.tracking import sync_trials
+from explorer.search.trial import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.units import FinalistRun
 
 __all__ = [

@@ -1,4 +1,4 @@
-"""The objective, one trial at a time: what a trial stores, how it stops at a rung or over budget, and which trials
+"""A trial's life, one trial at a time: what a trial stores, how it stops at a rung or over budget, and which
 it closes without training (beyond the total, a configuration another trial holds, the wrong stage)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from optuna.trial import TrialState, create_trial
 import explorer.engine.evaluate as evaluate_module
 from explorer.engine.config import ModelConfig
 from explorer.search import fidelity
-from explorer.search.objective import ClosedTrial, Objective, TrialFailed
 from explorer.search.record import arch_key, load_records
 from explorer.search.spec import load_spec
 from explorer.search.study import StudyHandle, prepare_study, run_context
+from explorer.search.trial import ClosedTrial, Objective, TrialFailed
 from explorer.search.units import FinalistRun, search_seed
 from explorer.search.workers import enqueue_runs
 from tests.fixtures import latency, write_tiny_spec

@@ -1,6 +1,6 @@
-"""The objective: what one trial of a study does.
+"""One trial's whole life, top to bottom: :meth:`Objective.__call__` is what ``study.optimize`` runs for it.
 
-A trial is one configuration trained with one seed, in one of two roles:
+A trial is one configuration trained with one seed, in one of two roles (:class:`~explorer.search.trial_kinds.Role`):
 
 * ``search``: the sampler proposes an architecture the study has not taken (:mod:`explorer.search.sampling`);
   the trial claims it (:mod:`explorer.search.claims`: a configuration another trial holds makes this trial a
@@ -12,12 +12,17 @@ A trial is one configuration trained with one seed, in one of two roles:
   validation split (:func:`explorer.engine.tasks.folds.fold_task`), the unit's seed (shared by every layout) its
   training seed, and it trains the fixed schedule of ``[finalists] epochs``.
 
-Both go through :func:`explorer.engine.evaluate.evaluate_variant` (time first, then train), on the task, space and
-device of the process's run context (:mod:`explorer.search.context`), and write one
-:class:`~explorer.search.record.TrialRecord` as user attributes. A budget is checked on the latency, the
-parameter count, the decoding latency and the key/value cache before any training (an over-budget trial is
-pruned untrained; the trial's callbacks are :class:`explorer.search.watch.TrialWatch`). A NaN loss or running
-out of memory fails this trial with the reason recorded, not the study.
+Its life, in the order :meth:`Objective._run` reads: Optuna asks for it (a queued trial is taken exclusively,
+:func:`explorer.search.claims.pop_waiting`); its stage closes it if it has no room (``surplus``); it is planned
+(a finalist's queued run, or the sampler's proposal); it is closed if the space is used up (``exhausted``); it
+claims its configuration (``duplicate_of`` another trial's otherwise); it writes what it is; then
+:func:`explorer.engine.evaluate.evaluate_variant` times it and trains it, with :class:`TrialWatch` as its
+callbacks (measurements written as they come, budgets checked before any training: over budget prunes it
+untrained; the rungs of early stopping); it records what it measured, keeps its weights and returns its values,
+which Optuna tells the study. Every attribute goes through :func:`explorer.search.record.write`. While it runs,
+Optuna's heartbeat marks it alive; a worker that dies leaves it to :class:`explorer.search.heartbeat.RetryStaleTrial`,
+and Ctrl-C queues it again for a resume. A NaN loss or running out of memory fails this trial with the reason
+recorded, not the study.
 
 The trial's first value is the task's quality (:attr:`explorer.search.spec.StudySpec.metric`: validation
 accuracy, or bits per byte for a language model, in the study's direction); then the forward latency, the
@@ -38,8 +43,10 @@ from optuna.trial import TrialState
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.evaluate import VariantFailed, VariantResult, evaluate_variant
 from explorer.engine.latency_cache import LatencyCache
+from explorer.engine.measures import DecodeResult, LatencyResult
 from explorer.engine.tasks import Task
 from explorer.engine.tasks.folds import chance_level
+from explorer.engine.train import EpochStats
 from explorer.search import fidelity, optuna_private, record
 from explorer.search.claims import Claims
 from explorer.search.companion import number_base
@@ -47,16 +54,18 @@ from explorer.search.context import RunContext
 from explorer.search.record import TrialRecord, arch_key, is_bookkeeping, role_of
 from explorer.search.retrain import run_task
 from explorer.search.sampling import suggest_readable
-from explorer.search.spec import StudySpec
+from explorer.search.spec import MB, StudySpec
 from explorer.search.trial_kinds import Closure, Proposal, Role, Stage
 from explorer.search.units import FinalistRun, search_seed
-from explorer.search.watch import OverBudget, TrialWatch
 
 __all__ = [
     "LIVE_STATES",
     "ClosedTrial",
     "Objective",
+    "OverBudget",
     "TrialFailed",
+    "TrialWatch",
+    "budget_constraints",
     "live_trials",
 ]
 
@@ -73,12 +82,13 @@ class ClosedTrial(Exception):
     """A trial closed without running: beyond its stage's total, or its configuration held by another trial."""
 
 
-def live_trials(study: optuna.Study, role: Role) -> list[optuna.trial.FrozenTrial]:
+def live_trials(study: optuna.Study, role: Role | str) -> list[optuna.trial.FrozenTrial]:
     """The trials of ``role`` that count toward its total: COMPLETE, PRUNED or RUNNING, bookkeeping left out."""
+    role = Role(role)
     return [
         t
         for t in study.get_trials(deepcopy=False, states=LIVE_STATES)
-        if not is_bookkeeping(t) and role_of(t) == role
+        if not is_bookkeeping(t) and role_of(t) is role
     ]
 
 
@@ -126,7 +136,7 @@ class Objective:
         spec: StudySpec,
         context: RunContext,
         *,
-        stage: Stage = Stage.SEARCH,
+        stage: Stage | str = Stage.SEARCH,
         total: int | None = None,
         on_epoch: Callable[[], None] | None = None,
     ):
@@ -377,3 +387,130 @@ class Objective:
                 )
             )
         return peers
+
+
+# --------------------------------------------------------------------------------------------- the watch
+
+
+class OverBudget(Exception):
+    """The trial's measurements break the budgets named in ``keys``; it is pruned before any training."""
+
+    def __init__(self, keys: list[str]):
+        super().__init__(", ".join(keys))
+        self.keys = keys
+
+
+def budget_constraints(
+    spec: StudySpec, latency_ms: float, params: int, config: ModelConfig, decoded: DecodeResult | None
+) -> dict[str, float]:
+    """Each budget of the spec as a constraint value (measured minus allowed: <= 0 is within budget)."""
+    budgets = spec.budgets
+    out: dict[str, float] = {}
+    if budgets.max_latency_ms is not None:
+        out["latency_ms"] = latency_ms - budgets.max_latency_ms
+    if budgets.max_params is not None:
+        out["params"] = float(params - budgets.max_params)
+    if budgets.max_decode_ms is not None and decoded is not None:
+        out["decode_ms"] = decoded.ms_per_token - budgets.max_decode_ms
+    if budgets.max_kv_cache_mb is not None and spec.decode is not None:
+        d = spec.decode
+        cache = config.kv_cache_bytes(d.context, d.batch_size, spec.latency.dtype)
+        out["kv_cache_mb"] = cache / MB - budgets.max_kv_cache_mb
+    return out
+
+
+class TrialWatch:
+    """The callbacks of one trial while :func:`explorer.engine.evaluate.evaluate_variant` runs it: it writes the
+    measurements as they come (decoding, then latency and parameters), checks the budgets on them before any
+    training (:func:`budget_constraints`; over budget raises :class:`OverBudget`), and after each epoch at a rung
+    asks :func:`explorer.search.fidelity.dominated_at_rung` whether a faster peer has beaten the trial.
+
+    Args:
+        trial, spec: the trial and its study's spec.
+        config, key: the architecture the trial runs and its key (the same key is never its peer).
+        rungs: the epochs at which it may stop (none for a finalist run).
+        n_val: the validation examples its accuracy is a proportion of.
+        peers: the trials to compare against at a rung, read when a rung is reached.
+        on_epoch: called after every epoch (progress in this process).
+    """
+
+    def __init__(
+        self,
+        trial: optuna.Trial,
+        spec: StudySpec,
+        config: ModelConfig,
+        key: str,
+        rungs: set[int],
+        n_val: int,
+        peers: Callable[[], list[fidelity.Peer]],
+        on_epoch: Callable[[], None] | None = None,
+    ):
+        self.trial, self.spec, self.config, self.key = trial, spec, config, key
+        self.rungs, self.n_val, self.peers, self.progress = rungs, n_val, peers, on_epoch
+        self.decoded: DecodeResult | None = None
+        self.latency: LatencyResult | None = None
+        self.history: list[float] = []  # the validation quality after each epoch
+        self.stop: str | None = None  # why the rung rule stopped the trial
+
+    def on_decoded(self, decoded: DecodeResult) -> None:
+        self.decoded = decoded
+        record.write(
+            self.trial,
+            decode=decoded.to_dict(),
+            decode_ms=decoded.ms_per_token,
+            kv_cache_bytes=decoded.kv_cache_bytes,
+        )
+
+    def on_measured(self, latency: LatencyResult, params: int) -> None:
+        """Write the latency and parameter count and set the budget constraints; over budget raises
+        :class:`OverBudget`, before any training."""
+        self.latency = latency
+        trial = self.trial
+        log.debug(
+            "trial %d: %.3f ms per batch of %d (%s%s), %d parameters",
+            trial.number,
+            latency.median_ms,
+            latency.batch_size,
+            latency.runtime,
+            ", cached" if latency.cached else "",
+            params,
+        )
+        constraints = budget_constraints(self.spec, latency.median_ms, params, self.config, self.decoded)
+        record.write(trial, latency=latency.to_dict(), latency_ms=latency.median_ms, params=params)
+        for name, value in constraints.items():
+            trial.set_constraint(name, value)
+        over = [name for name, value in constraints.items() if value > 0]
+        # also as user attributes: optuna-dashboard 0.21 does not show Optuna 5.0's constraints
+        if constraints:
+            record.write(trial, constraints=constraints, feasible=not over)
+        if over:
+            raise OverBudget(over)
+
+    def on_epoch(self, stats: EpochStats) -> bool:
+        """Note the epoch's quality; at a rung, True (stop) when a faster peer beats the trial beyond noise."""
+        self.history.append(stats.quality)
+        record.write(self.trial, epoch=stats.epoch)  # progress, for a parent process polling the storage
+        if self.progress is not None:
+            self.progress()
+        if stats.epoch not in self.rungs:
+            return False
+        record.write(self.trial, history=list(self.history))  # running peers compare against it
+        # decoding is timed before anything else whenever it is an objective, the forward pass always
+        timed = self.decoded.latency if self.spec.objectives.decode else self.latency  # type: ignore[union-attr]
+        assert timed is not None
+        verdict = fidelity.dominated_at_rung(
+            stats.epoch,
+            stats.quality,
+            self.n_val,
+            self.key,
+            timed.median_ms,
+            timed.iqr_ms / timed.median_ms,
+            self.peers(),
+            self.spec.early_stopping.alpha,
+            higher_is_better=self.spec.metric.direction == "maximize",
+            se=stats.val_bpb_se,
+            n_rungs=len(self.rungs),
+        )
+        if verdict.stop:
+            self.stop = verdict.reason
+        return verdict.stop
