@@ -9,7 +9,7 @@ from __future__ import annotations
 import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from explorer.search.record import retry_attrs
+from explorer.search.record import note_failure, retry_attrs
 
 __all__ = ["STALE_REASON", "RetryStaleTrial"]
 
@@ -22,8 +22,8 @@ class RetryStaleTrial:
 
     Optuna's own retry callback copies every user attribute (half a run's measurements) onto the retry; this one
     gives the retry only the trial's role and seed, and ``retry_of``. The dead trial is already FAIL when this
-    runs (its own attributes can no longer change), so the reason is stored on the study as
-    ``fail_reason:<number>`` (explorer.search.record reads it back).
+    runs (its own attributes can no longer change), so the reason is stored on the study
+    (:func:`explorer.search.record.note_failure`).
     """
 
     def __init__(self, max_retry: int = 3):
@@ -33,7 +33,7 @@ class RetryStaleTrial:
         history = [*trial.system_attrs.get("retry_history", []), trial.number]
         retry = len(history) <= self.max_retry
         note = f"; retried as a new trial (attempt {len(history)})" if retry else "; not retried again"
-        study.set_user_attr(f"fail_reason:{trial.number}", STALE_REASON + note)
+        note_failure(study, trial, STALE_REASON + note)
         if not retry:
             return
         study.add_trial(

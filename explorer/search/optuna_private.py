@@ -18,6 +18,7 @@ from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import FrozenTrial
 
 __all__ = [
+    "enqueued_params",
     "install_pop_waiting",
     "optuna_pop_waiting",
     "rdb_storage",
@@ -61,6 +62,13 @@ def trials_table() -> sa.Table:
     from optuna.storages._rdb import models
 
     return models.TrialModel.__table__  # type: ignore[return-value]
+
+
+def enqueued_params(trial: FrozenTrial) -> dict[str, Any] | None:
+    """The parameters a queued trial was enqueued with (None: not enqueued). Uses ``fixed_params``, the system
+    attribute that is Optuna's undocumented record of ``enqueue_trial``'s parameters: a sampler must see them before the
+    trial suggests them, to know which architecture a queued trial will take."""
+    return trial.system_attrs.get("fixed_params")
 
 
 def optuna_pop_waiting(study: optuna.Study) -> int | None:

@@ -41,6 +41,7 @@ __all__ = [
     "is_bookkeeping",
     "load_records",
     "load_retimings",
+    "note_failure",
     "proposal_of",
     "record_from_trial",
     "finalist_run",
@@ -433,6 +434,16 @@ def write(trial: optuna.Trial | FrozenTrial, study: optuna.Study | None = None, 
             optuna_private.set_stored_user_attr(study, trial, key, value)
 
 
+def _fail_note(number: int) -> str:
+    return f"fail_reason:{number}"
+
+
+def note_failure(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
+    """Record why ``trial`` failed after it ended (its own attributes can no longer change): on the study, where
+    :func:`load_records` finds it."""
+    study.set_user_attr(_fail_note(trial.number), reason)
+
+
 def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[TrialRecord]:
     """Every trial of ``study`` and its companion (explorer.search.companion: numbered FINALIST_BASE + n) with
     one of ``roles`` as a record, in trial-number order (bookkeeping left out)."""
@@ -443,8 +454,8 @@ def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[Tria
             if is_bookkeeping(t) or role_of(t) not in roles:
                 continue
             r = record_from_trial(t)
-            if r.state == "FAIL" and r.fail_reason is None and f"fail_reason:{r.number}" in notes:
-                r = dataclasses.replace(r, fail_reason=str(notes[f"fail_reason:{r.number}"]))
+            if r.state == "FAIL" and r.fail_reason is None and _fail_note(r.number) in notes:
+                r = dataclasses.replace(r, fail_reason=str(notes[_fail_note(r.number)]))
             if base:
                 retry = None if r.retry_of is None else r.retry_of + base
                 r = dataclasses.replace(r, number=r.number + base, retry_of=retry)

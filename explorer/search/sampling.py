@@ -21,7 +21,7 @@ from optuna.distributions import BaseDistribution
 from optuna.trial import FrozenTrial, TrialState
 
 from explorer.errors import SpecError
-from explorer.search import record
+from explorer.search import optuna_private, record
 from explorer.search.record import arch_key, is_bookkeeping, role_of
 from explorer.search.space import Sampled, SearchSpace
 from explorer.search.spec import SAMPLERS, StudySpec
@@ -95,7 +95,7 @@ class UniqueSampler(optuna.samplers.BaseSampler):
         for t in study.get_trials(deepcopy=False, states=_TAKEN_STATES):
             if is_bookkeeping(t) or role_of(t) is not Role.SEARCH:
                 continue
-            params = t.params or t.system_attrs.get("fixed_params") or {}
+            params = t.params or optuna_private.enqueued_params(t) or {}
             if all(name in params for name in self.space.distributions):
                 s = self.space.decode(params)
                 taken.add(arch_key(s.config, s.lr))
@@ -104,7 +104,9 @@ class UniqueSampler(optuna.samplers.BaseSampler):
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if not search_space or "fixed_params" in trial.system_attrs:  # an enqueued trial brings its own
+        if (
+            not search_space or optuna_private.enqueued_params(trial) is not None
+        ):  # an enqueued trial brings its own
             return {}
         taken = self._taken(study)
         rejected = 0

@@ -31,6 +31,7 @@ from explorer.search.companion import local_number
 from explorer.search.record import TrialRecord, load_records
 from explorer.search.storage import mask_url, sqlite_path
 from explorer.search.tracking_spec import tracking_uri
+from explorer.search.trial_kinds import Role
 
 __all__ = ["TRACKING_ATTR", "log_answer", "logged_runs", "sync_trials"]
 
@@ -167,7 +168,7 @@ def _sync(
         if str(r.number) in done:
             continue
         tags = _trial_tags(study, r)
-        if r.role == "finalist":
+        if r.role is Role.FINALIST:
             layout = _layout(r)
             if layout not in parents:
                 ptags = {f"{_TAG}study": study, f"{_TAG}role": "layout", f"{_TAG}layout": layout}

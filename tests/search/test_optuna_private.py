@@ -125,6 +125,7 @@ def test_the_database_behind_a_storage(sqlite_study):
 def test_optunas_own_pop_of_a_queued_trial():
     study = optuna.create_study(storage=InMemoryStorage())
     study.enqueue_trial({"x": 1.0})
+    assert optuna_private.enqueued_params(study.get_trials()[0]) == {"x": 1.0}
     queued = optuna_private.trial_id_of(study.get_trials()[0])
     assert optuna_private.optuna_pop_waiting(study) == queued
     assert optuna_private.optuna_pop_waiting(study) is None
@@ -141,9 +142,10 @@ def test_an_installed_pop_is_what_optimize_uses():
         return optuna_private.optuna_pop_waiting(s)
 
     optuna_private.install_pop_waiting(study, pop)
-    study.optimize(lambda t: t.suggest_float("x", 0, 2), n_trials=1)
+    study.optimize(lambda t: t.suggest_float("x", 0, 2), n_trials=2)
     assert calls and calls[0] is study
     assert study.trials[0].params == {"x": 1.0}  # the queued trial, taken through the installed pop
+    assert optuna_private.enqueued_params(study.trials[1]) is None  # the sampler's own
 
 
 def test_user_attributes_behind_a_running_trials_cache():
