@@ -4,8 +4,9 @@
 through :func:`write` (or :func:`stored`, for a trial being queued), which refuses a key that is not one of
 :data:`STORED_KEYS` (plain JSON values with readable names, so optuna-dashboard shows ``heads = [4, 2]`` rather
 than an encoded position); :func:`record_from_trial` reads one back from an Optuna ``FrozenTrial``, and
-:func:`load_records` reads a whole study. Analysis, the report, plots, export and confirmation read records, never raw attributes.
-Inside a record everything is typed (tuples, numbers, a :class:`~explorer.engine.config.ModelConfig`); strings
+:func:`load_records` reads a whole study; the few readers of one attribute of a running or queued trial
+(:func:`role_of`, :func:`finalist_run`...) live here too. Analysis, the report, plots, export and confirmation
+read records, never raw attributes. Inside a record everything is typed (tuples, numbers, a :class:`~explorer.engine.config.ModelConfig`); strings
 like "4,2" exist only at the CSV, TOML, JSON and command-line edges.
 """
 
@@ -37,14 +38,15 @@ __all__ = [
     "TrialRecord",
     "arch_key",
     "closed_counts",
+    "closure_of",
     "epochs_done",
+    "finalist_run",
     "is_bookkeeping",
     "load_records",
     "load_retimings",
     "note_failure",
     "proposal_of",
     "record_from_trial",
-    "finalist_run",
     "retry_attrs",
     "role_of",
     "seed_of",
@@ -58,36 +60,12 @@ RETRY_ATTRS = ("role", "seed", "finalist")  # what a retried trial inherits: wha
 # Every user attribute a trial may hold: what TrialRecord.to_attrs writes, its progress while it runs ("epoch"),
 # the budgets again for optuna-dashboard ("constraints", "feasible") and the marks of a trial closed unrun.
 STORED_KEYS = frozenset(
-    (
-        *(
-            "record_version",
-            "role",
-            "d_model",
-            "n_layers",
-            "heads",
-            "kv_heads",
-            "head_dim",
-            "task_kind",
-            "d_k",
-        ),
-        *(
-            "family",
-            "min_dk",
-            "mlp_ratio",
-            "dropout",
-            "attention",
-            "lr",
-            "seed",
-            "epochs_planned",
-            "batch_size",
-        ),
-        *("schedule", "patience", "fold", "folds", "fold_seed", "chance", "history", "epoch", "val_accuracy"),
-        *("test_accuracy", "val_size", "latency", "latency_ms", "params", "flops", "device", "torch_version"),
-        *("train_time_s", "samples_per_s", "stop", "fail_reason", "retry_of", "proposal", "rejected"),
-        *("relations", "val_bpb", "test_bpb", "val_bpb_se", "decode", "decode_ms", "kv_cache_bytes"),
-        *("finalist", "constraints", "feasible", *(c.value for c in Closure)),
-    )
-)
+    """record_version role d_model n_layers heads kv_heads head_dim task_kind d_k family min_dk mlp_ratio dropout
+    attention lr seed epochs_planned batch_size schedule patience fold folds fold_seed chance history epoch
+    val_accuracy test_accuracy val_size latency latency_ms params flops device torch_version train_time_s
+    samples_per_s stop fail_reason retry_of proposal rejected relations val_bpb test_bpb val_bpb_se decode
+    decode_ms kv_cache_bytes finalist constraints feasible""".split()  # noqa: SIM905 - a list, kept readable
+) | {c.value for c in Closure}
 RETIMED_ATTR = "retimed"  # study attribute holding the finalists' re-timings (explorer.search.retime)
 
 
@@ -370,14 +348,19 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         folds=_opt(a, "folds", int),
         fold_seed=_opt(a, "fold_seed", int),
         chance=_opt(a, "chance", float),
-        closed=next((c for c in Closure if c.value in a), None),
+        closed=closure_of(t),
         epoch=_opt(a, "epoch", int),
     )
 
 
+def closure_of(t: FrozenTrial) -> Closure | None:
+    """Why a trial was closed without running (None: it ran, runs or waits)."""
+    return next((c for c in Closure if c.value in t.user_attrs), None)
+
+
 def is_bookkeeping(t: FrozenTrial) -> bool:
     """A trial closed without running (beyond the total, or a configuration another trial already owns)."""
-    return any(c.value in t.user_attrs for c in Closure)
+    return closure_of(t) is not None
 
 
 def role_of(t: optuna.Trial | FrozenTrial) -> Role:
@@ -507,7 +490,7 @@ def closed_counts(study: optuna.Study) -> dict[str, int]:
     ``no space left`` (every architecture taken)."""
     out: dict[str, int] = {}
     for t, _ in trials_of(study):  # the study's and its companion's
-        closed = record_from_trial(t).closed
+        closed = closure_of(t)
         if closed is not None:
             kind = _CLOSED_KINDS[closed]
             out[kind] = out.get(kind, 0) + 1
