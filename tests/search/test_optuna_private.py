@@ -86,6 +86,8 @@ def test_only_the_adapter_uses_optunas_private_api():
         if found:
             offences[name] = found
     assert offences == {}
+    for name in NOT_YET_THROUGH_THE_ADAPTER:  # once a listed module goes through the adapter, unlist it
+        assert _offences(ast.parse((PACKAGE / name).read_text(encoding="utf-8")), private), name
 
 
 def test_the_adapter_documents_each_private_name_it_uses():
