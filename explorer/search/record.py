@@ -2,12 +2,13 @@
 
 :class:`TrialRecord` is the one shape a trial has outside Optuna. Every user attribute of a trial is written
 through :func:`write` (or :func:`stored`, for a trial being queued), which refuses a key that is not one of
-:data:`STORED_KEYS` (plain JSON values with readable names, so optuna-dashboard shows ``heads = [4, 2]`` rather
-than an encoded position); :func:`record_from_trial` reads one back from an Optuna ``FrozenTrial``, and
+:data:`STORED_KEYS` (plain JSON values with readable names, so optuna-dashboard shows ``heads = [4, 2]``
+rather than an encoded position); :func:`record_from_trial` reads one back from an Optuna ``FrozenTrial``, and
 :func:`load_records` reads a whole study; the few readers of one attribute of a running or queued trial
 (:func:`role_of`, :func:`finalist_run`...) live here too. Analysis, the report, plots, export and confirmation
-read records, never raw attributes. Inside a record everything is typed (tuples, numbers, a :class:`~explorer.engine.config.ModelConfig`); strings
-like "4,2" exist only at the CSV, TOML, JSON and command-line edges.
+read records, never raw attributes. Inside a record everything is typed (tuples, numbers, a
+:class:`~explorer.engine.config.ModelConfig`); strings like "4,2" exist only at the CSV, TOML, JSON and
+command-line edges.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """One trial's whole life, top to bottom: :meth:`Objective.__call__` is what ``study.optimize`` runs for it.
 
-A trial is one configuration trained with one seed, in one of two roles (:class:`~explorer.search.trial_kinds.Role`):
+A trial is one configuration trained with one seed, in one of two roles
+(:class:`~explorer.search.trial_kinds.Role`):
 
 * ``search``: the sampler proposes an architecture the study has not taken (:mod:`explorer.search.sampling`);
   the trial claims it (:mod:`explorer.search.claims`: a configuration another trial holds makes this trial a
@@ -13,16 +14,16 @@ A trial is one configuration trained with one seed, in one of two roles (:class:
   training seed, and it trains the fixed schedule of ``[finalists] epochs``.
 
 Its life, in the order :meth:`Objective._run` reads: Optuna asks for it (a queued trial is taken exclusively,
-:func:`explorer.search.claims.pop_waiting`); its stage closes it if it has no room (``surplus``); it is planned
-(a finalist's queued run, or the sampler's proposal); it is closed if the space is used up (``exhausted``); it
-claims its configuration (``duplicate_of`` another trial's otherwise); it writes what it is; then
-:func:`explorer.engine.evaluate.evaluate_variant` times it and trains it, with :class:`TrialWatch` as its
-callbacks (measurements written as they come, budgets checked before any training: over budget prunes it
-untrained; the rungs of early stopping); it records what it measured, keeps its weights and returns its values,
-which Optuna tells the study. Every attribute goes through :func:`explorer.search.record.write`. While it runs,
-Optuna's heartbeat marks it alive; a worker that dies leaves it to :class:`explorer.search.heartbeat.RetryStaleTrial`,
-and Ctrl-C queues it again for a resume. A NaN loss or running out of memory fails this trial with the reason
-recorded, not the study.
+:func:`explorer.search.claims.pop_waiting`); its stage closes it if it has no room (``surplus``); it is
+planned (a finalist's queued run, or the sampler's proposal); it is closed if the space is used up
+(``exhausted``); it claims its configuration (``duplicate_of`` another trial's otherwise); it writes what it
+is; then :func:`explorer.engine.evaluate.evaluate_variant` times it and trains it, with :class:`TrialWatch` as
+its callbacks (measurements written as they come, budgets checked before any training: over budget prunes it
+untrained; the rungs of early stopping); it records what it measured, keeps its weights and returns its
+values, which Optuna tells the study. Every attribute goes through :func:`explorer.search.record.write`. While
+it runs, Optuna's heartbeat marks it alive; a worker that dies leaves it to
+:class:`explorer.search.heartbeat.RetryStaleTrial`, and Ctrl-C queues it again for a resume. A NaN loss or
+running out of memory fails this trial with the reason recorded, not the study.
 
 The trial's first value is the task's quality (:attr:`explorer.search.spec.StudySpec.metric`: validation
 accuracy, or bits per byte for a language model, in the study's direction); then the forward latency, the

@@ -1,5 +1,5 @@
-"""What a trial is and how it came about, as enums: its role, the stage that runs it, how the search proposed it,
-and why it was closed without running.
+"""What a trial is and how it came about, as enums: its role, the stage that runs it, how the search proposed
+it, and why it was closed without running.
 
 Each member's value is the string stored in the study (a user attribute's value, or for :class:`Closure` the
 attribute's name), so studies written before these enums read the same. The members are ``str`` subclasses:
