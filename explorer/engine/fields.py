@@ -13,7 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["KEY", "REQUIRED", "Key", "default_of", "key", "key_of", "spec_fields"]
+__all__ = ["KEY", "REQUIRED", "Key", "default_of", "key", "key_of", "option_default", "spec_fields"]
 
 KEY = "spec_key"  # the metadata entry of a field that is a spec key: its Key
 REQUIRED: Any = dataclasses.MISSING  # a key without a default must be given
@@ -79,3 +79,14 @@ def default_of(field: dataclasses.Field[Any]) -> Any:
     if field.default_factory is not dataclasses.MISSING:
         return field.default_factory()
     return field.default
+
+
+def option_default(cls: type, name: str) -> Any:
+    """The default of the key ``name`` of ``cls`` as a command-line option takes it: one value where the spec
+    lists values (``min_dk = [1]`` is ``--min-dk 1``). A command option that is also a spec key takes its
+    default from here, so the command, the spec and docs/spec.md agree."""
+    field = next(f for f in spec_fields(cls) if f.name == name)
+    value = default_of(field)
+    if value is REQUIRED:
+        raise ValueError(f"the spec key {name!r} of {cls.__name__} is required; it has no default to give")
+    return value[0] if isinstance(value, tuple) and len(value) == 1 else value
