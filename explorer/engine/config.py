@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from explorer.engine.fields import key
+from explorer.engine.limits import BATCH, RUN_TIME_S, SEQ_LEN, THREADS
 from explorer.engine.schedules import (
     check_heads,
     check_kv,
@@ -315,18 +316,20 @@ class LatencyConfig:
     device: str = key(
         "auto", "`auto`, `cpu` or `cuda`; latency is measured where training runs", choices=("auto", "cpu", "cuda")
     )
-    batch_size: int = key(32, "examples per timed forward pass")
-    threads: int = key(1, "CPU threads while timing (fixed, so figures compare across workers)")
+    batch_size: int = key(32, "examples per timed forward pass", cap=BATCH)
+    threads: int = key(1, "CPU threads while timing (fixed, so figures compare across workers)", cap=THREADS)
     dtype: str = key("float32", "`float32`, `bfloat16`, `float16` (half types need cuda)", choices=LATENCY_DTYPES)
     # seconds of timed runs (torch.utils.benchmark.Timer.blocked_autorange)
-    min_run_time: float = key(0.3, "seconds of timing per measurement")
+    min_run_time: float = key(0.3, "seconds of timing per measurement", cap=RUN_TIME_S)
     runtime: str = key(
         "eager",
         "`eager`, `compile` (torch.compile) or `onnxruntime` (onnx extra): time what you ship",
         choices=LATENCY_RUNTIMES,
     )  # onnxruntime: exported to ONNX, run by ONNX Runtime
     # None: the task's
-    seq_len: int | None = key(None, "positions per timed example: the deployment shape", shown="the task's")
+    seq_len: int | None = key(
+        None, "positions per timed example: the deployment shape", shown="the task's", cap=SEQ_LEN
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str) or not _DEVICE_NAME.match(self.device):
@@ -356,8 +359,8 @@ class DecodeConfig:
     How it is timed (device, threads, dtype, run time) comes from the :class:`LatencyConfig` it goes with.
     """
 
-    context: int = key(512, "positions in the key/value cache one new token attends to")
-    batch_size: int = key(1, "sequences decoded at once")
+    context: int = key(512, "positions in the key/value cache one new token attends to", cap=SEQ_LEN)
+    batch_size: int = key(1, "sequences decoded at once", cap=BATCH)
 
     def __post_init__(self) -> None:
         if isinstance(self.context, bool) or not isinstance(self.context, int) or self.context < 1:

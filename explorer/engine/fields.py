@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from explorer.engine.limits import Limit
 
 __all__ = ["KEY", "REQUIRED", "Key", "default_of", "key", "key_of", "option_default", "spec_fields"]
 
@@ -37,6 +40,7 @@ class Key:
     table: bool = False
     scalar: bool = False
     expected: str | None = None  # what a wrong value is told it must be, where the type alone says too little
+    cap: Limit | None = None  # the size limit on the value (each value of a list), checked before it is read
 
 
 def key(
@@ -51,12 +55,21 @@ def key(
     table: bool = False,
     scalar: bool = False,
     expected: str | None = None,
+    cap: Limit | None = None,
 ) -> Any:
     """A dataclass field that is a spec key: ``default`` (or ``factory``; neither: required) and ``doc``, the
     one line docs/spec.md shows for it."""
     meta = {
         KEY: Key(
-            doc, lo=lo, hi=hi, choices=choices, shown=shown, table=table, scalar=scalar, expected=expected
+            doc,
+            lo=lo,
+            hi=hi,
+            choices=choices,
+            shown=shown,
+            table=table,
+            scalar=scalar,
+            expected=expected,
+            cap=cap,
         )
     }
     if factory is not None:

@@ -23,7 +23,7 @@ from typing import Any
 
 from explorer.engine.config import MAX_FOLDS
 from explorer.engine.fields import key
-from explorer.engine.limits import TRIALS
+from explorer.engine.limits import EPOCHS, TRIALS
 from explorer.errors import SpecError
 from explorer.search.goals import TaskSpec
 from explorer.search.toml_table import Table, is_number, read_table, table_keys
@@ -38,7 +38,7 @@ class FinalistsSpec:
     """The evidence stage: which layouts are retrained after the search, on which grid of folds and seeds."""
 
     enabled: bool = key(True, "run the stage after the search")
-    top: int = key(2, "front architectures nearest the search's knee (the knee included)", lo=0)
+    top: int = key(2, "front architectures nearest the search's knee (the knee included)", lo=0, cap=TRIALS)
     # 1 head, 8 (8-16) heads per layer and the next faster front layout
     references: bool = key(
         True,
@@ -54,6 +54,7 @@ class FinalistsSpec:
         "the stage's default budget, in replicates: `seeds x folds` runs for every finalist layout, spent where "
         "they decide; a replicate cuts the folds afresh, and on a unit (a fold of a replicate) every layout "
         "trains with the same seed",
+        cap=TRIALS,
     )
     # cross-validation folds of the labelled examples; 1 keeps the task's fixed split (a language model's default)
     folds: int = key(
@@ -67,12 +68,14 @@ class FinalistsSpec:
         None,
         "the fixed schedule of every finalist run (warm-up, then cosine decay)",
         shown="`2 x [task] epochs`",
+        cap=EPOCHS,
     )
     # interleaved re-timing rounds of every finalist, with no training running
     timing_rounds: int = key(
         3,
         "interleaved re-timing rounds of every finalist, each in a fresh process, before the finalists train (so "
         "the rounds say which layouts are faster)",
+        cap=TRIALS,
     )
     start: int = key(
         3,

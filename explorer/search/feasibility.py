@@ -19,6 +19,7 @@ from typing import Any
 
 from explorer.engine.config import ATTENTION_IMPLS
 from explorer.engine.fields import key
+from explorer.engine.limits import D_MODEL, HEAD_DIM, HEADS, LAYERS
 from explorer.engine.schedules import SCHEDULE_FAMILIES, valid_heads
 from explorer.errors import SpecError
 
@@ -37,12 +38,17 @@ __all__ = [
 class SpaceSpec:
     """The declared design space; explorer.search.space turns it into a fixed Optuna search space."""
 
-    d_model: tuple[int, ...] = key(doc="widths, a list of integers; one value fixes the base model's width")
-    n_layers: tuple[int, ...] = key(doc="depths, a list of integers; one value fixes the depth")
-    heads: tuple[int, ...] = key(
-        doc="head-count candidates; a layer takes those that divide its width with d_k at least `min_dk`"
+    d_model: tuple[int, ...] = key(
+        doc="widths, a list of integers; one value fixes the base model's width", cap=D_MODEL
     )
-    min_dk: tuple[int, ...] = key((1,), "the d_k floor: an integer, or a list to search over", scalar=True)
+    n_layers: tuple[int, ...] = key(doc="depths, a list of integers; one value fixes the depth", cap=LAYERS)
+    heads: tuple[int, ...] = key(
+        doc="head-count candidates; a layer takes those that divide its width with d_k at least `min_dk`",
+        cap=HEADS,
+    )
+    min_dk: tuple[int, ...] = key(
+        (1,), "the d_k floor: an integer, or a list to search over", scalar=True, cap=HEAD_DIM
+    )
     families: tuple[str, ...] = key(
         SCHEDULE_FAMILIES,
         "per-layer schedules: `uniform`, `increasing`, `decreasing`, `free` (free needs 3+ layers)",
@@ -62,6 +68,7 @@ class SpaceSpec:
         None,
         "key/value-head candidates (grouped-query attention); a layer takes those dividing its heads",
         shown="none (kv_heads = heads)",
+        cap=HEADS,
     )
     kv_per_layer: bool = key(False, "`true`: one key/value-head position per layer; `false`: one for every layer")
     head_dim: tuple[int, ...] | None = key(
@@ -69,6 +76,7 @@ class SpaceSpec:
         "head widths; where given, the d_k floor applies to them and d_model % heads is not required",
         scalar=True,
         shown="none (d_k = d_model / heads)",
+        cap=HEAD_DIM,
     )
 
     def kv_options(self, heads: int) -> tuple[int, ...]:

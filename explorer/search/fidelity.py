@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from explorer.engine.fields import key
+from explorer.engine.limits import EPOCHS
 from explorer.engine.measures import binomial_se
 
 __all__ = [
@@ -60,8 +61,10 @@ class EarlyStoppingSpec:
     """Rung-based early stopping that is honest under seed and split noise (explorer.search.fidelity)."""
 
     enabled: bool = key(True, "whether a search trial may stop at a rung")
-    min_epochs: int = key(3, "the first rung")  # no trial stops before this epoch
-    reduction: int = key(2, "rungs at `min_epochs`, `min_epochs * reduction`, ... below `[task] epochs`", lo=2)
+    min_epochs: int = key(3, "the first rung", cap=EPOCHS)  # no trial stops before this epoch
+    reduction: int = key(
+        2, "rungs at `min_epochs`, `min_epochs * reduction`, ... below `[task] epochs`", lo=2, cap=EPOCHS
+    )
     alpha: float = key(
         0.05,
         "a trial's chance of a false stop over all its rungs (see "

@@ -14,6 +14,7 @@ from typing import Any
 from explorer.engine.config import DecodeConfig
 from explorer.engine.fields import key
 from explorer.engine.hooks import REFERENCE_FORM, is_reference
+from explorer.engine.limits import BATCH, EPOCHS
 from explorer.engine.measures import quality_metric
 from explorer.errors import SpecError
 from explorer.search.toml_table import is_list, kind, read_table
@@ -91,8 +92,8 @@ class TaskSpec:
         expected="a table such as { n_relations = 4 }",
     )
     # planned epochs per trial (early stopping may run fewer)
-    epochs: int = key(10, "a search trial's full budget (a rung may stop it earlier)")
-    batch_size: int = key(64, "training batch size, for search and finalist runs alike")
+    epochs: int = key(10, "a search trial's full budget (a rung may stop it earlier)", cap=EPOCHS)
+    batch_size: int = key(64, "training batch size, for search and finalist runs alike", cap=BATCH)
 
     @property
     def kind(self) -> str:

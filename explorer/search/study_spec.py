@@ -14,6 +14,7 @@ from typing import Any
 
 from explorer.engine.config import DecodeConfig, LatencyConfig
 from explorer.engine.fields import key
+from explorer.engine.limits import TRIALS
 from explorer.engine.measures import QualityMetric, quality_metric
 from explorer.search.evidence_spec import AnswerSpec, FinalistsSpec
 from explorer.search.feasibility import SpaceSpec
@@ -54,7 +55,8 @@ class StudySpec:
     )
     n_trials: int = key(
         doc="search trials: each evaluates one architecture not evaluated before, with one seed; the study's total "
-        "across resumes and workers"
+        "across resumes and workers",
+        cap=TRIALS,
     )
     timeout: float | None = key(None, "seconds after which a `study run` starts no new trial")
     sampler: str = key(
