@@ -79,7 +79,7 @@ DEVICES = ("auto", "cpu", "cuda")
 def _space(data: Any) -> SpaceSpec:
     t = Table(data, "[space]", table_keys(SpaceSpec))
     names = f"a non-empty list of names from {', '.join(SCHEDULE_FAMILIES)}"
-    families = t.get("families", SCHEDULE_FAMILIES, lambda v: is_list(v, lambda x: isinstance(x, str)), names)
+    families = t.get("families", SpaceSpec.families, lambda v: is_list(v, lambda x: isinstance(x, str)), names)
     for f in families:
         if f not in SCHEDULE_FAMILIES:
             raise SpecError(
