@@ -30,7 +30,8 @@ class Key:
     either must be > 0. ``shown`` is the default as docs/spec.md writes it where the value alone does not say it
     (a default the reader works out, such as the families a space can realise). ``table`` marks a key that is
     a table of its own (documented in its own section); ``scalar`` lets a list key take one value alone
-    (``min_dk = 16`` for ``[16]``)."""
+    (``min_dk = 16`` for ``[16]``); ``cap`` is the size limit (:mod:`explorer.engine.limits`) on its value, or on
+    each value of its list, checked before the spec is read (:mod:`explorer.search.spec_limits`)."""
 
     doc: str
     lo: float | None = None
