@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
 from explorer.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
@@ -58,6 +62,85 @@ def test_space_json(d_model, min_dk, heads):
     assert result.exit_code == 0
     doc = json.loads(result.stdout)
     assert doc == {"d_model": d_model, "min_dk": min_dk, "heads": heads, "d_k": [d_model // h for h in heads]}
+
+
+# --- `train` and `space` take the spec's defaults --------------------------------------------------------------
+
+# every option of `space` and `train` that is also a spec key: (the table's dataclass name, the key)
+SHARED_WITH_THE_SPEC = {
+    "--min-dk": ("SpaceSpec", "min_dk"), "--mlp-ratio": ("SpaceSpec", "mlp_ratio"),
+    "--attention": ("SpaceSpec", "attention"), "--lr": ("SpaceSpec", "lr"), "--epochs": ("TaskSpec", "epochs"),
+    "--batch-size": ("TaskSpec", "batch_size"), "--seed": ("StudySpec", "seed"),
+    "--device": ("LatencyConfig", "device"), "--latency-batch": ("LatencyConfig", "batch_size"),
+    "--latency-threads": ("LatencyConfig", "threads"), "--latency-runtime": ("LatencyConfig", "runtime"),
+}  # fmt: skip
+MINIMAL_SPEC = {
+    "name": "defaults", "n_trials": 1, "task": {"name": "digits"},
+    "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]},
+}  # fmt: skip
+
+
+def documented_defaults(text: str) -> dict[str, dict[str, str]]:
+    """docs/spec.md's default column: section ("" for the top level) -> key -> the default as a value (backticks,
+    quotes and the brackets of a one-value list taken off)."""
+    out: dict[str, dict[str, str]] = {}
+    section = None
+    for line in text.splitlines():
+        heading = re.match(r"^## (?:Top level|`\[(\w+)\]`)\s*$", line)
+        if heading:
+            section = heading.group(1) or ""
+            out[section] = {}
+        row = re.match(r"^\| `(\w+)` \| ([^|]+) \|", line)
+        if row and section is not None:
+            out[section][row.group(1)] = row.group(2).strip().strip("`").strip('"').removeprefix("[").removesuffix("]")
+    return out
+
+
+def spec_defaults_problems(docs: str) -> list[str]:
+    """Where `train`/`space`'s option defaults, the spec's fields, a spec without the key and ``docs`` disagree."""
+    from explorer.commands.model import SPEC_OPTIONS
+    from explorer.engine.fields import option_default
+    from explorer.search.spec import spec_from_dict
+    from explorer.search.spec_keys import TABLE_CLASSES
+
+    problems = []
+    if {flag: (cls.__name__, name) for flag, (cls, name) in SPEC_OPTIONS.items()} != SHARED_WITH_THE_SPEC:
+        problems.append("SPEC_OPTIONS is not the set of options train and space share with the spec")
+    spec = spec_from_dict(MINIMAL_SPEC)
+    tables = {cls: name for name, cls in TABLE_CLASSES.items()}
+    documented = documented_defaults(docs)
+    for command in (main.commands["space"], main.commands["train"]):
+        for param in command.params:
+            flag = max(param.opts, key=len)
+            if flag not in SPEC_OPTIONS:
+                continue
+            cls, name = SPEC_OPTIONS[flag]
+            expected = option_default(cls, name)
+            section = tables.get(cls, "")
+            read = getattr(getattr(spec, section) if section else spec, name)
+            read = read[0] if isinstance(read, tuple) else read
+            where = f"{command.name} {flag}"
+            if not (param.default == expected and param.show_default):
+                problems.append(f"{where} defaults to {param.default!r}, the spec's field to {expected!r}")
+            if read != expected:
+                problems.append(f"{where}: a spec without {name} reads {read!r}, not {expected!r}")
+            shown = documented.get(section, {}).get(name)
+            if shown != str(expected):
+                problems.append(f"{where}: docs/spec.md shows {shown!r} for {name}, not {expected!r}")
+    return problems
+
+
+def test_train_space_the_spec_and_its_reference_give_the_same_defaults():
+    assert spec_defaults_problems((ROOT / "docs" / "spec.md").read_text()) == []
+    help_text = " ".join(CliRunner().invoke(main, ["space", "--help"]).output.split())
+    assert "--min-dk INTEGER Floor on d_k = d_model / heads. [default: 1]" in help_text
+
+
+def test_the_defaults_check_can_fail():
+    docs = (ROOT / "docs" / "spec.md").read_text()
+    assert spec_defaults_problems(docs.replace("| `epochs` | `10` |", "| `epochs` | `15` |", 1)) == [
+        "train --epochs: docs/spec.md shows '15' for epochs, not 10"
+    ]
 
 
 def test_bad_schedule_is_one_line_without_traceback():

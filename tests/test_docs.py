@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from explorer.search.spec_docs import TOP_LEVEL, marked_tables, spec_reference
 from explorer.search.spec_keys import SPEC_KEYS, TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,21 +33,29 @@ def documented_keys(text: str) -> dict[str, set[str]]:
     return out
 
 
+SPEC_PAGE = ROOT / "docs" / "spec.md"
+
+
+def test_the_spec_reference_tables_are_what_the_fields_declare():
+    text = SPEC_PAGE.read_text()
+    assert marked_tables(text) == [TOP_LEVEL, *(f"[{t}]" for t in TABLES)], "a key table is not marked"
+    assert text == spec_reference(text), "regenerate it: python -m explorer.search.spec_docs"
+
+
 def test_the_spec_reference_lists_exactly_the_keys_the_readers_accept():
-    documented = documented_keys((ROOT / "docs" / "spec.md").read_text())
-    assert set(documented) == set(SPEC_KEYS), (
-        "a table is missing from docs/spec.md, or documented but unknown"
-    )
+    documented = documented_keys(SPEC_PAGE.read_text())
+    assert set(documented) == set(SPEC_KEYS), "a table is missing from docs/spec.md, or documented but unknown"
     for table, keys in SPEC_KEYS.items():
-        expected = (
-            set(keys) - set(TABLES) if table == "" else set(keys)
-        )  # the tables have sections of their own
+        expected = set(keys) - set(TABLES) if table == "" else set(keys)  # tables have sections of their own
         assert documented[table] == expected, f"[{table or 'top level'}]: {documented[table] ^ expected}"
 
 
-def test_the_reference_check_can_fail():
-    text = (ROOT / "docs" / "spec.md").read_text().replace("| `folds` |", "| `fold_count` |")
-    assert documented_keys(text)["finalists"] != set(SPEC_KEYS["finalists"])
+def test_the_reference_checks_can_fail():
+    text = SPEC_PAGE.read_text()
+    renamed = text.replace("| `folds` |", "| `fold_count` |")
+    assert documented_keys(renamed)["finalists"] != set(SPEC_KEYS["finalists"])
+    assert spec_reference(renamed) != renamed  # a hand edit inside a generated table is undone
+    assert spec_reference(text.replace("| `10` |", "| `15` |", 1)) == text
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

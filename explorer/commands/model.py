@@ -3,24 +3,50 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
 from explorer.commands.common import (
-    RUNTIME_CHOICES,
     check_threads,
-    choice_option,
     emit_json,
     json_option,
     note,
     parse_options,
     threads_option,
 )
+from explorer.engine.config import ATTENTION_IMPLS, LATENCY_RUNTIMES, LatencyConfig
+from explorer.engine.fields import option_default
 from explorer.errors import ConfigError
+from explorer.search.feasibility import SpaceSpec
+from explorer.search.goals import TaskSpec
+from explorer.search.study_spec import StudySpec
 
-__all__ = ["space", "train"]
+__all__ = ["SPEC_OPTIONS", "space", "train"]
+
+# The options of `space` and `train` that are spec keys: (the table's dataclass, the key). Each takes the key's
+# default, so `--help`, docs/spec.md and a spec without the key agree.
+SPEC_OPTIONS: dict[str, tuple[type, str]] = {
+    "--min-dk": (SpaceSpec, "min_dk"),
+    "--mlp-ratio": (SpaceSpec, "mlp_ratio"),
+    "--attention": (SpaceSpec, "attention"),
+    "--lr": (SpaceSpec, "lr"),
+    "--epochs": (TaskSpec, "epochs"),
+    "--batch-size": (TaskSpec, "batch_size"),
+    "--seed": (StudySpec, "seed"),
+    "--device": (LatencyConfig, "device"),
+    "--latency-batch": (LatencyConfig, "batch_size"),
+    "--latency-threads": (LatencyConfig, "threads"),
+    "--latency-runtime": (LatencyConfig, "runtime"),
+}
+
+
+def spec_option(flag: str, **kwargs: Any) -> Callable[[Any], Any]:
+    """A click option whose default is its spec key's (:data:`SPEC_OPTIONS`)."""
+    cls, name = SPEC_OPTIONS[flag]
+    return click.option(flag, default=option_default(cls, name), show_default=True, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------- space
@@ -28,7 +54,7 @@ __all__ = ["space", "train"]
 
 @click.command()
 @click.option("--d-model", type=int, required=True, help="Model width.")
-@click.option("--min-dk", type=int, default=16, show_default=True, help="Floor on d_k = d_model / heads.")
+@spec_option("--min-dk", type=int, help="Floor on d_k = d_model / heads.")
 @click.option("--kv", is_flag=True, help="List valid (heads, kv_heads) pairs: grouped/multi-query attention.")
 @click.option(
     "--head-dim", type=int, help="Head width apart from d_model / heads (heads up to d_model // head_dim)."
@@ -118,7 +144,7 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
     show_default=True,
     help="Head schedule: uniform:8, increasing:4-16, decreasing:16-4 or 4,4,8,16.",
 )
-@click.option("--min-dk", type=int, default=8, show_default=True, help="Floor on d_k = d_model / heads.")
+@spec_option("--min-dk", type=int, help="Floor on d_k = d_model / heads.")
 @click.option(
     "--kv-heads",
     help="Key/value heads per layer, written like --heads (uniform:2, decreasing:8-2, 4,4,2,1); default: heads.",
@@ -126,17 +152,19 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
 @click.option(
     "--head-dim", help="Head width apart from d_model / heads: one width (64) or one per layer (64,64,128)."
 )
-@click.option("--mlp-ratio", type=float, default=4.0, show_default=True, help="MLP width / d_model.")
-@choice_option("--attention", ("fused", "merged", "serial"), "Attention implementation.")
-@click.option("--epochs", type=int, default=15, show_default=True)
-@click.option("--batch-size", type=int, default=32, show_default=True, help="Training batch size.")
-@click.option("--lr", type=float, default=2e-3, show_default=True, help="Peak learning rate.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
-@click.option("--latency-batch", type=int, default=32, show_default=True, help="Batch size for timing.")
-@click.option("--latency-threads", type=int, default=1, show_default=True, help="CPU threads while timing.")
-@choice_option(
-    "--latency-runtime", RUNTIME_CHOICES, "What runs the timed model (onnxruntime needs the onnx extra)."
+@spec_option("--mlp-ratio", type=float, help="MLP width / d_model.")
+@spec_option("--attention", type=click.Choice(ATTENTION_IMPLS), help="Attention implementation.")
+@spec_option("--epochs", type=int)
+@spec_option("--batch-size", type=int, help="Training batch size.")
+@spec_option("--lr", type=float, help="Peak learning rate.")
+@spec_option("--seed", type=int)
+@spec_option("--device", help="auto, cpu, cuda or cuda:N.")
+@spec_option("--latency-batch", type=int, help="Batch size for timing.")
+@spec_option("--latency-threads", type=int, help="CPU threads while timing.")
+@spec_option(
+    "--latency-runtime",
+    type=click.Choice(LATENCY_RUNTIMES),
+    help="What runs the timed model (onnxruntime needs the onnx extra).",
 )
 @click.option(
     "--decode-context",

@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from explorer.engine.fields import key
+from explorer.engine.limits import BATCH, RUN_TIME_S, SEQ_LEN, THREADS
 from explorer.engine.schedules import (
     check_heads,
     check_kv,
@@ -310,15 +312,24 @@ class LatencyConfig:
     A study spec's ``[latency]`` table is read straight into this class.
     """
 
-    device: str = "auto"  # auto | cpu | cuda | cuda:N: where latency is measured (and training runs)
-    batch_size: int = 32  # examples per timed forward pass
-    threads: int = 1  # CPU threads while timing (fixed so figures compare across runs and workers)
-    dtype: str = "float32"  # float32 | bfloat16 | float16 (half types only on CUDA)
-    min_run_time: float = 0.3  # seconds of timed runs (torch.utils.benchmark.Timer.blocked_autorange)
-    runtime: str = (
-        "eager"  # eager | compile (torch.compile) | onnxruntime (exported to ONNX, run by ONNX Runtime)
+    # auto | cpu | cuda | cuda:N: where latency is measured (and training runs); a spec names auto, cpu or cuda
+    device: str = key(
+        "auto", "`auto`, `cpu` or `cuda`; latency is measured where training runs", choices=("auto", "cpu", "cuda")
     )
-    seq_len: int | None = None  # positions per timed example (the deployment shape); None: the task's
+    batch_size: int = key(32, "examples per timed forward pass", cap=BATCH)
+    threads: int = key(1, "CPU threads while timing (fixed, so figures compare across workers)", cap=THREADS)
+    dtype: str = key("float32", "`float32`, `bfloat16`, `float16` (half types need cuda)", choices=LATENCY_DTYPES)
+    # seconds of timed runs (torch.utils.benchmark.Timer.blocked_autorange)
+    min_run_time: float = key(0.3, "seconds of timing per measurement", cap=RUN_TIME_S)
+    runtime: str = key(
+        "eager",
+        "`eager`, `compile` (torch.compile) or `onnxruntime` (onnx extra): time what you ship",
+        choices=LATENCY_RUNTIMES,
+    )  # onnxruntime: exported to ONNX, run by ONNX Runtime
+    # None: the task's
+    seq_len: int | None = key(
+        None, "positions per timed example: the deployment shape", shown="the task's", cap=SEQ_LEN
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str) or not _DEVICE_NAME.match(self.device):
@@ -348,8 +359,8 @@ class DecodeConfig:
     How it is timed (device, threads, dtype, run time) comes from the :class:`LatencyConfig` it goes with.
     """
 
-    context: int = 512  # positions already in the key/value cache
-    batch_size: int = 1  # sequences decoded together
+    context: int = key(512, "positions in the key/value cache one new token attends to", cap=SEQ_LEN)
+    batch_size: int = key(1, "sequences decoded at once", cap=BATCH)
 
     def __post_init__(self) -> None:
         if isinstance(self.context, bool) or not isinstance(self.context, int) or self.context < 1:

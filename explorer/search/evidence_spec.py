@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from explorer.engine.config import MAX_FOLDS
-from explorer.engine.limits import TRIALS
+from explorer.engine.fields import key
+from explorer.engine.limits import EPOCHS, TRIALS
 from explorer.errors import SpecError
 from explorer.search.goals import TaskSpec
-from explorer.search.spec_keys import SPEC_KEYS
-from explorer.search.toml_table import Table
+from explorer.search.toml_table import Table, is_number, read_table, table_keys
 
 __all__ = ["AnswerSpec", "FinalistsSpec", "read_answer", "read_finalists"]
 LEGACY_FINALIST_KEYS = ("max_epochs", "patience")  # plateau training, before the fixed schedule
@@ -37,20 +37,63 @@ LEGACY_ANSWER_KEYS = ("alpha",)  # the error of the equivalence tests, before th
 class FinalistsSpec:
     """The evidence stage: which layouts are retrained after the search, on which grid of folds and seeds."""
 
-    enabled: bool = True
-    top: int = 2  # front architectures nearest the search's knee (the knee included)
-    references: bool = True  # 1 head, 8 (8-16) heads per layer and the next faster front layout
-    # every head count of the space, the same in each layer, at the knee's width and depth
-    ladder: bool = True
+    enabled: bool = key(True, "run the stage after the search")
+    top: int = key(2, "front architectures nearest the search's knee (the knee included)", lo=0, cap=TRIALS)
+    # 1 head, 8 (8-16) heads per layer and the next faster front layout
+    references: bool = key(
+        True,
+        "1 head and the tutorial's 8 (or the nearest valid count in 8-16) heads per layer at the knee's width and "
+        "depth, and the next faster front layout; a key/value study adds multi-head and multi-query attention",
+    )
+    ladder: bool = key(
+        True, "every head count of the space, the same in each layer, at the knee's width and depth"
+    )
     # replicates' worth of runs: the stage's default budget is seeds x folds runs for every finalist layout
-    seeds: int = 2
+    seeds: int = key(
+        2,
+        "the stage's default budget, in replicates: `seeds x folds` runs for every finalist layout, spent where "
+        "they decide; a replicate cuts the folds afresh, and on a unit (a fold of a replicate) every layout "
+        "trains with the same seed",
+        cap=TRIALS,
+    )
     # cross-validation folds of the labelled examples; 1 keeps the task's fixed split (a language model's default)
-    folds: int = 5
-    epochs: int | None = None  # the fixed schedule of every run; None: 2 x [task] epochs
-    timing_rounds: int = 3  # interleaved re-timing rounds of every finalist, with no training running
-    start: int = 3  # paired units every finalist trains before any is set aside
-    budget: int | None = None  # finalist runs in all; None: seeds x folds for every finalist layout
-    minutes: float | None = None  # no new round of finalist runs starts after this many minutes of the stage
+    folds: int = key(
+        5,
+        "cross-validation folds of the task's labelled examples (the test split kept apart); `1` keeps the "
+        "task's fixed split",
+        shown="`5` (a language model: `1`)",
+    )
+    # the fixed schedule of every run; None: 2 x [task] epochs
+    epochs: int | None = key(
+        None,
+        "the fixed schedule of every finalist run (warm-up, then cosine decay)",
+        shown="`2 x [task] epochs`",
+        cap=EPOCHS,
+    )
+    # interleaved re-timing rounds of every finalist, with no training running
+    timing_rounds: int = key(
+        3,
+        "interleaved re-timing rounds of every finalist, each in a fresh process, before the finalists train (so "
+        "the rounds say which layouts are faster)",
+        cap=TRIALS,
+    )
+    start: int = key(
+        3,
+        "paired units every finalist trains first; then rounds of paired units (2, or half the units the layouts "
+        "have if more) go only to the layouts whose comparisons still decide the answer",
+    )
+    # None: seeds x folds for every finalist layout
+    budget: int | None = key(
+        None,
+        "finalist runs in all; the stage stops earlier once the answer is decided",
+        shown="`seeds x folds` runs a layout",
+    )
+    minutes: float | None = key(
+        None,
+        "no new round of finalist runs starts after this many minutes of the stage",
+        lo=0.1,
+        hi=10_000.0,
+    )
 
     def run_epochs(self, search_epochs: int) -> int:
         """Epochs every evidence run trains."""
@@ -70,10 +113,27 @@ class FinalistsSpec:
 class AnswerSpec:
     """What "as good as the best" means, and how sure the claim must be."""
 
-    margin: float | None = None  # accuracy points, or bits per byte; None: the metric's default
+    # accuracy points, or bits per byte; None: the metric's default (bounded by the metric: read_answer)
+    margin: float | None = key(
+        None,
+        'how far below the best a layout may be and still be "as good"',
+        shown="`1.0` accuracy point (`0.02` bits per byte for a language model)",
+    )
     # the largest probability accepted that the answer is more than the margin below the best
-    risk: float = 0.05
-    latency_tie: float = 0.05  # latencies whose within-round ratio is closer to 1 than this are equal
+    risk: float = key(
+        0.05,
+        "the answer is the fastest layout whose probability of lying within the margin of the best is at least "
+        "`1 - risk` (see [method.md](method.md#3-the-answer-the-fastest-layout-within-the-margin))",
+        lo=1e-4,
+        hi=0.5,
+    )
+    latency_tie: float = key(
+        0.05,
+        "layouts whose time ratio (within a re-timing round) is closer to 1 than this are equally fast; the more "
+        "accurate of a tie is taken",
+        lo=0.0,
+        hi=1.0,
+    )
 
     def margin_for(self, maximize: bool) -> float:
         """The margin on the quality's own scale: a fraction of examples for accuracy, bits per byte else."""
@@ -99,20 +159,9 @@ def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> Finalists
             data["folds"] = 1
             if old_cap is not None and "epochs" not in data:
                 data["epochs"] = old_cap
-    t = Table(data, "[finalists]", SPEC_KEYS["finalists"])
-    spec = FinalistsSpec(
-        enabled=t.flag("enabled", True),
-        top=t.integer("top", 2, low=0),
-        references=t.flag("references", True),
-        ladder=t.flag("ladder", True),
-        seeds=t.integer("seeds", 2),
-        folds=t.integer("folds", 1 if task.kind == "language_model" else 5),
-        epochs=t.integer("epochs", None),
-        timing_rounds=t.integer("timing_rounds", 3),
-        start=t.integer("start", 3),
-        budget=t.integer("budget", None),
-        minutes=t.number("minutes", None, low=0.1, high=10_000.0),
-    )
+    if isinstance(data, dict) and "folds" not in data and task.kind == "language_model":
+        data = {**data, "folds": 1}  # a language model's contiguous text keeps its fixed split
+    spec = read_table(FinalistsSpec, data, "[finalists]")
     if not stored:  # every finalist layout trains seeds x folds runs: counted before anything is queued
         TRIALS.check(spec.units, "the runs per finalist layout ([finalists] seeds x folds)", "lower seeds or folds")
         if spec.budget is not None:
@@ -137,12 +186,9 @@ def read_answer(data: Any, task: TaskSpec, stored: bool = False) -> AnswerSpec:
                 "risk; write risk = 0.05 (the largest probability accepted that it lies beyond the margin)."
             )
         data = {k: v for k, v in data.items() if k not in LEGACY_ANSWER_KEYS}
-    t = Table(data, "[answer]", SPEC_KEYS["answer"])
-    unit = "accuracy points (1 = one point)" if task.kind != "language_model" else "bits per byte"
-    margin = t.get("margin", None, lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and
-                   0 < v < (100 if task.kind != "language_model" else 8), f"a positive number of {unit}")  # fmt: skip
-    return AnswerSpec(
-        margin=None if margin is None else float(margin),
-        risk=t.number("risk", 0.05, low=1e-4, high=0.5),
-        latency_tie=t.number("latency_tie", 0.05, low=0.0, high=1.0),
+    lm = task.kind == "language_model"
+    unit = "bits per byte" if lm else "accuracy points (1 = one point)"
+    margin = Table(data, "[answer]", table_keys(AnswerSpec)).get(
+        "margin", None, lambda v: is_number(v) and 0 < v < (8 if lm else 100), f"a positive number of {unit}"
     )
+    return read_table(AnswerSpec, data, "[answer]", margin=None if margin is None else float(margin))

@@ -17,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from explorer.engine.config import ATTENTION_IMPLS
+from explorer.engine.fields import key
+from explorer.engine.limits import D_MODEL, HEAD_DIM, HEADS, LAYERS
 from explorer.engine.schedules import SCHEDULE_FAMILIES, valid_heads
 from explorer.errors import SpecError
 
@@ -35,18 +38,46 @@ __all__ = [
 class SpaceSpec:
     """The declared design space; explorer.search.space turns it into a fixed Optuna search space."""
 
-    d_model: tuple[int, ...]  # residual widths
-    n_layers: tuple[int, ...]  # depths
-    heads: tuple[int, ...]  # head-count candidates (uniform counts, ramp endpoints, free per-layer choices)
-    min_dk: tuple[int, ...] = (1,)  # d_k floors; more than one means the floor is searched over
-    families: tuple[str, ...] = SCHEDULE_FAMILIES  # per-layer schedule families
-    mlp_ratio: tuple[float, ...] = (4.0,)  # MLP width multipliers
-    lr: float | tuple[float, float] = 3e-3  # fixed learning rate, or (low, high) searched log-uniformly
-    dropout: float = 0.0  # fixed dropout
-    attention: str = "fused"  # attention implementation every variant uses
-    kv_heads: tuple[int, ...] | None = None  # key/value head candidates; None: kv_heads = heads (multi-head)
-    kv_per_layer: bool = False  # each layer draws its own kv count; False: one position read by every layer
-    head_dim: tuple[int, ...] | None = None  # head width candidates; None: d_k = d_model / heads
+    d_model: tuple[int, ...] = key(
+        doc="widths, a list of integers; one value fixes the base model's width", cap=D_MODEL
+    )
+    n_layers: tuple[int, ...] = key(doc="depths, a list of integers; one value fixes the depth", cap=LAYERS)
+    heads: tuple[int, ...] = key(
+        doc="head-count candidates; a layer takes those that divide its width with d_k at least `min_dk`",
+        cap=HEADS,
+    )
+    min_dk: tuple[int, ...] = key(
+        (1,), "the d_k floor: an integer, or a list to search over", scalar=True, cap=HEAD_DIM
+    )
+    families: tuple[str, ...] = key(
+        SCHEDULE_FAMILIES,
+        "per-layer schedules: `uniform`, `increasing`, `decreasing`, `free` (free needs 3+ layers)",
+        choices=SCHEDULE_FAMILIES,
+        shown="every family the space can realise",
+    )
+    mlp_ratio: tuple[float, ...] = key((4.0,), "MLP width multipliers")
+    lr: float | tuple[float, float] = key(3e-3, "a fixed learning rate, or `[low, high]` searched log-uniformly")
+    dropout: float = key(0.0, "fixed dropout", lo=0.0, hi=1.0)
+    attention: str = key(
+        "fused",
+        "`fused` (scaled_dot_product_attention), `merged` (one batched matmul, the tutorial's) or `serial` (a loop "
+        "over heads)",
+        choices=ATTENTION_IMPLS,
+    )
+    kv_heads: tuple[int, ...] | None = key(
+        None,
+        "key/value-head candidates (grouped-query attention); a layer takes those dividing its heads",
+        shown="none (kv_heads = heads)",
+        cap=HEADS,
+    )
+    kv_per_layer: bool = key(False, "`true`: one key/value-head position per layer; `false`: one for every layer")
+    head_dim: tuple[int, ...] | None = key(
+        None,
+        "head widths; where given, the d_k floor applies to them and d_model % heads is not required",
+        scalar=True,
+        shown="none (d_k = d_model / heads)",
+        cap=HEAD_DIM,
+    )
 
     def kv_options(self, heads: int) -> tuple[int, ...]:
         """The key/value head counts a layer of ``heads`` query heads may take, ascending."""

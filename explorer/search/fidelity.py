@@ -40,6 +40,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from explorer.engine.fields import key
+from explorer.engine.limits import EPOCHS
 from explorer.engine.measures import binomial_se
 
 __all__ = [
@@ -58,10 +60,18 @@ RELATIVE_SE = 0.005  # a loss's standard error where none was measured: 0.5% of 
 class EarlyStoppingSpec:
     """Rung-based early stopping that is honest under seed and split noise (explorer.search.fidelity)."""
 
-    enabled: bool = True
-    min_epochs: int = 3  # the first rung: no trial stops before this epoch
-    reduction: int = 2  # rungs at min_epochs * reduction**i, below the planned epochs
-    alpha: float = 0.05  # a trial's chance of a false stop over all its rungs (stopped, yet as good as peers)
+    enabled: bool = key(True, "whether a search trial may stop at a rung")
+    min_epochs: int = key(3, "the first rung", cap=EPOCHS)  # no trial stops before this epoch
+    reduction: int = key(
+        2, "rungs at `min_epochs`, `min_epochs * reduction`, ... below `[task] epochs`", lo=2, cap=EPOCHS
+    )
+    alpha: float = key(
+        0.05,
+        "a trial's chance of a false stop over all its rungs (see "
+        "[method.md](method.md#5-early-stopping-that-counts-seed-noise))",
+        lo=1e-6,
+        hi=1.0,
+    )  # stopped, yet as good as its peers
 
     def rungs(self, epochs: int) -> tuple[int, ...]:
         """The epochs at which a trial of ``epochs`` planned epochs may stop (none when disabled)."""

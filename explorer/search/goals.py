@@ -8,15 +8,16 @@ task is scored by validation accuracy (maximized), a language-model task (text) 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from explorer.engine.config import DecodeConfig
+from explorer.engine.fields import key
 from explorer.engine.hooks import REFERENCE_FORM, is_reference
+from explorer.engine.limits import BATCH, EPOCHS
 from explorer.engine.measures import quality_metric
 from explorer.errors import SpecError
-from explorer.search.spec_keys import SPEC_KEYS
-from explorer.search.toml_table import Table, is_list, kind
+from explorer.search.toml_table import is_list, kind, read_table
 
 __all__ = [
     "MB",
@@ -49,23 +50,50 @@ MB = 10**6  # [budgets] max_kv_cache_mb counts megabytes of 10^6 bytes
 class ObjectivesSpec:
     """What the study optimizes: the task's quality and latency always, parameters and decoding on request."""
 
-    accuracy: str | None = "maximize"  # validation accuracy (fixed; classification tasks)
-    latency: str = "minimize"  # median forward latency in ms (fixed)
-    params: str | None = None  # "minimize" adds the parameter count as an objective
-    bpb: str | None = None  # validation bits per byte (fixed "minimize"; language-model tasks)
-    decode: str | None = None  # "minimize" adds decoding ms per token as an objective (language-model tasks)
+    # validation accuracy (fixed; classification tasks)
+    accuracy: str | None = key(
+        "maximize", "validation accuracy, always maximized (classification tasks)", choices=("maximize",)
+    )
+    # validation bits per byte (fixed "minimize"; language-model tasks)
+    bpb: str | None = key(
+        None,
+        "validation bits per byte, always minimized (language-model tasks: `text`)",
+        choices=("minimize",),
+        shown='`"minimize"`',
+    )
+    # median forward latency in ms (fixed)
+    latency: str = key(
+        "minimize", "median forward latency on `[latency] device`, always minimized", choices=("minimize",)
+    )
+    params: str | None = key(
+        None, '`"minimize"` adds the parameter count as a third objective', choices=("minimize",)
+    )
+    decode: str | None = key(
+        None,
+        '`"minimize"` adds decoding ms per token (language models); the knee is then taken on decoding time',
+        choices=("minimize",),
+    )
 
 
 @dataclass(frozen=True)
 class TaskSpec:
     """The task and its training budget."""
 
-    name: str  # digits | mnist | relations | text | path to a .npz file | module:function | file.py:function
-    options: dict[str, Any] = field(
-        default_factory=dict
-    )  # keyword arguments for explorer.engine.tasks.load_task
-    epochs: int = 10  # planned epochs per trial (early stopping may run fewer)
-    batch_size: int = 64  # training batch size
+    # digits | mnist | relations | text | path to a .npz file | module:function | file.py:function
+    name: str = key(
+        doc="`digits`, `mnist` (the `mnist` extra), `relations`, `text`, a path ending in `.npz`, or a function: "
+        '`"mypkg.data:load"` or `"path/to/data.py:load"` (see [own-model.md](own-model.md))'
+    )
+    # keyword arguments for explorer.engine.tasks.load_task
+    options: dict[str, Any] = key(
+        doc="passed to the task: e.g. `{ n_relations = 4 }` for relations, `{ patch = 4 }` to cut images into "
+        '4 x 4 patches, `layout = "chw"` for `[n, C, H, W]` images',
+        factory=dict,
+        expected="a table such as { n_relations = 4 }",
+    )
+    # planned epochs per trial (early stopping may run fewer)
+    epochs: int = key(10, "a search trial's full budget (a rung may stop it earlier)", cap=EPOCHS)
+    batch_size: int = key(64, "training batch size, for search and finalist runs alike", cap=BATCH)
 
     @property
     def kind(self) -> str:
@@ -78,9 +106,28 @@ class ModelSpec:
     """Which model realises each layout: explorer's own (the default), the user's function, or a transformers
     architecture built from its config class."""
 
-    build: str | None = None  # "module:function" or "file.py:function" (explorer.engine.usermodel)
-    hf: str | None = None  # a transformers model type (explorer.engine.hf_families)
-    config: dict[str, Any] = field(default_factory=dict)  # the transformers config, all but the heads
+    # "module:function" or "file.py:function" (explorer.engine.usermodel)
+    build: str | None = key(
+        None,
+        'a function `"mypkg.models:build"` or `"path/to/model.py:build"` that builds your `nn.Module` from the '
+        "layout and the task's input spec; checked on one batch before any training",
+        shown="none (explorer's own encoder or language model)",
+    )
+    # a transformers model type (explorer.engine.hf_families)
+    hf: str | None = key(
+        None,
+        "a transformers model type, `bert`, `vit`, `llama`, `mistral`, `qwen2` or `gpt2`: each layout is built "
+        "from its config class with the layout's `num_attention_heads` (and `num_key_value_heads`); uniform "
+        "layouts only; see [hf.md](hf.md)",
+    )
+    # the transformers config, all but the heads
+    config: dict[str, Any] = key(
+        doc="with `hf`: the config for everything but the heads (e.g. `{ hidden_size = 64, num_hidden_layers = "
+        "4, intermediate_size = 128 }`); its `hidden_size`, `num_hidden_layers` and `intermediate_size` fill "
+        "`[space]` `d_model`, `n_layers` and `mlp_ratio`",
+        factory=dict,
+        expected='a table such as { hidden_act = "gelu" }',
+    )
 
     def builder(self) -> Any:
         """The model builder (:class:`explorer.engine.usermodel.ModelBuilder` for ``build``,
@@ -100,87 +147,69 @@ class ModelSpec:
 class BudgetsSpec:
     """Hard limits; each one set becomes an Optuna constraint (trials over it are infeasible)."""
 
-    max_latency_ms: float | None = None
-    max_params: int | None = None
-    max_decode_ms: float | None = None  # decoding ms per token (language-model tasks)
-    max_kv_cache_mb: float | None = None  # key/value cache at [decode] context and batch, MB of 10^6 bytes
+    max_latency_ms: float | None = key(None, "the forward latency budget")
+    max_params: int | None = key(None, "the parameter budget")
+    max_decode_ms: float | None = key(None, "ms per generated token (language models)")
+    max_kv_cache_mb: float | None = key(
+        None, "the key/value cache at `[decode]`'s context and batch, in MB of 10^6 bytes"
+    )
 
 
 def read_objectives(data: Any, task: TaskSpec) -> ObjectivesSpec:
-    t = Table(data, "[objectives]", SPEC_KEYS["objectives"])
     lm = task.kind == "language_model"
     own, other = ("bpb", "accuracy") if lm else ("accuracy", "bpb")
-    if other in t.data:
+    if isinstance(data, dict) and other in data:
         metric = quality_metric(task.kind)
         raise SpecError(
             f"{other!r} in [objectives] does not fit task {task.name!r}, which is scored by {metric.label} "
             f'({metric.direction}d); write {own} = "{metric.direction}" or leave it out.'
         )
-    t.text("accuracy", "maximize", choices=("maximize",))
-    t.text("bpb", "minimize", choices=("minimize",))
-    t.text("latency", "minimize", choices=("minimize",))
-    decode = t.text("decode", None, choices=("minimize",))
-    if decode and not lm:
+    read = read_table(ObjectivesSpec, data, "[objectives]")
+    if read.decode and not lm:
         raise SpecError(
             f"'decode' in [objectives] needs a language-model task (text); {task.name!r} classifies. Remove it."
         )
     return ObjectivesSpec(
-        accuracy=None if lm else "maximize",
-        bpb="minimize" if lm else None,
-        params=t.text("params", None, choices=("minimize",)),
-        decode=decode,
+        accuracy=None if lm else "maximize", bpb="minimize" if lm else None, params=read.params, decode=read.decode
     )
 
 
 def read_task(data: Any) -> TaskSpec:
-    t = Table(data, "[task]", SPEC_KEYS["task"])
-    name = t.text("name")
-    if name not in TASK_NAMES and not name.endswith(".npz") and not is_reference(name):
+    task = read_table(TaskSpec, data, "[task]")
+    if task.name not in TASK_NAMES and not task.name.endswith(".npz") and not is_reference(task.name):
         raise SpecError(
-            f"'name' in [task] is {name!r}; choose {', '.join(TASK_NAMES)}, give a path ending in .npz, or "
+            f"'name' in [task] is {task.name!r}; choose {', '.join(TASK_NAMES)}, give a path ending in .npz, or "
             f"name your own function as {REFERENCE_FORM}."
         )
-    options = t.get("options", {}, lambda v: isinstance(v, dict), "a table such as { n_relations = 4 }")
-    for key, value in options.items():
+    for option, value in task.options.items():
         scalar = lambda v: isinstance(v, (str, int, float, bool))  # noqa: E731 (not TOML dates or tables)
         if not (scalar(value) or value == [] or is_list(value, scalar)):
             raise SpecError(
-                f"task option {key!r} in [task] is {kind(value)}; task options must be strings, numbers, "
+                f"task option {option!r} in [task] is {kind(value)}; task options must be strings, numbers, "
                 "booleans or lists of them."
             )
-    return TaskSpec(
-        name=name,
-        options=dict(options),
-        epochs=t.integer("epochs", 10),
-        batch_size=t.integer("batch_size", 64),
-    )
+    return task
 
 
 def read_decode(data: Any, task: TaskSpec, wanted: bool) -> DecodeConfig | None:
     """The [decode] table; a decoding objective or budget without one measures at the defaults."""
     if data is None and not wanted:
         return None
-    t = Table({} if data is None else data, "[decode]", SPEC_KEYS["decode"])
+    decode = read_table(DecodeConfig, {} if data is None else data, "[decode]")
     if task.kind != "language_model":
         what = "[decode]" if data is not None else "a decoding objective or budget"
         raise SpecError(
             f"{what} needs a language-model task (text); {task.name!r} classifies: remove it or use task text."
         )
-    return DecodeConfig(context=t.integer("context", 512), batch_size=t.integer("batch_size", 1))
+    return decode
 
 
 def read_budgets(data: Any, task: TaskSpec) -> BudgetsSpec:
-    t = Table(data, "[budgets]", SPEC_KEYS["budgets"])
-    budgets = BudgetsSpec(
-        max_latency_ms=t.positive("max_latency_ms", None),
-        max_params=t.integer("max_params", None),
-        max_decode_ms=t.positive("max_decode_ms", None),
-        max_kv_cache_mb=t.positive("max_kv_cache_mb", None),
-    )
-    for key in ("max_decode_ms", "max_kv_cache_mb"):
-        if getattr(budgets, key) is not None and task.kind != "language_model":
+    budgets = read_table(BudgetsSpec, data, "[budgets]")
+    for name in ("max_decode_ms", "max_kv_cache_mb"):
+        if getattr(budgets, name) is not None and task.kind != "language_model":
             raise SpecError(
-                f"{key!r} in [budgets] needs a language-model task (text); {task.name!r} classifies. Remove it."
+                f"{name!r} in [budgets] needs a language-model task (text); {task.name!r} classifies. Remove it."
             )
     return budgets
 
@@ -188,10 +217,8 @@ def read_budgets(data: Any, task: TaskSpec) -> BudgetsSpec:
 def read_model(data: Any, task: TaskSpec, decode: DecodeConfig | None) -> ModelSpec:
     """The [model] table: ``build``, the user's model function (checked for its form here, imported later), or
     ``hf`` with its ``config`` (checked against the space by :mod:`explorer.search.hf_spec`)."""
-    t = Table(data, "[model]", SPEC_KEYS["model"])
-    build = t.text("build", None)
-    hf = t.text("hf", None)
-    config = t.get("config", {}, lambda v: isinstance(v, dict), 'a table such as { hidden_act = "gelu" }')
+    model = read_table(ModelSpec, data, "[model]")
+    build, hf, config = model.build, model.hf, model.config
     if hf is not None:
         if build is not None:
             raise SpecError(

@@ -6,27 +6,25 @@ key, its table and the fix. :meth:`StudySpec.to_dict` is JSON-ready and canonica
 in); it is stored in the study's user attrs so ``explorer study resume NAME`` works from the database alone,
 and ``spec_from_dict(spec.to_dict()) == spec``.
 
-Every key, its table, type and default is documented once, in ``docs/spec.md``; the readers accept exactly the
-keys of :data:`explorer.search.spec_keys.SPEC_KEYS`, and ``tests/test_docs.py`` checks that the two agree.
+Every key, its table, type, default, limits and documentation is declared once, as a field of :class:`StudySpec`
+or of its tables' dataclasses (:func:`explorer.engine.fields.key`); each table is read by the one generic reader
+(:func:`explorer.search.toml_table.read_table`) and then held to the rules between its keys, here and in the
+table's own module.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from explorer.engine.config import (
-    ATTENTION_IMPLS,
     LATENCY_DTYPES,
     LATENCY_RUNTIMES,
-    DecodeConfig,
     LatencyConfig,
 )
 from explorer.engine.limits import check_file_size
-from explorer.engine.measures import QualityMetric, quality_metric
 from explorer.engine.schedules import SCHEDULE_FAMILIES
 from explorer.errors import ConfigError, ExplorerError, SpecError
 from explorer.search.evidence_spec import AnswerSpec, FinalistsSpec, read_answer, read_finalists
@@ -48,11 +46,11 @@ from explorer.search.goals import (
 )
 from explorer.search.hf_spec import check_hf, space_defaults
 from explorer.search.overrides import apply_overrides, key_sources, parse_override
-from explorer.search.spec_keys import SPEC_KEYS
 from explorer.search.spec_limits import check_layouts, check_raw
 from explorer.search.storage import check_artifact_location, check_study_name, mask_url
-from explorer.search.toml_table import Table, is_list, is_number
-from explorer.search.tracking_spec import TrackingSpec, read_tracking
+from explorer.search.study_spec import SAMPLERS, StudySpec
+from explorer.search.toml_table import Table, is_list, is_number, read_table, table_keys
+from explorer.search.tracking_spec import read_tracking
 
 __all__ = [
     "MB",
@@ -72,94 +70,23 @@ __all__ = [
     "spec_from_dict",
 ]
 
-SAMPLERS = ("tpe", "nsga2", "gp", "random", "qmc")
 DEVICES = ("auto", "cpu", "cuda")
-TOP_KEYS = SPEC_KEYS[""]
-
-
-@dataclass(frozen=True)
-class StudySpec:
-    """One study: what to search, on which task, how to measure it and where to store it."""
-
-    name: str
-    n_trials: int
-    task: TaskSpec
-    space: SpaceSpec
-    model: ModelSpec = ModelSpec()  # explorer's own model, or the user's [model] build
-    objectives: ObjectivesSpec = ObjectivesSpec()
-    latency: LatencyConfig = LatencyConfig()
-    budgets: BudgetsSpec = BudgetsSpec()
-    early_stopping: EarlyStoppingSpec = EarlyStoppingSpec()
-    finalists: FinalistsSpec = FinalistsSpec()
-    answer: AnswerSpec = AnswerSpec()
-    decode: DecodeConfig | None = None  # where decoding latency is measured; None: not measured
-    storage: str | None = None  # None: sqlite:///studies/<name>.db (search.storage.default_storage_url)
-    timeout: float | None = None
-    sampler: str = "tpe"
-    seed: int = 0
-    bench: bool = True  # the attention benchmark, once per study (the "merged heads are faster" rule)
-    tracking: TrackingSpec = TrackingSpec()  # where the study is also logged (MLflow); not its meaning
-    artifacts: str | None = (
-        None  # artifact location (weights, figures); None: $EXPLORER_ARTIFACTS or the default
-    )
-    # (dotted key, "file" | "override") for each key its document set (explorer.search.overrides); not stored
-    # in the spec, not compared: where a value came from is not what it means
-    origin: tuple[tuple[str, str], ...] = dataclasses.field(default=(), compare=False, repr=False)
-
-    @property
-    def metric(self) -> QualityMetric:
-        """How the task is scored: validation accuracy (maximized) or bits per byte (minimized)."""
-        return quality_metric(self.task.kind)
-
-    def objective_names(self) -> list[str]:
-        """The objectives in the order of a trial's values."""
-        quality = "accuracy" if self.metric.name == "val_accuracy" else "bpb"
-        extra = (["params"] if self.objectives.params else []) + (
-            ["decode"] if self.objectives.decode else []
-        )
-        return [quality, "latency", *extra]
-
-    def directions(self) -> list[str]:
-        """Optuna directions, one per objective (the quality's from the task kind, every other minimized)."""
-        return [self.metric.direction] + ["minimize"] * (len(self.objective_names()) - 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        """A canonical, JSON-ready dict that :func:`spec_from_dict` reads back into an equal spec."""
-        d = _plain(dataclasses.asdict(self))
-        d.pop("origin", None)
-        return d
-
-    def stored(self) -> dict[str, Any]:
-        """What is stored with the study: :meth:`to_dict` without ``storage`` (a URL may hold a password, and
-        where the study lives is not part of what it means)."""
-        d = self.to_dict()
-        d.pop("storage", None)
-        return d
-
-
-def _plain(value: Any) -> Any:
-    """Tuples to lists and unset (None) keys dropped, recursively, so that the dict survives JSON."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items() if v is not None}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
 
 
 # --------------------------------------------------------------------------------------------- reading
 
 
 def _space(data: Any) -> SpaceSpec:
-    t = Table(data, "[space]", SPEC_KEYS["space"])
+    t = Table(data, "[space]", table_keys(SpaceSpec))
     names = f"a non-empty list of names from {', '.join(SCHEDULE_FAMILIES)}"
-    families = t.get("families", SCHEDULE_FAMILIES, lambda v: is_list(v, lambda x: isinstance(x, str)), names)
+    families = t.get("families", SpaceSpec.families, lambda v: is_list(v, lambda x: isinstance(x, str)), names)
     for f in families:
         if f not in SCHEDULE_FAMILIES:
             raise SpecError(
                 f"family {f!r} in [space] is unknown; choose from {', '.join(SCHEDULE_FAMILIES)}."
             )
     t.distinct("families", list(families))
-    lr = t.raw("lr", 3e-3)
+    lr = t.raw("lr", SpaceSpec.lr)
     if isinstance(lr, list):
         if len(lr) != 2 or not is_list(lr, is_number):
             raise t.fail("lr", "a number or a [low, high] pair of numbers", lr)
@@ -169,31 +96,19 @@ def _space(data: Any) -> SpaceSpec:
             )
         lr = (float(lr[0]), float(lr[1]))
     else:
-        lr = t.positive("lr", 3e-3)
-    space = SpaceSpec(
-        d_model=t.integers("d_model"),
-        n_layers=t.integers("n_layers"),
-        heads=t.integers("heads"),
-        min_dk=t.integers("min_dk", (1,), scalar_ok=True),
-        families=tuple(f for f in SCHEDULE_FAMILIES if f in families),
-        mlp_ratio=t.numbers("mlp_ratio", (4.0,)),
-        lr=lr,
-        dropout=t.number("dropout", 0.0, high=1.0),
-        attention=t.text("attention", "fused", choices=ATTENTION_IMPLS),
-        kv_heads=t.integers("kv_heads", None),
-        kv_per_layer=t.flag("kv_per_layer", False),
-        head_dim=t.integers("head_dim", None, scalar_ok=True),
-    )
+        lr = t.positive("lr", SpaceSpec.lr)
+    families = tuple(f for f in SCHEDULE_FAMILIES if f in families)
+    space = read_table(SpaceSpec, data, "[space]", families=families, lr=lr)
     if "families" not in data:  # default: every family this space can realise (free needs 3+ layers...)
         space = dataclasses.replace(space, families=realisable_families(space) or SCHEDULE_FAMILIES)
     return space
 
 
 def _latency(data: Any) -> LatencyConfig:
-    t = Table(data, "[latency]", SPEC_KEYS["latency"])
-    device = t.text("device", "auto", choices=DEVICES)
-    dtype = t.text("dtype", "float32", choices=LATENCY_DTYPES)
-    runtime = t.text("runtime", "eager", choices=LATENCY_RUNTIMES)
+    t = Table(data, "[latency]", table_keys(LatencyConfig))
+    device = t.text("device", LatencyConfig.device, choices=DEVICES)
+    dtype = t.text("dtype", LatencyConfig.dtype, choices=LATENCY_DTYPES)
+    runtime = t.text("runtime", LatencyConfig.runtime, choices=LATENCY_RUNTIMES)
     if device == "cpu" and dtype != "float32":
         raise SpecError(
             f'[latency] times {dtype} on the cpu; half types need device = "cuda" (or use float32).'
@@ -201,29 +116,15 @@ def _latency(data: Any) -> LatencyConfig:
     if runtime == "onnxruntime" and dtype != "float32":
         raise SpecError('[latency] runtime = "onnxruntime" times float32 models; set dtype = "float32".')
     try:
-        return LatencyConfig(
-            device=device,
-            batch_size=t.integer("batch_size", 32),
-            threads=t.integer("threads", 1),
-            dtype=dtype,
-            min_run_time=t.positive("min_run_time", 0.3),
-            runtime=runtime,
-            seq_len=t.integer("seq_len", None),
-        )
+        return read_table(LatencyConfig, data, "[latency]", device=device, dtype=dtype, runtime=runtime)
     except ConfigError as exc:
         raise SpecError(f"[latency]: {exc}") from None
 
 
 def _early_stopping(data: Any, epochs: int) -> EarlyStoppingSpec:
-    t = Table(data, "[early_stopping]", SPEC_KEYS["early_stopping"])
-    spec = EarlyStoppingSpec(
-        enabled=t.flag("enabled", True),
-        min_epochs=t.integer("min_epochs", 3),
-        reduction=t.integer("reduction", 2, low=2),
-        alpha=t.number("alpha", 0.05, low=1e-6, high=1.0),
-    )
+    spec = read_table(EarlyStoppingSpec, data, "[early_stopping]")
     # The default just has no rungs; so does a stored spec (it lists every default) read back to resume it.
-    chosen = "min_epochs" in t.data and spec.min_epochs != EarlyStoppingSpec.min_epochs
+    chosen = "min_epochs" in data and spec.min_epochs != EarlyStoppingSpec.min_epochs
     if spec.enabled and spec.min_epochs >= epochs and chosen:
         raise SpecError(
             f"'min_epochs' in [early_stopping] is {spec.min_epochs} but [task] trains only {epochs} epochs, so no "
@@ -250,18 +151,20 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
     """
     if not stored:
         check_raw(data)
-    t = Table(dict(data) if isinstance(data, Mapping) else data, "the top level", TOP_KEYS)
+    data = dict(data) if isinstance(data, Mapping) else data
+    t = Table(data, "the top level", table_keys(StudySpec))
     name = check_study_name(t.text("name"))
     task = read_task(t.raw("task"))
-    timeout = t.positive("timeout", None)
     objectives = read_objectives(t.raw("objectives", {}), task)
     budgets = read_budgets(t.raw("budgets", {}), task)
     wanted = bool(objectives.decode or budgets.max_decode_ms or budgets.max_kv_cache_mb)
     decode = read_decode(t.raw("decode", None), task, wanted)
     model = read_model(t.raw("model", {}), task, decode)
-    spec = StudySpec(
+    spec = read_table(
+        StudySpec,
+        data,
+        "the top level",
         name=name,
-        n_trials=t.integer("n_trials"),
         task=task,
         space=_space(space_defaults(model, t.raw("space"))),
         model=model,
@@ -272,14 +175,9 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         early_stopping=_early_stopping(t.raw("early_stopping", {}), task.epochs),
         finalists=read_finalists(t.raw("finalists", {}), task, stored=stored),
         answer=read_answer(t.raw("answer", {}), task, stored=stored),
-        storage=t.text("storage", None),
-        artifacts=_artifacts(t.text("artifacts", None)),
-        timeout=timeout,
-        sampler=t.text("sampler", "tpe", choices=SAMPLERS),
-        seed=t.integer("seed", 0, low=0),
-        bench=t.flag("bench", True),
         tracking=read_tracking(t.raw("tracking", {})),
     )
+    spec = dataclasses.replace(spec, artifacts=_artifacts(spec.artifacts))
     check_hf(spec.model, spec.space, task, spec.latency)  # what a transformers class cannot hold, before the space
     check_space(spec.space)  # an empty or impossible space is a spec error, found here
     if not stored:

@@ -1,30 +1,36 @@
-"""Every key a study spec may hold, by table: the one list the spec readers accept and docs/spec.md documents.
+"""Every key a study spec may hold, by table, derived from the fields of :class:`StudySpec` and its tables.
 
-The readers (:mod:`explorer.search.spec`, :mod:`explorer.search.goals`, :mod:`explorer.search.evidence_spec`)
-refuse any other key with a line naming it and the allowed ones; ``tests/test_docs.py`` fails when docs/spec.md
-and this list disagree, so the reference cannot drift from the code.
+The generic reader (:func:`explorer.search.toml_table.read_table`) accepts exactly these keys, refusing any other
+with a line naming it, the nearest allowed key and the allowed ones; the key tables of docs/spec.md are written
+from the same fields (:mod:`explorer.search.spec_docs`), so neither can drift from the code.
 """
 
 from __future__ import annotations
 
-__all__ = ["SPEC_KEYS", "TABLES"]
+import dataclasses
+import typing
 
-TABLES = ("objectives", "task", "model", "space", "latency", "decode", "budgets", "early_stopping", "finalists",
-          "answer", "tracking")  # fmt: skip
+from explorer.engine.fields import key_of, spec_fields
+from explorer.search.study_spec import StudySpec
+from explorer.search.toml_table import table_keys
 
+__all__ = ["SPEC_KEYS", "TABLES", "TABLE_CLASSES"]
+
+
+def _table_classes() -> dict[str, type]:
+    """Each table of the spec (by its key) -> the dataclass it is read into."""
+    hints = typing.get_type_hints(StudySpec)
+    out: dict[str, type] = {}
+    for f in spec_fields(StudySpec):
+        if key_of(f).table:
+            kinds = typing.get_args(hints[f.name]) or (hints[f.name],)  # DecodeConfig | None: DecodeConfig
+            out[f.name] = next(c for c in kinds if isinstance(c, type) and dataclasses.is_dataclass(c))
+    return out
+
+
+TABLE_CLASSES: dict[str, type] = _table_classes()
+TABLES: tuple[str, ...] = tuple(TABLE_CLASSES)
 SPEC_KEYS: dict[str, tuple[str, ...]] = {
-    "": ("name", "storage", "artifacts", "n_trials", "timeout", "sampler", "seed", "bench", *TABLES),
-    "objectives": ("accuracy", "bpb", "latency", "params", "decode"),
-    "task": ("name", "options", "epochs", "batch_size"),
-    "model": ("build", "hf", "config"),
-    "space": ("d_model", "n_layers", "heads", "min_dk", "families", "mlp_ratio", "lr", "dropout", "attention",
-              "kv_heads", "kv_per_layer", "head_dim"),  # fmt: skip
-    "latency": ("device", "batch_size", "threads", "dtype", "min_run_time", "runtime", "seq_len"),
-    "decode": ("context", "batch_size"),
-    "budgets": ("max_latency_ms", "max_params", "max_decode_ms", "max_kv_cache_mb"),
-    "early_stopping": ("enabled", "min_epochs", "reduction", "alpha"),
-    "finalists": ("enabled", "top", "references", "ladder", "seeds", "folds", "epochs", "timing_rounds", "start",
-                  "budget", "minutes"),
-    "answer": ("margin", "risk", "latency_tie"),
-    "tracking": ("mlflow", "experiment"),
+    "": table_keys(StudySpec),
+    **{name: table_keys(cls) for name, cls in TABLE_CLASSES.items()},
 }

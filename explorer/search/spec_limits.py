@@ -3,7 +3,8 @@
 :func:`check_raw` reads the parsed TOML document itself, so a ``d_model = [10**18]`` or a list of 100,000 head
 counts is refused before any head rule runs on it (values of the wrong type are left to the strict reader, which
 names them); :func:`check_layouts` counts the architectures the checked space expands to
-(explorer.search.counting) without listing them. A spec read back from a study's storage is not checked again:
+(explorer.search.counting) without listing them. Which key has which limit is declared on its field (the ``cap`` of
+:func:`explorer.engine.fields.key`). A spec read back from a study's storage is not checked again:
 it was accepted when the study was created, perhaps under raised limits.
 """
 
@@ -12,40 +13,27 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from explorer.engine.limits import (
-    BATCH,
-    CANDIDATES,
-    D_MODEL,
-    EPOCHS,
-    HEAD_DIM,
-    HEADS,
-    LAYERS,
-    LAYOUTS,
-    MLP_WIDTH,
-    RUN_TIME_S,
-    SEQ_LEN,
-    THREADS,
-    TRIALS,
-    Limit,
-)
+from explorer.engine.fields import key_of, spec_fields
+from explorer.engine.limits import CANDIDATES, LAYOUTS, MLP_WIDTH, RUN_TIME_S, Limit
 from explorer.errors import SpecError
 from explorer.search.counting import count_layouts
 from explorer.search.feasibility import SpaceSpec
+from explorer.search.spec_keys import TABLE_CLASSES
+from explorer.search.study_spec import StudySpec
 from explorer.search.toml_table import is_int, is_number
 
 __all__ = ["SPEC_LIMITS", "check_layouts", "check_raw"]
 
-# table (None: the top level) -> key -> the limit on its value (or on each value of its list)
+
+def _caps(cls: type) -> dict[str, Limit]:
+    return {f.name: cap for f in spec_fields(cls) if (cap := key_of(f).cap) is not None}
+
+
+# table (None: the top level) -> key -> the limit on its value (or on each value of its list): the fields' caps
 SPEC_LIMITS: dict[str | None, dict[str, Limit]] = {
-    None: {"n_trials": TRIALS},
-    "task": {"epochs": EPOCHS, "batch_size": BATCH},
-    "space": {"d_model": D_MODEL, "n_layers": LAYERS, "heads": HEADS, "kv_heads": HEADS, "head_dim": HEAD_DIM,
-              "min_dk": HEAD_DIM},
-    "latency": {"batch_size": BATCH, "threads": THREADS, "seq_len": SEQ_LEN, "min_run_time": RUN_TIME_S},
-    "decode": {"context": SEQ_LEN, "batch_size": BATCH},
-    "early_stopping": {"min_epochs": EPOCHS, "reduction": EPOCHS},
-    "finalists": {"top": TRIALS, "seeds": TRIALS, "epochs": EPOCHS, "timing_rounds": TRIALS},
-}  # fmt: skip
+    None: _caps(StudySpec),
+    **{table: caps for table, cls in TABLE_CLASSES.items() if (caps := _caps(cls))},
+}
 
 
 def _where(table: str | None, key: str) -> str:

@@ -1,19 +1,27 @@
 """Reading one TOML table strictly: unknown keys refused up front, typed values read with one-line errors.
 
-:class:`Table` is what the spec reader builds every table of a study spec with; each error is a
-:class:`SpecError` naming the key, its table, what was expected and what was found.
+:func:`read_table` reads a table into its dataclass, each key by what its field declares
+(:func:`explorer.engine.fields.key`: type, default, limits, choices); :class:`Table` holds the typed reads it
+uses, which the spec readers also call for the few keys a field cannot describe alone. Each error is a
+:class:`SpecError` naming the key, its table, what was expected and what was found; an unknown key is named with
+the nearest allowed one.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import math
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from explorer.engine.fields import default_of, key_of, spec_fields
 from explorer.errors import SpecError
 
-__all__ = ["MISSING", "Table", "is_int", "is_list", "is_number", "kind"]
+__all__ = ["MISSING", "Table", "is_int", "is_list", "is_number", "kind", "read_table", "table_keys"]
+
+T = TypeVar("T")
 
 
 MISSING = object()
@@ -48,8 +56,10 @@ class Table:
             raise SpecError(f"{where} must be a table, got {kind(data)}; write it as [{where.strip('[]')}].")
         unknown = [k for k in data if k not in allowed]
         if unknown:
+            near = difflib.get_close_matches(str(unknown[0]), allowed, n=1)
+            hint = f"did you mean {near[0]!r}? " if near else ""
             raise SpecError(
-                f"unknown key {unknown[0]!r} in {where}; the allowed keys are {', '.join(allowed)}."
+                f"unknown key {unknown[0]!r} in {where}; {hint}the allowed keys are {', '.join(allowed)}."
             )
         self.data = data
 
@@ -116,3 +126,41 @@ class Table:
                 f"{key!r} in {self.where} lists {twice[0]!r} more than once; list each value once."
             )
         return tuple(sorted(values))
+
+
+def table_keys(cls: type) -> tuple[str, ...]:
+    """The keys of the spec table ``cls`` declares, in declaration order."""
+    return tuple(f.name for f in spec_fields(cls))
+
+
+def read_table(cls: type[T], data: Any, where: str, **given: Any) -> T:
+    """The spec table ``data`` read into the dataclass ``cls``: unknown keys refused, each key checked by its
+    field's type, limits and choices, absent keys taking the field's default. ``given`` supplies the values of
+    keys the caller reads itself (a rule a field cannot declare); cross-field rules are the caller's, after."""
+    t = Table(data, where, table_keys(cls))
+    values = {f.name: given[f.name] if f.name in given else read_value(t, f) for f in spec_fields(cls)}
+    return cls(**values)
+
+
+def read_value(t: Table, field: dataclasses.Field[Any]) -> Any:
+    """The value of one key of ``t``, read as its field declares (a number without limits must be > 0)."""
+    spec, name, default = key_of(field), field.name, default_of(field)
+    default = MISSING if default is dataclasses.MISSING else default
+    typ = str(field.type).replace(" | None", "")
+    if typ == "bool":
+        return t.flag(name, default)
+    if typ == "int":
+        return t.integer(name, default, low=1 if spec.lo is None else int(spec.lo))
+    if typ == "float":
+        if spec.lo is None and spec.hi is None:
+            return t.positive(name, default)
+        return t.number(name, default, low=spec.lo or 0.0, high=math.inf if spec.hi is None else spec.hi)
+    if typ == "str":
+        return t.text(name, default, choices=spec.choices)
+    if typ == "tuple[int, ...]":
+        return t.integers(name, default, scalar_ok=spec.scalar)
+    if typ == "tuple[float, ...]":
+        return t.numbers(name, default)
+    if typ == "dict[str, Any]":
+        return dict(t.get(name, default, lambda v: isinstance(v, dict), spec.expected or "a table"))
+    raise TypeError(f"{field.name}: no reader for a spec key of type {typ}; read it in the table's reader")

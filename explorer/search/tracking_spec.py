@@ -12,9 +12,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from explorer.engine.fields import key
 from explorer.errors import SpecError
-from explorer.search.spec_keys import SPEC_KEYS
-from explorer.search.toml_table import Table
+from explorer.search.toml_table import read_table
 
 __all__ = ["MLFLOW_ENV", "TrackingSpec", "read_tracking", "tracking_uri"]
 
@@ -25,10 +25,17 @@ MLFLOW_ENV = "EXPLORER_MLFLOW"  # a tracking URI for every command, over the spe
 class TrackingSpec:
     """Where the study is logged besides its own storage."""
 
-    mlflow: str | None = (
-        None  # an MLflow tracking URI (sqlite:///mlflow.db, http://host:5000, a folder); None: off
+    # an MLflow tracking URI (sqlite:///mlflow.db, http://host:5000, a folder); None: off
+    mlflow: str | None = key(
+        None,
+        "an MLflow tracking URI: `sqlite:///mlflow.db`, `http://HOST:5000`, `databricks`; every finished trial, "
+        "every finalist run (under its layout) and the answer with its report are logged; `$EXPLORER_MLFLOW` "
+        "takes precedence (`off`: not logged); no password in it (MLflow reads `MLFLOW_TRACKING_USERNAME` and "
+        "`MLFLOW_TRACKING_PASSWORD`)",
+        shown="none (not logged)",
     )
-    experiment: str | None = None  # the MLflow experiment; None: the study's name
+    # the MLflow experiment; None: the study's name
+    experiment: str | None = key(None, "the MLflow experiment", shown="the study's name")
 
 
 def _check_uri(uri: str, where: str) -> str:
@@ -47,12 +54,10 @@ def _check_uri(uri: str, where: str) -> str:
 
 
 def read_tracking(data: Any) -> TrackingSpec:
-    t = Table(data, "[tracking]", SPEC_KEYS["tracking"])
-    uri = t.text("mlflow", None)
-    return TrackingSpec(
-        mlflow=None if uri is None else _check_uri(uri, "[tracking] mlflow"),
-        experiment=t.text("experiment", None),
-    )
+    tracking = read_table(TrackingSpec, data, "[tracking]")
+    if tracking.mlflow is not None:
+        _check_uri(tracking.mlflow, "[tracking] mlflow")
+    return tracking
 
 
 def tracking_uri(spec: TrackingSpec) -> str | None:

@@ -161,12 +161,12 @@ def _bad(args: list[str], message: str, tmp_path, monkeypatch) -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["space", "--d-model", "64", "--kv", "--head-dim", "4"], "choose head_dim >= 16"),
+        (["space", "--d-model", "64", "--kv", "--head-dim", "4", "--min-dk", "16"], "choose head_dim >= 16"),
         (["space", "--d-model", "64", "--kv", "--min-dk", "128"], "lower --min-dk"),
         (["train", "--heads", "uniform:4", "--kv-heads", "uniform:3"], "choose from 1, 2, 4"),
         (["train", "--heads", "uniform:4", "--kv-heads", "some"], "cannot read kv_heads schedule"),
         (["train", "--head-dim", "wide"], "cannot read head_dim"),
-        (["train", "--head-dim", "4"], "choose head_dim >= 8"),
+        (["train", "--head-dim", "4", "--min-dk", "8"], "choose head_dim >= 8"),
         (["train", "--task", "text", "--task-opt", "context=1"], "context must be an integer 2..4096"),
         (["train", "--task", "text", "--task-opt", "max_bytes=5"], "max_bytes must be an integer"),
         (["train", "--task", "text", "--decode-context", "0"], "positive integer"),

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import copy
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from explorer.engine.fields import REQUIRED, default_of, key, key_of, spec_fields
 from explorer.errors import SpecError
 from explorer.search.spec import StudySpec, load_spec, spec_from_dict
+from explorer.search.spec_keys import SPEC_KEYS, TABLE_CLASSES
+from explorer.search.toml_table import read_table
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = ROOT / "studies"
@@ -292,7 +296,7 @@ def test_missing_file(tmp_path):
 def test_unknown_key_in_a_file(tmp_path):
     path = tmp_path / "typo.toml"
     path.write_text(Path(STUDIES / "quickstart.toml").read_text().replace("min_dk =", "mindk ="))
-    with pytest.raises(SpecError, match=r"unknown key 'mindk' in \[space\]"):
+    with pytest.raises(SpecError, match=r"unknown key 'mindk' in \[space\]; did you mean 'min_dk'\? the allowed"):
         load_spec(path)
 
 
@@ -449,3 +453,71 @@ def test_the_task_kinds_a_spec_knows_are_the_tasks_own():
     small = {"text": {"context": 16, "max_bytes": 20000}, "relations": {"n_samples": 200}}
     for name, kind in TASK_KINDS.items():
         assert load_task(name, **small.get(name, {})).kind == kind, name
+
+
+# --- each key declared once: the fields, the generic reader, the key list --------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Probe:
+    """A made-up table: one key of each kind the generic reader reads from its field alone."""
+
+    count: int = key(2, "a count", lo=0)
+    share: float = key(0.5, "a share", lo=0.0, hi=1.0)
+    rate: float | None = key(None, "a rate")  # no limits: > 0
+    mode: str = key("a", "a mode", choices=("a", "b"))
+    sizes: tuple[int, ...] = key((1,), "sizes", scalar=True)
+    on: bool = key(True, "a switch")
+    name: str = key(doc="required")
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        ({"name": "x", "count": -1}, "'count' in [probe] must be an integer >= 0, got an integer (-1)."),
+        ({"name": "x", "share": 1.0}, "'share' in [probe] must be a number in [0, 1), got a number (1.0)."),
+        ({"name": "x", "rate": 0}, "'rate' in [probe] must be a number > 0, got an integer (0)."),
+        ({"name": "x", "mode": "c"}, "'mode' in [probe] is 'c'; choose one of a, b."),
+        ({"name": "x", "on": 1}, "'on' in [probe] must be true or false, got an integer (1)."),
+        ({"name": "x", "sizes": [2, 2]}, "'sizes' in [probe] lists 2 more than once; list each value once."),
+        ({"count": 1}, "[probe] is missing the required key 'name'; add it (see studies/quickstart.toml)."),
+        ({"name": "x", "cont": 1}, "unknown key 'cont' in [probe]; did you mean 'count'? the allowed keys are "
+                                   "count, share, rate, mode, sizes, on, name."),
+        ({"name": "x", "zzz": 1}, "unknown key 'zzz' in [probe]; the allowed keys are count, share, rate, mode, "
+                                  "sizes, on, name."),
+    ],
+)  # fmt: skip
+def test_the_generic_reader_checks_each_key_by_its_field(table, expected):
+    with pytest.raises(SpecError) as caught:
+        read_table(Probe, table, "[probe]")
+    assert str(caught.value) == expected
+
+
+def test_the_generic_reader_fills_defaults_and_takes_given_values():
+    assert read_table(Probe, {"name": "x"}, "[probe]") == Probe(name="x")
+    read = read_table(Probe, {"name": "x", "sizes": 4, "share": 0, "rate": 2}, "[probe]", mode="b")
+    assert read == Probe(name="x", sizes=(4,), share=0.0, rate=2.0, mode="b")
+    assert isinstance(read.share, float)
+
+
+def test_a_spec_without_a_key_reads_its_fields_default():
+    spec = spec_from_dict({"name": "d", "n_trials": 1, "task": {"name": "digits"},
+                           "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]}})  # fmt: skip
+    checked = 0
+    for table, cls in [("", StudySpec), *TABLE_CLASSES.items()]:
+        read = getattr(spec, table) if table else spec
+        for field in spec_fields(cls):
+            given = default_of(field) is REQUIRED or key_of(field).table
+            if read is None or given or key_of(field).shown is not None:  # shown: worked out by the reader
+                continue
+            assert getattr(read, field.name) == default_of(field), f"{table or 'top level'}.{field.name}"
+            checked += 1
+    assert checked > 40
+
+
+def test_every_key_has_one_line_of_documentation():
+    for table, cls in [("", StudySpec), *TABLE_CLASSES.items()]:
+        for field in spec_fields(cls):
+            doc = key_of(field).doc
+            assert key_of(field).table or (doc and "\n" not in doc), f"{table or 'top level'}.{field.name}"
+    assert SPEC_KEYS["space"][:4] == ("d_model", "n_layers", "heads", "min_dk")  # in the fields' order
