@@ -125,10 +125,6 @@ class MachineState:
     def now(cls) -> MachineState:
         return cls(cpus=usable_cpus(), load=load_average(), runnable=_runnable_others())
 
-    @property
-    def load_per_cpu(self) -> float | None:
-        return None if self.load is None else self.load / max(1, self.cpus)
-
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 

@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from explorer.engine.attention import MultiHeadAttention
+from explorer.engine.attention import MultiHeadAttention, set_attention_impl
 from explorer.engine.device import as_device
 from explorer.engine.train import evaluate
 from explorer.errors import ConfigError
@@ -113,8 +113,7 @@ def head_importance(
     modules = attention_modules(model)
     was_training, impls = model.training, [m.impl for m in modules]
     model.eval()
-    for m in modules:  # the merged path is the same function as fused, in plain matmuls vmap can batch
-        m.impl = "merged"
+    set_attention_impl(model, "merged")  # the same function as fused, in plain matmuls vmap can batch
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
 

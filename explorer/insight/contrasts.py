@@ -54,10 +54,6 @@ class Contrast:
         """The quality comparison (the name classification reports always used)."""
         return self.quality
 
-    @property
-    def accuracy_diff(self) -> float:
-        return self.quality_diff
-
 
 def find(archs: Sequence[Architecture], want: ModelConfig) -> Architecture | None:
     """The architecture with ``want``'s width, depth, heads, key/value heads and head width (any lr, MLP)."""

@@ -1,9 +1,9 @@
 """Is a difference real? Tests and intervals for a difference of means over a few seeds a side.
 
 Permutation tests (exact when the splits can be enumerated; a stratified one permutes within each stratum only),
-percentile bootstrap intervals, the minimum detectable effect, and :func:`compare` / :func:`mean_difference`
-that put them together for two architectures; no normality is assumed except where stated (the t test of
-:func:`mean_difference`, the MDE's normal approximation). Pure functions over numpy and scipy.
+percentile bootstrap intervals, the minimum detectable effect, and :func:`compare` that puts them together for
+two architectures; no normality is assumed except where stated (the MDE's normal approximation). Pure functions
+over numpy and scipy.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from itertools import combinations
 import numpy as np
 from scipy import stats
 
-from explorer.insight.intervals import Interval, Spread, t_quantile
+from explorer.insight.intervals import Interval
 
 __all__ = [
     "Comparison",
@@ -24,7 +24,6 @@ __all__ = [
     "bootstrap_diff_ci",
     "compare",
     "kendall_tau",
-    "mean_difference",
     "minimum_detectable_effect",
     "permutation_test",
     "stratified_permutation_test",
@@ -279,43 +278,6 @@ def compare(
     n_a, n_b = sum(len(x) for x, _, _ in clean), sum(len(y) for _, y, _ in clean)
     return Comparison(
         stat, low, high, p, exact, n_a, n_b, len(clean), float(mean_a), float(mean_b), mde, alternative
-    )
-
-
-def mean_difference(
-    a: Sequence[float], b: Sequence[float], pooled: Spread | None = None, level: float = 0.95
-) -> Comparison:
-    """mean(a) - mean(b) for two small samples (a few seeds each) with a t interval and a two-sided t test.
-
-    The spread is ``pooled`` (a standard deviation on the values' own scale with its degrees of freedom, pooled
-    over more groups measured the same way) when given, else the two samples' pooled spread (n_a + n_b - 2
-    df). With three seeds a side an exact permutation test can never reach p < 0.05 two-sided (its smallest p is
-    2/20); pooling the seed spread over several architectures gives the test the degrees of freedom it needs,
-    under the stated assumption that seeds vary alike across them. ``exact`` is False; ``mde`` is the t-based
-    minimum detectable effect at alpha 0.05 and power 0.8.
-    """
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(x) < 1 or len(y) < 1:
-        raise ValueError("mean_difference needs at least one value on each side")
-    if pooled is not None and pooled[1] > 0:
-        sd, df = pooled
-    else:
-        df = len(x) + len(y) - 2
-        ss = float(((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum())
-        sd = math.sqrt(ss / df) if df > 0 else math.nan
-    diff = float(x.mean() - y.mean())
-    se = sd * math.sqrt(1 / len(x) + 1 / len(y)) if df > 0 else math.nan
-    if not se > 0:  # no spread at all, or nothing to estimate it from
-        p = 1.0 if diff == 0 or math.isnan(se) else 0.0
-        low = high = diff
-        mde = math.nan if math.isnan(se) else 0.0
-    else:
-        half = t_quantile(level, int(df)) * se
-        low, high = diff - half, diff + half
-        p = float(2 * stats.t.sf(abs(diff) / se, df))
-        mde = (t_quantile(0.95, int(df)) + float(stats.t.ppf(0.8, df))) * se
-    return Comparison(
-        diff, low, high, p, False, len(x), len(y), 1, float(x.mean()), float(y.mean()), mde, "two-sided"
     )
 
 

@@ -62,7 +62,6 @@ __all__ = [
     "PARITY_TOLERANCE",
     "ExportResult",
     "check_out_path",
-    "export_config",
     "export_trial",
     "run_config_of",
     "study_latency",
@@ -123,21 +122,6 @@ def check_out_path(out: str | Path, option: str = "--out") -> Path:
     if out.exists() and not os.access(out, os.W_OK):
         raise ConfigError(f"cannot replace {option} {out} (it is read-only); choose another path.")
     return out
-
-
-def export_config(
-    records: Sequence[TrialRecord],
-    spec: StudySpec,
-    which: str,
-    out: str | Path,
-    storage: str | None = None,
-    retimings: Sequence[Retiming] = (),
-) -> TrialRecord:
-    """Write the run config of the trial ``which`` names (answer, most-accurate, fastest or a number) to
-    ``out``."""
-    record = resolve_trial(records, spec, which, retimings)
-    write_run_config(check_out_path(out), run_config_of(record, spec, storage))
-    return record
 
 
 def study_latency(records: Sequence[TrialRecord], record: TrialRecord) -> dict[str, Any] | None:
