@@ -3,7 +3,7 @@
 Optuna fails a trial whose categorical choices differ from earlier trials', and a multivariate sampler learns
 only from parameters every trial shares. So every trial suggests the *same* parameters with the *same*
 distributions, and each combination of them decodes to a valid architecture by construction: nothing is
-rejected, repaired or wasted (``Sampled.rejected == 0`` and ``repaired is False`` always; tests hold it).
+rejected, repaired or wasted (every sample is a valid, buildable config; ``tests/search/test_space.py`` holds it).
 
 The parameters, in order:
 
