@@ -42,7 +42,7 @@ from explorer.errors import ConfigError
 __all__ = ["KVCache", "LayerKV", "MultiHeadAttention", "attention_flops", "causal_mask", "set_attention_impl"]
 
 # scaled_dot_product_attention takes enable_gqa from torch 2.5; before that, key/value heads are repeated.
-_SDPA_GQA = torch.__version__ >= (2, 5)
+_SDPA_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
 
 _M = TypeVar("_M", bound=nn.Module)
 
@@ -207,7 +207,7 @@ class MultiHeadAttention(nn.Module):
             y, weights = self._serial(x, head_mask, need_weights, kv)
         else:
             y, weights = self._batched(x, head_mask, kv, fused=impl == "fused")
-        if self.probe_maps is not None:
+        if self.probe_maps is not None and weights is not None:  # weights are always asked for then
             self.probe_maps.append(weights)
         return self.proj(y), weights
 

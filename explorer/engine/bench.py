@@ -74,6 +74,8 @@ class _TorchMHA(nn.Module):
 class _MatMul(nn.Module):
     """``x @ b`` for a fixed square ``b``: the reference workload for the device's peak."""
 
+    b: torch.Tensor  # a buffer
+
     def __init__(self, b: torch.Tensor):
         super().__init__()
         self.register_buffer("b", b)

@@ -227,9 +227,9 @@ def _map_stats(model: nn.Module, X: torch.Tensor, batch_size: int = 256) -> tupl
     entropy = [(e / rows).numpy() for e in ent]
     similarity = []
     for s in sim:
-        s = (s / rows).numpy()
-        np.fill_diagonal(s, 1.0)
-        similarity.append(s)
+        mean = (s / rows).numpy()
+        np.fill_diagonal(mean, 1.0)
+        similarity.append(mean)
     return entropy, similarity, int(maps[0].shape[-1])
 
 
@@ -295,13 +295,13 @@ def specialization_from_maps(
     Returns one row per (layer, head, relation) with ``attention`` in [0, 1].
     """
     X = _numpy(X)
-    maps = [_numpy(m).astype(float) for m in maps]
+    arrays = [_numpy(m).astype(float) for m in maps]
     rows = np.arange(len(X))
     out = []
     for r, offset in enumerate(offsets):
         marker = (X == r).argmax(axis=1)
         target = marker + offset
-        for layer, m in enumerate(maps):
+        for layer, m in enumerate(arrays):
             there = m[rows, :, marker, target]  # [B, H]: marker attends to its target
             back = m[rows, :, target, marker]  # [B, H]: target attends to its marker
             both = np.maximum(there.mean(axis=0), back.mean(axis=0))

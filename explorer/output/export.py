@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from explorer.engine.config import InputSpec
+from explorer.engine.hfmodel import HFModel
 from explorer.engine.model_files import (
     EXPORT_VERSION,
     FORMAT_SUFFIX,
@@ -242,6 +243,7 @@ def _export_hf_model(
     record = resolve_trial(records, spec, which, retimings)
     task = load_task(spec.task.name, **spec.task.options)
     model = trained_model(spec.name, record, task, spec.latency, store, "cpu", spec.model.builder())
+    assert isinstance(model, HFModel)  # a [model] hf study's builder builds one
     meta = _meta(record, records, spec, task.spec, "hf", storage)
     path, diff, agreement, loader = write_hf_model(model, task, out, meta, PARITY_TOLERANCE)
     return ExportResult(record, path, "hf", diff, len(task.test[0]), agreement, loader=loader)
