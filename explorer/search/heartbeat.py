@@ -6,6 +6,8 @@ heartbeats; Optuna calls it for each trial it fails for want of a heartbeat.
 
 from __future__ import annotations
 
+from typing import Any
+
 import optuna
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
@@ -34,7 +36,7 @@ class RetryStaleTrial:
         study.set_user_attr(f"fail_reason:{trial.number}", STALE_REASON + note)
         if not retry:
             return
-        keep = {k: trial.user_attrs[k] for k in ("role", "seed", "finalist") if k in trial.user_attrs}
+        keep: dict[str, Any] = {k: trial.user_attrs[k] for k in ("role", "seed", "finalist") if k in trial.user_attrs}
         study.add_trial(
             create_trial(
                 state=TrialState.WAITING,
