@@ -93,12 +93,12 @@ def _build_trunk(model: _Trunk, embed: nn.Module, seq_len: int, n_out: int, caus
     _trunc_normal(model.pos)
 
 
-def _blocks_flops(cfg: ModelConfig, batch: int, seq_len: int, kv_len: int | None = None) -> int:
+def _blocks_flops(cfg: ModelConfig, batch: int, seq_len: int) -> int:
     """FLOPs of every block (attention with its heads, kv heads and head width, plus the MLP)."""
     hidden = _hidden(cfg.d_model, cfg.mlp_ratio)
     mlp = 2 * 2 * batch * seq_len * cfg.d_model * hidden
     return sum(
-        attention_flops(batch, seq_len, cfg.d_model, h, kv, dk, kv_len) + mlp
+        attention_flops(batch, seq_len, cfg.d_model, h, kv, dk) + mlp
         for h, kv, dk in zip(cfg.heads, cfg.kv_per_layer, cfg.d_k, strict=True)
     )
 
@@ -318,11 +318,6 @@ class CausalLM(_Trunk):
         """Forward FLOPs estimate (2 x multiply-adds of the matmuls) over a full context of positions."""
         B, T, C = batch_size, self.spec.seq_len, self.cfg.d_model
         return _blocks_flops(self.cfg, B, T) + 2 * B * T * C * self.spec.vocab_size
-
-    def decode_flops(self, context: int, batch_size: int = 1) -> int:
-        """FLOPs of one decoding step: one new token per sequence against a cache of ``context`` positions."""
-        C = self.cfg.d_model
-        return _blocks_flops(self.cfg, batch_size, 1, context + 1) + 2 * batch_size * C * self.spec.vocab_size
 
     def kv_cache_bytes_per_token(self, dtype: str = "float32") -> int:
         """Key/value bytes one position adds to the cache, summed over layers."""

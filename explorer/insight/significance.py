@@ -16,15 +16,11 @@ from itertools import combinations
 import numpy as np
 from scipy import stats
 
-from explorer.insight.intervals import Interval
-
 __all__ = [
     "Comparison",
     "Strata",
-    "bootstrap_diff_ci",
     "compare",
     "kendall_tau",
-    "minimum_detectable_effect",
     "permutation_test",
     "stratified_permutation_test",
 ]
@@ -157,28 +153,6 @@ def _bootstrap(
     return float(low), float(high)
 
 
-def bootstrap_diff_ci(
-    a: Sequence[float],
-    b: Sequence[float],
-    level: float = 0.95,
-    n_resamples: int = 10000,
-    seed: int = 0,
-    bounds: tuple[float, float] | None = None,
-) -> Interval:
-    """Two-sample percentile bootstrap interval for mean(a) - mean(b); estimate = the observed difference.
-
-    Each group is resampled with replacement on its own (``default_rng(seed)``). A group with a single value
-    contributes no resampling variance (its mean never changes): the interval then reflects the other group only,
-    and is a point when both have one value. ``bounds=(lo, hi)``, the range of each value, clips the interval to
-    [lo - hi, hi - lo].
-    """
-    clean = _clean([(a, b)])
-    x, y, _ = clean[0]
-    low, high = _bootstrap(clean, level, n_resamples, seed, bounds)
-    diff = float(x.mean() - y.mean())
-    return Interval(diff, low, high, len(x) + len(y), f"percentile bootstrap, {n_resamples} resamples")
-
-
 def _mde(var_factor: float, splits: int, sd: float, alpha: float, power: float, alternative: str) -> float:
     _check_alternative(alternative)
     if sd < 0:
@@ -189,26 +163,6 @@ def _mde(var_factor: float, splits: int, sd: float, alpha: float, power: float, 
         return 0.0
     z = stats.norm.ppf(1 - alpha / 2 if alternative == "two-sided" else 1 - alpha) + stats.norm.ppf(power)
     return float(z * sd * math.sqrt(var_factor))
-
-
-def minimum_detectable_effect(
-    n_a: int,
-    n_b: int,
-    sd: float,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    alternative: str = "two-sided",
-) -> float:
-    """Smallest true difference of means that a level-``alpha`` test detects with probability ``power``.
-
-    Normal approximation: (z_{1-alpha} + z_{power}) sd sqrt(1/n_a + 1/n_b), alpha halved when two-sided; 0.0 for
-    sd == 0 (no noise). Returns ``math.inf`` when even the most extreme of the comb(n_a + n_b, n_a) splits
-    cannot give an exact permutation p <= alpha (1/comb > alpha one-sided, 2/comb two-sided): no effect,
-    however large, is detectable then.
-    """
-    if n_a < 1 or n_b < 1:
-        raise ValueError("need n_a >= 1 and n_b >= 1")
-    return _mde(1 / n_a + 1 / n_b, math.comb(n_a + n_b, n_a), sd, alpha, power, alternative)
 
 
 @dataclass(frozen=True)
