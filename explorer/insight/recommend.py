@@ -246,9 +246,7 @@ def _verdicts(
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
 
 
-class _Common(TypedDict):
-    """The fields of every answer, whatever its evidence: the search's picks and the rule's settings."""
-
+class _Common(TypedDict):  # the fields of every answer, whatever its evidence (search picks, rule settings)
     per_base: tuple[tuple[int, int, Architecture], ...]
     search: Picks
     cost_axis: str
@@ -256,9 +254,7 @@ class _Common(TypedDict):
     margin: float
 
 
-class _FinalistCommon(_Common):
-    """The fields of every answer the finalist stage's evidence gives, learned or not."""
-
+class _FinalistCommon(_Common):  # the fields of every answer from the finalist stage, learned or not
     candidates: tuple[Architecture, ...]
     front: tuple[Architecture, ...]
     best: Architecture
