@@ -58,7 +58,6 @@ from explorer.errors import ConfigError
 from explorer.search.counting import count_layouts
 from explorer.search.feasibility import FACTORS, Combo, SpaceSpec, check_space, space_combos
 from explorer.search.layouts import candidate_heads, kv_layout, kv_param_names, kv_params, pick
-from explorer.search.spec import StudySpec
 
 __all__ = ["SearchSpace", "Sampled"]
 
@@ -156,10 +155,6 @@ class SearchSpace:
             out |= {f"kv_heads_layer{i}": kv for i in layers}
         out |= {f.name: CategoricalDistribution(f.values) for f in self.factors if f.mode == "quantile"}
         return out
-
-    @classmethod
-    def from_spec(cls, spec: StudySpec) -> SearchSpace:
-        return cls(spec.space)
 
     @staticmethod
     def _layer_positions(combo: Combo) -> tuple[int, ...]:
