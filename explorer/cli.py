@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 import click
@@ -31,11 +32,18 @@ class ExplorerGroup(click.Group):
     """A click group that turns library errors, and click's own usage errors, into one clear line and an exit
     code."""
 
-    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.exceptions.NoArgsIsHelpError as exc:  # `explorer` or `explorer study` alone: the help
             click.echo(exc.ctx.get_help())
             sys.exit(0)

@@ -14,6 +14,7 @@ STAGES = {
     "engine": 0,
     "search": 1,
     "insight": 2,
+    "analysis": 2.5,  # needs trained weights (torch): above insight's pure statistics, below the report
     "output": 3,
     "api": 4,
     "runs": 4,  # explorer/runs.py: the study-running workflows api.py re-exports

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import click
 
@@ -25,7 +26,7 @@ def cache_list(as_json: bool) -> None:
 
     store = LatencyCache()
     now = store.machine()
-    rows = []
+    rows: list[dict[str, Any]] = []  # one JSON object per entry
     for e in store.entries():
         r, age = e.result, e.age_s()
         rows.append(

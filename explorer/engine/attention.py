@@ -30,6 +30,7 @@ attention probabilities to while it is set. Both are None otherwise, and the com
 from __future__ import annotations
 
 import math
+from typing import TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -41,7 +42,9 @@ from explorer.errors import ConfigError
 __all__ = ["KVCache", "LayerKV", "MultiHeadAttention", "attention_flops", "causal_mask", "set_attention_impl"]
 
 # scaled_dot_product_attention takes enable_gqa from torch 2.5; before that, key/value heads are repeated.
-_SDPA_GQA = torch.__version__ >= (2, 5)
+_SDPA_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
+
+_M = TypeVar("_M", bound=nn.Module)
 
 
 def causal_mask(T: int, S: int, device: torch.device | None = None) -> torch.Tensor:
@@ -204,7 +207,7 @@ class MultiHeadAttention(nn.Module):
             y, weights = self._serial(x, head_mask, need_weights, kv)
         else:
             y, weights = self._batched(x, head_mask, kv, fused=impl == "fused")
-        if self.probe_maps is not None:
+        if self.probe_maps is not None and weights is not None:  # weights are always asked for then
             self.probe_maps.append(weights)
         return self.proj(y), weights
 
@@ -295,7 +298,7 @@ class MultiHeadAttention(nn.Module):
         return torch.cat(outs, dim=-1), weights  # [B, T, inner]
 
 
-def set_attention_impl(module: nn.Module, impl: str) -> nn.Module:
+def set_attention_impl(module: _M, impl: str) -> _M:
     """Switch every :class:`MultiHeadAttention` inside ``module`` to ``impl`` (weights are unchanged)."""
     if impl not in ATTENTION_IMPLS:
         raise ConfigError(f"attention impl must be one of {', '.join(ATTENTION_IMPLS)}, got {impl!r}.")

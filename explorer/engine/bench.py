@@ -26,7 +26,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flops
+from explorer.engine.attention import KVCache, MultiHeadAttention, attention_flops, set_attention_impl
 from explorer.engine.config import ATTENTION_IMPLS, LatencyConfig
 from explorer.engine.device import as_device
 from explorer.engine.latency import time_call, time_forward
@@ -74,6 +74,8 @@ class _TorchMHA(nn.Module):
 class _MatMul(nn.Module):
     """``x @ b`` for a fixed square ``b``: the reference workload for the device's peak."""
 
+    b: torch.Tensor  # a buffer
+
     def __init__(self, b: torch.Tensor):
         super().__init__()
         self.register_buffer("b", b)
@@ -89,8 +91,7 @@ class _Impl(nn.Module):
 
     def __init__(self, attn: MultiHeadAttention, impl: str):
         super().__init__()
-        self.attn = copy.deepcopy(attn)
-        self.attn.impl = impl
+        self.attn = set_attention_impl(copy.deepcopy(attn), impl)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.attn(x)[0]
@@ -316,7 +317,7 @@ def bench_decode(
     shape = {"threads": threads, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "d_k": attn.d_k,
              "context": context, "batch": batch}  # fmt: skip
     for impl in DECODE_IMPLS:
-        attn.impl = impl
+        set_attention_impl(attn, impl)
         with torch.inference_mode():
             outputs[impl] = step()
         res = time_call(step, device, cfg, batch, context)

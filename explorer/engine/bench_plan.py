@@ -78,6 +78,7 @@ class BenchPlan:
             min_run_time=self.min_run_time,
         )
         if self.decode:
+            assert self.context is not None, "plan_bench sets the context in decoding mode"
             return bench_decode(context=self.context, **common)
         return bench_attention(seq_len=self.seq_len, runtime=self.runtime, **common)
 
@@ -98,8 +99,9 @@ def plan_bench(
 ) -> BenchPlan:
     """Check an attention benchmark before it runs (shape, device, runtime, then the memory it needs) and
     return it; ``context`` defaults to :data:`DEFAULT_CONTEXT` in decoding mode."""
-    context = DEFAULT_CONTEXT if decode and context is None else context
-    positions = context if decode else seq_len
+    if decode and context is None:
+        context = DEFAULT_CONTEXT
+    positions = context if decode and context is not None else seq_len
     check_bench_shape(d_model, heads, positions, batch, kv_heads)
     dev = resolve_device(device)
     if decode and runtime != "eager":

@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import torch
+from torch import nn
 
 from explorer.engine.config import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
 from explorer.engine.decode import decode_latency
@@ -25,7 +26,7 @@ from explorer.engine.latency import model_latency
 from explorer.engine.latency_cache import LatencyCache
 from explorer.engine.limits import BATCH, EPOCHS
 from explorer.engine.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
-from explorer.engine.model import Model, build_model, model_cost
+from explorer.engine.model import build_model, model_cost
 from explorer.engine.probe import relation_specialization
 from explorer.engine.runtime import check_runtime
 from explorer.engine.tasks import load_task
@@ -73,7 +74,7 @@ class VariantResult:
     torch_version: str
     val_size: int  # validation targets (examples, or predicted bytes): accuracy is a proportion of them
     relations: pd.DataFrame | None = field(default=None, compare=False, repr=False)  # relations task only
-    model: Model | None = field(default=None, compare=False, repr=False)
+    model: nn.Module | None = field(default=None, compare=False, repr=False)
     decode: DecodeResult | None = None  # decoding latency, when asked for (language-model tasks)
     kv_cache_bytes_per_token: int = (
         0  # key/value bytes one position takes while decoding, at the latency dtype
@@ -271,7 +272,7 @@ def _train(
     device: torch.device,
     on_epoch: Callable[[EpochStats], bool | None] | None,
     builder: ModelBuilder | None,
-) -> tuple[Model, TrainResult]:
+) -> tuple[nn.Module, TrainResult]:
     """:func:`explorer.engine.train.fit`, with a diverged loss or out of memory failing the variant."""
     try:
         return fit(cfg, task, train_cfg, device, on_epoch=on_epoch, builder=builder)
@@ -283,7 +284,7 @@ def _train(
         raise _oom(device, "training", exc) from None
 
 
-def _relations(model: Model, task: Task, builder: ModelBuilder | None) -> pd.DataFrame | None:
+def _relations(model: nn.Module, task: Task, builder: ModelBuilder | None) -> pd.DataFrame | None:
     """Which head attends to which relation (relations task only; None for a user's model without
     explorer.MultiHeadAttention, whose attention maps cannot be read)."""
     if not task.relation_offsets:

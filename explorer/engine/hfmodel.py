@@ -102,7 +102,7 @@ class HFModel(nn.Module):
         self, model: nn.Module, family: HFFamily, spec: InputSpec, heads: list[int], kv_heads: list[int]
     ):
         super().__init__()
-        self.hf = model
+        self.hf: Any = model  # a transformers PreTrainedModel (transformers is an optional extra, typed Any)
         self.family = family
         self.spec = spec
         self.explorer_heads = heads
@@ -212,7 +212,7 @@ class HFBuilder(ModelBuilder):
         config._attn_implementation = _ATTENTION.get(cfg.attention, "sdpa")
         return config
 
-    def build(self, cfg: ModelConfig, spec: InputSpec) -> nn.Module:
+    def build(self, cfg: ModelConfig, spec: InputSpec) -> HFModel:
         """The transformers model of ``cfg`` for ``spec``'s task, wrapped in :class:`HFModel`, initialised by the
         class's own ``post_init`` from the current torch RNG state."""
         transformers = require_transformers(f"[model] hf = {self.ref[3:]!r}")

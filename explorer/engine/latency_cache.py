@@ -8,7 +8,7 @@ machine's state when it was stored (usable CPUs, load average, runnable processe
 
 **When an entry is reused** (:meth:`LatencyCache.problem` is empty), all of:
 
-* it is younger than ``max_age`` (``EXPLORER_CACHE_MAX_AGE`` days, default 7; 0 never reuses);
+* it is younger than ``max_age_s`` (``EXPLORER_CACHE_MAX_AGE`` days, default 7; 0 never reuses);
 * its spread is small: IQR / median at most ``max_spread`` (20%);
 * the machine was not loaded while it was measured: load average per usable CPU at most ``max_load_per_cpu``
   (1.0, i.e. no more runnable work than CPUs on average);
@@ -124,10 +124,6 @@ class MachineState:
     @classmethod
     def now(cls) -> MachineState:
         return cls(cpus=usable_cpus(), load=load_average(), runnable=_runnable_others())
-
-    @property
-    def load_per_cpu(self) -> float | None:
-        return None if self.load is None else self.load / max(1, self.cpus)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -26,7 +26,7 @@ from explorer.engine.config import InputSpec, ModelConfig
 from explorer.engine.usermodel import ModelBuilder, count_flops
 from explorer.errors import ConfigError, DataError
 
-__all__ = ["Block", "CausalLM", "Encoder", "MLP", "Model", "build_model", "model_cost"]
+__all__ = ["Block", "CausalLM", "Encoder", "MLP", "build_model", "model_cost"]
 
 
 def _hidden(d_model: int, mlp_ratio: float) -> int:
@@ -66,7 +66,20 @@ def _blocks(cfg: ModelConfig, causal: bool) -> nn.ModuleList:
     )
 
 
-def _build_trunk(model: nn.Module, embed: nn.Module, seq_len: int, n_out: int, causal: bool) -> None:
+class _Trunk(nn.Module):
+    """What both models hold, set by :func:`_build_trunk` (declared here so their types are known)."""
+
+    cfg: ModelConfig
+    spec: InputSpec
+    embed: nn.Module
+    pos: nn.Parameter  # [1, T, C]
+    drop: nn.Dropout
+    blocks: nn.ModuleList  # of Block
+    ln_f: nn.LayerNorm
+    head: nn.Linear
+
+
+def _build_trunk(model: _Trunk, embed: nn.Module, seq_len: int, n_out: int, causal: bool) -> None:
     """Give ``model`` (whose ``cfg`` is set) what both models have, initialised: ``embed``, a learned positional
     embedding ``pos`` ``[1, T, C]``, dropout, the blocks, a final LayerNorm and a linear ``head`` to ``n_out``."""
     cfg = model.cfg
@@ -80,12 +93,12 @@ def _build_trunk(model: nn.Module, embed: nn.Module, seq_len: int, n_out: int, c
     _trunc_normal(model.pos)
 
 
-def _blocks_flops(cfg: ModelConfig, batch: int, seq_len: int, kv_len: int | None = None) -> int:
+def _blocks_flops(cfg: ModelConfig, batch: int, seq_len: int) -> int:
     """FLOPs of every block (attention with its heads, kv heads and head width, plus the MLP)."""
     hidden = _hidden(cfg.d_model, cfg.mlp_ratio)
     mlp = 2 * 2 * batch * seq_len * cfg.d_model * hidden
     return sum(
-        attention_flops(batch, seq_len, cfg.d_model, h, kv, dk, kv_len) + mlp
+        attention_flops(batch, seq_len, cfg.d_model, h, kv, dk) + mlp
         for h, kv, dk in zip(cfg.heads, cfg.kv_per_layer, cfg.d_k, strict=True)
     )
 
@@ -156,7 +169,7 @@ class Block(nn.Module):
         return x, weights
 
 
-class Encoder(nn.Module):
+class Encoder(_Trunk):
     """ViT-style encoder classifier built from a :class:`ModelConfig` for an :class:`InputSpec`."""
 
     def __init__(self, cfg: ModelConfig, spec: InputSpec):
@@ -169,7 +182,7 @@ class Encoder(nn.Module):
             # A few raw features per position: at std 0.02 their embedding would be as faint as the positional
             # one, so the content signal starts buried. Fan-in scaling (LeCun normal, like a ViT's patch
             # embedding) starts it at unit scale; on digits this lifted val accuracy after 10 epochs 0.54 -> 0.70.
-            _trunc_normal(self.embed.weight, std=spec.n_features**-0.5)
+            _trunc_normal(embed.weight, std=spec.n_features**-0.5)
 
     def _embed(self, x: torch.Tensor) -> torch.Tensor:
         """Token ids ``[B, T]`` or features ``[B, T, F]`` -> ``[B, T, C]`` with positions added."""
@@ -230,7 +243,7 @@ class Encoder(nn.Module):
         return self.cfg.kv_cache_bytes_per_token(dtype)
 
 
-class CausalLM(nn.Module):
+class CausalLM(_Trunk):
     """A decoder-only language model built from the same blocks: causal attention, next-token logits.
 
     Token ids ``[B, T]`` are embedded, a learned positional embedding is added, the causal blocks run, and a
@@ -277,7 +290,7 @@ class CausalLM(nn.Module):
         context), on the model's device and dtype unless given."""
         ref = self.pos
         return KVCache(
-            [(b.attn.n_kv_heads, b.attn.d_k) for b in self.blocks],
+            [(m.n_kv_heads, m.d_k) for m in self.modules() if isinstance(m, MultiHeadAttention)],  # one a block
             batch_size,
             max_len or self.spec.seq_len,
             device=ref.device if device is None else device,
@@ -306,11 +319,6 @@ class CausalLM(nn.Module):
         B, T, C = batch_size, self.spec.seq_len, self.cfg.d_model
         return _blocks_flops(self.cfg, B, T) + 2 * B * T * C * self.spec.vocab_size
 
-    def decode_flops(self, context: int, batch_size: int = 1) -> int:
-        """FLOPs of one decoding step: one new token per sequence against a cache of ``context`` positions."""
-        C = self.cfg.d_model
-        return _blocks_flops(self.cfg, batch_size, 1, context + 1) + 2 * batch_size * C * self.spec.vocab_size
-
     def kv_cache_bytes_per_token(self, dtype: str = "float32") -> int:
         """Key/value bytes one position adds to the cache, summed over layers."""
         return self.cfg.kv_cache_bytes_per_token(dtype)
@@ -318,9 +326,6 @@ class CausalLM(nn.Module):
     def kv_cache_bytes(self, context: int, batch_size: int = 1, dtype: str = "float32") -> int:
         """Bytes of a cache holding ``context`` positions of ``batch_size`` sequences."""
         return self.cfg.kv_cache_bytes(context, batch_size, dtype)
-
-
-Model = Encoder | CausalLM  # what build_model returns
 
 
 def build_model(cfg: ModelConfig, spec: InputSpec, builder: ModelBuilder | None = None) -> nn.Module:

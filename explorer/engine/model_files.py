@@ -134,7 +134,7 @@ def pt2_archive_constants() -> Any:
     try:
         from torch.export.pt2_archive import constants
     except ImportError:
-        constants = None
+        constants = None  # type: ignore[assignment]  # a torch older than the PT2 archive format
     if constants is None or not hasattr(constants, "WEIGHTS_CONFIG_FILENAME_FORMAT"):
         raise RuntimeUnavailableError(
             f".pt2 files need a torch with the PT2 archive format (this is {torch.__version__}); upgrade torch, "

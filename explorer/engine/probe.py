@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from explorer.engine.attention import MultiHeadAttention
+from explorer.engine.attention import MultiHeadAttention, set_attention_impl
 from explorer.engine.device import as_device
 from explorer.engine.train import evaluate
 from explorer.errors import ConfigError
@@ -113,8 +113,7 @@ def head_importance(
     modules = attention_modules(model)
     was_training, impls = model.training, [m.impl for m in modules]
     model.eval()
-    for m in modules:  # the merged path is the same function as fused, in plain matmuls vmap can batch
-        m.impl = "merged"
+    set_attention_impl(model, "merged")  # the same function as fused, in plain matmuls vmap can batch
     params = {k: v.detach() for k, v in model.named_parameters()}
     buffers = {k: v.detach() for k, v in model.named_buffers()}
 
@@ -228,9 +227,9 @@ def _map_stats(model: nn.Module, X: torch.Tensor, batch_size: int = 256) -> tupl
     entropy = [(e / rows).numpy() for e in ent]
     similarity = []
     for s in sim:
-        s = (s / rows).numpy()
-        np.fill_diagonal(s, 1.0)
-        similarity.append(s)
+        mean = (s / rows).numpy()
+        np.fill_diagonal(mean, 1.0)
+        similarity.append(mean)
     return entropy, similarity, int(maps[0].shape[-1])
 
 
@@ -296,13 +295,13 @@ def specialization_from_maps(
     Returns one row per (layer, head, relation) with ``attention`` in [0, 1].
     """
     X = _numpy(X)
-    maps = [_numpy(m).astype(float) for m in maps]
+    arrays = [_numpy(m).astype(float) for m in maps]
     rows = np.arange(len(X))
     out = []
     for r, offset in enumerate(offsets):
         marker = (X == r).argmax(axis=1)
         target = marker + offset
-        for layer, m in enumerate(maps):
+        for layer, m in enumerate(arrays):
             there = m[rows, :, marker, target]  # [B, H]: marker attends to its target
             back = m[rows, :, target, marker]  # [B, H]: target attends to its marker
             both = np.maximum(there.mean(axis=0), back.mean(axis=0))

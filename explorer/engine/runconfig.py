@@ -37,7 +37,7 @@ class RunConfig:
     hf: dict[str, Any] | None = None  # [model] hf: {"model_type": ..., "config": {...}}
 
     def to_dict(self) -> dict[str, Any]:
-        build = {"build": self.build} if self.build else {}  # absent for explorer's models (files as before)
+        build: dict[str, Any] = {"build": self.build} if self.build else {}  # absent for explorer's models (files as before)
         build |= {"hf": dict(self.hf)} if self.hf else {}
         return {
             "explorer_run_config": RUN_CONFIG_VERSION,

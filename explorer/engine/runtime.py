@@ -113,7 +113,7 @@ def onnx_bytes(model: nn.Module, example: torch.Tensor, dynamic_batch: bool = Tr
     # An example of batch 1 would be specialised (0/1 specialisation): trace with at least 2 rows.
     x = example if example.shape[0] > 1 or not dynamic_batch else torch.cat([example, example])
     log.debug("exporting %s to ONNX at input shape %s", type(model).__name__, tuple(x.shape))
-    extra = {"optimize": True} if "optimize" in inspect.signature(torch.onnx.export).parameters else {}
+    extra: dict[str, Any] = {"optimize": True} if "optimize" in inspect.signature(torch.onnx.export).parameters else {}
     try:
         with quiet_torch():
             program = torch.onnx.export(
@@ -128,6 +128,7 @@ def onnx_bytes(model: nn.Module, example: torch.Tensor, dynamic_batch: bool = Tr
             )
     except ImportError as exc:  # onnxscript or onnx imported by the exporter itself
         raise MissingExtraError("exporting to ONNX", "onnx", exc.name or "onnxscript") from None
+    assert program is not None  # the dynamo exporter always returns its program
     return program.model_proto.SerializeToString()
 
 

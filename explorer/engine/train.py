@@ -21,11 +21,12 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from explorer.engine.config import ModelConfig, TrainConfig
 from explorer.engine.device import as_device, autocast
 from explorer.engine.measures import QualityMetric, binomial_se, quality_metric
-from explorer.engine.model import Model, build_model
+from explorer.engine.model import build_model
 from explorer.engine.tasks.base import Task
 from explorer.engine.usermodel import ModelBuilder
 from explorer.errors import TrainingDivergedError
@@ -206,7 +207,7 @@ def fit(
     device: torch.device | str,
     on_epoch: Callable[[EpochStats], bool | None] | None = None,
     builder: ModelBuilder | None = None,
-) -> tuple[Model, TrainResult]:
+) -> tuple[nn.Module, TrainResult]:
     """Build the model for ``task`` and train it; returns the trained model and a :class:`TrainResult`.
 
     The loss is the mean cross-entropy over the task's targets (labels, or next bytes for a language model).
@@ -243,7 +244,7 @@ class _Steps:
     """The optimizer side of :func:`fit`: AdamW with decoupled weight decay, the lr schedule, gradient
     clipping, and the count of training time and examples."""
 
-    def __init__(self, model: Model, cfg: TrainConfig, steps_per_epoch: int, device: torch.device):
+    def __init__(self, model: nn.Module, cfg: TrainConfig, steps_per_epoch: int, device: torch.device):
         self.model, self.cfg, self.device = model, cfg, device
         # Weight decay on matrices only (nanoGPT): not on biases, LayerNorm gains or the positional embedding.
         pos = getattr(model, "pos", None)  # a user's model keeps its own names: only its vectors go undecayed

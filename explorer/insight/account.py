@@ -6,13 +6,12 @@ from __future__ import annotations
 import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from explorer.search.record import TrialRecord
 from explorer.search.spec import StudySpec
 
-__all__ = ["StudyAccount", "account_dict", "study_account"]
+__all__ = ["StudyAccount", "study_account"]
 
 
 @dataclass(frozen=True)
@@ -108,8 +107,3 @@ def study_account(
         reproduce=reproduce,
         resume=resume,
     )
-
-
-def account_dict(a: StudyAccount) -> dict[str, Any]:
-    """JSON-ready."""
-    return asdict(a)

@@ -54,10 +54,6 @@ class Contrast:
         """The quality comparison (the name classification reports always used)."""
         return self.quality
 
-    @property
-    def accuracy_diff(self) -> float:
-        return self.quality_diff
-
 
 def find(archs: Sequence[Architecture], want: ModelConfig) -> Architecture | None:
     """The architecture with ``want``'s width, depth, heads, key/value heads and head width (any lr, MLP)."""
@@ -145,7 +141,7 @@ def contrasts(
     missing = "not measured at this width and depth"
     one, eight = _uniform_heads(base, 1), _uniform_heads(base, folk) if folk else None
     rows = [
-        _contrast("1 head per layer", rec, one and find(measured, one), missing, costs, axis),
+        _contrast("1 head per layer", rec, find(measured, one) if one is not None else None, missing, costs, axis),
         _contrast(
             f"{folk} heads per layer (the tutorial's default)" if folk else "8-16 heads per layer",
             rec,

@@ -22,7 +22,6 @@ __all__ = [
     "Spread",
     "accuracy_mean_ci",
     "accuracy_rerun_interval",
-    "accuracy_se",
     "logit_spread",
     "mean_ci",
     "median_ci",
@@ -82,14 +81,6 @@ def proportion_ci(successes: int, n: int, level: float = 0.95, method: str = "wi
     center = (k + z * z / 2) / (n + z * z)
     half = z / (n + z * z) * math.sqrt(k * (n - k) / n + z * z / 4)
     return max(0.0, center - half), min(1.0, center + half)
-
-
-def accuracy_se(p: float, n: int) -> float:
-    """Binomial standard error sqrt(p (1 - p) / n), with p clipped to [0.5/n, 1 - 0.5/n] so it is never 0."""
-    if n < 1:
-        raise ValueError(f"need n >= 1, got {n}")
-    q = min(max(p, 0.5 / n), 1 - 0.5 / n)
-    return math.sqrt(q * (1 - q) / n)
 
 
 Spread = tuple[float, int]  # a standard deviation and its degrees of freedom

@@ -19,7 +19,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 from scipy import stats
@@ -192,11 +192,11 @@ def _times(archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: s
     return np.array([[_cost(a, axis)] for a in archs], dtype=float)
 
 
-def _learned(best: Architecture, chance: float | None, records: Sequence[TrialRecord]) -> bool:
+def _learned(best: Architecture, chance: float, records: Sequence[TrialRecord]) -> bool:
     """Whether the best layout beats chance beyond noise: for accuracy, its correct predictions over every
     validation example of its runs against the chance rate (exact one-sided binomial test at 5%); for bits per
     byte, its mean's one-sided 95% bound below the unigram model's."""
-    if chance is None or math.isnan(chance):
+    if math.isnan(chance):
         return True
     runs = [r for r in records if r.number in set(best.numbers) and r.quality is not None]
     if best.metric.direction == "maximize":
@@ -246,6 +246,25 @@ def _verdicts(
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
 
 
+class _Common(TypedDict):  # the fields of every answer, whatever its evidence (search picks, rule settings)
+    per_base: tuple[tuple[int, int, Architecture], ...]
+    search: Picks
+    cost_axis: str
+    risk: float
+    margin: float
+
+
+class _FinalistCommon(_Common):  # the fields of every answer from the finalist stage, learned or not
+    candidates: tuple[Architecture, ...]
+    front: tuple[Architecture, ...]
+    best: Architecture
+    chance: float | None
+    collapsed: tuple[Collapse, ...]
+    grid: Grid
+    times: np.ndarray
+    notes: tuple[str, ...]
+
+
 def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[Retiming] = ()) -> Answer:
     """The study's head-count answer (see the module docstring); finalists' latencies come from ``retimings``
     when the study has them (explorer.search.retime)."""
@@ -256,8 +275,8 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         here = [a for a in search if (a.config.d_model, a.config.n_layers) == (d_model, n_layers)]
         per_base.append((d_model, n_layers, _knee_of(here, axis)[0]))
     picks = _picks(search, axis)
-    common = dict(per_base=tuple(per_base), search=picks, cost_axis=axis, risk=spec.answer.risk,
-                  margin=spec.answer.margin_for(spec.metric.direction == "maximize"))  # fmt: skip
+    common = _Common(per_base=tuple(per_base), search=picks, cost_axis=axis, risk=spec.answer.risk,
+                     margin=spec.answer.margin_for(spec.metric.direction == "maximize"))  # fmt: skip
     finals_all = architectures(records, "finalist", retimings=retimings)
     if within_budgets(finals_all, spec):
         return _from_finalists(records, spec, retimings, finals_all, search, common)
@@ -269,7 +288,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     best = max(search, key=lambda a: a.score)
     note = ("every figure rests on one run per architecture at the search budget; the finalist stage (every "
             f"finalist on the same folds and seeds) has not run: `explorer confirm {spec.name}` runs it")  # fmt: skip
-    if not _learned(best, chance, records):
+    if chance is not None and not _learned(best, chance, records):
         return Answer(None, "search", tuple(search), tuple(front), (), None, "", notes=(note,), best=best,
                       chance=chance, no_answer=_nothing_learned(best, chance, spec), **common)  # fmt: skip
     return Answer(rec, "search", tuple(search), tuple(front), (), None,
@@ -283,7 +302,7 @@ def _from_finalists(
     retimings: Sequence[Retiming],
     finals_all: Sequence[Architecture],
     search: Sequence[Architecture],
-    common: dict,
+    common: _Common,
 ) -> Answer:
     axis, margin = common["cost_axis"], common["margin"]
     keys = [a.key for a in within_budgets(finals_all, spec)]
@@ -303,9 +322,9 @@ def _from_finalists(
     decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie)
     best, chance = order[decision.best], _chance(records, "finalist")
     front = _knee_of(order, axis)[1]
-    base = dict(candidates=tuple(order), front=tuple(front), best=best, chance=chance, collapsed=grid.collapsed,
-                grid=grid, times=times, notes=tuple(notes), **common)  # fmt: skip
-    if not _learned(best, chance, kept):
+    base = _FinalistCommon(candidates=tuple(order), front=tuple(front), best=best, chance=chance,
+                           collapsed=grid.collapsed, grid=grid, times=times, notes=tuple(notes), **common)  # fmt: skip
+    if chance is not None and not _learned(best, chance, kept):
         return Answer(None, "finalists", contrasts=(), confidence=None, confidence_method="",
                       no_answer=_nothing_learned(best, chance, spec), **base)  # fmt: skip
     rec = order[decision.answer]

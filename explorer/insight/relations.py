@@ -61,18 +61,24 @@ def relations_claim(records: Sequence[TrialRecord], k: int) -> RelationsClaim:
     by_heads: dict[tuple[int, ...], list[float]] = {}
     for a in sorted(archs, key=lambda a: a.numbers[0]):
         by_heads.setdefault(a.heads, []).extend(a.values)
-    wide = [r for r in records if r.finished and r.role == "search" and min(r.heads) >= k and r.relations]
+    wide = [
+        r
+        for r in records
+        if r.finished and r.role == "search" and min(r.heads) >= k and r.relations and r.val_accuracy is not None
+    ]
     if not wide:
         return RelationsClaim(
             k, g, n_a, n_b, tuple((h, tuple(v)) for h, v in sorted(by_heads.items())), None, (), None, None,
             f"No finished trial with at least {k} heads in every layer recorded its attention along the relations.",
         )  # fmt: skip
     best = max(wide, key=lambda r: (r.val_accuracy, -r.number))
+    accuracy = best.val_accuracy
+    assert accuracy is not None  # wide holds only trials that measured it
     table = pd.DataFrame(list(best.relations), columns=["layer", "head", "relation", "attention"])
     summary = specialized_heads(table)
     description = (
         f"Most accurate trial with at least {k} heads in every layer (trial {best.number}, heads "
-        f"{','.join(map(str, best.heads))}, {best.val_accuracy * 100:.2f}% validation): "
+        f"{','.join(map(str, best.heads))}, {accuracy * 100:.2f}% validation): "
         f"{describe_specialization(summary)}. A head follows relation r when it puts at least {SPECIALIZED:.0%} of "
         "its attention between marker r and its target, averaged over the validation split."
     )

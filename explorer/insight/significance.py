@@ -1,9 +1,9 @@
 """Is a difference real? Tests and intervals for a difference of means over a few seeds a side.
 
 Permutation tests (exact when the splits can be enumerated; a stratified one permutes within each stratum only),
-percentile bootstrap intervals, the minimum detectable effect, and :func:`compare` / :func:`mean_difference`
-that put them together for two architectures; no normality is assumed except where stated (the t test of
-:func:`mean_difference`, the MDE's normal approximation). Pure functions over numpy and scipy.
+percentile bootstrap intervals, the minimum detectable effect, and :func:`compare` that puts them together for
+two architectures; no normality is assumed except where stated (the MDE's normal approximation). Pure functions
+over numpy and scipy.
 """
 
 from __future__ import annotations
@@ -16,16 +16,11 @@ from itertools import combinations
 import numpy as np
 from scipy import stats
 
-from explorer.insight.intervals import Interval, Spread, t_quantile
-
 __all__ = [
     "Comparison",
     "Strata",
-    "bootstrap_diff_ci",
     "compare",
     "kendall_tau",
-    "mean_difference",
-    "minimum_detectable_effect",
     "permutation_test",
     "stratified_permutation_test",
 ]
@@ -158,28 +153,6 @@ def _bootstrap(
     return float(low), float(high)
 
 
-def bootstrap_diff_ci(
-    a: Sequence[float],
-    b: Sequence[float],
-    level: float = 0.95,
-    n_resamples: int = 10000,
-    seed: int = 0,
-    bounds: tuple[float, float] | None = None,
-) -> Interval:
-    """Two-sample percentile bootstrap interval for mean(a) - mean(b); estimate = the observed difference.
-
-    Each group is resampled with replacement on its own (``default_rng(seed)``). A group with a single value
-    contributes no resampling variance (its mean never changes): the interval then reflects the other group only,
-    and is a point when both have one value. ``bounds=(lo, hi)``, the range of each value, clips the interval to
-    [lo - hi, hi - lo].
-    """
-    clean = _clean([(a, b)])
-    x, y, _ = clean[0]
-    low, high = _bootstrap(clean, level, n_resamples, seed, bounds)
-    diff = float(x.mean() - y.mean())
-    return Interval(diff, low, high, len(x) + len(y), f"percentile bootstrap, {n_resamples} resamples")
-
-
 def _mde(var_factor: float, splits: int, sd: float, alpha: float, power: float, alternative: str) -> float:
     _check_alternative(alternative)
     if sd < 0:
@@ -190,26 +163,6 @@ def _mde(var_factor: float, splits: int, sd: float, alpha: float, power: float, 
         return 0.0
     z = stats.norm.ppf(1 - alpha / 2 if alternative == "two-sided" else 1 - alpha) + stats.norm.ppf(power)
     return float(z * sd * math.sqrt(var_factor))
-
-
-def minimum_detectable_effect(
-    n_a: int,
-    n_b: int,
-    sd: float,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    alternative: str = "two-sided",
-) -> float:
-    """Smallest true difference of means that a level-``alpha`` test detects with probability ``power``.
-
-    Normal approximation: (z_{1-alpha} + z_{power}) sd sqrt(1/n_a + 1/n_b), alpha halved when two-sided; 0.0 for
-    sd == 0 (no noise). Returns ``math.inf`` when even the most extreme of the comb(n_a + n_b, n_a) splits
-    cannot give an exact permutation p <= alpha (1/comb > alpha one-sided, 2/comb two-sided): no effect,
-    however large, is detectable then.
-    """
-    if n_a < 1 or n_b < 1:
-        raise ValueError("need n_a >= 1 and n_b >= 1")
-    return _mde(1 / n_a + 1 / n_b, math.comb(n_a + n_b, n_a), sd, alpha, power, alternative)
 
 
 @dataclass(frozen=True)
@@ -279,43 +232,6 @@ def compare(
     n_a, n_b = sum(len(x) for x, _, _ in clean), sum(len(y) for _, y, _ in clean)
     return Comparison(
         stat, low, high, p, exact, n_a, n_b, len(clean), float(mean_a), float(mean_b), mde, alternative
-    )
-
-
-def mean_difference(
-    a: Sequence[float], b: Sequence[float], pooled: Spread | None = None, level: float = 0.95
-) -> Comparison:
-    """mean(a) - mean(b) for two small samples (a few seeds each) with a t interval and a two-sided t test.
-
-    The spread is ``pooled`` (a standard deviation on the values' own scale with its degrees of freedom, pooled
-    over more groups measured the same way) when given, else the two samples' pooled spread (n_a + n_b - 2
-    df). With three seeds a side an exact permutation test can never reach p < 0.05 two-sided (its smallest p is
-    2/20); pooling the seed spread over several architectures gives the test the degrees of freedom it needs,
-    under the stated assumption that seeds vary alike across them. ``exact`` is False; ``mde`` is the t-based
-    minimum detectable effect at alpha 0.05 and power 0.8.
-    """
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(x) < 1 or len(y) < 1:
-        raise ValueError("mean_difference needs at least one value on each side")
-    if pooled is not None and pooled[1] > 0:
-        sd, df = pooled
-    else:
-        df = len(x) + len(y) - 2
-        ss = float(((x - x.mean()) ** 2).sum() + ((y - y.mean()) ** 2).sum())
-        sd = math.sqrt(ss / df) if df > 0 else math.nan
-    diff = float(x.mean() - y.mean())
-    se = sd * math.sqrt(1 / len(x) + 1 / len(y)) if df > 0 else math.nan
-    if not se > 0:  # no spread at all, or nothing to estimate it from
-        p = 1.0 if diff == 0 or math.isnan(se) else 0.0
-        low = high = diff
-        mde = math.nan if math.isnan(se) else 0.0
-    else:
-        half = t_quantile(level, int(df)) * se
-        low, high = diff - half, diff + half
-        p = float(2 * stats.t.sf(abs(diff) / se, df))
-        mde = (t_quantile(0.95, int(df)) + float(stats.t.ppf(0.8, df))) * se
-    return Comparison(
-        diff, low, high, p, False, len(x), len(y), 1, float(x.mean()), float(y.mean()), mde, "two-sided"
     )
 
 

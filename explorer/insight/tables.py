@@ -14,7 +14,7 @@ validation bits per byte for a language model (lower is better; t intervals on i
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -275,7 +275,7 @@ def _architecture(
     """One configuration's runs (in trial order) summarized."""
     values = [_value(r, epoch) for r in runs]
     quality, rerun = _quality_intervals(runs, values, metric, pools.quality)
-    tests = [r.test_quality for r in runs]
+    tests = [r.test_quality for r in runs if r.test_quality is not None]
     first = runs[0]
     return Architecture(
         key=key,
@@ -288,7 +288,7 @@ def _architecture(
         values=tuple(values),
         quality=quality,
         rerun=rerun,
-        test_quality=float(np.mean(tests)) if all(t is not None for t in tests) else float("nan"),
+        test_quality=float(np.mean(tests)) if len(tests) == len(runs) else float("nan"),
         latency=_latency(timings, pools.latency),
         timings=tuple(t.median_ms for t in timings),
         params=int(first.params or 0),
@@ -359,7 +359,7 @@ def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
 
 
 def common_epoch(
-    records: Iterable[TrialRecord], keys: set[str] | None = None, role: str = "search"
+    records: Iterable[TrialRecord], keys: Collection[str | None] | None = None, role: str = "search"
 ) -> int | None:
     """The last epoch every (COMPLETE or stopped) run of ``role`` (among ``keys``) trained: qualities compared
     there are free of the bias of stopping some runs early. None when there are no such runs."""

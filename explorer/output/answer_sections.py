@@ -264,7 +264,7 @@ def _timing_method(retimings: Sequence[Retiming]) -> str:
         if any(t.kind == "decode" for t in retimings)
         else ""
     )
-    loads = [t.latency.load for t in retimings if getattr(t.latency, "load", None) is not None]
+    loads = [value for t in retimings if (value := t.latency.load) is not None]
     load = f" (1-minute load average {min(loads):.2f} to {max(loads):.2f} while timing)" if loads else ""
     return (f"Latencies come from {len(rounds)} interleaved rounds of re-timing every finalist{extra}, "
             f"{'each round in a fresh process, ' if fresh else ''}with none of the study's training running"

@@ -35,6 +35,7 @@ import torch
 from torch import nn
 
 from explorer.engine.config import InputSpec
+from explorer.engine.hfmodel import HFModel
 from explorer.engine.model_files import (
     EXPORT_VERSION,
     FORMAT_SUFFIX,
@@ -62,7 +63,6 @@ __all__ = [
     "PARITY_TOLERANCE",
     "ExportResult",
     "check_out_path",
-    "export_config",
     "export_trial",
     "run_config_of",
     "study_latency",
@@ -123,21 +123,6 @@ def check_out_path(out: str | Path, option: str = "--out") -> Path:
     if out.exists() and not os.access(out, os.W_OK):
         raise ConfigError(f"cannot replace {option} {out} (it is read-only); choose another path.")
     return out
-
-
-def export_config(
-    records: Sequence[TrialRecord],
-    spec: StudySpec,
-    which: str,
-    out: str | Path,
-    storage: str | None = None,
-    retimings: Sequence[Retiming] = (),
-) -> TrialRecord:
-    """Write the run config of the trial ``which`` names (answer, most-accurate, fastest or a number) to
-    ``out``."""
-    record = resolve_trial(records, spec, which, retimings)
-    write_run_config(check_out_path(out), run_config_of(record, spec, storage))
-    return record
 
 
 def study_latency(records: Sequence[TrialRecord], record: TrialRecord) -> dict[str, Any] | None:
@@ -258,6 +243,7 @@ def _export_hf_model(
     record = resolve_trial(records, spec, which, retimings)
     task = load_task(spec.task.name, **spec.task.options)
     model = trained_model(spec.name, record, task, spec.latency, store, "cpu", spec.model.builder())
+    assert isinstance(model, HFModel)  # a [model] hf study's builder builds one
     meta = _meta(record, records, spec, task.spec, "hf", storage)
     path, diff, agreement, loader = write_hf_model(model, task, out, meta, PARITY_TOLERANCE)
     return ExportResult(record, path, "hf", diff, len(task.test[0]), agreement, loader=loader)

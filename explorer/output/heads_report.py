@@ -1,7 +1,7 @@
 """`explorer heads`: write the head analysis of one trained trial as heads.md, heads.csv and figures.
 
 The analysis (weights loaded or the trial retrained, probes run and interpreted) is
-:func:`explorer.insight.head_analysis.analyse_heads`; this module writes it into a folder through
+:func:`explorer.analysis.analyse_heads`; this module writes it into a folder through
 :class:`~explorer.output.files.OutputFolder`.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from explorer.insight.head_analysis import HeadsAnalysis, analyse_heads
+from explorer.analysis import HeadsAnalysis, analyse_heads
 from explorer.insight.heads import REDUNDANT, SPECIALIZED, TOLERANCE, HeadsReport
 from explorer.output.files import OutputFolder
 from explorer.output.heads_plots import (
@@ -47,7 +47,7 @@ def analyse_trial(
     on_start: Callable[[TrialRecord], None] | None = None,
     retimings: Sequence[Retiming] = (),
 ) -> tuple[HeadsReport, list[Path]]:
-    """Analyse the heads of one trial (:func:`explorer.insight.head_analysis.analyse_heads`: ``knee``,
+    """Analyse the heads of one trial (:func:`explorer.analysis.analyse_heads`: ``knee``,
     ``most-accurate``, ``fastest`` or a number) and write ``heads.md``, ``heads.csv``, four figures (and
     ``relations.csv`` on a relations study) into ``out_dir``; return the analysis and the files. The folder is
     checked before the (possibly long) analysis."""

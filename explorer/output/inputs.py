@@ -3,7 +3,7 @@ images: the size, the patch and the patch grid), from what the study stored when
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from explorer.engine.hf_families import HF_FAMILIES
@@ -14,7 +14,8 @@ __all__ = ["input_blocks"]
 
 def _input_text(stored: Mapping[str, Any], own_model: bool) -> str:
     spec = stored.get("spec") or {}
-    image, patch = spec.get("image") or (), spec.get("patch") or 0
+    image: Sequence[int] = spec.get("image") or ()
+    patch = spec.get("patch") or 0
     if len(image) == 3 and patch:
         h, w, c = image
         channels = f"{c} channel{'s' if c != 1 else ''}"

@@ -2,7 +2,7 @@
 own terms (bits per byte for a language model), decoding time and key/value cache, and what grouping the
 key/value heads saves against full multi-head attention at the same heads.
 
-Used by :func:`explorer.output.sections.answer_blocks` for a language-model task, a study that searches
+Used by :func:`explorer.output.answer_sections.answer_blocks` for a language-model task, a study that searches
 key/value heads or head widths, or one that measures decoding; a classic classification study keeps its wording.
 """
 

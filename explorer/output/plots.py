@@ -364,6 +364,7 @@ def heads_heatmap(
     )  # fmt: skip
     levels = sorted({int(v) for v in np.unique(mat.to_numpy()[~np.isnan(mat.to_numpy())])})
     cbar = ax.collections[0].colorbar
+    assert cbar is not None  # the heatmap draws its colour bar
     cbar.set_ticks(levels, labels=[str(v) for v in levels])
     cbar.ax.minorticks_off()
     ax.tick_params(axis="y", labelsize=8)

@@ -144,12 +144,17 @@ def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence
     rungs = ", ".join(map(str, es.rungs(spec.task.epochs)))
     planned = acct.epochs_run + acct.epochs_saved
     share = acct.epochs_saved / planned if planned else 0.0
-    finished = [r for r in records if r.role == "search" and r.finished and len(r.history) >= es.min_epochs]
+    # (quality at the first rung, final quality) of the search trials that ran to the end
+    finished = [
+        (r.history[es.min_epochs - 1], r.quality)
+        for r in records
+        if r.role == "search" and r.finished and r.quality is not None and len(r.history) >= es.min_epochs
+    ]
     bpb = is_bpb(spec.metric)
     what = "bits per byte" if bpb else "accuracy"
     tau_text = ""
     if len(finished) >= 3:
-        tau, p = kendall_tau([r.history[es.min_epochs - 1] for r in finished], [r.quality for r in finished])
+        tau, p = kendall_tau([rung for rung, _ in finished], [final for _, final in finished])
         tau_text = (
             f" Among the {len(finished)} trials that ran to the end, {what} at the first rung (epoch "
             f"{es.min_epochs}) ranks them like their final {what} with Kendall tau {tau:.2f} (p = {p:.2g})."

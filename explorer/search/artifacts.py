@@ -244,7 +244,7 @@ class ArtifactStore:
                 storage=storage,
                 mimetype="application/octet-stream",
             )
-        entry = {
+        entry: dict[str, Any] = {
             "artifact_id": artifact_id,
             "bytes": size,
             "saved": time.time(),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -55,10 +56,10 @@ class Override:
 
 
 def _toml_value(raw: str, shown: str) -> Any:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:
+        import tomli as tomllib
     try:
         doc = tomllib.loads(f"value = {raw}")
     except tomllib.TOMLDecodeError:

@@ -9,7 +9,7 @@ as it lives (benchmarks/deploy.md, 07:41: fresh processes timed a study's knee a
 one re-timing process gave), so rounds in one process agree with each other more than with the process a user
 later times the model in (``explorer bench model``). Across rounds in fresh processes that shift is part of
 the spread between rounds, which the report's latency intervals are built from (never narrower than the timer's
-own block spread: :func:`explorer.insight.stats.block_spread`). Each (architecture, round) is stored with the
+own block spread: :func:`explorer.insight.latency_stats.block_spread`). Each (architecture, round) is stored with the
 finalist runs as it is measured (user attribute ``retimed`` of the study's companion, ``NAME/finalists``), so
 an interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
 (``kind = "decode"``), and, before its finalists are chosen, the decoding of the search's architectures

@@ -3,7 +3,7 @@
 Optuna fails a trial whose categorical choices differ from earlier trials', and a multivariate sampler learns
 only from parameters every trial shares. So every trial suggests the *same* parameters with the *same*
 distributions, and each combination of them decodes to a valid architecture by construction: nothing is
-rejected, repaired or wasted (``Sampled.rejected == 0`` and ``repaired is False`` always; tests hold it).
+rejected, repaired or wasted (every sample is a valid, buildable config; ``tests/search/test_space.py`` holds it).
 
 The parameters, in order:
 
@@ -58,7 +58,6 @@ from explorer.errors import ConfigError
 from explorer.search.counting import count_layouts
 from explorer.search.feasibility import FACTORS, Combo, SpaceSpec, check_space, space_combos
 from explorer.search.layouts import candidate_heads, kv_layout, kv_param_names, kv_params, pick
-from explorer.search.spec import StudySpec
 
 __all__ = ["SearchSpace", "Sampled"]
 
@@ -148,7 +147,7 @@ class SearchSpace:
         if not (self.space.kv_heads or self.space.head_dim):  # a ramp of 3+ layers steps through valid counts
             usable = usable | {h for d, m, _ in self.counts for h in valid_heads(d, m)}
         layers = range(max(self.space.n_layers))
-        out = {}
+        out: dict[str, CategoricalDistribution] = {}
         if len(usable) > 1:
             out |= {f"heads_layer{i}": CategoricalDistribution(tuple(sorted(usable))) for i in layers}
         if self.space.kv_heads is not None and len(self.space.kv_heads) > 1:
@@ -156,10 +155,6 @@ class SearchSpace:
             out |= {f"kv_heads_layer{i}": kv for i in layers}
         out |= {f.name: CategoricalDistribution(f.values) for f in self.factors if f.mode == "quantile"}
         return out
-
-    @classmethod
-    def from_spec(cls, spec: StudySpec) -> SearchSpace:
-        return cls(spec.space)
 
     @staticmethod
     def _layer_positions(combo: Combo) -> tuple[int, ...]:
@@ -211,13 +206,11 @@ class SearchSpace:
         schedule = _schedule(family, counts, n_layers, u)
         mlp_ratio = params.get("mlp_ratio", self.space.mlp_ratio[0])
         lr = params["lr"] if isinstance(self.space.lr, tuple) else self.space.lr
-        common = {
-            "mlp_ratio": float(mlp_ratio),
-            "dropout": self.space.dropout,
-            "attention": self.space.attention,
-        }
+        mlp, dropout, attention = float(mlp_ratio), self.space.dropout, self.space.attention
         if not self.modern:
-            config = ModelConfig.from_schedule(d_model, n_layers, schedule, min_dk, **common)
+            config = ModelConfig.from_schedule(
+                d_model, n_layers, schedule, min_dk, mlp_ratio=mlp, dropout=dropout, attention=attention
+            )
         else:
             heads = candidate_heads(schedule, counts, n_layers)
             config = ModelConfig(
@@ -227,7 +220,9 @@ class SearchSpace:
                 schedule=schedule,
                 kv_heads=kv_layout(self.space, heads, params),
                 head_dim=head_dim,
-                **common,
+                mlp_ratio=mlp,
+                dropout=dropout,
+                attention=attention,
             )
         readable = {f"heads_layer{i}": h for i, h in enumerate(config.heads)}
         readable |= {f"kv_heads_layer{i}": h for i, h in enumerate(config.kv_heads or ())}

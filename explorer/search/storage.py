@@ -10,13 +10,12 @@ Without a heartbeat such a trial stays RUNNING forever.
 
 from __future__ import annotations
 
-import datetime
 import os
 import re
 import time
 import warnings
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any
 
 import optuna
 import sqlalchemy.event
@@ -41,11 +40,9 @@ __all__ = [
     "STORAGE_ENV",
     "STALE_REASON",
     "RetryStaleTrial",
-    "StudyRow",
     "check_artifact_location",
     "check_study_name",
     "default_storage_url",
-    "list_study_summaries",
     "mask_url",
     "open_storage",
     "resolve_storage_url",
@@ -66,15 +63,6 @@ _USERINFO_PASSWORD_RE = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@?#
 _QUERY_PASSWORD_RE = re.compile(r"(?P<head>[?&](?:password|passwd|pwd)=)[^&#]*", re.I)
 # A URL inside a longer text (an error message): its password runs up to the last `@` before a space.
 _EMBEDDED_PASSWORD_RE = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:)\S*@")
-
-
-class StudyRow(NamedTuple):
-    """One study in a storage, as `explorer study list` shows it."""
-
-    name: str
-    n_trials: int  # all states, WAITING and RUNNING included
-    directions: tuple[str, ...]  # "maximize" / "minimize", one per objective
-    datetime_start: datetime.datetime | None  # the earliest trial start, None before any trial started
 
 
 def mask_url(url: str) -> str:
@@ -301,23 +289,6 @@ def study_exists(storage: BaseStorage | str, name: str) -> bool:
     return True
 
 
-def list_study_summaries(storage: BaseStorage | str) -> list[StudyRow]:
-    """Every study in ``storage`` (a storage object or a URL), sorted by name."""
-    if isinstance(storage, str):
-        storage = open_storage(storage, heartbeat=False)
-    summaries = optuna.get_all_study_summaries(storage, include_best_trial=False)
-    rows = [
-        StudyRow(
-            name=s.study_name,
-            n_trials=s.n_trials,
-            directions=tuple(d.name.lower() for d in s.directions),
-            datetime_start=s.datetime_start,
-        )
-        for s in summaries
-    ]
-    return sorted(rows, key=lambda row: row.name)
-
-
 def _parse(url: str) -> tuple[URL, str]:
     """Parse and check ``url``; return it parsed and as the string to hand to SQLAlchemy."""
     malformed = StorageError(f"Storage URL {mask_url(url)!r} is malformed; use {URL_FORMS}.")
@@ -345,7 +316,7 @@ def _engine_kwargs(parsed: URL, readonly: bool = False) -> dict:
     PostgreSQL session with ``readonly``."""
     backend = parsed.get_backend_name()
     if backend == "postgresql":
-        connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+        connect_args: dict[str, Any] = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
         if readonly:
             connect_args["options"] = "-c default_transaction_read_only=on"
         # pool_pre_ping: a worker's connection may sit idle for a whole trial and be dropped meanwhile.

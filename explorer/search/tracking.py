@@ -54,8 +54,8 @@ def _quick_failures() -> Iterator[None]:
     try:
         yield
     finally:
-        for key, value in saved.items():
-            if value is None:
+        for key, previous in saved.items():
+            if previous is None:
                 os.environ.pop(key, None)
 
 

@@ -253,8 +253,6 @@ def test_parameters_and_flops_account_for_kv_heads_and_head_dim():
     assert attention_flops(B, T, d, h, kv, hd) == projections + scores
     assert enc.flops(B) - base.flops(B) == projections + scores - attention_flops(B, T, d)
     assert attention_flops(B, T, d, h, h) == attention_flops(B, T, d)  # kv = heads: today's count
-    lm = _lm()
-    assert lm.decode_flops(100) < lm.flops(1)
 
 
 def test_encoder_is_unchanged_for_classification():

@@ -8,8 +8,20 @@ import torch
 from sklearn.linear_model import LogisticRegression
 
 from explorer.engine.tasks import TASKS, Task, load_task
-from explorer.engine.tasks.relations import relation_bits
+from explorer.engine.tasks.relations import relation_rules
 from explorer.errors import ConfigError, DataError
+
+
+def relation_bits(X: np.ndarray, n_relations: int, vocab_size: int) -> np.ndarray:
+    """Every relation's bit read off token sequences ``X [n, T]``, ``[n, n_relations]`` of 0/1: the reference
+    decoder (the label is ``sum_r bits[:, r] << r``), which proves the label is a function of the input alone."""
+    X = np.asarray(X)
+    rows = np.arange(len(X))
+    bits = np.zeros((len(X), n_relations), dtype=np.int64)
+    for r, (offset, accept) in enumerate(relation_rules(n_relations, vocab_size)):
+        marker = (X == r).argmax(axis=1)
+        bits[:, r] = accept[X[rows, marker + offset]]
+    return bits
 
 
 def _all(task: Task) -> tuple[torch.Tensor, torch.Tensor]:

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 from scipy import stats
 
-from explorer.insight.intervals import Interval, accuracy_mean_ci, accuracy_se, median_ci, proportion_ci
+from explorer.insight.intervals import Interval, accuracy_mean_ci, median_ci, proportion_ci
 
 
 @pytest.mark.parametrize("k,n", [(0, 10), (10, 10), (7, 20), (270, 270)])
@@ -25,12 +23,6 @@ def test_proportion_ci_rejects_bad_input():
         proportion_ci(0, 0)
     with pytest.raises(ValueError):
         proportion_ci(5, 4)
-
-
-def test_accuracy_se_never_zero():
-    assert accuracy_se(0.7, 100) == pytest.approx(math.sqrt(0.7 * 0.3 / 100))
-    assert accuracy_se(1.0, 270) == pytest.approx(math.sqrt((0.5 / 270) * (1 - 0.5 / 270) / 270))
-    assert accuracy_se(0.0, 270) > 0
 
 
 def test_accuracy_mean_ci_all_perfect_stays_inside():

@@ -10,10 +10,8 @@ import pytest
 from scipy import stats
 
 from explorer.insight.significance import (
-    bootstrap_diff_ci,
     compare,
     kendall_tau,
-    minimum_detectable_effect,
     permutation_test,
     stratified_permutation_test,
 )
@@ -109,39 +107,43 @@ def test_stratified_monte_carlo_never_zero():
     assert not exact and p == pytest.approx(1 / 1000)
 
 
-def test_bootstrap_diff_ci():
+def test_compare_interval_is_the_bootstrap_and_narrows_with_more_values():
     rng = np.random.default_rng(2)
     a, b = rng.uniform(0.7, 0.9, 6), rng.uniform(0.6, 0.8, 6)
-    ci = bootstrap_diff_ci(a, b, bounds=(0.0, 1.0))
-    assert ci.estimate == pytest.approx(a.mean() - b.mean())
-    assert ci.contains(ci.estimate) and -1.0 <= ci.low < ci.high <= 1.0
-    big = bootstrap_diff_ci(rng.uniform(0.7, 0.9, 60), rng.uniform(0.6, 0.8, 60), bounds=(0.0, 1.0))
-    assert big.width < ci.width
+    c = compare([(a, b)], alternative="two-sided")
+    assert c.diff == pytest.approx(a.mean() - b.mean())
+    assert c.low <= c.diff <= c.high and -1.0 <= c.low < c.high <= 1.0
+    big = compare([(rng.uniform(0.7, 0.9, 60), rng.uniform(0.6, 0.8, 60))], alternative="two-sided")
+    assert big.high - big.low < c.high - c.low
 
 
-def test_bootstrap_diff_ci_bounds_clip():
-    ci = bootstrap_diff_ci([1.0, 0.0], [0.0, 1.0], bounds=(0.0, 0.5))
-    assert ci.low >= -0.5 and ci.high <= 0.5
-    unclipped = bootstrap_diff_ci([1.0, 0.0], [0.0, 1.0])
+def test_compare_interval_is_clipped_to_the_bounds():
+    c = compare([([1.0, 0.0], [0.0, 1.0])], bounds=(0.0, 0.5))
+    assert c.low >= -0.5 and c.high <= 0.5
+    unclipped = compare([([1.0, 0.0], [0.0, 1.0])], bounds=None)
     assert unclipped.low < -0.5
 
 
-def test_bootstrap_single_values_are_a_point():
-    ci = bootstrap_diff_ci([0.8], [0.7])
-    assert ci.low == pytest.approx(0.1) and ci.high == pytest.approx(0.1)
+def test_compare_single_values_give_a_point_interval():
+    c = compare([([0.8], [0.7])])
+    assert c.low == pytest.approx(0.1) and c.high == pytest.approx(0.1)
 
 
-def test_minimum_detectable_effect():
-    expected = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * 2.0 * math.sqrt(1 / 10 + 1 / 20)
-    assert minimum_detectable_effect(10, 20, 2.0) == pytest.approx(expected)
-    one_sided = (stats.norm.ppf(0.95) + stats.norm.ppf(0.8)) * 2.0 * math.sqrt(1 / 10 + 1 / 20)
-    assert minimum_detectable_effect(10, 20, 2.0, alternative="greater") == pytest.approx(one_sided)
-    assert minimum_detectable_effect(2, 2, 1.0) == math.inf
-    assert minimum_detectable_effect(2, 2, 1.0, alternative="greater") == math.inf  # 1/6 > 0.05
-    assert minimum_detectable_effect(3, 3, 1.0, alternative="greater") < math.inf  # 1/20 <= 0.05
-    assert minimum_detectable_effect(10, 10, 0.0) == 0.0
-    with pytest.raises(ValueError):
-        minimum_detectable_effect(5, 5, -1.0)
+def test_compare_mde_is_the_normal_approximation():
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(0.8, 0.02, 10), rng.normal(0.7, 0.02, 20)
+    ss = ((a - a.mean()) ** 2).sum() + ((b - b.mean()) ** 2).sum()
+    sd = math.sqrt(ss / (len(a) + len(b) - 2))  # the pooled within-group spread
+    two_sided = (stats.norm.ppf(0.975) + stats.norm.ppf(0.8)) * sd * math.sqrt(1 / 10 + 1 / 20)
+    assert compare([(a, b)], alternative="two-sided").mde == pytest.approx(two_sided)
+    one_sided = (stats.norm.ppf(0.95) + stats.norm.ppf(0.8)) * sd * math.sqrt(1 / 10 + 1 / 20)
+    assert compare([(a, b)], alternative="greater").mde == pytest.approx(one_sided)
+
+
+def test_compare_mde_is_inf_when_no_split_reaches_alpha_and_zero_without_noise():
+    assert compare([([0.8, 0.9], [0.5, 0.6])], alternative="greater").mde == math.inf  # 1/6 > 0.05
+    assert compare([([0.8, 0.9, 1.0], [0.5, 0.6, 0.7])], alternative="greater").mde < math.inf  # 1/20
+    assert compare([([0.9, 0.9, 0.9], [0.5, 0.5, 0.5])], alternative="greater").mde == 0.0
 
 
 def test_compare_planted_effect():

@@ -49,8 +49,8 @@ def test_figures_render(trained, tmp_path):
 
 @pytest.mark.slow
 def test_heads_of_a_real_trial_are_analysed_first_and_then_written(tmp_path):
-    """The analysis (explorer.insight.head_analysis) writes nothing; write_heads writes what it computed."""
-    from explorer.insight.head_analysis import analyse_heads
+    """The analysis (explorer.analysis) writes nothing; write_heads writes what it computed."""
+    from explorer.analysis import analyse_heads
     from explorer.output.files import OutputFolder
     from explorer.output.heads_report import write_heads
     from explorer.search.catalog import read_study

@@ -26,7 +26,7 @@ def space(**over) -> SearchSpace:
     }
     s.update(over)
     spec = spec_from_dict({"name": "kv", "n_trials": 5, "task": {"name": "text"}, "space": s})
-    return SearchSpace.from_spec(spec)
+    return SearchSpace(spec.space)
 
 
 def expected_pairs(heads, kv, layers=2):
@@ -108,9 +108,9 @@ def test_head_dim_frees_the_head_count_from_d_model_and_carries_the_floor():
 
 
 def test_a_classic_space_is_unchanged():
-    sp = SearchSpace.from_spec(spec_from_dict(
+    sp = SearchSpace(spec_from_dict(
         {"name": "c", "n_trials": 5, "task": {"name": "digits"},
          "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "families": ["uniform", "increasing"]}}
-    ))  # fmt: skip
+    ).space)  # fmt: skip
     assert not sp.modern and not any(name.startswith(("kv_q", "head_dim")) for name in sp.distributions)
     assert all(p.config.kv_heads is None and p.config.head_dim is None for p in sp.points())

@@ -57,7 +57,7 @@ def assert_valid(config: ModelConfig, spec: StudySpec) -> None:
 
 def run(spec: StudySpec, sampler: optuna.samplers.BaseSampler):
     """300 trials with dummy objectives; returns the study and the Sampled objects."""
-    space = SearchSpace.from_spec(spec)
+    space = SearchSpace(spec.space)
     out = []
 
     def objective(trial: optuna.Trial) -> tuple[float, ...]:
@@ -102,7 +102,7 @@ def test_sampling_is_valid_fixed_and_covering(name, sampler):
 def test_tpe_learns_every_factor_through_this_parametrization():
     """A toy score rewarding 8 heads per layer, the increasing family and d_model 256: TPE must find it."""
     spec = committed("gpu-vit")
-    space = SearchSpace.from_spec(spec)
+    space = SearchSpace(spec.space)
 
     def score(c: ModelConfig) -> float:
         heads = sum(abs(math.log2(h) - 3) for h in c.heads) / len(c.heads)
@@ -118,7 +118,7 @@ def test_tpe_learns_every_factor_through_this_parametrization():
 
 
 def test_quickstart_parametrization():
-    space = SearchSpace.from_spec(committed("quickstart"))
+    space = SearchSpace(committed("quickstart").space)
     # one width, depth and floor: only the family and one position per layer are suggested
     assert list(space.distributions) == ["family", "heads_q0", "heads_q1"]
     assert isinstance(space.distributions["family"], optuna.distributions.CategoricalDistribution)
@@ -130,7 +130,7 @@ def test_quickstart_parametrization():
 
 
 def test_free_needs_three_layers_so_depth_becomes_a_position():
-    space = SearchSpace.from_spec(small(families=["uniform", "free"]))
+    space = SearchSpace(small(families=["uniform", "free"]).space)
     assert (
         "n_layers_q" in space.distributions
     )  # free cannot use 2 layers: depth is a position among usable ones
@@ -146,7 +146,7 @@ def test_points_list_every_configuration_with_params_that_decode_to_it(name):
         if name != "gpu-vit"
         else small(n_layers=[2, 3], mlp_ratio=[2.0, 4.0], lr=[1e-3, 1e-2])
     )
-    space = SearchSpace.from_spec(spec)
+    space = SearchSpace(spec.space)
     points = list(space.points())
     assert len(points) == space.size()
     assert sorted(p.config.key() for p in points) == sorted(c.key() for c in space.enumerate_configs())
@@ -156,7 +156,7 @@ def test_points_list_every_configuration_with_params_that_decode_to_it(name):
 
 
 def test_gpu_vit_uses_plain_categoricals_where_every_value_is_usable():
-    space = SearchSpace.from_spec(committed("gpu-vit"))
+    space = SearchSpace(committed("gpu-vit").space)
     for name in ("family", "d_model", "min_dk", "n_layers", "mlp_ratio"):
         assert isinstance(space.distributions[name], optuna.distributions.CategoricalDistribution), name
     assert space.distributions["lr"].log
@@ -165,18 +165,18 @@ def test_gpu_vit_uses_plain_categoricals_where_every_value_is_usable():
 
 def test_single_valued_factors_are_not_suggested():
     d = committed("relations").to_dict()  # one min_dk, mlp_ratio and lr; two widths
-    assert set(SearchSpace.from_spec(spec_from_dict(d)).distributions) == {"d_model", "heads_q0"}  # uniform
+    assert set(SearchSpace(spec_from_dict(d).space).distributions) == {"d_model", "heads_q0"}  # uniform
     d["space"] = d["space"] | {"d_model": [64]}
-    assert set(SearchSpace.from_spec(spec_from_dict(d)).distributions) == {"heads_q0"}
+    assert set(SearchSpace(spec_from_dict(d).space).distributions) == {"heads_q0"}
     d["space"] = d["space"] | {"n_layers": [1, 2], "families": ["uniform", "increasing", "decreasing"]}
-    space = SearchSpace.from_spec(spec_from_dict(d))
+    space = SearchSpace(spec_from_dict(d).space)
     assert set(space.distributions) == {"family", "n_layers_q", "heads_q0", "heads_q1"}
 
 
 @pytest.mark.parametrize("name", ["quickstart", "relations"])
 def test_enumeration_matches_size_and_is_valid_and_distinct(name):
     spec = committed(name)
-    space = SearchSpace.from_spec(spec)
+    space = SearchSpace(spec.space)
     configs = list(space.enumerate_configs())
     assert len(configs) == space.size()
     assert len(set(configs)) == len(configs)
@@ -188,14 +188,14 @@ def test_enumeration_matches_size_and_is_valid_and_distinct(name):
 
 def test_size_formula_agrees_with_enumeration_on_a_wider_space():
     spec = small(n_layers=[3, 4, 5], mlp_ratio=[2.0, 4.0])
-    space = SearchSpace.from_spec(spec)
+    space = SearchSpace(spec.space)
     assert space.size() == sum(1 for _ in space.enumerate_configs())
-    assert SearchSpace.from_spec(committed("gpu-vit")).size() > 100_000  # counted, not built
+    assert SearchSpace(committed("gpu-vit").space).size() > 100_000  # counted, not built
 
 
 def test_every_enumerated_config_is_reachable_by_sampling():
     """Random parameter draws decode onto the whole enumerated space: no config is unreachable."""
-    space = SearchSpace.from_spec(committed("quickstart"))
+    space = SearchSpace(committed("quickstart").space)
     rng = random.Random(0)
     seen = set()
     for _ in range(30_000):
@@ -209,7 +209,7 @@ def test_every_enumerated_config_is_reachable_by_sampling():
 
 def test_ramps_are_never_flat_and_free_is_never_monotone():
     spec = small(n_layers=[2, 3, 4])
-    space = SearchSpace.from_spec(spec)
+    space = SearchSpace(spec.space)
     for c in space.enumerate_configs():
         assert schedule_family(c.heads) == c.family
         if c.family != "uniform":
@@ -219,7 +219,7 @@ def test_ramps_are_never_flat_and_free_is_never_monotone():
 def test_enqueued_params_reproduce_the_config():
     """What a retry after a killed worker does: enqueue a trial's params, get the same config back."""
     spec = committed("quickstart")
-    space = SearchSpace.from_spec(spec)
+    space = SearchSpace(spec.space)
     study = optuna.create_study(directions=spec.directions())
     first = space.sample(study.ask())
     study.enqueue_trial(first.params)
@@ -227,7 +227,7 @@ def test_enqueued_params_reproduce_the_config():
 
 
 def test_decode_rejects_foreign_params():
-    space = SearchSpace.from_spec(committed("quickstart"))
+    space = SearchSpace(committed("quickstart").space)
     with pytest.raises(ConfigError, match="missing"):
         space.decode({"family": "uniform"})
     params = {name: 0.5 for name in space.distributions} | {"family": "free"}

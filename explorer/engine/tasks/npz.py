@@ -373,8 +373,10 @@ def _to_task(name: str, description: str, X: np.ndarray, splits: dict[str, Split
     else:
         spec = InputSpec(kind="features", seq_len=X.shape[1], n_classes=n_classes, n_features=X.shape[2])
         to_x = torch.float32
-    tensors = {
-        k: (torch.as_tensor(np.ascontiguousarray(Xs)).to(to_x), torch.as_tensor(ys.astype(np.int64)))
-        for k, (Xs, ys) in splits.items()
-    }
-    return Task(name=name, spec=spec, description=description, **tensors)
+
+    def tensors(split: str) -> tuple[torch.Tensor, torch.Tensor]:
+        Xs, ys = splits[split]
+        return torch.as_tensor(np.ascontiguousarray(Xs)).to(to_x), torch.as_tensor(ys.astype(np.int64))
+
+    return Task(name=name, spec=spec, description=description, train=tensors("train"), val=tensors("val"),
+                test=tensors("test"))  # fmt: skip

@@ -52,7 +52,7 @@ from explorer.engine.limits import EXAMPLES, SEQ_LEN, VOCAB, check_memory
 from explorer.engine.tasks.base import Task, check_int
 from explorer.errors import ConfigError
 
-__all__ = ["MAX_RELATIONS", "OFFSETS", "load_relations", "min_seq_len", "relation_bits", "relation_rules"]
+__all__ = ["MAX_RELATIONS", "OFFSETS", "load_relations", "min_seq_len", "relation_rules"]
 
 OFFSETS = (1, -1, 2, -2, 3, -3, 4, -4)  # relation r looks OFFSETS[r] positions away from its marker
 MAX_RELATIONS = len(OFFSETS)
@@ -80,21 +80,6 @@ def relation_rules(n_relations: int, vocab_size: int) -> list[tuple[int, np.ndar
         accept[rng.choice(content, size=len(content) // 2, replace=False)] = True
         rules.append((OFFSETS[r], accept))
     return rules
-
-
-def relation_bits(X: np.ndarray, n_relations: int, vocab_size: int) -> np.ndarray:
-    """Read every relation's bit off token sequences ``X [n, T]``: ``[n, n_relations]`` of 0/1.
-
-    The reference decoder (the label is ``sum_r bits[:, r] << r``); tests use it to prove the label is a
-    function of the input alone.
-    """
-    X = np.asarray(X)
-    rows = np.arange(len(X))
-    bits = np.zeros((len(X), n_relations), dtype=np.int64)
-    for r, (offset, accept) in enumerate(relation_rules(n_relations, vocab_size)):
-        marker = (X == r).argmax(axis=1)
-        bits[:, r] = accept[X[rows, marker + offset]]
-    return bits
 
 
 def _place(rng: np.random.Generator, n: int, seq_len: int, n_relations: int) -> np.ndarray:

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from explorer.engine.config import ModelConfig
 from explorer.engine.device import as_device
 from explorer.engine.probe import (
     attention_maps,
@@ -78,22 +79,24 @@ def analyse_heads(
     long work."""
     device = as_device(device)
     record = resolve_trial(records, spec, which, retimings)
+    config = record.config
+    assert config is not None  # resolve_trial names only trials that built a model
     task = load_task(spec.task.name, **spec.task.options)
     store = store or store_for(storage_url, spec_location=spec.artifacts)
     builder = spec.model.builder()
     if builder is not None:  # refused before any training: a model whose heads cannot be masked
-        _check_maskable(spec, builder, record, task)
+        _check_maskable(spec, builder, config, task)
     if on_start is not None:
         on_start(record)
     model = trained_model(spec.name, record, task, spec.latency, store, device, builder)
     X, y = record_task(task, record).val  # the split it was validated on (its fold, for a finalist run)
-    return _probe(spec.name, record, task, model, X, y, device, tolerance, n_examples)
+    return _probe(spec.name, record, config, task, model, X, y, device, tolerance, n_examples)
 
 
-def _check_maskable(spec: StudySpec, builder: ModelBuilder, record: TrialRecord, task: Task) -> None:
+def _check_maskable(spec: StudySpec, builder: ModelBuilder, config: ModelConfig, task: Task) -> None:
     """A user's model must expose heads the probes can mask; say so before any training."""
     try:
-        head_counts(builder.build(record.config, task.spec))
+        head_counts(builder.build(config, task.spec))
     except ExplorerError as exc:
         raise ConfigError(f"study {spec.name!r} trains the model {builder.ref!r} builds: {exc}") from None
 
@@ -101,6 +104,7 @@ def _check_maskable(spec: StudySpec, builder: ModelBuilder, record: TrialRecord,
 def _probe(
     study: str,
     record: TrialRecord,
+    config: ModelConfig,
     task: Task,
     model: nn.Module,
     X: torch.Tensor,
@@ -118,8 +122,8 @@ def _probe(
     layout = suggest_layout(
         needed,
         heads,
-        record.config.d_model,
-        record.config.min_dk,
+        config.d_model,
+        config.min_dk,
         base,
         lambda keep: masked_accuracy(model, X, y, importance, keep, device),
         tolerance,
@@ -130,7 +134,7 @@ def _probe(
     report = HeadsReport(
         study=study,
         trial=record.number,
-        d_model=record.config.d_model,
+        d_model=config.d_model,
         heads=tuple(heads),
         heads_needed=tuple(needed),
         layout=layout,
