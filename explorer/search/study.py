@@ -47,7 +47,6 @@ from explorer.search.overrides import SOURCES_ATTR
 from explorer.search.rerun import check_same_meaning
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
-    check_study_name,
     default_storage_url,
     mask_url,
     open_storage,
@@ -211,13 +210,13 @@ def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any, facts: 
 
 
 def check_study(spec: StudySpec, device: str | None = None, workers: int = 1) -> tuple[RunContext, dict[str, Any]]:
-    """Everything this machine must be able to do for ``spec``, checked before the storage is touched, in this
-    order: the study's name; its space, task and ``device`` (default: the spec's latency device;
+    """Everything this machine must be able to do for ``spec`` (read and checked by the spec's reader: its name
+    too), checked before the storage is touched, in this order: its space, task and ``device`` (default: the
+    spec's latency device;
     :func:`explorer.search.context.resolve_context`); the user's model (one that ignores the layout or fails on
     a batch); the latency runtime on that device (a missing ``onnx`` extra...); the memory of the largest model
     in ``workers`` processes. Returns the run context and the facts a new study records about its code and
     input."""
-    check_study_name(spec.name)
     context = resolve_context(spec, device)
     check_user_model(spec, context.task)
     facts = {CODE_ATTR: code_record(spec), INPUT_ATTR: input_record(context.task)}
