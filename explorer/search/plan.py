@@ -15,6 +15,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
+import optuna
 import torch
 
 from explorer.engine.device import resolve_device
@@ -29,7 +30,7 @@ from explorer.search.run_options import RunOptions, check_total, check_total_rea
 from explorer.search.space import SearchSpace
 from explorer.search.spec import StudySpec
 from explorer.search.storage import resolve_storage_url
-from explorer.search.study import StudyHandle, artifact_store, check_study, load_handle, open_checked
+from explorer.search.study import StudyHandle, artifact_store, check_study, open_checked, open_with_heartbeats
 from explorer.search.usercode import check_code
 
 __all__ = ["RunPlan", "PortableRunPlan", "plan_run"]
@@ -93,7 +94,8 @@ class PortableRunPlan:
     def rebuild(self) -> RunPlan:
         """The plan in this process: its own storage connection, task tensors, torch device, model builder and
         artifact store."""
-        handle = load_handle(self.spec, self.storage_url)
+        study = optuna.load_study(study_name=self.spec.name, storage=open_with_heartbeats(self.storage_url))
+        handle = StudyHandle(study, self.spec, self.storage_url)  # its spec read and checked by the command
         task = load_task(self.spec.task.name, **self.spec.task.options)
         store = artifact_store(handle, self.artifacts)
         context = RunContext(torch.device(self.device), task, self.space, self.spec.model.builder())

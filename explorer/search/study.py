@@ -71,11 +71,11 @@ __all__ = [
     "artifact_store",
     "attention_bench",
     "check_study",
-    "load_handle",
     "open_checked",
     "note_answer",
     "note_artifact_location",
     "open_study",
+    "open_with_heartbeats",
     "prepare_study",
     "reading_artifact_store",
     "record_bench",
@@ -108,7 +108,7 @@ def _env_seconds(name: str, default: int) -> int:
     return value
 
 
-def _open(url: str) -> Any:
+def open_with_heartbeats(url: str) -> Any:
     """Open a storage with heartbeats; EXPLORER_HEARTBEAT_INTERVAL / EXPLORER_GRACE_PERIOD (seconds) tune them.
 
     A killed worker's trial is failed and retried once it has been silent for the grace period. The defaults
@@ -240,7 +240,7 @@ def open_checked(
     A study whose creation was interrupted (empty, no spec) is finished with this spec.
     """
     log.info("opening the storage %s", mask_url(url))
-    storage = _open(url)
+    storage = open_with_heartbeats(url)
     created = False
     if not study_exists(storage, spec.name):
         try:
@@ -281,16 +281,10 @@ def prepare_study(
     return open_checked(spec, resolve_storage_url(spec.name, storage_url, spec.storage), context, facts)
 
 
-def load_handle(spec: StudySpec, url: str) -> StudyHandle:
-    """The study ``spec.name`` at ``url`` with heartbeats, for a process of a run whose plan read and checked
-    it already: nothing is read back or checked again."""
-    return StudyHandle(optuna.load_study(study_name=spec.name, storage=_open(url)), spec, url)
-
-
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
     """Load an existing study and the spec stored with it (no spec file needed)."""
     url = existing_study_url(name, storage_url)
-    storage = _open(url)
+    storage = open_with_heartbeats(url)
     if not study_exists(storage, name):
         raise StudyNotFoundError(
             f"no study {name!r} in {mask_url(url)}; `explorer study list --storage URL` shows the studies there."
