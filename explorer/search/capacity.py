@@ -55,5 +55,8 @@ def check_study_fits(spec: StudySpec, task: InputSpec, workers: int, device: tor
     )
     estimate = workers * per_worker + (workers - 1) * PROCESS_BYTES
     return check_memory(
-        estimate, what, "lower d_model, n_layers, heads or the batch sizes, or use fewer --workers", str(device)
+        estimate,
+        what,
+        "lower d_model, n_layers, heads or the batch sizes, or use fewer --workers",
+        str(device),
     )

@@ -154,7 +154,9 @@ def plan_run(
         if compared is None:
             check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
         if n_trials is None and total != handle.spec.n_trials:  # the file's total wins over the stored one
-            notice = f"the total is {spec_path or 'the spec'}'s n_trials = {total} (it was {handle.spec.n_trials})"
+            notice = (
+                f"the total is {spec_path or 'the spec'}'s n_trials = {total} (it was {handle.spec.n_trials})"
+            )
     else:
         handle = source
         total = handle.spec.n_trials if n_trials is None else n_trials

@@ -38,7 +38,8 @@ class RunOptions:
     device: str | None = None  # auto, cpu, cuda or cuda:N; None: the spec's latency device
     timeout: float | None = None  # seconds after which no new trial starts
     poll_interval: float = 1.0
-    artifacts: str | None = None  # where trained weights go (None: $EXPLORER_ARTIFACTS, the spec's, the default)
+    # where trained weights go (None: $EXPLORER_ARTIFACTS, the spec's, the default)
+    artifacts: str | None = None
 
     def __post_init__(self) -> None:
         if self.workers < 1:

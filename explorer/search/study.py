@@ -71,9 +71,9 @@ __all__ = [
     "artifact_store",
     "attention_bench",
     "check_study",
-    "open_checked",
     "note_answer",
     "note_artifact_location",
+    "open_checked",
     "open_study",
     "open_with_heartbeats",
     "prepare_study",
@@ -209,14 +209,15 @@ def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any, facts: 
     log.info("created study %s (%s)", spec.name, ", ".join(spec.objective_names()))
 
 
-def check_study(spec: StudySpec, device: str | None = None, workers: int = 1) -> tuple[RunContext, dict[str, Any]]:
-    """Everything this machine must be able to do for ``spec`` (read and checked by the spec's reader: its name
-    too), checked before the storage is touched, in this order: its space, task and ``device`` (default: the
-    spec's latency device;
-    :func:`explorer.search.context.resolve_context`); the user's model (one that ignores the layout or fails on
-    a batch); the latency runtime on that device (a missing ``onnx`` extra...); the memory of the largest model
-    in ``workers`` processes. Returns the run context and the facts a new study records about its code and
-    input."""
+def check_study(
+    spec: StudySpec, device: str | None = None, workers: int = 1
+) -> tuple[RunContext, dict[str, Any]]:
+    """What this machine must be able to do for ``spec`` (its name was checked by the spec's reader), checked
+    before the storage is touched, in this order: its space, task and ``device`` (default: the spec's latency
+    device; :func:`explorer.search.context.resolve_context`); the user's model (one that ignores the layout or
+    fails on a batch); the latency runtime on that device (a missing ``onnx`` extra...); the memory of the
+    largest model in ``workers`` processes. Returns the run context and the facts a new study records about its
+    code and input."""
     context = resolve_context(spec, device)
     check_user_model(spec, context.task)
     facts = {CODE_ATTR: code_record(spec), INPUT_ATTR: input_record(context.task)}

@@ -1,10 +1,10 @@
 """Running a stage of a study's trials with any number of workers on this machine.
 
 A study runs in stages: ``search`` (new architectures up to the spec's total) and ``finalist`` (the queued
-finalist runs). :func:`run_stage` runs one with the run plan's workers (:mod:`explorer.search.plan`): one works in
-the command's own process (:func:`_run_here`), more are spawned processes (:func:`_run_pool`), each given the plan's
-portable form and rebuilding its process-local parts once. Every worker loops in :func:`_work`: it fails stale trials (a dead
-worker's trial must neither hold the total nor be waited for), starts trials while the stage has some left, and
+finalist runs). :func:`run_stage` runs one with the run plan's workers (:mod:`explorer.search.plan`): one works
+in the command's own process (:func:`_run_here`), more are spawned processes (:func:`_run_pool`), each given the
+plan's portable form and rebuilding its process-local parts once. Every worker loops in :func:`_work`: it fails
+stale trials (a dead worker's trial must neither hold the total nor be waited for), starts trials while the stage has some left, and
 otherwise waits for the trials still running elsewhere, so a stage ends only when it is really done. The command that ends first therefore never claims to have stopped
 short while another command's trials still run.
 """
@@ -129,13 +129,14 @@ class _StopRules:
             and len(live_trials(study, "search")) >= self.space_size
         )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
         if "exhausted" in a or covered:
-            self.reason, self.note = StopReason.EXHAUSTED, f"{EXHAUSTED}: all {self.space_size} have been evaluated"
+            self.reason = StopReason.EXHAUSTED
+            self.note = f"{EXHAUSTED}: all {self.space_size} have been evaluated"
         elif self.failures >= MAX_CONSECUTIVE_FAILURES:
             self.reason, self.note = StopReason.FAILURES, f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
         elif self.duplicates >= MAX_CONSECUTIVE_DUPLICATES:
             self.reason = StopReason.DUPLICATES
             self.note = f"{MAX_CONSECUTIVE_DUPLICATES} proposals in a row were taken by other workers"
-        if self.note or "surplus" in a or _remaining(study, self.stage, self.total)[0] <= 0:
+        if self.reason is not None or "surplus" in a or _remaining(study, self.stage, self.total)[0] <= 0:
             study.stop()
 
 

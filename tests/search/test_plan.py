@@ -52,7 +52,9 @@ CHECKS: dict[str, Any] = {
 RESOLVED: dict[str, Any] = {"resolve_device": device_module, "load_task": tasks_module}
 
 
-def _wrap_everywhere(monkeypatch: pytest.MonkeyPatch, name: str, original: Callable[..., Any], seen: Counter) -> None:
+def _wrap_everywhere(
+    monkeypatch: pytest.MonkeyPatch, name: str, original: Callable[..., Any], seen: Counter
+) -> None:
     """Count the calls of ``original`` under ``name`` in every explorer module that holds it, made from outside
     explorer.engine."""
 
@@ -72,10 +74,15 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Counter:
     seen: Counter = Counter()
     for name, module in {**CHECKS, **RESOLVED}.items():
         _wrap_everywhere(monkeypatch, name, getattr(module, name), seen)
-    for cls, method, name in ((RunOptions, "__post_init__", "RunOptions"), (SearchSpace, "__init__", "space")):
+    for cls, method, name in (
+        (RunOptions, "__post_init__", "RunOptions"),
+        (SearchSpace, "__init__", "space"),
+    ):
         original = getattr(cls, method)
 
-        def counting(self: Any, *args: Any, _original: Any = original, _name: str = name, **kwargs: Any) -> Any:
+        def counting(
+            self: Any, *args: Any, _original: Any = original, _name: str = name, **kwargs: Any
+        ) -> Any:
             seen[_name] += 1
             return _original(self, *args, **kwargs)
 
@@ -84,7 +91,18 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> Counter:
 
 
 def _study_run(spec: Any, url: str, *args: str) -> None:
-    cmd = ["study", "run", str(spec), "--storage", url, "--device", "cpu", "--no-bench", "--no-finalists", *args]
+    cmd = [
+        "study",
+        "run",
+        str(spec),
+        "--storage",
+        url,
+        "--device",
+        "cpu",
+        "--no-bench",
+        "--no-finalists",
+        *args,
+    ]
     result = CliRunner().invoke(main, cmd)
     assert result.exit_code == 0, result.output
 
@@ -111,16 +129,24 @@ def test_a_spawned_worker_rebuilds_its_plan_without_checking_anything(tmp_path, 
     assert isinstance(portable, PortableRunPlan) and portable.device == "cpu"
     calls.clear()
     out: list[Any] = []
-    workers_module._worker_main(portable, "search", 1, SimpleNamespace(put=out.append))  # the worker's whole path
+    workers_module._worker_main(
+        portable, "search", 1, SimpleNamespace(put=out.append)
+    )  # the worker's whole path
     assert out == [(None, "")]  # the stage done: no stop reason
-    assert calls == Counter(load_task=1), calls  # the task's tensors are all it loads; no check, no resolution
+    assert calls == Counter(load_task=1), (
+        calls
+    )  # the task's tensors are all it loads; no check, no resolution
     assert open_study("tiny", plan.storage_url).study.trials[0].state.name == "COMPLETE"
 
 
 def test_the_plan_holds_the_final_spec_the_device_and_the_deadline(tmp_path):
     spec = load_spec(write_tiny_spec(tmp_path, n_trials=3, epochs=1))
     plan = plan_run(spec, RunOptions(timeout=60, device="cpu"), f"sqlite:///{tmp_path / 's.db'}", n_trials=5)
-    assert isinstance(plan, RunPlan) and (plan.total, plan.spec.timeout, plan.total_from) == (5, 60, "--n-trials")
+    assert isinstance(plan, RunPlan) and (plan.total, plan.spec.timeout, plan.total_from) == (
+        5,
+        60,
+        "--n-trials",
+    )
     assert plan.device.type == "cpu" and plan.context.store is not None and plan.deadline is not None
     assert plan.handle.spec.n_trials == 3  # the stored total changes only when the run starts (run_planned)
 
