@@ -1,7 +1,9 @@
 """Running a study: :func:`run_study` (a spec to a finished study), :func:`run` (an open study to its total:
 the search, then the finalists and their re-timing) and :func:`confirm` (the finalist stage again, with more
-finalists or seeds). Each reports through ``on_stage(stage, total)`` and ``on_progress(Progress)``; the
-command line draws them as progress bars. Re-exported by :mod:`explorer.api`.
+finalists or seeds). Each first plans the run (:func:`explorer.search.plan.plan_run`: every check once, before
+anything is written), then works from the plan alone (:func:`run_planned`). Each reports through
+``on_stage(stage, total)`` and ``on_progress(Progress)``; the command line draws them as progress bars.
+Re-exported by :mod:`explorer.api`.
 
 Both stages run as Optuna trials through the same workers, so heartbeats, totals and resumption work the same
 for both; the search's trials are the study's own, the finalist runs and their re-timings live in its companion
@@ -91,7 +93,7 @@ def run_planned(
     set_total(handle, total)  # only now: every input of this command has been accepted
     if plan.spec_path is not None and "spec_path" not in handle.study.user_attrs:
         handle.study.set_user_attr("spec_path", plan.spec_path)
-    note_artifact_location(handle, plan.context.store)
+    note_artifact_location(handle, plan.store)
     if bench and finished_search(handle.study) < total:
         record_bench(handle, plan.context)
     if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total

@@ -22,6 +22,7 @@ from explorer.engine.device import resolve_device
 from explorer.engine.latency_cache import CachePolicy
 from explorer.engine.runtime import check_runtime
 from explorer.engine.tasks import load_task
+from explorer.search.artifacts import ArtifactStore
 from explorer.search.capacity import check_study_fits
 from explorer.search.context import RunContext, resolve_context
 from explorer.search.locations import env_artifact_location
@@ -59,6 +60,12 @@ class RunPlan:
     @property
     def device(self) -> torch.device:
         return self.context.device
+
+    @property
+    def store(self) -> ArtifactStore:
+        """Where this run's trained weights go."""
+        assert self.context.store is not None, "a plan's context is opened with its store"
+        return self.context.store
 
     @property
     def storage_url(self) -> str:
