@@ -74,6 +74,7 @@ __all__ = [
     "note_answer",
     "note_artifact_location",
     "open_checked",
+    "open_stored",
     "open_study",
     "open_with_heartbeats",
     "prepare_study",
@@ -212,12 +213,10 @@ def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any, facts: 
 def check_study(
     spec: StudySpec, device: str | None = None, workers: int = 1
 ) -> tuple[RunContext, dict[str, Any]]:
-    """What this machine must be able to do for ``spec`` (its name was checked by the spec's reader), checked
-    before the storage is touched, in this order: its space, task and ``device`` (default: the spec's latency
-    device; :func:`explorer.search.context.resolve_context`); the user's model (one that ignores the layout or
-    fails on a batch); the latency runtime on that device (a missing ``onnx`` extra...); the memory of the
-    largest model in ``workers`` processes. Returns the run context and the facts a new study records about its
-    code and input."""
+    """What this machine must do for ``spec`` (named and read by the spec's reader), checked in this order before
+    the storage is touched: its space, task and ``device`` (:func:`explorer.search.context.resolve_context`), the
+    user's model, the latency runtime on that device, the memory of the largest model in ``workers`` processes.
+    Returns the run context and the facts a new study records (its code and its input)."""
     context = resolve_context(spec, device)
     check_user_model(spec, context.task)
     facts = {CODE_ATTR: code_record(spec), INPUT_ATTR: input_record(context.task)}
@@ -284,7 +283,11 @@ def prepare_study(
 
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
     """Load an existing study and the spec stored with it (no spec file needed)."""
-    url = existing_study_url(name, storage_url)
+    return open_stored(name, existing_study_url(name, storage_url))
+
+
+def open_stored(name: str, url: str) -> StudyHandle:
+    """:func:`open_study` at a storage URL already resolved (by the read-only look a command took first)."""
     storage = open_with_heartbeats(url)
     if not study_exists(storage, name):
         raise StudyNotFoundError(

@@ -120,6 +120,12 @@ def test_one_study_run_checks_each_input_once_and_resolves_device_task_and_space
     _study_run(spec, url, "--n-trials", "2")  # the same study again: compared with the stored spec and code
     assert calls == Counter(dict.fromkeys(once | {"check_same_meaning", "check_code"}, 1)), calls
     assert open_study("tiny", url).spec.n_trials == 2
+    calls.clear()
+    result = CliRunner().invoke(main, ["study", "resume", "tiny", "--storage", url, "--n-trials", "3"])
+    assert result.exit_code == 0, result.output
+    resumed = {"RunOptions", "check_total", "resolve_storage_url", "check_code", "resolve_device", "load_task",
+               "space", "check_runtime", "check_study_fits", "check_total_reaches"}  # fmt: skip
+    assert calls == Counter(dict.fromkeys(resumed, 1)), calls  # from the database alone: no spec file to compare
 
 
 def test_a_spawned_worker_rebuilds_its_plan_without_checking_anything(tmp_path, calls, one_thread):
