@@ -1,7 +1,9 @@
 """Running a study: :func:`run_study` (a spec to a finished study), :func:`run` (an open study to its total:
 the search, then the finalists and their re-timing) and :func:`confirm` (the finalist stage again, with more
-finalists or seeds). Each reports through ``on_stage(stage, total)`` and ``on_progress(Progress)``; the
-command line draws them as progress bars. Re-exported by :mod:`explorer.api`.
+finalists or seeds). Each first plans the run (:func:`explorer.search.plan.plan_run`: every check once, before
+anything is written), then works from the plan alone (:func:`run_planned`). Each reports through
+``on_stage(stage, total)`` and ``on_progress(Progress)``; the command line draws them as progress bars.
+Re-exported by :mod:`explorer.api`.
 
 Both stages run as Optuna trials through the same workers, so heartbeats, totals and resumption work the same
 for both; the search's trials are the study's own, the finalist runs and their re-timings live in its companion
@@ -21,25 +23,17 @@ from pathlib import Path
 from explorer.engine.limits import TRIALS
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.insight.finalists import Plan, cost_axis, finalist_times, next_runs, plan_finalists
-from explorer.search.context import RunContext
 from explorer.search.counting import count_layouts
-from explorer.search.progress import stage_progress
+from explorer.search.plan import RunPlan, plan_run
+from explorer.search.progress import StopReason, stage_progress
 from explorer.search.record import load_records
-from explorer.search.rerun import check_rerun, finished_search
+from explorer.search.rerun import finished_search
 from explorer.search.retime import load_retimings, retime, search_configs
-from explorer.search.run_options import check_total, check_total_reaches
 from explorer.search.spec import StudySpec, load_spec
-from explorer.search.study import (
-    StudyHandle,
-    check_can_run,
-    note_artifact_location,
-    prepare_study,
-    record_bench,
-    set_total,
-)
-from explorer.search.workers import EXHAUSTED, Progress, RunOptions, enqueue_runs, run_stage
+from explorer.search.study import StudyHandle, note_artifact_location, record_bench, set_total
+from explorer.search.workers import Progress, RunOptions, enqueue_runs, run_stage
 
-__all__ = ["DEFAULT_OPTIONS", "RunSummary", "confirm", "run", "run_study"]
+__all__ = ["DEFAULT_OPTIONS", "RunSummary", "confirm", "run", "run_planned", "run_study"]
 
 DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
 
@@ -56,14 +50,10 @@ class RunSummary:
     @property
     def complete(self) -> bool:
         return (
-            not self.search.note
+            self.search.reason is None
             and self.search.done >= self.search.total
-            and (self.finalists is None or not self.finalists.note)
+            and (self.finalists is None or self.finalists.reason is None)
         )
-
-
-def _deadline(options: RunOptions) -> float | None:
-    return None if options.timeout is None else time.monotonic() + options.timeout
 
 
 def run(
@@ -76,50 +66,51 @@ def run(
     on_stage: Callable[[str, int], None] | None = None,
     bench: bool = True,
     total_from: str = "--n-trials",
-    spec_path: str | None = None,
 ) -> RunSummary:
     """Run (or resume) a study to its total, then its finalist stage; see the module docstring.
 
     ``n_trials`` makes a new search total (stored with the study, so resumes and reports agree); it may not fall
-    below the search trials already finished (``total_from`` names where it came from in the error); the spec
-    file the study came from (``spec_path``) is recorded once the run is accepted. The spec's ``timeout`` holds
-    unless ``options.timeout`` is set. ``bench=False`` skips the once-per-study attention bench for this run (the
-    spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each stage starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
+    below the search trials already finished (``total_from`` names where it came from in the error). The spec's
+    ``timeout`` holds unless ``options.timeout`` is set. ``bench=False`` skips the once-per-study attention bench
+    for this run (the spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each
+    stage starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
     """
-    options = options.check()
-    if options.timeout is None and handle.spec.timeout is not None:  # the spec's timeout, unless one is given
-        options = dataclasses.replace(options, timeout=handle.spec.timeout)
-    total = handle.spec.n_trials if n_trials is None else n_trials
-    check_total(total, total_from)
-    # the device, task, space and artifact store of this run, resolved once and handed to every step below
-    context = check_can_run(handle, options.device, options.workers, options.artifacts)
-    finished = finished_search(handle.study)
-    check_total_reaches(total, finished, handle.name, total_from)
+    plan = plan_run(handle, options, n_trials=n_trials, total_from=total_from)
+    return run_planned(plan, finalists=finalists, bench=bench, on_progress=on_progress, on_stage=on_stage)
+
+
+def run_planned(
+    plan: RunPlan,
+    *,
+    finalists: bool = True,
+    bench: bool = True,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> RunSummary:
+    """Run a planned study (:func:`explorer.search.plan.plan_run`: every input accepted) to its total, then its
+    finalist stage; the plan's total and spec file are recorded with the study first."""
+    handle, total = plan.handle, plan.total
     set_total(handle, total)  # only now: every input of this command has been accepted
-    if spec_path is not None and "spec_path" not in handle.study.user_attrs:
-        handle.study.set_user_attr("spec_path", spec_path)
-    note_artifact_location(handle, context.store)
-    deadline = _deadline(options)
-    if bench and finished < total:
-        record_bench(handle, context)
+    if plan.spec_path is not None and "spec_path" not in handle.study.user_attrs:
+        handle.study.set_user_attr("spec_path", plan.spec_path)
+    note_artifact_location(handle, plan.store)
+    if bench and finished_search(handle.study) < total:
+        record_bench(handle, plan.context)
     if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
         searched_lr = isinstance(handle.spec.space.lr, tuple)  # then every draw is new
         on_stage("search", total if searched_lr else min(total, count_layouts(handle.spec.space)))
-    search = run_stage(handle, "search", total, options, deadline, on_progress, context)
-    covered = search.note.startswith(EXHAUSTED)  # a small space evaluated whole: the search is done
-    if not covered and (search.note or search.done < total):
+    search = run_stage(plan, "search", total, on_progress)
+    covered = search.reason is StopReason.EXHAUSTED  # a small space evaluated whole: the search is done
+    if not covered and (search.reason is not None or search.done < total):
         return RunSummary(search, None, None, 0)
     if not (finalists and handle.spec.finalists.enabled):
         return RunSummary(search, None, None, 0)
-    return _finalist_stage(handle, search, options, context, deadline, on_progress, on_stage)
+    return _finalist_stage(plan, search, on_progress, on_stage)
 
 
 def _finalist_stage(
-    handle: StudyHandle,
+    run_plan: RunPlan,
     search: Progress,
-    options: RunOptions,
-    context: RunContext,
-    deadline: float | None,
     on_progress: Callable[[Progress], None] | None,
     on_stage: Callable[[str, int], None] | None,
     top: int | None = None,
@@ -130,6 +121,7 @@ def _finalist_stage(
     faster), their first units run, then rounds of paired runs where the answer is still open until it is
     decided or the budget is spent (``seeds``: a fixed grid instead; ``more``: a budget of that many runs on
     top of those finished, -1 for the stage's budget again: ``explorer confirm --until-decided``)."""
+    handle, context = run_plan.handle, run_plan.context
     spec = handle.spec
     rounds = spec.finalists.timing_rounds
     if spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
@@ -154,8 +146,8 @@ def _finalist_stage(
         on_stage("finalist", max(budget, done))
     added = enqueue_runs(handle, plan.runs if seeds is not None else plan.runs[: max(0, budget - done)])
     while True:
-        finals = run_stage(handle, "finalist", budget, options, deadline, on_progress, context)
-        if finals.note or seeds is not None or time.monotonic() >= stage_end:
+        finals = run_stage(run_plan, "finalist", budget, on_progress)
+        if finals.reason is not None or seeds is not None or time.monotonic() >= stage_end:
             break
         records = load_records(handle.study, roles=("finalist",))
         queued = enqueue_runs(handle, next_runs(plan, records, spec, times, budget - finals.done))
@@ -180,7 +172,6 @@ def confirm(
     of ``seeds`` replicates, or (``until_decided``) up to ``budget`` more runs (default: the stage's budget
     again) spent where the answer is still open, until it is decided; resumable: runs already done are kept,
     only what is new is queued."""
-    options = options.check()
     if budget is not None and not until_decided:
         raise ConfigError("--budget goes with --until-decided.")
     if seeds is not None and until_decided:
@@ -191,17 +182,16 @@ def confirm(
             raise ConfigError(f"{name} must be at least 1, got {value}.")
         if value is not None:
             TRIALS.check(value, name)
-    context = check_can_run(handle, options.device, options.workers, options.artifacts)
+    plan = plan_run(handle, options)
     records = load_records(handle.study, roles=("search",))
     if not any(r.finished for r in records):
         raise NoCompletedTrialsError(
             f"study {handle.name!r} has no completed search trial to confirm; run it first."
         )
-    one = dataclasses.replace(options, workers=1)
-    search = run_stage(handle, "search", handle.spec.n_trials, one, None, context=context)
+    # the search's own trials first (one worker, no deadline): a stopped one is finished before the finalists
+    search = run_stage(dataclasses.replace(plan, workers=1, deadline=None), "search", handle.spec.n_trials)
     return _finalist_stage(
-        handle, search, options, context, _deadline(options), on_progress, on_stage, top, seeds,
-        (budget or -1) if until_decided else None,
+        plan, search, on_progress, on_stage, top, seeds, (budget or -1) if until_decided else None
     )
 
 
@@ -232,20 +222,7 @@ def run_study(
     """
     path = spec_path if isinstance(spec, StudySpec) else str(spec)
     spec = spec if isinstance(spec, StudySpec) else load_spec(spec)
-    options = options.check()
-    from_file = f"n_trials in {path or 'the spec'}"
-    if n_trials is not None:
-        check_total(n_trials, total_from)  # before the storage is touched: a refused run creates nothing
-    check_rerun(spec, storage, n_trials, total_from if n_trials is not None else from_file)
-    handle = prepare_study(spec, storage, device=options.device, workers=options.workers)
-    notice = ""
-    # the file's total wins over the stored one
-    if n_trials is None and spec.n_trials != handle.spec.n_trials:
-        n_trials, total_from = spec.n_trials, from_file
-        notice = (
-            f"the total is {path or 'the spec'}'s n_trials = {spec.n_trials} (it was {handle.spec.n_trials})"
-        )
+    plan = plan_run(spec, options, storage, n_trials=n_trials, total_from=total_from, spec_path=path)
     if on_start:
-        on_start(handle, notice)
-    return run(handle, n_trials=n_trials, options=options, finalists=finalists, bench=bench, spec_path=path,
-               total_from=total_from, on_stage=on_stage, on_progress=on_progress)  # fmt: skip
+        on_start(plan.handle, plan.notice)
+    return run_planned(plan, finalists=finalists, bench=bench, on_progress=on_progress, on_stage=on_stage)

@@ -210,7 +210,8 @@ def check_run_time(seconds: float) -> None:
 
 def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     """The options `study run`, `study resume` and `confirm` share (how long, how many workers, where), handed to
-    the command as one checked ``options`` (a :class:`~explorer.search.workers.RunOptions`) and ``as_json``."""
+    the command as one ``options`` (a :class:`~explorer.search.run_options.RunOptions`, checked as it is made,
+    before PyTorch loads) and ``as_json``."""
 
     @functools.wraps(f)
     def command(
@@ -224,10 +225,8 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     ) -> Any:
         from explorer.search.run_options import RunOptions
 
-        # every option is checked before the storage is touched
-        options = RunOptions(
-            workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts
-        ).check()
+        # every option is checked before the storage is touched (the device it names: by the run's plan)
+        options = RunOptions(workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts)
         return f(*args, options=options, **kwargs)
 
     decorators = [
@@ -308,15 +307,22 @@ def _resume_command(handle: Any) -> str:
     return f"explorer study resume {handle.name}{_storage_flag(handle)}"
 
 
-def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
+def _progress_doc(progress: Any) -> dict[str, Any]:
+    """A stage's progress as the JSON summary shows it (its stop reason is said by its note)."""
     from dataclasses import asdict
 
+    doc = asdict(progress)
+    del doc["reason"]
+    return doc
+
+
+def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
     return {
         "study": handle.name,
         "storage": handle.masked_url,
         "complete": summary.complete,
-        "search": asdict(summary.search),
-        "finalists": None if summary.finalists is None else asdict(summary.finalists),
+        "search": _progress_doc(summary.search),
+        "finalists": None if summary.finalists is None else _progress_doc(summary.finalists),
         "finalist_runs_queued": summary.added,
         "tracking": handle.study.user_attrs.get("tracking"),  # the last MLflow sync, when the study is tracked
         "next": f"explorer report {handle.name}{_storage_flag(handle)}",
@@ -328,6 +334,8 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     as its ``on_start``, unless the caller opened the study: ``handle``). Ctrl-C stops cleanly and says how to
     resume; then the summary (or its JSON) is printed."""
     from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from explorer.search.progress import StopReason
 
     bars = ProgressBars(as_json)
     if handle is not None:
@@ -349,12 +357,12 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
         return
     resume = _resume_command(handle)
     s, f = summary.search, summary.finalists
-    if s.note.startswith("the search space has no architecture left"):
+    if s.reason is StopReason.EXHAUSTED:
         note(f"search: {s.note}, fewer than the {s.total} trials asked for")
-    elif s.done < s.total or s.note:
+    elif s.done < s.total or s.reason is not None:
         why = s.note or "timeout"
         note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
-    elif f is not None and f.note:  # the stage may end below its budget: the answer was decided, or no round fit
+    elif f is not None and f.reason is not None:  # the stage may end below its budget: the answer was decided, or no round fit
         note(f"stopped the finalists at {f.done}/{f.total} runs ({f.note}); resume with: {resume}")
     line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
     if f is not None:

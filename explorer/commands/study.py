@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from explorer.commands.common import (
-    check_readable,
     emit_json,
     heads_text,
     json_option,
@@ -62,12 +61,9 @@ def _run_flags(n_trials_help: str) -> Callable[[Any], Any]:
 def study_run(spec_path: Path, storage: str | None, overrides: tuple[str, ...], **run: Any) -> None:
     """Run the study a spec describes (--set overrides a key, stored with the study); running it again resumes
     it up to its total."""
-    from explorer.search.run_options import check_total
     from explorer.search.spec import load_spec
 
-    spec = load_spec(spec_path, overrides)  # torch-free: a bad spec or total is answered before PyTorch loads
-    if run["n_trials"] is not None:
-        check_total(run["n_trials"])
+    spec = load_spec(spec_path, overrides)  # torch-free: a bad spec is answered before PyTorch loads
     from explorer import api
 
     quiet_optuna()
@@ -86,16 +82,14 @@ def study_run(spec_path: Path, storage: str | None, overrides: tuple[str, ...], 
 @_run_flags("A new total of search trials (stored with the study).")
 def study_resume(name: str, storage: str | None, **run: Any) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
-    from explorer.search.run_options import check_total
+    from explorer.search.catalog import read_study
 
-    if run["n_trials"] is not None:
-        check_total(run["n_trials"])
-    check_readable([name], storage)  # a missing or foreign study is answered before PyTorch loads
+    url = read_study(name, storage)[2]  # a missing or foreign study is answered before PyTorch loads
     from explorer import api
-    from explorer.search.study import open_study
+    from explorer.search.study import open_stored
 
     quiet_optuna()
-    handle = open_study(name, storage)
+    handle = open_stored(name, url)
     with_progress(
         lambda bars: api.run(
             handle, n_trials=run["n_trials"], options=run["options"], finalists=not run["no_finalists"],

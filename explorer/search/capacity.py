@@ -9,12 +9,17 @@ upper bound: the space may hold no model quite that large.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from explorer.engine.config import InputSpec
 from explorer.engine.footprint import Shape, inference_bytes, training_bytes
 from explorer.engine.latency import deployment_spec
 from explorer.engine.limits import check_memory
 from explorer.search.feasibility import SpaceSpec
 from explorer.search.spec import StudySpec
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["PROCESS_BYTES", "check_study_fits", "largest_shape"]
 
@@ -31,8 +36,9 @@ def largest_shape(space: SpaceSpec) -> Shape:
     return Shape(d_model, hidden, ((heads, kv, width),) * max(space.n_layers))
 
 
-def check_study_fits(spec: StudySpec, task: InputSpec, workers: int = 1, device: str = "cpu") -> int:
-    """The bytes the study's largest model takes in ``workers`` processes if that fits, else a LimitError."""
+def check_study_fits(spec: StudySpec, task: InputSpec, workers: int, device: torch.device) -> int:
+    """The bytes the study's largest model takes in ``workers`` processes on ``device`` if that fits, else a
+    LimitError."""
     shape = largest_shape(spec.space)
     timed = deployment_spec(task, spec.latency)
     per_worker = max(
@@ -49,5 +55,8 @@ def check_study_fits(spec: StudySpec, task: InputSpec, workers: int = 1, device:
     )
     estimate = workers * per_worker + (workers - 1) * PROCESS_BYTES
     return check_memory(
-        estimate, what, "lower d_model, n_layers, heads or the batch sizes, or use fewer --workers", device
+        estimate,
+        what,
+        "lower d_model, n_layers, heads or the batch sizes, or use fewer --workers",
+        str(device),
     )

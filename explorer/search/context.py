@@ -3,11 +3,11 @@
 A run asks the same questions at every step: which device (a name such as ``auto``, resolved against this
 machine), which task (loading it reads and checks the data, or runs the user's function), which search space
 (built from the spec and checked), which model builder, where the study lives and where trained weights go.
-:func:`resolve_context` answers the first four once, before the storage is touched
-(:func:`explorer.search.study.prepare_study`); :meth:`RunContext.opened` adds the storage URL and the artifact
-store once the study is open (:func:`explorer.search.study.run_context`). The attention bench, the workers, the
-objective and the re-timing take their answers from the context. A spawned worker or re-timing process builds its
-own, once.
+:func:`resolve_context` answers the first four once, before the storage is touched (the run's plan,
+:func:`explorer.search.plan.plan_run`); :meth:`RunContext.opened` adds the storage URL and the artifact store once
+the study is open. The attention bench, the workers, the objective and the re-timing take their answers from the
+context. A spawned worker rebuilds the process-local parts of its plan's context (task, device, model builder)
+without checking them again (:meth:`explorer.search.plan.PortablePlan.rebuild`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from explorer.engine.config import LatencyConfig
-from explorer.engine.device import as_device
+from explorer.engine.device import resolve_device
 from explorer.engine.tasks import Task, load_task
 from explorer.engine.usermodel import ModelBuilder
 from explorer.search.artifacts import ArtifactStore
@@ -43,21 +43,19 @@ class RunContext:
         """This context for the study open at ``storage_url``, whose weights go to ``store``."""
         return dataclasses.replace(self, storage_url=storage_url, store=store)
 
-    def on(self, device: torch.device | str | None) -> RunContext:
+    def on(self, device: torch.device | None) -> RunContext:
         """This context on ``device`` (None or the same device: this context itself)."""
-        if device is None or device == self.device:
-            return self
-        return dataclasses.replace(self, device=as_device(device))
+        return self if device is None or device == self.device else dataclasses.replace(self, device=device)
 
     def latency(self, spec: StudySpec) -> LatencyConfig:
         """The spec's ``[latency]`` on this context's device."""
         return dataclasses.replace(spec.latency, device=str(self.device))
 
 
-def resolve_context(spec: StudySpec, device: torch.device | str | None = None) -> RunContext:
-    """Build ``spec``'s search space, load its task, and resolve ``device`` (default: the spec's latency device),
-    in that order: an empty or impossible space, a missing or malformed data file, and a device this machine does
-    not have each fail here, before anything is written."""
+def resolve_context(spec: StudySpec, device: str | None = None) -> RunContext:
+    """Build ``spec``'s search space, load its task, and resolve the device named ``device`` (default: the spec's
+    latency device), in that order: an empty or impossible space, a missing or malformed data file, and a device
+    this machine does not have each fail here, before anything is written."""
     space = SearchSpace(spec.space)
     task = load_task(spec.task.name, **spec.task.options)
-    return RunContext(as_device(device or spec.latency.device), task, space, spec.model.builder())
+    return RunContext(resolve_device(device or spec.latency.device), task, space, spec.model.builder())

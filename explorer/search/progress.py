@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 
 import optuna
 from optuna.study import StudyDirection
@@ -12,7 +13,16 @@ from explorer.search.companion import trials_of
 from explorer.search.record import epochs_done, is_bookkeeping, role_of
 from explorer.search.trial_kinds import Stage
 
-__all__ = ["Progress", "stage_progress"]
+__all__ = ["Progress", "StopReason", "stage_progress"]
+
+
+class StopReason(Enum):
+    """Why a stage ended before its total (decided by explorer.search.workers, read by the run and the CLI)."""
+
+    TIMEOUT = "timeout"  # the run's deadline passed
+    EXHAUSTED = "exhausted"  # the search space has no architecture left: it was evaluated whole
+    FAILURES = "failures"  # too many trials failed in a row
+    DUPLICATES = "duplicates"  # too many proposals in a row were taken by other workers
 
 
 @dataclass(frozen=True)
@@ -29,7 +39,8 @@ class Progress:
     # the best value of the study's first objective (validation accuracy: higher is better; bits per byte on a
     # text task: lower is better) among the stage's COMPLETE feasible trials; None before the first one
     best_score: float | None
-    note: str = ""  # why a stage ended short, when it did
+    note: str = ""  # why a stage ended short, when it did, in words
+    reason: StopReason | None = None  # ... and as a value (None: the stage did not stop short)
 
 
 def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:

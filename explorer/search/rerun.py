@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import optuna
+
 from explorer.errors import EmptyStorageError, SpecError, StorageBusyError, StudyNotFoundError
-from explorer.search.catalog import read_study
+from explorer.search.catalog import missing_spec
 from explorer.search.record import load_records
 from explorer.search.run_options import check_total_reaches
-from explorer.search.spec import StudySpec
-from explorer.search.storage import mask_url, resolve_storage_url, sqlite_path
+from explorer.search.spec import StudySpec, spec_from_dict
+from explorer.search.storage import mask_url, open_storage, sqlite_path, study_exists
 
 __all__ = ["check_rerun", "check_same_meaning", "comparable", "differences", "finished_search"]
 
@@ -65,20 +67,30 @@ def finished_search(study: Any) -> int:
     return sum(r.state in ("COMPLETE", "PRUNED") for r in load_records(study, roles=("search",)))
 
 
-def check_rerun(spec: StudySpec, storage_url: str | None, n_trials: int | None, total_from: str) -> None:
-    """For a spec whose study already exists with a stored spec: refuse a changed meaning, or a total (``n_trials``,
-    else the file's) below the search trials finished. A new study, or one without a spec (its creation is
-    finished, or refused, by explorer.search.study.prepare_study), passes."""
-    url = resolve_storage_url(spec.name, storage_url, spec.storage)
+def _read_stored(name: str, url: str) -> tuple[optuna.Study, StudySpec]:
+    """The study ``name`` at ``url`` (resolved) and its stored spec, opened read-only (as
+    :func:`explorer.search.catalog.read_study`, without resolving the URL again)."""
+    storage = open_storage(url, readonly=True)
+    if not study_exists(storage, name):
+        raise StudyNotFoundError(f"no study {name!r} in {mask_url(url)}")
+    study = optuna.load_study(study_name=name, storage=storage)
+    if "spec" not in study.user_attrs:
+        raise missing_spec(name, mask_url(url), study.user_attrs)
+    return study, spec_from_dict(study.user_attrs["spec"], stored=True)
+
+
+def check_rerun(spec: StudySpec, url: str, total: int, total_from: str) -> StudySpec | None:
+    """For a spec whose study already exists at ``url`` (resolved) with a stored spec: refuse a changed meaning,
+    or a ``total`` below the search trials finished; return the stored spec so compared. A new study, or one
+    without a spec (its creation is finished, or refused, by explorer.search.study.open_checked), passes: None."""
     path = sqlite_path(url)
     if path is not None and (not path.is_file() or path.stat().st_size == 0):
-        return  # a new database: prepare_study creates it
+        return None  # a new database: open_checked creates it
     try:
-        study, stored, url = read_study(spec.name, url)
-    # busy: another command is creating it right now; empty: a new database (PostgreSQL), which prepare_study fills
+        study, stored = _read_stored(spec.name, url)
+    # busy: another command is creating it right now; empty: a new database (PostgreSQL), which open_checked fills
     except (StudyNotFoundError, SpecError, StorageBusyError, EmptyStorageError):
-        return
+        return None
     check_same_meaning(stored, spec, mask_url(url))
-    check_total_reaches(
-        spec.n_trials if n_trials is None else n_trials, finished_search(study), spec.name, total_from
-    )
+    check_total_reaches(total, finished_search(study), spec.name, total_from)
+    return stored

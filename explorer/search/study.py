@@ -47,7 +47,6 @@ from explorer.search.overrides import SOURCES_ATTR
 from explorer.search.rerun import check_same_meaning
 from explorer.search.spec import StudySpec, spec_from_dict
 from explorer.search.storage import (
-    check_study_name,
     default_storage_url,
     mask_url,
     open_storage,
@@ -71,10 +70,13 @@ __all__ = [
     "StudyHandle",
     "artifact_store",
     "attention_bench",
-    "check_can_run",
+    "check_study",
     "note_answer",
     "note_artifact_location",
+    "open_checked",
+    "open_stored",
     "open_study",
+    "open_with_heartbeats",
     "prepare_study",
     "reading_artifact_store",
     "record_bench",
@@ -107,7 +109,7 @@ def _env_seconds(name: str, default: int) -> int:
     return value
 
 
-def _open(url: str) -> Any:
+def open_with_heartbeats(url: str) -> Any:
     """Open a storage with heartbeats; EXPLORER_HEARTBEAT_INTERVAL / EXPLORER_GRACE_PERIOD (seconds) tune them.
 
     A killed worker's trial is failed and retried once it has been silent for the grace period. The defaults
@@ -208,29 +210,37 @@ def _finish_creation(study: optuna.Study, spec: StudySpec, storage: Any, facts: 
     log.info("created study %s (%s)", spec.name, ", ".join(spec.objective_names()))
 
 
-def prepare_study(
-    spec: StudySpec, storage_url: str | None = None, device: str | None = None, workers: int = 1
+def check_study(
+    spec: StudySpec, device: str | None = None, workers: int = 1
+) -> tuple[RunContext, dict[str, Any]]:
+    """What this machine must do for ``spec`` (named and read by the spec's reader), checked in this order before
+    the storage is touched: its space, task and ``device`` (:func:`explorer.search.context.resolve_context`), the
+    user's model, the latency runtime on that device, the memory of the largest model in ``workers`` processes.
+    Returns the run context and the facts a new study records (its code and its input)."""
+    context = resolve_context(spec, device)
+    check_user_model(spec, context.task)
+    facts = {CODE_ATTR: code_record(spec), INPUT_ATTR: input_record(context.task)}
+    check_runtime(spec.latency.runtime, context.device)
+    check_study_fits(spec, context.task.spec, workers, context.device)
+    return context, facts
+
+
+def open_checked(
+    spec: StudySpec,
+    url: str,
+    context: RunContext,
+    facts: dict[str, Any],
+    stored: StudySpec | None = None,
 ) -> StudyHandle:
-    """Create the spec's study, or load it when it exists with the same spec; check everything first. The handle
-    carries the run context resolved on the way (``device``, default the spec's latency device).
+    """Create the study of a spec :func:`check_study` accepted at ``url`` (resolved), or load it when it exists
+    with the same meaning (compared here unless ``stored``, the spec read from it before, was compared already)
+    and the same user code. The handle carries ``context``.
 
     Two commands creating the same study at once both succeed: one creates it, the other waits for its spec.
     A study whose creation was interrupted (empty, no spec) is finished with this spec.
     """
-    check_study_name(spec.name)
-    # an empty or impossible space, a missing or malformed data file, or a device this machine does not have
-    # fails here, before the storage is touched
-    context = resolve_context(spec, device)
-    task = context.task
-    check_user_model(spec, task)  # and a model of the user's that ignores the layout or fails on a batch
-    facts = {CODE_ATTR: code_record(spec), INPUT_ATTR: input_record(task)}
-    check_runtime(
-        spec.latency.runtime, context.device
-    )  # and a runtime it cannot run (a missing `onnx` extra...)
-    check_study_fits(spec, task.spec, workers, str(context.device))  # and a largest model it cannot hold
-    url = resolve_storage_url(spec.name, storage_url, spec.storage)
     log.info("opening the storage %s", mask_url(url))
-    storage = _open(url)
+    storage = open_with_heartbeats(url)
     created = False
     if not study_exists(storage, spec.name):
         try:
@@ -245,7 +255,7 @@ def prepare_study(
     # objectives other than the spec's: not this spec's study, whoever may be creating it; nothing to wait for
     ours = [d.name.lower() for d in study.directions] == spec.directions()
     try:
-        stored = _stored_spec(study, url, wait_s=SPEC_WAIT_S * ours, grace_s=CREATION_GRACE_S * ours)
+        found = _stored_spec(study, url, wait_s=SPEC_WAIT_S * ours, grace_s=CREATION_GRACE_S * ours)
     except SpecError:
         # A command killed between create_study and storing the spec leaves an empty study without one: finish
         # creating it with this spec (only when it is empty and its objectives are the spec's).
@@ -253,17 +263,32 @@ def prepare_study(
             raise
         _finish_creation(study, spec, storage, facts)
         return StudyHandle(study, spec, url, context)
-    check_same_meaning(stored, spec, mask_url(url))
-    check_code(study.user_attrs, stored)
+    if stored is None:  # created since it was read (or never read): its meaning is compared now
+        check_same_meaning(found, spec, mask_url(url))
+    check_code(study.user_attrs, found)
     # the spec file's timeout, artifact location and tracking apply to this run (they are not part of what it means)
-    spec = dataclasses.replace(stored, timeout=spec.timeout, artifacts=spec.artifacts, tracking=spec.tracking)
+    spec = dataclasses.replace(found, timeout=spec.timeout, artifacts=spec.artifacts, tracking=spec.tracking)
     return StudyHandle(study, spec, url, context)
+
+
+def prepare_study(
+    spec: StudySpec, storage_url: str | None = None, device: str | None = None, workers: int = 1
+) -> StudyHandle:
+    """Create the spec's study, or load it when it exists with the same spec; check everything first
+    (:func:`check_study`, then :func:`open_checked`). The handle carries the run context resolved on the way
+    (``device``, default the spec's latency device)."""
+    context, facts = check_study(spec, device, workers)
+    return open_checked(spec, resolve_storage_url(spec.name, storage_url, spec.storage), context, facts)
 
 
 def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
     """Load an existing study and the spec stored with it (no spec file needed)."""
-    url = existing_study_url(name, storage_url)
-    storage = _open(url)
+    return open_stored(name, existing_study_url(name, storage_url))
+
+
+def open_stored(name: str, url: str) -> StudyHandle:
+    """:func:`open_study` at a storage URL already resolved (by the read-only look a command took first)."""
+    storage = open_with_heartbeats(url)
     if not study_exists(storage, name):
         raise StudyNotFoundError(
             f"no study {name!r} in {mask_url(url)}; `explorer study list --storage URL` shows the studies there."
@@ -318,32 +343,11 @@ def record_bench(handle: StudyHandle, context: RunContext) -> bool:
     return True
 
 
-def check_can_run(
-    handle: StudyHandle,
-    device: torch.device | str | None = None,
-    workers: int = 1,
-    artifacts: str | None = None,
-) -> RunContext:
-    """Everything a run of ``handle`` needs from this machine (the user's code it was created with, unchanged;
-    its device, runtime, and the memory of its largest model in ``workers`` processes), checked before any
-    write; returns the run's context (:func:`run_context`)."""
-    check_code(handle.study.user_attrs, handle.spec)  # first: loading the task runs that code
-    context = run_context(handle, device, artifacts)
-    check_runtime(handle.spec.latency.runtime, context.device)
-    check_study_fits(handle.spec, context.task.spec, workers, str(context.device))
-    return context
-
-
-def run_context(
-    handle: StudyHandle, device: torch.device | str | None = None, artifacts: str | None = None
-) -> RunContext:
+def run_context(handle: StudyHandle, artifacts: str | None = None) -> RunContext:
     """This process's run context for ``handle`` (:mod:`explorer.search.context`): the one
-    :func:`prepare_study` resolved, else one resolved now; on ``device`` when it names one, with the study's
-    storage URL and artifact store (``artifacts`` overrides where weights go, as in :func:`artifact_store`)."""
-    if handle.context is not None:
-        context = handle.context.on(device)
-    else:
-        context = resolve_context(handle.spec, device)
+    :func:`prepare_study` resolved, else one resolved now (on the spec's device), with the study's storage URL
+    and artifact store (``artifacts`` overrides where weights go, as in :func:`artifact_store`)."""
+    context = handle.context if handle.context is not None else resolve_context(handle.spec)
     return context.opened(handle.storage_url, artifact_store(handle, artifacts))
 
 

@@ -1,10 +1,10 @@
 """Running a stage of a study's trials with any number of workers on this machine.
 
 A study runs in stages: ``search`` (new architectures up to the spec's total) and ``finalist`` (the queued
-finalist runs). :func:`run_stage` runs one with ``RunOptions.workers`` workers: one works in the command's own
-process (:func:`_run_here`), more are spawned processes (:func:`_run_pool`), each building the run context of its
-process once (:mod:`explorer.search.context`). Every worker loops in :func:`_work`: it fails stale trials (a dead
-worker's trial must neither hold the total nor be waited for), starts trials while the stage has some left, and
+finalist runs). :func:`run_stage` runs one with the run plan's workers (:mod:`explorer.search.plan`): one works
+in the command's own process (:func:`_run_here`), more are spawned processes (:func:`_run_pool`), each given the
+plan's portable form and rebuilding its process-local parts once. Every worker loops in :func:`_work`: it fails
+stale trials (a dead worker's trial must neither hold the total nor be waited for), starts trials while the stage has some left, and
 otherwise waits for the trials still running elsewhere, so a stage ends only when it is really done. The command that ends first therefore never claims to have stopped
 short while another command's trials still run.
 """
@@ -28,18 +28,18 @@ from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from explorer.engine.config import ModelConfig
-from explorer.engine.device import as_device
 from explorer.errors import ExplorerError
 from explorer.search import optuna_private
 from explorer.search.claims import pop_waiting
 from explorer.search.companion import trials_of
 from explorer.search.context import RunContext
-from explorer.search.progress import Progress, stage_progress
+from explorer.search.plan import PortableRunPlan, RunPlan
+from explorer.search.progress import Progress, StopReason, stage_progress
 from explorer.search.record import arch_key, is_bookkeeping
 from explorer.search.run_options import RunOptions
 from explorer.search.sampling import make_sampler
 from explorer.search.storage import mask_url
-from explorer.search.study import StudyHandle, open_study, run_context
+from explorer.search.study import StudyHandle
 from explorer.search.tracking import sync_trials
 from explorer.search.trial import ClosedTrial, Objective, TrialFailed, live_trials
 from explorer.search.units import FinalistRun
@@ -51,6 +51,7 @@ __all__ = [
     "STAGES",
     "Progress",
     "RunOptions",
+    "StopReason",
     "enqueue_runs",
     "run_stage",
     "stage_progress",
@@ -115,12 +116,13 @@ def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
 
 class _StopRules:
     """Optuna callback: stop this worker when its stage has nothing left to start, when the space is used up,
-    or after repeated failures (``note`` says why, for the last two)."""
+    or after repeated failures (``reason`` and ``note`` say why, for the last two)."""
 
     def __init__(self, stage: str, total: int, space_size: int, exhaustible: bool = True):
         # exhaustible: every architecture is one trial (a searched learning rate makes each draw new)
         self.stage, self.total, self.space_size, self.exhaustible = stage, total, space_size, exhaustible
         self.failures = self.duplicates = 0
+        self.reason: StopReason | None = None
         self.note = ""
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
@@ -136,12 +138,14 @@ class _StopRules:
             and len(live_trials(study, "search")) >= self.space_size
         )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
         if "exhausted" in a or covered:
+            self.reason = StopReason.EXHAUSTED
             self.note = f"{EXHAUSTED}: all {self.space_size} have been evaluated"
         elif self.failures >= MAX_CONSECUTIVE_FAILURES:
-            self.note = f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
+            self.reason, self.note = StopReason.FAILURES, f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
         elif self.duplicates >= MAX_CONSECUTIVE_DUPLICATES:
+            self.reason = StopReason.DUPLICATES
             self.note = f"{MAX_CONSECUTIVE_DUPLICATES} proposals in a row were taken by other workers"
-        if self.note or "surplus" in a or _remaining(study, self.stage, self.total)[0] <= 0:
+        if self.reason is not None or "surplus" in a or _remaining(study, self.stage, self.total)[0] <= 0:
             study.stop()
 
 
@@ -153,9 +157,9 @@ def _work(
     deadline: float | None,
     poll_interval: float,
     on_trial: Callable[[], None] | None = None,
-) -> str:
-    """One worker's loop over a stage, with this process's run context; returns "" when the stage is done, else
-    why it stopped."""
+) -> tuple[StopReason | None, str]:
+    """One worker's loop over a stage, with this process's run context; returns (None, "") when the stage is
+    done, else why it stopped (as a value, and in words)."""
     study = handle.stage_study(stage)  # the study itself, or its companion for the finalist runs
     # Seeded samplers built alike draw alike: every worker process gets a stream of its own.
     study.sampler = make_sampler(handle.spec, os.getpid(), uuid.uuid4().int % 2**31, space=context.space)
@@ -172,47 +176,36 @@ def _work(
             fail_stale_trials(study)  # a dead worker's trial must not hold the total (nor be waited for)
         left, running = _remaining(study, stage, total)
         if deadline is not None and time.monotonic() >= deadline:
-            return "timeout"
+            return StopReason.TIMEOUT, "timeout"
         if left <= 0:
             if running == 0:
-                return ""
+                return None, ""
             time.sleep(poll_interval)  # trials still running elsewhere: wait for them to finish or go stale
             continue
         timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
         study.optimize(objective, timeout=timeout, catch=(TrialFailed, ClosedTrial), callbacks=callbacks)
-        if stop.note:
-            return stop.note
+        if stop.reason is not None:
+            return stop.reason, stop.note
 
 
 # --------------------------------------------------------------------------------------------- one stage
 
 
 def run_stage(
-    handle: StudyHandle,
-    stage: str,
-    total: int,
-    options: RunOptions,
-    deadline: float | None = None,
-    on_progress: Callable[[Progress], None] | None = None,
-    context: RunContext | None = None,
+    plan: RunPlan, stage: str, total: int, on_progress: Callable[[Progress], None] | None = None
 ) -> Progress:
-    """Run one stage of the study (``search`` to ``total`` trials, or the queued ``finalist`` runs) with
-    ``options.workers`` processes on this machine; return its progress. One worker works in this process, with
-    ``context`` (default: :func:`explorer.search.study.run_context`); more are spawned, each building its own.
-    Ctrl-C stops cleanly and re-raises. A study tracked in MLflow logs the stage's trials once it ends."""
+    """Run one stage of the planned study (``search`` to ``total`` trials, or the queued ``finalist`` runs) with
+    the plan's workers on this machine; return its progress. One worker works in this process, with the plan's
+    context; more are spawned, each given the plan's portable form. Ctrl-C stops cleanly and re-raises. A study
+    tracked in MLflow logs the stage's trials once it ends."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}")
-    if options.workers == 1:
-        if context is None:
-            context = run_context(handle, options.device, options.artifacts)
-        report = _start(handle, stage, total, options.workers, context.device, on_progress)
-        progress = report(_run_here(handle, stage, total, context, options, deadline, report))
-    else:  # the pool's workers load the task and build the space in their own processes: only the device here
-        device = (
-            context.device if context is not None else as_device(options.device or handle.spec.latency.device)
-        )
-        report = _start(handle, stage, total, options.workers, device, on_progress)
-        progress = _run_pool(handle, stage, total, device, options, deadline, report)
+    handle = plan.handle
+    report = _start(handle, stage, total, plan.workers, plan.device, on_progress)
+    if plan.workers == 1:
+        progress = report(*_run_here(plan, stage, total, report))
+    else:
+        progress = _run_pool(plan, stage, total, report)
     sync_trials(
         handle.study, handle.spec, warned=handle.tracking_warned
     )  # MLflow, when tracked: costs no trial
@@ -229,8 +222,8 @@ def _start(
 ) -> Callable[..., Progress]:
     """Log the stage's start and report its progress so far; return what reports it again (with a note)."""
 
-    def report(note: str = "") -> Progress:
-        p = dataclasses.replace(stage_progress(handle.study, stage, total), note=note)
+    def report(reason: StopReason | None = None, note: str = "") -> Progress:
+        p = dataclasses.replace(stage_progress(handle.study, stage, total), note=note, reason=reason)
         if on_progress is not None:
             on_progress(p)
         return p
@@ -243,20 +236,14 @@ def _start(
     return report
 
 
-def _run_here(
-    handle: StudyHandle,
-    stage: str,
-    total: int,
-    context: RunContext,
-    options: RunOptions,
-    deadline: float | None,
-    report: Callable[[], Any],
-) -> str:
-    """The stage's one worker, in this process, with ``options.threads`` torch threads while it works."""
+def _run_here(plan: RunPlan, stage: str, total: int, report: Callable[[], Any]) -> tuple[StopReason | None, str]:
+    """The stage's one worker, in this process, with the plan's torch threads while it works."""
     previous = torch.get_num_threads()
-    torch.set_num_threads(options.threads)
+    torch.set_num_threads(plan.threads)
     try:
-        return _work(handle, stage, total, context, deadline, options.poll_interval, on_trial=report)
+        return _work(
+            plan.handle, stage, total, plan.context, plan.deadline, plan.poll_interval, on_trial=report
+        )
     finally:
         torch.set_num_threads(previous)
 
@@ -264,46 +251,23 @@ def _run_here(
 # --------------------------------------------------------------------------------------------- the pool
 
 
-def _run_pool(
-    handle: StudyHandle,
-    stage: str,
-    total: int,
-    device: torch.device,
-    options: RunOptions,
-    deadline: float | None,
-    report: Callable[..., Progress],
-) -> Progress:
-    """The stage's ``options.workers`` workers, each a spawned process (:func:`_worker_main`), spread over
-    ``device``'s kind; progress is reported while they work."""
+def _run_pool(plan: RunPlan, stage: str, total: int, report: Callable[..., Progress]) -> Progress:
+    """The stage's workers, each a spawned process (:func:`_worker_main`) given the plan's portable form, spread
+    over the plan's device kind; progress is reported while they work."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.SimpleQueue()
-    left = None if deadline is None else max(0.0, deadline - time.monotonic())
     level = logging.getLogger("explorer").getEffectiveLevel()
     procs = [
-        ctx.Process(
-            target=_worker_main,
-            args=(
-                handle.storage_url,
-                handle.spec.name,
-                stage,
-                total,
-                d,
-                options.threads,
-                left,
-                queue,
-                options.artifacts,
-                level,
-            ),
-        )  # fmt: skip
-        for d in _worker_devices(device, options.workers)
+        ctx.Process(target=_worker_main, args=(plan.portable(d), stage, total, queue, level))
+        for d in _worker_devices(plan.device, plan.workers)
     ]
     for p in procs:
         p.start()
-    _wait_for(procs, options.poll_interval, report)
-    results: list[str | WorkerError] = []  # each worker's note, or its error
+    _wait_for(procs, plan.poll_interval, report)
+    results: list[tuple[StopReason | None, str] | WorkerError] = []  # each worker's stop, or its error
     while not queue.empty():
         results.append(queue.get())
-    return _pool_outcome(handle, stage, total, procs, results, report)
+    return _pool_outcome(plan.handle, stage, total, procs, results, report)
 
 
 def _wait_for(procs: list[Any], poll_interval: float, report: Callable[[], Any]) -> None:
@@ -326,14 +290,14 @@ def _pool_outcome(
     stage: str,
     total: int,
     procs: list[Any],
-    results: list[str | WorkerError],
-    report: Callable[[str], Progress],
+    results: list[tuple[StopReason | None, str] | WorkerError],
+    report: Callable[..., Progress],
 ) -> Progress:
     """The stage's progress once its workers have exited (with the first worker's note); a worker that failed
     is one ExplorerError naming its error, as is one killed before the stage finished for no other reason."""
     study = handle.study
     errors = [r.line for r in results if isinstance(r, WorkerError)]
-    notes = [r for r in results if not isinstance(r, WorkerError)]
+    stops = [r for r in results if not isinstance(r, WorkerError)]  # (StopReason | None, note) of each finisher
     failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
     if failed:
         raise ExplorerError(
@@ -342,12 +306,12 @@ def _pool_outcome(
             + f"; {stage_progress(study, stage, total).done} of {total} {stage} trials are finished and saved: "
             "rerun the command to resume (add -v for the traceback)."
         )
-    progress = report(next((n for n in notes if n), ""))
+    progress = report(*next((n for n in stops if n[0] is not None), (None, "")))
     # A worker killed by a signal (the OOM killer, a stray kill) loses nothing: the others fail its trial once
     # it goes stale and retry it. Only a stage left unfinished for no other reason (timeout, space used up) is
     # worth an error.
     killed = [-p.exitcode for p in procs if p.exitcode is not None and p.exitcode < 0]
-    if killed and progress.done < total and not progress.note:
+    if killed and progress.done < total and progress.reason is None:
         raise ExplorerError(
             f"{len(killed)} worker(s) were killed (signal {', '.join(map(str, killed))}) before the {stage} stage "
             f"finished; finished trials are saved: resume with `explorer study resume {handle.name}`."
@@ -355,39 +319,28 @@ def _pool_outcome(
     return progress
 
 
-def _worker_devices(device: torch.device, workers: int) -> list[str]:
+def _worker_devices(device: torch.device, workers: int) -> list[torch.device]:
     """Spread workers over the visible GPUs, or put them all on the CPU."""
     if device.type == "cuda":
         n = torch.cuda.device_count()
-        return [f"cuda:{i % n}" for i in range(workers)]
-    return [str(device)] * workers
+        return [torch.device("cuda", i % n) for i in range(workers)]
+    return [device] * workers
 
 
 def _worker_main(
-    storage_url: str,
-    name: str,
-    stage: str,
-    total: int,
-    device: str,
-    threads: int,
-    deadline_in: float | None,
-    out: Any,
-    artifacts: str | None = None,
-    log_level: int = logging.WARNING,
+    portable: PortableRunPlan, stage: str, total: int, out: Any, log_level: int = logging.WARNING
 ) -> None:
-    """Entry point of a worker process (spawned): open the study by name, build this process's run context once
-    and work on the stage. A parent run with ``-v`` passes its log level, so the worker's steps reach the same
-    stderr."""
+    """Entry point of a worker process (spawned): rebuild the plan's process-local parts once (nothing is
+    checked again) and work on the stage; put its (StopReason | None, note) or its error. A parent run with
+    ``-v`` passes its log level, so the worker's steps reach the same stderr."""
     import signal
 
     _log_to_stderr(log_level)
-    torch.set_num_threads(threads)
+    torch.set_num_threads(portable.threads)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    deadline = None if deadline_in is None else time.monotonic() + deadline_in
     try:
-        handle = open_study(name, storage_url)
-        context = run_context(handle, device, artifacts)
-        out.put(_work(handle, stage, total, context, deadline, 1.0))
+        plan = portable.rebuild()
+        out.put(_work(plan.handle, stage, total, plan.context, plan.deadline, plan.poll_interval))
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
     except Exception as exc:  # the parent names it in its one-line error; the traceback follows on stderr

@@ -63,8 +63,8 @@ def test_a_run_resolves_its_device_loads_its_task_and_builds_its_space_once(tmp_
 
 @pytest.mark.slow
 def test_a_study_run_command_with_a_device_resolves_it_once(tmp_path, counts, one_thread):
-    """`explorer study run SPEC --device cpu`: the option is checked before the spec is read, and that one
-    resolution is the run's device; resuming the study from its database alone resolves everything once more."""
+    """`explorer study run SPEC --device cpu`: the run's plan resolves the named device once, and that is the
+    run's device; resuming the study from its database alone resolves everything once more."""
     spec = write_tiny_spec(tmp_path, n_trials=2, epochs=1, extra=FEW_FINALISTS)
     url = f"sqlite:///{tmp_path / 's.db'}"
     result = CliRunner().invoke(main, ["study", "run", str(spec), "--storage", url, "--device", "cpu"])

@@ -42,7 +42,7 @@ from explorer.search.spec import load_spec
 from explorer.search.storage import open_storage
 from explorer.search.study import open_study, prepare_study
 from explorer.search.units import unit_seed
-from explorer.search.workers import RunOptions
+from explorer.search.workers import RunOptions, StopReason
 from tests.fixtures import write_tiny_spec as write_spec
 
 REPO = Path(__file__).resolve().parents[2]
@@ -110,6 +110,7 @@ def test_a_small_space_is_covered_once_then_the_study_says_so(tmp_path, sqlite_u
     summary = api.run(handle)
     assert len(set(keys(handle.study))) == len(keys(handle.study)) == 24
     assert summary.search.done == 24 and summary.search.note  # it stopped short of 30, and says why
+    assert summary.search.reason is StopReason.EXHAUSTED
 
 
 @pytest.mark.slow
@@ -154,9 +155,9 @@ def test_bad_input_creates_nothing(tmp_path):
         gpu.write_text(gpu.read_text().replace('device = "cpu"', 'device = "cuda"'))
         with pytest.raises(DeviceError, match="CUDA is not available"):
             prepare_study(load_spec(gpu), url)
-    for bad_options in (RunOptions(workers=0), RunOptions(timeout=-1), RunOptions(threads=0)):
+    for bad_options in ({"workers": 0}, {"timeout": -1}, {"threads": 0}):
         with pytest.raises(ConfigError):
-            api.run_study(write_spec(tmp_path, name="opts"), url, options=bad_options)
+            api.run_study(write_spec(tmp_path, name="opts"), url, options=RunOptions(**bad_options))
     assert not db.exists()
 
 
@@ -192,8 +193,8 @@ def test_a_total_below_what_is_done_is_refused_and_stores_nothing(tmp_path, sqli
     api.run(handle)
     with pytest.raises(ConfigError, match="below the 2 search trials"):
         api.run(open_study("tiny", sqlite_url), n_trials=1)
-    with pytest.raises(ConfigError):  # a bad option in the same command: the new total is not stored either
-        api.run(open_study("tiny", sqlite_url), n_trials=9, options=RunOptions(workers=0))
+    with pytest.raises(DeviceError):  # a bad option in the same command: the new total is not stored either
+        api.run(open_study("tiny", sqlite_url), n_trials=9, options=RunOptions(device="tpu"))
     assert open_study("tiny", sqlite_url).spec.n_trials == 2
 
 
@@ -727,4 +728,5 @@ def test_a_space_of_one_architecture_stops_because_it_is_used_up(tmp_path, sqlit
     assert summary.search.done == 1 and summary.search.note.startswith(
         "the search space has no architecture left"
     )
+    assert summary.search.reason is StopReason.EXHAUSTED
     assert stages[0] == ("search", 1)

@@ -16,11 +16,12 @@ from optuna.trial import TrialState
 import explorer.search.workers as workers_module
 from explorer.errors import ExplorerError
 from explorer.search.claims import pop_waiting
+from explorer.search.plan import plan_run
 from explorer.search.record import load_records
 from explorer.search.spec import load_spec
 from explorer.search.storage import open_storage
-from explorer.search.study import prepare_study, run_context
-from explorer.search.workers import RunOptions, run_stage
+from explorer.search.study import prepare_study
+from explorer.search.workers import RunOptions, StopReason, run_stage
 from tests.fixtures import write_tiny_spec
 
 
@@ -31,11 +32,12 @@ def tiny(tmp_path, n_trials: int = 2):
 
 def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path, monkeypatch, one_thread):
     handle = tiny(tmp_path)
-    context = run_context(handle)
-    monkeypatch.setattr(workers_module, "run_context", lambda *a, **k: pytest.fail("resolved a second time"))
+    plan = plan_run(handle, RunOptions(threads=2))
+    for where in ("explorer.search.context.load_task", "explorer.search.plan.load_task"):  # every loading site
+        monkeypatch.setattr(where, lambda *a, **k: pytest.fail("loaded a second time"))
     seen = []
-    progress = run_stage(handle, "search", 2, RunOptions(threads=2), context=context, on_progress=seen.append)
-    assert (progress.done, progress.total, progress.note) == (2, 2, "")
+    progress = run_stage(plan, "search", 2, on_progress=seen.append)
+    assert (progress.done, progress.total, progress.note, progress.reason) == (2, 2, "", None)
     records = load_records(handle.study)
     assert [r.state for r in records] == ["COMPLETE", "COMPLETE"] and len({r.key for r in records}) == 2
     assert seen[0].done == 0 and seen[-1].done == 2  # progress reported from the start to the end
@@ -46,8 +48,8 @@ def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path,
 @pytest.mark.slow
 def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, one_thread):
     handle = tiny(tmp_path, n_trials=5)
-    progress = run_stage(handle, "search", 5, RunOptions(workers=2, poll_interval=0.2))
-    assert (progress.done, progress.note) == (5, "")
+    progress = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 5)
+    assert (progress.done, progress.note, progress.reason) == (5, "", None)
     trials = handle.study.get_trials()
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     assert len(finished) == 5 and not [t for t in trials if t.state == TrialState.RUNNING]
@@ -55,7 +57,8 @@ def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, one_thread):
 
 
 def outcome(handle, exitcodes: list[int], notes: list, total: int = 2):
-    """What the command makes of a pool whose workers exited with ``exitcodes`` and put ``notes``."""
+    """What the command makes of a pool whose workers exited with ``exitcodes`` and put ``notes`` (a stop:
+    (StopReason | None, words); a failure: a WorkerError)."""
     report = workers_module._start(handle, "search", total, len(exitcodes), torch.device("cpu"), None)
     procs = [SimpleNamespace(exitcode=code) for code in exitcodes]
     return workers_module._pool_outcome(handle, "search", total, procs, notes, report)
@@ -67,23 +70,27 @@ def test_a_pool_reports_how_its_workers_ended(tmp_path):
     with pytest.raises(
         ExplorerError, match=r"^1 worker\(s\) were killed \(signal 9\) before the search stage"
     ):
-        outcome(handle, [0, -9], ["", ""])
+        outcome(handle, [0, -9], [(None, ""), (None, "")])
     # ... unless the stage stopped for a reason of its own (a timeout), which is the note
-    assert outcome(handle, [0, -9], ["timeout", ""]).note == "timeout"
+    stopped = outcome(handle, [0, -9], [(StopReason.TIMEOUT, "timeout"), (None, "")])
+    assert (stopped.reason, stopped.note) == (StopReason.TIMEOUT, "timeout")
     # a worker that failed: its own error, and what is saved
     with pytest.raises(ExplorerError, match=r"codes \[1\]\): StorageError: gone; 0 of 2 search trials"):
-        outcome(handle, [1, 0], [workers_module.WorkerError("StorageError: gone"), ""])
+        outcome(handle, [1, 0], [workers_module.WorkerError("StorageError: gone"), (None, "")])
     # an error is a typed value, not a prefix: a note that reads like one stays a note
-    assert outcome(handle, [0, 0], ["error: StorageError: gone", ""]).note == "error: StorageError: gone"
+    noted = outcome(handle, [0, 0], [(None, "error: StorageError: gone"), (None, "")])
+    assert noted.note == "error: StorageError: gone"
 
 
 @pytest.mark.slow
 def test_a_worker_that_fails_names_its_error_and_what_is_saved_in_one_line(tmp_path):
     handle = prepare_study(load_spec(write_tiny_spec(tmp_path, n_trials=2)), f"sqlite:///{tmp_path / 's.db'}")
     # The workers open the study by URL: give them one they cannot reach (its password must not be shown).
-    broken = dataclasses.replace(handle, storage_url="postgresql+psycopg://bob:hunter2@127.0.0.1:9/nowhere")
+    plan = plan_run(handle, RunOptions(workers=2))
+    bad = "postgresql+psycopg://bob:hunter2@127.0.0.1:9/nowhere"
+    broken = dataclasses.replace(plan, handle=dataclasses.replace(handle, storage_url=bad))
     with pytest.raises(ExplorerError) as info:
-        run_stage(broken, "search", 2, RunOptions(workers=2))
+        run_stage(broken, "search", 2)
     message = str(info.value)
     assert message.startswith("2 worker(s) exited with an error (codes [1, 1]): StorageUnavailableError: ")
     assert "127.0.0.1:9" in message  # the worker's own reason, not only "rerun with -v"
