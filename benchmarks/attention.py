@@ -19,11 +19,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmarks.common import append_record, frame_table, load_average, load_text, machine, record_block
-from explorer.engine.attention import MultiHeadAttention, attention_flops
-from explorer.engine.bench import bench_attention
-from explorer.engine.config import LatencyConfig
-from explorer.engine.device import resolve_device
-from explorer.engine.latency import time_forward
+from explorer.layout import LatencyConfig
+from explorer.measure import bench_attention, resolve_device, time_forward
+from explorer.model import MultiHeadAttention, attention_flops
 
 SPEEDUP_TARGET, PEAK_TARGET = 1.3, 80.0
 

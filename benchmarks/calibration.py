@@ -1,7 +1,7 @@
 """Does a whole re-run of the study name a layout of the first run's answer class, as often as the report says?
 
 Each run is the README's first command on the quickstart spec with another study seed (the sampler's, every
-training seed, every fold cut: the seed blocks of :mod:`explorer.search.units` are disjoint), in a fresh folder
+training seed, every fold cut: the seed blocks of :mod:`explorer.layout._units` are disjoint), in a fresh folder
 with an empty latency cache: ``explorer study run studies/quickstart.toml --workers 2`` then ``explorer report
 quickstart --json``. With ``--extend K`` the run then adds replicates with ``explorer confirm quickstart --seeds K``
 (same folds and seeds for the first replicates, the same timing rounds), so one run holds the README's evidence
@@ -23,7 +23,7 @@ tables by ``benchmarks/decisions.py``):
   below the pooled best's.
 
 The answers at the README's level are recomputed offline from the tables with the library's rule
-(:func:`explorer.insight.rule.decide`) and checked against the live reports, so other decision rules and
+(:func:`explorer.answer._rule.decide`) and checked against the live reports, so other decision rules and
 margins can be replayed from the committed tables (``--replay``; ``--entries I J`` pools the runs of several
 recorded entries, e.g. two blocks of seeds).
 
@@ -163,7 +163,7 @@ def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, ri
     """The answer, the layouts placed within the margin and the answer's stated probability of ``table`` from
     its first ``replicates`` replicates' units (only its uniform layouts, the ladder, with ``ladder``: what the
     rule gives without the layouts a search added)."""
-    from explorer.insight.rule import decide as rule
+    from explorer.answer import decide as rule
 
     rows = [i for i, layout in enumerate(table["layouts"]) if not ladder or on_ladder(layout)]
     scores = matrix(table["scores"])[rows, : replicates * folds]
@@ -316,7 +316,7 @@ def main() -> None:
     ap.add_argument("--margin", type=float, help="replay with this margin (accuracy points) instead of the spec's")
     ap.add_argument("--record", type=Path, help="append the result to this Markdown file (and its .json)")
     args = ap.parse_args()
-    from explorer.search.spec import load_spec
+    from explorer.spec import load_spec
 
     spec = load_spec(args.spec)
     load_before = load_average()

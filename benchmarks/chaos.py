@@ -1,6 +1,6 @@
 """Chaos: kill, race and feed bad input to real `explorer` commands, and count what went wrong.
 
-Every scenario runs the real command line (``python -m explorer.cli``) in subprocesses on a tiny digits study
+Every scenario runs the real command line (``python -m explorer``) in subprocesses on a tiny digits study
 (benchmarks.synthetic.write_tiny_spec), with ``EXPLORER_HEARTBEAT_INTERVAL=1`` and ``EXPLORER_GRACE_PERIOD=3`` so a
 killed trial goes stale in seconds, and then reads the study back through Optuna. Per scenario it counts:
 

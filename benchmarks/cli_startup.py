@@ -6,7 +6,7 @@ Creates a small stored study (4 trials written straight into a SQLite file, no t
 command, process start to exit, for `explorer study list`, `explorer study status NAME` and, for reference,
 `explorer --help`, alternating between them, ``--runs`` times each. Also records whether the command imported
 torch, scipy.stats, pandas or seaborn (it should import none: read-only commands go through
-explorer.search.catalog). Target: `study list` and `study status` under 2 s.
+explorer.study._catalog). Target: `study list` and `study status` under 2 s.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ PROBE = (
     "import sys, runpy\n"
     "sys.argv = ['explorer', *sys.argv[1:]]\n"
     "try:\n"
-    "    runpy.run_module('explorer.cli', run_name='__main__')\n"
+    "    runpy.run_module('explorer', run_name='__main__')\n"
     "except SystemExit:\n"
     "    pass\n"
     "heavy = [m for m in ('torch', 'scipy.stats', 'pandas', 'seaborn') if m in sys.modules]\n"
@@ -49,9 +49,9 @@ def make_study(folder: Path) -> str:
     import optuna
     from optuna.trial import TrialState, create_trial
 
-    from explorer.engine.config import ModelConfig
-    from explorer.search.record import TrialRecord
-    from explorer.search.spec import spec_from_dict
+    from explorer.layout import ModelConfig
+    from explorer.spec import spec_from_dict
+    from explorer.storage import TrialRecord
 
     url = f"sqlite:///{folder / 'studies' / 'startup.db'}"
     (folder / "studies").mkdir()

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from explorer.engine.measures import load_average
+from explorer.measures import load_average
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,7 +52,7 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parents[1]  # the repository
 HERE = ROOT / "benchmarks"  # where the records live
-EXPLORER = (sys.executable, "-m", "explorer.cli")  # the command line, in a process of its own
+EXPLORER = (sys.executable, "-m", "explorer")  # the command line, in a process of its own
 
 
 def stamp() -> str:
@@ -62,7 +62,7 @@ def stamp() -> str:
 
 def machine() -> str:
     """The CPU's model, the logical CPUs and the Python version (a GPU is named by the script that used it)."""
-    from explorer.engine.device import cpu_model_name  # imports torch: only once the figures are taken
+    from explorer.measure import cpu_model_name  # imports torch: only once the figures are taken
 
     return f"{cpu_model_name()}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 

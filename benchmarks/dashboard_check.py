@@ -118,8 +118,8 @@ def main() -> None:
     import optuna_dashboard
     import torch
 
-    from explorer.search.artifacts import ArtifactStore
-    from explorer.search.companion import FINALIST_BASE
+    from explorer.storage import FINALIST_BASE
+    from explorer.study import ArtifactStore
 
     work = Path(tempfile.mkdtemp(prefix="explorer-dash-"))
     env = explorer_env(work / "cache")

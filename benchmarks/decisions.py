@@ -14,7 +14,7 @@ ratios (the median within-round ratio to the slowest layout). For one decision:
 * **agreement** (a diagnostic, not a goal): over ordered pairs of runs, how often two runs name the same layout;
 * **runs**: finalist runs spent, of the budget.
 
-Two sources of runs, the rule and its allocation (:func:`explorer.insight.rule.next_cells`) the same for both:
+Two sources of runs, the rule and its allocation (:func:`explorer.answer._rule.next_cells`) the same for both:
 
 * **replayed**: the recorded runs themselves, their cells revealed in the order the allocation asks for them; a
   run can spend no more units than it recorded (5 a layout, 10 for the runs grown to 2 replicates), and the
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import append_record, command, commit, machine, markdown_table, stamp
-from explorer.insight.rule import decide, next_cells
+from explorer.answer import decide, next_cells
 
 RECORDS = Path(__file__).with_name("calibration.json")
 ORACLE_SLACK = 0.05  # an answer at most this much slower than the oracle counts as a hit

@@ -4,7 +4,7 @@
     python -m benchmarks.decoding --record benchmarks/decoding.md  # and append it there
 
 One causal language model (d_model 512, 4 layers, 8 heads of 64, byte vocabulary) with kv_heads = 8 (ordinary
-multi-head attention), 2 (grouped-query) and 1 (multi-query), timed by ``explorer.engine.decode.decode_latency``
+multi-head attention), 2 (grouped-query) and 1 (multi-query), timed by ``explorer.measure._decode.decode_latency``
 (one new token per sequence against a cache of N positions, torch.utils.benchmark, fixed threads) at contexts
 512 and 2048. Every round times all six configurations, in an order rotated from round to round, so a burst of
 load from other processes lands on all of them; the ratios to kv_heads = heads are taken within a round (the
@@ -21,9 +21,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import append_record, load_average, load_text, machine, markdown_table, record_block
-from explorer.engine.config import LatencyConfig, ModelConfig
-from explorer.engine.decode import decode_latency
-from explorer.engine.device import device_label, resolve_device
+from explorer.layout import LatencyConfig, ModelConfig
+from explorer.measure import decode_latency, device_label, resolve_device
 
 
 def main() -> None:

@@ -96,10 +96,9 @@ def compare_runtimes(knee: Path, rounds: int, min_run_time: float) -> dict:
     """Eager vs torch.compile vs ONNX Runtime on the same trained model and batch, alternating rounds."""
     import torch
 
-    from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
-    from explorer.engine.latency import random_input, time_call
-    from explorer.engine.model import build_model
-    from explorer.engine.runtime import prepare_runner
+    from explorer.layout import InputSpec, LatencyConfig, ModelConfig
+    from explorer.measure import random_input, time_call
+    from explorer.model import build_model, prepare_runner
 
     torch.set_num_threads(1)
     doc = torch.load(knee, weights_only=True)

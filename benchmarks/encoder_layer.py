@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils import benchmark
 
 from benchmarks.common import add_run_args, append_record, machine, markdown_table, record_block
-from explorer.engine.model import Block
+from explorer.model import Block
 
 
 def build(args: argparse.Namespace, device: torch.device) -> tuple[nn.Module, nn.Module]:

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--record", type=Path, help="append the result to this markdown file")
     args = parser.parse_args(argv)
     spec_path = args.spec.resolve()
-    from explorer.search.spec import load_spec
+    from explorer.spec import load_spec
 
     name = load_spec(spec_path).name
     with tempfile.TemporaryDirectory(prefix=f"explorer-{name}-") as tmp:
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         t_setup, python = setup(folder, env) if args.setup else (0.0, Path(sys.executable))
         if not args.setup:
             env["PYTHONPATH"] = str(ROOT)
-        explorer = [str(python), "-m", "explorer.cli"]
+        explorer = [str(python), "-m", "explorer"]
         t_run = timed(
             [*explorer, "study", "run", str(spec_path), "--workers", str(args.workers)], folder, env
         )

@@ -4,7 +4,7 @@ Two questions:
 
 1. **Early stopping.** Every architecture of a space is trained to its full budget once per seed, recording its
    validation accuracy after every epoch and timing it once. The study's rung rule
-   (:func:`explorer.search.fidelity.dominated_at_rung`, rungs and alpha from the spec) is then replayed over many
+   (:func:`explorer.spec._fidelity.dominated_at_rung`, rungs and alpha from the spec) is then replayed over many
    random trial orders: each trial is compared with the trials before it, exactly as a study compares it with
    the trials that finished or passed a rung before.
 
@@ -55,15 +55,21 @@ import numpy as np
 from scipy import stats
 
 from benchmarks.common import HERE, ROOT, command, load_average, load_text, machine, markdown_table
-from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
-from explorer.engine.evaluate import evaluate_variant
-from explorer.engine.measures import binomial_se
-from explorer.engine.tasks import load_task
-from explorer.insight.pareto import HV_REFERENCE, front_mask, hypervolume_2d, knee_index
-from explorer.insight.significance import kendall_tau
-from explorer.search.fidelity import EarlyStoppingSpec, Peer, Verdict, dominated_at_rung, tie_tolerance
-from explorer.search.space import SearchSpace
-from explorer.search.spec import load_spec, spec_from_dict
+from explorer.answer import HV_REFERENCE, front_mask, hypervolume_2d, kendall_tau, knee_index
+from explorer.data import load_task
+from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
+from explorer.measure import evaluate_variant
+from explorer.measures import binomial_se
+from explorer.spec import (
+    EarlyStoppingSpec,
+    Peer,
+    SearchSpace,
+    Verdict,
+    dominated_at_rung,
+    load_spec,
+    spec_from_dict,
+    tie_tolerance,
+)
 
 STUDIES = ROOT / "studies"
 
@@ -93,7 +99,7 @@ def _train(job: dict[str, Any]) -> dict[str, Any]:
     cfg = ModelConfig.from_dict(job["model"])
     train = TrainConfig(**job["train"])
     lat = LatencyConfig(device="cpu", batch_size=job["latency_batch"], threads=1)
-    from explorer.engine.latency_cache import LatencyCache
+    from explorer.measure import LatencyCache
 
     r = evaluate_variant(cfg, task, train, lat, cache=LatencyCache(job["cache"]))
     return {
@@ -450,7 +456,7 @@ def render(out: dict[str, Any]) -> str:
         f"run; 1-minute load average after the run {load_text(m['load_average_after'])}. Raw runs: `fidelity.json`."
         + (f" Scored again from those runs (no training) on {m['replayed']}." if m.get("replayed") else ""),
         "",
-        "The rule (`explorer.search.fidelity.dominated_at_rung`): a search trial stops at a rung only when an "
+        "The rule (`explorer.spec._fidelity.dominated_at_rung`): a search trial stops at a rung only when an "
         "at-least-as-fast other architecture leads it by more than the noise of seeds and split together, "
         "estimated from the spread of all the study's values at that epoch (never below the split's binomial "
         "standard error), with a t critical value for that estimate's degrees of freedom and Bonferroni over "

@@ -5,8 +5,8 @@
 
 For each layout (BERT and Llama sequence classifiers on token ids, a ViT on 8x8 images cut into 2x2 patches, a
 Llama causal LM with grouped-query attention), every round times it twice: once as a study does
-(``explorer.engine.latency.model_latency`` with ``[model] hf``, the model built by
-:class:`explorer.engine.hfmodel.HFBuilder`, fed explorer's batch, no cache), and once by a plain script that
+(``explorer.measure._latency.model_latency`` with ``[model] hf``, the model built by
+:class:`explorer.model._hfmodel.HFBuilder`, fed explorer's batch, no cache), and once by a plain script that
 knows nothing of explorer: the same transformers class built from its config with the same sizes, under
 ``torch.inference_mode`` and one thread, ``torch.utils.benchmark.Timer(...).blocked_autorange``. The order of
 the two alternates between rounds. The ratio explorer / plain is taken within a round (figures seconds apart)
@@ -27,10 +27,9 @@ import torch
 from torch.utils import benchmark
 
 from benchmarks.common import append_record, load_average, load_text, machine, markdown_table, record_block
-from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
-from explorer.engine.device import device_label, resolve_device
-from explorer.engine.hfmodel import HFBuilder
-from explorer.engine.latency import model_latency
+from explorer.layout import InputSpec, LatencyConfig, ModelConfig
+from explorer.measure import device_label, model_latency, resolve_device
+from explorer.model import HFBuilder
 
 D, LAYERS, VOCAB, SEQ, CLASSES = 64, 2, 100, 32, 4
 TOKENS = InputSpec(kind="tokens", seq_len=SEQ, n_classes=CLASSES, vocab_size=VOCAB)

@@ -1,7 +1,7 @@
 """Hostile input, slow part: every case of the hostile-input report, through the real command line, one process each, with
 its wall time and peak memory measured (tests/test_hostile.py is the fast battery of 250+ inputs in CI).
 
-Each case runs ``python -m explorer.cli ...`` in a sandbox folder holding a real study (made by ``explorer study
+Each case runs ``python -m explorer ...`` in a sandbox folder holding a real study (made by ``explorer study
 run`` on a tiny spec), a plain Optuna study, an exported model and the hostile files, under an address-space
 ceiling (RLIMIT_AS, 4 GiB: a blow-up dies instead of taking the machine) and a timeout, at low priority. Per case:
 the exit code, the lines on stderr, whether a traceback was printed, whether the sandbox changed (every file's
@@ -178,7 +178,7 @@ def build_sandbox(folder: Path, python: str) -> None:
     (specs / "deep.toml").write_text(_spec("deep", 2).replace("n_layers = [1]", "n_layers = [1000000]"))
     (specs / "nested.toml").write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
     env = {**os.environ, "EXPLORER_CACHE_DIR": str(folder / "cache"), "PYTHONPATH": str(ROOT)}
-    run = [python, "-m", "explorer.cli"]
+    run = [python, "-m", "explorer"]
     subprocess.run(
         [*run, "study", "run", "specs/tiny.toml"], cwd=folder, env=env, check=True, capture_output=True
     )
@@ -258,7 +258,7 @@ def run_case(case: Case, folder: Path, python: str, root: Path = ROOT) -> dict:
             os.nice(10)
 
         t0 = time.perf_counter()
-        proc = subprocess.Popen([*prefix, python, "-m", "explorer.cli", *case.args], cwd=folder, env=env, stdout=out,
+        proc = subprocess.Popen([*prefix, python, "-m", "explorer", *case.args], cwd=folder, env=env, stdout=out,
                                 stderr=err, preexec_fn=limits, start_new_session=True)  # fmt: skip
         timed_out = False
         while True:

@@ -21,8 +21,8 @@ TARGET = 0.05
 
 def measure(args: argparse.Namespace) -> dict:
     """One measurement in this process (the child's job)."""
-    from explorer.engine.config import InputSpec, LatencyConfig, ModelConfig
-    from explorer.engine.latency import model_latency
+    from explorer.layout import InputSpec, LatencyConfig, ModelConfig
+    from explorer.measure import model_latency
 
     model_cfg = ModelConfig.from_schedule(args.d_model, args.layers, args.heads)
     spec = InputSpec(kind="tokens", seq_len=args.seq_len, n_classes=10, vocab_size=64)

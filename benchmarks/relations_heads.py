@@ -1,7 +1,7 @@
 """The tutorial's claim "one head learns one relation", measured: relations with k relations, 1 vs 2 vs 4 heads.
 
 d_model 64, 2 layers, min_dk 8, 20,000 sequences (14,000 train), batch 64, lr 3e-3, one CPU thread. Prints one
-JSON line per run, with which relations each layer's heads follow (explorer.insight.heads.specialized_heads). 120
+JSON line per run, with which relations each layer's heads follow (explorer.analysis._heads.specialized_heads). 120
 epochs get past the task's plateau; 40 do not.
 
     python -m benchmarks.relations_heads K HEADS [EPOCHS] [SEED]   # e.g. 4 1,2,4 120 (EPOCHS defaults to 40)
@@ -19,11 +19,10 @@ import time
 
 import torch
 
-from explorer.engine.config import ModelConfig, TrainConfig
-from explorer.engine.probe import relation_specialization
-from explorer.engine.tasks import load_task
-from explorer.engine.train import fit
-from explorer.insight.heads import specialized_heads
+from explorer.analysis import specialized_heads
+from explorer.data import load_task
+from explorer.layout import ModelConfig, TrainConfig
+from explorer.measure import fit, relation_specialization
 
 
 def main() -> None:

@@ -43,9 +43,9 @@ FRESH_SEED = 7_000_000  # far from the study's search (seed + number) and finali
 def _train(job: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from explorer.engine.config import LatencyConfig, ModelConfig, TrainConfig
-    from explorer.engine.evaluate import evaluate_variant
-    from explorer.engine.tasks import load_task
+    from explorer.data import load_task
+    from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
+    from explorer.measure import evaluate_variant
 
     torch.set_num_threads(1)
     task = load_task(job["task"], **job["options"])
@@ -66,10 +66,9 @@ def main() -> None:
     args = ap.parse_args()
 
     import explorer
-    from explorer.engine.device import as_device
-    from explorer.engine.latency import model_latency
-    from explorer.engine.tasks import load_task
-    from explorer.insight.recommend import answer
+    from explorer.answer import answer
+    from explorer.data import load_task
+    from explorer.measure import as_device, model_latency
 
     data = explorer.load(args.study, args.storage)
     spec = data.handle.spec

@@ -24,12 +24,9 @@ import optuna
 import torch
 
 from benchmarks.common import ROOT, append_record, load_average, load_text, machine, record_block
-from explorer.api import run
-from explorer.search.record import TrialRecord, load_records
-from explorer.search.space import SearchSpace
-from explorer.search.spec import load_spec
-from explorer.search.study import prepare_study
-from explorer.search.workers import RunOptions
+from explorer.spec import SearchSpace, load_spec
+from explorer.storage import TrialRecord, load_records
+from explorer.study import RunOptions, prepare_study, run
 
 QUICKSTART = ROOT / "studies" / "quickstart.toml"
 

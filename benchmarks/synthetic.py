@@ -1,7 +1,7 @@
 """Studies for the benchmarks to work on: a synthetic stored study (no training) and a tiny real spec.
 
 :func:`make_study` fills an Optuna study with trials written exactly as the objective writes them
-(:meth:`explorer.search.record.TrialRecord.to_attrs`): accuracy falls at one head and saturates by eight, drops
+(:meth:`explorer.storage._record.TrialRecord.to_attrs`): accuracy falls at one head and saturates by eight, drops
 when d_k < 16, and latency grows with width and head count, so a report on it has something to show.
 :func:`write_tiny_spec` writes a digits spec small enough to train in seconds. The tests use both through
 tests/fixtures.py (with their own defaults); a benchmark never imports the test suite.
@@ -19,12 +19,9 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState, create_trial
 
-from explorer.engine.config import ModelConfig
-from explorer.engine.measures import LatencyResult
-from explorer.engine.schedules import expand_schedule, valid_heads
-from explorer.search.companion import companion_name, label_companion
-from explorer.search.record import TrialRecord
-from explorer.search.units import unit_seed
+from explorer.layout import ModelConfig, expand_schedule, unit_seed, valid_heads
+from explorer.measures import LatencyResult
+from explorer.storage import TrialRecord, companion_name, label_companion
 
 __all__ = [
     "architectures",
@@ -145,7 +142,7 @@ def make_study(
     attention ``bench`` table when given, and a latency budget whose constraints the trials carry. Its spec's
     total is ``n_trials_target``, else the trials that count towards one (complete, stopped early, running).
     The finalist runs are trials of the study itself (as explorer kept them before they were kept apart), or with
-    ``apart`` of its companion study ``NAME/finalists`` (explorer.search.companion), as explorer keeps them now."""
+    ``apart`` of its companion study ``NAME/finalists`` (explorer.storage._companion), as explorer keeps them now."""
     rng = np.random.default_rng(seed)
     archs = architectures()
     kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]

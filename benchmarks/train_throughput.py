@@ -1,4 +1,4 @@
-"""Training throughput (samples/s) of one variant on a real task, through explorer.engine.train.fit.
+"""Training throughput (samples/s) of one variant on a real task, through explorer.measure._train.fit.
 
 Default: the digits variant the README trains (d_model 64, 4 layers, heads increasing:2-8, min_dk 8). Each
 repeat is a fresh ``fit`` with the same seed; ``samples/s`` is fit's own figure (training examples processed
@@ -16,10 +16,9 @@ import statistics
 import torch
 
 from benchmarks.common import add_run_args, append_record, machine, markdown_table, record_block
-from explorer.engine.config import ModelConfig, TrainConfig
-from explorer.engine.device import resolve_device
-from explorer.engine.tasks import load_task
-from explorer.engine.train import fit
+from explorer.data import load_task
+from explorer.layout import ModelConfig, TrainConfig
+from explorer.measure import fit, resolve_device
 
 
 def measure(args: argparse.Namespace) -> dict[str, list]:
@@ -85,7 +84,7 @@ def main() -> None:
     p.add_argument(
         "--heads",
         default="increasing:2-8",
-        help="head schedule (see explorer.engine.schedules.expand_schedule)",
+        help="head schedule (see explorer.layout._schedules.expand_schedule)",
     )
     p.add_argument("--min-dk", type=int, default=8)
     p.add_argument("--mlp-ratio", type=float, default=4.0)

@@ -1,9 +1,9 @@
 """explorer: how many attention heads, per layer, should your Transformer have, on your task and device?
 
-The package builds encoder variants under the head rules (:mod:`explorer.engine.config`), trains them on real tasks
-(:mod:`explorer.engine.tasks`, :mod:`explorer.engine.train`), times them on the device and runtime they will ship
-on (:mod:`explorer.engine.latency`), searches the accuracy/latency trade-off with Optuna
-(:mod:`explorer.search.study`) and reports what to pick (:mod:`explorer.output.report`).
+The package builds encoder variants under the head rules (:mod:`explorer.layout._config`), trains them on real tasks
+(:mod:`explorer.data._registry`, :mod:`explorer.measure._train`), times them on the device and runtime they will ship
+on (:mod:`explorer.measure._latency`), searches the accuracy/latency trade-off with Optuna
+(:mod:`explorer.study._study`) and reports what to pick (:mod:`explorer.output._report`).
 
 The workflows of :mod:`explorer.api` are available here, imported on first use, so ``import explorer`` stays
 instant (no torch, no Optuna until a workflow is called)::
@@ -36,20 +36,20 @@ __version__ = package_version()
 
 # name -> module that defines it; resolved on first attribute access (PEP 562)
 _LAZY = {
-    "run_study": "explorer.runs",
+    "run_study": "explorer.study._runs",
     "trials": "explorer.api",
     "recommend": "explorer.api",
     "export": "explorer.api",
     "report": "explorer.api",
     "heads": "explorer.api",
     "compare": "explorer.api",
-    "confirm": "explorer.runs",
+    "confirm": "explorer.study._runs",
     "load": "explorer.api",
-    "RunOptions": "explorer.search.run_options",
+    "RunOptions": "explorer.study._run_options",
     # for your own model ([model] build): the attention explorer can read and analyse, and what a builder gets
-    "MultiHeadAttention": "explorer.engine.attention",
-    "ModelConfig": "explorer.engine.config",
-    "InputSpec": "explorer.engine.config",
+    "MultiHeadAttention": "explorer.model._attention",
+    "ModelConfig": "explorer.layout._config",
+    "InputSpec": "explorer.layout._config",
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -1,8 +1,8 @@
 """The workflows a user runs, composed from the stages: what the command line calls, and a notebook can too.
 
-A study runs in two stages (:func:`run`, from :mod:`explorer.runs` with :func:`run_study` and :func:`confirm`):
+A study runs in two stages (:func:`run`, from :mod:`explorer.study._runs` with :func:`run_study` and :func:`confirm`):
 the search (``n_trials`` architectures, one run each, rungs stopping the clearly beaten), then the finalists
-(:mod:`explorer.insight.finalists` picks the knee, its neighbours and the reference layouts; each is trained on
+(:mod:`explorer.answer._finalists` picks the knee, its neighbours and the reference layouts; each is trained on
 the same cross-validation folds with the same seeds, a fixed schedule). Reading a study (:func:`load`) and
 everything that works from its records (the answer, the report, export, heads, compare) are here.
 
@@ -27,27 +27,33 @@ from pathlib import Path
 
 import pandas as pd
 
-from explorer.engine.evaluate import train_variant
+from explorer.answer import Answer, answer, compare_fronts, trials_table
 from explorer.errors import ConfigError, ExplorerError, NoCompletedTrialsError
-from explorer.insight.compare import compare_fronts
-from explorer.insight.recommend import Answer, answer
-from explorer.insight.trials import trials_table
-from explorer.output.compare import write_compare
-from explorer.output.export import ExportResult, export_trial
-from explorer.output.heads_report import analyse_trial
-from explorer.output.report import ReportInput, ReportPaths, write_report
-from explorer.runs import RunSummary, confirm, run, run_study
-from explorer.search.catalog import read_study
-from explorer.search.record import Retiming, TrialRecord, closed_counts, load_records
-from explorer.search.retime import load_retimings
-from explorer.search.study import (
-    StudyHandle,
-    note_answer,
-    reading_artifact_store,
+from explorer.measure import train_variant
+from explorer.output import (
+    ExportResult,
+    ReportInput,
+    ReportPaths,
+    analyse_trial,
+    export_trial,
+    write_compare,
+    write_report,
 )
-from explorer.search.tracking import log_answer
-from explorer.search.tracking_spec import tracking_uri
-from explorer.search.usercode import INPUT_ATTR, check_code
+from explorer.spec import tracking_uri
+from explorer.storage import Retiming, TrialRecord, closed_counts, load_records, load_retimings
+from explorer.study import (
+    INPUT_ATTR,
+    RunSummary,
+    StudyHandle,
+    check_code,
+    confirm,
+    log_answer,
+    note_answer,
+    read_study,
+    reading_artifact_store,
+    run,
+    run_study,
+)
 
 __all__ = [
     "RunSummary",
@@ -117,7 +123,7 @@ def trials(name: str, storage: str | None = None) -> pd.DataFrame:
 
 
 def recommend(name: str, storage: str | None = None) -> Answer:
-    """The study's head-count answer (:func:`explorer.insight.recommend.answer`)."""
+    """The study's head-count answer (:func:`explorer.answer._recommend.answer`)."""
     return load(name, storage).answer
 
 
@@ -177,7 +183,7 @@ def export(
     artifacts: str | None = None,
 ) -> ExportResult:
     """Export a trial (knee, most-accurate, fastest or a number) as a run config or a trained model file
-    (``format``: config, state, pt2, onnx; see :mod:`explorer.output.export`)."""
+    (``format``: config, state, pt2, onnx; see :mod:`explorer.output._export`)."""
     data = load(name, storage)
     masked = None if data.handle.is_default_storage else data.handle.masked_url
     weights = format not in ("config", "hf") or (format == "hf" and data.handle.spec.model.hf is not None)
@@ -198,7 +204,7 @@ def heads(
     artifacts: str | None = None,
     on_start: Callable[[TrialRecord], None] | None = None,
 ):  # -> tuple[HeadsReport, list[Path]]
-    """Analyse the heads of one trial; see :func:`explorer.output.heads_report.analyse_trial`. The weights come
+    """Analyse the heads of one trial; see :func:`explorer.output._heads_report.analyse_trial`. The weights come
     from the study's artifact store (``artifacts`` overrides where), else the trial is retrained exactly."""
     data = load(name, storage)
     check_code(data.handle.study.user_attrs, data.handle.spec)
@@ -224,7 +230,7 @@ def compare(
 ) -> tuple[pd.DataFrame, list[Path], dict[str, Answer]]:
     """Overlay the fronts of several studies (each in ``storage``, default its own ``studies/NAME.db``): one
     table and one figure written into ``out`` (default ``reports/compare-A-B``); see
-    :mod:`explorer.insight.compare`. Returns the table, the files and each study's answer (the one its report
+    :mod:`explorer.answer._compare`. Returns the table, the files and each study's answer (the one its report
     names). Every study is read before anything is written."""
     if len(names) < 2:
         raise ConfigError(f"compare needs at least two studies, got {len(names)}; name two or more.")

@@ -10,7 +10,7 @@ Exit codes (documented in the README; scripts may rely on them):
 1     a run failed for a reason of its own (a worker process died, an unexpected error)
 2     usage: an unknown option or a missing argument (click's own code)
 3     bad input: a value, spec, file, study name or storage URL that is wrong, or a size above its
-      limit (explorer.engine.limits); nothing was written
+      limit (explorer.limits); nothing was written
 4     no result: the command ran but has nothing to give (no completed trial, a diverged run,
       an export whose outputs do not match PyTorch's)
 5     environment: this machine lacks what was asked for (an optional package, a device, a
@@ -95,7 +95,7 @@ class SpecError(BadInputError):
 
 
 class LimitError(BadInputError):
-    """A size or count above its limit (explorer.engine.limits): the message names the value, the limit and the
+    """A size or count above its limit (explorer.limits): the message names the value, the limit and the
     option or environment variable that goes past it; nothing was built, allocated or written."""
 
 

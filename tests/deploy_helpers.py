@@ -62,7 +62,7 @@ def run_tiny_study(folder: Path, name: str = "tiny", n_trials: int = 2, **kw: st
     """Run the tiny study with its SQLite file in ``folder``; return (storage URL, summary)."""
     import torch
 
-    from explorer.api import run_study
+    from explorer.study import run_study
 
     url = f"sqlite:///{Path(folder) / f'{name}.db'}"
     torch.set_num_threads(1)

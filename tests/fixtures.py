@@ -1,9 +1,9 @@
 """Synthetic studies and records with a known structure, and a tiny real spec, for tests and benchmarks.
 
 :func:`make_study` fills an Optuna study with trials written exactly as the objective writes them
-(:meth:`explorer.search.record.TrialRecord.to_attrs`), whose accuracy falls at one head and saturates by eight,
+(:meth:`explorer.storage._record.TrialRecord.to_attrs`), whose accuracy falls at one head and saturates by eight,
 drops when d_k < 16, and whose latency grows with width and head count, so the analysis has right answers to
-find. :func:`record` builds one :class:`~explorer.search.record.TrialRecord` for pure-function tests.
+find. :func:`record` builds one :class:`~explorer.storage._record.TrialRecord` for pure-function tests.
 """
 
 from __future__ import annotations
@@ -21,11 +21,10 @@ from benchmarks.synthetic import (  # the synthetic truth the benchmarks share
     synthetic_accuracy,
     synthetic_latency,
 )
-from explorer.engine.config import ModelConfig
-from explorer.engine.measures import DecodeResult, LatencyResult
-from explorer.search.record import TrialRecord
-from explorer.search.spec import spec_from_dict
-from explorer.search.units import unit_seed
+from explorer.layout import ModelConfig, unit_seed
+from explorer.measures import DecodeResult, LatencyResult
+from explorer.spec import spec_from_dict
+from explorer.storage import TrialRecord
 
 __all__ = [
     "LM_SPEC",

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from explorer.engine.config import InputSpec, ModelConfig
-from explorer.engine.model import build_model
-from explorer.engine.tasks.base import Task
+from explorer.data import Task
+from explorer.layout import InputSpec, ModelConfig
+from explorer.model import build_model
 
 __all__ = ["SPEC", "data", "kill_head", "structured_task", "tiny_model"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from benchmarks import dashboard_check, deploy, synthetic
 from explorer.errors import SpecError
-from explorer.search.spec import load_spec
+from explorer.spec import load_spec
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from explorer.search.spec_docs import TOP_LEVEL, marked_tables, spec_reference
-from explorer.search.spec_keys import SPEC_KEYS, TABLES
+from explorer.spec import SPEC_KEYS, TABLES, TOP_LEVEL, marked_tables, spec_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -39,7 +38,7 @@ SPEC_PAGE = ROOT / "docs" / "spec.md"
 def test_the_spec_reference_tables_are_what_the_fields_declare():
     text = SPEC_PAGE.read_text()
     assert marked_tables(text) == [TOP_LEVEL, *(f"[{t}]" for t in TABLES)], "a key table is not marked"
-    assert text == spec_reference(text), "regenerate it: python -m explorer.search.spec_docs"
+    assert text == spec_reference(text), "regenerate it: python -m explorer.spec._docs"
 
 
 def test_the_spec_reference_lists_exactly_the_keys_the_readers_accept():
@@ -155,8 +154,8 @@ def test_the_layout_page_names_every_module():
 
 
 def test_the_layout_check_can_fail():
-    text = (ROOT / "docs" / "layout.md").read_text().replace("`explorer/engine/attention.py`", "attention")
-    assert "explorer/engine/attention.py" in unnamed_modules(text)
+    text = (ROOT / "docs" / "layout.md").read_text().replace("`explorer/model/_attention.py`", "attention")
+    assert "explorer/model/_attention.py" in unnamed_modules(text)
 
 
 ISSUE_NUMBER = re.compile(r"(?<![\w/])#\d+\b|\bissues?\s+#?\d+", flags=re.I)

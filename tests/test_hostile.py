@@ -5,7 +5,7 @@ The cases run through click's CliRunner in this process (what a shell call does,
 start-up), each under two watchdogs: a wall-clock alarm and a ceiling on the process's address space
 (RLIMIT_AS lowered to what the process holds plus 1 GiB for the case, then restored), so a blow-up fails its
 case instead of the machine. A few cases need a real process (a read-only folder seen by another user, the
-resource blow-ups end to end): they run ``python -m explorer.cli`` under the same ceilings. Before and after each
+resource blow-ups end to end): they run ``python -m explorer`` under the same ceilings. Before and after each
 case the test folder is hashed, file by file (a SQLite file's write-ahead log and index aside) and database by
 database (their content, read without changing them), and the two must be equal.
 """
@@ -32,7 +32,7 @@ import pytest
 from click.testing import CliRunner
 
 from explorer.cli import main
-from explorer.search.storage import open_storage
+from explorer.storage import open_storage
 from tests.fixtures import make_study
 
 CASE_SECONDS = 20  # the wall-clock watchdog of one case (10 s is the aim on an idle machine)
@@ -51,7 +51,7 @@ class Case:
     code: int
     match: str = ""
     env: dict[str, str] = field(default_factory=dict)
-    process: bool = False  # run as its own process (python -m explorer.cli)
+    process: bool = False  # run as its own process (python -m explorer)
     stdout_empty: bool = True
 
 
@@ -352,7 +352,7 @@ def _as_other_user() -> None:
 
 
 def run_process(c: Case, w: Path, other_user: bool = False):
-    """Run ``c`` as ``python -m explorer.cli`` under RLIMIT_AS and a timeout; (code, stdout, stderr, seconds)."""
+    """Run ``c`` as ``python -m explorer`` under RLIMIT_AS and a timeout; (code, stdout, stderr, seconds)."""
     env = {k: v for k, v in os.environ.items() if k != "EXPLORER_STORAGE"}
     env |= {"EXPLORER_CACHE_DIR": str(w / "cache"), "PYTHONPATH": str(ROOT), **c.env}
 
@@ -363,7 +363,7 @@ def run_process(c: Case, w: Path, other_user: bool = False):
 
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "explorer.cli", *(a.format(w=w) for a in c.args)],
+        [sys.executable, "-m", "explorer", *(a.format(w=w) for a in c.args)],
         cwd=w, env=env, capture_output=True, text=True, timeout=CASE_SECONDS * 3, preexec_fn=limits,
     )  # fmt: skip
     return proc.returncode, proc.stdout, proc.stderr, time.perf_counter() - t0
@@ -743,7 +743,7 @@ def test_read_only_commands_in_a_read_only_folder(world: Path, args: tuple[str, 
     would write there is refused in one line; nothing changes."""
     ro = world / "ro"
     if not ro.exists():
-        from explorer.engine.latency_cache import LatencyCache
+        from explorer.measure import LatencyCache
         from tests.fixtures import latency
 
         ro.mkdir()
@@ -756,7 +756,7 @@ def test_read_only_commands_in_a_read_only_folder(world: Path, args: tuple[str, 
     env = {k: v for k, v in os.environ.items() if k != "EXPLORER_STORAGE"}
     env |= {"EXPLORER_CACHE_DIR": str(ro / "cache"), "PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
-        [*_read_only_prefix(ro), sys.executable, "-m", "explorer.cli", *args],
+        [*_read_only_prefix(ro), sys.executable, "-m", "explorer", *args],
         cwd=world, env=env, capture_output=True, text=True, timeout=CASE_SECONDS * 3,
     )  # fmt: skip
     shown = f"exit {proc.returncode}\nstderr:\n{proc.stderr}\nstdout:\n{proc.stdout[:400]}"
@@ -806,7 +806,7 @@ def test_a_plain_optuna_study_is_refused_at_once_and_left_as_it_was(
 
 
 def test_the_trial_names_checked_before_torch_are_the_answers():
-    from explorer.commands.common import TRIAL_NAMES
-    from explorer.insight.recommend import PICK_NAMES
+    from explorer.answer import PICK_NAMES
+    from explorer.cli import TRIAL_NAMES
 
     assert TRIAL_NAMES == PICK_NAMES

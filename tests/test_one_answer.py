@@ -11,9 +11,9 @@ import pytest
 from click.testing import CliRunner
 
 import explorer
+from explorer.answer import resolve_trial
 from explorer.cli import main
-from explorer.insight.recommend import resolve_trial
-from explorer.search.record import RETIMED_ATTR, load_records, load_retimings
+from explorer.storage import RETIMED_ATTR, load_records, load_retimings
 from tests.fixtures import latency, make_study
 
 

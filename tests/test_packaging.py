@@ -171,8 +171,8 @@ def test_verbose_output_has_explorer_lines_and_no_third_party_debug(study, tmp_p
     done = run_python(code, tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert any("explorer.output.export: exporting trial" in line for line in lines)
-    assert any("explorer.search.retrain: loaded the weights" in line for line in lines)
+    assert any("explorer.output._export: exporting trial" in line for line in lines)
+    assert any("explorer.study._retrain: loaded the weights" in line for line in lines)
     assert not any("matplotlib" in line or "PIL" in line for line in lines), lines
 
 
@@ -218,7 +218,7 @@ def test_interrupt_is_one_line_and_exit_130(monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(explorer.api, "export", interrupted)
-    monkeypatch.setattr("explorer.commands.results.check_readable", lambda *a: None)  # no study needed
+    monkeypatch.setattr("explorer.cli._results.check_readable", lambda *a: None)  # no study needed
     result = CliRunner().invoke(main, ["export", "tiny", "--out", "x.json"])
     assert result.exit_code == errors.EXIT_INTERRUPTED == 130
     assert result.stderr.startswith("interrupted") and result.stderr.count("\n") == 1

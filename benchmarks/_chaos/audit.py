@@ -12,8 +12,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from explorer.search.companion import trials_of
-from explorer.search.record import load_records
+from explorer.storage import load_records, trials_of
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 

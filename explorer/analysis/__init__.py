@@ -1,8 +1,7 @@
-"""Analyses that need trained weights: they load a trial's model (or retrain it) and probe it with torch.
+"""Per-head and per-rule analysis behind the report: head ablations, the tutorial's rules of thumb.
 
-Kept apart from :mod:`explorer.insight`, whose statistics over trial records import no torch.
-"""
+The public names are listed in ``__init__.pyi`` and each is imported on first use."""
 
-from explorer.analysis.trial_heads import HeadsAnalysis, analyse_heads
+import lazy_loader
 
-__all__ = ["HeadsAnalysis", "analyse_heads"]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -9,15 +9,14 @@ import pytest
 from click.testing import CliRunner
 from optuna.trial import TrialState, create_trial
 
+from explorer.answer import COMPARE_COLUMNS, compare_fronts, study_setup
 from explorer.cli import main
-from explorer.engine.config import ModelConfig
-from explorer.engine.measures import LatencyResult
 from explorer.errors import EXIT_BAD_INPUT, EXIT_NO_RESULT
-from explorer.insight.compare import COMPARE_COLUMNS, compare_fronts, study_setup
-from explorer.output.compare import compare_figure
-from explorer.output.plots import save_png
-from explorer.search.record import TrialRecord, record_from_trial
-from explorer.search.spec import spec_from_dict
+from explorer.layout import ModelConfig
+from explorer.measures import LatencyResult
+from explorer.output import compare_figure, save_png
+from explorer.spec import spec_from_dict
+from explorer.storage import TrialRecord, record_from_trial
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from explorer.errors import ConfigError
-from explorer.output.files import MANIFEST, OutputFolder
+from explorer.output import MANIFEST, OutputFolder
 
 
 def tree(root) -> list[str]:

@@ -7,11 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from explorer.engine import probe
-from explorer.engine.config import ModelConfig, TrainConfig
-from explorer.engine.train import fit
-from explorer.output import heads_plots
-from explorer.output.plots import save_png
+from explorer.layout import ModelConfig, TrainConfig
+from explorer.measure import _probe as probe, fit
+from explorer.output import _heads_plots as heads_plots, save_png
 from tests.heads_models import structured_task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -51,10 +49,9 @@ def test_figures_render(trained, tmp_path):
 def test_heads_of_a_real_trial_are_analysed_first_and_then_written(tmp_path):
     """The analysis (explorer.analysis) writes nothing; write_heads writes what it computed."""
     from explorer.analysis import analyse_heads
-    from explorer.output.files import OutputFolder
-    from explorer.output.heads_report import write_heads
-    from explorer.search.catalog import read_study
-    from explorer.search.record import load_records
+    from explorer.output import OutputFolder, write_heads
+    from explorer.storage import load_records
+    from explorer.study import read_study
     from tests.deploy_helpers import run_tiny_study
 
     with pytest.MonkeyPatch.context() as mp:

@@ -1,4 +1,4 @@
-"""The report's figures: the numbers they draw (explorer.output.plot_data) tested as tables, and each figure
+"""The report's figures: the numbers they draw (explorer.output._plot_data) tested as tables, and each figure
 rendered."""
 
 from __future__ import annotations
@@ -7,9 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from explorer.engine.measures import QUALITY_METRICS
-from explorer.output import plots
-from explorer.output.plot_data import effect_data, pareto_data, quality
+from explorer.measures import QUALITY_METRICS
+from explorer.output import _plots as plots, effect_data, pareto_data, quality
 
 
 def table() -> pd.DataFrame:

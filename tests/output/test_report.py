@@ -9,13 +9,11 @@ import struct
 import pandas as pd
 import pytest
 
+from explorer.analysis import _rules as rules
 from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.insight import rules
-from explorer.output import plots
-from explorer.output.files import MANIFEST
-from explorer.output.report import ReportInput, write_report
-from explorer.search.record import load_records
-from explorer.search.spec import spec_from_dict
+from explorer.output import MANIFEST, ReportInput, _plots as plots, write_report
+from explorer.spec import spec_from_dict
+from explorer.storage import load_records
 from tests.fixtures import LM_SPEC, lm_finalists, lm_search, make_study
 
 BENCH = [

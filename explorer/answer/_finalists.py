@@ -1,0 +1,325 @@
+"""Which architectures the finalist stage retrains, and with which seeds.
+
+After the search, the answer rests on single short runs. The finalist plan picks the search's knee (the
+accuracy/latency front's knee among feasible architectures within the budgets), the front architectures nearest
+it, and three references at the knee's width and depth: one head per layer (the tutorial's "one head is not
+enough"), the tutorial's default of 8 heads per layer (or the nearest valid count in 8-16), and the next faster
+layout on the front (what a little less latency would cost). The ladder adds every head count of the space, the
+same in each layer, at the knee's width and depth: whatever one run's search happened to find, every run of the
+study at that base compares the same uniform layouts. A study that searches key/value heads adds two more at
+the knee's heads, width and depth: multi-head attention (kv_heads = heads) and multi-query attention
+(kv_heads = 1), the two ends grouped-query attention sits between. Each first trains on the grid's first
+``[finalists] start`` units (:func:`unit_at`: folds of replicates, one seed per unit shared by every layout);
+:func:`next_runs` then spends the stage's budget where the answer is still open, a few paired units at a time
+(:func:`explorer.answer._rule.next_cells`). The plan and every round are pure functions of the study's records,
+so planning again after a resume queues only what is new.
+
+The knee is taken on quality against forward latency, or against decoding time per token where the spec makes
+decoding an objective (:func:`cost_axis`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from explorer.answer._evidence import evidence_grid
+from explorer.answer._pareto import knee, normalize, pareto_front
+from explorer.answer._rule import next_cells
+from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only
+from explorer.layout import (
+    UNIT_OFFSET,
+    FinalistRun,
+    ModelConfig,
+    fold_seed,
+    head_counts,
+    unit_seed,
+    valid_heads,
+)
+from explorer.spec import MB, StudySpec
+from explorer.storage import Retiming, TrialRecord, arch_key
+
+__all__ = [
+    "COST_COLUMNS",
+    "DEFAULT_HEADS",
+    "KV_REFERENCES",
+    "Plan",
+    "Unit",
+    "cost_axis",
+    "evidence_units",
+    "finalist_times",
+    "next_runs",
+    "plan_finalists",
+    "unit_at",
+    "with_kv",
+    "within_budgets",
+]
+
+COST_COLUMNS = {"latency": "latency_ms", "decode": "decode_ms"}  # cost axis -> architecture-table column
+KV_REFERENCES = ("multi-head", "multi-query")  # the labels of a kv study's two extra references
+
+DEFAULT_HEADS = (8, 16)  # the tutorial's "8-16 heads usually suffice; start at 8"
+
+
+ROUND_UNITS = 2  # paired units a round of the finalist stage adds at least to each layout it goes to ...
+ROUND_GROWTH = 0.5  # ... or this share of the units they have, if more: fewer looks at the data, fewer rounds
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: tuple[FinalistRun, ...]  # the first runs: every layout on its first units
+    knee: Architecture | None  # the search's knee
+    notes: tuple[str, ...] = field(default_factory=tuple)  # references that could not be built, and why
+    layouts: tuple[FinalistRun, ...] = ()  # one run per finalist layout, on unit 0: what every round copies
+    budget: int = 0  # the stage's runs in all
+    start: int = 0  # the units every layout trains first: [finalists] start, or fewer when the budget is smaller
+
+    @property
+    def keys(self) -> list[str]:
+        return [arch_key(r.config, r.lr) for r in self.layouts]
+
+
+def cost_axis(spec: StudySpec) -> str:
+    """What the knee trades quality against: ``decode`` (ms per token) when decoding is an objective, else
+    ``latency`` (the forward pass)."""
+    return "decode" if spec.objectives.decode else "latency"
+
+
+def within_budgets(archs: Sequence[Architecture], spec: StudySpec) -> list[Architecture]:
+    """The feasible architectures that meet the spec's budgets (and have the cost the knee is taken on)."""
+    b = spec.budgets
+
+    def ok(a: Architecture) -> bool:
+        if a.cost(cost_axis(spec)) is None:
+            return False
+        if b.max_decode_ms is not None and (a.decode is None or a.decode.estimate > b.max_decode_ms):
+            return False
+        cache = a.kv_cache_bytes
+        if b.max_kv_cache_mb is not None and cache is not None and cache / MB > b.max_kv_cache_mb:
+            return False
+        return (b.max_latency_ms is None or a.latency.estimate <= b.max_latency_ms) and (
+            b.max_params is None or a.params <= b.max_params
+        )
+
+    return [a for a in archs if a.feasible and ok(a)]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One cell of the evidence grid: a fold of a replicate, trained with one seed by every layout."""
+
+    seed: int  # the training seed (init, data order), shared by every layout: the pairing
+    fold: int | None  # the validation fold (None: the task's fixed split)
+    folds: int
+    fold_seed: int | None  # the seed that cut this replicate's folds
+
+
+def unit_at(spec: StudySpec, u: int) -> Unit:
+    """Unit ``u`` of the study's grid: fold ``u % folds`` of replicate ``u // folds``. Seeds come from the
+    study's own block (:func:`explorer.layout._units.unit_seed`): unit ``u`` is the same whatever the number of
+    units, so adding units later changes none."""
+    k = spec.finalists.folds
+    r, f = divmod(u, k)
+    return Unit(unit_seed(spec.seed, u), None if k == 1 else f, k, None if k == 1 else fold_seed(spec.seed, r))
+
+
+def evidence_units(spec: StudySpec, seeds: int | None = None) -> list[Unit]:
+    """The grid's first ``seeds`` replicates (the spec's by default) x the spec's folds."""
+    seeds = spec.finalists.seeds if seeds is None else seeds
+    return [unit_at(spec, u) for u in range(seeds * spec.finalists.folds)]
+
+
+def _uniform(base: ModelConfig, heads: int) -> tuple[ModelConfig | None, str]:
+    """``base`` with ``heads`` heads in every layer, under base's d_k floor if it allows, else none at all."""
+    if heads not in valid_heads(base.d_model):
+        return None, f"{heads} heads do not divide d_model {base.d_model}"
+    floor = base.min_dk if heads in valid_heads(base.d_model, base.min_dk) else 1
+    config = ModelConfig(
+        d_model=base.d_model,
+        heads=(heads,) * base.n_layers,
+        min_dk=floor,
+        mlp_ratio=base.mlp_ratio,
+        dropout=base.dropout,
+        attention=base.attention,
+    )
+    return config, ""
+
+
+def with_kv(base: ModelConfig, kv: int | None) -> ModelConfig:
+    """``base`` with ``kv`` key/value heads in every layer (None: kv_heads = heads, multi-head attention)."""
+    return ModelConfig(
+        d_model=base.d_model,
+        heads=base.heads,
+        min_dk=base.min_dk,
+        mlp_ratio=base.mlp_ratio,
+        dropout=base.dropout,
+        attention=base.attention,
+        kv_heads=None if kv is None else (kv,) * base.n_layers,
+        head_dim=base.head_dim,
+    )
+
+
+def plan_finalists(
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    top: int | None = None,
+    seeds: int | None = None,
+    retimings: Sequence[Retiming] = (),
+) -> Plan:
+    """The finalist layouts for the study's search so far, each on its first ``[finalists] start`` units, or on
+    every unit of ``seeds`` replicates when ``seeds`` is given (a fixed grid: ``explorer confirm --seeds``);
+    ``top`` overrides the spec's. The search's decoding times come from ``retimings`` where re-timed
+    (explorer.study._retime)."""
+    fs = spec.finalists
+    top = fs.top if top is None else top
+    pool = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
+    if not pool:
+        return Plan((), None, ("no feasible search trial within the budgets has finished yet",))
+    cost = COST_COLUMNS[cost_axis(spec)]
+    table = architecture_table(pool)
+    front = pareto_front(table, cost)
+    by_key = {a.key: a for a in pool}
+    knee_arch = by_key[knee(front, bounds=table, cost=cost)["key"]]
+    picks: list[_Pick] = [(knee_arch, "knee")]
+    picks += [(by_key[key], "front") for key in _nearest(front, table, cost, knee_arch.key)][
+        : max(0, top - 1)
+    ]
+    notes: list[str] = []
+    if fs.references:
+        picks += _references(knee_arch, front, by_key, spec, cost, notes)
+    if fs.ladder:  # the same uniform layouts in every run of the study, whatever its search found
+        picks += _ladder(knee_arch.config, spec)
+    layouts = _layouts(picks, knee_arch)
+    budget = fs.runs_budget(len(layouts))
+    # the first units, as many as the budget holds for every layout (a budget of fewer units a layout than
+    # [finalists] start is spent on the first units alone)
+    first = max(1, min(fs.start, budget // max(1, len(layouts))))
+    units = range(first if seeds is None else seeds * fs.folds)
+    runs = tuple(_on(layout, unit_at(spec, u)) for layout in layouts for u in units)
+    return Plan(runs, knee_arch, tuple(notes), layouts, budget, first)
+
+
+_Pick = tuple[Architecture | ModelConfig, str]  # a searched architecture or a built layout, and its label
+
+
+def _nearest(front: pd.DataFrame, table: pd.DataFrame, cost: str, knee_key: str) -> list[str]:
+    """The front's other architectures, nearest the knee first (normalized quality and cost)."""
+    y = normalize(front, table, cost)
+    at = y[(front["key"] == knee_key).to_numpy()][0]
+    order = front.assign(_d=np.hypot(*(y - at).T)).sort_values(["_d", "number"])["key"].tolist()
+    return [key for key in order if key != knee_key]
+
+
+def _references(
+    knee_arch: Architecture,
+    front: pd.DataFrame,
+    by_key: dict[str, Architecture],
+    spec: StudySpec,
+    cost: str,
+    notes: list[str],
+) -> list[_Pick]:
+    """At the knee's width and depth: one head per layer, the tutorial's default, the next faster layout on
+    the front and, where key/value heads are searched, multi-head and multi-query attention. A reference that
+    cannot be built is noted in ``notes``."""
+    base = knee_arch.config
+    picks: list[_Pick] = []
+    one, _ = _uniform(base, 1)
+    if one is not None:
+        picks.append((one, "1 head"))
+    folk = next(
+        (h for h in range(DEFAULT_HEADS[0], DEFAULT_HEADS[1] + 1) if h in valid_heads(base.d_model)), None
+    )
+    if folk is None:
+        notes.append(f"no head count in 8-16 divides d_model {base.d_model}: no tutorial reference")
+    else:
+        config, _ = _uniform(base, folk)
+        if config is not None:
+            picks.append((config, f"{folk} heads"))
+    faster = front[front[cost] < knee_arch.cost(cost_axis(spec)).estimate]  # type: ignore[union-attr]
+    same_base = faster[(faster["d_model"] == base.d_model) & (faster["n_layers"] == base.n_layers)]
+    if len(same_base):  # the fastest-first front: the last row is the one just faster than the knee
+        picks.append((by_key[same_base["key"].iloc[-1]], "next faster"))
+    if spec.space.kv_heads is not None:  # the two ends grouped-query attention sits between
+        picks.append((with_kv(base, None), KV_REFERENCES[0]))
+        picks.append((with_kv(base, 1), KV_REFERENCES[1]))
+    return picks
+
+
+def _ladder(base: ModelConfig, spec: StudySpec) -> list[_Pick]:
+    """Every head count of the space, the same in each layer, at ``base``'s width and depth."""
+    picks: list[_Pick] = []
+    for h in head_counts(spec.space, base.d_model, base.min_dk, None):
+        config, _ = _uniform(base, h)
+        if config is not None:
+            picks.append((config, "1 head" if h == 1 else f"{h} heads"))
+    return picks
+
+
+def _layouts(picks: Sequence[_Pick], knee_arch: Architecture) -> tuple[FinalistRun, ...]:
+    """Each distinct pick (the first label of a configuration wins) as a run on unit 0; a built layout takes
+    the knee's learning rate."""
+    out: list[FinalistRun] = []
+    seen: set[str] = set()
+    for pick, label in picks:
+        config, lr, source = (
+            (pick.config, pick.lr, pick.numbers[0])
+            if isinstance(pick, Architecture)
+            else (pick, knee_arch.lr, None)
+        )
+        key = arch_key(config, lr)
+        if key not in seen:
+            seen.add(key)
+            out.append(FinalistRun(config, lr, 0, label, source))
+    return tuple(out)
+
+
+def _on(layout: FinalistRun, unit: Unit) -> FinalistRun:
+    return FinalistRun(layout.config, layout.lr, unit.seed, layout.label, layout.source, unit.fold, unit.folds,
+                       unit.fold_seed)  # fmt: skip
+
+
+def finalist_times(keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency") -> np.ndarray:
+    """``[layouts, rounds]``: each layout's re-timed ms by round on the cost axis (NaN where not timed)."""
+    kind = "decode" if axis == "decode" else "forward"
+    by: dict[str, dict[int, float]] = {}
+    for t in retimings:
+        if t.kind == kind:
+            by.setdefault(t.key, {})[t.round] = t.latency.median_ms
+    rounds = sorted({r for key in keys for r in by.get(key, {})})
+    return np.array([[by.get(k, {}).get(r, np.nan) for r in rounds] for k in keys], dtype=float).reshape(
+        len(keys), len(rounds)
+    )
+
+
+def unit_grid(records: Sequence[TrialRecord], keys: Sequence[str], spec: StudySpec) -> tuple[np.ndarray, np.ndarray]:
+    """The finished finalist runs of ``keys`` as (scores, ran): ``[layouts, units]`` by unit index (scores
+    higher is better, NaN where a layout has no usable run; ``ran`` also marks the runs set apart as
+    collapsed, which are never run again)."""
+    grid = evidence_grid(records, keys, spec.metric)
+    base = unit_seed(spec.seed, 0)
+    index = [s - base for s in grid.seeds]
+    width = max([u + 1 for u in index if 0 <= u < UNIT_OFFSET], default=0)
+    scores = np.full((len(keys), width), np.nan)
+    ran = np.zeros((len(keys), width), dtype=bool)
+    for j, u in enumerate(index):
+        if 0 <= u < width:
+            scores[:, u] = grid.scores[:, j]
+            ran[:, u] = grid.numbers[:, j] >= 0
+    return scores, ran
+
+
+def next_runs(
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray, left: int
+) -> tuple[FinalistRun, ...]:
+    """The next round of the finalist stage (see the module docstring): where the answer is still open, on the
+    evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
+    fits. ``times``: ``[layouts, rounds]`` in the plan's order."""
+    scores, ran = unit_grid(records, plan.keys, spec)
+    a = spec.answer
+    margin = a.margin_for(spec.metric.direction == "maximize")
+    cells = next_cells(scores, times, margin, a.risk, a.latency_tie, plan.start, ROUND_UNITS, left, ran,
+                       grow=ROUND_GROWTH)  # fmt: skip
+    return tuple(_on(plan.layouts[i], unit_at(spec, u)) for i, u in cells)

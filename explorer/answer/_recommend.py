@@ -1,0 +1,398 @@
+"""The head-count answer: one function, :func:`answer`, that every command naming "the answer" calls.
+
+With finalist runs (the evidence grid: every finalist layout trained on the same paired units,
+:mod:`explorer.answer._evidence`), the answer is the fastest layout whose probability of being within the spec's
+``[answer] margin`` of the best is at least ``1 - risk`` (:mod:`explorer.answer._rule`); its confidence is that
+probability. Every other candidate is *within* the margin too (slower), *beyond* it, or *undecided*, with the
+paired units that would decide it from its measured spread. A study in which no layout beats the task's chance
+level beyond noise has no answer.
+
+Without finalist runs the answer is the search's knee (one short run per architecture), marked provisional: no
+class, no confidence. Quality is the task's metric (accuracy, or bits per byte for a language model: lower is
+better); the latency is the forward pass, or decoding time per token where the spec makes decoding an objective.
+Pure functions over records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypedDict
+
+import numpy as np
+from scipy import stats
+
+from explorer.answer._contrasts import Contrast, Costs, contrasts, versus
+from explorer.answer._evidence import Collapse, Grid, evidence_grid
+from explorer.answer._finalists import COST_COLUMNS, cost_axis, finalist_times, within_budgets
+from explorer.answer._paired import PairedDifference, units_needed
+from explorer.answer._pareto import knee, pareto_front
+from explorer.answer._rule import BEST, BEYOND, UNDECIDED, WITHIN, Decision, decide, ratio
+from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only, score
+from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
+from explorer.spec import StudySpec
+from explorer.storage import Retiming, TrialRecord
+
+__all__ = [
+    "ANSWER_NAMES",
+    "Answer",
+    "Candidate",
+    "Contrast",
+    "Picks",
+    "answer",
+    "pick",
+    "resolve_trial",
+    "select_run",
+]
+
+ANSWER_NAMES = ("answer", "knee")  # what --trial calls the recommendation ("knee": its name before classes)
+PICK_NAMES = (*ANSWER_NAMES, "most-accurate", "fastest")
+
+
+@dataclass(frozen=True)
+class Picks:
+    """Search-level picks (for the per-base answers and the figures)."""
+
+    knee: Architecture | None
+    most_accurate: Architecture | None
+    fastest: Architecture | None
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One candidate layout and what the evidence says of it against the best."""
+
+    arch: Architecture
+    verdict: str  # best | within | beyond | undecided
+    versus_best: PairedDifference | None  # this minus the best, paired by unit (interval at 1 - 2 risk)
+    units_needed: int | None = None  # paired units that would decide an undecided one (None: at the margin)
+    seeds_needed: int | None = None  # replicates (each ``folds`` units) that many units make
+    latency_ratio: float = math.nan  # this / the answer, within re-timing rounds
+    p_within: float = math.nan  # lower bound of P(within the margin of the best)
+    p_beyond: float = math.nan  # P(the best beats it by more than the margin); NaN for the best
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The recommendation and everything said about it."""
+
+    recommended: Architecture | None
+    evidence: str  # "finalists" | "search" | "none"
+    candidates: tuple[Architecture, ...]  # what it was chosen among (feasible, within budgets)
+    front: tuple[Architecture, ...]  # their accuracy/latency front, fastest first
+    contrasts: tuple[Contrast, ...]
+    confidence: float | None  # probability that the answer is within the margin of the best (None: not measured)
+    confidence_method: str
+    per_base: tuple[tuple[int, int, Architecture], ...]  # (d_model, n_layers, the knee there), search level
+    search: Picks
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    cost_axis: str = "latency"  # what the rule weighs against quality: latency (forward) | decode (per token)
+    best: Architecture | None = None  # the highest mean quality
+    verdicts: tuple[Candidate, ...] = ()  # every candidate: the class first, then by verdict and latency
+    margin: float = math.nan  # on the quality's own scale (0.01 = one accuracy point)
+    risk: float = 0.05  # the largest probability accepted that the answer lies beyond the margin
+    decided: bool = False  # the answer reaches 1 - risk and no faster layout is undecided
+    chance: float | None = None  # what learning nothing scores (majority class, unigram bits per byte)
+    no_answer: str = ""  # why there is no answer ("" when there is one)
+    collapsed: tuple[Collapse, ...] = ()  # finalist runs set apart (training failed), never pooled
+    grid: Grid | None = None  # the finalists' scores by unit, as the rule read them
+    times: np.ndarray | None = None  # [grid layouts, re-timing rounds] ms on the cost axis, as the rule read them
+
+    @property
+    def base(self) -> tuple[int, int] | None:
+        r = self.recommended
+        return None if r is None else (r.config.d_model, r.config.n_layers)
+
+    @property
+    def placed(self) -> bool:
+        """Whether the answer itself reaches ``1 - risk``: placed within the margin, not the best by default."""
+        return self.recommended is not None and self.confidence is not None and self.confidence >= 1 - self.risk
+
+    @property
+    def members(self) -> tuple[Architecture, ...]:
+        """The layouts placed within the margin of the best at probability ``1 - risk``, fastest first."""
+        return tuple(c.arch for c in self.verdicts if c.p_within >= 1 - self.risk)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The answer as one JSON-ready document: what every ``--json`` output that names the answer carries."""
+
+        def layout(a: Architecture | None) -> dict[str, Any] | None:
+            if a is None:
+                return None
+            c = a.config
+            return {"heads": list(c.heads), "kv_heads": list(c.kv_per_layer), "d_k": list(c.d_k),
+                    "d_model": c.d_model, "n_layers": c.n_layers, "key": a.key, "quality": a.quality.estimate,
+                    "quality_low": a.quality.low, "quality_high": a.quality.high, "runs": a.n,
+                    "latency_ms": a.latency.estimate}  # fmt: skip
+
+        def verdict(c: Candidate) -> dict[str, Any]:
+            vs = c.versus_best
+            return {**(layout(c.arch) or {}), "verdict": c.verdict,
+                    "versus_best": None if vs is None else {"diff": vs.diff, "low": vs.low, "high": vs.high,
+                                                            "units": vs.n, "p": vs.p_value},
+                    "p_within_margin": c.p_within,
+                    "p_beyond_margin": None if math.isnan(c.p_beyond) else c.p_beyond,
+                    "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
+                    "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio}  # fmt: skip
+
+        return {
+            "answer": layout(self.recommended),
+            "evidence": self.evidence,
+            "metric": self.recommended.metric.name if self.recommended else None,
+            "margin": self.margin,
+            "risk": self.risk,
+            "decided": self.decided,
+            "class": [layout(a) for a in self.members],
+            "best": layout(self.best),
+            "verdicts": [verdict(c) for c in self.verdicts],
+            "confidence": self.confidence,
+            "confidence_method": self.confidence_method,
+            "chance": self.chance,
+            "no_answer": self.no_answer or None,
+            "collapsed": [dataclasses.asdict(c) for c in self.collapsed],
+            "notes": list(self.notes),
+        }
+
+    @property
+    def alike(self) -> tuple[Architecture, ...]:
+        """The class without the recommendation."""
+        rec = self.recommended
+        return tuple(a for a in self.members if rec is None or a.key != rec.key)
+
+
+def _cost(a: Architecture, axis: str) -> float:
+    c = a.cost(axis)
+    return math.inf if c is None else c.estimate
+
+
+def _knee_of(archs: Sequence[Architecture], axis: str = "latency") -> tuple[Architecture, list[Architecture]]:
+    table = architecture_table(archs)
+    front = pareto_front(table, COST_COLUMNS[axis])
+    k = knee(front, bounds=table, cost=COST_COLUMNS[axis])
+    by_key = {a.key: a for a in archs}
+    return by_key[k["key"]], [by_key[key] for key in front["key"]]
+
+
+def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
+    if not archs:
+        return Picks(None, None, None)
+    k, front = _knee_of(archs, axis)
+    best = max(archs, key=lambda a: (a.score, -_cost(a, axis)))
+    return Picks(k, best, front[0])
+
+
+def _times(archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: str) -> np.ndarray:
+    """[layouts, rounds] re-timed ms on the cost axis; one column of each layout's own estimate when any
+    layout was not re-timed (rounds are then not comparable)."""
+    times = finalist_times([a.key for a in archs], retimings, axis)
+    if times.shape[1] and not np.isnan(times).all(axis=1).any():
+        return times
+    return np.array([[_cost(a, axis)] for a in archs], dtype=float)
+
+
+def _learned(best: Architecture, chance: float, records: Sequence[TrialRecord]) -> bool:
+    """Whether the best layout beats chance beyond noise: for accuracy, its correct predictions over every
+    validation example of its runs against the chance rate (exact one-sided binomial test at 5%); for bits per
+    byte, its mean's one-sided 95% bound below the unigram model's."""
+    if math.isnan(chance):
+        return True
+    runs = [r for r in records if r.number in set(best.numbers) and r.quality is not None]
+    if best.metric.direction == "maximize":
+        n = sum(r.val_size or 0 for r in runs)
+        k = round(sum((r.quality or 0.0) * (r.val_size or 0) for r in runs))
+        return n > 0 and stats.binomtest(k, n, min(max(chance, 1e-9), 1 - 1e-9), "greater").pvalue < 0.05
+    values = np.array([float(r.quality) for r in runs])  # type: ignore[arg-type]
+    if len(values) > 1 and values.std(ddof=1) > 0:
+        se = values.std(ddof=1) / math.sqrt(len(values))
+    else:
+        se = float(np.mean([r.val_bpb_se or 0.0 for r in runs]))
+    return float(values.mean()) + 1.645 * se < chance
+
+
+def _chance(records: Sequence[TrialRecord], role: str) -> float | None:
+    values = [r.chance for r in records if r.role == role and r.finished and r.chance is not None]
+    return float(np.mean(values)) if values else None
+
+
+def _nothing_learned(best: Architecture, chance: float, spec: StudySpec) -> str:
+    what = "accuracy" if best.metric.direction == "maximize" else "bits per byte"
+    level = f"{chance:.2%}" if best.metric.direction == "maximize" else f"{chance:.3f} bits per byte"
+    return (
+        f"no layout beats chance ({level}, the {'majority-class rate' if what == 'accuracy' else 'unigram model'}) "
+        f"beyond the noise of its runs: nothing was learned. Train longer ([task] epochs, [finalists] epochs), "
+        f"give more data, or change the learning rate ([space] lr = {spec.space.lr})"
+    )
+
+
+def _verdicts(
+    order: Sequence[Architecture], decision: Decision, spec: StudySpec, costs: Costs, margin: float
+) -> tuple[Candidate, ...]:
+    """Every candidate's verdict with its comparison to the best: the best and the layouts within the margin
+    first, then undecided, then beyond, each fastest first."""
+    out = []
+    verdict, best, rec, risk = decision.verdicts, decision.best, decision.answer, decision.risk
+    for i, a in enumerate(order):
+        vs = versus(a, order[best], costs, level=1 - 2 * risk) if i != best else None
+        needed = seeds = None
+        if verdict[i] == UNDECIDED and vs is not None:
+            needed = units_needed(-vs.diff, vs.sd, margin, risk)
+            seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
+        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec),
+                             decision.p_within[i], decision.p_beyond[i]))  # fmt: skip
+    rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, BEYOND: 2}
+    speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
+    return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
+
+
+class _Common(TypedDict):  # the fields of every answer, whatever its evidence (search picks, rule settings)
+    per_base: tuple[tuple[int, int, Architecture], ...]
+    search: Picks
+    cost_axis: str
+    risk: float
+    margin: float
+
+
+class _FinalistCommon(_Common):  # the fields of every answer from the finalist stage, learned or not
+    candidates: tuple[Architecture, ...]
+    front: tuple[Architecture, ...]
+    best: Architecture
+    chance: float | None
+    collapsed: tuple[Collapse, ...]
+    grid: Grid
+    times: np.ndarray
+    notes: tuple[str, ...]
+
+
+def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[Retiming] = ()) -> Answer:
+    """The study's head-count answer (see the module docstring); finalists' latencies come from ``retimings``
+    when the study has them (explorer.study._retime)."""
+    axis = cost_axis(spec)
+    search = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
+    per_base = []
+    for d_model, n_layers in sorted({(a.config.d_model, a.config.n_layers) for a in search}):
+        here = [a for a in search if (a.config.d_model, a.config.n_layers) == (d_model, n_layers)]
+        per_base.append((d_model, n_layers, _knee_of(here, axis)[0]))
+    picks = _picks(search, axis)
+    common = _Common(per_base=tuple(per_base), search=picks, cost_axis=axis, risk=spec.answer.risk,
+                     margin=spec.answer.margin_for(spec.metric.direction == "maximize"))  # fmt: skip
+    finals_all = architectures(records, "finalist", retimings=retimings)
+    if within_budgets(finals_all, spec):
+        return _from_finalists(records, spec, retimings, finals_all, search, common)
+    if not search:
+        return Answer(None, "none", (), (), (), None, "", notes=("no feasible trial finished",),
+                      no_answer="no feasible trial has finished yet", **common)  # fmt: skip
+    rec, front = _knee_of(search, axis)
+    chance = _chance(records, "search")
+    best = max(search, key=lambda a: a.score)
+    note = ("every figure rests on one run per architecture at the search budget; the finalist stage (every "
+            f"finalist on the same folds and seeds) has not run: `explorer confirm {spec.name}` runs it")  # fmt: skip
+    if chance is not None and not _learned(best, chance, records):
+        return Answer(None, "search", tuple(search), tuple(front), (), None, "", notes=(note,), best=best,
+                      chance=chance, no_answer=_nothing_learned(best, chance, spec), **common)  # fmt: skip
+    return Answer(rec, "search", tuple(search), tuple(front), (), None,
+                  "not measured: one run per architecture, nothing to resample", notes=(note,), best=best,
+                  chance=chance, **common)  # fmt: skip
+
+
+def _from_finalists(
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    retimings: Sequence[Retiming],
+    finals_all: Sequence[Architecture],
+    search: Sequence[Architecture],
+    common: _Common,
+) -> Answer:
+    axis, margin = common["cost_axis"], common["margin"]
+    keys = [a.key for a in within_budgets(finals_all, spec)]
+    grid = evidence_grid(records, keys, spec.metric)
+    apart = {c.number for c in grid.collapsed}  # collapsed runs: in no mean, interval or test
+    kept = [r for r in records if r.number not in apart]
+    by_key = {a.key: a for a in architectures(kept, "finalist", retimings=retimings, pooled=False)}
+    order = [by_key[k] for k in keys if k in by_key]
+    keys = [a.key for a in order]
+    grid = grid.subset(keys)
+    times = _times(order, retimings, axis)
+    costs = Costs(grid, tuple(keys), times, spec.answer.latency_tie)
+    notes = []
+    over = len(finals_all) - len(keys)
+    if over:
+        notes.append(f"{over} finalist layout(s) exceed the budgets or a constraint and are not candidates")
+    decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie)
+    best, chance = order[decision.best], _chance(records, "finalist")
+    front = _knee_of(order, axis)[1]
+    base = _FinalistCommon(candidates=tuple(order), front=tuple(front), best=best, chance=chance,
+                           collapsed=grid.collapsed, grid=grid, times=times, notes=tuple(notes), **common)  # fmt: skip
+    if chance is not None and not _learned(best, chance, kept):
+        return Answer(None, "finalists", contrasts=(), confidence=None, confidence_method="",
+                      no_answer=_nothing_learned(best, chance, spec), **base)  # fmt: skip
+    rec = order[decision.answer]
+    verdicts = _verdicts(order, decision, spec, costs, margin)
+    method = (
+        "lower bound one minus the sum, over every other finalist, of the probability that it beats the answer by "
+        "more than the margin (a paired t on the units both ran, flat prior); its record against the pooled truth "
+        "of recorded and simulated re-runs: benchmarks/decisions.md"
+    )
+    kv = spec.space.kv_heads is not None
+    measured = [
+        a for a in order if (a.config.d_model, a.config.n_layers) == (rec.config.d_model, rec.config.n_layers)
+    ]
+    return Answer(rec, "finalists", contrasts=contrasts(rec, measured, front, costs, axis, kv),
+                  confidence=decision.p_within[decision.answer], confidence_method=method, verdicts=verdicts,
+                  decided=decision.decided, **base)  # fmt: skip
+
+
+def pick(ans: Answer, which: str) -> Architecture | None:
+    """The architecture ``answer`` (alias ``knee``: the recommendation), ``most-accurate`` (the best) or
+    ``fastest`` (the fastest candidate) names."""
+    if which in ANSWER_NAMES:
+        return ans.recommended
+    candidates = ans.candidates
+    if not candidates:
+        return None
+    if which == "most-accurate":
+        return ans.best or max(candidates, key=lambda a: (a.score, -_cost(a, ans.cost_axis)))
+    if which == "fastest":
+        return min(candidates, key=lambda a: (_cost(a, ans.cost_axis), -a.score))
+    raise ValueError(which)
+
+
+def select_run(records: Sequence[TrialRecord], arch: Architecture) -> TrialRecord:
+    """The run that stands for ``arch``: the one whose validation quality is the median of its runs (the lower
+    middle one with an even count), so exported weights are typical of the layout, not its luckiest seed."""
+    runs = sorted(
+        (r for r in records if r.number in set(arch.numbers)),
+        key=lambda r: (score(r.metric, r.quality or 0.0), r.number),
+    )
+    return runs[(len(runs) - 1) // 2]
+
+
+def resolve_trial(
+    records: Sequence[TrialRecord], spec: StudySpec, which: str, retimings: Sequence[Retiming] = ()
+) -> TrialRecord:
+    """The trial ``which`` names: ``answer`` (or ``knee``), ``most-accurate``, ``fastest`` (the run that stands
+    for that layout, :func:`select_run`, of :func:`answer` with these ``retimings``), or the number of a
+    COMPLETE trial."""
+    if which in PICK_NAMES:
+        ans = answer(records, spec, retimings)
+        if ans.no_answer and which in ANSWER_NAMES:
+            raise NoAnswerError(f"study {spec.name!r} has no answer to export: {ans.no_answer}.")
+        arch = pick(ans, which)
+        if arch is None:
+            raise NoCompletedTrialsError(
+                f"study {spec.name!r} has no completed feasible trial to pick from yet; run it first."
+            )
+        return select_run(records, arch)
+    if not (which.isascii() and which.isdigit()):  # "²".isdigit() is True, int("²") fails
+        raise ConfigError(f"--trial {which!r} is not answer, most-accurate, fastest or a trial number.")
+    number = int(which)
+    by_number = {r.number: r for r in records}
+    if number not in by_number:
+        raise ConfigError(
+            f"study {spec.name!r} has no trial #{number}; `explorer study status {spec.name}` lists them."
+        )
+    r = by_number[number]
+    if not r.finished:
+        raise ConfigError(f"trial #{number} is {r.state}, not COMPLETE; pick a completed trial.")
+    return r

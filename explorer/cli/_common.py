@@ -1,0 +1,370 @@
+"""What the commands share: output helpers, options declared once, and running a study with progress."""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from explorer.errors import ConfigError
+
+__all__ = [
+    "answer_line",
+    "artifacts_option",
+    "RUNTIME_CHOICES",
+    "check_readable",
+    "check_run_time",
+    "check_threads",
+    "choice_option",
+    "emit_json",
+    "force_option",
+    "heads_text",
+    "json_option",
+    "no_bench_option",
+    "note",
+    "out_option",
+    "out_path",
+    "parse_options",
+    "quiet_optuna",
+    "run_options",
+    "set_option",
+    "storage_option",
+    "threads_option",
+    "trial_option",
+    "ProgressBars",
+    "with_progress",
+]
+
+
+def emit_json(doc: Any) -> None:
+    def plain(v: Any) -> Any:
+        if isinstance(v, float) and not math.isfinite(v):
+            return None
+        if isinstance(v, dict):
+            return {k: plain(x) for k, x in v.items()}
+        if isinstance(v, list | tuple):
+            return [plain(x) for x in v]
+        return v
+
+    click.echo(json.dumps(plain(doc), indent=2, default=str))
+
+
+def note(message: str) -> None:
+    click.echo(message, err=True)
+
+
+def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """Turn repeated ``key=value`` into a dict, reading numbers and booleans as such."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"task option {pair!r} is not key=value; write e.g. --task-opt n_relations=4.")
+        try:
+            options[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            options[key] = raw
+    return options
+
+
+def quiet_optuna() -> None:
+    """Optuna's per-trial log lines would break the progress bar; `-v` turns them back on."""
+    import optuna
+
+    root = click.get_current_context().find_root()
+    if not (root.obj or {}).get("verbose"):
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+
+
+def answer_line(name: str, ans: Any) -> str:
+    """The answer in one line, as every command that names it prints it."""
+    if ans.recommended is None:
+        return f"{name}: no answer ({ans.no_answer or 'no feasible trial finished'})"
+    rec = ans.recommended
+    if ans.evidence != "finalists":
+        return f"{name}: provisional answer {heads_text(rec.heads)} heads per layer (the search's knee, one run each)"
+    margin = (f"{ans.margin:.3g} bits per byte" if rec.metric.direction == "minimize"
+              else f"{ans.margin * 100:g} accuracy point(s)")  # fmt: skip
+    best = ans.best if ans.best is not None else rec
+    how = (f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability at least "
+           f"{ans.confidence:.0%}" if ans.placed else
+           f"the most accurate; not decided: no layout is placed within {margin} of it with probability "
+           f"{1 - ans.risk:.0%} yet (explorer confirm {name} --until-decided)")  # fmt: skip
+    return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}"
+
+
+def heads_text(heads: Any) -> str:
+    return ",".join(map(str, heads))
+
+
+# Options several commands share, declared once.
+storage_option = click.option(
+    "--storage",
+    help="Storage URL (default: $EXPLORER_STORAGE, else sqlite:///studies/NAME.db).",
+)
+artifacts_option = click.option(
+    "--artifacts",
+    help="Where trained weights and figures are kept: a directory, file://, s3://BUCKET or gs://BUCKET "
+    "(default: $EXPLORER_ARTIFACTS, else where the study recorded them).",
+)
+no_bench_option = click.option(
+    "--no-bench",
+    is_flag=True,
+    help="Skip the once-per-study attention bench this time (spec: bench = false).",
+)
+TRIAL_NAMES = (
+    "answer",
+    "knee",
+    "most-accurate",
+    "fastest",
+)  # explorer.answer._recommend.PICK_NAMES, torch-free
+
+
+def _trial(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """``--trial`` checked by form before anything loads ("²" is a digit to str.isdigit, not to int)."""
+    if value in TRIAL_NAMES or (value.isascii() and value.isdigit()):
+        return value
+    raise ConfigError(f"--trial {value!r} is not answer, most-accurate, fastest or a trial number.")
+
+
+trial_option = click.option(
+    "--trial",
+    "which",
+    default="answer",
+    show_default=True,
+    callback=_trial,
+    help="answer (the report's recommendation; knee is the same), most-accurate, fastest or a trial number.",
+)
+
+
+def check_readable(names: list[str] | tuple[str, ...], storage: str | None) -> None:
+    """Every named study exists and was created by explorer, checked read-only before PyTorch loads (the command
+    then opens it for real): a missing or foreign study is answered in a second."""
+    from explorer.study import read_study
+
+    for name in names:
+        read_study(name, storage)
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
+set_option = click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override one spec key, as TABLE.KEY=VALUE with a TOML value (e.g. space.heads=[1,2,4]); repeatable.",
+)
+threads_option = click.option(
+    "--threads", type=int, default=1, show_default=True, help="CPU threads for training (per worker)."
+)
+force_option = click.option(
+    "--force", is_flag=True, help="Write into a folder holding other files (they are left alone)."
+)
+
+
+def out_path(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """``--out`` as a Path; an empty one is refused (Path("") would be the working folder)."""
+    if value is None:
+        return None
+    if not value.strip():
+        raise click.BadParameter("is empty; give the path to write", ctx, param)
+    return Path(value)
+
+
+def out_option(help: str, required: bool = False) -> Callable[[Any], Any]:
+    """The ``--out`` option (a file or folder to write), refusing an empty value."""
+    return click.option("--out", callback=out_path, required=required, help=help)
+
+
+def choice_option(flag: str, choices: tuple[str, ...], help: str) -> Callable[[Any], Any]:
+    """An option taking one of ``choices``, the first being the default."""
+    return click.option(flag, type=click.Choice(choices), default=choices[0], show_default=True, help=help)
+
+
+RUNTIME_CHOICES = ("eager", "compile", "onnxruntime")  # explorer.layout._config.LATENCY_RUNTIMES, torch-free
+
+
+def check_threads(threads: int, flag: str = "--threads") -> None:
+    from explorer.limits import THREADS
+
+    if threads < 1:
+        raise ConfigError(f"{flag} must be at least 1, got {threads}.")
+    THREADS.check(threads, flag, "use fewer threads")
+
+
+def check_run_time(seconds: float) -> None:
+    """``--min-run-time``: a positive number of seconds within the limit (inf and nan refused)."""
+    from explorer.limits import RUN_TIME_S
+
+    if not seconds > 0:
+        raise ConfigError(f"--min-run-time must be a positive number of seconds, got {seconds:g}.")
+    RUN_TIME_S.check(seconds, "--min-run-time", "time for fewer seconds")
+
+
+def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The options `study run`, `study resume` and `confirm` share (how long, how many workers, where), handed to
+    the command as one ``options`` (a :class:`~explorer.study._run_options.RunOptions`, checked as it is made,
+    before PyTorch loads) and ``as_json``."""
+
+    @functools.wraps(f)
+    def command(
+        *args: Any,
+        timeout: float | None,
+        workers: int,
+        device: str | None,
+        threads: int,
+        artifacts: str | None,
+        **kwargs: Any,
+    ) -> Any:
+        from explorer.study import RunOptions
+
+        # every option is checked before the storage is touched (the device it names: by the run's plan)
+        options = RunOptions(workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts)
+        return f(*args, options=options, **kwargs)
+
+    decorators = [
+        click.option("--timeout", type=float, help="Stop starting new trials after this many seconds."),
+        click.option(
+            "--workers", type=int, default=1, show_default=True, help="Worker processes on this machine."
+        ),
+        click.option("--device", help="Override the spec's device (auto, cpu, cuda)."),
+        threads_option,
+        artifacts_option,
+        json_option,
+    ]
+    for option in reversed(decorators):
+        command = option(command)
+    return command
+
+
+class ProgressBars:
+    """One tqdm bar per stage on stderr (none with ``--json``), fed by a run's ``on_stage`` and ``on_progress``.
+    ``start(handle, notice)`` comes once the study is open and every input accepted; the first stage then names
+    the study (and ``notice``), so a refused run stays one line."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.handle: Any = None
+        self.notice = ""
+        self._bar: Any = None
+        self._announced = False
+
+    def start(self, handle: Any, notice: str = "") -> None:
+        self.handle, self.notice = handle, notice
+
+    @property
+    def callbacks(self) -> dict[str, Callable[..., None]]:
+        """``on_stage`` and ``on_progress`` for :func:`explorer.api.run` and its kin."""
+        return {"on_stage": self.on_stage, "on_progress": self.on_progress}
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def on_stage(self, stage: str, total: int) -> None:
+        from tqdm import tqdm
+
+        self.close()
+        if self.as_json:
+            return
+        if not self._announced:
+            self._announced = True
+            note(f"study {self.handle.name!r} in {self.handle.masked_url}")
+            if self.notice:
+                note(self.notice)
+        if stage == "timing":
+            note(f"timing: {total} measurements in interleaved rounds, no training running")
+            return
+        desc = f"{self.handle.name} {'search' if stage == 'search' else 'finalists'}"
+        self._bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
+
+    def on_progress(self, p: Any) -> None:
+        if self._bar is None:
+            return
+        self._bar.n = min(p.done, p.total)
+        unit = "" if self.handle.spec.metric.name == "val_accuracy" else " bits/byte"
+        best = f"best val {p.best_score:.3f}{unit}" if p.best_score is not None else "no result yet"
+        self._bar.set_postfix_str(
+            f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}"
+        )
+        self._bar.refresh()
+
+
+def _storage_flag(handle: Any) -> str:
+    """`` --storage 'URL'`` (password masked) for a study outside the default storage, else nothing."""
+    return "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
+
+
+def _resume_command(handle: Any) -> str:
+    return f"explorer study resume {handle.name}{_storage_flag(handle)}"
+
+
+def _progress_doc(progress: Any) -> dict[str, Any]:
+    """A stage's progress as the JSON summary shows it (its stop reason is said by its note)."""
+    from dataclasses import asdict
+
+    doc = asdict(progress)
+    del doc["reason"]
+    return doc
+
+
+def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
+    return {
+        "study": handle.name,
+        "storage": handle.masked_url,
+        "complete": summary.complete,
+        "search": _progress_doc(summary.search),
+        "finalists": None if summary.finalists is None else _progress_doc(summary.finalists),
+        "finalist_runs_queued": summary.added,
+        "tracking": handle.study.user_attrs.get("tracking"),  # the last MLflow sync, when the study is tracked
+        "next": f"explorer report {handle.name}{_storage_flag(handle)}",
+    }
+
+
+def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any = None) -> None:
+    """Run a study action with progress bars: ``run(bars)`` calls it with ``bars.callbacks`` (and ``bars.start``
+    as its ``on_start``, unless the caller opened the study: ``handle``). Ctrl-C stops cleanly and says how to
+    resume; then the summary (or its JSON) is printed."""
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    from explorer.study import StopReason
+
+    bars = ProgressBars(as_json)
+    if handle is not None:
+        bars.start(handle)
+    try:
+        # explorer's warnings (a tracking server down...) print above the bar, not into it
+        with logging_redirect_tqdm(loggers=[logging.getLogger("explorer")]):
+            summary = run(bars)
+    except KeyboardInterrupt:
+        bars.close()
+        note("interrupted: finished trials are saved and the running one will be retried on resume.")
+        if bars.handle is not None:
+            note(f"resume with: {_resume_command(bars.handle)}")
+        sys.exit(130)
+    bars.close()
+    handle = bars.handle
+    if as_json:
+        emit_json(summary_doc(handle, summary))
+        return
+    resume = _resume_command(handle)
+    s, f = summary.search, summary.finalists
+    if s.reason is StopReason.EXHAUSTED:
+        note(f"search: {s.note}, fewer than the {s.total} trials asked for")
+    elif s.done < s.total or s.reason is not None:
+        why = s.note or "timeout"
+        note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
+    elif f is not None and f.reason is not None:  # the stage may end below its budget: the answer was decided, or no round fit
+        note(f"stopped the finalists at {f.done}/{f.total} runs ({f.note}); resume with: {resume}")
+    line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
+    if f is not None:
+        line += f"; finalists: {f.done} runs of a budget of {f.total} ({f.failed} failed)"
+    note(f"{line}. Next: explorer report {handle.name}{_storage_flag(handle)}")

@@ -1,0 +1,7 @@
+"""The study spec: its tables and keys, their defaults and limits, overrides, and the search space it spans.
+
+The public names are listed in ``__init__.pyi`` and each is imported on first use."""
+
+import lazy_loader
+
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -1,0 +1,194 @@
+"""The spec's ``[finalists]`` and ``[answer]`` tables: how the evidence behind the answer is gathered and judged.
+
+After the search, the *finalists* (the search's knee and its neighbours, reference layouts and the ladder of
+uniform head counts; :mod:`explorer.answer._finalists` chooses them) are trained on a grid of *units*: ``seeds``
+replicates, each cutting the task's labelled examples into ``folds`` stratified folds afresh
+(:func:`explorer.data._folds.fold_task`), each fold trained once per layout with one seed that every layout
+shares. Every run trains a fixed schedule of ``epochs`` epochs (warm-up, then cosine decay), the same for every
+layout, so no run is longer or shorter than another for reasons of its own.
+
+The runs are spent where they decide (:func:`explorer.answer._rule.next_cells`): every finalist first trains on
+``start`` units; then, a few paired units at a time, only the layouts whose comparisons still decide the answer
+get more, until it is decided or the stage's ``budget`` of runs (or ``minutes``) is spent.
+
+``[answer]`` says what counts as "as good" and how sure the claim must be: the answer is the fastest layout
+whose probability of being within ``margin`` of the best is at least ``1 - risk``
+(:mod:`explorer.answer._rule`), latencies closer than ``latency_tie`` (a ratio) counting as equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from explorer.errors import SpecError
+from explorer.fields import key
+from explorer.layout import MAX_FOLDS
+from explorer.limits import EPOCHS, TRIALS
+from explorer.spec._goals import TaskSpec
+from explorer.spec._toml import Table, is_number, read_table, table_keys
+
+__all__ = ["AnswerSpec", "FinalistsSpec", "read_answer", "read_finalists"]
+LEGACY_FINALIST_KEYS = ("max_epochs", "patience")  # plateau training, before the fixed schedule
+LEGACY_ANSWER_KEYS = ("alpha",)  # the error of the equivalence tests, before the rule weighed latency
+
+
+@dataclass(frozen=True)
+class FinalistsSpec:
+    """The evidence stage: which layouts are retrained after the search, on which grid of folds and seeds."""
+
+    enabled: bool = key(True, "run the stage after the search")
+    top: int = key(2, "front architectures nearest the search's knee (the knee included)", lo=0, cap=TRIALS)
+    # 1 head, 8 (8-16) heads per layer and the next faster front layout
+    references: bool = key(
+        True,
+        "1 head and the tutorial's 8 (or the nearest valid count in 8-16) heads per layer at the knee's width and "
+        "depth, and the next faster front layout; a key/value study adds multi-head and multi-query attention",
+    )
+    ladder: bool = key(
+        True, "every head count of the space, the same in each layer, at the knee's width and depth"
+    )
+    # replicates' worth of runs: the stage's default budget is seeds x folds runs for every finalist layout
+    seeds: int = key(
+        2,
+        "the stage's default budget, in replicates: `seeds x folds` runs for every finalist layout, spent where "
+        "they decide; a replicate cuts the folds afresh, and on a unit (a fold of a replicate) every layout "
+        "trains with the same seed",
+        cap=TRIALS,
+    )
+    # cross-validation folds of the labelled examples; 1 keeps the task's fixed split (a language model's default)
+    folds: int = key(
+        5,
+        "cross-validation folds of the task's labelled examples (the test split kept apart); `1` keeps the "
+        "task's fixed split",
+        shown="`5` (a language model: `1`)",
+    )
+    # the fixed schedule of every run; None: 2 x [task] epochs
+    epochs: int | None = key(
+        None,
+        "the fixed schedule of every finalist run (warm-up, then cosine decay)",
+        shown="`2 x [task] epochs`",
+        cap=EPOCHS,
+    )
+    # interleaved re-timing rounds of every finalist, with no training running
+    timing_rounds: int = key(
+        3,
+        "interleaved re-timing rounds of every finalist, each in a fresh process, before the finalists train (so "
+        "the rounds say which layouts are faster)",
+        cap=TRIALS,
+    )
+    start: int = key(
+        3,
+        "paired units every finalist trains first; then rounds of paired units (2, or half the units the layouts "
+        "have if more) go only to the layouts whose comparisons still decide the answer",
+    )
+    # None: seeds x folds for every finalist layout
+    budget: int | None = key(
+        None,
+        "finalist runs in all; the stage stops earlier once the answer is decided",
+        shown="`seeds x folds` runs a layout",
+    )
+    minutes: float | None = key(
+        None,
+        "no new round of finalist runs starts after this many minutes of the stage",
+        lo=0.1,
+        hi=10_000.0,
+    )
+
+    def run_epochs(self, search_epochs: int) -> int:
+        """Epochs every evidence run trains."""
+        return self.epochs or 2 * search_epochs
+
+    @property
+    def units(self) -> int:
+        """Runs per layout in the default budget: one per fold of each replicate."""
+        return self.seeds * self.folds
+
+    def runs_budget(self, layouts: int) -> int:
+        """The stage's budget of runs for ``layouts`` finalist layouts."""
+        return self.budget if self.budget is not None else self.units * layouts
+
+
+@dataclass(frozen=True)
+class AnswerSpec:
+    """What "as good as the best" means, and how sure the claim must be."""
+
+    # accuracy points, or bits per byte; None: the metric's default (bounded by the metric: read_answer)
+    margin: float | None = key(
+        None,
+        'how far below the best a layout may be and still be "as good"',
+        shown="`1.0` accuracy point (`0.02` bits per byte for a language model)",
+    )
+    # the largest probability accepted that the answer is more than the margin below the best
+    risk: float = key(
+        0.05,
+        "the answer is the fastest layout whose probability of lying within the margin of the best is at least "
+        "`1 - risk` (see [method.md](method.md#3-the-answer-the-fastest-layout-within-the-margin))",
+        lo=1e-4,
+        hi=0.5,
+    )
+    latency_tie: float = key(
+        0.05,
+        "layouts whose time ratio (within a re-timing round) is closer to 1 than this are equally fast; the more "
+        "accurate of a tie is taken",
+        lo=0.0,
+        hi=1.0,
+    )
+
+    def margin_for(self, maximize: bool) -> float:
+        """The margin on the quality's own scale: a fraction of examples for accuracy, bits per byte else."""
+        if maximize:
+            return (1.0 if self.margin is None else self.margin) / 100.0
+        return 0.02 if self.margin is None else self.margin
+
+
+def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> FinalistsSpec:
+    """The ``[finalists]`` table. A stored spec of an older study (``stored``) may carry the plateau-training
+    keys, which are dropped; such a spec has no ``folds``, and keeps the task's fixed split (``folds = 1``)."""
+    data = dict(data) if isinstance(data, dict) else data
+    if isinstance(data, dict):
+        legacy = [k for k in LEGACY_FINALIST_KEYS if k in data]
+        if legacy and not stored:
+            raise SpecError(
+                f"{legacy[0]!r} in [finalists] is gone: evidence runs now train a fixed schedule; write "
+                "epochs = N instead (and remove patience)."
+            )
+        old_cap = data.pop("max_epochs", None)
+        data.pop("patience", None)
+        if stored and "folds" not in data:
+            data["folds"] = 1
+            if old_cap is not None and "epochs" not in data:
+                data["epochs"] = old_cap
+    if isinstance(data, dict) and "folds" not in data and task.kind == "language_model":
+        data = {**data, "folds": 1}  # a language model's contiguous text keeps its fixed split
+    spec = read_table(FinalistsSpec, data, "[finalists]")
+    if not stored:  # every finalist layout trains seeds x folds runs: counted before anything is queued
+        TRIALS.check(spec.units, "the runs per finalist layout ([finalists] seeds x folds)", "lower seeds or folds")
+        if spec.budget is not None:
+            TRIALS.check(spec.budget, "[finalists] budget", "lower it")
+    if spec.folds > MAX_FOLDS:
+        raise SpecError(f"'folds' in [finalists] is {spec.folds}; at most {MAX_FOLDS} folds are allowed.")
+    if spec.folds > 1 and task.kind == "language_model":
+        raise SpecError(
+            f"'folds' in [finalists] is {spec.folds}, but {task.name!r} is a language model, whose contiguous "
+            "text is not cut into folds; set folds = 1."
+        )
+    return spec
+
+
+def read_answer(data: Any, task: TaskSpec, stored: bool = False) -> AnswerSpec:
+    """The ``[answer]`` table. A stored spec of an older study (``stored``) may carry ``alpha``, which is
+    dropped (its answer is read under today's rule)."""
+    if isinstance(data, dict) and "alpha" in data:
+        if not stored:
+            raise SpecError(
+                "'alpha' in [answer] is gone: the answer is now the fastest layout within the margin at a stated "
+                "risk; write risk = 0.05 (the largest probability accepted that it lies beyond the margin)."
+            )
+        data = {k: v for k, v in data.items() if k not in LEGACY_ANSWER_KEYS}
+    lm = task.kind == "language_model"
+    unit = "bits per byte" if lm else "accuracy points (1 = one point)"
+    margin = Table(data, "[answer]", table_keys(AnswerSpec)).get(
+        "margin", None, lambda v: is_number(v) and 0 < v < (8 if lm else 100), f"a positive number of {unit}"
+    )
+    return read_table(AnswerSpec, data, "[answer]", margin=None if margin is None else float(margin))

@@ -1,0 +1,67 @@
+"""A stage's progress as a bar shows it: done, running, failed and stopped-early trials, and the best quality."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import optuna
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+
+from explorer.storage import Stage, epochs_done, is_bookkeeping, role_of, trials_of
+
+__all__ = ["Progress", "StopReason", "stage_progress"]
+
+
+class StopReason(Enum):
+    """Why a stage ended before its total (decided by explorer.study._workers, read by the run and the CLI)."""
+
+    TIMEOUT = "timeout"  # the run's deadline passed
+    EXHAUSTED = "exhausted"  # the search space has no architecture left: it was evaluated whole
+    FAILURES = "failures"  # too many trials failed in a row
+    DUPLICATES = "duplicates"  # too many proposals in a row were taken by other workers
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a progress bar shows for one stage."""
+
+    stage: str  # search | finalist (the stage is named as the role of the trials it runs)
+    done: int  # COMPLETE or PRUNED trials of the stage
+    total: int  # the stage's total
+    running: int
+    failed: int
+    pruned: int
+    epochs: int  # epochs trained so far by the stage's finished and running trials
+    # the best value of the study's first objective (validation accuracy: higher is better; bits per byte on a
+    # text task: lower is better) among the stage's COMPLETE feasible trials; None before the first one
+    best_score: float | None
+    note: str = ""  # why a stage ended short, when it did, in words
+    reason: StopReason | None = None  # ... and as a value (None: the stage did not stop short)
+
+
+def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
+    """The progress of ``stage`` in the explorer study ``study``: its trials wherever they live (the study
+    itself, or its companion: explorer.storage._companion)."""
+    role = Stage(stage).role  # a stage runs the trials of its role
+    trials = [t for t, _ in trials_of(study) if not is_bookkeeping(t) and role_of(t) is role]
+    count = {s: sum(t.state == s for t in trials) for s in TrialState}
+    complete = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE and t.values and all(v <= 0 for v in (t.constraints or {}).values())
+    ]
+    epochs = sum(epochs_done(t) for t in trials)
+    return Progress(
+        stage=stage,
+        done=count[TrialState.COMPLETE] + count[TrialState.PRUNED],
+        total=total,
+        running=count[TrialState.RUNNING],
+        failed=count[TrialState.FAIL],
+        pruned=count[TrialState.PRUNED],
+        epochs=epochs,
+        best_score=(min if study.directions[0] == StudyDirection.MINIMIZE else max)(
+            (t.values[0] for t in complete), default=None
+        ),
+    )

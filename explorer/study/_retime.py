@@ -1,0 +1,179 @@
+"""Re-timing the finalists: interleaved rounds of latency measurements with nothing else running.
+
+A trial times its architecture while other workers train on the same cores, and a figure measured under load
+is wrong in a way no seed can average out. After the finalist stage, this module times every finalist
+architecture again in ``rounds`` rounds, each a fresh random order of them (so a drift in the machine's speed
+hits them alike), with no training running. Each round runs in a fresh process of its own (spawned, as the
+workers are): a process's memory layout, thread placement and allocator state shift its timings for as long
+as it lives (benchmarks/deploy.md, 07:41: fresh processes timed a study's knee at 1.13-1.22x the figure its
+one re-timing process gave), so rounds in one process agree with each other more than with the process a user
+later times the model in (``explorer bench model``). Across rounds in fresh processes that shift is part of
+the spread between rounds, which the report's latency intervals are built from (never narrower than the timer's
+own block spread: :func:`explorer.answer._latency_stats.block_spread`). Each (architecture, round) is stored with the
+finalist runs as it is measured (user attribute ``retimed`` of the study's companion, ``NAME/finalists``), so
+an interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
+(``kind = "decode"``), and, before its finalists are chosen, the decoding of the search's architectures
+(:func:`search_configs`): a decoding step of a small model is short, so a figure taken while another worker
+trains says more about that worker than about the architecture, and the knee and the grouped-query rule
+compare decoding times.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import os
+import random
+import signal
+from collections.abc import Sequence
+from typing import Any
+
+import optuna
+import torch
+
+from explorer.errors import ExplorerError
+from explorer.layout import ModelConfig
+from explorer.measure import decode_latency, model_latency
+from explorer.storage import RETIMED_ATTR, Retiming, load_records, load_retimings, sqlite_path
+from explorer.study._context import RunContext, resolve_context
+from explorer.study._study import StudyHandle, open_study
+
+__all__ = ["SEARCH_RETIME_LIMIT", "finalist_configs", "retime", "search_configs"]
+
+SEARCH_RETIME_LIMIT = (
+    64  # search architectures whose decoding is re-timed (the best ones, when there are more)
+)
+
+
+def finalist_configs(study: optuna.Study) -> list[tuple[str, ModelConfig]]:
+    """The distinct (key, architecture) of the study's COMPLETE finalist runs, by first trial number."""
+    seen: dict[str, ModelConfig] = {}
+    for r in load_records(study, roles=("finalist",)):
+        if r.finished and r.key is not None and r.config is not None:
+            seen.setdefault(r.key, r.config)
+    return list(seen.items())
+
+
+def search_configs(study: optuna.Study, limit: int = SEARCH_RETIME_LIMIT) -> list[tuple[str, ModelConfig]]:
+    """The distinct (key, architecture) of the study's COMPLETE search trials, the ``limit`` best in quality."""
+    runs = [r for r in load_records(study, roles=("search",)) if r.finished and r.key and r.config]
+    sign = -1.0 if runs and runs[0].metric.direction == "minimize" else 1.0
+    runs.sort(key=lambda r: -sign * float(r.quality))  # type: ignore[arg-type]
+    seen: dict[str, ModelConfig] = {}
+    for r in runs:
+        if len(seen) < limit:
+            seen.setdefault(r.key, r.config)  # type: ignore[arg-type]
+    return list(seen.items())
+
+
+def retime(
+    handle: StudyHandle,
+    configs: Sequence[tuple[str, ModelConfig]],
+    rounds: int = 3,
+    device: torch.device | str | None = None,
+    kinds: Sequence[str] | None = None,
+    *,
+    fresh_processes: bool = True,
+    context: RunContext | None = None,
+) -> list[Retiming]:
+    """Time ``configs`` in ``rounds`` interleaved rounds (see the module docstring); return every stored timing.
+
+    ``kinds``: forward and/or decode (default: forward, and decode when the spec measures decoding). Timings
+    already stored for a (key, round, kind) are kept, so a rerun only measures what is missing. Threads, batch
+    and dtype are the spec's ``[latency]`` (a decoding step: ``[decode]``'s batch and context); the device is
+    ``device``, else the run context's, else the spec's. ``context``: the run's context (device, task, model
+    builder) for rounds timed in this process; a fresh process builds its own. ``fresh_processes=False`` times
+    every round in this process (for a caller that cannot spawn one; its spread then misses the differences
+    between processes), as does a study in an in-memory database, which no other process can open.
+
+    Raises:
+        ExplorerError: a round's process failed (its error, in one line) or was killed.
+    """
+    spec = handle.spec
+    if context is not None:
+        context = context.on(device)
+        where = str(context.device)
+    else:
+        where = str(device) if device is not None else spec.latency.device
+    if kinds is None:
+        kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
+    done = {(t.key, t.round, t.kind) for t in load_retimings(handle.study)}
+    rng = random.Random(spec.seed)
+    for r in range(rounds):
+        order = list(configs)
+        rng.shuffle(order)  # drawn for every round, done or not, so a rerun keeps the same orders
+        todo = [(key, config, [k for k in kinds if (key, r, k) not in done]) for key, config in order]
+        todo = [(key, config, ks) for key, config, ks in todo if ks]
+        if not todo:
+            continue
+        if fresh_processes and not _in_memory(handle.storage_url):
+            _round_in_fresh_process(handle, r, todo, where)
+        else:
+            context = context or resolve_context(spec, where)  # one for every round timed in this process
+            _time_round(handle, r, todo, context)
+    return load_retimings(handle.study)
+
+
+def _in_memory(url: str) -> bool:
+    """An in-memory SQLite database: another process would open an empty one of its own."""
+    return url.startswith("sqlite:") and sqlite_path(url) is None
+
+
+_Todo = list[tuple[str, ModelConfig, list[str]]]  # (key, architecture, kinds still to time) in timing order
+
+
+def _time_round(handle: StudyHandle, r: int, todo: _Todo, context: RunContext) -> None:
+    """Time one round's architectures in order on the context's device, storing each timing as it is made."""
+    spec = handle.spec
+    cfg, device, task = context.latency(spec), context.device, context.task
+    where = handle.stage_study("finalist")  # the re-timings live with the finalist runs
+    for key, config, kinds in todo:
+        for kind in kinds:
+            if kind == "forward":
+                lat = model_latency(config, task.spec, cfg, device, cache=None, builder=context.builder)
+            else:
+                assert spec.decode is not None
+                step = dataclasses.replace(cfg, batch_size=spec.decode.batch_size)
+                vocab = task.spec.vocab_size
+                builder = context.builder
+                lat = decode_latency(config, spec.decode.context, step, device, None, vocab, builder).latency
+            rows = list(where.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
+            rows.append({"key": key, "round": r, "latency": lat.to_dict(), "kind": kind, "pid": os.getpid()})
+            where.set_user_attr(RETIMED_ATTR, rows)
+
+
+def _round_main(storage_url: str, name: str, r: int, todo: list[tuple[str, dict, list[str]]], device: str,
+                out: Any) -> None:  # fmt: skip
+    """Entry point of a round's process (spawned): open the study, build this process's run context and time the
+    round; put "" or the error."""
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    try:
+        handle = open_study(name, storage_url)
+        context = resolve_context(handle.spec, device)
+        _time_round(handle, r, [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo], context)
+        out.put("")
+    except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the command reports
+    except Exception as exc:  # one line for the command to show
+        out.put(f"{type(exc).__name__}: {exc}")
+
+
+def _round_in_fresh_process(handle: StudyHandle, r: int, todo: _Todo, device: str) -> None:
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.SimpleQueue()
+    items = [(key, config.to_dict(), ks) for key, config, ks in todo]
+    proc = ctx.Process(target=_round_main, args=(handle.storage_url, handle.name, r, items, device, out))
+    proc.start()
+    try:
+        proc.join()
+    except KeyboardInterrupt:
+        proc.join(timeout=30)
+        raise
+    error = out.get() if not out.empty() else None
+    if error is None:
+        error = f"its process exited with code {proc.exitcode}"
+    if error:
+        raise ExplorerError(
+            f"re-timing round {r + 1} failed: {error}; the timings made so far are kept, and "
+            f"`explorer study resume {handle.name}` takes it up again."
+        )

@@ -1,0 +1,228 @@
+"""Running a study: :func:`run_study` (a spec to a finished study), :func:`run` (an open study to its total:
+the search, then the finalists and their re-timing) and :func:`confirm` (the finalist stage again, with more
+finalists or seeds). Each first plans the run (:func:`explorer.study._plan.plan_run`: every check once, before
+anything is written), then works from the plan alone (:func:`run_planned`). Each reports through
+``on_stage(stage, total)`` and ``on_progress(Progress)``; the command line draws them as progress bars.
+Re-exported by :mod:`explorer.api`.
+
+Both stages run as Optuna trials through the same workers, so heartbeats, totals and resumption work the same
+for both; the search's trials are the study's own, the finalist runs and their re-timings live in its companion
+study ``NAME/finalists`` (:meth:`explorer.study._study.StudyHandle.stage_study` decides where each stage's
+trials go; every reader reads both).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from explorer.answer import Plan, cost_axis, finalist_times, next_runs, plan_finalists
+from explorer.errors import ConfigError, NoCompletedTrialsError
+from explorer.layout import count_layouts
+from explorer.limits import TRIALS
+from explorer.spec import StudySpec, load_spec
+from explorer.storage import load_records, load_retimings
+from explorer.study._plan import RunPlan, plan_run
+from explorer.study._progress import StopReason, stage_progress
+from explorer.study._rerun import finished_search
+from explorer.study._retime import retime, search_configs
+from explorer.study._study import StudyHandle, note_artifact_location, record_bench, set_total
+from explorer.study._workers import Progress, RunOptions, enqueue_runs, run_stage
+
+__all__ = ["DEFAULT_OPTIONS", "RunSummary", "confirm", "run", "run_planned", "run_study"]
+
+DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """How a run of a study ended."""
+
+    search: Progress
+    finalists: Progress | None  # None when the stage did not run (switched off, or the search did not finish)
+    plan: Plan | None
+    added: int  # finalist runs queued by this run
+
+    @property
+    def complete(self) -> bool:
+        return (
+            self.search.reason is None
+            and self.search.done >= self.search.total
+            and (self.finalists is None or self.finalists.reason is None)
+        )
+
+
+def run(
+    handle: StudyHandle,
+    *,
+    n_trials: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    finalists: bool = True,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+    bench: bool = True,
+    total_from: str = "--n-trials",
+) -> RunSummary:
+    """Run (or resume) a study to its total, then its finalist stage; see the module docstring.
+
+    ``n_trials`` makes a new search total (stored with the study, so resumes and reports agree); it may not fall
+    below the search trials already finished (``total_from`` names where it came from in the error). The spec's
+    ``timeout`` holds unless ``options.timeout`` is set. ``bench=False`` skips the once-per-study attention bench
+    for this run (the spec's ``bench = false`` skips it for good). ``on_stage(stage, total)`` is called as each
+    stage starts. Ctrl-C stops cleanly (finished trials are kept; the running one is queued again) and re-raises.
+    """
+    plan = plan_run(handle, options, n_trials=n_trials, total_from=total_from)
+    return run_planned(plan, finalists=finalists, bench=bench, on_progress=on_progress, on_stage=on_stage)
+
+
+def run_planned(
+    plan: RunPlan,
+    *,
+    finalists: bool = True,
+    bench: bool = True,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> RunSummary:
+    """Run a planned study (:func:`explorer.study._plan.plan_run`: every input accepted) to its total, then its
+    finalist stage; the plan's total and spec file are recorded with the study first."""
+    handle, total = plan.handle, plan.total
+    set_total(handle, total)  # only now: every input of this command has been accepted
+    if plan.spec_path is not None and "spec_path" not in handle.study.user_attrs:
+        handle.study.set_user_attr("spec_path", plan.spec_path)
+    note_artifact_location(handle, plan.store)
+    if bench and finished_search(handle.study) < total:
+        record_bench(handle, plan.context)
+    if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
+        searched_lr = isinstance(handle.spec.space.lr, tuple)  # then every draw is new
+        on_stage("search", total if searched_lr else min(total, count_layouts(handle.spec.space)))
+    search = run_stage(plan, "search", total, on_progress)
+    covered = search.reason is StopReason.EXHAUSTED  # a small space evaluated whole: the search is done
+    if not covered and (search.reason is not None or search.done < total):
+        return RunSummary(search, None, None, 0)
+    if not (finalists and handle.spec.finalists.enabled):
+        return RunSummary(search, None, None, 0)
+    return _finalist_stage(plan, search, on_progress, on_stage)
+
+
+def _finalist_stage(
+    run_plan: RunPlan,
+    search: Progress,
+    on_progress: Callable[[Progress], None] | None,
+    on_stage: Callable[[str, int], None] | None,
+    top: int | None = None,
+    seeds: int | None = None,
+    more: int | None = None,
+) -> RunSummary:
+    """The finalist stage: its layouts re-timed first (with nothing else running, so the rounds say which are
+    faster), their first units run, then rounds of paired runs where the answer is still open until it is
+    decided or the budget is spent (``seeds``: a fixed grid instead; ``more``: a budget of that many runs on
+    top of those finished, -1 for the stage's budget again: ``explorer confirm --until-decided``)."""
+    handle, context = run_plan.handle, run_plan.context
+    spec = handle.spec
+    rounds = spec.finalists.timing_rounds
+    if spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
+        configs = search_configs(handle.study)
+        if on_stage:
+            on_stage("timing", len(configs) * rounds)
+        retime(handle, configs, rounds, kinds=("decode",), context=context)
+    plan = plan_finalists(load_records(handle.study), spec, top=top, seeds=seeds,
+                          retimings=load_retimings(handle.study))  # fmt: skip
+    configs = [(key, layout.config) for key, layout in zip(plan.keys, plan.layouts, strict=True)]
+    if on_stage:
+        on_stage("timing", len(configs) * rounds)
+    times = finalist_times(plan.keys, retime(handle, configs, rounds, context=context), cost_axis(spec))
+    done = stage_progress(handle.study, "finalist", 0).done
+    if more is not None:  # --until-decided: that many runs more (-1: the stage's budget again)
+        budget = done + (plan.budget if more < 0 else more)
+    else:
+        budget = len(plan.runs) if seeds is not None else plan.budget
+    minutes = spec.finalists.minutes  # no new round starts past the stage's minutes
+    stage_end = math.inf if minutes is None else time.monotonic() + 60 * minutes
+    if on_stage:
+        on_stage("finalist", max(budget, done))
+    added = enqueue_runs(handle, plan.runs if seeds is not None else plan.runs[: max(0, budget - done)])
+    while True:
+        finals = run_stage(run_plan, "finalist", budget, on_progress)
+        if finals.reason is not None or seeds is not None or time.monotonic() >= stage_end:
+            break
+        records = load_records(handle.study, roles=("finalist",))
+        queued = enqueue_runs(handle, next_runs(plan, records, spec, times, budget - finals.done))
+        if not queued:
+            break
+        added += queued
+    return RunSummary(search, finals, plan, added)
+
+
+def confirm(
+    handle: StudyHandle,
+    *,
+    top: int | None = None,
+    seeds: int | None = None,
+    until_decided: bool = False,
+    budget: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    on_progress: Callable[[Progress], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> RunSummary:
+    """Run the finalist stage now: with more finalists (``top``) than the spec's, every finalist on a fixed grid
+    of ``seeds`` replicates, or (``until_decided``) up to ``budget`` more runs (default: the stage's budget
+    again) spent where the answer is still open, until it is decided; resumable: runs already done are kept,
+    only what is new is queued."""
+    if budget is not None and not until_decided:
+        raise ConfigError("--budget goes with --until-decided.")
+    if seeds is not None and until_decided:
+        raise ConfigError("--seeds (a fixed grid) and --until-decided/--budget (runs where they decide) exclude "
+                          "each other; give one.")  # fmt: skip
+    for name, value in (("--top", top), ("--seeds", seeds), ("--budget", budget)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{name} must be at least 1, got {value}.")
+        if value is not None:
+            TRIALS.check(value, name)
+    plan = plan_run(handle, options)
+    records = load_records(handle.study, roles=("search",))
+    if not any(r.finished for r in records):
+        raise NoCompletedTrialsError(
+            f"study {handle.name!r} has no completed search trial to confirm; run it first."
+        )
+    # the search's own trials first (one worker, no deadline): a stopped one is finished before the finalists
+    search = run_stage(dataclasses.replace(plan, workers=1, deadline=None), "search", handle.spec.n_trials)
+    return _finalist_stage(
+        plan, search, on_progress, on_stage, top, seeds, (budget or -1) if until_decided else None
+    )
+
+
+def run_study(
+    spec: str | Path | StudySpec,
+    storage: str | None = None,
+    *,
+    n_trials: int | None = None,
+    options: RunOptions = DEFAULT_OPTIONS,
+    finalists: bool = True,
+    bench: bool = True,
+    spec_path: str | None = None,
+    total_from: str = "--n-trials",
+    on_start: Callable[[StudyHandle, str], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> RunSummary:
+    """Create (or resume) the study a spec file or :class:`StudySpec` describes and run it to its total: the
+    spec's ``n_trials`` (a total stored by an earlier run gives way to it), or ``n_trials`` (``total_from``
+    names it in errors).
+
+    ``storage`` defaults to ``$EXPLORER_STORAGE``, then the spec's, then ``sqlite:///studies/NAME.db``. A run
+    that conflicts with the stored study (another meaning, a total below the trials finished) is refused before
+    anything is created or changed. ``spec_path`` is the file a :class:`StudySpec` was read from, recorded with
+    the study. ``on_start(handle, notice)`` is called once the study is open and every input accepted, before
+    any work (``notice``: that the file's total replaced the stored one, or ""); ``on_stage`` and
+    ``on_progress`` as for :func:`run`.
+    """
+    path = spec_path if isinstance(spec, StudySpec) else str(spec)
+    spec = spec if isinstance(spec, StudySpec) else load_spec(spec)
+    plan = plan_run(spec, options, storage, n_trials=n_trials, total_from=total_from, spec_path=path)
+    if on_start:
+        on_start(plan.handle, plan.notice)
+    return run_planned(plan, finalists=finalists, bench=bench, on_progress=on_progress, on_stage=on_stage)

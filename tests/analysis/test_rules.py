@@ -1,0 +1,122 @@
+"""Rules of thumb on architecture-level data: exact permutation tests, verdicts that say what the data allows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from explorer.analysis import _rules as rules
+from explorer.storage import load_records
+from tests.fixtures import make_study, record
+
+LAYOUTS = [
+    (1, 1), (1, 1),  # one head (two learning rates: two configurations)
+    (2, 2), (4, 4), (2, 4), (4, 2),  # multi-head, d_k >= 16
+    (8, 8), (16, 16), (8, 16), (16, 8), (2, 8), (8, 2), (4, 8), (8, 4),  # d_k < 16, 8-16 heads
+    (32, 32), (16, 32), (32, 16), (8, 32), (32, 8),  # more than 16 heads
+]  # fmt: skip
+
+
+def study(one_head=0.70, small_dk=0.80, many_gain=0.0, inc_gain=0.01, seed=0):
+    """Architectures at d_model 64, 2 layers, one run each, with planted effects and 0.2-point noise."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i, heads in enumerate(LAYOUTS):
+        if max(heads) == 1:
+            acc = one_head
+        else:
+            acc = 0.85 if min(64 // h for h in heads) >= 16 else small_dk
+            acc += many_gain * (max(heads) > 16) + inc_gain * (heads[0] < heads[1])
+        r = record(i, heads, acc + rng.normal(0, 0.002), 1.0 + 0.01 * sum(heads))
+        out.append(r.__class__(**{**r.__dict__, "lr": 1e-3 * (1 + i)}))  # every row its own configuration
+    return out
+
+
+def verdicts(records, bench=None):
+    return {v.rule.split()[0] + v.rule.split()[1]: v for v in rules.rules_of_thumb(records, bench)}
+
+
+def test_planted_effects_are_supported():
+    v = verdicts(study())
+    assert v["Onehead"].verdict == "supported" and v["Onehead"].comparison.diff > 0.1
+    assert v["d_kbelow"].verdict == "supported"
+    assert v["8-16heads"].verdict == "supported"  # more than 16 heads gains nothing here (0.85 vs ~0.85)
+    assert v["Moreheads"].verdict == "supported"  # increasing +1 point, 0.2-point noise
+
+
+def test_effects_the_other_way_are_contradicted():
+    v = verdicts(study(one_head=0.95, small_dk=0.90, many_gain=0.05, inc_gain=-0.05))
+    assert v["Onehead"].verdict == "contradicted" and "reverse holds" in v["Onehead"].evidence
+    assert v["d_kbelow"].verdict == "contradicted"
+    assert v["8-16heads"].verdict == "contradicted"  # more than 16 heads gains over a point
+    assert v["Moreheads"].verdict == "contradicted"
+
+
+def test_no_effect_is_a_stated_bound_not_a_verdict_the_data_cannot_carry():
+    v = verdicts(study(one_head=0.85, small_dk=0.85, inc_gain=0.0))
+    for key in ("Onehead", "d_kbelow"):
+        assert v[key].verdict.startswith("no difference larger than"), v[key]
+        assert "detectable" in v[key].evidence
+    bound = float(v["Onehead"].verdict.split()[-2])
+    assert bound == pytest.approx(v["Onehead"].comparison.bound * 100, abs=0.051)  # X is the interval's reach
+    assert v["Moreheads"].verdict != "supported"
+
+
+def test_missing_groups_are_not_enough_data_and_only_those():
+    only_multi = [r for r in study() if max(r.heads) > 1]
+    v = verdicts(only_multi)
+    assert v["Onehead"].verdict == rules.NOT_ENOUGH and "0 in all" not in v["Onehead"].evidence
+    assert v["d_kbelow"].verdict != rules.NOT_ENOUGH
+    assert v["Mergedheads"].verdict == rules.NOT_ENOUGH  # no bench recorded
+
+
+def test_a_heads_only_study_reads_one_head_from_the_finalist_runs():
+    """At one width and depth one head per layer is a single architecture: the finalists' seeds decide."""
+    search = [r for r in study() if max(r.heads) > 1] + [record(50, (1, 1), 0.7, 1.0)]
+    runs = [(60 + i, heads, acc + 0.004 * i) for i, (heads, acc) in enumerate(
+        [((1, 1), 0.80)] * 3 + [((4, 4), 0.90)] * 3 + [((8, 8), 0.91)] * 3)]  # fmt: skip
+    finals = [record(n, h, a, 1.0, role="finalist", seed=1_000_000 + n) for n, h, a in runs]
+    v = verdicts(search + finals)["Onehead"]
+    assert v.verdict == "supported" and "finalist runs" in v.evidence
+    res = stats.permutation_test(([a for _, h, a in runs if h != (1, 1)], [a for _, h, a in runs if h == (1, 1)]),
+                                 lambda x, y: np.mean(x) - np.mean(y), alternative="greater",
+                                 permutation_type="independent", n_resamples=np.inf)  # fmt: skip
+    assert v.comparison.p_value == pytest.approx(res.pvalue) and v.comparison.n_b == 3
+    assert verdicts(search)["Onehead"].verdict == rules.NOT_ENOUGH  # without the finalists: one architecture
+
+
+def test_the_verdict_agrees_with_an_exact_permutation_test():
+    recs = study()
+    g, n_a, n_b = rules.group_comparison(recs, lambda c: min(c.heads) >= 2, lambda c: max(c.heads) == 1)
+    a = [r.val_accuracy for r in recs if min(r.heads) >= 2]
+    b = [r.val_accuracy for r in recs if max(r.heads) == 1]
+    res = stats.permutation_test((a, b), lambda x, y: np.mean(x) - np.mean(y), alternative="greater",
+                                 permutation_type="independent", n_resamples=np.inf)  # fmt: skip
+    assert g.comparison.exact and g.comparison.p_value == pytest.approx(res.pvalue)
+    assert (n_a, n_b) == (len(a), len(b)) and g.epoch == 10
+
+
+def test_stopped_runs_are_compared_where_every_architecture_still_ran():
+    recs = study()
+    stopped = record(99, (1, 1), 0.2, 0.9, state="PRUNED", history=(0.15, 0.2, 0.25), lr=0.5)
+    g, *_ = rules.group_comparison([*recs, stopped], lambda c: min(c.heads) >= 2, lambda c: max(c.heads) == 1)
+    assert g.epoch == 3 and g.comparison.n_b == 3  # read at epoch 3; the stopped one-head run is counted
+
+
+def test_merged_heads_rule_from_bench():
+    def bench(merged):
+        return [{"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3}, {"impl": "merged", "median_ms": merged,
+                "iqr_ms": 0.1}, {"impl": "fused", "median_ms": 2.5, "iqr_ms": 0.1}]  # fmt: skip
+
+    v = verdicts(study(), bench(3.1))["Mergedheads"]  # the tutorial's own figures
+    assert v.verdict == "supported" and v.numbers["speedup"] == pytest.approx(4.0)
+    assert verdicts(study(), bench(13.0))["Mergedheads"].verdict == "contradicted"
+    assert verdicts(study(), bench(12.3))["Mergedheads"].verdict.startswith("no difference larger than")
+
+
+def test_rules_on_a_synthetic_study_find_the_planted_truth():
+    v = verdicts(load_records(make_study(200, seed=3)))
+    assert v["Onehead"].verdict == "supported"
+    assert v["d_kbelow"].verdict == "supported"
+    assert all(x.verdict != rules.NOT_ENOUGH for k, x in v.items() if k != "Mergedheads")

@@ -1,0 +1,114 @@
+"""The finalist plan: the search's knee, its neighbours and the reference layouts, on a grid of units (folds of
+replicates) whose seeds every layout shares and two study seeds never share."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from explorer.answer import evidence_units, plan_finalists
+from explorer.spec import spec_from_dict
+from tests.fixtures import record
+
+
+def finalist_seeds(spec, seeds):
+    return [u.seed for u in evidence_units(spec, seeds)]
+
+
+SPEC = spec_from_dict(
+    {"name": "f", "n_trials": 6, "task": {"name": "digits"}, "latency": {"device": "cpu"},
+     "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 16, 32], "min_dk": 2},
+     "finalists": {"top": 2, "seeds": 3}}
+)  # fmt: skip
+
+
+def search():
+    rows = [
+        ((2, 2), 0.78, 1.2),
+        ((4, 4), 0.84, 1.4),
+        ((2, 4), 0.82, 1.3),
+        ((32, 32), 0.85, 3.0),
+        ((16, 4), 0.6, 2.0),
+    ]
+    return [record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)]
+
+
+def test_plan_has_the_knee_its_neighbour_and_the_references_each_with_fresh_seeds():
+    plan = plan_finalists(search(), SPEC)
+    by_label = {}
+    for run in plan.runs:
+        by_label.setdefault(run.label, set()).add((run.config.heads, run.seed))
+    assert plan.knee.heads == (4, 4)
+    seeds = finalist_seeds(SPEC, 3)[: SPEC.finalists.start]  # every layout first trains on the first units
+    assert by_label["knee"] == {((4, 4), s) for s in seeds}
+    assert len({h for h, _ in by_label["front"]}) == 1  # top 2: the knee and its nearest front neighbour
+    assert by_label["1 head"] == {((1, 1), s) for s in seeds}  # outside the searched counts: a reference
+    assert by_label["8 heads"] == {((8, 8), s) for s in seeds}
+    assert {h for h, _ in by_label.get("next faster", set())} <= {(2, 4)}
+    start = SPEC.finalists.start
+    layouts = {r.config.key() for r in plan.runs}
+    assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == start * len(layouts)
+    assert len(plan.layouts) == len(layouts) and plan.budget == SPEC.finalists.units * len(layouts) == 15 * len(layouts)
+
+
+def test_units_cover_every_fold_of_each_replicate_and_two_study_seeds_share_no_seed():
+    units = evidence_units(SPEC, 3)
+    assert [(u.fold, u.folds) for u in units] == [(f, 5) for _ in range(3) for f in range(5)]
+    assert len({u.fold_seed for u in units}) == 3  # each replicate cuts its folds afresh
+    other = evidence_units(dataclasses.replace(SPEC, seed=1), 3)
+    assert not {u.seed for u in units} & {u.seed for u in other}
+    assert not {u.fold_seed for u in units} & {u.fold_seed for u in other}
+    # more replicates later add units and change none of the first ones (a confirm run extends the grid)
+    assert evidence_units(SPEC, 5)[:15] == units
+
+
+def test_a_reference_that_is_already_a_finalist_is_planned_once():
+    rows = [((8, 8), 0.86, 1.4), ((2, 2), 0.70, 1.0), ((32, 32), 0.87, 3.0)]
+    plan = plan_finalists([record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)], SPEC)
+    assert plan.knee.heads == (8, 8)
+    keys = [run.config.key() for run in plan.runs]
+    assert len(keys) == SPEC.finalists.start * len(set(keys))  # every architecture once, on its first units
+    assert "8 heads" not in {run.label for run in plan.runs}  # the knee is already 8 heads per layer
+
+
+def test_overrides_and_an_empty_search():
+    plan = plan_finalists(search(), SPEC, top=1, seeds=5)
+    assert {run.seed for run in plan.runs} == set(finalist_seeds(SPEC, 5))
+    assert "front" not in {run.label for run in plan.runs}
+    empty = plan_finalists([], SPEC)
+    assert empty.runs == () and empty.knee is None and empty.notes
+
+
+def test_the_ladder_adds_every_head_count_of_the_space_at_the_knees_base_and_can_be_switched_off():
+    seeds = set(finalist_seeds(SPEC, 3)[: SPEC.finalists.start])
+    plan = plan_finalists(search(), SPEC)
+    runs = {}
+    for run in plan.runs:
+        runs.setdefault(run.config.heads, set()).add(run.seed)
+    for h in SPEC.space.heads:  # 2, 4, 16, 32 heads in each layer, whatever the search found
+        assert runs[(h, h)] == seeds
+    assert {run.config.d_model for run in plan.runs} == {64}
+    assert next(r.label for r in plan.runs if r.config.heads == (16, 16)) == "16 heads"
+
+    off = spec_from_dict(SPEC.to_dict() | {"finalists": SPEC.to_dict()["finalists"] | {"ladder": False}})
+    assert not off.finalists.ladder
+    heads = {run.config.heads for run in plan_finalists(search(), off).runs}
+    assert (16, 16) not in heads and (2, 2) not in heads  # neither searched near the knee nor a reference
+    assert {(4, 4), (1, 1), (8, 8)} <= heads
+
+
+def test_the_ladder_keeps_to_the_knees_d_k_floor():
+    rows = [((4, 4), 0.84, 1.4), ((2, 2), 0.78, 1.2), ((1, 4), 0.80, 1.3)]
+    floor = [record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)]
+    floor = [dataclasses.replace(r, config=dataclasses.replace(r.config, min_dk=16)) for r in floor]
+    heads = {run.config.heads for run in plan_finalists(floor, SPEC).runs}
+    assert {(2, 2), (4, 4)} <= heads
+    # 16 and 32 heads make d_k 4 and 2: under the knee's floor of 16 (the test above plans them at floor 1)
+    assert not {(16, 16), (32, 32)} & heads
+
+
+def test_a_budget_below_the_start_units_starts_every_layout_on_what_it_holds():
+    small = spec_from_dict(SPEC.to_dict() | {"finalists": SPEC.to_dict()["finalists"] | {"seeds": 2, "folds": 1}})
+    plan = plan_finalists(search(), small)
+    layouts = {r.config.key() for r in plan.runs}
+    assert plan.budget == 2 * len(layouts) and plan.start == 2 < small.finalists.start
+    assert len(plan.runs) == plan.budget  # every layout on the 2 units the budget holds, none left out

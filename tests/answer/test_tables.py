@@ -1,0 +1,70 @@
+"""Records -> tables: architectures as the unit, intervals inside their range, no figure counted twice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from explorer.answer import architecture_table, architectures, common_epoch, csv_ready, trials_table
+from tests.fixtures import latency, record
+
+
+def test_runs_of_one_architecture_are_averaged_and_different_architectures_are_not():
+    recs = [
+        record(0, (4, 4), 0.80, 1.0, role="finalist", seed=1),
+        record(1, (4, 4), 0.84, 1.1, role="finalist", seed=2),
+        record(2, (4, 4), 0.82, 1.05, role="finalist", seed=3),
+        record(3, (2, 2), 0.70, 0.8, role="finalist", seed=1),
+        record(4, (2, 2), 0.72, 0.82, role="finalist", seed=2),
+        record(5, (8, 8), 0.90, 2.0),  # a search trial: another role
+    ]
+    archs = {a.heads: a for a in architectures(recs, "finalist")}
+    assert set(archs) == {(4, 4), (2, 2)}
+    four = archs[(4, 4)]
+    assert four.n == 3 and four.seeds == (1, 2, 3) and four.numbers == (0, 1, 2)
+    assert four.accuracy.estimate == pytest.approx(0.82)
+    assert 0 < four.accuracy.low < 0.82 < four.accuracy.high < 1
+    assert four.rerun.width > four.accuracy.width  # a new 3-seed mean varies more than the mean is known
+    assert four.latency.low < 1.05 < four.latency.high and four.latency.estimate == pytest.approx(1.05)
+    assert "pooled" in four.accuracy.method  # seed spread pooled over both finalists (3 df)
+
+
+@pytest.mark.parametrize("values", [[1.0, 1.0, 1.0], [0.0, 0.0], [1.0]])
+def test_accuracy_intervals_never_leave_0_to_100_percent(values):
+    recs = [record(i, (4, 4), v, 1.0, role="finalist", seed=i, history=(v,)) for i, v in enumerate(values)]
+    (a,) = architectures(recs, "finalist")
+    assert 0 <= a.accuracy.low <= a.accuracy.estimate <= a.accuracy.high <= 1
+    assert a.accuracy.width > 0 and 0 <= a.rerun.low and a.rerun.high <= 1
+
+
+def test_a_cached_latency_reused_by_several_runs_is_one_measurement():
+    """Three runs that all read one cached figure carry no spread between timings: the interval must come from
+    that one measurement's own block times, not be a zero-width interval from three copies."""
+    same = latency(1.0, "2025-01-01T12:00:00+00:00", spread=0.05)
+    recs = [record(i, (4, 4), 0.8, 1.0, seed=i) for i in range(3)]
+    recs = [r.__class__(**{**r.__dict__, "latency": same}) for r in recs]
+    (a,) = architectures(recs, "search")
+    assert a.latency.n == 1 and "block times" in a.latency.method
+    assert a.latency.low < 1.0 < a.latency.high and a.latency.width > 0.05
+
+
+def test_accuracy_at_a_common_epoch_includes_runs_stopped_early():
+    full = record(0, (4, 4), 0.9, 1.0, epochs=6)
+    stopped = record(1, (1, 1), 0.5, 0.5, epochs=6, state="PRUNED", history=(0.3, 0.4))
+    assert [a.heads for a in architectures([full, stopped], "search")] == [(4, 4)]  # final: COMPLETE only
+    at2 = {a.heads: a.values for a in architectures([full, stopped], "search", epoch=2)}
+    assert at2 == {(4, 4): (full.history[1],), (1, 1): (0.4,)}
+    assert common_epoch([full, stopped]) == 2
+    over_budget = record(2, (8, 8), 0.0, 9.0, state="PRUNED", history=())
+    assert common_epoch([full, stopped, over_budget]) == 2  # untrained trials do not drag it to 0
+
+
+def test_tables_keep_tuples_and_the_csv_edge_writes_strings():
+    recs = [record(0, (4, 2), 0.8, 1.0), record(1, (1, 1), 0.5, 0.5, state="FAIL", fail_reason="diverged")]
+    t = trials_table(recs)
+    assert t.loc[0, "heads"] == (4, 2) and t.loc[0, "d_k"] == (16, 32) and t.loc[1, "state"] == "FAIL"
+    out = csv_ready(t)
+    assert out.loc[0, "heads"] == "4,2" and out.loc[0, "d_k"] == "16,32"
+    a = architecture_table(architectures(recs))
+    assert list(a["heads"]) == [(4, 2)] and a.loc[0, "heads_max"] == 4 and a.loc[0, "dk_min"] == 16
+    assert np.isclose(a.loc[0, "val_accuracy"], recs[0].val_accuracy)

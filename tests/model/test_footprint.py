@@ -1,0 +1,56 @@
+"""Memory estimates from a model's shape, before it is built: the parameter count is exactly the built model's,
+and the estimate grows with what it should."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from explorer.errors import LimitError
+from explorer.layout import InputSpec, ModelConfig
+from explorer.model import (
+    attention_bytes,
+    build_model,
+    check_config_limits,
+    inference_bytes,
+    param_count,
+    shape_of,
+    training_bytes,
+)
+
+TOKENS = InputSpec(kind="tokens", seq_len=12, n_classes=5, vocab_size=30)
+FEATURES = InputSpec(kind="features", seq_len=16, n_classes=10, n_features=4)
+TEXT = InputSpec(kind="tokens", seq_len=20, n_classes=256, vocab_size=256, task_kind="language_model")
+CONFIGS = [
+    ModelConfig(d_model=32, heads=(1, 2, 4)),
+    ModelConfig(d_model=48, heads=(6, 3), mlp_ratio=2.5),
+    ModelConfig(d_model=32, heads=(4, 4), kv_heads=(2, 1)),
+    ModelConfig(d_model=32, heads=(3, 5), head_dim=(16, 8)),
+]
+
+
+@pytest.mark.parametrize("spec", [TOKENS, FEATURES, TEXT], ids=["tokens", "features", "language model"])
+@pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.key())
+def test_the_count_is_the_built_models(cfg, spec):
+    with torch.random.fork_rng(devices=[]):
+        model = build_model(cfg, spec)
+    assert param_count(shape_of(cfg), spec) == model.num_params()
+
+
+def test_the_estimates_grow_with_batch_depth_and_positions():
+    small, deep = ModelConfig(d_model=32, heads=(2,)), ModelConfig(d_model=32, heads=(2,) * 8)
+    assert training_bytes(shape_of(small), TOKENS, 64) > training_bytes(shape_of(small), TOKENS, 8)
+    assert training_bytes(shape_of(deep), TOKENS, 8) > training_bytes(shape_of(small), TOKENS, 8)
+    assert training_bytes(shape_of(small), TOKENS, 8) > inference_bytes(shape_of(small), TOKENS, 8)
+    assert inference_bytes(shape_of(small), TEXT, 1, kv_len=4000) > inference_bytes(
+        shape_of(small), TEXT, 1, 40
+    )
+    assert attention_bytes(384, 8, 8, 2000, 8, False) > 4 * 8 * 8 * 2000 * 2000  # the scores dominate
+
+
+def test_config_limits_name_the_part_that_is_too_large():
+    check_config_limits(CONFIGS[0])
+    with pytest.raises(LimitError, match="the layers of the model is 300, above the limit of 256"):
+        check_config_limits(ModelConfig(d_model=8, heads=(1,) * 300))
+    with pytest.raises(LimitError, match="the MLP width of the model is"):
+        check_config_limits(ModelConfig(d_model=64, heads=(1,), mlp_ratio=1e6))

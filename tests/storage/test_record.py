@@ -1,0 +1,167 @@
+"""Trial records round-trip through Optuna's user attributes: key/value heads, head widths, bits per byte and
+decoding latency included, and records written before them still read."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import optuna
+import pytest
+from optuna.trial import TrialState, create_trial
+
+from explorer.layout import ModelConfig
+from explorer.measures import DecodeResult
+from explorer.storage import (
+    RETIMED_ATTR,
+    STORED_KEYS,
+    Closure,
+    Proposal,
+    Role,
+    Stage,
+    TrialRecord,
+    finalist_run,
+    is_bookkeeping,
+    load_records,
+    load_retimings,
+    record_from_trial,
+    retry_attrs,
+    role_of,
+    stored as checked_attrs,
+    write,
+)
+from tests.fixtures import latency, record
+
+
+def stored(r: TrialRecord, state: TrialState = TrialState.COMPLETE) -> TrialRecord:
+    """``r`` written as the objective writes it, into a real study, and read back."""
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    study.add_trial(create_trial(state=state, values=[1.0, 1.0], user_attrs=r.to_attrs()))
+    return record_from_trial(study.trials[-1])
+
+
+def lm_record(config: ModelConfig) -> TrialRecord:
+    decode = DecodeResult(latency(0.8), context=512, kv_cache_bytes=config.kv_cache_bytes(512),
+                          kv_cache_bytes_per_token=config.kv_cache_bytes_per_token())  # fmt: skip
+    return dataclasses.replace(
+        record(0, (4, 4), 0.0, 2.0),
+        config=config,
+        task_kind="language_model",
+        history=(4.1, 3.7, 3.5),
+        val_accuracy=0.41,
+        test_accuracy=0.40,
+        val_bpb=3.5,
+        test_bpb=3.6,
+        val_bpb_se=0.02,
+        decode=decode,
+    )
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        ModelConfig(64, (8, 8), kv_heads=(2, 2)),
+        ModelConfig(64, (8, 4), kv_heads=(1, 4)),  # grouped in one layer, multi-head in the other
+        ModelConfig(64, (3, 6), head_dim=16, kv_heads=(1, 2)),  # heads that do not divide d_model
+        ModelConfig(64, (4, 4)),  # classic: kv_heads = heads, d_k = d_model / heads
+    ],
+    ids=["gqa", "mixed", "head_dim", "classic"],
+)
+def test_a_language_model_record_round_trips(config):
+    r = lm_record(config)
+    back = stored(r)
+    assert back.config == config and back.config.key() == config.key()
+    assert back.config.kv_per_layer == config.kv_per_layer and back.config.d_k == config.d_k
+    assert back.task_kind == "language_model" and back.metric.name == "val_bpb"
+    assert (back.val_bpb, back.test_bpb, back.val_bpb_se) == (3.5, 3.6, 0.02)
+    assert back.quality == 3.5 and back.test_quality == 3.6 and back.history == (4.1, 3.7, 3.5)
+    assert back.decode == r.decode and back.decode_ms == pytest.approx(0.8)
+    assert back.decode.kv_cache_bytes == config.kv_cache_bytes(512)
+    assert back.finished
+
+
+def test_the_architecture_attributes_are_readable_on_a_dashboard():
+    attrs = lm_record(ModelConfig(64, (8, 8), kv_heads=(2, 2))).arch_attrs()
+    assert attrs["heads"] == [8, 8] and attrs["kv_heads"] == [2, 2] and attrs["task_kind"] == "language_model"
+    assert "head_dim" not in attrs  # only where the width is set apart from d_model / heads
+    wide = lm_record(ModelConfig(64, (2, 2), head_dim=16)).arch_attrs()
+    assert wide["head_dim"] == [16, 16] and wide["d_k"] == [16, 16]
+
+
+def test_a_classification_record_keeps_its_shape_and_meaning():
+    r = record(3, (4, 2), 0.83, 1.5)
+    back = stored(r)
+    assert back == dataclasses.replace(r, number=back.number, started=back.started, completed=back.completed)
+    assert back.metric.name == "val_accuracy" and back.quality == 0.83 and back.decode is None
+    assert "task_kind" not in r.arch_attrs() and "val_bpb" not in r.to_attrs()
+
+
+def test_a_record_written_before_key_value_heads_still_reads():
+    attrs = record(1, (4, 4), 0.8, 1.0).to_attrs()
+    for key in ("kv_heads", "task_kind"):
+        attrs.pop(key, None)
+    attrs["record_version"] = 2
+    study = optuna.create_study(directions=["maximize", "minimize"])
+    study.add_trial(create_trial(state=TrialState.COMPLETE, values=[0.8, 1.0], user_attrs=attrs))
+    back = load_records(study)[0]
+    assert back.config.kv_heads is None and back.config.kv_per_layer == (4, 4)
+    assert back.task_kind == "classification" and back.quality == 0.8
+
+
+def test_retimings_carry_their_kind_and_old_ones_are_forward_passes():
+    study = optuna.create_study()
+    lat = latency(1.0).to_dict()
+    study.set_user_attr(RETIMED_ATTR, [
+        {"key": "a", "round": 0, "latency": lat},
+        {"key": "a", "round": 0, "latency": lat, "kind": "decode"},
+    ])  # fmt: skip
+    assert [t.kind for t in load_retimings(study)] == ["forward", "decode"]
+
+
+def test_the_record_is_written_through_one_function_that_refuses_unknown_keys(tmp_path):
+    study = optuna.create_study(storage=f"sqlite:///{tmp_path / 's.db'}")
+    trial = study.ask()
+    with pytest.raises(ValueError, match="not a field of the trial record: accuracy"):
+        write(trial, val_accuracy=0.5, accuracy=0.5)
+    assert study.trials[0].user_attrs == {}  # nothing of a refused write reaches the study
+    write(trial, role=Role.FINALIST, epoch=2, proposal=Proposal.ENQUEUED, **{Closure.DUPLICATE.value: 3})
+    frozen = study.trials[0]
+    # stored as the plain strings studies have always held
+    assert frozen.user_attrs == {"role": "finalist", "epoch": 2, "proposal": "enqueued", "duplicate_of": 3}
+    assert all(type(v) is str for v in (frozen.user_attrs["role"], frozen.user_attrs["proposal"]))
+    back = record_from_trial(frozen)
+    assert (back.role, back.proposal, back.closed, back.epoch) == (
+        Role.FINALIST, Proposal.ENQUEUED, Closure.DUPLICATE, 2,
+    )  # fmt: skip
+    assert back.role is Role.FINALIST and role_of(frozen) is Role.FINALIST and is_bookkeeping(frozen)
+    write(frozen, study, rejected=4)  # a sampler holds a FrozenTrial: written through the study's storage
+    assert record_from_trial(study.trials[0]).rejected == 4
+
+
+def test_every_attribute_a_record_writes_is_a_stored_key():
+    r = dataclasses.replace(lm_record(ModelConfig(64, (4, 4))), label="knee", proposal=Proposal.SAMPLER)
+    assert set(r.to_attrs()) <= STORED_KEYS
+    assert checked_attrs(**r.to_attrs()) == r.to_attrs()
+
+
+def test_a_retry_inherits_what_the_trial_is_not_what_it_measured():
+    study = optuna.create_study()
+    attrs = {
+        "role": "finalist",
+        "seed": 7,
+        "finalist": {"model": ModelConfig(64, (4, 4)).to_dict(), "lr": 0.01},
+    }
+    study.add_trial(
+        create_trial(state=TrialState.FAIL, user_attrs={**attrs, "val_accuracy": 0.3, "epoch": 2})
+    )
+    failed = study.trials[0]
+    assert retry_attrs(failed) == {**attrs, "retry_of": 0}
+    run = finalist_run(failed)
+    assert run is not None and (run.seed, run.lr, run.config.heads, run.fold) == (7, 0.01, (4, 4), None)
+
+
+def test_roles_and_stages_are_enums_that_read_as_their_stored_strings():
+    assert Role("search") is Role.SEARCH and Stage("finalist").role is Role.FINALIST
+    assert f"{Stage.SEARCH}" == str(Stage.SEARCH) == "search" and Role.FINALIST == "finalist"
+    assert [c.value for c in Closure] == ["surplus", "duplicate_of", "exhausted"]
+    with pytest.raises(ValueError):
+        Role("finalists")

@@ -1,0 +1,22 @@
+"""The answer kept with the study as its user attribute, where optuna-dashboard and optuna.load_study see it."""
+
+from __future__ import annotations
+
+import optuna
+
+from explorer import api
+from explorer.study import ANSWER_ATTR
+from tests.fixtures import make_study
+
+
+def test_the_report_keeps_the_answer_as_a_study_attribute(tmp_path):
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    make_study(8, storage=url, name="syn", finalists=3)
+    paths = api.report("syn", url, out=tmp_path / "report")
+    kept = optuna.load_study(study_name="syn", storage=url).user_attrs[ANSWER_ATTR]
+    heads = ",".join(map(str, kept["heads"]))
+    assert kept["opening"].startswith(f"**Use {heads} heads per layer**")
+    assert kept["opening"] in paths.markdown.read_text()
+    # a report that keeps nothing with the study (`report --no-artifacts`) leaves the attribute alone
+    assert api.report("syn", url, out=tmp_path / "again", keep_figures=False).markdown.is_file()
+    assert optuna.load_study(study_name="syn", storage=url).user_attrs[ANSWER_ATTR] == kept
