@@ -260,7 +260,7 @@ class ProgressBars:
         self.handle, self.notice = handle, notice
 
     @property
-    def callbacks(self) -> dict[str, Callable[..., None]]:
+    def callbacks(self) -> dict[str, Any]:
         """``on_stage`` and ``on_progress`` for :func:`explorer.api.run` and its kin."""
         return {"on_stage": self.on_stage, "on_progress": self.on_progress}
 

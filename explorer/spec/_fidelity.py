@@ -143,7 +143,12 @@ def dominated_at_rung(
     level = alpha / (len(eligible) * n_rungs)
     critical = float(stats.t.isf(level, df))
     lead_and_se = _lead_test(values, epoch, accuracy, n_val, higher_is_better, se)
-    best = max(eligible, key=lambda p: (lambda d, s: d / s)(*lead_and_se(p)))
+
+    def z_score(peer: Peer) -> float:
+        lead, diff_se = lead_and_se(peer)
+        return lead / diff_se
+
+    best = max(eligible, key=z_score)
     lead, diff_se = lead_and_se(best)
     if lead <= critical * diff_se:
         return Verdict(False)

@@ -15,6 +15,7 @@ table's own module.
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -203,11 +204,11 @@ def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> StudySpec:
 
 def read_spec_file(path: str | Path) -> dict[str, Any]:
     """The parsed TOML document of a spec file, not yet checked; an unreadable file is one SpecError line."""
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
+    else:
         try:
-            import tomli as tomllib  # type: ignore[no-redef]
+            import tomli as tomllib
         except ImportError:
             raise SpecError(
                 "reading TOML specs on Python 3.10 needs tomli; `pip install tomli` or use 3.11+."

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from explorer.fields import key
 from explorer.layout import DecodeConfig, LatencyConfig, SpaceSpec
@@ -100,9 +100,10 @@ class StudySpec:
         )
         return [quality, "latency", *extra]
 
-    def directions(self) -> list[str]:
+    def directions(self) -> list[Literal["minimize", "maximize"]]:
         """Optuna directions, one per objective (the quality's from the task kind, every other minimized)."""
-        return [self.metric.direction] + ["minimize"] * (len(self.objective_names()) - 1)
+        quality: Literal["minimize", "maximize"] = "maximize" if self.metric.direction == "maximize" else "minimize"
+        return [quality] + ["minimize"] * (len(self.objective_names()) - 1)
 
     def to_dict(self) -> dict[str, Any]:
         """A canonical, JSON-ready dict that :func:`explorer.spec._spec.spec_from_dict` reads back into an

@@ -14,7 +14,7 @@ import difflib
 import math
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeGuard, TypeVar
 
 from explorer.errors import SpecError
 from explorer.fields import default_of, key_of, spec_fields
@@ -35,7 +35,7 @@ def kind(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def is_int(v: Any) -> bool:
+def is_int(v: Any) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 

@@ -64,7 +64,7 @@ def trials_table() -> sa.Table:
     lacks."""
     from optuna.storages._rdb import models
 
-    return models.TrialModel.__table__  # type: ignore[return-value]
+    return models.TrialModel.__table__
 
 
 def enqueued_params(trial: FrozenTrial) -> dict[str, Any] | None:

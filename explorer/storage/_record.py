@@ -189,10 +189,11 @@ class TrialRecord:
         """How this trial trained (its planned epochs; :attr:`epochs_run` says where it stopped)."""
         if self.lr is None or self.seed is None or self.epochs_planned is None:
             raise ValueError(f"trial #{self.number} has no training settings recorded")
-        extra = {"schedule": self.schedule} | ({"patience": self.patience} if self.patience else {})
-        return TrainConfig(
-            epochs=self.epochs_planned, batch_size=self.batch_size or 32, lr=self.lr, seed=self.seed, **extra
+        config = TrainConfig(
+            epochs=self.epochs_planned, batch_size=self.batch_size or 32, lr=self.lr, seed=self.seed,
+            schedule=self.schedule,
         )
+        return dataclasses.replace(config, patience=self.patience) if self.patience else config
 
     # ---------------------------------------------------------------------------------------- writing
 

@@ -91,7 +91,7 @@ def retime(
     """
     spec = handle.spec
     if context is not None:
-        context = context.on(device)
+        context = context.on(torch.device(device) if isinstance(device, str) else device)
         where = str(context.device)
     else:
         where = str(device) if device is not None else spec.latency.device

@@ -17,7 +17,7 @@ def check_total(total: int, total_from: str = "--n-trials") -> int:
     """A search total (``--n-trials`` or a spec's ``n_trials``) of at least 1 and within the limit."""
     if total < 1:
         raise ConfigError(f"{total_from} must be at least 1, got {total}.")
-    return TRIALS.check(total, total_from, "ask for fewer trials")
+    return int(TRIALS.check(total, total_from, "ask for fewer trials"))
 
 
 def check_total_reaches(total: int, done: int, name: str, total_from: str = "--n-trials") -> None:

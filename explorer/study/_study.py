@@ -41,6 +41,7 @@ from explorer.storage import (
     mask_url,
     open_storage,
     resolve_storage_url,
+    storage_of,
     storage_writable,
     study_exists,
     study_parts,
@@ -161,10 +162,10 @@ def _new_companion(study: optuna.Study) -> optuna.Study:
     a moment ago by another command is loaded instead."""
     name = companion_name(study.study_name)
     try:
-        companion = optuna.create_study(study_name=name, storage=study._storage, directions=study.directions)
+        companion = optuna.create_study(study_name=name, storage=storage_of(study), directions=study.directions)
     except optuna.exceptions.DuplicatedStudyError:
-        return optuna.load_study(study_name=name, storage=study._storage)
-    Claims(study._storage, name).clear()  # a new study may reuse a deleted one's id
+        return optuna.load_study(study_name=name, storage=storage_of(study))
+    Claims(storage_of(study), name).clear()  # a new study may reuse a deleted one's id
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if study.metric_names:
@@ -180,7 +181,7 @@ def _stored_spec(study: optuna.Study, url: str, wait_s: float = 0.0, grace_s: fl
     mark not written yet) for ``grace_s``; anything else without a spec is refused at once."""
     start = time.monotonic()
     while True:
-        attrs = optuna.load_study(study_name=study.study_name, storage=study._storage).user_attrs
+        attrs = optuna.load_study(study_name=study.study_name, storage=storage_of(study)).user_attrs
         if "spec" in attrs:
             return spec_from_dict(attrs["spec"], stored=True)
         empty = not study.get_trials(deepcopy=False)
@@ -354,7 +355,7 @@ def artifact_store(handle: StudyHandle, location: str | None = None) -> Artifact
     return store_for(
         handle.storage_url,
         location=location,
-        storage=handle.study._storage,
+        storage=storage_of(handle.study),
         spec_location=handle.spec.artifacts,
     )
 
@@ -367,7 +368,7 @@ def reading_artifact_store(handle: StudyHandle, location: str | None = None) -> 
     return store_for(
         handle.storage_url,
         location=location,
-        storage=None if can_write else handle.study._storage,
+        storage=None if can_write else storage_of(handle.study),
         spec_location=handle.spec.artifacts,
         writable=can_write,
     )
