@@ -300,11 +300,20 @@ def _opt(a: Mapping[str, Any], key: str, kind: type) -> Any:
     return None if v is None else kind(v)
 
 
+# The fields stored under their own name as one optional number, string or proposal: read back by their declared
+# type. Every other field is built from its parts below (TrialRecord's fields are all one or the other).
+_SCALAR_TYPES: dict[str, type] = {"int | None": int, "float | None": float, "str | None": str, "Proposal | None": Proposal}
+SCALAR_FIELDS: tuple[tuple[str, type], ...] = tuple(
+    (f.name, _SCALAR_TYPES[str(f.type)])
+    for f in dataclasses.fields(TrialRecord)
+    if str(f.type) in _SCALAR_TYPES and f.name in STORED_KEYS
+)
+
+
 def record_from_trial(t: FrozenTrial) -> TrialRecord:
-    """The record of one Optuna trial (any state), from the user attributes the objective wrote."""
+    """The record of one Optuna trial (any state), from the user attributes the objective wrote: the scalar
+    fields generically (:data:`SCALAR_FIELDS`), the structured ones from their parts."""
     a = t.user_attrs
-    latency = LatencyResult.from_dict(a["latency"]) if isinstance(a.get("latency"), Mapping) else None
-    decode = DecodeResult.from_dict(a["decode"]) if isinstance(a.get("decode"), Mapping) else None
     relations = tuple(
         (int(r[0]), int(r[1]), int(r[2]), float(r[3])) for r in a.get("relations") or () if len(r) == 4
     )
@@ -313,44 +322,19 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         state=t.state.name,
         role=Role(a.get("role", Role.SEARCH)),
         config=_config(a),
-        lr=_opt(a, "lr", float),
-        seed=_opt(a, "seed", int),
-        epochs_planned=_opt(a, "epochs_planned", int),
-        batch_size=_opt(a, "batch_size", int),
         schedule=str(a.get("schedule", "cosine")),
-        patience=_opt(a, "patience", int),
         history=tuple(float(x) for x in a.get("history") or ()),
-        val_accuracy=_opt(a, "val_accuracy", float),
-        test_accuracy=_opt(a, "test_accuracy", float),
-        val_size=_opt(a, "val_size", int),
-        latency=latency,
-        params=_opt(a, "params", int),
-        flops=_opt(a, "flops", int),
-        device=_opt(a, "device", str),
-        torch_version=_opt(a, "torch_version", str),
-        train_time_s=_opt(a, "train_time_s", float),
-        samples_per_s=_opt(a, "samples_per_s", float),
-        stop=_opt(a, "stop", str),
-        fail_reason=_opt(a, "fail_reason", str),
-        retry_of=_opt(a, "retry_of", int),
+        latency=LatencyResult.from_dict(a["latency"]) if isinstance(a.get("latency"), Mapping) else None,
+        decode=DecodeResult.from_dict(a["decode"]) if isinstance(a.get("decode"), Mapping) else None,
         constraints=_tuple_pairs(t.constraints) or _tuple_pairs(a.get("constraints")),
-        proposal=_opt(a, "proposal", Proposal),
         label=_opt(a.get("finalist") or {}, "label", str),
         rejected=int(a.get("rejected", 0) or 0),
         relations=relations,
         started=t.datetime_start,
         completed=t.datetime_complete,
         task_kind=str(a.get("task_kind", "classification")),
-        val_bpb=_opt(a, "val_bpb", float),
-        test_bpb=_opt(a, "test_bpb", float),
-        val_bpb_se=_opt(a, "val_bpb_se", float),
-        decode=decode,
-        fold=_opt(a, "fold", int),
-        folds=_opt(a, "folds", int),
-        fold_seed=_opt(a, "fold_seed", int),
-        chance=_opt(a, "chance", float),
         closed=closure_of(t),
-        epoch=_opt(a, "epoch", int),
+        **{name: _opt(a, name, kind) for name, kind in SCALAR_FIELDS},
     )
 
 

@@ -165,3 +165,23 @@ def test_roles_and_stages_are_enums_that_read_as_their_stored_strings():
     assert [c.value for c in Closure] == ["surplus", "duplicate_of", "exhausted"]
     with pytest.raises(ValueError):
         Role("finalists")
+
+
+def test_every_field_is_read_either_generically_or_from_its_parts():
+    """A field added to TrialRecord is read back: a stored scalar by its declared type (SCALAR_FIELDS), or by the
+    reader's explicit line; none is left to its default by mistake."""
+    from explorer.storage._record import SCALAR_FIELDS
+
+    structured = {"number", "state", "role", "config", "schedule", "history", "latency", "decode", "constraints"}
+    structured |= {"label", "rejected", "relations", "started", "completed", "task_kind", "closed"}
+    generic = {name for name, _ in SCALAR_FIELDS}
+    assert not generic & structured
+    assert generic | structured == {f.name for f in dataclasses.fields(TrialRecord)}
+    full = dataclasses.replace(
+        record(5, (4, 2), 0.83, 1.5), patience=3, stop="rung 1", retry_of=2, fold=1, folds=5, fold_seed=7,
+        chance=0.1, val_size=270, samples_per_s=1e3, torch_version="2.13.0",
+    )
+    back = stored(full)
+    for name in generic:  # each scalar comes back as written, with its type
+        assert getattr(back, name) == getattr(full, name), name
+    assert isinstance(back.seed, int) and isinstance(back.val_accuracy, float)
