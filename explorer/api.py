@@ -40,7 +40,7 @@ from explorer.output import (
     write_report,
 )
 from explorer.spec import tracking_uri
-from explorer.storage import Retiming, TrialRecord, closed_counts, load_records, load_retimings
+from explorer.storage import Retiming, Role, TrialRecord, closed_counts, load_records, load_retimings
 from explorer.study import (
     INPUT_ATTR,
     RunSummary,
@@ -240,7 +240,7 @@ def compare(
     studies, answers = [], {}
     for name in names:
         data = load(name, storage)
-        if not any(r.finished and r.role == "search" for r in data.records):
+        if not any(r.finished and r.role == Role.SEARCH for r in data.records):
             raise NoCompletedTrialsError(
                 f"study {name!r} has no completed search trial to compare; run it first."
             )

@@ -1,6 +1,6 @@
 """The public surface of :mod:`explorer.analysis` (read by type checkers, and by its __init__ at run time)."""
 
-from ._gqa import gqa_rule as gqa_rule, searches_kv as searches_kv
+from ._gqa import GQA_RULE as GQA_RULE, gqa_rule as gqa_rule, searches_kv as searches_kv
 from ._groups import ALPHA as ALPHA, MIN_ARCHS as MIN_ARCHS, NOT_ENOUGH as NOT_ENOUGH
 from ._heads import (
     REDUNDANT as REDUNDANT,

@@ -30,7 +30,7 @@ from explorer.analysis._groups import MIN_ARCHS, NOT_ENOUGH, evidence, group_com
 from explorer.analysis._rules import RuleVerdict
 from explorer.answer import Architecture, attention_kind, decode_only, quality_margin
 from explorer.layout import ModelConfig
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = ["CLOSE", "GQA_RULE", "gqa_rule", "searches_kv"]
 
@@ -40,7 +40,7 @@ CLOSE = 1.25  # grouped-query decoding at most this many times multi-query's tim
 
 def searches_kv(records: Sequence[TrialRecord]) -> bool:
     """Whether a study's search tried layouts with fewer key/value heads than query heads."""
-    return any(r.config is not None and r.config.kv_heads is not None for r in records if r.role == "search")
+    return any(r.config is not None and r.config.kv_heads is not None for r in records if r.role == Role.SEARCH)
 
 
 def _kind(name: str):  # noqa: ANN202 (a predicate on configs)
@@ -79,7 +79,7 @@ def _quality(records: Sequence[TrialRecord]) -> tuple[str, str]:
 
 def _cost(records: Sequence[TrialRecord], retimings: Sequence[Retiming]) -> tuple[str, str]:
     """(part verdict, evidence) for "grouped-query decodes at close to multi-query cost"."""
-    if not any(r.decode is not None for r in records if r.role == "search"):
+    if not any(r.decode is not None for r in records if r.role == Role.SEARCH):
         return NOT_ENOUGH, "decoding cost: the study measured no decoding latency (add a [decode] table)"
     gqa, mqa, mha = _kind("grouped-query"), _kind("multi-query"), _kind("multi-head")
     timed = decode_only(retimings)

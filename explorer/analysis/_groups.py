@@ -19,7 +19,7 @@ from typing import Any
 from explorer.answer import Architecture, Comparison, architectures, common_epoch, compare
 from explorer.layout import ModelConfig
 from explorer.measures import QUALITY_METRICS, QualityMetric
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = [
     "ALPHA",
@@ -73,14 +73,14 @@ def group_comparison(
     keys = {
         r.key
         for r in records
-        if r.role == "search" and r.config is not None and r.feasible and (in_a(r.config) or in_b(r.config))
+        if r.role == Role.SEARCH and r.config is not None and r.feasible and (in_a(r.config) or in_b(r.config))
     }
     epoch = common_epoch(records, keys)
     if epoch is None:
         return None, 0, 0
     archs = [
         a
-        for a in architectures(records, "search", epoch=epoch, retimings=retimings)
+        for a in architectures(records, Role.SEARCH, epoch=epoch, retimings=retimings)
         if a.key in keys and a.feasible
     ]
     groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
@@ -128,7 +128,7 @@ def _finalist_comparison(
     groups: dict[tuple[Any, ...], tuple[list[float], list[float]]] = {}
     sign = 1.0 if metric.direction == "maximize" else -1.0  # scores: higher is better
     for r in records:
-        if r.role != "finalist" or not r.finished or r.config is None or not r.feasible:
+        if r.role != Role.FINALIST or not r.finished or r.config is None or not r.feasible:
             continue
         side = 0 if in_a(r.config) else 1 if in_b(r.config) else None
         if side is not None and r.quality is not None:

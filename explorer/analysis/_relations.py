@@ -22,7 +22,7 @@ from explorer.analysis._heads import (
     specialized_heads,
 )
 from explorer.answer import architectures
-from explorer.storage import TrialRecord
+from explorer.storage import Role, TrialRecord
 
 __all__ = ["RelationsClaim", "relations_claim"]
 
@@ -62,14 +62,14 @@ class RelationsClaim:
 
 def relations_claim(records: Sequence[TrialRecord], k: int) -> RelationsClaim:
     g, n_a, n_b = group_comparison(records, lambda c: min(c.heads) >= k, lambda c: min(c.heads) < k)
-    archs = architectures(records, "search")
+    archs = architectures(records, Role.SEARCH)
     by_heads: dict[tuple[int, ...], list[float]] = {}
     for a in sorted(archs, key=lambda a: a.numbers[0]):
         by_heads.setdefault(a.heads, []).extend(a.values)
     wide = [
         r
         for r in records
-        if r.finished and r.role == "search" and min(r.heads) >= k and r.relations and r.val_accuracy is not None
+        if r.finished and r.role == Role.SEARCH and min(r.heads) >= k and r.relations and r.val_accuracy is not None
     ]
     if not wide:
         return RelationsClaim(

@@ -9,7 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from explorer.spec import StudySpec
-from explorer.storage import TrialRecord
+from explorer.storage import Role, TrialRecord
 
 __all__ = ["StudyAccount", "study_account"]
 
@@ -63,8 +63,8 @@ def study_account(
     ``storage`` (masked) is named in the commands when it is not the default; ``spec_path`` is the spec file the
     study was started from, when known (else the reproduce command resumes from the stored spec).
     """
-    search = [r for r in records if r.role == "search"]
-    finals = [r for r in records if r.role == "finalist"]
+    search = [r for r in records if r.role == Role.SEARCH]
+    finals = [r for r in records if r.role == Role.FINALIST]
     s_states = Counter(r.state for r in search)
     f_states = Counter(r.state for r in finals)
     finished = s_states.get("COMPLETE", 0) + s_states.get("PRUNED", 0)

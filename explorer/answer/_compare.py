@@ -11,7 +11,7 @@ import pandas as pd
 
 from explorer.answer._pareto import knee, pareto_front
 from explorer.answer._tables import architecture_table, architectures
-from explorer.storage import TrialRecord
+from explorer.storage import Role, TrialRecord
 
 __all__ = ["COMPARE_COLUMNS", "StudySetup", "compare_fronts", "study_setup"]
 
@@ -55,7 +55,7 @@ def compare_fronts(studies: Sequence[tuple[str, Sequence[TrialRecord]]]) -> pd.D
     frames = []
     for name, records in studies:
         setup = study_setup(records)
-        table = architecture_table([a for a in architectures(records, "search") if a.feasible])
+        table = architecture_table([a for a in architectures(records, Role.SEARCH) if a.feasible])
         if table.empty:
             continue
         front = pareto_front(table).copy()

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from explorer.measures import QualityMetric
-from explorer.storage import TrialRecord
+from explorer.storage import Role, TrialRecord
 
 __all__ = ["COLLAPSE_FLOOR", "COLLAPSE_SDS", "Collapse", "Grid", "collapsed_runs", "evidence_grid"]
 
@@ -83,7 +83,7 @@ def _score(metric: QualityMetric, value: float) -> float:
 def evidence_grid(records: Sequence[TrialRecord], keys: Sequence[str], metric: QualityMetric) -> Grid:
     """The finished finalist runs of ``keys`` as a grid by unit (seed), collapsed runs left out."""
     runs = [
-        r for r in records if r.role == "finalist" and r.finished and r.key in keys and r.seed is not None
+        r for r in records if r.role == Role.FINALIST and r.finished and r.key in keys and r.seed is not None
     ]
     seeds = tuple(sorted({int(r.seed) for r in runs}))  # type: ignore[arg-type]
     scores = np.full((len(keys), len(seeds)), np.nan)

@@ -40,7 +40,7 @@ from explorer.layout import (
     valid_heads,
 )
 from explorer.spec import MB, StudySpec
-from explorer.storage import Retiming, TrialRecord, arch_key
+from explorer.storage import Retiming, Role, TrialRecord, arch_key
 
 __all__ = [
     "COST_COLUMNS",
@@ -175,7 +175,7 @@ def plan_finalists(
     (explorer.study._retime)."""
     fs = spec.finalists
     top = fs.top if top is None else top
-    pool = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
+    pool = within_budgets(architectures(records, Role.SEARCH, retimings=decode_only(retimings)), spec)
     if not pool:
         return Plan((), None, ("no feasible search trial within the budgets has finished yet",))
     cost = COST_COLUMNS[cost_axis(spec)]

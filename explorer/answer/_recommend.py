@@ -33,7 +33,7 @@ from explorer.answer._rule import BEST, BEYOND, UNDECIDED, WITHIN, Decision, dec
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only, score
 from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = [
     "ANSWER_NAMES",
@@ -211,7 +211,7 @@ def _learned(best: Architecture, chance: float, records: Sequence[TrialRecord]) 
     return float(values.mean()) + 1.645 * se < chance
 
 
-def _chance(records: Sequence[TrialRecord], role: str) -> float | None:
+def _chance(records: Sequence[TrialRecord], role: Role) -> float | None:
     values = [r.chance for r in records if r.role == role and r.finished and r.chance is not None]
     return float(np.mean(values)) if values else None
 
@@ -269,7 +269,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     """The study's head-count answer (see the module docstring); finalists' latencies come from ``retimings``
     when the study has them (explorer.study._retime)."""
     axis = cost_axis(spec)
-    search = within_budgets(architectures(records, "search", retimings=decode_only(retimings)), spec)
+    search = within_budgets(architectures(records, Role.SEARCH, retimings=decode_only(retimings)), spec)
     per_base = []
     for d_model, n_layers in sorted({(a.config.d_model, a.config.n_layers) for a in search}):
         here = [a for a in search if (a.config.d_model, a.config.n_layers) == (d_model, n_layers)]
@@ -277,14 +277,14 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     picks = _picks(search, axis)
     common = _Common(per_base=tuple(per_base), search=picks, cost_axis=axis, risk=spec.answer.risk,
                      margin=spec.answer.margin_for(spec.metric.direction == "maximize"))  # fmt: skip
-    finals_all = architectures(records, "finalist", retimings=retimings)
+    finals_all = architectures(records, Role.FINALIST, retimings=retimings)
     if within_budgets(finals_all, spec):
         return _from_finalists(records, spec, retimings, finals_all, search, common)
     if not search:
         return Answer(None, "none", (), (), (), None, "", notes=("no feasible trial finished",),
                       no_answer="no feasible trial has finished yet", **common)  # fmt: skip
     rec, front = _knee_of(search, axis)
-    chance = _chance(records, "search")
+    chance = _chance(records, Role.SEARCH)
     best = max(search, key=lambda a: a.score)
     note = ("every figure rests on one run per architecture at the search budget; the finalist stage (every "
             f"finalist on the same folds and seeds) has not run: `explorer confirm {spec.name}` runs it")  # fmt: skip
@@ -309,7 +309,7 @@ def _from_finalists(
     grid = evidence_grid(records, keys, spec.metric)
     apart = {c.number for c in grid.collapsed}  # collapsed runs: in no mean, interval or test
     kept = [r for r in records if r.number not in apart]
-    by_key = {a.key: a for a in architectures(kept, "finalist", retimings=retimings, pooled=False)}
+    by_key = {a.key: a for a in architectures(kept, Role.FINALIST, retimings=retimings, pooled=False)}
     order = [by_key[k] for k in keys if k in by_key]
     keys = [a.key for a in order]
     grid = grid.subset(keys)
@@ -320,7 +320,7 @@ def _from_finalists(
     if over:
         notes.append(f"{over} finalist layout(s) exceed the budgets or a constraint and are not candidates")
     decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie)
-    best, chance = order[decision.best], _chance(records, "finalist")
+    best, chance = order[decision.best], _chance(records, Role.FINALIST)
     front = _knee_of(order, axis)[1]
     base = _FinalistCommon(candidates=tuple(order), front=tuple(front), best=best, chance=chance,
                            collapsed=grid.collapsed, grid=grid, times=times, notes=tuple(notes), **common)  # fmt: skip

@@ -34,7 +34,7 @@ from explorer.answer._intervals import (
 from explorer.answer._latency_stats import block_spread, latency_interval, log_spread
 from explorer.layout import ModelConfig
 from explorer.measures import QUALITY_METRICS, QualityMetric
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = [
     "ACC_POINT",
@@ -165,7 +165,7 @@ def _latency(timings: Sequence, pooled: Spread | None) -> Interval:
 
 def architectures(
     records: Iterable[TrialRecord],
-    role: str = "search",
+    role: Role = Role.SEARCH,
     epoch: int | None = None,
     retimings: Sequence[Retiming] = (),
     pooled: bool = True,

@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from explorer.errors import ConfigError
+from explorer.storage import Stage
 
 __all__ = [
     "answer_line",
@@ -283,7 +284,7 @@ class ProgressBars:
         if stage == "timing":
             note(f"timing: {total} measurements in interleaved rounds, no training running")
             return
-        desc = f"{self.handle.name} {'search' if stage == 'search' else 'finalists'}"
+        desc = f"{self.handle.name} {'search' if stage == Stage.SEARCH else 'finalists'}"
         self._bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
 
     def on_progress(self, p: Any) -> None:

@@ -30,7 +30,7 @@ from explorer.output._fmt import (
 )
 from explorer.output._kv_sections import is_modern, modern_headline, saving_blocks
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = ["answer_blocks", "evidence_blocks"]
 
@@ -232,7 +232,7 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
 def _training_tail(records: Sequence[TrialRecord], keys: set[str]) -> str:
     """How much the finalist runs still gained over the last quarter of their fixed schedule."""
     runs = [
-        r for r in records if r.role == "finalist" and r.finished and r.key in keys and len(r.history) >= 4
+        r for r in records if r.role == Role.FINALIST and r.finished and r.key in keys and len(r.history) >= 4
     ]
     if not runs:
         return ""

@@ -52,7 +52,7 @@ from explorer.output._sections import (
     rules_blocks,
 )
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = ["ReportInput", "ReportPaths", "write_report"]
 
@@ -92,7 +92,7 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
     Raises NoCompletedTrialsError when no search trial has finished, ConfigError for an unusable ``out_dir``
     (a file, a folder holding files explorer did not write unless ``force``, or one that cannot be written).
     """
-    if not any(r.finished and r.role == "search" for r in data.records):
+    if not any(r.finished and r.role == Role.SEARCH for r in data.records):
         raise NoCompletedTrialsError(
             f"study {data.spec.name!r} has no completed search trial yet; run `explorer study resume "
             f"{data.spec.name}` first."
@@ -172,7 +172,7 @@ class _SearchTables:
     @classmethod
     def of(cls, data: ReportInput, ans: Answer) -> _SearchTables:
         cost = COST_COLUMNS[ans.cost_axis]
-        archs = architectures(data.records, "search", retimings=decode_only(data.retimings))
+        archs = architectures(data.records, Role.SEARCH, retimings=decode_only(data.retimings))
         table = architecture_table(archs)
         feasible = table[table["feasible"].astype(bool)] if len(table) else table
         if len(feasible):
@@ -210,8 +210,8 @@ def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str,
 def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -> list[tuple]:
     spec, records = data.spec, data.records
     devices = ", ".join(acct.devices) or "an unrecorded device"
-    searched = {r.key for r in records if r.role == "search" and r.state in ("COMPLETE", "PRUNED") and r.key}
-    runs = sum(r.role == "finalist" and r.finished for r in records)
+    searched = {r.key for r in records if r.role == Role.SEARCH and r.state in ("COMPLETE", "PRUNED") and r.key}
+    runs = sum(r.role == Role.FINALIST and r.finished for r in records)
     b: list[tuple] = [("h", 1, f"Head-count report: {spec.name}")]
     b.append(("p", [f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
                     f"{spec.task.epochs} epochs ({search.count} ran them all, {acct.stopped_early} stopped at a rung, "

@@ -12,12 +12,12 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from explorer.analysis import ALPHA, MIN_ARCHS, MIN_SPEEDUP, RuleVerdict, relations_claim
+from explorer.analysis import ALPHA, GQA_RULE, MIN_ARCHS, MIN_SPEEDUP, RuleVerdict, relations_claim
 from explorer.answer import Architecture, StudyAccount, UnitComparison, kendall_tau
 from explorer.measures import QualityMetric
 from explorer.output._fmt import heads, is_bpb, num, pct
 from explorer.spec import StudySpec
-from explorer.storage import TrialRecord
+from explorer.storage import Role, TrialRecord
 
 __all__ = [
     "account_blocks",
@@ -37,7 +37,7 @@ def rules_blocks(verdicts: Sequence[RuleVerdict], metric: QualityMetric | None =
         extra.append(("p", ["Here quality is validation bits per byte (lower is better): the tests compare it as "
                             "such, differences are in bits per byte, and the material difference that stands in "
                             "for one accuracy point is 1% of the value."]))  # fmt: skip
-    if any(v.rule.startswith("Grouped-query") for v in verdicts):
+    if any(v.rule == GQA_RULE for v in verdicts):
         extra.append(("p", ["Grouped-query attention (Ainslie et al. 2023): grouped-query architectures (1 < "
                             "kv_heads < heads in every layer) against multi-head ones (kv_heads = heads) on quality, "
                             "within groups of equal width, depth and head width (it holds when the whole 95% "
@@ -140,7 +140,7 @@ def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence
     finished = [
         (r.history[es.min_epochs - 1], r.quality)
         for r in records
-        if r.role == "search" and r.finished and r.quality is not None and len(r.history) >= es.min_epochs
+        if r.role == Role.SEARCH and r.finished and r.quality is not None and len(r.history) >= es.min_epochs
     ]
     bpb = is_bpb(spec.metric)
     what = "bits per byte" if bpb else "accuracy"

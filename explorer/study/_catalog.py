@@ -16,6 +16,7 @@ from optuna.trial import TrialState
 from explorer.errors import SpecError, StudyNotFoundError
 from explorer.spec import StudySpec, spec_from_dict
 from explorer.storage import (
+    Role,
     check_study_name,
     closed_counts,
     find_companion,
@@ -140,7 +141,7 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
     trials: dict[str, dict[str, int]] = {"search": {}, "finalist": {}}
     for r in records:
         trials[r.role][r.state] = trials[r.role].get(r.state, 0) + 1
-    stopped = [r for r in records if r.role == "search" and r.state == "PRUNED" and r.epochs_run > 0]
+    stopped = [r for r in records if r.role == Role.SEARCH and r.state == "PRUNED" and r.epochs_run > 0]
     metric = spec.metric
     sign = 1.0 if metric.direction == "maximize" else -1.0
     top = sorted((r for r in records if r.finished), key=lambda r: -sign * float(r.quality or 0.0))[:best]

@@ -33,6 +33,7 @@ from explorer.meta import package_version
 from explorer.model import check_runtime
 from explorer.spec import SOURCES_ATTR, StudySpec, spec_from_dict
 from explorer.storage import (
+    Stage,
     companion_name,
     default_storage_url,
     find_companion,
@@ -136,7 +137,7 @@ class StudyHandle:
         """The Optuna study the trials of ``stage`` run in, decided here alone: the search in the study itself;
         the finalist runs in its companion ``NAME/finalists`` (explorer.storage._companion; created and labelled
         when first needed), unless the study already holds finalist runs (made before they were kept apart)."""
-        if stage == "search":
+        if stage == Stage.SEARCH:
             return self.study
         if self.finalists is None:
             inside = keeps_finalists_inside(self.study)

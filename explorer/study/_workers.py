@@ -29,7 +29,7 @@ from optuna.trial import TrialState
 
 from explorer.errors import ExplorerError
 from explorer.layout import FinalistRun, ModelConfig
-from explorer.storage import arch_key, install_pop_waiting, is_bookkeeping, mask_url, trials_of
+from explorer.storage import Stage, arch_key, install_pop_waiting, is_bookkeeping, mask_url, trials_of
 from explorer.study._claims import pop_waiting
 from explorer.study._context import RunContext
 from explorer.study._plan import PortableRunPlan, RunPlan
@@ -98,7 +98,7 @@ def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
 
 def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
     """(trials the stage still has to start, trials of the stage running now)."""
-    if stage == "search":
+    if stage == Stage.SEARCH:
         live = live_trials(study, "search")
         running = sum(t.state == TrialState.RUNNING for t in live)
         return total - len(live), running
@@ -130,7 +130,7 @@ class _StopRules:
         covered = (
             "duplicate_of" in a
             and self.exhaustible
-            and self.stage == "search"
+            and self.stage == Stage.SEARCH
             and len(live_trials(study, "search")) >= self.space_size
         )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
         if "exhausted" in a or covered:
@@ -227,7 +227,7 @@ def _start(
     report()
     log.info(
         "%s stage of %s: %d %s, %d worker(s) on %s",
-        stage, handle.name, total, "trials in total" if stage == "search" else "runs", workers, device,
+        stage, handle.name, total, "trials in total" if stage == Stage.SEARCH else "runs", workers, device,
     )  # fmt: skip
     return report
 
