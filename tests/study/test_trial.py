@@ -10,6 +10,7 @@ import pytest
 from optuna.trial import TrialState, create_trial
 
 import explorer.measure._evaluate as evaluate_module
+import explorer.study._trial as trial_module
 from explorer.layout import FinalistRun, ModelConfig, search_seed
 from explorer.spec import _fidelity as fidelity, load_spec
 from explorer.storage import arch_key, load_records
@@ -98,7 +99,7 @@ def test_a_faster_better_peer_stops_a_trial_at_its_first_rung(tmp_path, monkeypa
         seen.append((epoch, n_val, key, [(p.number, p.key, p.latency_ms, p.history) for p in args[2]]))
         return fidelity.Verdict(True, "beaten")
 
-    monkeypatch.setattr(fidelity, "dominated_at_rung", verdict)
+    monkeypatch.setattr(trial_module, "dominated_at_rung", verdict)
     trials = run(handle, objective(handle), point.params)
     t = trials[-1]
     assert t.state == TrialState.PRUNED and t.user_attrs["stop"] == "beaten"
