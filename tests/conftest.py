@@ -34,8 +34,8 @@ _POSTGRES_SCHEMA_LOCK = 7_390_001  # pg_advisory_lock key: one process at a time
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In a pytest-xdist worker, give torch its share of the cores: workers that each use every core only wait
-    for one another (tiny models, 2 cores: two 2-thread workers train slower than two 1-thread ones)."""
+    """In a pytest-xdist worker, give torch its share of the cores: the tests' models are tiny, and workers that
+    each use every core only wait for one another (as in :func:`one_thread`)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1:
         import torch
