@@ -14,8 +14,6 @@ from click.testing import CliRunner
 
 from explorer.cli import main
 
-pytestmark = pytest.mark.xdist_group("examples")  # one worker builds the module-scoped fixture once
-
 REPO = Path(__file__).resolve().parents[1]
 
 

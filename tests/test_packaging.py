@@ -22,8 +22,6 @@ import explorer.errors as errors
 from explorer.cli import main
 from tests.deploy_helpers import write_tiny_spec
 
-pytestmark = pytest.mark.xdist_group("packaging")  # one worker builds the module-scoped fixture once
-
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 DISTRIBUTION = {

@@ -10,8 +10,6 @@ from torch import nn
 from explorer.engine.bench import BENCH_IMPLS, bench_attention, peak_memory_mb
 from explorer.errors import ConfigError
 
-pytestmark = pytest.mark.xdist_group("bench")  # one worker builds the module-scoped fixture once
-
 TINY = dict(d_model=32, heads=4, seq_len=12, batch=2, min_run_time=0.02, threads=1, matmul_size=128)
 
 

@@ -15,10 +15,7 @@ from explorer.engine.train import evaluate, fit
 from explorer.insight import heads
 from tests.heads_models import SPEC, data, kill_head, structured_task, tiny_model
 
-pytestmark = [
-    pytest.mark.usefixtures("one_thread"),
-    pytest.mark.xdist_group("probe"),  # one worker trains the module-scoped model once
-]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_importance_of_a_disabled_head_is_exactly_zero():

@@ -23,8 +23,6 @@ from explorer.output.export import PARITY_TOLERANCE
 from explorer.search.study import artifact_store, open_study
 from tests.deploy_helpers import run_tiny_study
 
-pytestmark = pytest.mark.xdist_group("export_formats")  # one worker builds the module-scoped fixture once
-
 has_onnx = all(importlib.util.find_spec(p) for p in ("onnx", "onnxruntime", "onnxscript"))
 
 
