@@ -27,6 +27,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ["EXPLORER_CACHE_DIR"] = os.path.join(
         os.environ["EXPLORER_CACHE_DIR"], os.environ["PYTEST_XDIST_WORKER"]
     )
+    os.makedirs(os.environ["EXPLORER_CACHE_DIR"], exist_ok=True)
 os.environ["MPLBACKEND"] = "Agg"
 
 POSTGRES_ENV = "EXPLORER_TEST_POSTGRES_URL"
