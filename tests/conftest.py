@@ -17,14 +17,31 @@ import uuid
 import pytest
 
 # Set before any test module is imported, so nothing reads the real values: tests never write into the
-# home directory, and plots never open a window.
+# home directory, and plots never open a window. Each pytest-xdist worker (PYTEST_XDIST_WORKER) inherits the
+# main process's folder and takes a subfolder of its own: no test sees latencies another process measured.
 if "EXPLORER_CACHE_DIR" not in os.environ:
     _cache_dir = tempfile.mkdtemp(prefix="explorer-test-cache-")
     atexit.register(shutil.rmtree, _cache_dir, ignore_errors=True)
     os.environ["EXPLORER_CACHE_DIR"] = _cache_dir
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["EXPLORER_CACHE_DIR"] = os.path.join(
+        os.environ["EXPLORER_CACHE_DIR"], os.environ["PYTEST_XDIST_WORKER"]
+    )
+    os.makedirs(os.environ["EXPLORER_CACHE_DIR"], exist_ok=True)
 os.environ["MPLBACKEND"] = "Agg"
 
 POSTGRES_ENV = "EXPLORER_TEST_POSTGRES_URL"
+_POSTGRES_SCHEMA_LOCK = 7_390_001  # pg_advisory_lock key: one process at a time creates the tables
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In a pytest-xdist worker, give torch its share of the cores: the tests' models are tiny, and workers that
+    each use every core only wait for one another (as in :func:`one_thread`)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        import torch
+
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -47,7 +64,33 @@ def postgres_url() -> str:
     url = os.environ.get(POSTGRES_ENV, "").strip()
     if not url:
         pytest.skip(f"no PostgreSQL server: set {POSTGRES_ENV}; .ci/run starts a server")
+    _create_tables_once(url)
     return url
+
+
+def _create_tables_once(url: str) -> None:
+    """Create Optuna's tables in the test database, one process at a time (a PostgreSQL advisory lock): the
+    pytest-xdist workers share the server, and two first connections creating the tables at once would collide
+    in the catalogue, a race of the test set-up, not of what the tests check."""
+    import sqlalchemy
+
+    from explorer.search.storage import open_storage
+
+    parsed = sqlalchemy.make_url(url)
+    if parsed.drivername == "postgresql":
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    engine = sqlalchemy.create_engine(parsed)
+    try:
+        with engine.connect() as conn:
+            conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": _POSTGRES_SCHEMA_LOCK})
+            try:
+                open_storage(url, heartbeat=False).engine.dispose()
+            finally:
+                conn.execute(
+                    sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": _POSTGRES_SCHEMA_LOCK}
+                )
+    finally:
+        engine.dispose()
 
 
 @pytest.fixture
