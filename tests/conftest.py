@@ -74,7 +74,7 @@ def _create_tables_once(url: str) -> None:
     in the catalogue, a race of the test set-up, not of what the tests check."""
     import sqlalchemy
 
-    from explorer.search.storage import open_storage
+    from explorer.storage import open_storage
 
     parsed = sqlalchemy.make_url(url)
     if parsed.drivername == "postgresql":

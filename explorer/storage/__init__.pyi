@@ -30,6 +30,7 @@ from ._optuna_private import (
 )
 from ._record import (
     RETIMED_ATTR as RETIMED_ATTR,
+    SCALAR_FIELDS as SCALAR_FIELDS,
     STORED_KEYS as STORED_KEYS,
     Retiming as Retiming,
     TrialRecord as TrialRecord,

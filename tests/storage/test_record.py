@@ -170,7 +170,7 @@ def test_roles_and_stages_are_enums_that_read_as_their_stored_strings():
 def test_every_field_is_read_either_generically_or_from_its_parts():
     """A field added to TrialRecord is read back: a stored scalar by its declared type (SCALAR_FIELDS), or by the
     reader's explicit line; none is left to its default by mistake."""
-    from explorer.storage._record import SCALAR_FIELDS
+    from explorer.storage import SCALAR_FIELDS
 
     structured = {"number", "state", "role", "config", "schedule", "history", "latency", "decode", "constraints"}
     structured |= {"label", "rejected", "relations", "started", "completed", "task_kind", "closed"}
