@@ -67,8 +67,13 @@ def run_one(spec_text: str, name: str, seed: int, workers: int) -> dict[str, Any
     if done.returncode != 0:  # recorded as a failed run, with its whole stderr kept for the traceback
         (folder / "stderr.log").write_text(done.stderr)
         last = next((line for line in reversed(done.stderr.splitlines()) if line.startswith("error:")), "")
-        return {"seed": seed, "seconds": round(wall, 1), "failed": done.returncode, "error": last,
-                "stderr": str(folder / "stderr.log")}  # fmt: skip
+        return {
+            "seed": seed,
+            "seconds": round(wall, 1),
+            "failed": done.returncode,
+            "error": last,
+            "stderr": str(folder / "stderr.log"),
+        }
 
     import explorer
 
@@ -77,13 +82,18 @@ def run_one(spec_text: str, name: str, seed: int, workers: int) -> dict[str, Any
     if rec is None or ans.evidence != "finalists":
         raise SystemExit(f"seed {seed}: no finalist-backed recommendation (evidence: {ans.evidence})")
     return {
-        "seed": seed, "seconds": round(wall, 1), "key": rec.key, "heads": list(rec.config.heads),
+        "seed": seed,
+        "seconds": round(wall, 1),
+        "key": rec.key,
+        "heads": list(rec.config.heads),
         "accuracy": [rec.accuracy.estimate, rec.accuracy.low, rec.accuracy.high],
         "rerun": [rec.rerun.low, rec.rerun.high],
         "latency": [rec.latency.estimate, rec.latency.low, rec.latency.high],
-        "confidence": ans.confidence, "alike": [a.key for a in ans.alike],
-        "alike_heads": [list(a.config.heads) for a in ans.alike], "runs": rec.n,
-    }  # fmt: skip
+        "confidence": ans.confidence,
+        "alike": [a.key for a in ans.alike],
+        "alike_heads": [list(a.config.heads) for a in ans.alike],
+        "runs": rec.n,
+    }
 
 
 def pairs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -93,12 +103,16 @@ def pairs(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for b in runs:
             if a is b:
                 continue
-            out.append({
-                "a": a["seed"], "b": b["seed"], "same": a["key"] == b["key"],
-                "named": b["key"] == a["key"] or b["key"] in a["alike"],
-                "accuracy_inside": a["rerun"][0] <= b["accuracy"][0] <= a["rerun"][1],
-                "latency_inside": a["latency"][1] <= b["latency"][0] <= a["latency"][2],
-            })  # fmt: skip
+            out.append(
+                {
+                    "a": a["seed"],
+                    "b": b["seed"],
+                    "same": a["key"] == b["key"],
+                    "named": b["key"] == a["key"] or b["key"] in a["alike"],
+                    "accuracy_inside": a["rerun"][0] <= b["accuracy"][0] <= a["rerun"][1],
+                    "latency_inside": a["latency"][1] <= b["latency"][0] <= a["latency"][2],
+                }
+            )
     return out
 
 
@@ -115,14 +129,28 @@ def render(result: dict[str, Any]) -> str:
             rows.append([r["seed"], error, "", "", "", "", "", f"{r['seconds'] / 60:.1f}"])
             continue
         acc, lat = r["accuracy"], r["latency"]
-        rows.append([
-            r["seed"], heads(r["heads"]), f"{acc[0]:.2%} [{acc[1]:.2%}, {acc[2]:.2%}]",
-            f"[{r['rerun'][0]:.2%}, {r['rerun'][1]:.2%}]", f"{lat[0]:.3g} [{lat[1]:.3g}, {lat[2]:.3g}]",
-            "n/a" if r["confidence"] is None else f"{r['confidence']:.0%}",
-            " or ".join(heads(h) for h in r["alike_heads"]) or "none", f"{r['seconds'] / 60:.1f}",
-        ])  # fmt: skip
-    header = ["seed", "answer (heads per layer)", "accuracy, mean of 3 seeds [95%]", "3 fresh seeds should average",
-              "latency ms [new timing, 95%]", "confidence", "as good as far as the data can tell", "minutes"]  # fmt: skip
+        rows.append(
+            [
+                r["seed"],
+                heads(r["heads"]),
+                f"{acc[0]:.2%} [{acc[1]:.2%}, {acc[2]:.2%}]",
+                f"[{r['rerun'][0]:.2%}, {r['rerun'][1]:.2%}]",
+                f"{lat[0]:.3g} [{lat[1]:.3g}, {lat[2]:.3g}]",
+                "n/a" if r["confidence"] is None else f"{r['confidence']:.0%}",
+                " or ".join(heads(h) for h in r["alike_heads"]) or "none",
+                f"{r['seconds'] / 60:.1f}",
+            ]
+        )
+    header = [
+        "seed",
+        "answer (heads per layer)",
+        "accuracy, mean of 3 seeds [95%]",
+        "3 fresh seeds should average",
+        "latency ms [new timing, 95%]",
+        "confidence",
+        "as good as far as the data can tell",
+        "minutes",
+    ]
     lines = [
         f"## {result['study']}: {len(runs)} whole runs, study seeds {', '.join(str(r['seed']) for r in runs)}",
         "",
@@ -131,11 +159,15 @@ def render(result: dict[str, Any]) -> str:
         f"command `{result['command']}`; each run `explorer study run SPEC --workers {result['workers']}` in a "
         "fresh folder with an empty latency cache"
         + (f"; commit {result['commit']}" if result.get("commit") else "")
-        + (f"; the runs recorded at {result['reused']} are kept and the new seeds added" if result.get("reused") else "")
+        + (
+            f"; the runs recorded at {result['reused']} are kept and the new seeds added"
+            if result.get("reused")
+            else ""
+        )
         + ".",
         "",
         markdown_table(header, rows),
-    ]  # fmt: skip
+    ]
     n = len(ps)
     same = sum(p["same"] for p in ps)
     named = sum(p["named"] for p in ps)
@@ -199,11 +231,18 @@ def main() -> None:
         print(f"seed {seed}: {what} in {r['seconds']:.0f} s", flush=True)
         runs.append(r)
     result = {
-        "study": name.group(1), "date": stamp(), "machine": machine(), "command": command(),
-        "workers": args.workers, "load_before": load_before,
-        "load_after": load_average(), "runs": runs,
-        "pairs": pairs(runs), "reused": reused, "commit": commit(),
-    }  # fmt: skip
+        "study": name.group(1),
+        "date": stamp(),
+        "machine": machine(),
+        "command": command(),
+        "workers": args.workers,
+        "load_before": load_before,
+        "load_after": load_average(),
+        "runs": runs,
+        "pairs": pairs(runs),
+        "reused": reused,
+        "commit": commit(),
+    }
     text_out = render(result)
     print(text_out)
     if args.record:

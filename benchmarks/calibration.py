@@ -112,8 +112,12 @@ def run_one(spec: Path, name: str, seed: int, extend: int | None) -> dict[str, A
     for step in steps:
         done = _explorer(folder, *step)
         if done.returncode != 0:
-            return {"seed": seed, "failed": done.returncode, "step": " ".join(step),
-                    "error": done.stderr.strip().splitlines()[-1:] or [""]}  # fmt: skip
+            return {
+                "seed": seed,
+                "failed": done.returncode,
+                "step": " ".join(step),
+                "error": done.stderr.strip().splitlines()[-1:] or [""],
+            }
     out = {"seed": seed, "seconds": round(time.perf_counter() - t0, 1), "readme": _table(folder, name)}
     out["report"] = json.loads(done.stdout)["answer"]["answer"]["key"]
     if extend:
@@ -140,7 +144,10 @@ def grow(result: dict[str, Any], pattern: str, name: str, extend: int) -> dict[s
         r = dict(r)
         if "readme" in r and r["seed"] in folders:
             _extend(r, folders[r["seed"]], name, extend)
-            print(f"seed {r['seed']}: extended to {extend} replicates in {r.get('extend_seconds', 0):.0f} s", flush=True)
+            print(
+                f"seed {r['seed']}: extended to {extend} replicates in {r.get('extend_seconds', 0):.0f} s",
+                flush=True,
+            )
         runs.append(r)
     return result | {"runs": runs, "extend": extend, "grown_from": result.get("date")}
 
@@ -158,8 +165,16 @@ def on_ladder(layout: dict[str, Any]) -> bool:
     return len(set(layout["heads"])) == 1
 
 
-def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, risk: float, tie: float,
-           confidence: bool = True, ladder: bool = False) -> dict[str, Any]:  # fmt: skip
+def decide(
+    table: dict[str, Any],
+    replicates: int,
+    folds: int,
+    margin: float,
+    risk: float,
+    tie: float,
+    confidence: bool = True,
+    ladder: bool = False,
+) -> dict[str, Any]:
     """The answer, the layouts placed within the margin and the answer's stated probability of ``table`` from
     its first ``replicates`` replicates' units (only its uniform layouts, the ladder, with ``ladder``: what the
     rule gives without the layouts a search added)."""
@@ -170,8 +185,12 @@ def decide(table: dict[str, Any], replicates: int, folds: int, margin: float, ri
     times = matrix(table["times"])[rows]
     keys = [table["layouts"][i]["key"] for i in rows]
     d = rule(scores, times, margin, risk, tie)
-    return {"answer": keys[d.answer], "class": [keys[i] for i in d.members] or [keys[d.answer]],
-            "best": keys[d.best], "confidence": d.p_within[d.answer] if confidence else None}  # fmt: skip
+    return {
+        "answer": keys[d.answer],
+        "class": [keys[i] for i in d.members] or [keys[d.answer]],
+        "best": keys[d.best],
+        "confidence": d.p_within[d.answer] if confidence else None,
+    }
 
 
 def analyse(runs: list[dict[str, Any]], spec: Any, margin: float | None = None) -> dict[str, Any]:
@@ -185,7 +204,10 @@ def analyse(runs: list[dict[str, Any]], spec: Any, margin: float | None = None) 
         most = min(len(r["extended"]["units"]) for r in ok) // f.folds
         for k in range(1, most + 1):
             levels.setdefault(k, [r["extended"] for r in ok])
-    check = [decide(r["readme"], f.seeds, f.folds, a.margin_for(True), a.risk, a.latency_tie, confidence=False) for r in ok]
+    check = [
+        decide(r["readme"], f.seeds, f.folds, a.margin_for(True), a.risk, a.latency_tie, confidence=False)
+        for r in ok
+    ]
     mismatch = [r["seed"] for r, c in zip(ok, check, strict=True) if c["answer"] != r["readme"]["answer"]]
     pooled = _pooled_means([r.get("extended", r["readme"]) for r in ok])
     best = max(pooled.values())
@@ -194,8 +216,10 @@ def analyse(runs: list[dict[str, Any]], spec: Any, margin: float | None = None) 
         decided = [decide(t, k, f.folds, margin, a.risk, a.latency_tie, ladder=ladder) for t in tables]
         pairs = [(x, y) for x in range(len(decided)) for y in range(len(decided)) if x != y]
         hits = [decided[y]["answer"] in decided[x]["class"] for x, y in pairs]
-        per_run = [np.mean([decided[y]["answer"] in d["class"] for y in range(len(decided)) if y != x])
-                   for x, d in enumerate(decided)]  # fmt: skip
+        per_run = [
+            np.mean([decided[y]["answer"] in d["class"] for y in range(len(decided)) if y != x])
+            for x, d in enumerate(decided)
+        ]
         too_low = sorted({key for d in decided for key in d["class"] if pooled[key] < best - margin})
         out["ladder" if ladder else "levels"][k] = {
             "runs": decided,
@@ -239,13 +263,18 @@ def _name(key: str, runs: list[dict[str, Any]]) -> str:
 
 
 def _level_table(levels: dict[Any, dict[str, Any]], folds: int, name: Any) -> list[str]:
-    lines = ["| replicates (units) | agreement: B's answer in A's class | mean stated confidence | class sizes "
-             "| answers | class members more than the margin below the pooled best |", "|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| replicates (units) | agreement: B's answer in A's class | mean stated confidence | class sizes "
+        "| answers | class members more than the margin below the pooled best |",
+        "|---|---|---|---|---|---|",
+    ]
     for k, lv in levels.items():
         answers = ", ".join(f"{name(a)} x{n}" for a, n in lv["answers"].items())
         low = ", ".join(name(x) for x in lv["too_low"]) or "none"
-        lines.append(f"| {k} ({int(k) * folds}) | {lv['hits']} of {lv['pairs']} ({lv['agreement']:.0%}) | "
-                     f"{lv['confidence']:.0%} | {', '.join(map(str, lv['sizes']))} | {answers} | {low} |")  # fmt: skip
+        lines.append(
+            f"| {k} ({int(k) * folds}) | {lv['hits']} of {lv['pairs']} ({lv['agreement']:.0%}) | "
+            f"{lv['confidence']:.0%} | {', '.join(map(str, lv['sizes']))} | {answers} | {low} |"
+        )
     return lines
 
 
@@ -254,66 +283,112 @@ def _per_run(levels: dict[Any, dict[str, Any]], runs: list[dict[str, Any]]) -> l
     seeds = [r["seed"] for r in runs if "readme" in r]
     out = []
     for k, lv in levels.items():
-        pairs = ", ".join(f"seed {s}: {d['confidence']:.0%} / {p:.0%}"
-                          for s, d, p in zip(seeds, lv["runs"], lv["per_run"], strict=True))  # fmt: skip
-        out.append(f"Per run at {k} replicate(s), stated confidence / share of the other runs' answers in its class: "
-                   f"{pairs}.")  # fmt: skip
+        pairs = ", ".join(
+            f"seed {s}: {d['confidence']:.0%} / {p:.0%}"
+            for s, d, p in zip(seeds, lv["runs"], lv["per_run"], strict=True)
+        )
+        out.append(
+            f"Per run at {k} replicate(s), stated confidence / share of the other runs' answers in its class: "
+            f"{pairs}."
+        )
     return out
 
 
 def render(result: dict[str, Any]) -> str:
     runs, an, spec = result["runs"], result["analysis"], result["spec"]
     name = lambda k: _name(k, runs)  # noqa: E731
-    lines = [f"\n## {len(runs)} whole re-runs of the quickstart, study seeds "
-             f"{', '.join(str(r['seed']) for r in runs)}", "",
-             f"Recorded {result['date']} on {result['machine']}; load average before/after "
-             f"{result['load_before']:.2f}/{result['load_after']:.2f}; command `{result['command']}`; commit "
-             f"{result.get('commit', 'unknown')}. Each run: `explorer study run studies/quickstart.toml --workers 2` "
-             f"and `explorer report quickstart --json` in a fresh folder with an empty latency cache"
-             + (f", then `explorer confirm quickstart --seeds {result['extend']} --workers 2`" if result.get("extend")
-                else "") + f". Margin {spec['margin'] * 100:g} point(s), risk {spec.get('risk', spec.get('alpha'))}, latency tie "
-             f"{spec['tie']:.0%}, {spec['folds']} folds; the README's study trains {spec['seeds']} replicate(s).", ""]  # fmt: skip
+    lines = [
+        f"\n## {len(runs)} whole re-runs of the quickstart, study seeds "
+        f"{', '.join(str(r['seed']) for r in runs)}",
+        "",
+        f"Recorded {result['date']} on {result['machine']}; load average before/after "
+        f"{result['load_before']:.2f}/{result['load_after']:.2f}; command `{result['command']}`; commit "
+        f"{result.get('commit', 'unknown')}. Each run: `explorer study run studies/quickstart.toml --workers 2` "
+        f"and `explorer report quickstart --json` in a fresh folder with an empty latency cache"
+        + (
+            f", then `explorer confirm quickstart --seeds {result['extend']} --workers 2`"
+            if result.get("extend")
+            else ""
+        )
+        + f". Margin {spec['margin'] * 100:g} point(s), risk {spec.get('risk', spec.get('alpha'))}, latency tie "
+        f"{spec['tie']:.0%}, {spec['folds']} folds; the README's study trains {spec['seeds']} replicate(s).",
+        "",
+    ]
     if "replayed" in result:
         rp = result["replayed"]
-        lines += [f"**Replayed** {rp['date']} with `{rp['command']}` at commit {rp['commit']}: the tables below are "
-                  "recomputed from the recorded candidate tables by that commit's rule and confidence"
-                  + (f", with a margin of {spec['margin'] * 100:g} point(s)" if result.get("margin_replayed") else "")
-                  + (f", pooling the runs recorded {', '.join(rp['pooled'])}" if rp.get("pooled") else "")
-                  + "; the per-seed table gives what each run's live report said (runs recorded under an earlier "
-                  "rule may name another answer there).", ""]  # fmt: skip
+        lines += [
+            f"**Replayed** {rp['date']} with `{rp['command']}` at commit {rp['commit']}: the tables below are "
+            "recomputed from the recorded candidate tables by that commit's rule and confidence"
+            + (
+                f", with a margin of {spec['margin'] * 100:g} point(s)"
+                if result.get("margin_replayed")
+                else ""
+            )
+            + (f", pooling the runs recorded {', '.join(rp['pooled'])}" if rp.get("pooled") else "")
+            + "; the per-seed table gives what each run's live report said (runs recorded under an earlier "
+            "rule may name another answer there).",
+            "",
+        ]
     failed = [r for r in runs if "readme" not in r]
     if failed:
         lines += [f"- seed {r['seed']} failed at `{r.get('step')}`: {r.get('error')}" for r in failed] + [""]
-    lines += ["| seed | README answer | its class | confidence | minutes (study + report) | minutes to extend |",
-              "|---|---|---|---|---|---|"]  # fmt: skip
+    lines += [
+        "| seed | README answer | its class | confidence | minutes (study + report) | minutes to extend |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in runs:
         if "readme" in r:
             t = r["readme"]
             conf = "n/a" if t["confidence"] is None else f"{t['confidence']:.0%}"
             ext = f"{r['extend_seconds'] / 60:.1f}" if "extend_seconds" in r else ""
-            lines.append(f"| {r['seed']} | {name(t['answer'])} | {' '.join(name(k) for k in t['class'])} | {conf} | "
-                         f"{r['seconds'] / 60:.1f} | {ext} |")  # fmt: skip
+            lines.append(
+                f"| {r['seed']} | {name(t['answer'])} | {' '.join(name(k) for k in t['class'])} | {conf} | "
+                f"{r['seconds'] / 60:.1f} | {ext} |"
+            )
     lines += ["", *_level_table(an["levels"], spec["folds"], name), "", *_per_run(an["levels"], runs)]
-    lines += ["", "The same rule on the ladder alone (the uniform layouts every run measures; the layouts a run's "
-              "search added left out):", "", *_level_table(an["ladder"], spec["folds"], name)]  # fmt: skip
+    lines += [
+        "",
+        "The same rule on the ladder alone (the uniform layouts every run measures; the layouts a run's "
+        "search added left out):",
+        "",
+        *_level_table(an["ladder"], spec["folds"], name),
+    ]
     pooled = ", ".join(f"{name(k)} {v:.2%}" for k, v in sorted(an["pooled"].items(), key=lambda kv: -kv[1]))
-    lines += ["", f"Pooled means over every run's every unit (the benchmark's best estimate of each layout): {pooled}.",
-              "The README-level answers recomputed offline from the tables match the live reports"
-              + (" in every run." if not an["mismatch"] else f" except seeds {an['mismatch']}.")]  # fmt: skip
+    lines += [
+        "",
+        f"Pooled means over every run's every unit (the benchmark's best estimate of each layout): {pooled}.",
+        "The README-level answers recomputed offline from the tables match the live reports"
+        + (" in every run." if not an["mismatch"] else f" except seeds {an['mismatch']}."),
+    ]
     return "\n".join(lines) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--spec", type=Path, default=SPEC, help="the study spec (default: the README's quickstart)")
+    ap.add_argument(
+        "--spec", type=Path, default=SPEC, help="the study spec (default: the README's quickstart)"
+    )
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 11)))
-    ap.add_argument("--extend", type=int, help="then add replicates up to this many (explorer confirm --seeds)")
+    ap.add_argument(
+        "--extend", type=int, help="then add replicates up to this many (explorer confirm --seeds)"
+    )
     ap.add_argument("--replay", type=Path, help="analyse the runs recorded in this JSON instead of running")
-    ap.add_argument("--entries", type=int, nargs="+", default=[-1],
-                    help="with --replay: the records (indices into the JSON list) whose runs are pooled (default: the last)")  # fmt: skip
-    ap.add_argument("--grow", type=Path, help="extend the last runs recorded in this JSON (with --extend, --folders)")
-    ap.add_argument("--folders", default="/tmp/calibration-*", help="where --grow finds the runs' folders (a glob)")
-    ap.add_argument("--margin", type=float, help="replay with this margin (accuracy points) instead of the spec's")
+    ap.add_argument(
+        "--entries",
+        type=int,
+        nargs="+",
+        default=[-1],
+        help="with --replay: the records (indices into the JSON list) whose runs are pooled (default: the last)",
+    )
+    ap.add_argument(
+        "--grow", type=Path, help="extend the last runs recorded in this JSON (with --extend, --folders)"
+    )
+    ap.add_argument(
+        "--folders", default="/tmp/calibration-*", help="where --grow finds the runs' folders (a glob)"
+    )
+    ap.add_argument(
+        "--margin", type=float, help="replay with this margin (accuracy points) instead of the spec's"
+    )
     ap.add_argument("--record", type=Path, help="append the result to this Markdown file (and its .json)")
     args = ap.parse_args()
     from explorer.spec import load_spec
@@ -324,35 +399,60 @@ def main() -> None:
         history = json.loads(args.replay.read_text())
         picked = [history[i] for i in args.entries]
         result = dict(picked[-1], runs=[r for p in picked for r in p["runs"]])
-        result["replayed"] = {"date": stamp(), "command": command(), "commit": commit(),
-                              "pooled": [p["date"] for p in picked] if len(picked) > 1 else None}  # fmt: skip
+        result["replayed"] = {
+            "date": stamp(),
+            "command": command(),
+            "commit": commit(),
+            "pooled": [p["date"] for p in picked] if len(picked) > 1 else None,
+        }
     elif args.grow:
         if not args.extend:
             raise SystemExit("--grow needs --extend K: the replicates each study should have")
         result = grow(json.loads(args.grow.read_text())[-1], args.folders, spec.name, args.extend)
-        result |= {"date": stamp(), "machine": machine(), "command": command(), "commit": commit(),
-                   "load_before": load_before}  # fmt: skip
+        result |= {
+            "date": stamp(),
+            "machine": machine(),
+            "command": command(),
+            "commit": commit(),
+            "load_before": load_before,
+        }
     else:
         runs = []
         for seed in args.seeds:
             r = run_one(args.spec, spec.name, seed, args.extend)
             print(f"seed {seed}: {r.get('report', 'FAILED')} in {r.get('seconds', 0):.0f} s", flush=True)
             runs.append(r)
-        result = {"date": stamp(), "machine": machine(), "command": command(), "commit": commit(),
-                  "extend": args.extend, "runs": runs, "load_before": load_before}  # fmt: skip
+        result = {
+            "date": stamp(),
+            "machine": machine(),
+            "command": command(),
+            "commit": commit(),
+            "extend": args.extend,
+            "runs": runs,
+            "load_before": load_before,
+        }
     if not args.replay:
         result["load_after"] = load_average()
     margin = None if args.margin is None else args.margin / 100
     result["margin_replayed"] = margin is not None
-    result["spec"] = {"margin": spec.answer.margin_for(True) if margin is None else margin, "risk": spec.answer.risk,
-                      "tie": spec.answer.latency_tie, "folds": spec.finalists.folds, "seeds": spec.finalists.seeds}  # fmt: skip
+    result["spec"] = {
+        "margin": spec.answer.margin_for(True) if margin is None else margin,
+        "risk": spec.answer.risk,
+        "tie": spec.answer.latency_tie,
+        "folds": spec.finalists.folds,
+        "seeds": spec.finalists.seeds,
+    }
     result["analysis"] = analyse(result["runs"], spec, margin)
     text = render(result)
     print(text)
     if args.record and not args.replay:
         append_json(args.record.with_suffix(".json"), {k: v for k, v in result.items() if k != "analysis"})
-    append_record(args.record, text.lstrip("\n"), title="# Calibration: whole re-runs of the README's study\n\n"
-                  "Written by `python -m benchmarks.calibration`; raw candidate tables in `calibration.json`.")  # fmt: skip
+    append_record(
+        args.record,
+        text.lstrip("\n"),
+        title="# Calibration: whole re-runs of the README's study\n\n"
+        "Written by `python -m benchmarks.calibration`; raw candidate tables in `calibration.json`.",
+    )
 
 
 if __name__ == "__main__":

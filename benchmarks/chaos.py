@@ -82,9 +82,12 @@ def main() -> None:
         got = fn()
         for o in got if isinstance(got, list) else [got]:
             outcomes.append(o)
-            print(f"[{time.perf_counter() - s:6.1f} s] {o.scenario} ({o.storage}): rounds {o.rounds}, lost {o.lost}, "
-                  f"duplicated {o.duplicated}, stuck {o.stuck}, deleted {o.deleted}, tracebacks {o.tracebacks}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"[{time.perf_counter() - s:6.1f} s] {o.scenario} ({o.storage}): rounds {o.rounds}, lost {o.lost}, "
+                f"duplicated {o.duplicated}, stuck {o.stuck}, deleted {o.deleted}, tracebacks {o.tracebacks}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     try:
         step(

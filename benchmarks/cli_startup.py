@@ -69,8 +69,16 @@ def make_study(folder: Path) -> str:
     for i, h in enumerate((1, 2, 4, 8)):
         r = TrialRecord(i, "COMPLETE", "search", ModelConfig(d_model=32, heads=(h, h)), 3e-3, i, 4)
         attrs = {**r.arch_attrs(), "val_accuracy": 0.8 + 0.01 * i, "history": [0.8], "val_size": 270}
-        attrs["latency"] = {"median_ms": 1.0 + i, "iqr_ms": 0.1, "batch_size": 16, "seq_len": 16, "threads": 1,
-                            "device": "cpu", "dtype": "float32", "runs": 5}  # fmt: skip
+        attrs["latency"] = {
+            "median_ms": 1.0 + i,
+            "iqr_ms": 0.1,
+            "batch_size": 16,
+            "seq_len": 16,
+            "threads": 1,
+            "device": "cpu",
+            "dtype": "float32",
+            "runs": 5,
+        }
         study.add_trial(create_trial(state=TrialState.COMPLETE, values=[0.8, 1.0 + i], user_attrs=attrs))
     return url
 

@@ -83,8 +83,10 @@ def ladder_pool(runs: list[dict[str, Any]]) -> dict[str, Any]:
     names: list[str] | None = None
     columns, rounds, logs = [], [], []
     for t in runs:
-        rows = sorted((i for i, lay in enumerate(t["layouts"]) if len(set(lay["heads"])) == 1),
-                      key=lambda i: t["layouts"][i]["heads"])  # fmt: skip
+        rows = sorted(
+            (i for i, lay in enumerate(t["layouts"]) if len(set(lay["heads"])) == 1),
+            key=lambda i: t["layouts"][i]["heads"],
+        )
         keys = [_heads(t["layouts"][i]) for i in rows]
         names = names or keys
         if keys != names:
@@ -95,8 +97,14 @@ def ladder_pool(runs: list[dict[str, Any]]) -> dict[str, Any]:
         logs.append(np.log(tm) - np.log(tm[-1]))
     cols = np.array(columns).T
     latency = np.exp(np.nanmedian(np.concatenate(logs, axis=1), axis=1))
-    return {"names": names, "mean": cols.mean(axis=1), "cov": np.cov(cols), "rounds": rounds,
-            "latency": latency, "units": cols.shape[1]}  # fmt: skip
+    return {
+        "names": names,
+        "mean": cols.mean(axis=1),
+        "cov": np.cov(cols),
+        "rounds": rounds,
+        "latency": latency,
+        "units": cols.shape[1],
+    }
 
 
 def pooled_truth(runs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
@@ -111,8 +119,10 @@ def pooled_truth(runs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str
         for i, n in enumerate(names):
             values.setdefault(n, []).extend(s[i][~np.isnan(s[i])])
             logs.setdefault(n, []).extend(np.log(tm[i]) - np.log(tm[ref]))
-    return ({n: float(np.mean(v)) for n, v in values.items()},
-            {n: float(np.exp(np.nanmedian(v))) for n, v in logs.items()})  # fmt: skip
+    return (
+        {n: float(np.mean(v)) for n, v in values.items()},
+        {n: float(np.exp(np.nanmedian(v))) for n, v in logs.items()},
+    )
 
 
 def oracle(means: np.ndarray, latency: np.ndarray, margin: float) -> int:
@@ -120,8 +130,16 @@ def oracle(means: np.ndarray, latency: np.ndarray, margin: float) -> int:
     return int(within[np.argmin(latency[within])])
 
 
-def run_rule(rule: Rule, draw: Any, layouts: int, times: np.ndarray, budget: int, margin: float,
-             tie: float, limit: int | None = None) -> tuple[int, float, int]:  # fmt: skip
+def run_rule(
+    rule: Rule,
+    draw: Any,
+    layouts: int,
+    times: np.ndarray,
+    budget: int,
+    margin: float,
+    tie: float,
+    limit: int | None = None,
+) -> tuple[int, float, int]:
     """One decision: cells revealed by ``draw(layout, unit)`` as the rule's allocation asks; returns the answer,
     its stated probability of being within the margin, and the runs spent."""
     width = limit or budget
@@ -135,8 +153,9 @@ def run_rule(rule: Rule, draw: Any, layouts: int, times: np.ndarray, budget: int
         spent = layouts * units
     else:
         while True:
-            cells = next_cells(scores, times, margin, rule.risk, tie, rule.start, rule.step, budget - spent,
-                               grow=rule.grow)  # fmt: skip
+            cells = next_cells(
+                scores, times, margin, rule.risk, tie, rule.start, rule.step, budget - spent, grow=rule.grow
+            )
             cells = [(i, u) for i, u in cells if u < width]
             if not cells:
                 break
@@ -147,8 +166,14 @@ def run_rule(rule: Rule, draw: Any, layouts: int, times: np.ndarray, budget: int
     return d.answer, d.p_within[d.answer], spent
 
 
-def score(answers: list[int], stated: list[float], spent: list[int], means: np.ndarray, latency: np.ndarray,
-          margin: float) -> dict[str, float]:  # fmt: skip
+def score(
+    answers: list[int],
+    stated: list[float],
+    spent: list[int],
+    means: np.ndarray,
+    latency: np.ndarray,
+    margin: float,
+) -> dict[str, float]:
     best, o = means.max(), oracle(means, latency, margin)
     a = np.array(answers)
     within = means[a] >= best - margin
@@ -166,8 +191,16 @@ def score(answers: list[int], stated: list[float], spent: list[int], means: np.n
     }
 
 
-def simulated(rule: Rule, pool: dict[str, Any], mean: np.ndarray, budget: int, n: int, margin: float,
-              tie: float, seed: int) -> dict[str, float]:  # fmt: skip
+def simulated(
+    rule: Rule,
+    pool: dict[str, Any],
+    mean: np.ndarray,
+    budget: int,
+    n: int,
+    margin: float,
+    tie: float,
+    seed: int,
+) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     chol = np.linalg.cholesky(pool["cov"] + 1e-12 * np.eye(len(mean)))
     answers, stated, spent = [], [], []
@@ -187,8 +220,9 @@ def simulated(rule: Rule, pool: dict[str, Any], mean: np.ndarray, budget: int, n
     return score(answers, stated, spent, mean, pool["latency"], margin)
 
 
-def replayed(rule: Rule, runs: list[dict[str, Any]], budget_units: int, margin: float, tie: float,
-             ladder: bool) -> dict[str, float]:  # fmt: skip
+def replayed(
+    rule: Rule, runs: list[dict[str, Any]], budget_units: int, margin: float, tie: float, ladder: bool
+) -> dict[str, float]:
     """The rule on each recorded run's own cells and rounds (its ladder only with ``ladder``), scored against
     the pooled truth of every run."""
     truth, lat = pooled_truth(runs)
@@ -197,22 +231,45 @@ def replayed(rule: Rule, runs: list[dict[str, Any]], budget_units: int, margin: 
         rows = [i for i, lay in enumerate(t["layouts"]) if not ladder or len(set(lay["heads"])) == 1]
         names = [_heads(t["layouts"][i]) for i in rows]
         s, tm = matrix(t["scores"])[rows], matrix(t["times"])[rows]
-        a, p, n = run_rule(rule, lambda i, u, s=s: float(s[i, u]), len(rows), tm, budget_units * len(rows),
-                           margin, tie, limit=s.shape[1])  # fmt: skip
+        a, p, n = run_rule(
+            rule,
+            lambda i, u, s=s: float(s[i, u]),
+            len(rows),
+            tm,
+            budget_units * len(rows),
+            margin,
+            tie,
+            limit=s.shape[1],
+        )
         answers.append(a)
         stated.append(p)
         spent.append(n)
         means.append(np.array([truth[x] for x in names]))
         latency.append(np.array([lat[x] for x in names]))
     # each run has its own layouts: score one at a time against the same pooled truth, then average
-    parts = [score([a], [p], [n], m, la, margin) for a, p, n, m, la in zip(answers, stated, spent, means, latency, strict=True)]
-    out = {k: float(np.mean([x[k] for x in parts])) for k in ("beyond", "hit", "regret", "stated", "observed", "runs")}
-    names_of = [[_heads(t["layouts"][i]) for i in range(len(t["layouts"])) if not ladder or len(set(t["layouts"][i]["heads"])) == 1] for t in runs]  # fmt: skip
+    parts = [
+        score([a], [p], [n], m, la, margin)
+        for a, p, n, m, la in zip(answers, stated, spent, means, latency, strict=True)
+    ]
+    out = {
+        k: float(np.mean([x[k] for x in parts]))
+        for k in ("beyond", "hit", "regret", "stated", "observed", "runs")
+    }
+    names_of = [
+        [
+            _heads(t["layouts"][i])
+            for i in range(len(t["layouts"]))
+            if not ladder or len(set(t["layouts"][i]["heads"])) == 1
+        ]
+        for t in runs
+    ]
     picked = [names_of[k][a] for k, a in enumerate(answers)]
     pairs = [(x, y) for x in range(len(picked)) for y in range(len(picked)) if x != y]
     out["agreement"] = float(np.mean([picked[x] == picked[y] for x, y in pairs]))
     out["n"] = len(runs)
-    out["answers"] = ", ".join(f"{k} x{picked.count(k)}" for k in sorted(set(picked), key=picked.count, reverse=True))
+    out["answers"] = ", ".join(
+        f"{k} x{picked.count(k)}" for k in sorted(set(picked), key=picked.count, reverse=True)
+    )
     return out
 
 
@@ -226,9 +283,18 @@ RULES = [
 
 
 def _row(label: str, rule: Rule, r: dict[str, float], budget: str) -> list[Any]:
-    return [label, rule.name, budget, f"{r['beyond']:.1%}", f"{r['hit']:.0%}", f"{r['regret']:.2f}",
-            f"{r['stated']:.0%} / {r['observed']:.0%}", f"{r['agreement']:.0%}", f"{r['runs']:.1f}",
-            r.get("answers", "")]  # fmt: skip
+    return [
+        label,
+        rule.name,
+        budget,
+        f"{r['beyond']:.1%}",
+        f"{r['hit']:.0%}",
+        f"{r['regret']:.2f}",
+        f"{r['stated']:.0%} / {r['observed']:.0%}",
+        f"{r['agreement']:.0%}",
+        f"{r['runs']:.1f}",
+        r.get("answers", ""),
+    ]
 
 
 def main() -> None:
@@ -263,28 +329,48 @@ def main() -> None:
         grown = [t for t in runs if len(t["units"]) >= 10]
         if grown:
             r = replayed(rule, grown, 10, margin, tie, True)
-            rows.append(_row(f"recorded runs grown to 10 units ({len(grown)}), ladder", rule, r, "10 a layout"))
+            rows.append(
+                _row(f"recorded runs grown to 10 units ({len(grown)}), ladder", rule, r, "10 a layout")
+            )
         for label, mean in settings.items():
             for units in args.budgets:
                 r = simulated(rule, pool, mean, units * len(mean), args.runs, margin, tie, seed=units)
                 rows.append(_row(f"simulated: {label}", rule, r, f"{units} a layout"))
         print(f"{rule.name}: done at {time.perf_counter() - t0:.0f} s", flush=True)
-    truth = ", ".join(f"{n} {m:.2%} ({lat:.2f}x)" for n, m, lat in zip(names, pool["mean"], pool["latency"], strict=True))
-    header = ["runs", "rule", "budget (units)", "beyond the margin", "oracle hit", "mean latency regret",
-              "stated / observed within", "agreement (same answer)", "runs spent", "answers"]  # fmt: skip
-    block = "\n".join([
-        f"## Decision rules scored against the pooled truth of {len(runs)} recorded runs",
-        "",
-        f"Recorded {stamp()} on {machine()} in {time.perf_counter() - t0:.0f} s; command `{command()}`; commit "
-        f"{commit()}. Margin {margin * 100:g} point, latency tie {tie:.0%}; {args.runs} simulated runs per cell; "
-        f"truth: the ladder's pooled means over {pool['units']} units and latency ratios to the slowest "
-        f"(median within-round ratio): {truth}.",
-        "",
-        markdown_table(header, rows),
-    ])  # fmt: skip
+    truth = ", ".join(
+        f"{n} {m:.2%} ({lat:.2f}x)" for n, m, lat in zip(names, pool["mean"], pool["latency"], strict=True)
+    )
+    header = [
+        "runs",
+        "rule",
+        "budget (units)",
+        "beyond the margin",
+        "oracle hit",
+        "mean latency regret",
+        "stated / observed within",
+        "agreement (same answer)",
+        "runs spent",
+        "answers",
+    ]
+    block = "\n".join(
+        [
+            f"## Decision rules scored against the pooled truth of {len(runs)} recorded runs",
+            "",
+            f"Recorded {stamp()} on {machine()} in {time.perf_counter() - t0:.0f} s; command `{command()}`; commit "
+            f"{commit()}. Margin {margin * 100:g} point, latency tie {tie:.0%}; {args.runs} simulated runs per cell; "
+            f"truth: the ladder's pooled means over {pool['units']} units and latency ratios to the slowest "
+            f"(median within-round ratio): {truth}.",
+            "",
+            markdown_table(header, rows),
+        ]
+    )
     print(block)
-    append_record(args.record, block + "\n", title="# What the answer's rule costs a user\n\nWritten by "
-                  "`python -m benchmarks.decisions` (its docstring gives the method) from `calibration.json`.")  # fmt: skip
+    append_record(
+        args.record,
+        block + "\n",
+        title="# What the answer's rule costs a user\n\nWritten by "
+        "`python -m benchmarks.decisions` (its docstring gives the method) from `calibration.json`.",
+    )
 
 
 if __name__ == "__main__":

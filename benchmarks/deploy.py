@@ -196,32 +196,90 @@ def render(load: str, studies: dict, exports: dict, runtimes: dict, benches: dic
     med, speed = runtimes["median_ms"], runtimes["speedup_vs_eager"]
     heads = ",".join(map(str, runtimes["config"]["heads"]))
     side_by_side = markdown_table(
-        ["runtime", "median of round medians (ms)", "per round (ms)", "speed-up vs eager", "max abs diff vs eager",
-         "prepare (s)"],
-        [[n, f"{med[n]:.3f}", ", ".join(f"{v:.3f}" for v in runtimes["per_round"][n]), f"{speed[n]:.2f}x",
-          f"{runtimes['max_abs_diff'][n]:.1e}", f"{runtimes['prepare_s'][n]:.1f}"]
-         for n in ("eager", "compile", "onnxruntime")],
-    )  # fmt: skip
+        [
+            "runtime",
+            "median of round medians (ms)",
+            "per round (ms)",
+            "speed-up vs eager",
+            "max abs diff vs eager",
+            "prepare (s)",
+        ],
+        [
+            [
+                n,
+                f"{med[n]:.3f}",
+                ", ".join(f"{v:.3f}" for v in runtimes["per_round"][n]),
+                f"{speed[n]:.2f}x",
+                f"{runtimes['max_abs_diff'][n]:.1e}",
+                f"{runtimes['prepare_s'][n]:.1f}",
+            ]
+            for n in ("eager", "compile", "onnxruntime")
+        ],
+    )
     parity = markdown_table(
-        ["file", "trial", "heads", "max abs logit diff", "test examples", "same prediction", "export wall (s)"],
-        [[out, f"#{d['trial']}", ",".join(map(str, d["heads"])), f"{d['max_abs_logit_diff']:.2e}",
-          d["test_examples"], f"{d['prediction_agreement']:.1%}", f"{d['wall_s']:.1f}"]
-         for out, d in exports.items()],
-    )  # fmt: skip
+        [
+            "file",
+            "trial",
+            "heads",
+            "max abs logit diff",
+            "test examples",
+            "same prediction",
+            "export wall (s)",
+        ],
+        [
+            [
+                out,
+                f"#{d['trial']}",
+                ",".join(map(str, d["heads"])),
+                f"{d['max_abs_logit_diff']:.2e}",
+                d["test_examples"],
+                f"{d['prediction_agreement']:.1%}",
+                f"{d['wall_s']:.1f}",
+            ]
+            for out, d in exports.items()
+        ],
+    )
     bench = markdown_table(
-        ["file", "runtime", "study figure (ms) [stated interval]", "study runtime", "bench model (ms)", "ratio",
-         "within", "same setup"],
-        [[out, b["runtime"], f"{b['study']['median_ms']:.3f} [{b['study']['low']:.3f}, {b['study']['high']:.3f}]",
-          b["study"]["runtime"], f"{b['latency_ms']:.3f}", f"{b['ratio_to_study']:.2f}",
-          "yes" if b["within_spread"] else "NO", "yes" if b["same_setup"] else "no"]
-         for out, runs in benches.items() for b in runs],
-    )  # fmt: skip
+        [
+            "file",
+            "runtime",
+            "study figure (ms) [stated interval]",
+            "study runtime",
+            "bench model (ms)",
+            "ratio",
+            "within",
+            "same setup",
+        ],
+        [
+            [
+                out,
+                b["runtime"],
+                f"{b['study']['median_ms']:.3f} [{b['study']['low']:.3f}, {b['study']['high']:.3f}]",
+                b["study"]["runtime"],
+                f"{b['latency_ms']:.3f}",
+                f"{b['ratio_to_study']:.2f}",
+                "yes" if b["within_spread"] else "NO",
+                "yes" if b["same_setup"] else "no",
+            ]
+            for out, runs in benches.items()
+            for b in runs
+        ],
+    )
     knees = markdown_table(
         ["study", "device, runtime", "heads", "val accuracy", "latency (ms)", "front size"],
-        [[k["study"], f"{k['device']}, {k['runtime']}", k["heads"], f"{k['val_accuracy']:.4f}",
-          f"{k['latency_ms']:.3f}", sum(r["study"] == k["study"] for r in compared["rows"])]
-         for k in compared["rows"] if k["knee"]],
-    )  # fmt: skip
+        [
+            [
+                k["study"],
+                f"{k['device']}, {k['runtime']}",
+                k["heads"],
+                f"{k['val_accuracy']:.4f}",
+                f"{k['latency_ms']:.3f}",
+                sum(r["study"] == k["study"] for r in compared["rows"]),
+            ]
+            for k in compared["rows"]
+            if k["knee"]
+        ],
+    )
     return record_block(
         f"knee of deploy-eager (trial #{runtimes['trial']}, d_model {runtimes['config']['d_model']}, "
         f"heads {heads}), batch {runtimes['batch']}, seq {runtimes['seq_len']}",

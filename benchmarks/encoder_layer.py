@@ -125,12 +125,24 @@ def summarize(res: dict) -> dict[str, dict[str, float]]:
 
 def table(res: dict) -> str:
     rows = [
-        [what, f"{s['ours_ms']:.2f} ({s['ours_min_ms']:.2f})", f"{s['torch_ms']:.2f} ({s['torch_min_ms']:.2f})",
-         f"{s['ratio']:.3f}", f"{s['ratio_of_min']:.3f}", "met" if s["ratio"] <= 1.05 else "MISSED"]
+        [
+            what,
+            f"{s['ours_ms']:.2f} ({s['ours_min_ms']:.2f})",
+            f"{s['torch_ms']:.2f} ({s['torch_min_ms']:.2f})",
+            f"{s['ratio']:.3f}",
+            f"{s['ratio_of_min']:.3f}",
+            "met" if s["ratio"] <= 1.05 else "MISSED",
+        ]
         for what, s in summarize(res).items()
-    ]  # fmt: skip
-    header = ["measure", "ours median (min) ms", "torch median (min) ms", "ours/torch, median of paired rounds",
-              "ours/torch, ratio of minima", "target <= 1.05"]  # fmt: skip
+    ]
+    header = [
+        "measure",
+        "ours median (min) ms",
+        "torch median (min) ms",
+        "ours/torch, median of paired rounds",
+        "ours/torch, ratio of minima",
+        "target <= 1.05",
+    ]
     return markdown_table(header, rows, align="lrrrrl")
 
 

@@ -52,7 +52,11 @@ def setup(folder: Path, env: dict[str, str]) -> tuple[float, Path]:
 def quote(report: str) -> list[str]:
     """The answer's headline, its trade-off and confidence, and the rules-of-thumb table."""
     lines = report.splitlines()
-    keep = [line for line in lines if line.startswith(("**Use ", "**The trade-off", "**Confidence", "**Saving against"))]
+    keep = [
+        line
+        for line in lines
+        if line.startswith(("**Use ", "**The trade-off", "**Confidence", "**Saving against"))
+    ]
     if "## Rules of thumb, checked on this study" in lines:
         start = lines.index("## Rules of thumb, checked on this study")
         table = [line for line in lines[start + 1 :] if line.startswith("|")]

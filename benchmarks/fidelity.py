@@ -76,12 +76,24 @@ STUDIES = ROOT / "studies"
 RELATIONS = {  # small enough for a CPU: k = 2 relations, 8 architectures, 40 epochs
     "name": "relations-fidelity",
     "n_trials": 8,
-    "task": {"name": "relations", "options": {"n_relations": 2, "n_samples": 6000}, "epochs": 40, "batch_size": 64},
-    "space": {"d_model": [32, 64], "n_layers": [2], "heads": [1, 2, 4, 8], "min_dk": 4, "families": ["uniform"],
-              "mlp_ratio": [2.0], "lr": 3e-3},
+    "task": {
+        "name": "relations",
+        "options": {"n_relations": 2, "n_samples": 6000},
+        "epochs": 40,
+        "batch_size": 64,
+    },
+    "space": {
+        "d_model": [32, 64],
+        "n_layers": [2],
+        "heads": [1, 2, 4, 8],
+        "min_dk": 4,
+        "families": ["uniform"],
+        "mlp_ratio": [2.0],
+        "lr": 3e-3,
+    },
     "latency": {"device": "cpu", "batch_size": 64, "threads": 1},
     "early_stopping": {"min_epochs": 5, "reduction": 2},
-}  # fmt: skip
+}
 
 
 GRID = [
@@ -128,13 +140,28 @@ def jobs_for(spec, seeds, kind: str, cache: str, limit: int | None) -> list[dict
                 }
             else:  # converged: the plateau schedule these records were made with (the finalists' before
                 # they trained a fixed schedule), three times the search's epochs at most
-                train = {"epochs": 3 * spec.task.epochs, "batch_size": spec.task.batch_size, "lr": p.lr,
-                         "seed": seed, "schedule": "plateau", "patience": 3}  # fmt: skip
-            out.append({
-                "key": p.config.key(), "heads": list(p.config.heads), "seed": seed, "kind": kind,
-                "task": spec.task.name, "options": dict(spec.task.options), "model": p.config.to_dict(),
-                "train": train, "latency_batch": spec.latency.batch_size, "cache": cache,
-            })  # fmt: skip
+                train = {
+                    "epochs": 3 * spec.task.epochs,
+                    "batch_size": spec.task.batch_size,
+                    "lr": p.lr,
+                    "seed": seed,
+                    "schedule": "plateau",
+                    "patience": 3,
+                }
+            out.append(
+                {
+                    "key": p.config.key(),
+                    "heads": list(p.config.heads),
+                    "seed": seed,
+                    "kind": kind,
+                    "task": spec.task.name,
+                    "options": dict(spec.task.options),
+                    "model": p.config.to_dict(),
+                    "train": train,
+                    "latency_batch": spec.latency.batch_size,
+                    "cache": cache,
+                }
+            )
     return out
 
 
@@ -142,8 +169,13 @@ def split_only(epoch, accuracy, n_val, key, latency_ms, spread, peers, alpha, *,
     """The rule the study used before seed noise was counted, for comparison only: a faster peer more accurate
     by more than ``Phi^-1(1 - alpha / m)`` binomial standard errors of the difference (``m`` peers compared),
     with no correction over rungs (``n_rungs`` is ignored)."""
-    eligible = [p for p in peers if p.key != key and len(p.history) >= epoch
-                and p.latency_ms <= latency_ms * (1 + tie_tolerance(spread, p.spread))]  # fmt: skip
+    eligible = [
+        p
+        for p in peers
+        if p.key != key
+        and len(p.history) >= epoch
+        and p.latency_ms <= latency_ms * (1 + tie_tolerance(spread, p.spread))
+    ]
     if not eligible:
         return Verdict(False)
     z = NormalDist().inv_cdf(1 - alpha / len(eligible))
@@ -169,9 +201,16 @@ def replay(runs, order: list[int], rungs: tuple[int, ...], alpha: float, rule=do
                 for j, _, h in done
             ]
             v = rule(
-                rung, hist[rung - 1], r["n_val"], r["key"], r["latency_ms"], r["spread"], peers, alpha,
+                rung,
+                hist[rung - 1],
+                r["n_val"],
+                r["key"],
+                r["latency_ms"],
+                r["spread"],
+                peers,
+                alpha,
                 n_rungs=len(rungs),
-            )  # fmt: skip
+            )
             if v.stop:
                 stop_at = rung
                 break
@@ -208,11 +247,19 @@ def evaluate_stopping(runs, rungs, alpha, orders: int, seed: int, rule=dominated
         hv_change.append(hv / hv_full - 1)
         same += k == knee_full
     return {
-        "architectures": len(runs), "orders": orders, "rungs": list(rungs), "alpha": alpha,
-        "epochs_saved_median": statistics.median(saved), "epochs_saved_min": min(saved), "epochs_saved_max": max(saved),
-        "hv_change_median": statistics.median(hv_change), "hv_change_min": min(hv_change),
-        "hv_change_max": max(hv_change), "same_knee": same, "knee_full": knee_full,
-    }  # fmt: skip
+        "architectures": len(runs),
+        "orders": orders,
+        "rungs": list(rungs),
+        "alpha": alpha,
+        "epochs_saved_median": statistics.median(saved),
+        "epochs_saved_min": min(saved),
+        "epochs_saved_max": max(saved),
+        "hv_change_median": statistics.median(hv_change),
+        "hv_change_min": min(hv_change),
+        "hv_change_max": max(hv_change),
+        "same_knee": same,
+        "knee_full": knee_full,
+    }
 
 
 def permuted(runs: list[dict[str, Any]], pool: list[list[float]], rng: random.Random) -> list[dict[str, Any]]:
@@ -243,10 +290,20 @@ def false_stops(
     if len(set(shares)) > 1:
         ci = stats.ttest_1samp(shares, alpha).confidence_interval(0.95)
         low, high = max(float(ci.low), 0.0), float(ci.high)  # a share is never below 0
-    return {"architectures": len(runs), "pool": len(pool), "permutations": permutations, "rungs": list(rungs),
-            "alpha": alpha, "trials": permutations * len(runs), "stopped": sum(at.values()), "share": mean,
-            "share_low": low, "share_high": high, "share_max": max(shares),
-            "stopped_at": {str(r): at[r] for r in rungs}}  # fmt: skip
+    return {
+        "architectures": len(runs),
+        "pool": len(pool),
+        "permutations": permutations,
+        "rungs": list(rungs),
+        "alpha": alpha,
+        "trials": permutations * len(runs),
+        "stopped": sum(at.values()),
+        "share": mean,
+        "share_low": low,
+        "share_high": high,
+        "share_max": max(shares),
+        "stopped_at": {str(r): at[r] for r in rungs},
+    }
 
 
 def noise_by_epoch(short: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -260,10 +317,18 @@ def noise_by_epoch(short: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for e in range(1, min(len(h) for h in by.values()) + 1):
         x = np.array([[by[k, s][e - 1] for s in seeds] for k in keys])  # [architectures, seeds]
         f, p = stats.f_oneway(*x)
-        rows.append({"epoch": e, "architectures": len(keys), "seeds": len(seeds),
-                     "seed_sd": float(np.sqrt(x.var(axis=1, ddof=1).mean())),
-                     "across_sd": float(np.mean([x[:, s].std(ddof=1) for s in range(len(seeds))])),
-                     "binomial_se": binomial_se(float(x.mean()), short[0]["n_val"]), "f": float(f), "p": float(p)})  # fmt: skip
+        rows.append(
+            {
+                "epoch": e,
+                "architectures": len(keys),
+                "seeds": len(seeds),
+                "seed_sd": float(np.sqrt(x.var(axis=1, ddof=1).mean())),
+                "across_sd": float(np.mean([x[:, s].std(ddof=1) for s in range(len(seeds))])),
+                "binomial_se": binomial_se(float(x.mean()), short[0]["n_val"]),
+                "f": float(f),
+                "p": float(p),
+            }
+        )
     return rows
 
 
@@ -274,14 +339,22 @@ def ceiling(runs: list[dict[str, Any]], first_rung: int, alpha: float) -> dict[s
     beaten = []
     for r in runs:
         n, last = r["n_val"], len(r["history"])
-        peers = [Peer(j, p["key"], p["latency_ms"], p["spread"], tuple(p["history"][:last]))
-                 for j, p in enumerate(runs) if p is not r and len(p["history"]) >= last]  # fmt: skip
+        peers = [
+            Peer(j, p["key"], p["latency_ms"], p["spread"], tuple(p["history"][:last]))
+            for j, p in enumerate(runs)
+            if p is not r and len(p["history"]) >= last
+        ]
         v = dominated_at_rung(last, r["history"][-1], n, r["key"], r["latency_ms"], r["spread"], peers, alpha)
         beaten.append(v.stop)
     planned = sum(len(r["history"]) for r in runs)
     saved = sum(len(r["history"]) - first_rung for r, b in zip(runs, beaten, strict=True) if b)
-    return {"architectures": len(runs), "beaten": sum(beaten), "alpha": alpha, "first_rung": first_rung,
-            "epochs_saved_at_most": saved / planned}  # fmt: skip
+    return {
+        "architectures": len(runs),
+        "beaten": sum(beaten),
+        "alpha": alpha,
+        "first_rung": first_rung,
+        "epochs_saved_at_most": saved / planned,
+    }
 
 
 def rerun_floor(by_seed: dict[int, list[dict[str, Any]]], draws: int, seed: int) -> dict[str, Any]:
@@ -300,9 +373,14 @@ def rerun_floor(by_seed: dict[int, list[dict[str, Any]]], draws: int, seed: int)
         for _ in range(draws):
             runs = [others[rng.choice(sorted(others))][k] for k in keys]
             same += front_stats(runs, [True] * len(runs))[1] == knees[s]
-    return {"architectures": len(by_seed[seeds[0]]), "knees": {str(s): k for s, k in knees.items()},
-            "pairs_same": sum(p[2] for p in pairs), "pairs": len(pairs),
-            "resampled_same": same, "resampled": draws * len(seeds)}  # fmt: skip
+    return {
+        "architectures": len(by_seed[seeds[0]]),
+        "knees": {str(s): k for s, k in knees.items()},
+        "pairs_same": sum(p[2] for p in pairs),
+        "pairs": len(pairs),
+        "resampled_same": same,
+        "resampled": draws * len(seeds),
+    }
 
 
 def run_jobs(jobs: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
@@ -334,8 +412,13 @@ def train_or_load(args, quick, relations, t0: float) -> tuple[list[dict[str, Any
     results = run_jobs(jobs, args.jobs)
     # the runs are the expensive part: keep them before anything is scored
     args.out.with_suffix(".json").write_text(json.dumps({"raw": results}, indent=1) + "\n")
-    return results, {"date": dt.date.today().isoformat(), "machine": machine(), "seconds": round(time.time() - t0),
-                     "command": command(), "load_average_after": load_average()}  # fmt: skip
+    return results, {
+        "date": dt.date.today().isoformat(),
+        "machine": machine(),
+        "seconds": round(time.time() - t0),
+        "command": command(),
+        "load_average_after": load_average(),
+    }
 
 
 def tune(runs, quick, orders: int, permutations: int) -> list[dict[str, Any]]:
@@ -359,8 +442,13 @@ def pick(tuning: list[dict[str, Any]]) -> list[Any] | None:
     """The most epochs saved with the median hypervolume change within 1%, the same knee in at least 90% of
     orders and at most 5% false stops with permuted labels (the upper end of the interval; ties: the smaller
     alpha)."""
-    ok = [t for t in tuning if t["hv_change_median"] >= -0.01 and t["same_knee"] >= 0.9 * t["orders"]
-          and t["false_stops"]["share_high"] <= 0.05]  # fmt: skip
+    ok = [
+        t
+        for t in tuning
+        if t["hv_change_median"] >= -0.01
+        and t["same_knee"] >= 0.9 * t["orders"]
+        and t["false_stops"]["share_high"] <= 0.05
+    ]
     best = max(ok, key=lambda t: (t["epochs_saved_median"], t["alpha"] == 0.05, -t["alpha"]), default=None)
     return None if best is None else [best["first"], best["reduction"], best["alpha"]]
 
@@ -370,8 +458,10 @@ def score_stopping(by, quick, relations, orders: int, permutations: int) -> dict
     es, rel_es = quick.early_stopping, relations.early_stopping
     rungs, rel_rungs = es.rungs(quick.task.epochs), rel_es.rungs(relations.task.epochs)
     seed_runs = {seed: [r for r in by["short"] if r["seed"] == seed] for seed in (0, 1, 2)}
-    cases = {f"quickstart seed {seed}": (runs, [r["history"] for r in runs], rungs, es.alpha, seed)
-             for seed, runs in seed_runs.items()}  # fmt: skip
+    cases = {
+        f"quickstart seed {seed}": (runs, [r["history"] for r in runs], rungs, es.alpha, seed)
+        for seed, runs in seed_runs.items()
+    }
     pooled = [r["history"] for r in by["short"]]
     cases["quickstart, 3 seeds pooled"] = (seed_runs[0], pooled, rungs, es.alpha, 3)
     rel = by["relations"]
@@ -391,8 +481,12 @@ def score_stopping(by, quick, relations, orders: int, permutations: int) -> dict
         f"quickstart seed {seed}": ceiling(runs, es.min_epochs, es.alpha) for seed, runs in seed_runs.items()
     }
     ceilings["relations (k = 2) seed 1"] = ceiling(by["relations"], rel_es.min_epochs, rel_es.alpha)
-    return {"permuted": permuted_, "stopping": stopping, "ceiling": ceilings,
-            "floor": rerun_floor(seed_runs, orders, 0)}  # fmt: skip
+    return {
+        "permuted": permuted_,
+        "stopping": stopping,
+        "ceiling": ceilings,
+        "floor": rerun_floor(seed_runs, orders, 0),
+    }
 
 
 def ranking(by, quick) -> dict[str, Any]:
@@ -402,12 +496,15 @@ def ranking(by, quick) -> dict[str, Any]:
     first = quick.early_stopping.min_epochs
     return {
         "architectures": len(keys),
-        "tau_short_vs_converged": kendall_tau([short[k]["val_accuracy"] for k in keys], [conv[k]["val_accuracy"] for k in keys]),
-        "tau_first_rung_vs_converged": kendall_tau([short[k]["history"][first - 1] for k in keys],
-                                                   [conv[k]["val_accuracy"] for k in keys]),
+        "tau_short_vs_converged": kendall_tau(
+            [short[k]["val_accuracy"] for k in keys], [conv[k]["val_accuracy"] for k in keys]
+        ),
+        "tau_first_rung_vs_converged": kendall_tau(
+            [short[k]["history"][first - 1] for k in keys], [conv[k]["val_accuracy"] for k in keys]
+        ),
         "converged_epochs_median": statistics.median(conv[k]["epochs"] for k in keys),
         "short_epochs": quick.task.epochs,
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -486,17 +583,32 @@ def render_false_stops(out: dict[str, Any]) -> list[str]:
     rows = []
     for name, f in out["permuted"].items():
         old = f["split_only"]
-        rows.append([
-            f"{name} ({f['pool']} runs)", f["architectures"], ", ".join(map(str, f["rungs"])), f"{f['alpha']:g}",
-            f["permutations"],
-            f"{f['share']:.2%} [{f['share_low']:.2%}, {f['share_high']:.2%}] ({f['stopped']} of {f['trials']})",
-            f"{f['share_max']:.1%}", ", ".join(f"{r}: {n}" for r, n in f["stopped_at"].items()),
-            "yes" if f["share_high"] <= f["alpha"] else "**no**",
-            f"{old['share']:.1%} [{old['share_low']:.1%}, {old['share_high']:.1%}]",
-        ])  # fmt: skip
-    header = ["histories dealt from", "architectures", "rungs", "alpha", "permutations",
-              "trials stopped, mean [95% interval]", "worst permutation", "stops at each rung", "at most alpha",
-              "the split's noise only, mean [95% interval]"]  # fmt: skip
+        rows.append(
+            [
+                f"{name} ({f['pool']} runs)",
+                f["architectures"],
+                ", ".join(map(str, f["rungs"])),
+                f"{f['alpha']:g}",
+                f["permutations"],
+                f"{f['share']:.2%} [{f['share_low']:.2%}, {f['share_high']:.2%}] ({f['stopped']} of {f['trials']})",
+                f"{f['share_max']:.1%}",
+                ", ".join(f"{r}: {n}" for r, n in f["stopped_at"].items()),
+                "yes" if f["share_high"] <= f["alpha"] else "**no**",
+                f"{old['share']:.1%} [{old['share_low']:.1%}, {old['share_high']:.1%}]",
+            ]
+        )
+    header = [
+        "histories dealt from",
+        "architectures",
+        "rungs",
+        "alpha",
+        "permutations",
+        "trials stopped, mean [95% interval]",
+        "worst permutation",
+        "stops at each rung",
+        "at most alpha",
+        "the split's noise only, mean [95% interval]",
+    ]
     return [*lines, markdown_table(header, rows)]
 
 
@@ -515,9 +627,17 @@ def render_noise(out: dict[str, Any]) -> list[str]:
     ]
     table = markdown_table(
         ["epoch", "seed SD (points)", "across architectures (points)", "binomial SE (points)", "F (p)"],
-        [[r["epoch"], f"{r['seed_sd'] * 100:.2f}", f"{r['across_sd'] * 100:.2f}", f"{r['binomial_se'] * 100:.2f}",
-          f"{r['f']:.2f} ({r['p']:.2g})"] for r in rows],
-    )  # fmt: skip
+        [
+            [
+                r["epoch"],
+                f"{r['seed_sd'] * 100:.2f}",
+                f"{r['across_sd'] * 100:.2f}",
+                f"{r['binomial_se'] * 100:.2f}",
+                f"{r['f']:.2f} ({r['p']:.2g})",
+            ]
+            for r in rows
+        ],
+    )
     return [*lines, table]
 
 
@@ -532,16 +652,26 @@ def render_stopping(out: dict[str, Any]) -> list[str]:
     rows = []
     for name, s in out["stopping"].items():
         old = s["split_only"]
-        rows.append([
-            name, s["architectures"], ", ".join(map(str, s["rungs"])),
-            f"{s['epochs_saved_median']:.1%} [{s['epochs_saved_min']:.1%}, {s['epochs_saved_max']:.1%}]",
-            f"{s['hv_change_median']:+.2%} [{s['hv_change_min']:+.2%}, {s['hv_change_max']:+.2%}]",
-            f"{s['same_knee']} of {s['orders']} orders",
-            f"{old['epochs_saved_median']:.1%} [{old['epochs_saved_min']:.1%}, {old['epochs_saved_max']:.1%}]",
-        ])  # fmt: skip
-    header = ["runs", "architectures", "rungs", "epochs saved, median [min, max]",
-              "hypervolume change, median [min, max]", "same knee as without stopping",
-              "the split's noise only: epochs saved, median [min, max]"]  # fmt: skip
+        rows.append(
+            [
+                name,
+                s["architectures"],
+                ", ".join(map(str, s["rungs"])),
+                f"{s['epochs_saved_median']:.1%} [{s['epochs_saved_min']:.1%}, {s['epochs_saved_max']:.1%}]",
+                f"{s['hv_change_median']:+.2%} [{s['hv_change_min']:+.2%}, {s['hv_change_max']:+.2%}]",
+                f"{s['same_knee']} of {s['orders']} orders",
+                f"{old['epochs_saved_median']:.1%} [{old['epochs_saved_min']:.1%}, {old['epochs_saved_max']:.1%}]",
+            ]
+        )
+    header = [
+        "runs",
+        "architectures",
+        "rungs",
+        "epochs saved, median [min, max]",
+        "hypervolume change, median [min, max]",
+        "same knee as without stopping",
+        "the split's noise only: epochs saved, median [min, max]",
+    ]
     return [*lines, markdown_table(header, rows)]
 
 
@@ -563,14 +693,30 @@ def render_tuning(out: dict[str, Any]) -> list[str]:
         "",
     ]
     rows = [
-        [t["first"], t["reduction"], f"{t['alpha']:g}", ", ".join(map(str, t["rungs"])),
-         f"{t['false_stops']['share']:.1%} [{t['false_stops']['share_low']:.1%}, {t['false_stops']['share_high']:.1%}]",
-         f"{t['epochs_saved_median']:.1%}", f"{t['hv_change_median']:+.2%} [{t['hv_change_min']:+.2%}]",
-         f"{t['same_knee']} of {t['orders']}", "**spec**" if t["chosen"] else ""]
+        [
+            t["first"],
+            t["reduction"],
+            f"{t['alpha']:g}",
+            ", ".join(map(str, t["rungs"])),
+            f"{t['false_stops']['share']:.1%} [{t['false_stops']['share_low']:.1%}, {t['false_stops']['share_high']:.1%}]",
+            f"{t['epochs_saved_median']:.1%}",
+            f"{t['hv_change_median']:+.2%} [{t['hv_change_min']:+.2%}]",
+            f"{t['same_knee']} of {t['orders']}",
+            "**spec**" if t["chosen"] else "",
+        ]
         for t in out["tuning"]
-    ]  # fmt: skip
-    header = ["first rung", "reduction", "alpha", "rungs", "false stops, permuted, mean [95% interval]",
-              "epochs saved, median", "hypervolume change, median [min]", "same knee", ""]  # fmt: skip
+    ]
+    header = [
+        "first rung",
+        "reduction",
+        "alpha",
+        "rungs",
+        "false stops, permuted, mean [95% interval]",
+        "epochs saved, median",
+        "hypervolume change, median [min]",
+        "same knee",
+        "",
+    ]
     return [*lines, markdown_table(header, rows)]
 
 
@@ -588,9 +734,11 @@ def render_ceiling(out: dict[str, Any]) -> list[str]:
     ]
     table = markdown_table(
         ["runs", "architectures", "beaten beyond noise at the last epoch", "alpha", "epochs saved at most"],
-        [[name, c["architectures"], c["beaten"], f"{c['alpha']:g}", f"{c['epochs_saved_at_most']:.1%}"]
-         for name, c in out["ceiling"].items()],
-    )  # fmt: skip
+        [
+            [name, c["architectures"], c["beaten"], f"{c['alpha']:g}", f"{c['epochs_saved_at_most']:.1%}"]
+            for name, c in out["ceiling"].items()
+        ],
+    )
     return [*lines, table]
 
 

@@ -56,14 +56,26 @@ def plain_model(family: str, heads: int, kv: int, spec: InputSpec) -> tuple[torc
         config = transformers.ViTConfig(**common, image_size=8, patch_size=2, num_channels=1, num_labels=10)
         return transformers.ViTForImageClassification(config), {"pixel_values": (1, 8, 8)}
     if spec.causal:
-        config = transformers.LlamaConfig(**common, num_key_value_heads=kv, vocab_size=256,
-                                          max_position_embeddings=SEQ, bos_token_id=None, eos_token_id=None)  # fmt: skip
+        config = transformers.LlamaConfig(
+            **common,
+            num_key_value_heads=kv,
+            vocab_size=256,
+            max_position_embeddings=SEQ,
+            bos_token_id=None,
+            eos_token_id=None,
+        )
         return transformers.LlamaForCausalLM(config), {"input_ids": 256, "use_cache": False}
     extra = {"num_key_value_heads": kv} if family == "llama" else {}
     config = getattr(transformers, {"bert": "BertConfig", "llama": "LlamaConfig"}[family])(
-        **common, **extra, vocab_size=VOCAB + 1, pad_token_id=VOCAB, max_position_embeddings=SEQ,
-        num_labels=CLASSES, bos_token_id=None, eos_token_id=None,
-    )  # fmt: skip
+        **common,
+        **extra,
+        vocab_size=VOCAB + 1,
+        pad_token_id=VOCAB,
+        max_position_embeddings=SEQ,
+        num_labels=CLASSES,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
     cls = {"bert": "BertForSequenceClassification", "llama": "LlamaForSequenceClassification"}[family]
     inputs: dict[str, Any] = {"input_ids": VOCAB} | ({"use_cache": False} if family == "llama" else {})
     return getattr(transformers, cls)(config), inputs
@@ -132,11 +144,24 @@ def main() -> None:
         spread = max(plain[label]) / min(plain[label])
         inside = 1 / spread <= med <= spread
         within += inside
-        rows.append([label, f"{statistics.median(ours[label]):.3f}", f"{statistics.median(plain[label]):.3f}",
-                     f"{med:.3f} ({min(ratios):.3f}-{max(ratios):.3f})", f"{spread:.3f}",
-                     "yes" if inside else "no"])  # fmt: skip
-    header = ["layout", "explorer ms (median over rounds)", "plain script ms", "explorer / plain: median (min-max)",
-              "plain's own spread (slowest / fastest round)", "within the noise"]  # fmt: skip
+        rows.append(
+            [
+                label,
+                f"{statistics.median(ours[label]):.3f}",
+                f"{statistics.median(plain[label]):.3f}",
+                f"{med:.3f} ({min(ratios):.3f}-{max(ratios):.3f})",
+                f"{spread:.3f}",
+                "yes" if inside else "no",
+            ]
+        )
+    header = [
+        "layout",
+        "explorer ms (median over rounds)",
+        "plain script ms",
+        "explorer / plain: median (min-max)",
+        "plain's own spread (slowest / fastest round)",
+        "within the noise",
+    ]
     facts = [
         f"machine: {machine()}; device label `{device_label(device)}`",
         f"torch {torch.__version__}, transformers {transformers.__version__}, 1 thread, batch {args.batch}, "
@@ -145,11 +170,19 @@ def main() -> None:
         f"load average (1 min) before/after: {load_text(load_before, load_after)}",
         f"within the timing noise: {within} of {len(LAYOUTS)} layouts",
     ] + ([f"note: {args.note}"] if args.note else [])
-    block = record_block("explorer's latency of transformers layouts against a plain script", facts,
-                         [markdown_table(header, rows, "lrrrrl")], omit=("--note",))  # fmt: skip
+    block = record_block(
+        "explorer's latency of transformers layouts against a plain script",
+        facts,
+        [markdown_table(header, rows, "lrrrrl")],
+        omit=("--note",),
+    )
     print(block)
-    append_record(args.record, block, title="# transformers layouts: explorer's latency against a plain script\n\n"
-                  "Written by `python -m benchmarks.hf_latency --record benchmarks/hf_latency.md`; newest last.")  # fmt: skip
+    append_record(
+        args.record,
+        block,
+        title="# transformers layouts: explorer's latency against a plain script\n\n"
+        "Written by `python -m benchmarks.hf_latency --record benchmarks/hf_latency.md`; newest last.",
+    )
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ def c(id: str, what: str, args: str | tuple[str, ...], **kw) -> Case:
 
 
 # One case a line, however long.
-# fmt: off
+
 CASES = [
     c("spec-wide", "d_model = [10**9] in a spec", "study run specs/wide.toml"),
     c("spec-deep", "n_layers = [10**6]", "study run specs/deep.toml"),
@@ -81,38 +81,94 @@ CASES = [
     c("run-dev-zero", "explorer study run /dev/zero", "study run /dev/zero"),
     c("config-dev-zero", "explorer train --config /dev/zero", "train --config /dev/zero"),
     c("train-wide", "explorer train --d-model 1000000000", "train --d-model 1000000000"),
-    c("bench-long", "bench attention --seq-len 1000000 --batch 10000", "bench attention --seq-len 1000000 --batch 10000"),
+    c(
+        "bench-long",
+        "bench attention --seq-len 1000000 --batch 10000",
+        "bench attention --seq-len 1000000 --batch 10000",
+    ),
     c("state-huge", "a state file declaring a huge model", "bench model models/huge.pt"),
     c("npz-rows", "an .npz declaring an 8e12-row array", "train --task data/rows.npz --epochs 1"),
     c("toml-nested", "a TOML spec nested 5,000 arrays deep", "study run specs/nested.toml"),
     c("trial-superscript", "export --trial '²'", ("export", "tiny", "--trial", "²", "--out", "x.json")),
-    c("trial-superscript-json", "... also with --json", ("export", "tiny", "--trial", "²", "--out", "x.json", "--json")),
+    c(
+        "trial-superscript-json",
+        "... also with --json",
+        ("export", "tiny", "--trial", "²", "--out", "x.json", "--json"),
+    ),
     c("model-text", "bench model on a text file named .pt", "bench model models/text.pt"),
-    c("cache-read-only", "cache clear on a read-only cache", "cache clear", env={"EXPLORER_CACHE_DIR": "ro/cache"}, read_only=True),
+    c(
+        "cache-read-only",
+        "cache clear on a read-only cache",
+        "cache clear",
+        env={"EXPLORER_CACHE_DIR": "ro/cache"},
+        read_only=True,
+    ),
     c("n-trials-0", "study run --n-trials 0 on a new study", "study run specs/new.toml --n-trials 0"),
     c("n-trials-neg", "... or -3", "study run specs/new.toml --n-trials -3"),
-    c("list-nowhere", "study list --storage sqlite:///nowhere/x.db", ("study", "list", "--storage", "sqlite:///nowhere/x.db")),
-    c("report-plain", "report on a plain Optuna study", ("report", "plain", "--storage", "sqlite:///plain.db")),
-    c("resume-plain", "study resume on a plain Optuna study", ("study", "resume", "plain", "--storage", "sqlite:///plain.db")),
-    c("cache-user-file", "cache clear and a user's file named like a temp file", "cache clear", ok=True, changes=True),
-    c("artifacts-ftp", "EXPLORER_ARTIFACTS=ftp://x", "study run specs/new.toml", env={"EXPLORER_ARTIFACTS": "ftp://x"}),
+    c(
+        "list-nowhere",
+        "study list --storage sqlite:///nowhere/x.db",
+        ("study", "list", "--storage", "sqlite:///nowhere/x.db"),
+    ),
+    c(
+        "report-plain",
+        "report on a plain Optuna study",
+        ("report", "plain", "--storage", "sqlite:///plain.db"),
+    ),
+    c(
+        "resume-plain",
+        "study resume on a plain Optuna study",
+        ("study", "resume", "plain", "--storage", "sqlite:///plain.db"),
+    ),
+    c(
+        "cache-user-file",
+        "cache clear and a user's file named like a temp file",
+        "cache clear",
+        ok=True,
+        changes=True,
+    ),
+    c(
+        "artifacts-ftp",
+        "EXPLORER_ARTIFACTS=ftp://x",
+        "study run specs/new.toml",
+        env={"EXPLORER_ARTIFACTS": "ftp://x"},
+    ),
     c("seed-neg", "explorer train --seed -1", "train --seed -1 --epochs 1"),
     c("model-batch-0", "bench model --batch 0", "bench model models/tiny.pt --batch 0"),
     c("model-threads-0", "... and --threads 0", "bench model models/tiny.pt --threads 0"),
     c("lr-inf", "train --lr inf (exit 3, not 4)", "train --lr inf --epochs 1"),
     c("model-pickle", "a pickle payload given to bench model", "bench model models/pickle.pt"),
-    c("one-architecture", "a one-architecture space with n_trials far above it", "study run specs/one.toml", ok=True, changes=True),
-    c("fewer-trials", "lowering n_trials in the spec file of an existing study", "study run specs/tiny-fewer.toml"),
+    c(
+        "one-architecture",
+        "a one-architecture space with n_trials far above it",
+        "study run specs/one.toml",
+        ok=True,
+        changes=True,
+    ),
+    c(
+        "fewer-trials",
+        "lowering n_trials in the spec file of an existing study",
+        "study run specs/tiny-fewer.toml",
+    ),
     c("changed-spec", "a spec file that differs from the stored study", "study run specs/tiny-changed.toml"),
-    c("status-read-only", "study status on an intact database in a read-only folder", ("study", "status", "tiny", "--storage", "sqlite:///ro/tiny.db"), ok=True, read_only=True),
+    c(
+        "status-read-only",
+        "study status on an intact database in a read-only folder",
+        ("study", "status", "tiny", "--storage", "sqlite:///ro/tiny.db"),
+        ok=True,
+        read_only=True,
+    ),
     c("model-missing", "bench model missing.pt (the hint)", "bench model missing.pt"),
     c("heads-0", "--heads 0", "bench attention --heads 0"),
     c("out-empty", "export --out ''", ("export", "tiny", "--out", "")),
-    c("mysql", "a MySQL URL without its driver", ("study", "list", "--storage", "mysql://me:secret@127.0.0.1/x")),
+    c(
+        "mysql",
+        "a MySQL URL without its driver",
+        ("study", "list", "--storage", "mysql://me:secret@127.0.0.1/x"),
+    ),
     c("bom", "a UTF-8 BOM (read as TOML: the spec's own error shows)", "study run specs/bom.toml"),
     c("many-heads", "a heads list of 1..100000", "study run specs/many-heads.toml"),
 ]
-# fmt: on
 
 
 # --------------------------------------------------------------------------------------------- the sandbox
@@ -184,8 +240,13 @@ def build_sandbox(folder: Path, python: str) -> None:
     )
     models = folder / "models"
     models.mkdir()
-    subprocess.run([*run, "export", "tiny", "--trial", "0", "--format", "state", "--out", "models/tiny.pt"], cwd=folder, env=env,
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*run, "export", "tiny", "--trial", "0", "--format", "state", "--out", "models/tiny.pt"],
+        cwd=folder,
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     doc = torch.load(models / "tiny.pt", weights_only=True)
     meta = json.loads(doc["explorer"])
     meta["run_config"]["model"] = {**meta["run_config"]["model"], "d_model": 10**9, "heads": [1]}
@@ -258,8 +319,15 @@ def run_case(case: Case, folder: Path, python: str, root: Path = ROOT) -> dict:
             os.nice(10)
 
         t0 = time.perf_counter()
-        proc = subprocess.Popen([*prefix, python, "-m", "explorer", *case.args], cwd=folder, env=env, stdout=out,
-                                stderr=err, preexec_fn=limits, start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            [*prefix, python, "-m", "explorer", *case.args],
+            cwd=folder,
+            env=env,
+            stdout=out,
+            stderr=err,
+            preexec_fn=limits,
+            start_new_session=True,
+        )
         timed_out = False
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -278,11 +346,18 @@ def run_case(case: Case, folder: Path, python: str, root: Path = ROOT) -> dict:
     changed = disk_state(folder) != before
     code = proc.returncode
     result = {
-        "id": case.id, "what": case.what, "command": "explorer " + " ".join(_shell(a) for a in case.args),
-        "env": " ".join(f"{k}={v}" for k, v in case.env.items()), "exit": "timeout" if timed_out else code,
-        "lines": len(lines), "traceback": "Traceback" in stderr, "changed": changed, "seconds": seconds,
-        "peak_mb": usage.ru_maxrss / 1024, "line": (lines[-1] if lines else "")[:400],
-    }  # fmt: skip
+        "id": case.id,
+        "what": case.what,
+        "command": "explorer " + " ".join(_shell(a) for a in case.args),
+        "env": " ".join(f"{k}={v}" for k, v in case.env.items()),
+        "exit": "timeout" if timed_out else code,
+        "lines": len(lines),
+        "traceback": "Traceback" in stderr,
+        "changed": changed,
+        "seconds": seconds,
+        "peak_mb": usage.ru_maxrss / 1024,
+        "line": (lines[-1] if lines else "")[:400],
+    }
     errors_ok = isinstance(code, int) and 2 <= code <= 5 and len(lines) == 1
     works_ok = code == 0 and (not lines or case.changes)
     result["holds"] = bool(
@@ -316,13 +391,32 @@ def render(results: list[dict], label: str) -> str:
         if r.get("skipped"):
             rows.append([r["id"], r["what"], f"not run: {r['skipped']}", "", "", "", "", "", "", ""])
             continue
-        rows.append([
-            r["id"], r["what"], r["exit"], r["lines"], "yes" if r["traceback"] else "no",
-            "yes" if r["changed"] else "no", f"{r['seconds']:.1f}", f"{r['peak_mb']:.0f}",
-            "yes" if r["holds"] else "**no**", r["line"],
-        ])  # fmt: skip
-    header = ["case", "the report's words", "exit", "stderr lines", "traceback", "disk changed", "s", "peak MB",
-              "holds", "last line"]  # fmt: skip
+        rows.append(
+            [
+                r["id"],
+                r["what"],
+                r["exit"],
+                r["lines"],
+                "yes" if r["traceback"] else "no",
+                "yes" if r["changed"] else "no",
+                f"{r['seconds']:.1f}",
+                f"{r['peak_mb']:.0f}",
+                "yes" if r["holds"] else "**no**",
+                r["line"],
+            ]
+        )
+    header = [
+        "case",
+        "the report's words",
+        "exit",
+        "stderr lines",
+        "traceback",
+        "disk changed",
+        "s",
+        "peak MB",
+        "holds",
+        "last line",
+    ]
     return head + markdown_table(header, rows) + "\n"
 
 
@@ -368,8 +462,11 @@ def main() -> None:
                 continue
             results.append(run_case(case, folder, args.python, args.root))
             r = results[-1]
-            print(f"{r['id']:<24} exit {r['exit']!s:<7} {r['seconds']:5.1f} s {r['peak_mb']:6.0f} MB "
-                  f"{'holds' if r['holds'] else 'DOES NOT HOLD'}: {r['line'][:120]}", flush=True)  # fmt: skip
+            print(
+                f"{r['id']:<24} exit {r['exit']!s:<7} {r['seconds']:5.1f} s {r['peak_mb']:6.0f} MB "
+                f"{'holds' if r['holds'] else 'DOES NOT HOLD'}: {r['line'][:120]}",
+                flush=True,
+            )
     table = render(results, args.label)
     append_record(args.record, table)
     print(table)

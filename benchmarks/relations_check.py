@@ -64,8 +64,10 @@ def main() -> None:
     k = int(spec.task.options.get("n_relations", 4))
     claim = relations_claim(data.records, k)
     if claim.accuracy is None:
-        sys.exit(f"{args.study}: the report has no accuracy comparison (n >= k: {claim.n_at_least}, fewer: "
-                 f"{claim.n_fewer}); nothing to check.")  # fmt: skip
+        sys.exit(
+            f"{args.study}: the report has no accuracy comparison (n >= k: {claim.n_at_least}, fewer: "
+            f"{claim.n_fewer}); nothing to check."
+        )
     g = claim.accuracy
     strata = [(list(a), list(b)) for a, b in g.values]
     observed, p, n = exact_stratified_p(strata)
@@ -98,7 +100,7 @@ def main() -> None:
             + ("" if rec_ok or rec is None else "; the report's relations section says why (why_text below)"),
             *([f"why_text: {why}"] if why else []),
         ],
-    )  # fmt: skip
+    )
     print(text)
     append_record(args.record, text)
 

@@ -86,8 +86,10 @@ def main() -> None:
                 check=True,
             )
             runs.append([float(x) for x in res.stdout.split()])
-            print(f"run {i + 1}: total {runs[-1][0]:.2f} s (imports {runs[-1][1]:.2f}, load {runs[-1][2]:.2f}, "
-                  f"write_report {runs[-1][3]:.2f})")  # fmt: skip
+            print(
+                f"run {i + 1}: total {runs[-1][0]:.2f} s (imports {runs[-1][1]:.2f}, load {runs[-1][2]:.2f}, "
+                f"write_report {runs[-1][3]:.2f})"
+            )
     total = statistics.median(r[0] for r in runs)
     print(
         f"median end to end: {total:.2f} s over {args.runs} runs (target < 15 s); study built in {build_s:.1f} s"

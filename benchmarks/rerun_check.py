@@ -51,8 +51,12 @@ def _train(job: dict[str, Any]) -> dict[str, Any]:
     task = load_task(job["task"], **job["options"])
     lat = LatencyConfig(**job["latency"])
     r = evaluate_variant(ModelConfig.from_dict(job["model"]), task, TrainConfig(**job["train"]), lat)
-    return {"seed": job["train"]["seed"], "val_accuracy": r.val_accuracy, "test_accuracy": r.test_accuracy,
-            "epochs": r.fit.epochs_run}  # fmt: skip
+    return {
+        "seed": job["train"]["seed"],
+        "val_accuracy": r.val_accuracy,
+        "test_accuracy": r.test_accuracy,
+        "epochs": r.fit.epochs_run,
+    }
 
 
 def main() -> None:
@@ -92,11 +96,15 @@ def main() -> None:
 
     # 2. fresh seeds, trained like the finalists
     jobs = [
-        {"task": spec.task.name, "options": dict(spec.task.options), "model": rec.config.to_dict(),
-         "latency": dataclasses.asdict(spec.latency) | {"min_run_time": 0.05},
-         "train": dataclasses.asdict(dataclasses.replace(train, seed=FRESH_SEED + i))}
+        {
+            "task": spec.task.name,
+            "options": dict(spec.task.options),
+            "model": rec.config.to_dict(),
+            "latency": dataclasses.asdict(spec.latency) | {"min_run_time": 0.05},
+            "train": dataclasses.asdict(dataclasses.replace(train, seed=FRESH_SEED + i)),
+        }
         for i in range(args.seeds)
-    ]  # fmt: skip
+    ]
     ctx = multiprocessing.get_context("spawn")
     with cf.ProcessPoolExecutor(max(1, args.jobs), mp_context=ctx) as pool:
         runs = list(pool.map(_train, jobs))
@@ -107,33 +115,44 @@ def main() -> None:
     lat_inside = [rec.latency.low <= t <= rec.latency.high for t in timings]
 
     result = {
-        "date": stamp(), "machine": machine(), "load_average": load_average(), "command": command(),
-        "study": args.study, "heads": list(rec.config.heads), "d_model": rec.config.d_model,
-        "n_layers": rec.config.n_layers, "report_accuracy": [rec.accuracy.estimate, rec.accuracy.low, rec.accuracy.high],
+        "date": stamp(),
+        "machine": machine(),
+        "load_average": load_average(),
+        "command": command(),
+        "study": args.study,
+        "heads": list(rec.config.heads),
+        "d_model": rec.config.d_model,
+        "n_layers": rec.config.n_layers,
+        "report_accuracy": [rec.accuracy.estimate, rec.accuracy.low, rec.accuracy.high],
         "report_rerun_interval": [rec.rerun.low, rec.rerun.high],
         "report_latency": [rec.latency.estimate, rec.latency.low, rec.latency.high],
-        "fresh_runs": runs, "fresh_mean": mean, "fresh_timings_ms": timings,
-        "accuracy_inside": acc_inside, "timings_inside": sum(lat_inside),
-    }  # fmt: skip
+        "fresh_runs": runs,
+        "fresh_mean": mean,
+        "fresh_timings_ms": timings,
+        "accuracy_inside": acc_inside,
+        "timings_inside": sum(lat_inside),
+    }
     heads = ",".join(map(str, rec.config.heads))
     accs = ", ".join(f"{r['val_accuracy']:.2%}" for r in runs)
     epochs = ", ".join(str(r["epochs"]) for r in runs)
     seeds = ", ".join(str(r["seed"]) for r in runs)
     times = ", ".join(f"{t:.3g}" for t in timings)
-    text = "\n".join([
-        f"## {args.study}: {heads} heads per layer (d_model {rec.config.d_model}, {rec.config.n_layers} layers)",
-        "",
-        f"Recorded {result['date']} on {result['machine']}; load average {load_text(result['load_average'])}; "
-        f"command `{result['command']}`.",
-        "",
-        f"- Accuracy: the report says {rec.accuracy.estimate:.2%} [{rec.accuracy.low:.2%}, {rec.accuracy.high:.2%}] "
-        f"(mean of {rec.n} seeds) and that 3 fresh seeds should average within [{rec.rerun.low:.2%}, "
-        f"{rec.rerun.high:.2%}]. Fresh seeds {seeds}: {accs} (epochs {epochs}), "
-        f"mean {mean:.2%}: {'inside' if acc_inside else 'OUTSIDE'} the stated interval.",
-        f"- Latency: the report says {rec.latency.estimate:.3g} ms [{rec.latency.low:.3g}, {rec.latency.high:.3g}] "
-        f"for a new timing. Fresh timings in this process: {times} ms: "
-        f"{sum(lat_inside)} of {len(timings)} inside.",
-    ])  # fmt: skip
+    text = "\n".join(
+        [
+            f"## {args.study}: {heads} heads per layer (d_model {rec.config.d_model}, {rec.config.n_layers} layers)",
+            "",
+            f"Recorded {result['date']} on {result['machine']}; load average {load_text(result['load_average'])}; "
+            f"command `{result['command']}`.",
+            "",
+            f"- Accuracy: the report says {rec.accuracy.estimate:.2%} [{rec.accuracy.low:.2%}, {rec.accuracy.high:.2%}] "
+            f"(mean of {rec.n} seeds) and that 3 fresh seeds should average within [{rec.rerun.low:.2%}, "
+            f"{rec.rerun.high:.2%}]. Fresh seeds {seeds}: {accs} (epochs {epochs}), "
+            f"mean {mean:.2%}: {'inside' if acc_inside else 'OUTSIDE'} the stated interval.",
+            f"- Latency: the report says {rec.latency.estimate:.3g} ms [{rec.latency.low:.3g}, {rec.latency.high:.3g}] "
+            f"for a new timing. Fresh timings in this process: {times} ms: "
+            f"{sum(lat_inside)} of {len(timings)} inside.",
+        ]
+    )
     print(text)
     title = (
         "# Re-running the recommendation: fresh seeds and fresh timings against the report's intervals\n\n"

@@ -113,11 +113,17 @@ def _spec(name: str, total: int, max_latency_ms: float | None) -> dict[str, Any]
         "n_trials": total,
         "sampler": "random",
         "task": {"name": "digits", "epochs": 10},
-        "space": {"d_model": list(D_MODELS), "n_layers": list(LAYERS), "heads": list(HEADS), "min_dk": 2,
-                  "families": ["uniform", "increasing", "decreasing"], "mlp_ratio": [2.0]},
+        "space": {
+            "d_model": list(D_MODELS),
+            "n_layers": list(LAYERS),
+            "heads": list(HEADS),
+            "min_dk": 2,
+            "families": ["uniform", "increasing", "decreasing"],
+            "mlp_ratio": [2.0],
+        },
         "latency": {"device": "cpu", "batch_size": 64},
         "finalists": {"seeds": 3, "folds": 1},
-    }  # fmt: skip
+    }
     if max_latency_ms is not None:
         spec["budgets"] = {"max_latency_ms": max_latency_ms}
     return spec
@@ -177,8 +183,18 @@ def make_study(
                 acc = float(np.clip(acc, 0, 1))
                 lat = r.latency.median_ms * (1 + rng.normal(0, 0.02))
                 history = tuple(acc * (0.6 + 0.4 * (e + 1) / 30) for e in range(30))
-                f = _record(number, r.heads, acc, lat, d_model=r.config.d_model, role="finalist",
-                            seed=unit_seed(0, s), epochs=30, history=history, label="front")  # fmt: skip
+                f = _record(
+                    number,
+                    r.heads,
+                    acc,
+                    lat,
+                    d_model=r.config.d_model,
+                    role="finalist",
+                    seed=unit_seed(0, s),
+                    epochs=30,
+                    history=history,
+                    label="front",
+                )
                 made.append((f, "COMPLETE"))
                 number += 1
     companion = None

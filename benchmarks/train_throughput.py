@@ -52,9 +52,14 @@ def table(results: dict[str, list]) -> str:
         sps = [r.samples_per_s for r in runs]
         per_epoch = statistics.median(r.train_time_s / r.epochs_run for r in runs)
         rows.append(
-            [impl, f"{statistics.median(sps):,.0f} ({min(sps):,.0f}-{max(sps):,.0f})", f"{per_epoch:.2f}",
-             f"{runs[0].val_accuracy:.3f}", f"{runs[0].test_accuracy:.3f}"]
-        )  # fmt: skip
+            [
+                impl,
+                f"{statistics.median(sps):,.0f} ({min(sps):,.0f}-{max(sps):,.0f})",
+                f"{per_epoch:.2f}",
+                f"{runs[0].val_accuracy:.3f}",
+                f"{runs[0].test_accuracy:.3f}",
+            ]
+        )
     header = ["attention", "samples/s median (min-max)", "train s/epoch", "val acc", "test acc"]
     return markdown_table(header, rows, align="lrrrr")
 

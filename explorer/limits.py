@@ -219,9 +219,26 @@ FILE_MB = Limit("FILE_MB", 1, "MB a spec or run config may take; it is read whol
 MEMORY_MB = Limit("MEMORY_MB", _memory_mb, "MB of memory available to this command")
 
 LIMITS = (
-    D_MODEL, MLP_WIDTH, HEAD_DIM, LAYERS, HEADS, CANDIDATES, LAYOUTS, TRIALS, EPOCHS, SEQ_LEN, BATCH, VOCAB, CLASSES,
-    EXAMPLES, WORKERS, THREADS, RUN_TIME_S, FILE_MB, MEMORY_MB,
-)  # fmt: skip
+    D_MODEL,
+    MLP_WIDTH,
+    HEAD_DIM,
+    LAYERS,
+    HEADS,
+    CANDIDATES,
+    LAYOUTS,
+    TRIALS,
+    EPOCHS,
+    SEQ_LEN,
+    BATCH,
+    VOCAB,
+    CLASSES,
+    EXAMPLES,
+    WORKERS,
+    THREADS,
+    RUN_TIME_S,
+    FILE_MB,
+    MEMORY_MB,
+)
 
 
 def check_memory(estimate: int, what: str, fix: str, device: str = "cpu") -> int:

@@ -37,6 +37,7 @@ __all__ = [
     "write_tiny_spec",
 ]
 
+
 def latency(ms: float, when: str = "2025-01-01T12:00:00+00:00", spread: float = 0.02, cached: bool = False):
     """A latency measurement of median ``ms`` with ten block times spread by ``spread`` (relative)."""
     blocks = tuple(ms * (1 + spread * (k - 4.5) / 4.5) for k in range(10))
@@ -92,11 +93,22 @@ def record(
 
 # --------------------------------------------------------------------------------------------- language models
 
-LM_SPEC = spec_from_dict({
-    "name": "lm", "n_trials": 9, "task": {"name": "text"}, "objectives": {"decode": "minimize"},
-    "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 8], "kv_heads": [1, 2, 4, 8], "families": ["uniform"]},
-    "decode": {"context": 512, "batch_size": 4},
-})  # fmt: skip
+LM_SPEC = spec_from_dict(
+    {
+        "name": "lm",
+        "n_trials": 9,
+        "task": {"name": "text"},
+        "objectives": {"decode": "minimize"},
+        "space": {
+            "d_model": [64],
+            "n_layers": [2],
+            "heads": [2, 4, 8],
+            "kv_heads": [1, 2, 4, 8],
+            "families": ["uniform"],
+        },
+        "decode": {"context": 512, "batch_size": 4},
+    }
+)
 
 
 def lm(
@@ -110,9 +122,17 @@ def lm(
     base = record(number, (4, 4), 0.0, lat, role=role, seed=seed, label=label, epochs=epochs)
     history = tuple(bpb + 0.3 * (epochs - 1 - e) for e in range(epochs))
     return dataclasses.replace(
-        base, config=config, task_kind="language_model", history=history, val_accuracy=0.4, test_accuracy=0.4,
-        val_bpb=bpb, test_bpb=bpb + 0.1, val_bpb_se=se, decode=decode,
-    )  # fmt: skip
+        base,
+        config=config,
+        task_kind="language_model",
+        history=history,
+        val_accuracy=0.4,
+        test_accuracy=0.4,
+        val_bpb=bpb,
+        test_bpb=bpb + 0.1,
+        val_bpb_se=se,
+        decode=decode,
+    )
 
 
 def lm_search(gqa_loss=0.0, gqa_cost=1.05, mha_cost=2.0, noise=0.005, seed=0) -> list[TrialRecord]:
@@ -131,13 +151,19 @@ def lm_search(gqa_loss=0.0, gqa_cost=1.05, mha_cost=2.0, noise=0.005, seed=0) ->
 
 
 def make_study(
-    n: int = 120, *, storage: str | optuna.storages.BaseStorage | None = None, name: str = "synthetic", **kw: Any
+    n: int = 120,
+    *,
+    storage: str | optuna.storages.BaseStorage | None = None,
+    name: str = "synthetic",
+    **kw: Any,
 ) -> optuna.Study:
     """:func:`benchmarks.synthetic.make_study` with the tests' defaults: 120 trials, in memory, named synthetic."""
     return synthetic.make_study(n, storage=storage, name=name, **kw)
 
 
-def write_tiny_spec(tmp_path: Path, name: str = "tiny", n_trials: int = 4, epochs: int = 2, **kw: Any) -> Path:
+def write_tiny_spec(
+    tmp_path: Path, name: str = "tiny", n_trials: int = 4, epochs: int = 2, **kw: Any
+) -> Path:
     """:func:`benchmarks.synthetic.write_tiny_spec` with the finalists' reference layouts on (the spec's
     default): 24 architectures, d_model 16 or 32, one layer (1, 2 or 4 heads) or two (3 uniform, 3 increasing
     and 3 decreasing layouts)."""

@@ -29,8 +29,13 @@ def structured_task(n: int = 300) -> Task:
     X = torch.randn(n, SPEC.seq_len, SPEC.n_features, generator=g)
     y = X[:, :, :3].sum(1).argmax(-1)
     cut = (n * 6 // 10, n * 8 // 10)
-    return Task("structured", SPEC, (X[: cut[0]], y[: cut[0]]), (X[cut[0] : cut[1]], y[cut[0] : cut[1]]),
-                (X[cut[1] :], y[cut[1] :]))  # fmt: skip
+    return Task(
+        "structured",
+        SPEC,
+        (X[: cut[0]], y[: cut[0]]),
+        (X[cut[0] : cut[1]], y[cut[0] : cut[1]]),
+        (X[cut[1] :], y[cut[1] :]),
+    )
 
 
 def kill_head(model, layer: int, head: int) -> None:

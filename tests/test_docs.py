@@ -43,7 +43,9 @@ def test_the_spec_reference_tables_are_what_the_fields_declare():
 
 def test_the_spec_reference_lists_exactly_the_keys_the_readers_accept():
     documented = documented_keys(SPEC_PAGE.read_text())
-    assert set(documented) == set(SPEC_KEYS), "a table is missing from docs/spec.md, or documented but unknown"
+    assert set(documented) == set(SPEC_KEYS), (
+        "a table is missing from docs/spec.md, or documented but unknown"
+    )
     for table, keys in SPEC_KEYS.items():
         expected = set(keys) - set(TABLES) if table == "" else set(keys)  # tables have sections of their own
         assert documented[table] == expected, f"[{table or 'top level'}]: {documented[table] ^ expected}"

@@ -19,16 +19,31 @@ REPO = Path(__file__).resolve().parents[1]
 
 def explorer(*args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "explorer", *args], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=900)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "explorer", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 @pytest.fixture(scope="module")
 def vit_study(tmp_path_factory) -> tuple[str, Path]:
     tmp = tmp_path_factory.mktemp("vit")
     url = f"sqlite:///{tmp / 'vit.db'}"
-    done = explorer("study", "run", "examples/vit/vit.toml", "--workers", "2", "--storage", url,
-                    "--artifacts", str(tmp / "artifacts"))  # fmt: skip
+    done = explorer(
+        "study",
+        "run",
+        "examples/vit/vit.toml",
+        "--workers",
+        "2",
+        "--storage",
+        url,
+        "--artifacts",
+        str(tmp / "artifacts"),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return url, tmp
 
@@ -43,8 +58,19 @@ def test_the_example_vit_runs_reports_and_exports_with_parity(vit_study) -> None
     assert "8 x 8 images (1 channel) cut into 2 x 2 patches: a 4 x 4 grid of 16 tokens" in text
     assert "**Use " in text
     out = tmp / "vit.onnx"
-    export = explorer("export", "example-vit", "--storage", url, "--artifacts", str(tmp / "artifacts"),
-                      "--format", "onnx", "--out", str(out), "--json")  # fmt: skip
+    export = explorer(
+        "export",
+        "example-vit",
+        "--storage",
+        url,
+        "--artifacts",
+        str(tmp / "artifacts"),
+        "--format",
+        "onnx",
+        "--out",
+        str(out),
+        "--json",
+    )
     assert export.returncode == 0, export.stderr[-3000:]
     doc = json.loads(export.stdout)
     assert doc["max_abs_logit_diff"] <= 1e-4 and doc["test_examples"] == 135 and out.is_file()
@@ -57,8 +83,19 @@ def test_the_example_vit_runs_reports_and_exports_with_parity(vit_study) -> None
 def test_the_example_exports_in_every_format_and_retrains_from_its_config(vit_study, fmt: str) -> None:
     url, tmp = vit_study
     out = tmp / {"state": "vit.pt", "pt2": "vit.pt2", "config": "vit.json"}[fmt]
-    done = explorer("export", "example-vit", "--storage", url, "--artifacts", str(tmp / "artifacts"),
-                    "--format", fmt, "--out", str(out), "--json")  # fmt: skip
+    done = explorer(
+        "export",
+        "example-vit",
+        "--storage",
+        url,
+        "--artifacts",
+        str(tmp / "artifacts"),
+        "--format",
+        fmt,
+        "--out",
+        str(out),
+        "--json",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     if fmt != "config":
@@ -91,8 +128,17 @@ def test_the_example_answer_as_a_hugging_face_config(vit_study) -> None:
 @pytest.mark.slow
 def test_the_heads_of_the_users_vit_are_analysed(vit_study) -> None:
     url, tmp = vit_study  # its attention is explorer.MultiHeadAttention: masking reaches it
-    done = explorer("heads", "example-vit", "--storage", url, "--artifacts", str(tmp / "artifacts"), "--out",
-                    str(tmp / "heads"), "--json")  # fmt: skip
+    done = explorer(
+        "heads",
+        "example-vit",
+        "--storage",
+        url,
+        "--artifacts",
+        str(tmp / "artifacts"),
+        "--out",
+        str(tmp / "heads"),
+        "--json",
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     assert len(doc["importance"]) == 2 and [len(v) for v in doc["importance"]] == doc["heads"]
@@ -103,8 +149,9 @@ def test_the_heads_of_the_users_vit_are_analysed(vit_study) -> None:
 def test_transformers_missing_is_one_line(vit_study, monkeypatch) -> None:
     url, tmp = vit_study
     monkeypatch.setitem(sys.modules, "transformers", None)
-    hf = CliRunner().invoke(main, ["export", "example-vit", "--storage", url, "--format", "hf", "--out",
-                                   str(tmp / "hf2")])  # fmt: skip
+    hf = CliRunner().invoke(
+        main, ["export", "example-vit", "--storage", url, "--format", "hf", "--out", str(tmp / "hf2")]
+    )
     assert hf.exit_code == 5 and "pip install 'explorer[hf]'" in hf.stderr
     assert len(hf.stderr.strip().splitlines()) == 1 and not (tmp / "hf2").exists()
 

@@ -25,7 +25,9 @@ def _retime(study, factor: dict[str, float]) -> None:
     for rnd in range(3):
         for key, ms in keys.items():
             lat = latency(ms * factor.get(key, 1.0) * (1 + 0.01 * rnd), when=f"2025-01-02T12:0{rnd}:00+00:00")
-            rows.append({"key": key, "round": rnd, "latency": lat.to_dict(), "kind": "forward", "pid": 100 + rnd})
+            rows.append(
+                {"key": key, "round": rnd, "latency": lat.to_dict(), "kind": "forward", "pid": 100 + rnd}
+            )
     study.set_user_attr(RETIMED_ATTR, rows)
 
 
@@ -34,21 +36,37 @@ def _names_everywhere(url: str, name: str, tmp_path) -> set[tuple[int, ...]]:
     heads = set()
     ans = explorer.recommend(name, url)
     heads.add(ans.recommended.heads)
-    report = run.invoke(main, ["report", name, "--storage", url, "--out", str(tmp_path / "r"), "--force", "--json",
-                               "--no-artifacts"])  # fmt: skip
+    report = run.invoke(
+        main,
+        [
+            "report",
+            name,
+            "--storage",
+            url,
+            "--out",
+            str(tmp_path / "r"),
+            "--force",
+            "--json",
+            "--no-artifacts",
+        ],
+    )
     assert report.exit_code == 0, report.output
     heads.add(tuple(json.loads(report.stdout)["answer"]["answer"]["heads"]))
     md = (tmp_path / "r" / "report.md").read_text()
     heads.add(tuple(int(h) for h in md.split("**Use ", 1)[1].split(" heads", 1)[0].split(",")))
     for which in ("answer", "knee"):
         out = tmp_path / f"{which}.json"
-        exported = run.invoke(main, ["export", name, "--storage", url, "--trial", which, "--out", str(out), "--json"])
+        exported = run.invoke(
+            main, ["export", name, "--storage", url, "--trial", which, "--out", str(out), "--json"]
+        )
         assert exported.exit_code == 0, exported.output
         doc = json.loads(exported.stdout)
         heads.add(tuple(doc["heads"]))
         heads.add(tuple(doc["answer"]["answer"]["heads"]))
     data = explorer.load(name, url)
-    heads.add(resolve_trial(data.records, data.handle.spec, "answer", data.retimings).heads)  # what heads uses
+    heads.add(
+        resolve_trial(data.records, data.handle.spec, "answer", data.retimings).heads
+    )  # what heads uses
     return heads
 
 
@@ -65,8 +83,9 @@ def test_every_command_names_the_same_layout(tmp_path, retimed):
     assert len(named) == 1, named
     other = make_study(30, storage=url, name="two", finalists=6, seed=3, noise=0.002)
     assert other is not None
-    compared = CliRunner().invoke(main, ["compare", "one", "two", "--storage", url, "--out",
-                                         str(tmp_path / "cmp"), "--json"])  # fmt: skip
+    compared = CliRunner().invoke(
+        main, ["compare", "one", "two", "--storage", url, "--out", str(tmp_path / "cmp"), "--json"]
+    )
     assert compared.exit_code == 0, compared.output
     assert tuple(json.loads(compared.stdout)["answers"]["one"]["answer"]["heads"]) in named
 

@@ -242,11 +242,20 @@ def test_every_command_has_json_and_help():
 
 def test_exit_codes_are_distinct_and_documented():
     codes = {
-        errors.ConfigError: 3, errors.SpecError: 3, errors.DataError: 3, errors.StudyNotFoundError: 3,
-        errors.StorageError: 3, errors.NoCompletedTrialsError: 4, errors.TrainingDivergedError: 4,
-        errors.ExportMismatchError: 4, errors.MissingExtraError: 5, errors.DeviceError: 5,
-        errors.StorageUnavailableError: 5, errors.RuntimeUnavailableError: 5, errors.ExplorerError: 1,
-    }  # fmt: skip
+        errors.ConfigError: 3,
+        errors.SpecError: 3,
+        errors.DataError: 3,
+        errors.StudyNotFoundError: 3,
+        errors.StorageError: 3,
+        errors.NoCompletedTrialsError: 4,
+        errors.TrainingDivergedError: 4,
+        errors.ExportMismatchError: 4,
+        errors.MissingExtraError: 5,
+        errors.DeviceError: 5,
+        errors.StorageUnavailableError: 5,
+        errors.RuntimeUnavailableError: 5,
+        errors.ExplorerError: 1,
+    }
     for kind, code in codes.items():
         assert kind.exit_code == code, kind
     cli_page = (ROOT / "docs" / "cli.md").read_text()  # the command line's reference page

@@ -129,7 +129,9 @@ def test_a_package_keeps_its_implementation_private(package):
     public = sorted(p.name for p in folder.glob("*.py") if not p.name.startswith("_"))
     assert public == []
     init = ast.parse(MODULES[f"explorer.{package}"].read_text())
-    assert ast.get_docstring(init), f"explorer/{package}/__init__.py has no docstring saying what the package is"
+    assert ast.get_docstring(init), (
+        f"explorer/{package}/__init__.py has no docstring saying what the package is"
+    )
     assert "lazy_loader.attach_stub(__name__, __file__)" in MODULES[f"explorer.{package}"].read_text()
     stub = ast.parse((folder / "__init__.pyi").read_text())
     for node in ast.walk(stub):
@@ -145,11 +147,17 @@ def test_a_package_keeps_its_implementation_private(package):
                 for name in ast.walk(target)
                 if isinstance(name, ast.Name)
             }
-            imported = {a.asname or a.name for n in defined.body if isinstance(n, ast.ImportFrom) for a in n.names}
+            imported = {
+                a.asname or a.name for n in defined.body if isinstance(n, ast.ImportFrom) for a in n.names
+            }
             for alias in node.names:
-                assert alias.asname == alias.name, f"{package}: write `{alias.name} as {alias.name}` (a re-export)"
+                assert alias.asname == alias.name, (
+                    f"{package}: write `{alias.name} as {alias.name}` (a re-export)"
+                )
                 assert alias.name in top | imported | {
-                    n.target.id for n in defined.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
+                    n.target.id
+                    for n in defined.body
+                    if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)
                 }, f"explorer.{package}.{node.module} has no {alias.name}"
 
 

@@ -32,8 +32,13 @@ class _Net(nn.Module):
 
 def good(layout, spec):
     """explorer.MultiHeadAttention with the layout's heads, key/value heads and widths."""
-    return _Net(layout, spec, lambda lo, i: explorer.MultiHeadAttention(
-        lo.d_model, lo.heads[i], n_kv_heads=lo.kv_per_layer[i], head_dim=lo.d_k[i]))  # fmt: skip
+    return _Net(
+        layout,
+        spec,
+        lambda lo, i: explorer.MultiHeadAttention(
+            lo.d_model, lo.heads[i], n_kv_heads=lo.kv_per_layer[i], head_dim=lo.d_k[i]
+        ),
+    )
 
 
 def torch_mha(layout, spec):

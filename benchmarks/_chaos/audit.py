@@ -46,8 +46,10 @@ def finished_snapshot(name: str, url: str) -> dict[int, tuple]:
         study = load(name, url)
     except Exception:
         return {}
-    return {base + t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True))
-            for t, base in trials_of(study, states=FINISHED)}  # fmt: skip
+    return {
+        base + t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True))
+        for t, base in trials_of(study, states=FINISHED)
+    }
 
 
 def running(name: str, url: str, role: str, at_least_done: int = 0) -> bool:

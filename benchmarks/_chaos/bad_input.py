@@ -38,8 +38,10 @@ def report_onto_user_files(folder: Path, env: dict[str, str]) -> Outcome:
     for args, should_pass in checks:
         res = r.run(*args)
         if (res.returncode == 0) != should_pass:
-            out.notes.append(f"`{' '.join(args[:2] + args[4:])}` exit {res.returncode} (expected "
-                             f"{'0' if should_pass else 'a refusal'})")  # fmt: skip
+            out.notes.append(
+                f"`{' '.join(args[:2] + args[4:])}` exit {res.returncode} (expected "
+                f"{'0' if should_pass else 'a refusal'})"
+            )
             out.stuck += 1
         out.rounds += 1
     out.deleted = len(files_before - files_of(work))
@@ -94,15 +96,25 @@ def bad_inputs(folder: Path, env: dict[str, str], pg_url: str | None) -> tuple[O
         ("--timeout -1", ["study", "run", str(spec), "--storage", fresh, "--timeout", "-1"], {}),
         ("--threads 0", ["study", "run", str(spec), "--storage", fresh, "--threads", "0"], {}),
         ("--device tpu", ["study", "run", str(spec), "--storage", fresh, "--device", "tpu"], {}),
-        ("EXPLORER_CACHE_MAX_AGE=soon", ["study", "run", str(spec), "--storage", fresh],
-         {"EXPLORER_CACHE_MAX_AGE": "soon"}),
-        ("EXPLORER_GRACE_PERIOD=0", ["study", "run", str(spec), "--storage", fresh], {"EXPLORER_GRACE_PERIOD": "0"}),
+        (
+            "EXPLORER_CACHE_MAX_AGE=soon",
+            ["study", "run", str(spec), "--storage", fresh],
+            {"EXPLORER_CACHE_MAX_AGE": "soon"},
+        ),
+        (
+            "EXPLORER_GRACE_PERIOD=0",
+            ["study", "run", str(spec), "--storage", fresh],
+            {"EXPLORER_GRACE_PERIOD": "0"},
+        ),
         ("--n-trials below done", ["study", "resume", "base", "--storage", base, "--n-trials", "3"], {}),
         ("--n-trials 0", ["study", "resume", "base", "--storage", base, "--n-trials", "0"], {}),
         ("storage: unknown scheme", ["study", "run", str(spec), "--storage", "foo://bar"], {}),
         ("storage: not a URL", ["study", "run", str(spec), "--storage", "just-a-path.db"], {}),
-        ("storage: unreachable PostgreSQL", ["study", "run", str(spec), "--storage",
-                                              "postgresql+psycopg://me:hunter2@127.0.0.1:1/db"], {}),
+        (
+            "storage: unreachable PostgreSQL",
+            ["study", "run", str(spec), "--storage", "postgresql+psycopg://me:hunter2@127.0.0.1:1/db"],
+            {},
+        ),
         ("resume: no such study", ["study", "resume", "ghost", "--storage", base], {}),
         ("resume: no such database", ["study", "resume", "ghost"], {}),
         ("status: bad study name", ["study", "status", "bad name!", "--storage", base], {}),
@@ -118,15 +130,38 @@ def bad_inputs(folder: Path, env: dict[str, str], pg_url: str | None) -> tuple[O
         ("report --out onto a user's folder", ["report", "base", "--storage", base, "--out", "mine"], {}),
         ("heads --out under a file", ["heads", "base", "--storage", base, "--out", "note.txt/h"], {}),
         ("heads --trial 999", ["heads", "base", "--storage", base, "--trial", "999", "--out", "h2"], {}),
-        ("bench --out under a file", ["bench", "attention", "--d-model", "32", "--heads", "2", "--seq-len", "8",
-                                      "--out", "note.txt/b"], {}),
+        (
+            "bench --out under a file",
+            [
+                "bench",
+                "attention",
+                "--d-model",
+                "32",
+                "--heads",
+                "2",
+                "--seq-len",
+                "8",
+                "--out",
+                "note.txt/b",
+            ],
+            {},
+        ),
         ("export --out under a file", ["export", "base", "--storage", base, "--out", "note.txt/c.json"], {}),
-        ("export --trial 999", ["export", "base", "--storage", base, "--trial", "999", "--out", "c.json"], {}),
+        (
+            "export --trial 999",
+            ["export", "base", "--storage", base, "--trial", "999", "--out", "c.json"],
+            {},
+        ),
         ("cache clear --older-than -1", ["cache", "clear", "--older-than", "-1"], {}),
-    ]  # fmt: skip
+    ]
     if pg_url:
-        cases.append(("PostgreSQL: no such study", ["study", "resume", f"ghost-{uuid.uuid4().hex[:6]}",
-                                                     "--storage", pg_url], {}))  # fmt: skip
+        cases.append(
+            (
+                "PostgreSQL: no such study",
+                ["study", "resume", f"ghost-{uuid.uuid4().hex[:6]}", "--storage", pg_url],
+                {},
+            )
+        )
     r = Runner(work, env)
     rows = []
     out = Outcome("bad inputs", "sqlite" + (" + postgres" if pg_url else ""))
@@ -146,9 +181,12 @@ def bad_inputs(folder: Path, env: dict[str, str], pg_url: str | None) -> tuple[O
             "leaks_password": "hunter2" in res.stderr + res.stdout,
         }
         row["ok"] = (
-            res.returncode != 0 and len(errors) == 1 and not row["traceback"] and row["unchanged"]
+            res.returncode != 0
+            and len(errors) == 1
+            and not row["traceback"]
+            and row["unchanged"]
             and not row["leaks_password"]
-        )  # fmt: skip
+        )
         rows.append(row)
         out.rounds += 1
         out.tracebacks += row["traceback"]

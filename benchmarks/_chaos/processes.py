@@ -42,17 +42,27 @@ class Runner:
 
     def run(self, *args: str, timeout: float = WAIT_CAP_S, env: dict[str, str] | None = None):
         proc = subprocess.run(
-            cli_cmd(*args), cwd=self.cwd, env={**self.env, **(env or {})}, capture_output=True, text=True,
+            cli_cmd(*args),
+            cwd=self.cwd,
+            env={**self.env, **(env or {})},
+            capture_output=True,
+            text=True,
             timeout=timeout,
-        )  # fmt: skip
+        )
         self.stderr.append(proc.stderr)
         return proc
 
     def start(self, *args: str) -> subprocess.Popen:
         proc = subprocess.Popen(
-            cli_cmd(*args), cwd=self.cwd, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True, start_new_session=True, preexec_fn=sigint_default,
-        )  # fmt: skip
+            cli_cmd(*args),
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+            preexec_fn=sigint_default,
+        )
         STARTED.append(proc)
         return proc
 

@@ -45,8 +45,18 @@ def markdown(outcomes: Iterable[Outcome], rows: list[dict[str, Any]], header: di
     if rows:
         table = markdown_table(
             ["bad input", "exit", "`error:` lines", "other lines", "traceback", "disk unchanged", "message"],
-            [[r["input"], r["exit"], r["error_lines"], r["other_lines"], "yes" if r["traceback"] else "no",
-              "yes" if r["unchanged"] else "NO", r["message"]] for r in rows],
-        )  # fmt: skip
+            [
+                [
+                    r["input"],
+                    r["exit"],
+                    r["error_lines"],
+                    r["other_lines"],
+                    "yes" if r["traceback"] else "no",
+                    "yes" if r["unchanged"] else "NO",
+                    r["message"],
+                ]
+                for r in rows
+            ],
+        )
         lines += ["", table]
     return "\n".join(lines) + "\n"

@@ -40,7 +40,9 @@ CLOSE = 1.25  # grouped-query decoding at most this many times multi-query's tim
 
 def searches_kv(records: Sequence[TrialRecord]) -> bool:
     """Whether a study's search tried layouts with fewer key/value heads than query heads."""
-    return any(r.config is not None and r.config.kv_heads is not None for r in records if r.role == Role.SEARCH)
+    return any(
+        r.config is not None and r.config.kv_heads is not None for r in records if r.role == Role.SEARCH
+    )
 
 
 def _kind(name: str):  # noqa: ANN202 (a predicate on configs)

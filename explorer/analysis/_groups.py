@@ -73,7 +73,10 @@ def group_comparison(
     keys = {
         r.key
         for r in records
-        if r.role == Role.SEARCH and r.config is not None and r.feasible and (in_a(r.config) or in_b(r.config))
+        if r.role == Role.SEARCH
+        and r.config is not None
+        and r.feasible
+        and (in_a(r.config) or in_b(r.config))
     }
     epoch = common_epoch(records, keys)
     if epoch is None:

@@ -83,13 +83,18 @@ def specialized_heads(table: pd.DataFrame, threshold: float = SPECIALIZED) -> pd
     for layer, g in table.groupby("layer"):
         hits = g[g["attention"] >= threshold]
         per_head = hits.groupby("head")["relation"].apply(lambda r: sorted(int(x) for x in r))
-        out.append({
-            "layer": int(layer), "heads": int(g["head"].nunique()), "specialized": len(per_head),
-            "relations_covered": int(hits["relation"].nunique()), "k": k,
-            "relations": ",".join(map(str, sorted(int(x) for x in hits["relation"].unique()))),
-            "shared": int(sum(len(rs) > 1 for rs in per_head)),
-            "detail": "; ".join(f"{int(h) + 1}: {','.join(map(str, rs))}" for h, rs in per_head.items()),
-        })  # fmt: skip
+        out.append(
+            {
+                "layer": int(layer),
+                "heads": int(g["head"].nunique()),
+                "specialized": len(per_head),
+                "relations_covered": int(hits["relation"].nunique()),
+                "k": k,
+                "relations": ",".join(map(str, sorted(int(x) for x in hits["relation"].unique()))),
+                "shared": int(sum(len(rs) > 1 for rs in per_head)),
+                "detail": "; ".join(f"{int(h) + 1}: {','.join(map(str, rs))}" for h, rs in per_head.items()),
+            }
+        )
     return pd.DataFrame(out)
 
 

@@ -69,13 +69,25 @@ def relations_claim(records: Sequence[TrialRecord], k: int) -> RelationsClaim:
     wide = [
         r
         for r in records
-        if r.finished and r.role == Role.SEARCH and min(r.heads) >= k and r.relations and r.val_accuracy is not None
+        if r.finished
+        and r.role == Role.SEARCH
+        and min(r.heads) >= k
+        and r.relations
+        and r.val_accuracy is not None
     ]
     if not wide:
         return RelationsClaim(
-            k, g, n_a, n_b, tuple((h, tuple(v)) for h, v in sorted(by_heads.items())), None, (), None, None,
+            k,
+            g,
+            n_a,
+            n_b,
+            tuple((h, tuple(v)) for h, v in sorted(by_heads.items())),
+            None,
+            (),
+            None,
+            None,
             f"No finished trial with at least {k} heads in every layer recorded its attention along the relations.",
-        )  # fmt: skip
+        )
     best = max(wide, key=lambda r: (r.val_accuracy, -r.number))
     accuracy = best.val_accuracy
     assert accuracy is not None  # wide holds only trials that measured it
@@ -88,6 +100,14 @@ def relations_claim(records: Sequence[TrialRecord], k: int) -> RelationsClaim:
         "its attention between marker r and its target, averaged over the validation split."
     )
     return RelationsClaim(
-        k, g, n_a, n_b, tuple((h, tuple(v)) for h, v in sorted(by_heads.items())), best.number, best.heads,
-        best.val_accuracy, summary, description,
-    )  # fmt: skip
+        k,
+        g,
+        n_a,
+        n_b,
+        tuple((h, tuple(v)) for h, v in sorted(by_heads.items())),
+        best.number,
+        best.heads,
+        best.val_accuracy,
+        summary,
+        description,
+    )

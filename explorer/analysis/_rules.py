@@ -106,8 +106,10 @@ def unit_evidence(u: UnitComparison, a: str, b: str, metric: QualityMetric) -> s
         size = f"{d.diff * 100:+.2f} points [{d.low * 100:+.2f}, {d.high * 100:+.2f}]"
     else:
         size = f"{-d.diff:+.3f} bits per byte [{-d.high:+.3f}, {-d.low:+.3f}]"
-    return (f"{a} ({_layouts(u.a)}) minus {b} ({_layouts(u.b)}), finalist runs paired on {d.n} units: {size} "
-            f"(95% t interval; {p}, one-sided)")  # fmt: skip
+    return (
+        f"{a} ({_layouts(u.a)}) minus {b} ({_layouts(u.b)}), finalist runs paired on {d.n} units: {size} "
+        f"(95% t interval; {p}, one-sided)"
+    )
 
 
 def _harm_rule(
@@ -132,14 +134,22 @@ def _harm_rule(
     return _harm_rule_on_search(rule, ev.records, good, bad, names, strata)
 
 
-def _not_on_finalists(rule: str, ev: Evidence, good: Callable[[ModelConfig], bool],
-                      bad: Callable[[ModelConfig], bool], names: tuple[str, str]) -> RuleVerdict:  # fmt: skip
+def _not_on_finalists(
+    rule: str,
+    ev: Evidence,
+    good: Callable[[ModelConfig], bool],
+    bad: Callable[[ModelConfig], bool],
+    names: tuple[str, str],
+) -> RuleVerdict:
     n_a = sum(good(a.config) for a in ev.archs)
     n_b = sum(bad(a.config) for a in ev.archs)
-    return RuleVerdict(rule, NOT_ENOUGH,
-                       f"the finalists hold {n_a} layout(s) with {names[0]} and {n_b} with {names[1]} at a shared "
-                       "width and depth (both sides are needed); the search's single short runs are not used to "
-                       "judge it, because at the epochs they share architectures are not told apart from seed noise")  # fmt: skip
+    return RuleVerdict(
+        rule,
+        NOT_ENOUGH,
+        f"the finalists hold {n_a} layout(s) with {names[0]} and {n_b} with {names[1]} at a shared "
+        "width and depth (both sides are needed); the search's single short runs are not used to "
+        "judge it, because at the epochs they share architectures are not told apart from seed noise",
+    )
 
 
 def _no_difference_bound(bound: float, metric: QualityMetric) -> str:

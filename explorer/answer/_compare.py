@@ -16,10 +16,27 @@ from explorer.storage import Role, TrialRecord
 __all__ = ["COMPARE_COLUMNS", "StudySetup", "compare_fronts", "study_setup"]
 
 COMPARE_COLUMNS = [
-    "study", "label", "device", "runtime", "batch_size", "seq_len", "threads", "number", "d_model", "n_layers",
-    "heads", "family", "val_accuracy", "val_low", "val_high", "latency_ms", "latency_low", "latency_high",
-    "params", "knee",
-]  # fmt: skip
+    "study",
+    "label",
+    "device",
+    "runtime",
+    "batch_size",
+    "seq_len",
+    "threads",
+    "number",
+    "d_model",
+    "n_layers",
+    "heads",
+    "family",
+    "val_accuracy",
+    "val_low",
+    "val_high",
+    "latency_ms",
+    "latency_low",
+    "latency_high",
+    "params",
+    "knee",
+]
 
 
 @dataclass(frozen=True)

@@ -74,7 +74,9 @@ def _ratio_of(a: Architecture, b: Architecture, costs: Costs, axis: str) -> floa
     return math.nan if x is None or y is None else x.estimate / y.estimate
 
 
-def versus(other: Architecture, rec: Architecture, costs: Costs, level: float = 0.95) -> PairedDifference | None:
+def versus(
+    other: Architecture, rec: Architecture, costs: Costs, level: float = 0.95
+) -> PairedDifference | None:
     """``other`` minus ``rec``, paired on the units both ran, its interval at ``level`` (None with fewer than
     two)."""
     g = costs.grid
@@ -84,8 +86,9 @@ def versus(other: Architecture, rec: Architecture, costs: Costs, level: float = 
     return paired(a, b, level=level, span=g.span) if len(a) >= 2 else None
 
 
-def _contrast(name: str, rec: Architecture, other: Architecture | None, missing: str, costs: Costs,
-              axis: str) -> Contrast:  # fmt: skip
+def _contrast(
+    name: str, rec: Architecture, other: Architecture | None, missing: str, costs: Costs, axis: str
+) -> Contrast:
     if other is None:
         return Contrast(name, None, None, math.nan, math.nan, False, missing)
     if other.key == rec.key:
@@ -141,7 +144,9 @@ def contrasts(
     missing = "not measured at this width and depth"
     one, eight = _uniform_heads(base, 1), _uniform_heads(base, folk) if folk else None
     rows = [
-        _contrast("1 head per layer", rec, find(measured, one) if one is not None else None, missing, costs, axis),
+        _contrast(
+            "1 head per layer", rec, find(measured, one) if one is not None else None, missing, costs, axis
+        ),
         _contrast(
             f"{folk} heads per layer (the tutorial's default)" if folk else "8-16 heads per layer",
             rec,
@@ -156,10 +161,21 @@ def contrasts(
         c = a.cost(axis)
         return math.inf if c is None else c.estimate
 
-    faster = [a for a in front if cost(a) < cost(rec) and (a.config.d_model, a.config.n_layers) ==
-              (base.d_model, base.n_layers)]  # fmt: skip
-    rows.append(_contrast("next faster layout", rec, faster[-1] if faster else None,
-                          "nothing on the front is faster at this width and depth", costs, axis))  # fmt: skip
+    faster = [
+        a
+        for a in front
+        if cost(a) < cost(rec) and (a.config.d_model, a.config.n_layers) == (base.d_model, base.n_layers)
+    ]
+    rows.append(
+        _contrast(
+            "next faster layout",
+            rec,
+            faster[-1] if faster else None,
+            "nothing on the front is faster at this width and depth",
+            costs,
+            axis,
+        )
+    )
     if kv_study:  # the ends grouped-query attention sits between, at the same heads
         for label, kv in zip(KV_REFERENCES, (None, 1), strict=True):
             name = f"{label} attention (kv_heads = {'heads' if kv is None else kv})"

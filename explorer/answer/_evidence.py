@@ -56,7 +56,9 @@ class Grid:
     def subset(self, keys: Sequence[str]) -> Grid:
         """The grid of ``keys`` only, in that order."""
         rows = [self.keys.index(k) for k in keys]
-        return Grid(tuple(keys), self.seeds, self.scores[rows], self.numbers[rows], self.collapsed, self.metric)
+        return Grid(
+            tuple(keys), self.seeds, self.scores[rows], self.numbers[rows], self.collapsed, self.metric
+        )
 
     def row(self, key: str) -> np.ndarray:
         return self.scores[self.keys.index(key)]
@@ -124,7 +126,9 @@ def _median_polish(x: np.ndarray, sweeps: int = 10) -> np.ndarray:
     """Tukey's median polish of a matrix with missing cells: the fitted overall + row + column effects."""
     rows = np.zeros(x.shape[0])
     cols = np.zeros(x.shape[1])
-    with warnings.catch_warnings():  # a layout with no run yet is an all-NaN row: its effect is 0, said quietly
+    with (
+        warnings.catch_warnings()
+    ):  # a layout with no run yet is an all-NaN row: its effect is 0, said quietly
         warnings.simplefilter("ignore", RuntimeWarning)
         overall = float(np.nanmedian(x))
         resid = x - overall

@@ -75,7 +75,9 @@ class Plan:
     notes: tuple[str, ...] = field(default_factory=tuple)  # references that could not be built, and why
     layouts: tuple[FinalistRun, ...] = ()  # one run per finalist layout, on unit 0: what every round copies
     budget: int = 0  # the stage's runs in all
-    start: int = 0  # the units every layout trains first: [finalists] start, or fewer when the budget is smaller
+    start: int = (
+        0  # the units every layout trains first: [finalists] start, or fewer when the budget is smaller
+    )
 
     @property
     def keys(self) -> list[str]:
@@ -123,7 +125,9 @@ def unit_at(spec: StudySpec, u: int) -> Unit:
     units, so adding units later changes none."""
     k = spec.finalists.folds
     r, f = divmod(u, k)
-    return Unit(unit_seed(spec.seed, u), None if k == 1 else f, k, None if k == 1 else fold_seed(spec.seed, r))
+    return Unit(
+        unit_seed(spec.seed, u), None if k == 1 else f, k, None if k == 1 else fold_seed(spec.seed, r)
+    )
 
 
 def evidence_units(spec: StudySpec, seeds: int | None = None) -> list[Unit]:
@@ -277,8 +281,16 @@ def _layouts(picks: Sequence[_Pick], knee_arch: Architecture) -> tuple[FinalistR
 
 
 def _on(layout: FinalistRun, unit: Unit) -> FinalistRun:
-    return FinalistRun(layout.config, layout.lr, unit.seed, layout.label, layout.source, unit.fold, unit.folds,
-                       unit.fold_seed)  # fmt: skip
+    return FinalistRun(
+        layout.config,
+        layout.lr,
+        unit.seed,
+        layout.label,
+        layout.source,
+        unit.fold,
+        unit.folds,
+        unit.fold_seed,
+    )
 
 
 def finalist_times(keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency") -> np.ndarray:
@@ -294,7 +306,9 @@ def finalist_times(keys: Sequence[str], retimings: Sequence[Retiming], axis: str
     )
 
 
-def unit_grid(records: Sequence[TrialRecord], keys: Sequence[str], spec: StudySpec) -> tuple[np.ndarray, np.ndarray]:
+def unit_grid(
+    records: Sequence[TrialRecord], keys: Sequence[str], spec: StudySpec
+) -> tuple[np.ndarray, np.ndarray]:
     """The finished finalist runs of ``keys`` as (scores, ran): ``[layouts, units]`` by unit index (scores
     higher is better, NaN where a layout has no usable run; ``ran`` also marks the runs set apart as
     collapsed, which are never run again)."""
@@ -320,6 +334,7 @@ def next_runs(
     scores, ran = unit_grid(records, plan.keys, spec)
     a = spec.answer
     margin = a.margin_for(spec.metric.direction == "maximize")
-    cells = next_cells(scores, times, margin, a.risk, a.latency_tie, plan.start, ROUND_UNITS, left, ran,
-                       grow=ROUND_GROWTH)  # fmt: skip
+    cells = next_cells(
+        scores, times, margin, a.risk, a.latency_tie, plan.start, ROUND_UNITS, left, ran, grow=ROUND_GROWTH
+    )
     return tuple(_on(plan.layouts[i], unit_at(spec, u)) for i, u in cells)

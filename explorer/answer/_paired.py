@@ -72,7 +72,10 @@ class PairedDifference:
 
 
 def paired(
-    a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray, level: float = 0.95, span: float = math.inf
+    a: Sequence[float] | np.ndarray,
+    b: Sequence[float] | np.ndarray,
+    level: float = 0.95,
+    span: float = math.inf,
 ) -> PairedDifference:
     """The paired difference ``a - b``; ``a[i]`` and ``b[i]`` were measured on the same unit."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)

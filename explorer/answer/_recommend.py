@@ -83,7 +83,9 @@ class Answer:
     candidates: tuple[Architecture, ...]  # what it was chosen among (feasible, within budgets)
     front: tuple[Architecture, ...]  # their accuracy/latency front, fastest first
     contrasts: tuple[Contrast, ...]
-    confidence: float | None  # probability that the answer is within the margin of the best (None: not measured)
+    confidence: (
+        float | None
+    )  # probability that the answer is within the margin of the best (None: not measured)
     confidence_method: str
     per_base: tuple[tuple[int, int, Architecture], ...]  # (d_model, n_layers, the knee there), search level
     search: Picks
@@ -98,7 +100,9 @@ class Answer:
     no_answer: str = ""  # why there is no answer ("" when there is one)
     collapsed: tuple[Collapse, ...] = ()  # finalist runs set apart (training failed), never pooled
     grid: Grid | None = None  # the finalists' scores by unit, as the rule read them
-    times: np.ndarray | None = None  # [grid layouts, re-timing rounds] ms on the cost axis, as the rule read them
+    times: np.ndarray | None = (
+        None  # [grid layouts, re-timing rounds] ms on the cost axis, as the rule read them
+    )
 
     @property
     def base(self) -> tuple[int, int] | None:
@@ -108,7 +112,9 @@ class Answer:
     @property
     def placed(self) -> bool:
         """Whether the answer itself reaches ``1 - risk``: placed within the margin, not the best by default."""
-        return self.recommended is not None and self.confidence is not None and self.confidence >= 1 - self.risk
+        return (
+            self.recommended is not None and self.confidence is not None and self.confidence >= 1 - self.risk
+        )
 
     @property
     def members(self) -> tuple[Architecture, ...]:
@@ -122,20 +128,34 @@ class Answer:
             if a is None:
                 return None
             c = a.config
-            return {"heads": list(c.heads), "kv_heads": list(c.kv_per_layer), "d_k": list(c.d_k),
-                    "d_model": c.d_model, "n_layers": c.n_layers, "key": a.key, "quality": a.quality.estimate,
-                    "quality_low": a.quality.low, "quality_high": a.quality.high, "runs": a.n,
-                    "latency_ms": a.latency.estimate}  # fmt: skip
+            return {
+                "heads": list(c.heads),
+                "kv_heads": list(c.kv_per_layer),
+                "d_k": list(c.d_k),
+                "d_model": c.d_model,
+                "n_layers": c.n_layers,
+                "key": a.key,
+                "quality": a.quality.estimate,
+                "quality_low": a.quality.low,
+                "quality_high": a.quality.high,
+                "runs": a.n,
+                "latency_ms": a.latency.estimate,
+            }
 
         def verdict(c: Candidate) -> dict[str, Any]:
             vs = c.versus_best
-            return {**(layout(c.arch) or {}), "verdict": c.verdict,
-                    "versus_best": None if vs is None else {"diff": vs.diff, "low": vs.low, "high": vs.high,
-                                                            "units": vs.n, "p": vs.p_value},
-                    "p_within_margin": c.p_within,
-                    "p_beyond_margin": None if math.isnan(c.p_beyond) else c.p_beyond,
-                    "units_needed": c.units_needed, "seeds_needed": c.seeds_needed,
-                    "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio}  # fmt: skip
+            return {
+                **(layout(c.arch) or {}),
+                "verdict": c.verdict,
+                "versus_best": None
+                if vs is None
+                else {"diff": vs.diff, "low": vs.low, "high": vs.high, "units": vs.n, "p": vs.p_value},
+                "p_within_margin": c.p_within,
+                "p_beyond_margin": None if math.isnan(c.p_beyond) else c.p_beyond,
+                "units_needed": c.units_needed,
+                "seeds_needed": c.seeds_needed,
+                "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio,
+            }
 
         return {
             "answer": layout(self.recommended),
@@ -239,8 +259,18 @@ def _verdicts(
         if verdict[i] == UNDECIDED and vs is not None:
             needed = units_needed(-vs.diff, vs.sd, margin, risk)
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
-        out.append(Candidate(a, verdict[i], vs, needed, seeds, ratio(costs.times, i, rec),
-                             decision.p_within[i], decision.p_beyond[i]))  # fmt: skip
+        out.append(
+            Candidate(
+                a,
+                verdict[i],
+                vs,
+                needed,
+                seeds,
+                ratio(costs.times, i, rec),
+                decision.p_within[i],
+                decision.p_beyond[i],
+            )
+        )
     rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, BEYOND: 2}
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
@@ -275,25 +305,64 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         here = [a for a in search if (a.config.d_model, a.config.n_layers) == (d_model, n_layers)]
         per_base.append((d_model, n_layers, _knee_of(here, axis)[0]))
     picks = _picks(search, axis)
-    common = _Common(per_base=tuple(per_base), search=picks, cost_axis=axis, risk=spec.answer.risk,
-                     margin=spec.answer.margin_for(spec.metric.direction == "maximize"))  # fmt: skip
+    common = _Common(
+        per_base=tuple(per_base),
+        search=picks,
+        cost_axis=axis,
+        risk=spec.answer.risk,
+        margin=spec.answer.margin_for(spec.metric.direction == "maximize"),
+    )
     finals_all = architectures(records, Role.FINALIST, retimings=retimings)
     if within_budgets(finals_all, spec):
         return _from_finalists(records, spec, retimings, finals_all, search, common)
     if not search:
-        return Answer(None, "none", (), (), (), None, "", notes=("no feasible trial finished",),
-                      no_answer="no feasible trial has finished yet", **common)  # fmt: skip
+        return Answer(
+            None,
+            "none",
+            (),
+            (),
+            (),
+            None,
+            "",
+            notes=("no feasible trial finished",),
+            no_answer="no feasible trial has finished yet",
+            **common,
+        )
     rec, front = _knee_of(search, axis)
     chance = _chance(records, Role.SEARCH)
     best = max(search, key=lambda a: a.score)
-    note = ("every figure rests on one run per architecture at the search budget; the finalist stage (every "
-            f"finalist on the same folds and seeds) has not run: `explorer confirm {spec.name}` runs it")  # fmt: skip
+    note = (
+        "every figure rests on one run per architecture at the search budget; the finalist stage (every "
+        f"finalist on the same folds and seeds) has not run: `explorer confirm {spec.name}` runs it"
+    )
     if chance is not None and not _learned(best, chance, records):
-        return Answer(None, "search", tuple(search), tuple(front), (), None, "", notes=(note,), best=best,
-                      chance=chance, no_answer=_nothing_learned(best, chance, spec), **common)  # fmt: skip
-    return Answer(rec, "search", tuple(search), tuple(front), (), None,
-                  "not measured: one run per architecture, nothing to resample", notes=(note,), best=best,
-                  chance=chance, **common)  # fmt: skip
+        return Answer(
+            None,
+            "search",
+            tuple(search),
+            tuple(front),
+            (),
+            None,
+            "",
+            notes=(note,),
+            best=best,
+            chance=chance,
+            no_answer=_nothing_learned(best, chance, spec),
+            **common,
+        )
+    return Answer(
+        rec,
+        "search",
+        tuple(search),
+        tuple(front),
+        (),
+        None,
+        "not measured: one run per architecture, nothing to resample",
+        notes=(note,),
+        best=best,
+        chance=chance,
+        **common,
+    )
 
 
 def _from_finalists(
@@ -322,11 +391,27 @@ def _from_finalists(
     decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie)
     best, chance = order[decision.best], _chance(records, Role.FINALIST)
     front = _knee_of(order, axis)[1]
-    base = _FinalistCommon(candidates=tuple(order), front=tuple(front), best=best, chance=chance,
-                           collapsed=grid.collapsed, grid=grid, times=times, notes=tuple(notes), **common)  # fmt: skip
+    base = _FinalistCommon(
+        candidates=tuple(order),
+        front=tuple(front),
+        best=best,
+        chance=chance,
+        collapsed=grid.collapsed,
+        grid=grid,
+        times=times,
+        notes=tuple(notes),
+        **common,
+    )
     if chance is not None and not _learned(best, chance, kept):
-        return Answer(None, "finalists", contrasts=(), confidence=None, confidence_method="",
-                      no_answer=_nothing_learned(best, chance, spec), **base)  # fmt: skip
+        return Answer(
+            None,
+            "finalists",
+            contrasts=(),
+            confidence=None,
+            confidence_method="",
+            no_answer=_nothing_learned(best, chance, spec),
+            **base,
+        )
     rec = order[decision.answer]
     verdicts = _verdicts(order, decision, spec, costs, margin)
     method = (
@@ -338,9 +423,16 @@ def _from_finalists(
     measured = [
         a for a in order if (a.config.d_model, a.config.n_layers) == (rec.config.d_model, rec.config.n_layers)
     ]
-    return Answer(rec, "finalists", contrasts=contrasts(rec, measured, front, costs, axis, kv),
-                  confidence=decision.p_within[decision.answer], confidence_method=method, verdicts=verdicts,
-                  decided=decision.decided, **base)  # fmt: skip
+    return Answer(
+        rec,
+        "finalists",
+        contrasts=contrasts(rec, measured, front, costs, axis, kv),
+        confidence=decision.p_within[decision.answer],
+        confidence_method=method,
+        verdicts=verdicts,
+        decided=decision.decided,
+        **base,
+    )
 
 
 def pick(ans: Answer, which: str) -> Architecture | None:

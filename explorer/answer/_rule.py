@@ -149,8 +149,16 @@ def decide(scores: np.ndarray, times: np.ndarray, margin: float, risk: float, ti
             verdicts.append(BEYOND)
         else:
             verdicts.append(UNDECIDED)
-    placed = Decision(best, best, tuple(map(float, p_within)), tuple(map(float, p_beyond)), tuple(verdicts),
-                      risks, False, risk)  # fmt: skip
+    placed = Decision(
+        best,
+        best,
+        tuple(map(float, p_within)),
+        tuple(map(float, p_beyond)),
+        tuple(verdicts),
+        risks,
+        False,
+        risk,
+    )
     if not placed.members:  # nothing reaches 1 - risk: the best, not decided
         return placed
     answer = fastest(placed.members, times, means, tie)
@@ -158,11 +166,11 @@ def decide(scores: np.ndarray, times: np.ndarray, margin: float, risk: float, ti
     return dataclasses.replace(placed, answer=answer, decided=decided)
 
 
-def _faster_undecided(answer: int, verdicts: list[str] | tuple[str, ...], times: np.ndarray, tie: float) -> list[int]:
+def _faster_undecided(
+    answer: int, verdicts: list[str] | tuple[str, ...], times: np.ndarray, tie: float
+) -> list[int]:
     """The undecided layouts faster than ``answer`` by more than the latency tie: each could still become it."""
-    return [
-        i for i, v in enumerate(verdicts) if v == UNDECIDED and ratio(times, i, answer) < 1 / (1 + tie)
-    ]
+    return [i for i, v in enumerate(verdicts) if v == UNDECIDED and ratio(times, i, answer) < 1 / (1 + tie)]
 
 
 def next_layouts(decision: Decision, times: np.ndarray, tie: float) -> list[int]:
@@ -201,7 +209,9 @@ def next_cells(
     cells (fewer units when the round does not fit); none once the answer is decided or nothing fits. ``ran``
     marks the cells already run (default: those with a score), so a run set apart is not run again."""
     filled = ~np.isnan(scores) if ran is None else ran
-    first = [(i, u) for i in range(len(scores)) for u in range(start) if u >= scores.shape[1] or not filled[i, u]]
+    first = [
+        (i, u) for i in range(len(scores)) for u in range(start) if u >= scores.shape[1] or not filled[i, u]
+    ]
     if first:
         return first[: max(0, left)]
     chosen = next_layouts(decide(scores, times, margin, risk, tie), times, tie)
@@ -210,10 +220,7 @@ def next_cells(
     have = max(int(np.flatnonzero(filled[i]).max()) + 1 if filled[i].any() else 0 for i in chosen)
     for extra in range(max(step, int(have * grow)), 0, -1):  # the largest round that fits what is left
         cells = [
-            (i, u)
-            for i in chosen
-            for u in range(have + extra)
-            if u >= scores.shape[1] or not filled[i, u]
+            (i, u) for i in chosen for u in range(have + extra) if u >= scores.shape[1] or not filled[i, u]
         ]
         if len(cells) <= left:
             return cells

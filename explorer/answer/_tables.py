@@ -353,8 +353,19 @@ def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
                 "feasible": a.feasible,
             }
         )
-    cols = ["key", "heads", "quality", "score", "val_accuracy", "latency_ms", "decode_ms", "d_model", "n_layers",
-            "feasible", "number"]  # fmt: skip
+    cols = [
+        "key",
+        "heads",
+        "quality",
+        "score",
+        "val_accuracy",
+        "latency_ms",
+        "decode_ms",
+        "d_model",
+        "n_layers",
+        "feasible",
+        "number",
+    ]
     return pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)
 
 

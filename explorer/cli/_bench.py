@@ -82,9 +82,18 @@ def bench_attention_cmd(
     if decode and ctx.get_parameter_source("seq_len") is not click.core.ParameterSource.DEFAULT:
         raise ConfigError("--seq-len is the forward pass's length; in --decode mode give --context instead.")
     plan = plan_bench(
-        d_model, heads, kv_heads, seq_len, batch, decode=decode, context=context, device=device,
-        threads=threads, min_run_time=min_run_time, runtime=runtime,
-    )  # fmt: skip
+        d_model,
+        heads,
+        kv_heads,
+        seq_len,
+        batch,
+        decode=decode,
+        context=context,
+        device=device,
+        threads=threads,
+        min_run_time=min_run_time,
+        runtime=runtime,
+    )
     folder = OutputFolder(out, force) if out is not None else None  # checked before the benchmark runs
     if not as_json:
         note(f"timing {plan.what} ...")

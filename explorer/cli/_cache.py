@@ -45,8 +45,14 @@ def cache_list(as_json: bool) -> None:
             }
         )
     if as_json:
-        emit_json({"directory": str(store.directory), "max_age_days": store.policy.max_age_s / 86400,
-                   "machine_now": now.to_dict(), "entries": rows})  # fmt: skip
+        emit_json(
+            {
+                "directory": str(store.directory),
+                "max_age_days": store.policy.max_age_s / 86400,
+                "machine_now": now.to_dict(),
+                "entries": rows,
+            }
+        )
         return
     if not rows:
         click.echo(f"no cached latencies in {store.directory}")

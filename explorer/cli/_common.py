@@ -91,13 +91,19 @@ def answer_line(name: str, ans: Any) -> str:
     rec = ans.recommended
     if ans.evidence != "finalists":
         return f"{name}: provisional answer {heads_text(rec.heads)} heads per layer (the search's knee, one run each)"
-    margin = (f"{ans.margin:.3g} bits per byte" if rec.metric.direction == "minimize"
-              else f"{ans.margin * 100:g} accuracy point(s)")  # fmt: skip
+    margin = (
+        f"{ans.margin:.3g} bits per byte"
+        if rec.metric.direction == "minimize"
+        else f"{ans.margin * 100:g} accuracy point(s)"
+    )
     best = ans.best if ans.best is not None else rec
-    how = (f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability at least "
-           f"{ans.confidence:.0%}" if ans.placed else
-           f"the most accurate; not decided: no layout is placed within {margin} of it with probability "
-           f"{1 - ans.risk:.0%} yet (explorer confirm {name} --until-decided)")  # fmt: skip
+    how = (
+        f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability at least "
+        f"{ans.confidence:.0%}"
+        if ans.placed
+        else f"the most accurate; not decided: no layout is placed within {margin} of it with probability "
+        f"{1 - ans.risk:.0%} yet (explorer confirm {name} --until-decided)"
+    )
     return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}"
 
 
@@ -227,7 +233,9 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
         from explorer.study import RunOptions
 
         # every option is checked before the storage is touched (the device it names: by the run's plan)
-        options = RunOptions(workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts)
+        options = RunOptions(
+            workers=workers, threads=threads, device=device, timeout=timeout, artifacts=artifacts
+        )
         return f(*args, options=options, **kwargs)
 
     decorators = [
@@ -325,7 +333,9 @@ def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
         "search": _progress_doc(summary.search),
         "finalists": None if summary.finalists is None else _progress_doc(summary.finalists),
         "finalist_runs_queued": summary.added,
-        "tracking": handle.study.user_attrs.get("tracking"),  # the last MLflow sync, when the study is tracked
+        "tracking": handle.study.user_attrs.get(
+            "tracking"
+        ),  # the last MLflow sync, when the study is tracked
         "next": f"explorer report {handle.name}{_storage_flag(handle)}",
     }
 
@@ -363,7 +373,9 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     elif s.done < s.total or s.reason is not None:
         why = s.note or "timeout"
         note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
-    elif f is not None and f.reason is not None:  # the stage may end below its budget: the answer was decided, or no round fit
+    elif (
+        f is not None and f.reason is not None
+    ):  # the stage may end below its budget: the answer was decided, or no round fit
         note(f"stopped the finalists at {f.done}/{f.total} runs ({f.note}); resume with: {resume}")
     line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
     if f is not None:

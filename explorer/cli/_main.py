@@ -68,9 +68,7 @@ class ExplorerGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("interrupted: nothing half-written was kept.", err=True)
             ctx.exit(EXIT_INTERRUPTED)
-        except (
-            MemoryError
-        ):  # the limits of explorer.limits missed a case: still one line, not a traceback
+        except MemoryError:  # the limits of explorer.limits missed a case: still one line, not a traceback
             if ctx.obj and ctx.obj.get("verbose"):
                 traceback.print_exc(file=sys.stderr)
             click.echo(

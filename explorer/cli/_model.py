@@ -210,24 +210,43 @@ def train(
         stop_after, build, hf = run.stop_after, build or run.build, None if build else run.hf
     else:
         model_cfg = ModelConfig.from_schedule(
-            d_model, layers, heads, min_dk=min_dk, kv_heads=kv_heads, head_dim=head_dim, mlp_ratio=mlp_ratio,
+            d_model,
+            layers,
+            heads,
+            min_dk=min_dk,
+            kv_heads=kv_heads,
+            head_dim=head_dim,
+            mlp_ratio=mlp_ratio,
             attention=attention,
-        )  # fmt: skip
+        )
         train_cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     lat_cfg = LatencyConfig(
         device=device, batch_size=latency_batch, threads=latency_threads, runtime=latency_runtime
     )
-    started = "" if as_json else (
-        f"training {task}: d_model={model_cfg.d_model}, heads per layer {list(model_cfg.heads)}, "
-        f"kv_heads {list(model_cfg.kv_per_layer)}, d_k {list(model_cfg.d_k)}"
-    )  # fmt: skip
+    started = (
+        ""
+        if as_json
+        else (
+            f"training {task}: d_model={model_cfg.d_model}, heads per layer {list(model_cfg.heads)}, "
+            f"kv_heads {list(model_cfg.kv_per_layer)}, d_k {list(model_cfg.d_k)}"
+        )
+    )
     progress = _EpochBar(stop_after or train_cfg.epochs, started)
     try:
         trained = api.train(
-            model_cfg, train_cfg, task, task_options=options, latency=lat_cfg, decode_context=decode_context,
-            build=build, hf=hf, stop_after=stop_after, threads=threads, on_start=progress.start,
+            model_cfg,
+            train_cfg,
+            task,
+            task_options=options,
+            latency=lat_cfg,
+            decode_context=decode_context,
+            build=build,
+            hf=hf,
+            stop_after=stop_after,
+            threads=threads,
+            on_start=progress.start,
             on_epoch=progress.epoch,
-        )  # fmt: skip
+        )
     finally:
         progress.close()
     if as_json:
@@ -313,11 +332,15 @@ def _check_train_sizes(
     from explorer.limits import BATCH, D_MODEL, EPOCHS, LAYERS, SEQ_LEN, THREADS
 
     for limit, value, flag in (
-        (D_MODEL, d_model, "--d-model"), (LAYERS, layers, "--layers"), (EPOCHS, epochs, "--epochs"),
-        (BATCH, batch_size, "--batch-size"), (BATCH, latency_batch, "--latency-batch"),
-        (THREADS, threads, "--threads"), (THREADS, latency_threads, "--latency-threads"),
+        (D_MODEL, d_model, "--d-model"),
+        (LAYERS, layers, "--layers"),
+        (EPOCHS, epochs, "--epochs"),
+        (BATCH, batch_size, "--batch-size"),
+        (BATCH, latency_batch, "--latency-batch"),
+        (THREADS, threads, "--threads"),
+        (THREADS, latency_threads, "--latency-threads"),
         (SEQ_LEN, decode_context or 0, "--decode-context"),
-    ):  # fmt: skip
+    ):
         limit.check(value, flag)
 
 

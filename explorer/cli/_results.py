@@ -67,8 +67,14 @@ def report(
             "the study's database is read-only: its figures were not kept with it (only in the report folder)"
         )
     if as_json:
-        emit_json({"study": name, "out": str(paths.out_dir), "files": [str(p) for p in paths.files],
-                   "answer": None if ans is None else ans.to_dict()})  # fmt: skip
+        emit_json(
+            {
+                "study": name,
+                "out": str(paths.out_dir),
+                "files": [str(p) for p in paths.files],
+                "answer": None if ans is None else ans.to_dict(),
+            }
+        )
         return
     if ans is not None:
         click.echo(answer_line(name, ans))
@@ -233,8 +239,15 @@ def confirm(
     quiet_optuna()
     handle = open_study(name, storage)
     with_progress(
-        lambda bars: api.confirm(handle, top=top, seeds=seeds, until_decided=until_decided, budget=budget,
-                                 options=options, **bars.callbacks),  # fmt: skip
+        lambda bars: api.confirm(
+            handle,
+            top=top,
+            seeds=seeds,
+            until_decided=until_decided,
+            budget=budget,
+            options=options,
+            **bars.callbacks,
+        ),
         as_json,
         handle,
     )

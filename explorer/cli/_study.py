@@ -69,11 +69,18 @@ def study_run(spec_path: Path, storage: str | None, overrides: tuple[str, ...], 
     quiet_optuna()
     with_progress(
         lambda bars: api.run_study(
-            spec, storage, spec_path=str(spec_path), n_trials=run["n_trials"], options=run["options"],
-            finalists=not run["no_finalists"], bench=not run["no_bench"], on_start=bars.start, **bars.callbacks,
+            spec,
+            storage,
+            spec_path=str(spec_path),
+            n_trials=run["n_trials"],
+            options=run["options"],
+            finalists=not run["no_finalists"],
+            bench=not run["no_bench"],
+            on_start=bars.start,
+            **bars.callbacks,
         ),
         run["as_json"],
-    )  # fmt: skip
+    )
 
 
 @study.command("resume")
@@ -92,12 +99,16 @@ def study_resume(name: str, storage: str | None, **run: Any) -> None:
     handle = open_stored(name, url)
     with_progress(
         lambda bars: api.run(
-            handle, n_trials=run["n_trials"], options=run["options"], finalists=not run["no_finalists"],
-            bench=not run["no_bench"], **bars.callbacks,
+            handle,
+            n_trials=run["n_trials"],
+            options=run["options"],
+            finalists=not run["no_finalists"],
+            bench=not run["no_bench"],
+            **bars.callbacks,
         ),
         run["as_json"],
         handle,
-    )  # fmt: skip
+    )
 
 
 @study.command("list")

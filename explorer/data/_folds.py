@@ -30,7 +30,6 @@ from explorer.layout import MAX_FOLDS
 __all__ = ["MAX_FOLDS", "chance_level", "fold_task", "labelled"]
 
 
-
 def labelled(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
     """The task's training and validation examples, pooled (the test split is not among them)."""
     return torch.cat([task.train[0], task.val[0]]), torch.cat([task.train[1], task.val[1]])

@@ -378,5 +378,11 @@ def _to_task(name: str, description: str, X: np.ndarray, splits: dict[str, Split
         Xs, ys = splits[split]
         return torch.as_tensor(np.ascontiguousarray(Xs)).to(to_x), torch.as_tensor(ys.astype(np.int64))
 
-    return Task(name=name, spec=spec, description=description, train=tensors("train"), val=tensors("val"),
-                test=tensors("test"))  # fmt: skip
+    return Task(
+        name=name,
+        spec=spec,
+        description=description,
+        train=tensors("train"),
+        val=tensors("val"),
+        test=tensors("test"),
+    )

@@ -314,11 +314,15 @@ class LatencyConfig:
 
     # auto | cpu | cuda | cuda:N: where latency is measured (and training runs); a spec names auto, cpu or cuda
     device: str = key(
-        "auto", "`auto`, `cpu` or `cuda`; latency is measured where training runs", choices=("auto", "cpu", "cuda")
+        "auto",
+        "`auto`, `cpu` or `cuda`; latency is measured where training runs",
+        choices=("auto", "cpu", "cuda"),
     )
     batch_size: int = key(32, "examples per timed forward pass", cap=BATCH)
     threads: int = key(1, "CPU threads while timing (fixed, so figures compare across workers)", cap=THREADS)
-    dtype: str = key("float32", "`float32`, `bfloat16`, `float16` (half types need cuda)", choices=LATENCY_DTYPES)
+    dtype: str = key(
+        "float32", "`float32`, `bfloat16`, `float16` (half types need cuda)", choices=LATENCY_DTYPES
+    )
     # seconds of timed runs (torch.utils.benchmark.Timer.blocked_autorange)
     min_run_time: float = key(0.3, "seconds of timing per measurement", cap=RUN_TIME_S)
     runtime: str = key(

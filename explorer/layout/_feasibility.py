@@ -56,7 +56,9 @@ class SpaceSpec:
         shown="every family the space can realise",
     )
     mlp_ratio: tuple[float, ...] = key((4.0,), "MLP width multipliers")
-    lr: float | tuple[float, float] = key(3e-3, "a fixed learning rate, or `[low, high]` searched log-uniformly")
+    lr: float | tuple[float, float] = key(
+        3e-3, "a fixed learning rate, or `[low, high]` searched log-uniformly"
+    )
     dropout: float = key(0.0, "fixed dropout", lo=0.0, hi=1.0)
     attention: str = key(
         "fused",
@@ -70,7 +72,9 @@ class SpaceSpec:
         shown="none (kv_heads = heads)",
         cap=HEADS,
     )
-    kv_per_layer: bool = key(False, "`true`: one key/value-head position per layer; `false`: one for every layer")
+    kv_per_layer: bool = key(
+        False, "`true`: one key/value-head position per layer; `false`: one for every layer"
+    )
     head_dim: tuple[int, ...] | None = key(
         None,
         "head widths; where given, the d_k floor applies to them and d_model % heads is not required",
@@ -181,20 +185,40 @@ def _check_listed_values(s: SpaceSpec, counts: Counts, combos: tuple[Combo, ...]
         )
 
     listed: tuple[tuple[int, tuple[Any, ...], Callable[[Any], str]], ...] = (
-        (0, s.families, lambda f: (
-            f"family {f!r} cannot be realised: it needs {MIN_LAYERS[f]}+ layers and {MIN_COUNTS[f]}+ valid "
-            f"head counts for one d_model and min_dk; add such n_layers or head counts, or drop {f!r}.")),
+        (
+            0,
+            s.families,
+            lambda f: (
+                f"family {f!r} cannot be realised: it needs {MIN_LAYERS[f]}+ layers and {MIN_COUNTS[f]}+ valid "
+                f"head counts for one d_model and min_dk; add such n_layers or head counts, or drop {f!r}."
+            ),
+        ),
         (1, s.d_model, d_model_problem),
-        (2, s.min_dk, lambda m: (
-            f"min_dk {m} leaves too few valid head counts for every d_model and family; lower it, "
-            f"remove it from min_dk, or add a wider d_model.")),
-        (3, s.head_dim or (), lambda hd: (
-            f"head_dim {hd} is below every d_k floor in min_dk {list(s.min_dk)} or leaves too few head "
-            f"counts; choose head_dim >= {floor} or remove {hd} from head_dim.")),
-        (4, s.n_layers, lambda n: (
-            f"n_layers {n} fits none of the families {list(s.families)} (increasing and decreasing "
-            f"need 2+ layers, free 3+); remove it or add 'uniform' to families.")),
-    )  # fmt: skip
+        (
+            2,
+            s.min_dk,
+            lambda m: (
+                f"min_dk {m} leaves too few valid head counts for every d_model and family; lower it, "
+                f"remove it from min_dk, or add a wider d_model."
+            ),
+        ),
+        (
+            3,
+            s.head_dim or (),
+            lambda hd: (
+                f"head_dim {hd} is below every d_k floor in min_dk {list(s.min_dk)} or leaves too few head "
+                f"counts; choose head_dim >= {floor} or remove {hd} from head_dim."
+            ),
+        ),
+        (
+            4,
+            s.n_layers,
+            lambda n: (
+                f"n_layers {n} fits none of the families {list(s.families)} (increasing and decreasing "
+                f"need 2+ layers, free 3+); remove it or add 'uniform' to families."
+            ),
+        ),
+    )
     for position, values, problem in listed:
         for value in values:
             if value not in used[position]:

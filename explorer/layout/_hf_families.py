@@ -30,8 +30,17 @@ __all__ = [
 
 HEAD_KEYS = ("num_attention_heads", "num_key_value_heads")  # what the study searches
 LAYOUT_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "head_dim")  # set from [space]
-TASK_KEYS = ("vocab_size", "num_labels", "id2label", "label2id", "max_position_embeddings", "image_size",
-             "patch_size", "num_channels", "pad_token_id")  # fmt: skip
+TASK_KEYS = (
+    "vocab_size",
+    "num_labels",
+    "id2label",
+    "label2id",
+    "max_position_embeddings",
+    "image_size",
+    "patch_size",
+    "num_channels",
+    "pad_token_id",
+)
 
 
 @dataclass(frozen=True)
@@ -72,35 +81,72 @@ class HFFamily:
         )
 
 
-_GPT2_ALIASES = {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
-                 "n_positions": "max_position_embeddings", "n_inner": "intermediate_size"}  # fmt: skip
+_GPT2_ALIASES = {
+    "n_embd": "hidden_size",
+    "n_layer": "num_hidden_layers",
+    "n_head": "num_attention_heads",
+    "n_positions": "max_position_embeddings",
+    "n_inner": "intermediate_size",
+}
 
 HF_FAMILIES: dict[str, HFFamily] = {
     "bert": HFFamily(
-        "bert", "BertConfig", "BertForSequenceClassification", None, "tokens",
+        "bert",
+        "BertConfig",
+        "BertForSequenceClassification",
+        None,
+        "tokens",
         dropout_keys=("hidden_dropout_prob", "attention_probs_dropout_prob"),
     ),
     "vit": HFFamily(
-        "vit", "ViTConfig", "ViTForImageClassification", None, "images",
+        "vit",
+        "ViTConfig",
+        "ViTForImageClassification",
+        None,
+        "images",
         dropout_keys=("hidden_dropout_prob", "attention_probs_dropout_prob"),
     ),
     "llama": HFFamily(
-        "llama", "LlamaConfig", "LlamaForSequenceClassification", "LlamaForCausalLM", "tokens",
-        kv_heads=True, head_dim=True, dropout_keys=("attention_dropout",),
+        "llama",
+        "LlamaConfig",
+        "LlamaForSequenceClassification",
+        "LlamaForCausalLM",
+        "tokens",
+        kv_heads=True,
+        head_dim=True,
+        dropout_keys=("attention_dropout",),
     ),
     "mistral": HFFamily(
-        "mistral", "MistralConfig", "MistralForSequenceClassification", "MistralForCausalLM", "tokens",
-        kv_heads=True, head_dim=True, dropout_keys=("attention_dropout",),
+        "mistral",
+        "MistralConfig",
+        "MistralForSequenceClassification",
+        "MistralForCausalLM",
+        "tokens",
+        kv_heads=True,
+        head_dim=True,
+        dropout_keys=("attention_dropout",),
     ),
     "qwen2": HFFamily(
-        "qwen2", "Qwen2Config", "Qwen2ForSequenceClassification", "Qwen2ForCausalLM", "tokens",
-        kv_heads=True, head_dim=True, dropout_keys=("attention_dropout",),
+        "qwen2",
+        "Qwen2Config",
+        "Qwen2ForSequenceClassification",
+        "Qwen2ForCausalLM",
+        "tokens",
+        kv_heads=True,
+        head_dim=True,
+        dropout_keys=("attention_dropout",),
     ),
     "gpt2": HFFamily(
-        "gpt2", "GPT2Config", "GPT2ForSequenceClassification", "GPT2LMHeadModel", "tokens",
-        aliases=_GPT2_ALIASES, mlp_key="n_inner", dropout_keys=("resid_pdrop", "embd_pdrop", "attn_pdrop"),
+        "gpt2",
+        "GPT2Config",
+        "GPT2ForSequenceClassification",
+        "GPT2LMHeadModel",
+        "tokens",
+        aliases=_GPT2_ALIASES,
+        mlp_key="n_inner",
+        dropout_keys=("resid_pdrop", "embd_pdrop", "attn_pdrop"),
     ),
-}  # fmt: skip
+}
 HF_TYPES = tuple(sorted(HF_FAMILIES))
 
 

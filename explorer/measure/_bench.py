@@ -234,18 +234,33 @@ def bench_attention(
     flops = attention_flops(batch, seq_len, d_model, heads, kv_heads)
     peak = matmul_peak_gflops(device, threads, min_run_time, matmul_size)
     memory_mb = peak_memory_mb(models, x) if memory else {}
-    shape = {"threads": threads, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "seq_len": seq_len,
-             "batch": batch}  # fmt: skip
+    shape = {
+        "threads": threads,
+        "d_model": d_model,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "seq_len": seq_len,
+        "batch": batch,
+    }
     rows = []
     for impl, model in models.items():
         res = time_forward(model, x, device, cfg)
         gflops = flops / (res.median_ms * 1e-3) / 1e9
-        rows.append({
-            "impl": impl, "median_ms": res.median_ms, "iqr_ms": res.iqr_ms,
-            "peak_mem_mb": memory_mb.get(impl, float("nan")), "gflops": gflops, "matmul_peak_gflops": peak,
-            "pct_of_peak": 100 * gflops / peak, "max_abs_diff": diffs[impl], "device": res.device,
-            **shape, "runtime": res.runtime,
-        })  # fmt: skip
+        rows.append(
+            {
+                "impl": impl,
+                "median_ms": res.median_ms,
+                "iqr_ms": res.iqr_ms,
+                "peak_mem_mb": memory_mb.get(impl, float("nan")),
+                "gflops": gflops,
+                "matmul_peak_gflops": peak,
+                "pct_of_peak": 100 * gflops / peak,
+                "max_abs_diff": diffs[impl],
+                "device": res.device,
+                **shape,
+                "runtime": res.runtime,
+            }
+        )
     return _with_speedup(pd.DataFrame(rows), 4)
 
 
@@ -312,20 +327,33 @@ def bench_decode(
     outputs, rows = {}, []
     kv_bytes = cache.nbytes(context)
     flops = attention_flops(batch, 1, d_model, heads, kv_heads, attn.d_k, context + 1)
-    shape = {"threads": threads, "d_model": d_model, "heads": heads, "kv_heads": kv_heads, "d_k": attn.d_k,
-             "context": context, "batch": batch}  # fmt: skip
+    shape = {
+        "threads": threads,
+        "d_model": d_model,
+        "heads": heads,
+        "kv_heads": kv_heads,
+        "d_k": attn.d_k,
+        "context": context,
+        "batch": batch,
+    }
     for impl in DECODE_IMPLS:
         set_attention_impl(attn, impl)
         with torch.inference_mode():
             outputs[impl] = step()
         res = time_call(step, device, cfg, batch, context)
-        rows.append({
-            "impl": impl, "median_ms": res.median_ms, "iqr_ms": res.iqr_ms, "kv_cache_mb": kv_bytes / _MB,
-            "cache_gb_per_s": kv_bytes / (res.median_ms * 1e-3) / 1e9,
-            "gflops": flops / (res.median_ms * 1e-3) / 1e9,
-            "max_abs_diff": (outputs[impl] - outputs["serial"]).abs().max().item(), "device": res.device,
-            **shape,
-        })  # fmt: skip
+        rows.append(
+            {
+                "impl": impl,
+                "median_ms": res.median_ms,
+                "iqr_ms": res.iqr_ms,
+                "kv_cache_mb": kv_bytes / _MB,
+                "cache_gb_per_s": kv_bytes / (res.median_ms * 1e-3) / 1e9,
+                "gflops": flops / (res.median_ms * 1e-3) / 1e9,
+                "max_abs_diff": (outputs[impl] - outputs["serial"]).abs().max().item(),
+                "device": res.device,
+                **shape,
+            }
+        )
     return _with_speedup(pd.DataFrame(rows), 3)
 
 

@@ -98,7 +98,9 @@ def decode_latency(
     if builder is not None:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(0)
-            user_step = builder.decoder(model_cfg, decoder_spec(context, vocab_size), B, context, device, dtype)
+            user_step = builder.decoder(
+                model_cfg, decoder_spec(context, vocab_size), B, context, device, dtype
+            )
         return _timed(user_step, device, cfg, B, context, cache, key, total, per_token)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)

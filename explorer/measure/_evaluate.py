@@ -359,9 +359,13 @@ def train_variant(
     if decode is not None and not loaded.spec.causal:
         raise ConfigError(f"--decode-context needs a language-model task such as --task text, not {task!r}.")
     check_model_fits(
-        cfg, loaded.spec, train_batch=train_cfg.batch_size, infer_batch=latency.batch_size, device=str(device),
+        cfg,
+        loaded.spec,
+        train_batch=train_cfg.batch_size,
+        infer_batch=latency.batch_size,
+        device=str(device),
         decode_context=decode_context,
-    )  # fmt: skip  # before anything is built: a model this machine cannot hold is one line, not a traceback
+    )  # before anything is built: a model this machine cannot hold is one line, not a traceback
     builder = None if build is None and hf is None else _checked_builder(build, hf, cfg, loaded, decode)
 
     def each_epoch(stats: EpochStats) -> bool:
@@ -375,9 +379,16 @@ def train_variant(
         if on_start is not None:
             on_start()
         result = evaluate_variant(
-            cfg, loaded, train_cfg, latency, device, cache=LatencyCache(), on_epoch=each_epoch, decode=decode,
+            cfg,
+            loaded,
+            train_cfg,
+            latency,
+            device,
+            cache=LatencyCache(),
+            on_epoch=each_epoch,
+            decode=decode,
             builder=builder,
-        )  # fmt: skip
+        )
     finally:
         torch.set_num_threads(previous)
     return TrainedVariant(result, loaded, options, build if builder is None else builder.ref)

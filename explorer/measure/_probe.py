@@ -179,19 +179,29 @@ def masking_curves(
     """
     order = sorted((float(s), layer, h) for layer, v in enumerate(importance) for h, s in enumerate(v))
     acc = _cumulative(model, X, y, device, [(layer, h) for _, layer, h in order])
-    across = pd.DataFrame({
-        "n_masked": range(len(acc)),
-        "layer": pd.array([pd.NA] + [layer for _, layer, _ in order], dtype="Int64"),
-        "head": pd.array([pd.NA] + [h for _, _, h in order], dtype="Int64"),
-        "importance": [np.nan] + [s for s, _, _ in order],
-        "accuracy": acc,
-    })  # fmt: skip
+    across = pd.DataFrame(
+        {
+            "n_masked": range(len(acc)),
+            "layer": pd.array([pd.NA] + [layer for _, layer, _ in order], dtype="Int64"),
+            "head": pd.array([pd.NA] + [h for _, _, h in order], dtype="Int64"),
+            "importance": [np.nan] + [s for s, _, _ in order],
+            "accuracy": acc,
+        }
+    )
     frames = []
     for layer, scores in enumerate(importance):
         heads = [int(h) for h in np.argsort(scores, kind="stable")]
         acc = _cumulative(model, X, y, device, [(layer, h) for h in heads])
-        frames.append(pd.DataFrame({"layer": layer, "n_masked": range(len(acc)),
-                                    "head": pd.array([pd.NA, *heads], dtype="Int64"), "accuracy": acc}))  # fmt: skip
+        frames.append(
+            pd.DataFrame(
+                {
+                    "layer": layer,
+                    "n_masked": range(len(acc)),
+                    "head": pd.array([pd.NA, *heads], dtype="Int64"),
+                    "accuracy": acc,
+                }
+            )
+        )
     return across, pd.concat(frames, ignore_index=True)
 
 
@@ -238,12 +248,19 @@ def _stats_frame(entropy: list[np.ndarray], similarity: list[np.ndarray], seq_le
     for layer, (e, s) in enumerate(zip(entropy, similarity, strict=True)):
         for h in range(len(e)):
             others = np.delete(s[h], h)
-            rows.append({
-                "layer": layer, "head": h, "entropy": float(e[h]), "uniform_entropy": math.log(seq_len),
-                "similarity_mean": float(others.mean()) if len(others) else np.nan,
-                "similarity_max": float(others.max()) if len(others) else np.nan,
-                "most_similar": int(np.delete(np.arange(len(e)), h)[others.argmax()]) if len(others) else -1,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "layer": layer,
+                    "head": h,
+                    "entropy": float(e[h]),
+                    "uniform_entropy": math.log(seq_len),
+                    "similarity_mean": float(others.mean()) if len(others) else np.nan,
+                    "similarity_max": float(others.max()) if len(others) else np.nan,
+                    "most_similar": int(np.delete(np.arange(len(e)), h)[others.argmax()])
+                    if len(others)
+                    else -1,
+                }
+            )
     return pd.DataFrame(rows)
 
 

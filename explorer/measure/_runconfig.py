@@ -37,7 +37,9 @@ class RunConfig:
     hf: dict[str, Any] | None = None  # [model] hf: {"model_type": ..., "config": {...}}
 
     def to_dict(self) -> dict[str, Any]:
-        build: dict[str, Any] = {"build": self.build} if self.build else {}  # absent for explorer's models (files as before)
+        build: dict[str, Any] = (
+            {"build": self.build} if self.build else {}
+        )  # absent for explorer's models (files as before)
         build |= {"hf": dict(self.hf)} if self.hf else {}
         return {
             "explorer_run_config": RUN_CONFIG_VERSION,
@@ -117,8 +119,11 @@ def _hf(value: Any, path: Path) -> dict[str, Any] | None:
     """The ``hf`` entry: a model type and its config, as `explorer export` writes them for a [model] hf study."""
     if value is None:
         return None
-    if not (isinstance(value, dict) and isinstance(value.get("model_type"), str)
-            and isinstance(value.get("config", {}), dict)):  # fmt: skip
+    if not (
+        isinstance(value, dict)
+        and isinstance(value.get("model_type"), str)
+        and isinstance(value.get("config", {}), dict)
+    ):
         raise ConfigError(
             f'config file {path} has a malformed hf entry; it must be {{"model_type": ..., "config": {{...}}}} '
             "as `explorer export` writes it."

@@ -113,7 +113,9 @@ def onnx_bytes(model: nn.Module, example: torch.Tensor, dynamic_batch: bool = Tr
     # An example of batch 1 would be specialised (0/1 specialisation): trace with at least 2 rows.
     x = example if example.shape[0] > 1 or not dynamic_batch else torch.cat([example, example])
     log.debug("exporting %s to ONNX at input shape %s", type(model).__name__, tuple(x.shape))
-    extra: dict[str, Any] = {"optimize": True} if "optimize" in inspect.signature(torch.onnx.export).parameters else {}
+    extra: dict[str, Any] = (
+        {"optimize": True} if "optimize" in inspect.signature(torch.onnx.export).parameters else {}
+    )
     try:
         with quiet_torch():
             program = torch.onnx.export(

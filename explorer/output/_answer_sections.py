@@ -59,20 +59,33 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
         return [("p", modern_headline(ans, spec))]
     c = rec.config
     if ans.evidence != "finalists":
-        return [("p", [("b", f"Provisional: {heads(c.heads)} heads per layer"),
-                       f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}): the knee of "
-                       f"the search's accuracy/latency front, {quality_text(rec)} validation accuracy "
-                       f"({runs_text(rec, ans.evidence)}), {latency_text(rec)} per batch of {spec.latency.batch_size}. "
-                       "Nothing was retrained on paired runs, so no probability is stated."])]  # fmt: skip
+        return [
+            (
+                "p",
+                [
+                    ("b", f"Provisional: {heads(c.heads)} heads per layer"),
+                    f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}): the knee of "
+                    f"the search's accuracy/latency front, {quality_text(rec)} validation accuracy "
+                    f"({runs_text(rec, ans.evidence)}), {latency_text(rec)} per batch of {spec.latency.batch_size}. "
+                    "Nothing was retrained on paired runs, so no probability is stated.",
+                ],
+            )
+        ]
     rounds = rec.latency.n
-    return [("p", [
-        ("b", f"Use {heads(c.heads)} heads per layer"),
-        f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
-        + claim(ans) + f" Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% "
-        f"interval), {pct(rec.test_accuracy)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
-        f"{spec.latency.batch_size} (median of {rounds} timing{'s' * (rounds != 1)}; 95% interval for a new "
-        f"timing), {rec.params:,} parameters.",
-    ])]  # fmt: skip
+    return [
+        (
+            "p",
+            [
+                ("b", f"Use {heads(c.heads)} heads per layer"),
+                f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
+                + claim(ans)
+                + f" Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% "
+                f"interval), {pct(rec.test_accuracy)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
+                f"{spec.latency.batch_size} (median of {rounds} timing{'s' * (rounds != 1)}; 95% interval for a new "
+                f"timing), {rec.params:,} parameters.",
+            ],
+        )
+    ]
 
 
 def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
@@ -87,25 +100,37 @@ def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
     else:
         b = by_key[best.key]
         vs = by_key[rec.key].versus_best
-        diff = "" if vs is None else f", {score_diff_text(rec.metric, vs)} against it ({_level(ans)} interval)"
-        spans.append(f"the answer is {num(b.latency_ratio, '.2f')}x faster than the most accurate layout, "
-                     f"{_layout(best, modern)}{diff}. ")  # fmt: skip
+        diff = (
+            "" if vs is None else f", {score_diff_text(rec.metric, vs)} against it ({_level(ans)} interval)"
+        )
+        spans.append(
+            f"the answer is {num(b.latency_ratio, '.2f')}x faster than the most accurate layout, "
+            f"{_layout(best, modern)}{diff}. "
+        )
     quicker = [c for c in ans.verdicts if c.latency_ratio < 1 / (1 + spec.answer.latency_tie)]
     faster = [c for c in quicker if c.verdict != "beyond"]
     if not faster:
-        spans.append("Every faster finalist is placed beyond the margin. " if quicker else
-                     "No finalist is faster. ")  # fmt: skip
+        spans.append(
+            "Every faster finalist is placed beyond the margin. " if quicker else "No finalist is faster. "
+        )
         return [("p", spans)]
     nxt = max(faster, key=lambda c: c.latency_ratio)
-    spans.append(f"The next faster layout, {_layout(nxt.arch, modern)}, is {num(1 / nxt.latency_ratio, '.2f')}x "
-                 f"faster, within the margin with probability at least {num(100 * nxt.p_within, '.0f')}% "
-                 f"({_VERDICT_WORDS[nxt.verdict]}). ")  # fmt: skip
+    spans.append(
+        f"The next faster layout, {_layout(nxt.arch, modern)}, is {num(1 / nxt.latency_ratio, '.2f')}x "
+        f"faster, within the margin with probability at least {num(100 * nxt.p_within, '.0f')}% "
+        f"({_VERDICT_WORDS[nxt.verdict]}). "
+    )
     if nxt.units_needed is not None:
-        spans += [f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured "
-                  "spread: ", ("code", f"explorer confirm {spec.name} --until-decided"),
-                  " spends more runs where the answer is still open. "]  # fmt: skip
+        spans += [
+            f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured "
+            "spread: ",
+            ("code", f"explorer confirm {spec.name} --until-decided"),
+            " spends more runs where the answer is still open. ",
+        ]
     elif nxt.verdict == "undecided":
-        spans.append("Its difference from the best sits at the margin: no feasible number of runs decides it. ")
+        spans.append(
+            "Its difference from the best sits at the margin: no feasible number of runs decides it. "
+        )
     return [("p", spans)]
 
 
@@ -119,8 +144,11 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
     for c in ans.verdicts:
         groups.setdefault(c.verdict, []).append(c)
     spans: list[Any] = []
-    for verdict, words in (("within", "Also within the margin (slower): "),
-                           ("undecided", "Undecided: "), ("beyond", "Beyond the margin: ")):  # fmt: skip
+    for verdict, words in (
+        ("within", "Also within the margin (slower): "),
+        ("undecided", "Undecided: "),
+        ("beyond", "Beyond the margin: "),
+    ):
         if groups.get(verdict):
             spans += [("b", words), ", ".join(_layout(c.arch, modern) for c in groups[verdict]) + ". "]
     spans.append(
@@ -153,8 +181,15 @@ def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
 def _confidence(ans: Answer) -> list[tuple]:
     if ans.confidence is None:
         return [("p", [("b", "Confidence: "), ans.confidence_method + "."])]
-    return [("p", [("b", f"Confidence: at least {ans.confidence:.0%}"),
-                   f" that the answer is within the margin of the best: the {ans.confidence_method}."])]  # fmt: skip
+    return [
+        (
+            "p",
+            [
+                ("b", f"Confidence: at least {ans.confidence:.0%}"),
+                f" that the answer is within the margin of the best: the {ans.confidence_method}.",
+            ],
+        )
+    ]
 
 
 def _collapsed(ans: Answer, modern: bool) -> list[tuple]:
@@ -167,17 +202,31 @@ def _collapsed(ans: Answer, modern: bool) -> list[tuple]:
         f"{'' if is_bpb(ans.candidates[0].metric) else '%'}, {num(c.shortfall * 100, '.1f')} points below what its "
         "layout and its unit predict"
         for c in ans.collapsed
-    ]  # fmt: skip
-    return [("p", [("b", f"{len(items)} run(s) collapsed and are reported apart"),
-                   " (training failed: far below both its layout's other runs and the other layouts on its unit); "
-                   "they are in no mean, interval or test above:"]), ("ul", items)]  # fmt: skip
+    ]
+    return [
+        (
+            "p",
+            [
+                ("b", f"{len(items)} run(s) collapsed and are reported apart"),
+                " (training failed: far below both its layout's other runs and the other layouts on its unit); "
+                "they are in no mean, interval or test above:",
+            ],
+        ),
+        ("ul", items),
+    ]
 
 
 def _contrast_row(c: Contrast, metric: QualityMetric, axis: str) -> dict[str, Any]:
     col = quality_column(metric)
     if c.other is None:
-        return {"alternative": c.name, "heads per layer": "", col: "", "vs recommended": c.note,
-                "latency (ms)": "", "latency vs recommended": ""}  # fmt: skip
+        return {
+            "alternative": c.name,
+            "heads per layer": "",
+            col: "",
+            "vs recommended": c.note,
+            "latency (ms)": "",
+            "latency vs recommended": "",
+        }
     if c.note:
         vs = c.note
     elif c.quality is not None:
@@ -186,20 +235,42 @@ def _contrast_row(c: Contrast, metric: QualityMetric, axis: str) -> dict[str, An
         vs = "single runs: no test"
     lat = "within the tie" if c.latency_tie else f"{c.latency_ratio:.2f}x"
     modern = c.other.config.kv_heads is not None or c.other.decode is not None
-    return {"alternative": c.name, "heads per layer": _layout(c.other, modern), col: quality_text(c.other),
-            "vs recommended": vs, "latency (ms)": latency_text(c.other, axis),
-            "latency vs recommended": lat if c.note == "" else ""}  # fmt: skip
+    return {
+        "alternative": c.name,
+        "heads per layer": _layout(c.other, modern),
+        col: quality_text(c.other),
+        "vs recommended": vs,
+        "latency (ms)": latency_text(c.other, axis),
+        "latency vs recommended": lat if c.note == "" else "",
+    }
 
 
 def _per_base(ans: Answer) -> list[tuple]:
     if len(ans.per_base) <= 1:
         return []
     metric = ans.per_base[0][2].metric
-    rows = [{"d_model": d, "layers": n, "heads per layer": heads(a.heads), "d_k": heads(a.config.d_k),
-             quality_column(metric): quality_text(a), "latency (ms)": latency_text(a, ans.cost_axis),
-             "trial": a.numbers[0]} for d, n, a in ans.per_base]  # fmt: skip
-    return [("p", ["The search's knee for each width and depth it tried (one run each; not the answer's "
-                   "evidence):"]), ("table", pd.DataFrame(rows))]  # fmt: skip
+    rows = [
+        {
+            "d_model": d,
+            "layers": n,
+            "heads per layer": heads(a.heads),
+            "d_k": heads(a.config.d_k),
+            quality_column(metric): quality_text(a),
+            "latency (ms)": latency_text(a, ans.cost_axis),
+            "trial": a.numbers[0],
+        }
+        for d, n, a in ans.per_base
+    ]
+    return [
+        (
+            "p",
+            [
+                "The search's knee for each width and depth it tried (one run each; not the answer's "
+                "evidence):"
+            ],
+        ),
+        ("table", pd.DataFrame(rows)),
+    ]
 
 
 def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
@@ -220,9 +291,16 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     b.extend(saving_blocks(ans, spec))
     if ans.contrasts:
         metric = ans.recommended.metric
-        b.append(("p", ["What the named alternatives at this width and depth cost or gain against the answer "
-                        "(other minus answer, paired on the runs both trained, 95% interval and p of one paired t statistic; "
-                        "latency as the ratio within the re-timing rounds):"]))  # fmt: skip
+        b.append(
+            (
+                "p",
+                [
+                    "What the named alternatives at this width and depth cost or gain against the answer "
+                    "(other minus answer, paired on the runs both trained, 95% interval and p of one paired t statistic; "
+                    "latency as the ratio within the re-timing rounds):"
+                ],
+            )
+        )
         b.append(("table", pd.DataFrame([_contrast_row(x, metric, ans.cost_axis) for x in ans.contrasts])))
     for note in ans.notes:
         b.append(("p", [("b", "Note: "), note + "."]))
@@ -245,11 +323,16 @@ def _training_tail(records: Sequence[TrialRecord], keys: set[str]) -> str:
     size = f"{mean:+.3f} bits per byte" if bpb else f"{mean * 100:+.2f} points"
     spread = "" if math.isnan(se) else (f" (+-{1.96 * se:.3f})" if bpb else f" (+-{1.96 * se * 100:.2f})")
     still = (mean < -1.96 * se) if bpb else (mean > 1.96 * se)
-    verdict = ("a mean gain beyond its 95% interval, so the runs were still improving when the schedule ended: "
-               "more [finalists] epochs may raise the scores (not measured here)" if still
-               else "no mean gain beyond its 95% interval at the end of the schedule")  # fmt: skip
-    return (f" Over the last {tail} epochs of the schedule the validation {what} of the {len(runs)} runs changed "
-            f"by {size} on average{spread}: {verdict}.")  # fmt: skip
+    verdict = (
+        "a mean gain beyond its 95% interval, so the runs were still improving when the schedule ended: "
+        "more [finalists] epochs may raise the scores (not measured here)"
+        if still
+        else "no mean gain beyond its 95% interval at the end of the schedule"
+    )
+    return (
+        f" Over the last {tail} epochs of the schedule the validation {what} of the {len(runs)} runs changed "
+        f"by {size} on average{spread}: {verdict}."
+    )
 
 
 def _timing_method(retimings: Sequence[Retiming]) -> str:
@@ -264,10 +347,12 @@ def _timing_method(retimings: Sequence[Retiming]) -> str:
     )
     loads = [value for t in retimings if (value := t.latency.load) is not None]
     load = f" (1-minute load average {min(loads):.2f} to {max(loads):.2f} while timing)" if loads else ""
-    return (f"Latencies come from {len(rounds)} interleaved rounds of re-timing every finalist{extra}, "
-            f"{'each round in a fresh process, ' if fresh else ''}with none of the study's training running"
-            f"{load}; layouts are compared by their time ratio within a round, so a drift of the machine between "
-            "rounds cancels.")  # fmt: skip
+    return (
+        f"Latencies come from {len(rounds)} interleaved rounds of re-timing every finalist{extra}, "
+        f"{'each round in a fresh process, ' if fresh else ''}with none of the study's training running"
+        f"{load}; layouts are compared by their time ratio within a round, so a drift of the machine between "
+        "rounds cancels."
+    )
 
 
 def evidence_blocks(
@@ -280,26 +365,41 @@ def evidence_blocks(
     epochs = f.run_epochs(spec.task.epochs)
     finals = list(ans.candidates)  # the runs the answer rests on (collapsed ones are reported apart)
     grid_keys = set(ans.grid.keys) if ans.grid else set()
-    split = (f"{f.folds} stratified folds of the task's labelled examples (training and validation splits "
-             "pooled; the test split kept apart), cut afresh for each replicate"
-             if f.folds > 1 else "the task's fixed split, once per seed")  # fmt: skip
-    method = (f"Every finalist layout was trained first on the same {f.start} units, then a few paired units at a "
-              "time went only to the layouts whose comparisons still decided the answer, until it was decided or "
-              f"the stage's budget was spent (units: {split}). On a unit every layout "
-              f"saw the same training examples in the same order from the same seed, so two layouts are compared "
-              f"unit by unit. Every run trained a fixed {epochs} epochs (linear warm-up, then cosine decay to zero): "
-              "none was stopped early, and none is said to have reached a plateau."
-              + _training_tail(records, grid_keys) + " " + _timing_method(retimings))  # fmt: skip
+    split = (
+        f"{f.folds} stratified folds of the task's labelled examples (training and validation splits "
+        "pooled; the test split kept apart), cut afresh for each replicate"
+        if f.folds > 1
+        else "the task's fixed split, once per seed"
+    )
+    method = (
+        f"Every finalist layout was trained first on the same {f.start} units, then a few paired units at a "
+        "time went only to the layouts whose comparisons still decided the answer, until it was decided or "
+        f"the stage's budget was spent (units: {split}). On a unit every layout "
+        f"saw the same training examples in the same order from the same seed, so two layouts are compared "
+        f"unit by unit. Every run trained a fixed {epochs} epochs (linear warm-up, then cosine decay to zero): "
+        "none was stopped early, and none is said to have reached a plateau."
+        + _training_tail(records, grid_keys)
+        + " "
+        + _timing_method(retimings)
+    )
     rows = []
     for a in finals:
-        row = {"part": a.label or "", "heads per layer": heads(a.heads), "d_k per layer": heads(a.config.d_k),
-               "runs": a.n, quality_column(a.metric) + ", mean [95%]": quality_text(a),
-               "test": num(a.test_quality, ".3f") if is_bpb(a.metric) else pct(a.test_quality),
-               "latency (ms) [95% for a new timing]": latency_text(a)}  # fmt: skip
+        row = {
+            "part": a.label or "",
+            "heads per layer": heads(a.heads),
+            "d_k per layer": heads(a.config.d_k),
+            "runs": a.n,
+            quality_column(a.metric) + ", mean [95%]": quality_text(a),
+            "test": num(a.test_quality, ".3f") if is_bpb(a.metric) else pct(a.test_quality),
+            "latency (ms) [95% for a new timing]": latency_text(a),
+        }
         if a.decode is not None:
             row["decoding (ms/token)"] = latency_text(a, "decode")
             row["kv cache (MiB)"] = mib(a.kv_cache_bytes)
         rows.append(row | {"params": f"{a.params:,}"})
     spent = sum(a.n for a in finals)
-    return [("h", 3, f"Evidence: {len(finals)} layouts, {spent} paired runs"), ("p", [method]),
-            ("table", pd.DataFrame(rows))]  # fmt: skip
+    return [
+        ("h", 3, f"Evidence: {len(finals)} layouts, {spent} paired runs"),
+        ("p", [method]),
+        ("table", pd.DataFrame(rows)),
+    ]

@@ -34,19 +34,37 @@ def compare_figure(df: pd.DataFrame) -> Figure:
     labels = list(dict.fromkeys(d["label"]))
     palette = dict(zip(labels, sns.color_palette("colorblind", len(labels)), strict=True))
     sns.lineplot(
-        data=d, x="latency_ms", y="acc", hue="label", hue_order=labels, palette=palette, drawstyle="steps-post",
-        estimator=None, sort=True, marker="o", ax=ax,
-    )  # fmt: skip
+        data=d,
+        x="latency_ms",
+        y="acc",
+        hue="label",
+        hue_order=labels,
+        palette=palette,
+        drawstyle="steps-post",
+        estimator=None,
+        sort=True,
+        marker="o",
+        ax=ax,
+    )
     knees = d[d["knee"].astype(bool)]
     ax.scatter(
-        knees["latency_ms"], knees["acc"], marker="*", s=260, c=[palette[x] for x in knees["label"]],
-        edgecolor="black", zorder=5, label="knee",
-    )  # fmt: skip
+        knees["latency_ms"],
+        knees["acc"],
+        marker="*",
+        s=260,
+        c=[palette[x] for x in knees["label"]],
+        edgecolor="black",
+        zorder=5,
+        label="knee",
+    )
     for _, row in knees.iterrows():
         ax.annotate(
-            ",".join(map(str, row["heads"])), (row["latency_ms"], row["acc"]), textcoords="offset points",
-            xytext=(6, -12), fontsize=8,
-        )  # fmt: skip
+            ",".join(map(str, row["heads"])),
+            (row["latency_ms"], row["acc"]),
+            textcoords="offset points",
+            xytext=(6, -12),
+            fontsize=8,
+        )
     ax.set_xscale("log")
     ax.set_xlabel("latency (ms per batch, log scale)")
     ax.set_ylabel("validation accuracy (%)")

@@ -37,25 +37,49 @@ def evidence_figure(ans: Answer, batch: int) -> Figure:
         vs = c.versus_best
         y, low, high = (0.0, 0.0, 0.0) if vs is None else (vs.diff * scale, vs.low * scale, vs.high * scale)
         answer = c.arch.key == ans.recommended.key
-        ax.errorbar([x], [y], yerr=[[y - low], [high - y]], fmt="*" if answer else "o",
-                    color=_COLORS[c.verdict], mfc=_COLORS[c.verdict] if answer or c.verdict != "within" else "white",
-                    ms=16 if answer else 8, capsize=4, lw=1.4)  # fmt: skip
-        ax.annotate(",".join(map(str, c.arch.heads)), (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8)
+        ax.errorbar(
+            [x],
+            [y],
+            yerr=[[y - low], [high - y]],
+            fmt="*" if answer else "o",
+            color=_COLORS[c.verdict],
+            mfc=_COLORS[c.verdict] if answer or c.verdict != "within" else "white",
+            ms=16 if answer else 8,
+            capsize=4,
+            lw=1.4,
+        )
+        ax.annotate(
+            ",".join(map(str, c.arch.heads)), (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8
+        )
     ax.axhline(-ans.margin * scale, color="C2", ls="--", lw=1)
-    ax.text(ax.get_xlim()[0], -ans.margin * scale, " minus the margin", va="bottom", ha="left", fontsize=8,
-            color="C2")  # fmt: skip
+    ax.text(
+        ax.get_xlim()[0],
+        -ans.margin * scale,
+        " minus the margin",
+        va="bottom",
+        ha="left",
+        fontsize=8,
+        color="C2",
+    )
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.set_xscale("log")
     ratio_format = FuncFormatter(lambda v, _: f"{v:.2g}x")
     ax.xaxis.set_major_formatter(ratio_format)
     ax.xaxis.set_minor_formatter(ratio_format)
     unit = "bits per byte" if bpb else "accuracy points"
-    ax.set_ylabel(f"paired difference from the best ({unit}; higher is better)" if not bpb else
-                  "paired difference from the best (minus bits per byte; higher is better)")  # fmt: skip
+    ax.set_ylabel(
+        f"paired difference from the best ({unit}; higher is better)"
+        if not bpb
+        else "paired difference from the best (minus bits per byte; higher is better)"
+    )
     what = "decoding time per token" if ans.cost_axis == "decode" else f"latency per batch of {batch}"
     ax.set_xlabel(f"{what}, relative to the best (within-round ratio; left is faster)")
     level = f"{100 * (1 - 2 * ans.risk):.3g}%"
-    note = (f"each finalist's mean paired difference from the most accurate layout with its {level} interval; star: "
-            "the answer; green: within the margin, orange: undecided, grey: beyond the margin")  # fmt: skip
-    fig.suptitle("The trade-off the answer makes\n" + textwrap.fill(note, int(fig.get_figwidth() * 13)), fontsize=10)
+    note = (
+        f"each finalist's mean paired difference from the most accurate layout with its {level} interval; star: "
+        "the answer; green: within the margin, orange: undecided, grey: beyond the margin"
+    )
+    fig.suptitle(
+        "The trade-off the answer makes\n" + textwrap.fill(note, int(fig.get_figwidth() * 13)), fontsize=10
+    )
     return fig

@@ -123,8 +123,12 @@ def claim(ans: Answer) -> str:
     margin = margin_text(ans.best.metric, ans.margin) if ans.best else "the margin"
     p = ans.confidence if ans.confidence is not None else math.nan
     if ans.placed:
-        return (f"the fastest layout placed within {margin} of the best, with probability at least "
-                f"{num(100 * p, '.0f')}% (the rule asks {num(100 * (1 - ans.risk), '.3g')}%).")
-    return (f"the most accurate layout; no layout is yet placed within {margin} of the best with probability "
-            f"{num(100 * (1 - ans.risk), '.3g')}% (this one: at least {num(100 * p, '.0f')}%), so the answer is "
-            "not decided.")
+        return (
+            f"the fastest layout placed within {margin} of the best, with probability at least "
+            f"{num(100 * p, '.0f')}% (the rule asks {num(100 * (1 - ans.risk), '.3g')}%)."
+        )
+    return (
+        f"the most accurate layout; no layout is yet placed within {margin} of the best with probability "
+        f"{num(100 * (1 - ans.risk), '.3g')}% (this one: at least {num(100 * p, '.0f')}%), so the answer is "
+        "not decided."
+    )

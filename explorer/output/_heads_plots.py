@@ -42,10 +42,18 @@ def importance_figure(importance: Sequence[np.ndarray], needed: Sequence[int] | 
     fig = _fig(max(5.0, 0.55 * mat.shape[1] + 3.2), 0.45 * len(mat) + 1.6)
     ax = fig.add_subplot()
     sns.heatmap(
-        pd.DataFrame(mat, index=labels, columns=[str(h) for h in range(mat.shape[1])]), mask=np.isnan(mat),
-        annot=mat.shape[1] <= 16, fmt=".2f", cmap="rocket_r", vmin=0, linewidths=0.5, linecolor="white",
-        cbar_kws={"label": "importance (L2-norm. per layer)"}, annot_kws={"fontsize": 7}, ax=ax,
-    )  # fmt: skip
+        pd.DataFrame(mat, index=labels, columns=[str(h) for h in range(mat.shape[1])]),
+        mask=np.isnan(mat),
+        annot=mat.shape[1] <= 16,
+        fmt=".2f",
+        cmap="rocket_r",
+        vmin=0,
+        linewidths=0.5,
+        linecolor="white",
+        cbar_kws={"label": "importance (L2-norm. per layer)"},
+        annot_kws={"fontsize": 7},
+        ax=ax,
+    )
     ax.set_xlabel("head")
     ax.set_ylabel("")
     ax.set_title(
@@ -115,11 +123,23 @@ def attention_figure(
                     g = math.isqrt(T)
                     received = m[i, h].mean(axis=0).reshape(g, g)  # attention each key patch gets
                     ax.imshow(images[i], cmap="gray_r", extent=(0, side, side, 0))
-                    ax.imshow(np.kron(received, np.ones((side // g, side // g))), cmap="magma", alpha=0.55,
-                              extent=(0, side, side, 0))  # fmt: skip
+                    ax.imshow(
+                        np.kron(received, np.ones((side // g, side // g))),
+                        cmap="magma",
+                        alpha=0.55,
+                        extent=(0, side, side, 0),
+                    )
                 else:
-                    sns.heatmap(m[i, h], cmap="magma", vmin=0, cbar=False, square=True, xticklabels=False,
-                                yticklabels=False, ax=ax)  # fmt: skip
+                    sns.heatmap(
+                        m[i, h],
+                        cmap="magma",
+                        vmin=0,
+                        cbar=False,
+                        square=True,
+                        xticklabels=False,
+                        yticklabels=False,
+                        ax=ax,
+                    )
                 if i == 0 and layer == 0:
                     ax.set_title(f"head {h}", fontsize=8)
             tag = labels[i] if labels is not None else f"input {i}"

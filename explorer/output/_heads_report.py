@@ -86,12 +86,16 @@ def write_heads(analysis: HeadsAnalysis, folder: OutputFolder) -> list[Path]:
 
 
 def heads_markdown(r: HeadsReport, files: Sequence[str], pairs_shown: int = 10) -> str:
-    per_layer = pd.DataFrame({
-        "layer": range(1, len(r.heads) + 1), "heads": r.heads, "needed alone": r.heads_needed,
-        "suggested together": r.layout.heads,
-        "mean entropy (nats)": r.table.groupby("layer")["entropy"].mean().round(3).to_numpy(),
-        "max similarity": r.table.groupby("layer")["similarity_max"].max().round(3).to_numpy(),
-    })  # fmt: skip
+    per_layer = pd.DataFrame(
+        {
+            "layer": range(1, len(r.heads) + 1),
+            "heads": r.heads,
+            "needed alone": r.heads_needed,
+            "suggested together": r.layout.heads,
+            "mean entropy (nats)": r.table.groupby("layer")["entropy"].mean().round(3).to_numpy(),
+            "max similarity": r.table.groupby("layer")["similarity_max"].max().round(3).to_numpy(),
+        }
+    )
     t = r.table.round(4)
     lines = [
         f"# Heads of trial #{r.trial} in study {r.study}",

@@ -103,23 +103,42 @@ def hf_config(
     }
     if family == "vit":
         h, w, c = input_spec.image
-        doc |= {"image_size": h if h == w else [h, w], "patch_size": input_spec.patch, "num_channels": c,
-                "qkv_bias": True, "hidden_dropout_prob": cfg.dropout,
-                "attention_probs_dropout_prob": cfg.dropout}  # fmt: skip
+        doc |= {
+            "image_size": h if h == w else [h, w],
+            "patch_size": input_spec.patch,
+            "num_channels": c,
+            "qkv_bias": True,
+            "hidden_dropout_prob": cfg.dropout,
+            "attention_probs_dropout_prob": cfg.dropout,
+        }
     elif family == "bert":
-        doc |= {"vocab_size": max(1, input_spec.vocab_size), "max_position_embeddings": input_spec.seq_len,
-                "type_vocab_size": 1, "hidden_dropout_prob": cfg.dropout,
-                "attention_probs_dropout_prob": cfg.dropout}  # fmt: skip
+        doc |= {
+            "vocab_size": max(1, input_spec.vocab_size),
+            "max_position_embeddings": input_spec.seq_len,
+            "type_vocab_size": 1,
+            "hidden_dropout_prob": cfg.dropout,
+            "attention_probs_dropout_prob": cfg.dropout,
+        }
     else:
-        doc |= {"vocab_size": input_spec.vocab_size, "max_position_embeddings": input_spec.seq_len,
-                "num_key_value_heads": kv, "head_dim": head_dim, "attention_bias": True,
-                "attention_dropout": cfg.dropout, "rms_norm_eps": 1e-5, "tie_word_embeddings": False}  # fmt: skip
+        doc |= {
+            "vocab_size": input_spec.vocab_size,
+            "max_position_embeddings": input_spec.seq_len,
+            "num_key_value_heads": kv,
+            "head_dim": head_dim,
+            "attention_bias": True,
+            "attention_dropout": cfg.dropout,
+            "rms_norm_eps": 1e-5,
+            "tie_word_embeddings": False,
+        }
     if not input_spec.causal:
         doc["num_labels"] = input_spec.n_classes
     lost = _lost(cfg, uniform, family)
     if lost:  # per-layer values: OpenELM's fields beside the uniform stand-in
-        doc |= {"num_query_heads": list(cfg.heads), "num_kv_heads": list(cfg.kv_per_layer),
-                "head_dims": list(cfg.d_k)}  # fmt: skip
+        doc |= {
+            "num_query_heads": list(cfg.heads),
+            "num_kv_heads": list(cfg.kv_per_layer),
+            "head_dims": list(cfg.d_k),
+        }
     stand_in = f"num_attention_heads = {heads}" + (
         f", num_key_value_heads = {kv}" if family == "llama" else ""
     )

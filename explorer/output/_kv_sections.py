@@ -86,9 +86,16 @@ def saving_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     if mha.other is None:
         return [("p", [("b", "Against multi-head attention: "), f"{mha.note}."])]
     if mha.note:  # the recommendation is multi-head attention itself
-        return [("p", [("b", "Against multi-head attention: "),
-                       "the recommendation is multi-head attention (kv_heads = heads); grouping saves nothing "
-                       "here that the study could tell apart at its quality."])]  # fmt: skip
+        return [
+            (
+                "p",
+                [
+                    ("b", "Against multi-head attention: "),
+                    "the recommendation is multi-head attention (kv_heads = heads); grouping saves nothing "
+                    "here that the study could tell apart at its quality.",
+                ],
+            )
+        ]
     bpb = is_bpb(rec.metric)
     k = mha.quality
     unit = (lambda x: f"{x:.3f} bits per byte") if bpb else (lambda x: f"{x * 100:.2f} points")

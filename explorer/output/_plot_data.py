@@ -104,15 +104,17 @@ def _finalist_points(finalists: pd.DataFrame, metric: QualityMetric | None, cost
         + (f" kv {_text(r.kv_heads)}" if "kv_heads" in finalists and r.kv_heads != r.heads else "")
         for r in finalists.itertuples()
     ]
-    return pd.DataFrame({
-        "x": finalists[cost].to_numpy(),
-        "y": quality(finalists, metric).to_numpy(),
-        "x_low": finalists[cost.replace("_ms", "_low")].to_numpy(),
-        "x_high": finalists[cost.replace("_ms", "_high")].to_numpy(),
-        "y_low": quality(finalists, metric, "val_low").to_numpy(),
-        "y_high": quality(finalists, metric, "val_high").to_numpy(),
-        "label": labels,
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "x": finalists[cost].to_numpy(),
+            "y": quality(finalists, metric).to_numpy(),
+            "x_low": finalists[cost.replace("_ms", "_low")].to_numpy(),
+            "x_high": finalists[cost.replace("_ms", "_high")].to_numpy(),
+            "y_low": quality(finalists, metric, "val_low").to_numpy(),
+            "y_high": quality(finalists, metric, "val_high").to_numpy(),
+            "label": labels,
+        }
+    )
 
 
 def _knee_point(knee: pd.Series, metric: QualityMetric | None, cost: str) -> KneePoint:

@@ -140,10 +140,22 @@ def _draw_architectures(ax: Axes, data: ParetoData, size: float, alpha: float) -
     handles += [Line2D([], [], ls="", marker=markers[f], color="0.3", label=f) for f in fams]
     if len(data.feasible):
         sns.scatterplot(
-            data=data.feasible, x=x, y="acc", hue="heads_max", hue_order=levels, palette=colors,
-            style="family", markers=markers, style_order=fams, s=size, alpha=alpha, linewidth=0, legend=False,
-            rasterized=True, ax=ax,
-        )  # fmt: skip
+            data=data.feasible,
+            x=x,
+            y="acc",
+            hue="heads_max",
+            hue_order=levels,
+            palette=colors,
+            style="family",
+            markers=markers,
+            style_order=fams,
+            s=size,
+            alpha=alpha,
+            linewidth=0,
+            legend=False,
+            rasterized=True,
+            ax=ax,
+        )
     infeas = data.infeasible
     if len(infeas):
         ax.scatter(infeas[x], infeas["acc"], marker="x", s=size, color="0.6", lw=0.8, rasterized=True)
@@ -164,11 +176,17 @@ def _draw_finalists(ax: Axes, finalists: pd.DataFrame) -> Line2D:
     """Each finalist's mean with its 95% intervals on both axes, labelled with its layout."""
     fx, fy = finalists["x"].to_numpy(), finalists["y"].to_numpy()
     ax.errorbar(
-        fx, fy,
+        fx,
+        fy,
         xerr=[fx - finalists["x_low"].to_numpy(), finalists["x_high"].to_numpy() - fx],
         yerr=[fy - finalists["y_low"].to_numpy(), finalists["y_high"].to_numpy() - fy],
-        fmt="D", color="C1", ms=6, capsize=3, lw=1, zorder=5,
-    )  # fmt: skip
+        fmt="D",
+        color="C1",
+        ms=6,
+        capsize=3,
+        lw=1,
+        zorder=5,
+    )
     for label, x_, y_ in zip(finalists["label"], fx, fy, strict=True):
         ax.annotate(label, (x_, y_), xytext=(5, -10), textcoords="offset points", fontsize=8, color="C1")
     return Line2D([], [], ls="", marker="D", color="C1", label="finalists: mean over seeds,\n95% intervals")
@@ -179,10 +197,15 @@ def _draw_knee(ax: Axes, knee: KneePoint) -> Line2D:
     ax.scatter([knee.x], [knee.y], marker="*", s=260, color="crimson", edgecolor="white", zorder=6)
     ax.annotate(
         knee.text,
-        xy=(knee.x, knee.y), xytext=(0.03, 0.97), textcoords="axes fraction", va="top", fontsize=9,
+        xy=(knee.x, knee.y),
+        xytext=(0.03, 0.97),
+        textcoords="axes fraction",
+        va="top",
+        fontsize=9,
         bbox={"boxstyle": "round", "fc": "white", "ec": "crimson"},
-        arrowprops={"arrowstyle": "->", "color": "crimson", "lw": 1}, zorder=7,
-    )  # fmt: skip
+        arrowprops={"arrowstyle": "->", "color": "crimson", "lw": 1},
+        zorder=7,
+    )
     return Line2D([], [], ls="", marker="*", ms=12, color="crimson", label="recommended")
 
 
@@ -256,14 +279,33 @@ def _draw_effect(
 ) -> None:
     """One panel: every architecture as a grey dot, and their mean per level with its bootstrap interval."""
     sns.stripplot(
-        data=g, x=x, y=column, order=levels, color="0.55", size=size, alpha=0.5, jitter=0.25,
-        ax=ax, rasterized=True, zorder=1,
-    )  # fmt: skip
+        data=g,
+        x=x,
+        y=column,
+        order=levels,
+        color="0.55",
+        size=size,
+        alpha=0.5,
+        jitter=0.25,
+        ax=ax,
+        rasterized=True,
+        zorder=1,
+    )
     if len(g):
         sns.pointplot(
-            data=g, x=x, y=column, order=levels, errorbar=_ERRORBAR, seed=_SEED, color=color, markersize=5,
-            capsize=0.15, err_kws={"linewidth": 1.4}, linewidth=1.4, ax=ax,
-        )  # fmt: skip
+            data=g,
+            x=x,
+            y=column,
+            order=levels,
+            errorbar=_ERRORBAR,
+            seed=_SEED,
+            color=color,
+            markersize=5,
+            capsize=0.15,
+            err_kws={"linewidth": 1.4},
+            linewidth=1.4,
+            ax=ax,
+        )
 
 
 def _mark_floors(ax: Axes, levels: list[Any], shade_below: float | None, floors: Sequence[float]) -> None:
@@ -305,17 +347,26 @@ def heads_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figur
 def dk_figure(df: pd.DataFrame, floors: Sequence[float] = (), metric: QualityMetric | None = None) -> Figure:
     """Quality and latency against the smallest d_k of each trial, with the tutorial's and the study's floors marked."""
     return _effect_figure(
-        df, "dk_min", "d_k (smallest in any layer)", f"{_what(metric)} and latency by head width d_k",
-        shade_below=DK_FLOOR, floors=floors, metric=metric,
-    )  # fmt: skip
+        df,
+        "dk_min",
+        "d_k (smallest in any layer)",
+        f"{_what(metric)} and latency by head width d_k",
+        shade_below=DK_FLOOR,
+        floors=floors,
+        metric=metric,
+    )
 
 
 def family_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figure:
     """Quality and latency per schedule family (uniform, increasing, decreasing, free), per d_model."""
     return _effect_figure(
-        df, "family", "schedule family", f"{_what(metric)} and latency by head schedule", FAMILY_ORDER,
+        df,
+        "family",
+        "schedule family",
+        f"{_what(metric)} and latency by head schedule",
+        FAMILY_ORDER,
         metric=metric,
-    )  # fmt: skip
+    )
 
 
 KV_ORDER = ("multi-query", "grouped-query", "multi-head", "mixed")
@@ -325,10 +376,13 @@ def kv_figure(df: pd.DataFrame, metric: QualityMetric | None = None) -> Figure:
     """Quality, latency and decoding time by kind of attention: multi-query (one key/value head), grouped-query
     and multi-head (as many key/value heads as query heads), per d_model."""
     return _effect_figure(
-        df, "attention_kind", "key/value heads",
+        df,
+        "attention_kind",
+        "key/value heads",
         f"{_what(metric)}, latency and decoding time by key/value heads",
-        KV_ORDER, metric=metric,
-    )  # fmt: skip
+        KV_ORDER,
+        metric=metric,
+    )
 
 
 def heads_heatmap(
@@ -358,10 +412,18 @@ def heads_heatmap(
         return empty_figure(fig, "no architecture on the front")
     ax = fig.add_subplot()
     sns.heatmap(
-        mat, annot=True, fmt=".0f", cmap="viridis", norm=LogNorm(vmin=1, vmax=max(2.0, np.nanmax(mat.to_numpy()))),
-        mask=mat.isna(), linewidths=0.5, linecolor="white", cbar_kws={"label": "heads (log scale)"}, ax=ax,
+        mat,
+        annot=True,
+        fmt=".0f",
+        cmap="viridis",
+        norm=LogNorm(vmin=1, vmax=max(2.0, np.nanmax(mat.to_numpy()))),
+        mask=mat.isna(),
+        linewidths=0.5,
+        linecolor="white",
+        cbar_kws={"label": "heads (log scale)"},
+        ax=ax,
         annot_kws={"fontsize": 8},
-    )  # fmt: skip
+    )
     levels = sorted({int(v) for v in np.unique(mat.to_numpy()[~np.isnan(mat.to_numpy())])})
     cbar = ax.collections[0].colorbar
     assert cbar is not None  # the heatmap draws its colour bar

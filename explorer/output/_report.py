@@ -68,7 +68,9 @@ class ReportInput:
     spec_path: str | None = None  # the spec file the study was started from, when known
     closed: Mapping[str, int] = field(default_factory=dict)  # bookkeeping trials by kind
     retimings: tuple[Retiming, ...] = ()  # the finalists' interleaved re-timings
-    answer: Answer | None = None  # the study's answer (explorer.answer._recommend.answer), when computed already
+    answer: Answer | None = (
+        None  # the study's answer (explorer.answer._recommend.answer), when computed already
+    )
     task_input: Mapping[str, Any] | None = None  # what the task fed the model, stored at creation
 
 
@@ -129,9 +131,15 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
     b = _opening(data, ans, acct, search)
     b.extend(answer_blocks(ans, spec))
     if ans.evidence == "finalists":
-        b.append(("fig", "evidence", "The trade-off: every finalist's paired difference from the most accurate "
-                                     "layout against its latency relative to it, the margin drawn and the answer "
-                                     "starred: the runs the answer rests on."))  # fmt: skip
+        b.append(
+            (
+                "fig",
+                "evidence",
+                "The trade-off: every finalist's paired difference from the most accurate "
+                "layout against its latency relative to it, the margin drawn and the answer "
+                "starred: the runs the answer rests on.",
+            )
+        )
     b.extend(evidence_blocks(ans, spec, records, data.retimings))
     b.extend(_search_blocks(data, search))
     b.extend(early_stopping_blocks(acct, spec, records))
@@ -178,8 +186,11 @@ class _SearchTables:
         if len(feasible):
             feasible = feasible.dropna(subset=[cost])
         front = pareto_front(feasible, cost) if len(feasible) else feasible
-        history = (hypervolume_history(feasible, cost=cost) if len(feasible)
-                   else pd.DataFrame(columns=["number", "hypervolume"]))  # fmt: skip
+        history = (
+            hypervolume_history(feasible, cost=cost)
+            if len(feasible)
+            else pd.DataFrame(columns=["number", "hypervolume"])
+        )
         return cls(table, front, history, cost, len(archs))
 
 
@@ -210,18 +221,36 @@ def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str,
 def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -> list[tuple]:
     spec, records = data.spec, data.records
     devices = ", ".join(acct.devices) or "an unrecorded device"
-    searched = {r.key for r in records if r.role == Role.SEARCH and r.state in ("COMPLETE", "PRUNED") and r.key}
+    searched = {
+        r.key for r in records if r.role == Role.SEARCH and r.state in ("COMPLETE", "PRUNED") and r.key
+    }
     runs = sum(r.role == Role.FINALIST and r.finished for r in records)
     b: list[tuple] = [("h", 1, f"Head-count report: {spec.name}")]
-    b.append(("p", [f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
-                    f"{spec.task.epochs} epochs ({search.count} ran them all, {acct.stopped_early} stopped at a rung, "
-                    f"{acct.over_budget} over budget); {len(ans.candidates) if ans.evidence == 'finalists' else 0} "
-                    f"finalist layouts trained in {runs} paired runs. Generated "
-                    f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."]))  # fmt: skip
+    b.append(
+        (
+            "p",
+            [
+                f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
+                f"{spec.task.epochs} epochs ({search.count} ran them all, {acct.stopped_early} stopped at a rung, "
+                f"{acct.over_budget} over budget); {len(ans.candidates) if ans.evidence == 'finalists' else 0} "
+                f"finalist layouts trained in {runs} paired runs. Generated "
+                f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."
+            ],
+        )
+    )
     b.extend(input_blocks(spec, data.task_input))
     if acct.partial:
-        b.append(("p", [("b", "Partial study: "), f"{acct.partial_reason}. Everything below uses the trials "
-                        "finished so far; resume with ", ("code", acct.resume), "."]))  # fmt: skip
+        b.append(
+            (
+                "p",
+                [
+                    ("b", "Partial study: "),
+                    f"{acct.partial_reason}. Everything below uses the trials finished so far; resume with ",
+                    ("code", acct.resume),
+                    ".",
+                ],
+            )
+        )
     return b
 
 
@@ -234,21 +263,38 @@ def _search_blocks(data: ReportInput, search: _SearchTables) -> list[tuple]:
     latency = "decoding time per token" if cost == "decode_ms" else "latency"
     one_run = f"one run per architecture of up to {spec.task.epochs} epochs (some stopped at a rung)"
     b: list[tuple] = [("h", 2, "Evidence from the search")]
-    b.append(("fig", "pareto", f"{quality} against {latency} of every searched architecture ({one_run}); the black "
-                               "step line is the search's Pareto front; diamonds are the finalists' means."))  # fmt: skip
-    b.append(("p", ["The search chooses which layouts become finalists (its knee, the front layouts nearest it, "
-                    "reference layouts and the ladder of uniform head counts); the answer itself rests on the "
-                    "finalists' paired runs above. Quality is chosen on validation data; the test split is reported, "
-                    "never used to choose."]))  # fmt: skip
+    b.append(
+        (
+            "fig",
+            "pareto",
+            f"{quality} against {latency} of every searched architecture ({one_run}); the black "
+            "step line is the search's Pareto front; diamonds are the finalists' means.",
+        )
+    )
+    b.append(
+        (
+            "p",
+            [
+                "The search chooses which layouts become finalists (its knee, the front layouts nearest it, "
+                "reference layouts and the ladder of uniform head counts); the answer itself rests on the "
+                "finalists' paired runs above. Quality is chosen on validation data; the test split is reported, "
+                "never used to choose."
+            ],
+        )
+    )
     b.append(("h", 3, f"The search's Pareto front ({len(search.front)} architectures; all in pareto.csv)"))
     rows = []
     for r in search.front.head(25).itertuples():
         row = {"trial": int(r.number), "heads per layer": heads(r.heads)}
         if kv_study:
             row["kv heads per layer"] = heads(r.kv_heads)
-        row |= {"d_k": heads(r.d_k), "d_model": int(r.d_model), "layers": int(r.n_layers),
-                quality_column(metric): quality_value(metric, r.quality).rstrip("%"),
-                "latency (ms)": num(r.latency_ms)}  # fmt: skip
+        row |= {
+            "d_k": heads(r.d_k),
+            "d_model": int(r.d_model),
+            "layers": int(r.n_layers),
+            quality_column(metric): quality_value(metric, r.quality).rstrip("%"),
+            "latency (ms)": num(r.latency_ms),
+        }
         if spec.decode is not None:
             row["decoding (ms/token)"] = num(r.decode_ms)
         rows.append(row)
@@ -266,8 +312,14 @@ def _search_blocks(data: ReportInput, search: _SearchTables) -> list[tuple]:
     b.append(("fig", "pareto_heads", "Per-layer heads of the search front's architectures."))
     if kv_study:
         b.append(("h", 3, "Key/value heads"))
-        b.append(("fig", "kv", "Quality, latency and decoding time of multi-query (1 key/value head), grouped-query "
-                               f"and multi-head attention (as many key/value heads as query heads), {one_run}."))  # fmt: skip
+        b.append(
+            (
+                "fig",
+                "kv",
+                "Quality, latency and decoding time of multi-query (1 key/value head), grouped-query "
+                f"and multi-head attention (as many key/value heads as query heads), {one_run}.",
+            )
+        )
     final = search.history["hypervolume"].iloc[-1] if len(search.history) else math.nan
     ref = HV_REFERENCE[0] * HV_REFERENCE[1]
     b.append(("h", 3, "Search progress"))

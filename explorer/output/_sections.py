@@ -34,22 +34,39 @@ __all__ = [
 def rules_blocks(verdicts: Sequence[RuleVerdict], metric: QualityMetric | None = None) -> list[tuple]:
     extra = []
     if metric is not None and is_bpb(metric):
-        extra.append(("p", ["Here quality is validation bits per byte (lower is better): the tests compare it as "
-                            "such, differences are in bits per byte, and the material difference that stands in "
-                            "for one accuracy point is 1% of the value."]))  # fmt: skip
+        extra.append(
+            (
+                "p",
+                [
+                    "Here quality is validation bits per byte (lower is better): the tests compare it as "
+                    "such, differences are in bits per byte, and the material difference that stands in "
+                    "for one accuracy point is 1% of the value."
+                ],
+            )
+        )
     if any(v.rule == GQA_RULE for v in verdicts):
-        extra.append(("p", ["Grouped-query attention (Ainslie et al. 2023): grouped-query architectures (1 < "
-                            "kv_heads < heads in every layer) against multi-head ones (kv_heads = heads) on quality, "
-                            "within groups of equal width, depth and head width (it holds when the whole 95% "
-                            "interval of what grouping loses is below the material difference), and against "
-                            "multi-query ones (kv_heads = 1) on decoding time per token, compared on the log scale "
-                            "(it holds when the whole 95% interval of the time ratio is below 1.25x). Supported when "
-                            "both hold, contradicted when either is shown false."]))  # fmt: skip
+        extra.append(
+            (
+                "p",
+                [
+                    "Grouped-query attention (Ainslie et al. 2023): grouped-query architectures (1 < "
+                    "kv_heads < heads in every layer) against multi-head ones (kv_heads = heads) on quality, "
+                    "within groups of equal width, depth and head width (it holds when the whole 95% "
+                    "interval of what grouping loses is below the material difference), and against "
+                    "multi-query ones (kv_heads = 1) on decoding time per token, compared on the log scale "
+                    "(it holds when the whole 95% interval of the time ratio is below 1.25x). Supported when "
+                    "both hold, contradicted when either is shown false."
+                ],
+            )
+        )
     return [
         ("h", 2, "Rules of thumb, checked on this study"),
-        ("table", pd.DataFrame([{"rule": v.rule, "verdict": v.verdict, "evidence": v.evidence} for v in verdicts])),
+        (
+            "table",
+            pd.DataFrame([{"rule": v.rule, "verdict": v.verdict, "evidence": v.evidence} for v in verdicts]),
+        ),
         ("p", [_rules_method(verdicts)]),
-    ] + extra  # fmt: skip
+    ] + extra
 
 
 def _rules_method(verdicts: Sequence[RuleVerdict]) -> str:
@@ -78,15 +95,19 @@ def relations_blocks(records: Sequence[TrialRecord], k: int, rec: Architecture |
     b: list[tuple] = [("h", 2, f"One head per relation? (relations task, k = {k})")]
     g = claim.accuracy
     if g is None:
-        acc = (f"Not enough data to compare architectures with at least {k} heads in every layer ({claim.n_at_least}) "
-               f"against architectures with fewer ({claim.n_fewer}): each side needs {MIN_ARCHS}.")  # fmt: skip
+        acc = (
+            f"Not enough data to compare architectures with at least {k} heads in every layer ({claim.n_at_least}) "
+            f"against architectures with fewer ({claim.n_fewer}): each side needs {MIN_ARCHS}."
+        )
     else:
         c = g.comparison
-        acc = (f"At least {k} heads in every layer: {c.mean_a * 100:.2f}% mean validation accuracy ({c.n_a} "
-               f"architectures); fewer than {k} in some layer: {c.mean_b * 100:.2f}% ({c.n_b}); difference "
-               f"{c.diff * 100:+.2f} points, 95% interval [{c.low * 100:+.2f}, {c.high * 100:+.2f}], exact "
-               f"permutation p = {c.p_value:.3g} (one-sided, after epoch {g.epoch}): "
-               + ("fewer than k heads costs accuracy here." if claim.accuracy_held else "no clear cost shown."))  # fmt: skip
+        acc = (
+            f"At least {k} heads in every layer: {c.mean_a * 100:.2f}% mean validation accuracy ({c.n_a} "
+            f"architectures); fewer than {k} in some layer: {c.mean_b * 100:.2f}% ({c.n_b}); difference "
+            f"{c.diff * 100:+.2f} points, 95% interval [{c.low * 100:+.2f}, {c.high * 100:+.2f}], exact "
+            f"permutation p = {c.p_value:.3g} (one-sided, after epoch {g.epoch}): "
+            + ("fewer than k heads costs accuracy here." if claim.accuracy_held else "no clear cost shown.")
+        )
     if claim.by_heads:
         acc += (
             " Validation accuracy of every architecture, by heads per layer: "
@@ -100,9 +121,16 @@ def relations_blocks(records: Sequence[TrialRecord], k: int, rec: Architecture |
         b.append(("p", [why_fewer_than_k(rec, k, claim.by_heads)]))
     b.append(("p", [claim.description]))
     if claim.held is not None:
-        b.append(("p", [("b", f"The claim {'held' if claim.held else 'did not hold'} on this study"),
-                        f" (accuracy cost below k heads: {'yes' if claim.accuracy_held else 'no'}; at least k heads "
-                        f"specialized, covering the k relations: {'yes' if claim.specialization_held else 'no'})."]))  # fmt: skip
+        b.append(
+            (
+                "p",
+                [
+                    ("b", f"The claim {'held' if claim.held else 'did not hold'} on this study"),
+                    f" (accuracy cost below k heads: {'yes' if claim.accuracy_held else 'no'}; at least k heads "
+                    f"specialized, covering the k relations: {'yes' if claim.specialization_held else 'no'}).",
+                ],
+            )
+        )
     return b
 
 
@@ -114,19 +142,29 @@ def why_fewer_than_k(
     best = max((v for m, v in runs if m), default=None)
     near = [sum(v >= rec.quality.estimate - 0.01 for m, v in runs if m == side) for side in (True, False)]
     total = [sum(m == side for m, _ in runs) for side in (True, False)]
-    gap = "" if best is None else (
-        f", within 1 point of the best layout with at least {k} heads ({pct(best)}%)"
-        if best - rec.quality.estimate <= 0.01 else
-        f", {(best - rec.quality.estimate) * 100:.2f} points below the best layout with at least {k} heads "
-        f"({pct(best)}%), and faster"
-    )  # fmt: skip
-    return (f"Why the answer has fewer than {k} heads in a layer: {heads(rec.heads)} at d_model {rec.config.d_model} "
-            f"reached {pct(rec.quality.estimate)}% ({rec.n} run{'s' * (rec.n != 1)}){gap}. But {near[1]} of {total[1]} "
-            f"runs with fewer than {k} heads came within 1 point of it, against {near[0]} of {total[0]} with at least "
-            f"{k}: with fewer heads the relations are learned in some runs and not in others, which is the cost the "
-            "test above measures. "
-            + ("One run per layout cannot say how often this one learns them: `explorer confirm NAME --seeds 3` "
-               "retrains the candidates on more seeds." if rec.n < 2 else ""))  # fmt: skip
+    gap = (
+        ""
+        if best is None
+        else (
+            f", within 1 point of the best layout with at least {k} heads ({pct(best)}%)"
+            if best - rec.quality.estimate <= 0.01
+            else f", {(best - rec.quality.estimate) * 100:.2f} points below the best layout with at least {k} heads "
+            f"({pct(best)}%), and faster"
+        )
+    )
+    return (
+        f"Why the answer has fewer than {k} heads in a layer: {heads(rec.heads)} at d_model {rec.config.d_model} "
+        f"reached {pct(rec.quality.estimate)}% ({rec.n} run{'s' * (rec.n != 1)}){gap}. But {near[1]} of {total[1]} "
+        f"runs with fewer than {k} heads came within 1 point of it, against {near[0]} of {total[0]} with at least "
+        f"{k}: with fewer heads the relations are learned in some runs and not in others, which is the cost the "
+        "test above measures. "
+        + (
+            "One run per layout cannot say how often this one learns them: `explorer confirm NAME --seeds 3` "
+            "retrains the candidates on more seeds."
+            if rec.n < 2
+            else ""
+        )
+    )
 
 
 def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence[TrialRecord]) -> list[tuple]:
@@ -152,18 +190,23 @@ def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence
             f"{es.min_epochs}) ranks them like their final {what} with Kendall tau {tau:.2f} (p = {p:.2g})."
         )
     floor = "the standard error of its per-window losses" if bpb else "the validation split's binomial noise"
-    return [("p", [
-        f"Early stopping: a search trial may stop only at a rung (epochs {rungs}), and only when a different "
-        "architecture that is at least as fast (latencies within their timing spread count as ties) was "
-        f"{'lower in validation bits per byte' if bpb else 'more accurate'} at that epoch by more than seed and "
-        "split noise allow: that noise is estimated from the spread of all the search's values at that epoch, "
-        f"never below {floor}, with a t critical value and Bonferroni over the peers compared and the trial's "
-        f"rungs, so that, were the noise normal, a trial as good as its faster peers would be stopped with "
-        f"probability at most {es.alpha:g}; "
-        "other seeds of the same architecture are never compared with it. "
-        f"{acct.stopped_early} trials stopped early, saving {acct.epochs_saved} of {planned} planned epochs "
-        f"({share:.0%}).{tau_text}",
-    ])]  # fmt: skip
+    return [
+        (
+            "p",
+            [
+                f"Early stopping: a search trial may stop only at a rung (epochs {rungs}), and only when a different "
+                "architecture that is at least as fast (latencies within their timing spread count as ties) was "
+                f"{'lower in validation bits per byte' if bpb else 'more accurate'} at that epoch by more than seed and "
+                "split noise allow: that noise is estimated from the spread of all the search's values at that epoch, "
+                f"never below {floor}, with a t critical value and Bonferroni over the peers compared and the trial's "
+                f"rungs, so that, were the noise normal, a trial as good as its faster peers would be stopped with "
+                f"probability at most {es.alpha:g}; "
+                "other seeds of the same architecture are never compared with it. "
+                f"{acct.stopped_early} trials stopped early, saving {acct.epochs_saved} of {planned} planned epochs "
+                f"({share:.0%}).{tau_text}",
+            ],
+        )
+    ]
 
 
 def account_blocks(acct: StudyAccount) -> list[tuple]:
@@ -173,19 +216,22 @@ def account_blocks(acct: StudyAccount) -> list[tuple]:
     failed = ", ".join(f"{k} {v}" for k, v in sorted(acct.failed.items())) or "none"
     return [
         ("h", 2, "Study account"),
-        ("ul", [
-            f"Task: {acct.task}; device(s): {', '.join(acct.devices) or 'not recorded'}",
-            f"Search trials (total {acct.search_total}): {s}; finalist runs: {f}",
-            f"Over budget, pruned untrained: {acct.over_budget}; stopped early at a rung: {acct.stopped_early}",
-            f"Architectures the sampler proposed again and the search skipped without training: "
-            f"{acct.proposals_rejected}; trials given an untaken architecture at random after that: {acct.fallbacks}",
-            f"Trials closed without running (beyond a total, or a configuration another trial held): {closed}",
-            f"Failed trials: {failed}",
-            f"Wall time: {acct.wall_time_s / 60:.1f} min (first start to last finish); time inside trials: "
-            f"{acct.trial_time_s / 60:.1f} min",
-            "Status: " + (f"partial ({acct.partial_reason})" if acct.partial else "finished"),
-            "Files: trials.csv (every trial), architectures.csv (per architecture and role), pareto.csv, *.png",
-        ]),
+        (
+            "ul",
+            [
+                f"Task: {acct.task}; device(s): {', '.join(acct.devices) or 'not recorded'}",
+                f"Search trials (total {acct.search_total}): {s}; finalist runs: {f}",
+                f"Over budget, pruned untrained: {acct.over_budget}; stopped early at a rung: {acct.stopped_early}",
+                f"Architectures the sampler proposed again and the search skipped without training: "
+                f"{acct.proposals_rejected}; trials given an untaken architecture at random after that: {acct.fallbacks}",
+                f"Trials closed without running (beyond a total, or a configuration another trial held): {closed}",
+                f"Failed trials: {failed}",
+                f"Wall time: {acct.wall_time_s / 60:.1f} min (first start to last finish); time inside trials: "
+                f"{acct.trial_time_s / 60:.1f} min",
+                "Status: " + (f"partial ({acct.partial_reason})" if acct.partial else "finished"),
+                "Files: trials.csv (every trial), architectures.csv (per architecture and role), pareto.csv, *.png",
+            ],
+        ),
         ("p", ["Reproduce, or resume this study from its database:"]),
         ("code", f"{acct.reproduce}\n{acct.resume}"),
-    ]  # fmt: skip
+    ]

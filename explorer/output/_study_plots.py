@@ -59,8 +59,15 @@ def bench_figure(bench: Sequence[Mapping[str, Any]]) -> Figure:
         f"{r.device}, {r.threads} thread(s)",
         fontsize=10,
     )
-    ax.text(0.99, 0.98, "bar: median, whisker: ±IQR/2\nlabel: speed-up vs serial", transform=ax.transAxes,
-            ha="right", va="top", fontsize=8)  # fmt: skip
+    ax.text(
+        0.99,
+        0.98,
+        "bar: median, whisker: ±IQR/2\nlabel: speed-up vs serial",
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=8,
+    )
     ax.set_xlabel("implementation")
     ax.set_ylabel("time per forward pass (ms)")
     return fig

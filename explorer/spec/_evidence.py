@@ -163,7 +163,9 @@ def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> Finalists
         data = {**data, "folds": 1}  # a language model's contiguous text keeps its fixed split
     spec = read_table(FinalistsSpec, data, "[finalists]")
     if not stored:  # every finalist layout trains seeds x folds runs: counted before anything is queued
-        TRIALS.check(spec.units, "the runs per finalist layout ([finalists] seeds x folds)", "lower seeds or folds")
+        TRIALS.check(
+            spec.units, "the runs per finalist layout ([finalists] seeds x folds)", "lower seeds or folds"
+        )
         if spec.budget is not None:
             TRIALS.check(spec.budget, "[finalists] budget", "lower it")
     if spec.folds > MAX_FOLDS:

@@ -170,7 +170,10 @@ def read_objectives(data: Any, task: TaskSpec) -> ObjectivesSpec:
             f"'decode' in [objectives] needs a language-model task (text); {task.name!r} classifies. Remove it."
         )
     return ObjectivesSpec(
-        accuracy=None if lm else "maximize", bpb="minimize" if lm else None, params=read.params, decode=read.decode
+        accuracy=None if lm else "maximize",
+        bpb="minimize" if lm else None,
+        params=read.params,
+        decode=read.decode,
     )
 
 

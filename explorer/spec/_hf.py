@@ -103,8 +103,10 @@ def _check_sizes(config: dict[str, Any], space: SpaceSpec) -> None:
                     "value (or leave it out of config)."
                 )
     if "intermediate_size" in config:
-        d, ratio = _one(space.d_model, "intermediate_size", "d_model"), _one(space.mlp_ratio, "intermediate_size",
-                                                                               "mlp_ratio")  # fmt: skip
+        d, ratio = (
+            _one(space.d_model, "intermediate_size", "d_model"),
+            _one(space.mlp_ratio, "intermediate_size", "mlp_ratio"),
+        )
         if config["intermediate_size"] != max(1, round(ratio * d)):
             raise SpecError(
                 f"[model] config has intermediate_size = {config['intermediate_size']!r} but [space] mlp_ratio "

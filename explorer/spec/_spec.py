@@ -82,7 +82,9 @@ DEVICES = ("auto", "cpu", "cuda")
 def _space(data: Any) -> SpaceSpec:
     t = Table(data, "[space]", table_keys(SpaceSpec))
     names = f"a non-empty list of names from {', '.join(SCHEDULE_FAMILIES)}"
-    families = t.get("families", SpaceSpec.families, lambda v: is_list(v, lambda x: isinstance(x, str)), names)
+    families = t.get(
+        "families", SpaceSpec.families, lambda v: is_list(v, lambda x: isinstance(x, str)), names
+    )
     for f in families:
         if f not in SCHEDULE_FAMILIES:
             raise SpecError(
@@ -181,7 +183,9 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         tracking=read_tracking(t.raw("tracking", {})),
     )
     spec = dataclasses.replace(spec, artifacts=_artifacts(spec.artifacts))
-    check_hf(spec.model, spec.space, task, spec.latency)  # what a transformers class cannot hold, before the space
+    check_hf(
+        spec.model, spec.space, task, spec.latency
+    )  # what a transformers class cannot hold, before the space
     check_space(spec.space)  # an empty or impossible space is a spec error, found here
     if not stored:
         check_layouts(spec.space)

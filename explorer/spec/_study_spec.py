@@ -102,7 +102,9 @@ class StudySpec:
 
     def directions(self) -> list[Literal["minimize", "maximize"]]:
         """Optuna directions, one per objective (the quality's from the task kind, every other minimized)."""
-        quality: Literal["minimize", "maximize"] = "maximize" if self.metric.direction == "maximize" else "minimize"
+        quality: Literal["minimize", "maximize"] = (
+            "maximize" if self.metric.direction == "maximize" else "minimize"
+        )
         return [quality] + ["minimize"] * (len(self.objective_names()) - 1)
 
     def to_dict(self) -> dict[str, Any]:

@@ -190,7 +190,10 @@ class TrialRecord:
         if self.lr is None or self.seed is None or self.epochs_planned is None:
             raise ValueError(f"trial #{self.number} has no training settings recorded")
         config = TrainConfig(
-            epochs=self.epochs_planned, batch_size=self.batch_size or 32, lr=self.lr, seed=self.seed,
+            epochs=self.epochs_planned,
+            batch_size=self.batch_size or 32,
+            lr=self.lr,
+            seed=self.seed,
             schedule=self.schedule,
         )
         return dataclasses.replace(config, patience=self.patience) if self.patience else config
@@ -302,7 +305,12 @@ def _opt(a: Mapping[str, Any], key: str, kind: type) -> Any:
 
 # The fields stored under their own name as one optional number, string or proposal: read back by their declared
 # type. Every other field is built from its parts below (TrialRecord's fields are all one or the other).
-_SCALAR_TYPES: dict[str, type] = {"int | None": int, "float | None": float, "str | None": str, "Proposal | None": Proposal}
+_SCALAR_TYPES: dict[str, type] = {
+    "int | None": int,
+    "float | None": float,
+    "str | None": str,
+    "Proposal | None": Proposal,
+}
 SCALAR_FIELDS: tuple[tuple[str, type], ...] = tuple(
     (f.name, _SCALAR_TYPES[str(f.type)])
     for f in dataclasses.fields(TrialRecord)

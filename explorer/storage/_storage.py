@@ -316,7 +316,9 @@ def _engine_kwargs(parsed: URL, readonly: bool = False) -> dict:
     PostgreSQL session with ``readonly``."""
     backend = parsed.get_backend_name()
     if backend == "postgresql":
-        connect_args: dict[str, Any] = {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+        connect_args: dict[str, Any] = (
+            {} if "connect_timeout" in parsed.query else {"connect_timeout": CONNECT_TIMEOUT_S}
+        )
         if readonly:
             connect_args["options"] = "-c default_transaction_read_only=on"
         # pool_pre_ping: a worker's connection may sit idle for a whole trial and be dropped meanwhile.

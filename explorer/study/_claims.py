@@ -132,9 +132,7 @@ def pop_waiting(study: optuna.Study) -> int | None:
         return optuna_pop_waiting(study)
     engine = database.engine
     trials = trials_table()
-    waiting = storage.get_all_trials(
-        study_id_of(study), deepcopy=False, states=(TrialState.WAITING,)
-    )
+    waiting = storage.get_all_trials(study_id_of(study), deepcopy=False, states=(TrialState.WAITING,))
     for t in waiting:
         trial_id = trial_id_of(t)
         now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)  # Optuna 5 stores naive UTC

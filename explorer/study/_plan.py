@@ -76,9 +76,15 @@ class RunPlan:
         """This plan as a spawned worker on ``device`` receives it."""
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         return PortableRunPlan(
-            self.handle.spec, self.context.space, self.storage_url, str(device), self.threads, left,
-            self.poll_interval, self.artifacts,
-        )  # fmt: skip
+            self.handle.spec,
+            self.context.space,
+            self.storage_url,
+            str(device),
+            self.threads,
+            left,
+            self.poll_interval,
+            self.artifacts,
+        )
 
 
 @dataclass(frozen=True)
@@ -105,9 +111,16 @@ class PortableRunPlan:
         context = RunContext(torch.device(self.device), task, self.space, self.spec.model.builder())
         deadline = None if self.seconds_left is None else time.monotonic() + self.seconds_left
         return RunPlan(
-            handle, self.spec, "", context.opened(self.storage_url, store), 1, self.threads, deadline,
-            self.poll_interval, self.artifacts,
-        )  # fmt: skip
+            handle,
+            self.spec,
+            "",
+            context.opened(self.storage_url, store),
+            1,
+            self.threads,
+            deadline,
+            self.poll_interval,
+            self.artifacts,
+        )
 
 
 def plan_run(

@@ -142,8 +142,9 @@ def _time_round(handle: StudyHandle, r: int, todo: _Todo, context: RunContext) -
             where.set_user_attr(RETIMED_ATTR, rows)
 
 
-def _round_main(storage_url: str, name: str, r: int, todo: list[tuple[str, dict, list[str]]], device: str,
-                out: Any) -> None:  # fmt: skip
+def _round_main(
+    storage_url: str, name: str, r: int, todo: list[tuple[str, dict, list[str]]], device: str, out: Any
+) -> None:
     """Entry point of a round's process (spawned): open the study, build this process's run context and time the
     round; put "" or the error."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)

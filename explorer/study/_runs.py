@@ -129,8 +129,9 @@ def _finalist_stage(
         if on_stage:
             on_stage("timing", len(configs) * rounds)
         retime(handle, configs, rounds, kinds=("decode",), context=context)
-    plan = plan_finalists(load_records(handle.study), spec, top=top, seeds=seeds,
-                          retimings=load_retimings(handle.study))  # fmt: skip
+    plan = plan_finalists(
+        load_records(handle.study), spec, top=top, seeds=seeds, retimings=load_retimings(handle.study)
+    )
     configs = [(key, layout.config) for key, layout in zip(plan.keys, plan.layouts, strict=True)]
     if on_stage:
         on_stage("timing", len(configs) * rounds)
@@ -175,8 +176,10 @@ def confirm(
     if budget is not None and not until_decided:
         raise ConfigError("--budget goes with --until-decided.")
     if seeds is not None and until_decided:
-        raise ConfigError("--seeds (a fixed grid) and --until-decided/--budget (runs where they decide) exclude "
-                          "each other; give one.")  # fmt: skip
+        raise ConfigError(
+            "--seeds (a fixed grid) and --until-decided/--budget (runs where they decide) exclude "
+            "each other; give one."
+        )
     for name, value in (("--top", top), ("--seeds", seeds), ("--budget", budget)):
         if value is not None and value < 1:
             raise ConfigError(f"{name} must be at least 1, got {value}.")

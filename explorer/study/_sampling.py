@@ -109,9 +109,7 @@ class UniqueSampler(optuna.samplers.BaseSampler):
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
     ) -> dict[str, Any]:
-        if (
-            not search_space or enqueued_params(trial) is not None
-        ):  # an enqueued trial brings its own
+        if not search_space or enqueued_params(trial) is not None:  # an enqueued trial brings its own
             return {}
         taken = self._taken(study)
         rejected = 0

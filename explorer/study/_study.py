@@ -141,7 +141,9 @@ class StudyHandle:
             return self.study
         if self.finalists is None:
             inside = keeps_finalists_inside(self.study)
-            self.finalists = self.study if inside else find_companion(self.study) or _new_companion(self.study)
+            self.finalists = (
+                self.study if inside else find_companion(self.study) or _new_companion(self.study)
+            )
         return self.finalists
 
     @property
@@ -163,7 +165,9 @@ def _new_companion(study: optuna.Study) -> optuna.Study:
     a moment ago by another command is loaded instead."""
     name = companion_name(study.study_name)
     try:
-        companion = optuna.create_study(study_name=name, storage=storage_of(study), directions=study.directions)
+        companion = optuna.create_study(
+            study_name=name, storage=storage_of(study), directions=study.directions
+        )
     except optuna.exceptions.DuplicatedStudyError:
         return optuna.load_study(study_name=name, storage=storage_of(study))
     Claims(storage_of(study), name).clear()  # a new study may reuse a deleted one's id

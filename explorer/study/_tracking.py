@@ -233,8 +233,11 @@ def sync_trials(
         log.warning(
             "MLflow tracking at %s failed (%s): %d finished trials%s not logged; the study goes on and a later "
             "run or `explorer report` logs them.",
-            mask_url(uri), error, len(missing), also,
-        )  # fmt: skip
+            mask_url(uri),
+            error,
+            len(missing),
+            also,
+        )
         if warned is not None:
             warned.add(uri)
     if record:

@@ -227,12 +227,19 @@ def _start(
     report()
     log.info(
         "%s stage of %s: %d %s, %d worker(s) on %s",
-        stage, handle.name, total, "trials in total" if stage == Stage.SEARCH else "runs", workers, device,
-    )  # fmt: skip
+        stage,
+        handle.name,
+        total,
+        "trials in total" if stage == Stage.SEARCH else "runs",
+        workers,
+        device,
+    )
     return report
 
 
-def _run_here(plan: RunPlan, stage: str, total: int, report: Callable[[], Any]) -> tuple[StopReason | None, str]:
+def _run_here(
+    plan: RunPlan, stage: str, total: int, report: Callable[[], Any]
+) -> tuple[StopReason | None, str]:
     """The stage's one worker, in this process, with the plan's torch threads while it works."""
     previous = torch.get_num_threads()
     torch.set_num_threads(plan.threads)
@@ -293,7 +300,9 @@ def _pool_outcome(
     is one ExplorerError naming its error, as is one killed before the stage finished for no other reason."""
     study = handle.study
     errors = [r.line for r in results if isinstance(r, WorkerError)]
-    stops = [r for r in results if not isinstance(r, WorkerError)]  # (StopReason | None, note) of each finisher
+    stops = [
+        r for r in results if not isinstance(r, WorkerError)
+    ]  # (StopReason | None, note) of each finisher
     failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
     if failed:
         raise ExplorerError(

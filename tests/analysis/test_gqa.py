@@ -101,9 +101,20 @@ def test_the_rule_reads_re_timed_decoding_where_the_study_has_it():
     recs = lm_search(
         gqa_cost=2.0, noise=0.002
     )  # timed during the search: grouped-query looked as slow as MHA
-    clean = [Retiming(r.key, k, latency(1.05 if attention_kind(r.config) == "grouped-query" else
-                                        (1.0 if r.config.kv_per_layer[0] == 1 else 2.0)), "decode")
-             for r in recs for k in range(3)]  # fmt: skip
+    clean = [
+        Retiming(
+            r.key,
+            k,
+            latency(
+                1.05
+                if attention_kind(r.config) == "grouped-query"
+                else (1.0 if r.config.kv_per_layer[0] == 1 else 2.0)
+            ),
+            "decode",
+        )
+        for r in recs
+        for k in range(3)
+    ]
     v = gqa.gqa_rule(recs, clean)
     assert v.verdict == "supported" and "re-timed" in v.evidence
 

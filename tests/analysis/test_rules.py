@@ -11,11 +11,26 @@ from explorer.storage import load_records
 from tests.fixtures import make_study, record
 
 LAYOUTS = [
-    (1, 1), (1, 1),  # one head (two learning rates: two configurations)
-    (2, 2), (4, 4), (2, 4), (4, 2),  # multi-head, d_k >= 16
-    (8, 8), (16, 16), (8, 16), (16, 8), (2, 8), (8, 2), (4, 8), (8, 4),  # d_k < 16, 8-16 heads
-    (32, 32), (16, 32), (32, 16), (8, 32), (32, 8),  # more than 16 heads
-]  # fmt: skip
+    (1, 1),
+    (1, 1),  # one head (two learning rates: two configurations)
+    (2, 2),
+    (4, 4),
+    (2, 4),
+    (4, 2),  # multi-head, d_k >= 16
+    (8, 8),
+    (16, 16),
+    (8, 16),
+    (16, 8),
+    (2, 8),
+    (8, 2),
+    (4, 8),
+    (8, 4),  # d_k < 16, 8-16 heads
+    (32, 32),
+    (16, 32),
+    (32, 16),
+    (8, 32),
+    (32, 8),  # more than 16 heads
+]
 
 
 def study(one_head=0.70, small_dk=0.80, many_gain=0.0, inc_gain=0.01, seed=0):
@@ -74,14 +89,20 @@ def test_missing_groups_are_not_enough_data_and_only_those():
 def test_a_heads_only_study_reads_one_head_from_the_finalist_runs():
     """At one width and depth one head per layer is a single architecture: the finalists' seeds decide."""
     search = [r for r in study() if max(r.heads) > 1] + [record(50, (1, 1), 0.7, 1.0)]
-    runs = [(60 + i, heads, acc + 0.004 * i) for i, (heads, acc) in enumerate(
-        [((1, 1), 0.80)] * 3 + [((4, 4), 0.90)] * 3 + [((8, 8), 0.91)] * 3)]  # fmt: skip
+    runs = [
+        (60 + i, heads, acc + 0.004 * i)
+        for i, (heads, acc) in enumerate([((1, 1), 0.80)] * 3 + [((4, 4), 0.90)] * 3 + [((8, 8), 0.91)] * 3)
+    ]
     finals = [record(n, h, a, 1.0, role="finalist", seed=1_000_000 + n) for n, h, a in runs]
     v = verdicts(search + finals)["Onehead"]
     assert v.verdict == "supported" and "finalist runs" in v.evidence
-    res = stats.permutation_test(([a for _, h, a in runs if h != (1, 1)], [a for _, h, a in runs if h == (1, 1)]),
-                                 lambda x, y: np.mean(x) - np.mean(y), alternative="greater",
-                                 permutation_type="independent", n_resamples=np.inf)  # fmt: skip
+    res = stats.permutation_test(
+        ([a for _, h, a in runs if h != (1, 1)], [a for _, h, a in runs if h == (1, 1)]),
+        lambda x, y: np.mean(x) - np.mean(y),
+        alternative="greater",
+        permutation_type="independent",
+        n_resamples=np.inf,
+    )
     assert v.comparison.p_value == pytest.approx(res.pvalue) and v.comparison.n_b == 3
     assert verdicts(search)["Onehead"].verdict == rules.NOT_ENOUGH  # without the finalists: one architecture
 
@@ -91,8 +112,13 @@ def test_the_verdict_agrees_with_an_exact_permutation_test():
     g, n_a, n_b = rules.group_comparison(recs, lambda c: min(c.heads) >= 2, lambda c: max(c.heads) == 1)
     a = [r.val_accuracy for r in recs if min(r.heads) >= 2]
     b = [r.val_accuracy for r in recs if max(r.heads) == 1]
-    res = stats.permutation_test((a, b), lambda x, y: np.mean(x) - np.mean(y), alternative="greater",
-                                 permutation_type="independent", n_resamples=np.inf)  # fmt: skip
+    res = stats.permutation_test(
+        (a, b),
+        lambda x, y: np.mean(x) - np.mean(y),
+        alternative="greater",
+        permutation_type="independent",
+        n_resamples=np.inf,
+    )
     assert g.comparison.exact and g.comparison.p_value == pytest.approx(res.pvalue)
     assert (n_a, n_b) == (len(a), len(b)) and g.epoch == 10
 
@@ -106,8 +132,11 @@ def test_stopped_runs_are_compared_where_every_architecture_still_ran():
 
 def test_merged_heads_rule_from_bench():
     def bench(merged):
-        return [{"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3}, {"impl": "merged", "median_ms": merged,
-                "iqr_ms": 0.1}, {"impl": "fused", "median_ms": 2.5, "iqr_ms": 0.1}]  # fmt: skip
+        return [
+            {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3},
+            {"impl": "merged", "median_ms": merged, "iqr_ms": 0.1},
+            {"impl": "fused", "median_ms": 2.5, "iqr_ms": 0.1},
+        ]
 
     v = verdicts(study(), bench(3.1))["Mergedheads"]  # the tutorial's own figures
     assert v.verdict == "supported" and v.numbers["speedup"] == pytest.approx(4.0)

@@ -15,10 +15,15 @@ def finalist_seeds(spec, seeds):
 
 
 SPEC = spec_from_dict(
-    {"name": "f", "n_trials": 6, "task": {"name": "digits"}, "latency": {"device": "cpu"},
-     "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 16, 32], "min_dk": 2},
-     "finalists": {"top": 2, "seeds": 3}}
-)  # fmt: skip
+    {
+        "name": "f",
+        "n_trials": 6,
+        "task": {"name": "digits"},
+        "latency": {"device": "cpu"},
+        "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 16, 32], "min_dk": 2},
+        "finalists": {"top": 2, "seeds": 3},
+    }
+)
 
 
 def search():
@@ -47,7 +52,9 @@ def test_plan_has_the_knee_its_neighbour_and_the_references_each_with_fresh_seed
     start = SPEC.finalists.start
     layouts = {r.config.key() for r in plan.runs}
     assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == start * len(layouts)
-    assert len(plan.layouts) == len(layouts) and plan.budget == SPEC.finalists.units * len(layouts) == 15 * len(layouts)
+    assert len(plan.layouts) == len(layouts) and plan.budget == SPEC.finalists.units * len(
+        layouts
+    ) == 15 * len(layouts)
 
 
 def test_units_cover_every_fold_of_each_replicate_and_two_study_seeds_share_no_seed():
@@ -107,7 +114,9 @@ def test_the_ladder_keeps_to_the_knees_d_k_floor():
 
 
 def test_a_budget_below_the_start_units_starts_every_layout_on_what_it_holds():
-    small = spec_from_dict(SPEC.to_dict() | {"finalists": SPEC.to_dict()["finalists"] | {"seeds": 2, "folds": 1}})
+    small = spec_from_dict(
+        SPEC.to_dict() | {"finalists": SPEC.to_dict()["finalists"] | {"seeds": 2, "folds": 1}}
+    )
     plan = plan_finalists(search(), small)
     layouts = {r.config.key() for r in plan.runs}
     assert plan.budget == 2 * len(layouts) and plan.start == 2 < small.finalists.start

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 
 ANSWER = Path(__file__).resolve().parents[2] / "explorer" / "answer"
-MODULES = ["explorer.answer"] + sorted(f"explorer.answer.{p.stem}" for p in ANSWER.glob("_*.py") if p.stem != "__init__")
+MODULES = ["explorer.answer"] + sorted(
+    f"explorer.answer.{p.stem}" for p in ANSWER.glob("_*.py") if p.stem != "__init__"
+)
 
 # Imports each module in turn in one fresh interpreter and names those after whose import torch was loaded.
 _PROBE = """
@@ -45,5 +47,7 @@ def test_the_purity_check_can_fail():
 def test_every_public_name_of_the_answer_loads_without_torch():
     """The package's surface too: each name loads from its private module, none of which needs torch."""
     probe = "import sys, explorer.answer as a\nfor n in a.__all__: getattr(a, n)\nprint(len(a.__all__), 'torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert int(out[0]) > 20 and out[1] == "False"

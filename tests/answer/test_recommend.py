@@ -16,9 +16,14 @@ from explorer.spec import spec_from_dict
 from tests.fixtures import record
 
 SPEC = spec_from_dict(
-    {"name": "r", "n_trials": 6, "task": {"name": "digits"}, "latency": {"device": "cpu"},
-     "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "min_dk": 1}}
-)  # fmt: skip
+    {
+        "name": "r",
+        "n_trials": 6,
+        "task": {"name": "digits"},
+        "latency": {"device": "cpu"},
+        "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "min_dk": 1},
+    }
+)
 
 
 def search_records():
@@ -33,7 +38,9 @@ def search_records():
     return [record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)]
 
 
-def finalist_records(start: int, rows, seeds: int = 3, noise: float = 0.005, unit_sd: float = 0.0, seed: int = 0):
+def finalist_records(
+    start: int, rows, seeds: int = 3, noise: float = 0.005, unit_sd: float = 0.0, seed: int = 0
+):
     """Finalist runs of ``rows`` (heads, accuracy, latency, label) on ``seeds`` shared units: a unit's difficulty
     (sd ``unit_sd``) moves every layout alike, as a fold does; ``noise`` is each run's own."""
     rng = np.random.default_rng(seed)
@@ -41,9 +48,19 @@ def finalist_records(start: int, rows, seeds: int = 3, noise: float = 0.005, uni
     out, n = [], start
     for heads, acc, lat, label in rows:
         for s in range(seeds):
-            out.append(record(n, heads, float(np.clip(acc + unit[s] + rng.normal(0, noise), 0, 1)),
-                              lat * (1 + rng.normal(0, 0.01)), role="finalist", seed=unit_seed(0, s), epochs=20,
-                              label=label, chance=0.1))  # fmt: skip
+            out.append(
+                record(
+                    n,
+                    heads,
+                    float(np.clip(acc + unit[s] + rng.normal(0, noise), 0, 1)),
+                    lat * (1 + rng.normal(0, 0.01)),
+                    role="finalist",
+                    seed=unit_seed(0, s),
+                    epochs=20,
+                    label=label,
+                    chance=0.1,
+                )
+            )
             n += 1
     return out
 
@@ -59,13 +76,28 @@ def test_without_finalists_the_answer_is_the_search_knee_and_says_it_rests_on_si
 def test_the_answer_is_the_fastest_layout_placed_within_the_margin():
     """8,8 is the best; 4,4 is 0.2 points below it on every unit (within 1 point); 2,2 is 5 points below
     (beyond the margin); 2,4 sits 1 point below with a wide spread (undecided)."""
-    finals = finalist_records(10, [((8, 8), 0.950, 2.4, "8 heads"), ((4, 4), 0.948, 1.4, "knee"),
-                                   ((2, 2), 0.90, 1.2, "next faster"), ((1, 1), 0.70, 1.0, "1 head")],
-                              seeds=10, noise=0.002, unit_sd=0.02)  # fmt: skip
+    finals = finalist_records(
+        10,
+        [
+            ((8, 8), 0.950, 2.4, "8 heads"),
+            ((4, 4), 0.948, 1.4, "knee"),
+            ((2, 2), 0.90, 1.2, "next faster"),
+            ((1, 1), 0.70, 1.0, "1 head"),
+        ],
+        seeds=10,
+        noise=0.002,
+        unit_sd=0.02,
+    )
     wide = finalist_records(100, [((2, 4), 0.94, 1.3, "front")], seeds=10, noise=0.02, seed=1)
     ans = answer(search_records() + finals + wide, SPEC)
     verdict = {c.arch.heads: c.verdict for c in ans.verdicts}
-    assert verdict == {(8, 8): "best", (4, 4): "within", (2, 2): "beyond", (1, 1): "beyond", (2, 4): "undecided"}
+    assert verdict == {
+        (8, 8): "best",
+        (4, 4): "within",
+        (2, 2): "beyond",
+        (1, 1): "beyond",
+        (2, 4): "undecided",
+    }
     assert ans.best.heads == (8, 8) and ans.recommended.heads == (4, 4)  # the faster of {8,8; 4,4}
     assert {a.heads for a in ans.members} >= {(4, 4)} and ans.decided is False  # 2,4 is faster and still open
     undecided = next(c for c in ans.verdicts if c.verdict == "undecided")
@@ -80,7 +112,9 @@ def test_the_answer_is_the_fastest_layout_placed_within_the_margin():
     assert [d["p_within_margin"] for d in doc] == [c.p_within for c in ans.verdicts]
     from explorer.output import answer_blocks
 
-    text = str(answer_blocks(ans, SPEC))  # the trade-off leads: the answer against the best, the next faster one
+    text = str(
+        answer_blocks(ans, SPEC)
+    )  # the trade-off leads: the answer against the best, the next faster one
     eight = next(c for c in ans.verdicts if c.arch.heads == (8, 8))
     assert f"the answer is {eight.latency_ratio:.2f}x faster than the most accurate layout, 8,8" in text
     assert "The next faster layout, 2,4" in text and "(undecided)" in text
@@ -89,8 +123,9 @@ def test_the_answer_is_the_fastest_layout_placed_within_the_margin():
 def test_pairing_by_unit_shows_what_unpaired_spreads_would_hide():
     """A unit effect of 3 points moves every layout alike: paired, 0.3 points is told from the 1-point margin;
     the same values unpaired would leave it undecided."""
-    finals = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.947, 1.4, "knee")],
-                              seeds=8, noise=0.001, unit_sd=0.03)  # fmt: skip
+    finals = finalist_records(
+        10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.947, 1.4, "knee")], seeds=8, noise=0.001, unit_sd=0.03
+    )
     ans = answer(finals, SPEC)
     four = next(c for c in ans.verdicts if c.arch.heads == (4, 4))
     assert four.verdict == "within" and four.versus_best.sd < 0.005
@@ -101,8 +136,9 @@ def test_pairing_by_unit_shows_what_unpaired_spreads_would_hide():
 
 def test_non_significance_is_not_within_the_margin():
     """Two noisy seeds 0.1 points apart are not significantly different, and still not called equivalent."""
-    finals = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.949, 1.4, "knee")],
-                              seeds=2, noise=0.03)  # fmt: skip
+    finals = finalist_records(
+        10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.949, 1.4, "knee")], seeds=2, noise=0.03
+    )
     ans = answer(finals, SPEC)
     other = next(c for c in ans.verdicts if c.verdict != "best")
     assert not other.versus_best.significant() and other.verdict == "undecided"
@@ -110,8 +146,12 @@ def test_non_significance_is_not_within_the_margin():
 
 
 def test_a_collapsed_run_is_reported_apart_and_pooled_nowhere():
-    finals = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.949, 1.4, "knee"),
-                                   ((2, 2), 0.93, 1.2, "2 heads")], seeds=8, noise=0.003)  # fmt: skip
+    finals = finalist_records(
+        10,
+        [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.949, 1.4, "knee"), ((2, 2), 0.93, 1.2, "2 heads")],
+        seeds=8,
+        noise=0.003,
+    )
     broken = dataclasses.replace(finals[9], val_accuracy=0.60, history=(0.5, 0.6))  # 4,4 on unit 1: collapsed
     finals[9] = broken
     ans = answer(finals, SPEC)
@@ -125,8 +165,12 @@ def test_a_collapsed_run_is_reported_apart_and_pooled_nowhere():
 
 
 def test_no_layout_beating_chance_is_no_answer_and_export_refuses_it():
-    finals = [dataclasses.replace(r, chance=0.5) for r in finalist_records(
-        10, [((8, 8), 0.50, 2.4, "8 heads"), ((4, 4), 0.49, 1.4, "knee")], seeds=5, noise=0.01)]  # fmt: skip
+    finals = [
+        dataclasses.replace(r, chance=0.5)
+        for r in finalist_records(
+            10, [((8, 8), 0.50, 2.4, "8 heads"), ((4, 4), 0.49, 1.4, "knee")], seeds=5, noise=0.01
+        )
+    ]
     ans = answer(finals, SPEC)
     assert ans.recommended is None and "nothing was learned" in ans.no_answer and "epochs" in ans.no_answer
     with pytest.raises(NoAnswerError, match="no answer to export"):
@@ -139,10 +183,14 @@ def test_no_layout_beating_chance_is_no_answer_and_export_refuses_it():
 def test_finalists_lead_the_answer_and_their_contrasts_are_paired_by_unit():
     finals = finalist_records(
         10,
-        [((4, 4), 0.95, 1.4, "knee"), ((1, 1), 0.70, 1.0, "1 head"), ((8, 8), 0.97, 2.4, "8 heads"),
-         ((2, 2), 0.85, 1.2, "next faster")],
+        [
+            ((4, 4), 0.95, 1.4, "knee"),
+            ((1, 1), 0.70, 1.0, "1 head"),
+            ((8, 8), 0.97, 2.4, "8 heads"),
+            ((2, 2), 0.85, 1.2, "next faster"),
+        ],
         seeds=6,
-    )  # fmt: skip
+    )
     ans = answer(search_records() + finals, SPEC)
     assert ans.evidence == "finalists" and ans.recommended.heads == (8, 8)  # 4,4 is 2 points below: worse
     rec = ans.recommended
@@ -218,8 +266,16 @@ def test_a_relations_answer_with_fewer_than_k_heads_says_why_from_the_same_runs(
     relations section says why the answer has fewer than k heads, counting the runs that came near it."""
     from explorer.output import relations_blocks
 
-    rows = [((1, 1), 0.997, 1.0, 32), ((1, 1), 0.75, 1.3, 64), ((2, 2), 0.80, 1.4, 64), ((2, 2), 0.99, 1.1, 32),
-            ((4, 4), 1.0, 1.5, 32), ((4, 4), 0.997, 1.8, 64), ((8, 8), 1.0, 2.0, 32), ((8, 8), 1.0, 2.5, 64)]  # fmt: skip
+    rows = [
+        ((1, 1), 0.997, 1.0, 32),
+        ((1, 1), 0.75, 1.3, 64),
+        ((2, 2), 0.80, 1.4, 64),
+        ((2, 2), 0.99, 1.1, 32),
+        ((4, 4), 1.0, 1.5, 32),
+        ((4, 4), 0.997, 1.8, 64),
+        ((8, 8), 1.0, 2.0, 32),
+        ((8, 8), 1.0, 2.5, 64),
+    ]
     records = [record(i, h, a, lat, d_model=d) for i, (h, a, lat, d) in enumerate(rows)]
     spec = spec_from_dict(SPEC.to_dict() | {"task": {"name": "relations", "options": {"n_relations": 4}}})
     rec = answer(records, spec).recommended
@@ -246,12 +302,20 @@ def test_an_unbalanced_grid_is_read_without_a_warning_reaching_the_terminal():
     from explorer.answer import unit_comparison
     from explorer.output import answer_blocks
 
-    full = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.947, 1.4, "knee")], seeds=9, noise=0.004)
-    few = finalist_records(100, [((1, 1), 0.80, 1.0, "1 head"), ((2, 2), 0.85, 1.2, "2 heads")], seeds=3, noise=0.01)
+    full = finalist_records(
+        10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.947, 1.4, "knee")], seeds=9, noise=0.004
+    )
+    few = finalist_records(
+        100, [((1, 1), 0.80, 1.0, "1 head"), ((2, 2), 0.85, 1.2, "2 heads")], seeds=3, noise=0.01
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ans = answer(full + few, SPEC)
         answer_blocks(ans, SPEC)
-        compared = unit_comparison(ans.grid, ans.candidates, lambda c: c.heads[0] >= 4, lambda c: c.heads[0] < 4)
-    assert ans.grid.scores.shape[1] == 9 and np.isnan(ans.grid.scores).sum() == 12  # 1,1 and 2,2: 3 of 9 units
+        compared = unit_comparison(
+            ans.grid, ans.candidates, lambda c: c.heads[0] >= 4, lambda c: c.heads[0] < 4
+        )
+    assert (
+        ans.grid.scores.shape[1] == 9 and np.isnan(ans.grid.scores).sum() == 12
+    )  # 1,1 and 2,2: 3 of 9 units
     assert compared is not None and compared.diff.n == 3  # the units both sides ran

@@ -61,7 +61,10 @@ def test_runs_go_where_they_decide_and_stop_once_decided():
     chosen = next_layouts(d, times, TIE)
     assert 1 in chosen and 0 in chosen and 2 not in chosen
     cells = next_cells(scores, times, MARGIN, RISK, TIE, start=3, step=2, left=100)
-    assert {i for i, _ in cells} == set(chosen) and {u for _, u in cells} == {3, 4}  # paired, on the same units
+    assert {i for i, _ in cells} == set(chosen) and {u for _, u in cells} == {
+        3,
+        4,
+    }  # paired, on the same units
     short = next_cells(scores, times, MARGIN, RISK, TIE, start=3, step=2, left=len(chosen))
     assert sorted(short) == [(i, 3) for i in chosen]  # a round that does not fit shrinks to fewer units
     decided = grid([0.95, 0.80], 0.002, 6)
@@ -75,7 +78,9 @@ def test_the_first_cells_are_every_layout_on_its_first_units_and_a_run_set_apart
     scores = grid([0.95, 0.9, 0.85], 0.002, 3)
     scores[1, 2] = np.nan  # collapsed: set apart, but it ran
     ran = np.ones_like(scores, dtype=bool)
-    assert all(cell != (1, 2) for cell in next_cells(scores, np.ones((3, 1)), MARGIN, RISK, TIE, 3, 2, 100, ran))
+    assert all(
+        cell != (1, 2) for cell in next_cells(scores, np.ones((3, 1)), MARGIN, RISK, TIE, 3, 2, 100, ran)
+    )
 
 
 def test_rounds_grow_with_the_evidence():

@@ -68,16 +68,24 @@ def test_space_json(d_model, min_dk, heads):
 
 # every option of `space` and `train` that is also a spec key: (the table's dataclass name, the key)
 SHARED_WITH_THE_SPEC = {
-    "--min-dk": ("SpaceSpec", "min_dk"), "--mlp-ratio": ("SpaceSpec", "mlp_ratio"),
-    "--attention": ("SpaceSpec", "attention"), "--lr": ("SpaceSpec", "lr"), "--epochs": ("TaskSpec", "epochs"),
-    "--batch-size": ("TaskSpec", "batch_size"), "--seed": ("StudySpec", "seed"),
-    "--device": ("LatencyConfig", "device"), "--latency-batch": ("LatencyConfig", "batch_size"),
-    "--latency-threads": ("LatencyConfig", "threads"), "--latency-runtime": ("LatencyConfig", "runtime"),
-}  # fmt: skip
+    "--min-dk": ("SpaceSpec", "min_dk"),
+    "--mlp-ratio": ("SpaceSpec", "mlp_ratio"),
+    "--attention": ("SpaceSpec", "attention"),
+    "--lr": ("SpaceSpec", "lr"),
+    "--epochs": ("TaskSpec", "epochs"),
+    "--batch-size": ("TaskSpec", "batch_size"),
+    "--seed": ("StudySpec", "seed"),
+    "--device": ("LatencyConfig", "device"),
+    "--latency-batch": ("LatencyConfig", "batch_size"),
+    "--latency-threads": ("LatencyConfig", "threads"),
+    "--latency-runtime": ("LatencyConfig", "runtime"),
+}
 MINIMAL_SPEC = {
-    "name": "defaults", "n_trials": 1, "task": {"name": "digits"},
+    "name": "defaults",
+    "n_trials": 1,
+    "task": {"name": "digits"},
     "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]},
-}  # fmt: skip
+}
 
 
 def documented_defaults(text: str) -> dict[str, dict[str, str]]:
@@ -92,7 +100,9 @@ def documented_defaults(text: str) -> dict[str, dict[str, str]]:
             out[section] = {}
         row = re.match(r"^\| `(\w+)` \| ([^|]+) \|", line)
         if row and section is not None:
-            out[section][row.group(1)] = row.group(2).strip().strip("`").strip('"').removeprefix("[").removesuffix("]")
+            out[section][row.group(1)] = (
+                row.group(2).strip().strip("`").strip('"').removeprefix("[").removesuffix("]")
+            )
     return out
 
 
@@ -363,7 +373,7 @@ def test_bench_out_writes_its_files(tmp_path):
         str(tmp_path / "b"),
         "--json",
     ]
-    result = CliRunner().invoke(main, args)  # fmt: skip
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert sorted(p.rsplit("/", 1)[-1] for p in doc["files"]) == ["bench.csv", "bench.png"]
@@ -470,8 +480,9 @@ def test_bad_modern_heads_keys_are_one_line_and_write_nothing(case, tmp_path, mo
     monkeypatch.chdir(tmp_path)
     parts, fragment = BAD_MODERN[case]
     # one key replaced at a time: a table's line stands in for the key of the same name in the template
-    text = TEXT_SPEC.format(space=parts.get("space", ""), decode=parts.get("decode", ""),
-                            budgets=parts.get("budgets", ""))  # fmt: skip
+    text = TEXT_SPEC.format(
+        space=parts.get("space", ""), decode=parts.get("decode", ""), budgets=parts.get("budgets", "")
+    )
     if "kv_heads = " in parts.get("space", ""):
         text = text.replace("kv_heads = [1, 2]\n", "", 1)
     if "batch_size" in parts.get("decode", ""):

@@ -46,13 +46,23 @@ def test_the_count_is_the_enumeration():
 
 
 def test_huge_spaces_are_counted_at_once_and_refused_by_the_reader():
-    space = SpaceSpec(d_model=(256,), n_layers=(40,), heads=(1, 2, 4, 8, 16), families=("free",),
-                      kv_heads=(1, 2, 4), kv_per_layer=True)  # fmt: skip
+    space = SpaceSpec(
+        d_model=(256,),
+        n_layers=(40,),
+        heads=(1, 2, 4, 8, 16),
+        families=("free",),
+        kv_heads=(1, 2, 4),
+        kv_per_layer=True,
+    )
     t0 = time.perf_counter()
     assert count_layouts(space) > 10**40
     assert time.perf_counter() - t0 < 1.0
-    doc = {"name": "big", "n_trials": 5, "task": {"name": "digits"},
-           "space": {"d_model": [256], "n_layers": [12], "heads": [1, 2, 4, 8, 16], "families": ["free"]}}  # fmt: skip
+    doc = {
+        "name": "big",
+        "n_trials": 5,
+        "task": {"name": "digits"},
+        "space": {"d_model": [256], "n_layers": [12], "heads": [1, 2, 4, 8, 16], "families": ["free"]},
+    }
     # 5^12 sequences, less 2 x C(16, 12) monotone ones, plus the 5 constant ones counted twice
     with pytest.raises(
         LimitError, match=r"counted in architectures is 244,136,990, above the limit of 1,000,000"

@@ -78,8 +78,12 @@ def test_sampling_per_layer_is_valid_fixed_and_covering(sampler):
 def test_points_per_layer_enumerate_the_product_of_each_layers_choices():
     sp = space(kv_per_layer=True)
     pts = list(sp.points())
-    want = {((h, h), (a, b)) for h in (2, 4, 8) for a, b in itertools.product((1, 2, 4, 8), repeat=2)
-            if h % a == 0 and h % b == 0}  # fmt: skip
+    want = {
+        ((h, h), (a, b))
+        for h in (2, 4, 8)
+        for a, b in itertools.product((1, 2, 4, 8), repeat=2)
+        if h % a == 0 and h % b == 0
+    }
     assert {(p.config.heads, p.config.kv_per_layer) for p in pts} == want
     assert len(pts) == len(want) == sp.size() == 4 + 9 + 16
     assert all(sp.decode(p.params) == p for p in pts)
@@ -106,9 +110,20 @@ def test_head_dim_frees_the_head_count_from_d_model_and_carries_the_floor():
 
 
 def test_a_classic_space_is_unchanged():
-    sp = SearchSpace(spec_from_dict(
-        {"name": "c", "n_trials": 5, "task": {"name": "digits"},
-         "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "families": ["uniform", "increasing"]}}
-    ).space)  # fmt: skip
+    sp = SearchSpace(
+        spec_from_dict(
+            {
+                "name": "c",
+                "n_trials": 5,
+                "task": {"name": "digits"},
+                "space": {
+                    "d_model": [64],
+                    "n_layers": [2],
+                    "heads": [1, 2, 4, 8],
+                    "families": ["uniform", "increasing"],
+                },
+            }
+        ).space
+    )
     assert not sp.modern and not any(name.startswith(("kv_q", "head_dim")) for name in sp.distributions)
     assert all(p.config.kv_heads is None and p.config.head_dim is None for p in sp.points())

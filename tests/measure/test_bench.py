@@ -89,8 +89,15 @@ def test_a_plan_is_checked_before_it_runs_and_says_what_it_times() -> None:
 
     forward = plan_bench(32, 4, None, 12, 2, device="cpu")
     assert forward.what == "attention at batch 2, seq 12, d_model 32, 4 heads"
-    assert forward.shape == {"d_model": 32, "heads": 4, "kv_heads": 4, "batch": 2, "mode": "forward",
-                             "seq_len": 12, "runtime": "eager"}  # fmt: skip
+    assert forward.shape == {
+        "d_model": 32,
+        "heads": 4,
+        "kv_heads": 4,
+        "batch": 2,
+        "mode": "forward",
+        "seq_len": 12,
+        "runtime": "eager",
+    }
     decode = plan_bench(32, 4, 2, 12, 2, decode=True, device="cpu")
     assert decode.context == DEFAULT_CONTEXT and decode.shape["mode"] == "decode"
     assert (

@@ -121,9 +121,17 @@ def test_fewer_kv_heads_read_a_smaller_cache_in_the_bench():
 
 def test_forward_bench_with_grouped_heads_drops_torch_mha():
     df = bench_attention(
-        d_model=32, heads=4, kv_heads=2, seq_len=6, batch=2, device="cpu", min_run_time=0.02, threads=1,
-        matmul_size=64, memory=False,
-    )  # fmt: skip
+        d_model=32,
+        heads=4,
+        kv_heads=2,
+        seq_len=6,
+        batch=2,
+        device="cpu",
+        min_run_time=0.02,
+        threads=1,
+        matmul_size=64,
+        memory=False,
+    )
     assert list(df.impl) == ["serial", "merged", "fused"] and (df.kv_heads == 2).all()
     assert (df.max_abs_diff < 1e-5).all()
 
@@ -133,9 +141,15 @@ def test_evaluate_variant_times_decoding_and_names_its_metric(tmp_path):
     cfg = ModelConfig(d_model=16, heads=(2,), kv_heads=(1,))
     seen = []
     res = evaluate_variant(
-        cfg, task, TrainConfig(epochs=1, batch_size=32), FAST, "cpu", cache=LatencyCache(tmp_path),
-        decode=DecodeConfig(context=24, batch_size=1), on_decoded=seen.append,
-    )  # fmt: skip
+        cfg,
+        task,
+        TrainConfig(epochs=1, batch_size=32),
+        FAST,
+        "cpu",
+        cache=LatencyCache(tmp_path),
+        decode=DecodeConfig(context=24, batch_size=1),
+        on_decoded=seen.append,
+    )
     assert res.decode is not None and seen == [res.decode] and res.decode.latency.batch_size == 1
     assert res.kv_cache_bytes_per_token == cfg.kv_cache_bytes_per_token() == 2 * 1 * 8 * 4
     assert res.metric.name == "val_bpb" and res.metric.direction == "minimize" and res.quality == res.val_bpb
@@ -196,8 +210,10 @@ def test_space_lists_kv_pairs_as_json():
     doc = json.loads(result.stdout)
     pairs = {(p["heads"], p["kv_heads"]) for p in doc["pairs"]}
     assert pairs == {(1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4)}
-    assert all(p["d_k"] == 64 // p["heads"] and p["kv_bytes_per_token_per_layer"] == 8 * p["kv_heads"] * p["d_k"]
-               for p in doc["pairs"])  # fmt: skip
+    assert all(
+        p["d_k"] == 64 // p["heads"] and p["kv_bytes_per_token_per_layer"] == 8 * p["kv_heads"] * p["d_k"]
+        for p in doc["pairs"]
+    )
 
 
 def test_bench_decode_json(tmp_path):

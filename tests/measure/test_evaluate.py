@@ -92,9 +92,15 @@ def test_train_variant_checks_first_then_trains_to_where_it_is_told_to_stop(monk
         )
     events = []
     trained = ev.train_variant(
-        CFG, TrainConfig(epochs=3, batch_size=128, lr=3e-3), "digits", latency=LAT, stop_after=2, threads=1,
-        on_start=lambda: events.append("start"), on_epoch=lambda stats: events.append(stats.epoch),
-    )  # fmt: skip
+        CFG,
+        TrainConfig(epochs=3, batch_size=128, lr=3e-3),
+        "digits",
+        latency=LAT,
+        stop_after=2,
+        threads=1,
+        on_start=lambda: events.append("start"),
+        on_epoch=lambda stats: events.append(stats.epoch),
+    )
     assert events == ["start", 1, 2] and trained.result.fit.epochs_run == 2  # the run config's stop
     assert resolved == ["cpu"]  # once, for the runtime, the memory check, timing and training
     doc = trained.to_dict()
@@ -107,6 +113,12 @@ def test_train_variant_refuses_decoding_a_classifier_before_anything_runs(monkey
     monkeypatch.setattr(ev, "evaluate_variant", lambda *a, **k: pytest.fail("nothing may be built"))
     started = []
     with pytest.raises(ConfigError, match="--decode-context needs a language-model task such as --task text"):
-        ev.train_variant(CFG, TrainConfig(epochs=1), "digits", latency=LAT, decode_context=8,
-                         on_start=lambda: started.append(True))  # fmt: skip
+        ev.train_variant(
+            CFG,
+            TrainConfig(epochs=1),
+            "digits",
+            latency=LAT,
+            decode_context=8,
+            on_start=lambda: started.append(True),
+        )
     assert started == []

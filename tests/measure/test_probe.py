@@ -74,7 +74,13 @@ def test_masking_curves_and_heads_needed_agree(trained):
     assert curve["accuracy"].iloc[0] == pytest.approx(evaluate(model, X, y, "cpu"))
     assert curve["importance"].iloc[1:].is_monotonic_increasing  # least important first
     assert sorted(zip(curve["layer"].iloc[1:], curve["head"].iloc[1:], strict=True)) == [
-        (0, 0), (0, 1), (0, 2), (0, 3), (1, 0), (1, 1)]  # fmt: skip
+        (0, 0),
+        (0, 1),
+        (0, 2),
+        (0, 3),
+        (1, 0),
+        (1, 1),
+    ]
 
     tolerances = [-1.0, 0.0, 0.01, 0.05, 0.2, 1.0]
     needed = [heads.heads_needed(layer_curves, (4, 2), tolerance=t) for t in tolerances]
@@ -144,9 +150,17 @@ def test_specialization_from_hand_made_maps():
     assert att[(2, 0)] == pytest.approx(1 / T) and att[(2, 1)] == pytest.approx(1 / T)  # head 2: uniform
     summary = heads.specialized_heads(table)
     assert summary.to_dict(orient="records") == [
-        {"layer": 0, "heads": 3, "specialized": 2, "relations_covered": 2, "k": 2, "relations": "0,1",
-         "shared": 0, "detail": "1: 0; 2: 1"}
-    ]  # fmt: skip
+        {
+            "layer": 0,
+            "heads": 3,
+            "specialized": 2,
+            "relations_covered": 2,
+            "k": 2,
+            "relations": "0,1",
+            "shared": 0,
+            "detail": "1: 0; 2: 1",
+        }
+    ]
     assert heads.relations_followed(summary) == {0, 1}
     # A second layer where only relation 1 is followed adds no relation; the network-wide count stays 2.
     layer1 = table.assign(layer=1, attention=np.where(table["relation"] == 1, table["attention"], 0.0))

@@ -118,8 +118,9 @@ def test_a_run_config_carries_the_transformers_model_and_train_rebuilds_it(tmp_p
 
     hf = {"model_type": "llama", "config": {"rms_norm_eps": 1e-5}}
     cfg = ModelConfig(d_model=16, heads=(4,), kv_heads=(2,))
-    path = write_run_config(tmp_path / "run.json", RunConfig("relations", {"n_samples": 120}, cfg,
-                                                             TrainConfig(epochs=1), hf=hf))  # fmt: skip
+    path = write_run_config(
+        tmp_path / "run.json", RunConfig("relations", {"n_samples": 120}, cfg, TrainConfig(epochs=1), hf=hf)
+    )
     run = load_run_config(path)
     assert run.hf == hf and run.build is None
     latency = LatencyConfig(device="cpu", batch_size=4, min_run_time=0.01)

@@ -75,8 +75,9 @@ def test_a_model_that_ignores_the_layout_is_caught_when_one_layout_happens_to_fi
 
 def test_a_user_model_trains_times_and_counts_like_ours(task) -> None:
     b = builder("good")
-    r = evaluate_variant(LAYOUT, task, TrainConfig(epochs=4, batch_size=32, lr=3e-3), FAST, builder=b,
-                         keep_model=True)  # fmt: skip
+    r = evaluate_variant(
+        LAYOUT, task, TrainConfig(epochs=4, batch_size=32, lr=3e-3), FAST, builder=b, keep_model=True
+    )
     losses = [s.train_loss for s in r.fit.history]
     assert losses[-1] < losses[0] - 0.02 and r.fit.epochs_run == 4  # it trained
     assert r.params == sum(p.numel() for p in r.model.parameters())
@@ -116,8 +117,9 @@ def test_probes_reach_explorer_attention_in_a_user_model_and_refuse_other_attent
     full = masked_accuracy(model, X, y, scores, [2, 4], "cpu")
     with torch.inference_mode():
         assert full == pytest.approx((model(X).argmax(-1) == y).float().mean().item())  # nothing masked
-    assert all(m.probe_mask is None and m.probe_maps is None for m in model.modules()
-               if hasattr(m, "probe_mask"))  # fmt: skip
+    assert all(
+        m.probe_mask is None and m.probe_maps is None for m in model.modules() if hasattr(m, "probe_mask")
+    )
     with pytest.raises(ConfigError, match="cannot mask that model's heads"):
         head_counts(builder("torch_mha").build(LAYOUT, task.spec))
 

@@ -29,10 +29,21 @@ def record(number: int, heads, acc: float, ms: float, device: str, runtime: str)
         ms, ms * 0.05, 8, 16, 1, device, "float32", 5, samples_ms=(ms * 0.98, ms, ms * 1.02), runtime=runtime
     )
     return TrialRecord(
-        number=number, state="COMPLETE", role="search", config=ModelConfig(d_model=16, heads=heads), lr=3e-3,
-        seed=number, epochs_planned=2, history=(acc,), val_accuracy=acc, test_accuracy=acc, val_size=300,
-        latency=lat, params=1000, device=device,
-    )  # fmt: skip
+        number=number,
+        state="COMPLETE",
+        role="search",
+        config=ModelConfig(d_model=16, heads=heads),
+        lr=3e-3,
+        seed=number,
+        epochs_planned=2,
+        history=(acc,),
+        val_accuracy=acc,
+        test_accuracy=acc,
+        val_size=300,
+        latency=lat,
+        params=1000,
+        device=device,
+    )
 
 
 def records(device: str, runtime: str, speed: float = 1.0) -> list[TrialRecord]:
@@ -42,15 +53,27 @@ def records(device: str, runtime: str, speed: float = 1.0) -> list[TrialRecord]:
 def add_study(url: str, name: str, recs: list[TrialRecord]) -> None:
     """A stored study whose trials carry exactly what the objective writes (read back by record_from_trial)."""
     spec = spec_from_dict(
-        {"name": name, "n_trials": max(1, len(recs)), "task": {"name": "digits"},
-         "space": {"d_model": [16], "n_layers": [2], "heads": [1, 2, 4, 8]}}
-    )  # fmt: skip
+        {
+            "name": name,
+            "n_trials": max(1, len(recs)),
+            "task": {"name": "digits"},
+            "space": {"d_model": [16], "n_layers": [2], "heads": [1, 2, 4, 8]},
+        }
+    )
     study = optuna.create_study(study_name=name, storage=url, directions=["maximize", "minimize"])
     study.set_user_attr("spec", spec.stored())
     for r in recs:
-        attrs = {**r.arch_attrs(), "val_accuracy": r.val_accuracy, "test_accuracy": r.test_accuracy,
-                 "history": list(r.history), "val_size": r.val_size, "latency": r.latency.to_dict(),
-                 "latency_ms": r.latency_ms, "params": r.params, "device": r.device}  # fmt: skip
+        attrs = {
+            **r.arch_attrs(),
+            "val_accuracy": r.val_accuracy,
+            "test_accuracy": r.test_accuracy,
+            "history": list(r.history),
+            "val_size": r.val_size,
+            "latency": r.latency.to_dict(),
+            "latency_ms": r.latency_ms,
+            "params": r.params,
+            "device": r.device,
+        }
         study.add_trial(
             create_trial(state=TrialState.COMPLETE, values=[r.val_accuracy, r.latency_ms], user_attrs=attrs)
         )

@@ -66,7 +66,12 @@ def test_heads_of_a_real_trial_are_analysed_first_and_then_written(tmp_path):
     assert len(analysis.example_maps) == len(report.heads) and analysis.example_labels[0].startswith("label ")
     written = write_heads(analysis, OutputFolder(tmp_path / "heads", False))
     names = sorted(p.name for p in written)
-    assert names == sorted(["heads.md", "heads.csv", *(f"{f}.png" for f in ("importance", "masking",
-                                                                            "attention_maps", "attention_stats"))])  # fmt: skip
+    assert names == sorted(
+        [
+            "heads.md",
+            "heads.csv",
+            *(f"{f}.png" for f in ("importance", "masking", "attention_maps", "attention_stats")),
+        ]
+    )
     assert all(is_png(p) for p in written if p.suffix == ".png")
     assert (tmp_path / "heads" / "heads.csv").read_text() == report.table.to_csv(index=False)

@@ -16,8 +16,14 @@ from explorer.storage import TrialRecord
 
 transformers = pytest.importorskip("transformers")
 
-SPEC = spec_from_dict({"name": "hf", "n_trials": 1, "task": {"name": "digits"},
-                       "space": {"d_model": [32], "n_layers": [2], "heads": [2, 4]}})  # fmt: skip
+SPEC = spec_from_dict(
+    {
+        "name": "hf",
+        "n_trials": 1,
+        "task": {"name": "digits"},
+        "space": {"d_model": [32], "n_layers": [2], "heads": [2, 4]},
+    }
+)
 IMAGES = InputSpec("features", 16, 10, n_features=4, image=(8, 8, 1), patch=2)
 TOKENS = InputSpec("tokens", 12, 5, vocab_size=20)
 TEXT = InputSpec("tokens", 12, 20, vocab_size=20, task_kind="language_model")

@@ -13,24 +13,26 @@ from explorer.output import _plots as plots, effect_data, pareto_data, quality
 
 def table() -> pd.DataFrame:
     """Four searched architectures: one over budget, one without a schedule family the figures order."""
-    return pd.DataFrame({
-        "number": [0, 1, 2, 3],
-        "d_model": [32, 32, 64, 64],
-        "heads": [(1, 1), (4, 2), (8, 8), (2, 4)],
-        "kv_heads": [(1, 1), (4, 2), (2, 2), (2, 4)],
-        "heads_max": [1, 4, 8, 4],
-        "dk_min": [32, 8, 8, 16],
-        "family": ["uniform", "decreasing", "uniform", "increasing"],
-        "attention_kind": ["multi-head", "multi-head", "grouped-query", "multi-head"],
-        "val_accuracy": [0.80, 0.90, 0.95, 0.85],
-        "val_low": [0.75, 0.88, 0.93, 0.80],
-        "val_high": [0.84, 0.92, 0.97, 0.89],
-        "quality": [0.80, 0.90, 0.95, 0.85],
-        "latency_ms": [1.0, 2.0, 50.0, 3.0],
-        "latency_low": [0.9, 1.8, 45.0, 2.7],
-        "latency_high": [1.1, 2.2, 55.0, 3.3],
-        "feasible": [True, True, False, None],
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            "number": [0, 1, 2, 3],
+            "d_model": [32, 32, 64, 64],
+            "heads": [(1, 1), (4, 2), (8, 8), (2, 4)],
+            "kv_heads": [(1, 1), (4, 2), (2, 2), (2, 4)],
+            "heads_max": [1, 4, 8, 4],
+            "dk_min": [32, 8, 8, 16],
+            "family": ["uniform", "decreasing", "uniform", "increasing"],
+            "attention_kind": ["multi-head", "multi-head", "grouped-query", "multi-head"],
+            "val_accuracy": [0.80, 0.90, 0.95, 0.85],
+            "val_low": [0.75, 0.88, 0.93, 0.80],
+            "val_high": [0.84, 0.92, 0.97, 0.89],
+            "quality": [0.80, 0.90, 0.95, 0.85],
+            "latency_ms": [1.0, 2.0, 50.0, 3.0],
+            "latency_low": [0.9, 1.8, 45.0, 2.7],
+            "latency_high": [1.1, 2.2, 55.0, 3.3],
+            "feasible": [True, True, False, None],
+        }
+    )
 
 
 def test_pareto_data_splits_the_cloud_and_puts_the_finalists_in_percent():

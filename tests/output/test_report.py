@@ -53,8 +53,10 @@ def test_report_writes_every_file_and_leads_with_the_answer(tmp_path):
     assert len(trials) == 80 + 8 + 4 * 3 and {"heads", "d_k", "role", "seed", "fail_reason"} <= set(trials)
     assert trials["heads"].str.match(r"^\d+(,\d+)*$").all()  # "4,2" at the CSV edge
     md = paths.markdown.read_text()
-    order = [md.index(s) for s in ("## The answer", "## Evidence from the search", "## Rules of thumb",
-                                   "## Study account")]  # fmt: skip
+    order = [
+        md.index(s)
+        for s in ("## The answer", "## Evidence from the search", "## Rules of thumb", "## Study account")
+    ]
     assert order == sorted(order)
     answer = md[md.index("## The answer") : md.index("## Evidence")]
     assert "mean of 3 runs of a fixed 30 epochs" in answer and "Confidence:" in answer  # the finalists' mean

@@ -17,8 +17,13 @@ CONFIG = {"hidden_size": 16, "num_hidden_layers": 2, "intermediate_size": 32}
 
 
 def spec(hf: str = "bert", config: dict | None = None, task: str = "relations", **space) -> dict:
-    return {"name": "h", "n_trials": 2, "task": {"name": task}, "model": {"hf": hf, "config": config or CONFIG},
-            "space": {"heads": [1, 2, 4], **space}}  # fmt: skip
+    return {
+        "name": "h",
+        "n_trials": 2,
+        "task": {"name": task},
+        "model": {"hf": hf, "config": config or CONFIG},
+        "space": {"heads": [1, 2, 4], **space},
+    }
 
 
 def test_the_config_gives_the_sizes_and_the_class_its_families_and_key_value_heads() -> None:
@@ -131,7 +136,7 @@ def write(tmp_path: Path, model: str, task: str = "relations", heads: str = "[1,
         "per-layer-schedule",
         "unknown-type",
         "vit-at-another-length",
-    ],  # fmt: skip
+    ],
 )
 def test_study_run_refuses_a_bad_config_in_one_line_and_creates_nothing(tmp_path, model, task, heads, words):
     path = write(tmp_path, model, task, heads)
@@ -140,8 +145,18 @@ def test_study_run_refuses_a_bad_config_in_one_line_and_creates_nothing(tmp_path
         table, _, line = rest.partition("]\n")
         text = path.read_text().replace(model, head)
         path.write_text(text + (f"{line}\n" if table == "space" else f"[{table}]\n{line}\n"))
-    result = CliRunner().invoke(main, ["study", "run", str(path), "--storage", f"sqlite:///{tmp_path}/h.db",
-                                       "--artifacts", str(tmp_path / "art")])  # fmt: skip
+    result = CliRunner().invoke(
+        main,
+        [
+            "study",
+            "run",
+            str(path),
+            "--storage",
+            f"sqlite:///{tmp_path}/h.db",
+            "--artifacts",
+            str(tmp_path / "art"),
+        ],
+    )
     lines = result.stderr.strip().splitlines()
     assert result.exit_code == 3 and len(lines) == 1 and words in lines[0], result.stderr
     assert "Traceback" not in result.stderr

@@ -132,8 +132,17 @@ def test_free_needs_three_layers_so_depth_becomes_a_position():
     assert (
         "n_layers_q" in space.distributions
     )  # free cannot use 2 layers: depth is a position among usable ones
-    free = space.decode({"family": "free", "d_model": 64, "min_dk": 4, "n_layers_q": 0.0, "heads_q0": 0.0,
-                         "heads_q1": 0.0, "heads_q2": 0.0})  # fmt: skip
+    free = space.decode(
+        {
+            "family": "free",
+            "d_model": 64,
+            "min_dk": 4,
+            "n_layers_q": 0.0,
+            "heads_q0": 0.0,
+            "heads_q1": 0.0,
+            "heads_q2": 0.0,
+        }
+    )
     assert free.config.n_layers == 3 and free.config.family == "free"
 
 

@@ -294,7 +294,9 @@ def test_missing_file(tmp_path):
 def test_unknown_key_in_a_file(tmp_path):
     path = tmp_path / "typo.toml"
     path.write_text(Path(STUDIES / "quickstart.toml").read_text().replace("min_dk =", "mindk ="))
-    with pytest.raises(SpecError, match=r"unknown key 'mindk' in \[space\]; did you mean 'min_dk'\? the allowed"):
+    with pytest.raises(
+        SpecError, match=r"unknown key 'mindk' in \[space\]; did you mean 'min_dk'\? the allowed"
+    ):
         load_spec(path)
 
 
@@ -346,11 +348,18 @@ def text_spec() -> dict[str, Any]:
         "n_trials": 6,
         "objectives": {"bpb": "minimize", "latency": "minimize", "decode": "minimize"},
         "task": {"name": "text", "options": {"context": 32, "max_bytes": 20000}, "epochs": 2},
-        "space": {"d_model": [64], "n_layers": [2], "heads": [2, 4, 8], "kv_heads": [1, 2, 4], "head_dim": [16, 32],
-                  "kv_per_layer": True, "families": ["uniform"]},
+        "space": {
+            "d_model": [64],
+            "n_layers": [2],
+            "heads": [2, 4, 8],
+            "kv_heads": [1, 2, 4],
+            "head_dim": [16, 32],
+            "kv_per_layer": True,
+            "families": ["uniform"],
+        },
         "decode": {"context": 256, "batch_size": 2},
         "budgets": {"max_decode_ms": 5.0, "max_kv_cache_mb": 1.5},
-    }  # fmt: skip
+    }
 
 
 def text_with(path: str, value: Any) -> dict[str, Any]:
@@ -479,12 +488,17 @@ class Probe:
         ({"name": "x", "on": 1}, "'on' in [probe] must be true or false, got an integer (1)."),
         ({"name": "x", "sizes": [2, 2]}, "'sizes' in [probe] lists 2 more than once; list each value once."),
         ({"count": 1}, "[probe] is missing the required key 'name'; add it (see studies/quickstart.toml)."),
-        ({"name": "x", "cont": 1}, "unknown key 'cont' in [probe]; did you mean 'count'? the allowed keys are "
-                                   "count, share, rate, mode, sizes, on, name."),
-        ({"name": "x", "zzz": 1}, "unknown key 'zzz' in [probe]; the allowed keys are count, share, rate, mode, "
-                                  "sizes, on, name."),
+        (
+            {"name": "x", "cont": 1},
+            "unknown key 'cont' in [probe]; did you mean 'count'? the allowed keys are "
+            "count, share, rate, mode, sizes, on, name.",
+        ),
+        (
+            {"name": "x", "zzz": 1},
+            "unknown key 'zzz' in [probe]; the allowed keys are count, share, rate, mode, sizes, on, name.",
+        ),
     ],
-)  # fmt: skip
+)
 def test_the_generic_reader_checks_each_key_by_its_field(table, expected):
     with pytest.raises(SpecError) as caught:
         read_table(Probe, table, "[probe]")
@@ -499,8 +513,14 @@ def test_the_generic_reader_fills_defaults_and_takes_given_values():
 
 
 def test_a_spec_without_a_key_reads_its_fields_default():
-    spec = spec_from_dict({"name": "d", "n_trials": 1, "task": {"name": "digits"},
-                           "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]}})  # fmt: skip
+    spec = spec_from_dict(
+        {
+            "name": "d",
+            "n_trials": 1,
+            "task": {"name": "digits"},
+            "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]},
+        }
+    )
     checked = 0
     for table, cls in [("", StudySpec), *TABLE_CLASSES.items()]:
         read = getattr(spec, table) if table else spec

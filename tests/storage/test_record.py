@@ -40,8 +40,12 @@ def stored(r: TrialRecord, state: TrialState = TrialState.COMPLETE) -> TrialReco
 
 
 def lm_record(config: ModelConfig) -> TrialRecord:
-    decode = DecodeResult(latency(0.8), context=512, kv_cache_bytes=config.kv_cache_bytes(512),
-                          kv_cache_bytes_per_token=config.kv_cache_bytes_per_token())  # fmt: skip
+    decode = DecodeResult(
+        latency(0.8),
+        context=512,
+        kv_cache_bytes=config.kv_cache_bytes(512),
+        kv_cache_bytes_per_token=config.kv_cache_bytes_per_token(),
+    )
     return dataclasses.replace(
         record(0, (4, 4), 0.0, 2.0),
         config=config,
@@ -110,10 +114,13 @@ def test_a_record_written_before_key_value_heads_still_reads():
 def test_retimings_carry_their_kind_and_old_ones_are_forward_passes():
     study = optuna.create_study()
     lat = latency(1.0).to_dict()
-    study.set_user_attr(RETIMED_ATTR, [
-        {"key": "a", "round": 0, "latency": lat},
-        {"key": "a", "round": 0, "latency": lat, "kind": "decode"},
-    ])  # fmt: skip
+    study.set_user_attr(
+        RETIMED_ATTR,
+        [
+            {"key": "a", "round": 0, "latency": lat},
+            {"key": "a", "round": 0, "latency": lat, "kind": "decode"},
+        ],
+    )
     assert [t.kind for t in load_retimings(study)] == ["forward", "decode"]
 
 
@@ -130,8 +137,11 @@ def test_the_record_is_written_through_one_function_that_refuses_unknown_keys(tm
     assert all(type(v) is str for v in (frozen.user_attrs["role"], frozen.user_attrs["proposal"]))
     back = record_from_trial(frozen)
     assert (back.role, back.proposal, back.closed, back.epoch) == (
-        Role.FINALIST, Proposal.ENQUEUED, Closure.DUPLICATE, 2,
-    )  # fmt: skip
+        Role.FINALIST,
+        Proposal.ENQUEUED,
+        Closure.DUPLICATE,
+        2,
+    )
     assert back.role is Role.FINALIST and role_of(frozen) is Role.FINALIST and is_bookkeeping(frozen)
     write(frozen, study, rejected=4)  # a sampler holds a FrozenTrial: written through the study's storage
     assert record_from_trial(study.trials[0]).rejected == 4
@@ -172,14 +182,33 @@ def test_every_field_is_read_either_generically_or_from_its_parts():
     reader's explicit line; none is left to its default by mistake."""
     from explorer.storage import SCALAR_FIELDS
 
-    structured = {"number", "state", "role", "config", "schedule", "history", "latency", "decode", "constraints"}
+    structured = {
+        "number",
+        "state",
+        "role",
+        "config",
+        "schedule",
+        "history",
+        "latency",
+        "decode",
+        "constraints",
+    }
     structured |= {"label", "rejected", "relations", "started", "completed", "task_kind", "closed"}
     generic = {name for name, _ in SCALAR_FIELDS}
     assert not generic & structured
     assert generic | structured == {f.name for f in dataclasses.fields(TrialRecord)}
     full = dataclasses.replace(
-        record(5, (4, 2), 0.83, 1.5), patience=3, stop="rung 1", retry_of=2, fold=1, folds=5, fold_seed=7,
-        chance=0.1, val_size=270, samples_per_s=1e3, torch_version="2.13.0",
+        record(5, (4, 2), 0.83, 1.5),
+        patience=3,
+        stop="rung 1",
+        retry_of=2,
+        fold=1,
+        folds=5,
+        fold_seed=7,
+        chance=0.1,
+        val_size=270,
+        samples_per_s=1e3,
+        torch_version="2.13.0",
     )
     back = stored(full)
     for name in generic:  # each scalar comes back as written, with its type

@@ -51,9 +51,14 @@ def test_a_study_deleted_and_made_again_starts_with_no_claims(tmp_path):
 
     url = f"sqlite:///{tmp_path / 'c.db'}"
     spec = spec_from_dict(
-        {"name": "s", "n_trials": 2, "task": {"name": "digits"}, "latency": {"device": "cpu"},
-         "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]}}
-    )  # fmt: skip
+        {
+            "name": "s",
+            "n_trials": 2,
+            "task": {"name": "digits"},
+            "latency": {"device": "cpu"},
+            "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]},
+        }
+    )
     handle = prepare_study(spec, url)
     Claims(handle.study._storage, "s").claim("cfg", 0)
     optuna.delete_study(study_name="s", storage=url)

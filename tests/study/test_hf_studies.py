@@ -88,8 +88,19 @@ def test_a_transformers_study_runs_reports_and_exports_a_model_from_pretrained_l
     assert f"transformers' `{cls}`, built from a {HF_FAMILIES[family].config_class}" in report
     if family == "llama":  # decoding and the key/value cache, as for explorer's own decoder
         assert "decoding (ms/token)" in report and "kv cache" in report
-    done = run("export", f"hf-{family}", *where, *art, "--trial", "0", "--format", "hf", "--out",
-               str(tmp_path / "hf"), "--json")  # fmt: skip
+    done = run(
+        "export",
+        f"hf-{family}",
+        *where,
+        *art,
+        "--trial",
+        "0",
+        "--format",
+        "hf",
+        "--out",
+        str(tmp_path / "hf"),
+        "--json",
+    )
     doc = json.loads(done.stdout)
     assert doc["weights"] and doc["max_abs_logit_diff"] <= 1e-4
     assert {"config.json", "model.safetensors"} <= {p.name for p in (tmp_path / "hf").iterdir()}
@@ -105,8 +116,9 @@ def test_a_transformers_study_runs_reports_and_exports_a_model_from_pretrained_l
         logits = model(**hf_inputs(task.test[0], task.spec, HF_FAMILIES[family]), **extra).logits
     assert logits.shape[0] == len(task.test[0]) and torch.isfinite(logits).all()
     if family == "bert":  # the trial's run config rebuilds the same transformers class in `explorer train`
-        heads = CliRunner().invoke(main, ["heads", f"hf-{family}", *where, "--trial", "0", "--out",
-                                          str(tmp_path / "heads")])  # fmt: skip
+        heads = CliRunner().invoke(
+            main, ["heads", f"hf-{family}", *where, "--trial", "0", "--out", str(tmp_path / "heads")]
+        )
         assert heads.exit_code == 3 and len(heads.stderr.strip().splitlines()) == 1
         assert "'hf:bert'" in heads.stderr and "cannot mask" in heads.stderr
         run("export", f"hf-{family}", *where, "--trial", "0", "--out", str(tmp_path / "run.json"))
@@ -147,8 +159,9 @@ def test_every_family_exports_a_folder_that_loads_with_the_same_logits(
         X = torch.randn(6, 4, 12)
     else:
         kind = "language_model" if language_model else "classification"
-        spec = InputSpec(kind="tokens", seq_len=8, n_classes=11 if language_model else 3, vocab_size=11,
-                         task_kind=kind)  # fmt: skip
+        spec = InputSpec(
+            kind="tokens", seq_len=8, n_classes=11 if language_model else 3, vocab_size=11, task_kind=kind
+        )
         X = torch.randint(11, (6, 8))
     y = torch.randint(3, (6,)) if not language_model else torch.randint(11, (6, 8))
     task = Task("t", spec, (X, y), (X, y), (X, y))

@@ -109,8 +109,19 @@ def test_one_study_run_checks_each_input_once_and_resolves_device_task_and_space
     spec = write_tiny_spec(tmp_path, n_trials=1, epochs=1)
     url = f"sqlite:///{tmp_path / 's.db'}"
     _study_run(spec, url)  # a new study: nothing stored to compare with, no user code recorded before
-    once = {"RunOptions", "check_total", "check_total_reaches", "resolve_storage_url", "check_rerun", "check_user_model", "check_runtime", "check_study_fits",
-            "resolve_device", "load_task", "space"}  # fmt: skip
+    once = {
+        "RunOptions",
+        "check_total",
+        "check_total_reaches",
+        "resolve_storage_url",
+        "check_rerun",
+        "check_user_model",
+        "check_runtime",
+        "check_study_fits",
+        "resolve_device",
+        "load_task",
+        "space",
+    }
     assert calls == Counter(dict.fromkeys(once, 1)), calls
     calls.clear()
     _study_run(spec, url, "--n-trials", "2")  # the same study again: compared with the stored spec and code
@@ -119,9 +130,21 @@ def test_one_study_run_checks_each_input_once_and_resolves_device_task_and_space
     calls.clear()
     result = CliRunner().invoke(main, ["study", "resume", "tiny", "--storage", url, "--n-trials", "3"])
     assert result.exit_code == 0, result.output
-    resumed = {"RunOptions", "check_total", "resolve_storage_url", "check_code", "resolve_device", "load_task",
-               "space", "check_runtime", "check_study_fits", "check_total_reaches"}  # fmt: skip
-    assert calls == Counter(dict.fromkeys(resumed, 1)), calls  # from the database alone: no spec file to compare
+    resumed = {
+        "RunOptions",
+        "check_total",
+        "resolve_storage_url",
+        "check_code",
+        "resolve_device",
+        "load_task",
+        "space",
+        "check_runtime",
+        "check_study_fits",
+        "check_total_reaches",
+    }
+    assert calls == Counter(dict.fromkeys(resumed, 1)), (
+        calls
+    )  # from the database alone: no spec file to compare
 
 
 def test_a_spawned_worker_rebuilds_its_plan_without_checking_anything(tmp_path, calls, one_thread):

@@ -389,8 +389,11 @@ def _sigkill_then_resume(tmp_path: Path, url: str, name: str, total: int, kill_a
     # Resumed at once (inside the grace period): it waits for the dead trial to go stale, fails it, retries it.
     resume = subprocess.run(
         [sys.executable, "-m", "explorer", "study", "resume", name, "--storage", url],
-        env=env, capture_output=True, text=True, timeout=900,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert resume.returncode == 0, resume.stderr
     assert "stopped the" not in resume.stderr, resume.stderr
     study = optuna.load_study(study_name=name, storage=url)
@@ -435,8 +438,9 @@ def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_tr
     env = {**ENV, "EXPLORER_HEARTBEAT_INTERVAL": "1", "EXPLORER_GRACE_PERIOD": "2"}
     spec = write_spec(tmp_path, name="twokill", n_trials=4, epochs=40, early=False)
     cmd = [sys.executable, "-m", "explorer", "study", "run", str(spec), "--storage", sqlite_url]
-    proc = subprocess.Popen([*cmd, "--workers", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [*cmd, "--workers", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         _wait_for(lambda: _running_after_latency("twokill", sqlite_url, 1), proc, "a running trial")
         workers = _wait_for(lambda: _worker_pids(proc.pid), proc, "the worker processes")
@@ -477,8 +481,11 @@ def test_ctrl_c_stops_cleanly_and_resume_retries_the_interrupted_trial(tmp_path,
     assert not study.get_trials(states=(TrialState.RUNNING,))  # consistent: nothing left RUNNING
     resume = subprocess.run(
         [sys.executable, "-m", "explorer", "study", "resume", "ctrlc", "--storage", sqlite_url],
-        env=ENV, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert resume.returncode == 0, resume.stderr
     study = optuna.load_study(study_name="ctrlc", storage=sqlite_url)
     assert len(finished(study)) == 3
@@ -560,7 +567,10 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["finalist_runs_queued"] <= 8 and doc["finalists"]["done"] == len(finals) + doc["finalist_runs_queued"]
+    assert (
+        doc["finalist_runs_queued"] <= 8
+        and doc["finalists"]["done"] == len(finals) + doc["finalist_runs_queued"]
+    )
     assert decided or doc["finalist_runs_queued"] > 0
     # confirm --seeds 3: every finalist on every unit of 3 replicates (a fixed grid)
     result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
@@ -569,7 +579,9 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     for r in load_records(handle.study, roles=("finalist",)):
         grid.setdefault(r.key, set()).add(r.seed)
     assert all({unit_seed(0, u) for u in range(6)} <= seeds for seeds in grid.values())
-    refused = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--until-decided"])
+    refused = CliRunner().invoke(
+        main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--until-decided"]
+    )
     assert refused.exit_code != 0 and "exclude each other" in refused.stderr
 
 

@@ -34,8 +34,14 @@ def load(kind="ok"):
 """
 
 
-def user_spec(tmp_path: Path, name: str = "mine", task: str | None = None, options: str = "{ patch = 2 }",
-              build: str | None = None, **kw) -> Path:  # fmt: skip
+def user_spec(
+    tmp_path: Path,
+    name: str = "mine",
+    task: str | None = None,
+    options: str = "{ patch = 2 }",
+    build: str | None = None,
+    **kw,
+) -> Path:
     loader = tmp_path / "loader.py"
     if not loader.exists():
         loader.write_text(textwrap.dedent(LOADER))
@@ -65,8 +71,12 @@ def one_line(result, code: int, *words: str) -> None:
 
 
 def test_the_model_table_is_read_strictly() -> None:
-    base = {"name": "m", "n_trials": 1, "task": {"name": "a.b:load"}, "space": {"d_model": [16], "n_layers": [1],
-            "heads": [1, 2]}}  # fmt: skip
+    base = {
+        "name": "m",
+        "n_trials": 1,
+        "task": {"name": "a.b:load"},
+        "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]},
+    }
     spec = spec_from_dict({**base, "model": {"build": "pkg.models:build"}})
     assert spec.model.build == "pkg.models:build" and spec_from_dict(spec.to_dict()) == spec
     assert spec.task.kind == "classification"
@@ -102,15 +112,35 @@ def test_the_model_table_is_read_strictly() -> None:
 def test_bad_user_code_is_one_line_exit_3_and_stores_nothing(tmp_path: Path, case: dict, words) -> None:
     case = {k: v.replace("{tmp}", str(tmp_path)) for k, v in case.items()}
     spec = user_spec(tmp_path, **case)
-    result = run("study", "run", str(spec), "--storage", f"sqlite:///{tmp_path}/s.db", "--artifacts",
-                 str(tmp_path / "art"))  # fmt: skip
+    result = run(
+        "study",
+        "run",
+        str(spec),
+        "--storage",
+        f"sqlite:///{tmp_path}/s.db",
+        "--artifacts",
+        str(tmp_path / "art"),
+    )
     one_line(result, 3, *words)
     assert not (tmp_path / "s.db").exists() and not (tmp_path / "art").exists()
 
 
 def test_bad_user_code_in_train_is_one_line_too(tmp_path: Path) -> None:
-    result = run("train", "--task", "digits", "--build", f"{MODELS}:fixed_heads", "--d-model", "16", "--layers",
-                 "1", "--heads", "uniform:2", "--epochs", "1")  # fmt: skip
+    result = run(
+        "train",
+        "--task",
+        "digits",
+        "--build",
+        f"{MODELS}:fixed_heads",
+        "--d-model",
+        "16",
+        "--layers",
+        "1",
+        "--heads",
+        "uniform:2",
+        "--epochs",
+        "1",
+    )
     one_line(result, 3, "ignores the layout")
 
 
@@ -165,9 +195,26 @@ def test_two_spawned_workers_import_module_references_from_the_working_directory
     env = {
         k: v for k, v in os.environ.items() if k != "PYTHONPATH"
     }  # the modules are found from the cwd alone
-    done = subprocess.run([sys.executable, "-m", "explorer", "study", "run", str(spec), "--workers", "2",
-                           "--storage", f"sqlite:///{tmp_path}/w.db", "--json"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "explorer",
+            "study",
+            "run",
+            str(spec),
+            "--workers",
+            "2",
+            "--storage",
+            f"sqlite:///{tmp_path}/w.db",
+            "--json",
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     study = optuna.load_study(study_name="mine", storage=f"sqlite:///{tmp_path}/w.db")
     done_trials = [t for t in study.trials if t.state.name == "COMPLETE"]
@@ -178,9 +225,28 @@ def test_train_takes_a_task_function_and_a_model_builder(tmp_path: Path) -> None
     import json
 
     (tmp_path / "loader.py").write_text(textwrap.dedent(LOADER))
-    result = run("train", "--task", f"{tmp_path}/loader.py:load", "--task-opt", "patch=2", "--build",
-                 f"{MODELS}:good", "--d-model", "16", "--layers", "2", "--heads", "2,4", "--min-dk", "1",
-                 "--epochs", "1", "--latency-batch", "4", "--json")  # fmt: skip
+    result = run(
+        "train",
+        "--task",
+        f"{tmp_path}/loader.py:load",
+        "--task-opt",
+        "patch=2",
+        "--build",
+        f"{MODELS}:good",
+        "--d-model",
+        "16",
+        "--layers",
+        "2",
+        "--heads",
+        "2,4",
+        "--min-dk",
+        "1",
+        "--epochs",
+        "1",
+        "--latency-batch",
+        "4",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["build"] == f"{MODELS}:good" and doc["heads"] == [2, 4] and doc["task"] == "loader:load"

@@ -29,7 +29,10 @@ def tiny(tmp_path, n_trials: int = 2):
 def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path, monkeypatch, one_thread):
     handle = tiny(tmp_path)
     plan = plan_run(handle, RunOptions(threads=2))
-    for where in ("explorer.study._context.load_task", "explorer.study._plan.load_task"):  # every loading site
+    for where in (
+        "explorer.study._context.load_task",
+        "explorer.study._plan.load_task",
+    ):  # every loading site
         monkeypatch.setattr(where, lambda *a, **k: pytest.fail("loaded a second time"))
     seen = []
     progress = run_stage(plan, "search", 2, on_progress=seen.append)
