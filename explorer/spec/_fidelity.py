@@ -108,7 +108,7 @@ def tie_tolerance(spread_a: float, spread_b: float) -> float:
 
 def dominated_at_rung(
     epoch: int,
-    accuracy: float,
+    quality: float,
     n_val: int,
     key: str,
     latency_ms: float,
@@ -123,7 +123,7 @@ def dominated_at_rung(
     """Whether a trial at ``epoch`` (a rung) is beaten beyond seed and split noise by an at-least-as-fast
     other architecture (the test of the module docstring).
 
-    ``accuracy`` is the trial's value of the task's metric at that epoch; with ``higher_is_better=False``
+    ``quality`` is the trial's value of the task's metric at that epoch; with ``higher_is_better=False``
     (bits per byte) lower wins and ``se`` (its standard error) floors each value's noise, else the binomial
     standard error on ``n_val`` examples does. ``n_rungs`` is the number of rungs the trial has: ``alpha`` is
     spread over them, so it bounds the trial's chance of a false stop over all of them.
@@ -134,7 +134,7 @@ def dominated_at_rung(
         for p in reached
         if p.key != key and p.latency_ms <= latency_ms * (1 + tie_tolerance(spread, p.spread))
     ]
-    values = [accuracy] + [p.history[epoch - 1] for p in reached]
+    values = [quality] + [p.history[epoch - 1] for p in reached]
     df = len(values) - 2
     if not eligible or df < 1:
         return Verdict(False)
@@ -142,7 +142,7 @@ def dominated_at_rung(
 
     level = alpha / (len(eligible) * n_rungs)
     critical = float(stats.t.isf(level, df))
-    lead_and_se = _lead_test(values, epoch, accuracy, n_val, higher_is_better, se)
+    lead_and_se = _lead_test(values, epoch, quality, n_val, higher_is_better, se)
 
     def z_score(peer: Peer) -> float:
         lead, diff_se = lead_and_se(peer)
@@ -162,24 +162,24 @@ def dominated_at_rung(
 
 
 def _lead_test(
-    values: Sequence[float], epoch: int, accuracy: float, n_val: int, higher_is_better: bool, se: float | None
+    values: Sequence[float], epoch: int, quality: float, n_val: int, higher_is_better: bool, se: float | None
 ) -> Callable[[Peer], tuple[float, float]]:
     """For a peer: its lead over the trial at ``epoch`` and the standard error of that difference, from the
     spread of the epoch's ``values`` (the two compared replaced by their mean), never below the split's own."""
     df = len(values) - 2
     mean = sum(values) / len(values)
     squares = sum((v - mean) ** 2 for v in values)
-    own = se if se is not None and se > 0 else RELATIVE_SE * abs(accuracy)
+    own = se if se is not None and se > 0 else RELATIVE_SE * abs(quality)
 
     def floor(value: float) -> float:  # one value's noise from the split alone
         return binomial_se(value, n_val) if higher_is_better else own
 
     def lead_and_se(p: Peer) -> tuple[float, float]:
         theirs = p.history[epoch - 1]
-        lead = theirs - accuracy if higher_is_better else accuracy - theirs
+        lead = theirs - quality if higher_is_better else quality - theirs
         # the spread with the two compared values replaced by their mean: n - 2 degrees of freedom
         noise = math.sqrt(max(squares - lead**2 / 2, 0.0) / df)
-        return lead, max(math.sqrt(2) * noise, math.hypot(floor(theirs), floor(accuracy)))
+        return lead, max(math.sqrt(2) * noise, math.hypot(floor(theirs), floor(quality)))
 
     return lead_and_se
 
