@@ -86,7 +86,7 @@ def run_one(spec_text: str, name: str, seed: int, workers: int) -> dict[str, Any
         "seconds": round(wall, 1),
         "key": rec.key,
         "heads": list(rec.config.heads),
-        "accuracy": [rec.accuracy.estimate, rec.accuracy.low, rec.accuracy.high],
+        "accuracy": [rec.quality.estimate, rec.quality.low, rec.quality.high],
         "rerun": [rec.rerun.low, rec.rerun.high],
         "latency": [rec.latency.estimate, rec.latency.low, rec.latency.high],
         "confidence": ans.confidence,

@@ -123,7 +123,7 @@ def main() -> None:
         "heads": list(rec.config.heads),
         "d_model": rec.config.d_model,
         "n_layers": rec.config.n_layers,
-        "report_accuracy": [rec.accuracy.estimate, rec.accuracy.low, rec.accuracy.high],
+        "report_accuracy": [rec.quality.estimate, rec.quality.low, rec.quality.high],
         "report_rerun_interval": [rec.rerun.low, rec.rerun.high],
         "report_latency": [rec.latency.estimate, rec.latency.low, rec.latency.high],
         "fresh_runs": runs,
@@ -144,7 +144,7 @@ def main() -> None:
             f"Recorded {result['date']} on {result['machine']}; load average {load_text(result['load_average'])}; "
             f"command `{result['command']}`.",
             "",
-            f"- Accuracy: the report says {rec.accuracy.estimate:.2%} [{rec.accuracy.low:.2%}, {rec.accuracy.high:.2%}] "
+            f"- Accuracy: the report says {rec.quality.estimate:.2%} [{rec.quality.low:.2%}, {rec.quality.high:.2%}] "
             f"(mean of {rec.n} seeds) and that 3 fresh seeds should average within [{rec.rerun.low:.2%}, "
             f"{rec.rerun.high:.2%}]. Fresh seeds {seeds}: {accs} (epochs {epochs}), "
             f"mean {mean:.2%}: {'inside' if acc_inside else 'OUTSIDE'} the stated interval.",

@@ -49,11 +49,6 @@ class Contrast:
     decode_ratio: float = math.nan  # other / recommended, decoding ms per token (NaN: not measured)
     cache_ratio: float = math.nan  # other / recommended, key/value-cache bytes per token
 
-    @property
-    def accuracy(self) -> PairedDifference | None:
-        """The quality comparison (the name classification reports always used)."""
-        return self.quality
-
 
 def find(archs: Sequence[Architecture], want: ModelConfig) -> Architecture | None:
     """The architecture with ``want``'s width, depth, heads, key/value heads and head width (any lr, MLP)."""

@@ -111,15 +111,6 @@ class Architecture:
     kv_cache_bytes: int | None = None  # key/value cache at the study's decoding context and batch
 
     @property
-    def accuracy(self) -> Interval:
-        """The quality interval (the name the classification reports always used)."""
-        return self.quality
-
-    @property
-    def test_accuracy(self) -> float:
-        return self.test_quality
-
-    @property
     def score(self) -> float:
         """The mean quality signed so that higher is better."""
         return score(self.metric, self.quality.estimate)

@@ -80,7 +80,7 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
                 f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
                 + claim(ans)
                 + f" Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% "
-                f"interval), {pct(rec.test_accuracy)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
+                f"interval), {pct(rec.test_quality)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
                 f"{spec.latency.batch_size} (median of {rounds} timing{'s' * (rounds != 1)}; 95% interval for a new "
                 f"timing), {rec.params:,} parameters.",
             ],

@@ -194,13 +194,13 @@ def test_finalists_lead_the_answer_and_their_contrasts_are_paired_by_unit():
     ans = answer(search_records() + finals, SPEC)
     assert ans.evidence == "finalists" and ans.recommended.heads == (8, 8)  # 4,4 is 2 points below: worse
     rec = ans.recommended
-    assert rec.n == 6 and rec.accuracy.estimate == pytest.approx(
+    assert rec.n == 6 and rec.quality.estimate == pytest.approx(
         np.mean([r.val_accuracy for r in finals if r.heads == (8, 8)])
     )
     by_name = {c.name.split(" (")[0]: c for c in ans.contrasts}
     one = by_name["1 head per layer"]
-    assert one.other.heads == (1, 1) and one.accuracy.significant() and one.accuracy.diff < -0.2
-    assert one.accuracy.low < one.accuracy.diff < one.accuracy.high < 0  # the whole interval is a loss
+    assert one.other.heads == (1, 1) and one.quality.significant() and one.quality.diff < -0.2
+    assert one.quality.low < one.quality.diff < one.quality.high < 0  # the whole interval is a loss
     assert one.latency_ratio == pytest.approx(1.0 / 2.4, rel=0.05) and not one.latency_tie
     assert 0.0 <= ans.confidence <= 1.0 and "re-run" in ans.confidence_method
 

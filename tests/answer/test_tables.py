@@ -22,19 +22,19 @@ def test_runs_of_one_architecture_are_averaged_and_different_architectures_are_n
     assert set(archs) == {(4, 4), (2, 2)}
     four = archs[(4, 4)]
     assert four.n == 3 and four.seeds == (1, 2, 3) and four.numbers == (0, 1, 2)
-    assert four.accuracy.estimate == pytest.approx(0.82)
-    assert 0 < four.accuracy.low < 0.82 < four.accuracy.high < 1
-    assert four.rerun.width > four.accuracy.width  # a new 3-seed mean varies more than the mean is known
+    assert four.quality.estimate == pytest.approx(0.82)
+    assert 0 < four.quality.low < 0.82 < four.quality.high < 1
+    assert four.rerun.width > four.quality.width  # a new 3-seed mean varies more than the mean is known
     assert four.latency.low < 1.05 < four.latency.high and four.latency.estimate == pytest.approx(1.05)
-    assert "pooled" in four.accuracy.method  # seed spread pooled over both finalists (3 df)
+    assert "pooled" in four.quality.method  # seed spread pooled over both finalists (3 df)
 
 
 @pytest.mark.parametrize("values", [[1.0, 1.0, 1.0], [0.0, 0.0], [1.0]])
 def test_accuracy_intervals_never_leave_0_to_100_percent(values):
     recs = [record(i, (4, 4), v, 1.0, role="finalist", seed=i, history=(v,)) for i, v in enumerate(values)]
     (a,) = architectures(recs, "finalist")
-    assert 0 <= a.accuracy.low <= a.accuracy.estimate <= a.accuracy.high <= 1
-    assert a.accuracy.width > 0 and 0 <= a.rerun.low and a.rerun.high <= 1
+    assert 0 <= a.quality.low <= a.quality.estimate <= a.quality.high <= 1
+    assert a.quality.width > 0 and 0 <= a.rerun.low and a.rerun.high <= 1
 
 
 def test_a_cached_latency_reused_by_several_runs_is_one_measurement():
