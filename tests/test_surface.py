@@ -34,7 +34,9 @@ def test_every_public_name_is_named_in_a_test():
 
 
 def test_a_public_name_no_test_names_is_reported(tmp_path):
-    (tmp_path / "test_one.py").write_text("from explorer.answer import decide\n\ndef test_it():\n    decide\n")
+    (tmp_path / "test_one.py").write_text(
+        "from explorer.answer import decide\n\ndef test_it():\n    decide\n"
+    )
     made_up = "a_name_" + "no_test_names"  # built, so this file does not name it either
     names = {"answer": ("decide", made_up), "storage": ("sqlite_path",)}
     assert untested(names, tmp_path) == [f"answer.{made_up}", "storage.sqlite_path"]

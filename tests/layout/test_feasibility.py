@@ -24,7 +24,9 @@ def test_space_combos_lists_each_realisable_combination_with_the_heads_valid_for
 
 
 def test_the_search_space_samples_the_factors_in_their_order():
-    space = SearchSpace(SpaceSpec(d_model=(16, 32), n_layers=(1, 2), heads=(1, 2, 4), min_dk=(8,), families=RAMPS))
+    space = SearchSpace(
+        SpaceSpec(d_model=(16, 32), n_layers=(1, 2), heads=(1, 2, 4), min_dk=(8,), families=RAMPS)
+    )
     assert [f.name for f in space.factors] == list(FACTORS)
     assert FACTORS[0] == "family"
 
