@@ -128,14 +128,18 @@ def _spec_with(**tables):
     from explorer.spec import spec_from_dict
 
     space = {"d_model": [32], "n_layers": [2], "heads": [1, 2, 4], **tables.pop("space", {})}
-    return spec_from_dict({"name": "c", "n_trials": 2, "task": {"name": "relations"}, "space": space, **tables})
+    return spec_from_dict(
+        {"name": "c", "n_trials": 2, "task": {"name": "relations"}, "space": space, **tables}
+    )
 
 
 def test_the_attention_impls_are_what_a_spec_may_choose():
     from explorer.errors import SpecError
     from explorer.layout import ATTENTION_IMPLS
 
-    assert {_spec_with(space={"attention": impl}).space.attention for impl in ATTENTION_IMPLS} == set(ATTENTION_IMPLS)
+    assert {_spec_with(space={"attention": impl}).space.attention for impl in ATTENTION_IMPLS} == set(
+        ATTENTION_IMPLS
+    )
     with pytest.raises(SpecError, match="flash"):
         _spec_with(space={"attention": "flash"})
 

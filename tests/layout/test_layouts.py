@@ -131,7 +131,8 @@ def test_kv_param_names_one_per_layer_or_one_shared_and_none_without_kv_heads():
     shared = SpaceSpec(d_model=(64,), n_layers=(2,), heads=(2, 4), kv_heads=(1, 2), families=("uniform",))
     (shared_name,) = kv_param_names(shared, 3)  # one position for every layer
     assert shared_name in SearchSpace(shared).distributions
-    per_layer = SpaceSpec(d_model=(64,), n_layers=(2,), heads=(2, 4), kv_heads=(1, 2), kv_per_layer=True,
-                          families=("uniform",))
+    per_layer = SpaceSpec(
+        d_model=(64,), n_layers=(2,), heads=(2, 4), kv_heads=(1, 2), kv_per_layer=True, families=("uniform",)
+    )
     assert kv_param_names(per_layer, 3) == ["kv_q0", "kv_q1", "kv_q2"]
     assert set(kv_param_names(per_layer, 2)) <= set(SearchSpace(per_layer).distributions)
