@@ -49,9 +49,7 @@ def test_plan_has_the_knee_its_neighbour_and_the_references_each_with_fresh_seed
     start = SPEC.finalists.start
     layouts = {r.config.key() for r in plan.runs}
     assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == start * len(layouts)
-    assert len(plan.layouts) == len(layouts) and plan.budget == SPEC.finalists.units * len(
-        layouts
-    ) == 15 * len(layouts)
+    assert len(plan.layouts) == len(layouts) and plan.budget == SPEC.finalists.units * len(layouts) == 15 * len(layouts)
 
 
 def test_units_cover_every_fold_of_each_replicate_and_two_study_seeds_share_no_seed():
@@ -111,9 +109,7 @@ def test_the_ladder_keeps_to_the_knees_d_k_floor():
 
 
 def test_a_budget_below_the_start_units_starts_every_layout_on_what_it_holds():
-    small = spec_from_dict(
-        SPEC.to_dict() | {"finalists": SPEC.to_dict()["finalists"] | {"seeds": 2, "folds": 1}}
-    )
+    small = spec_from_dict(SPEC.to_dict() | {"finalists": SPEC.to_dict()["finalists"] | {"seeds": 2, "folds": 1}})
     plan = plan_finalists(search(), small)
     layouts = {r.config.key() for r in plan.runs}
     assert plan.budget == 2 * len(layouts) and plan.start == 2 < small.finalists.start

@@ -33,9 +33,7 @@ def search_records():
     return [record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)]
 
 
-def finalist_records(
-    start: int, rows, seeds: int = 3, noise: float = 0.005, unit_sd: float = 0.0, seed: int = 0
-):
+def finalist_records(start: int, rows, seeds: int = 3, noise: float = 0.005, unit_sd: float = 0.0, seed: int = 0):
     """Finalist runs of ``rows`` (heads, accuracy, latency, label) on ``seeds`` shared units: a unit's difficulty
     (sd ``unit_sd``) moves every layout alike, as a fold does; ``noise`` is each run's own."""
     rng = np.random.default_rng(seed)
@@ -67,13 +65,7 @@ def test_the_answer_is_the_fastest_layout_placed_within_the_margin():
     wide = finalist_records(100, [((2, 4), 0.94, 1.3, "front")], seeds=10, noise=0.02, seed=1)
     ans = answer(search_records() + finals + wide, SPEC)
     verdict = {c.arch.heads: c.verdict for c in ans.verdicts}
-    assert verdict == {
-        (8, 8): "best",
-        (4, 4): "within",
-        (2, 2): "beyond",
-        (1, 1): "beyond",
-        (2, 4): "undecided",
-    }
+    assert verdict == {(8, 8): "best", (4, 4): "within", (2, 2): "beyond", (1, 1): "beyond", (2, 4): "undecided"}
     assert ans.best.heads == (8, 8) and ans.recommended.heads == (4, 4)  # the faster of {8,8; 4,4}
     assert {a.heads for a in ans.members} >= {(4, 4)} and ans.decided is False  # 2,4 is faster and still open
     undecided = next(c for c in ans.verdicts if c.verdict == "undecided")
@@ -88,9 +80,7 @@ def test_the_answer_is_the_fastest_layout_placed_within_the_margin():
     assert [d["p_within_margin"] for d in doc] == [c.p_within for c in ans.verdicts]
     from explorer.output import answer_blocks
 
-    text = str(
-        answer_blocks(ans, SPEC)
-    )  # the trade-off leads: the answer against the best, the next faster one
+    text = str(answer_blocks(ans, SPEC))  # the trade-off leads: the answer against the best, the next faster one
     eight = next(c for c in ans.verdicts if c.arch.heads == (8, 8))
     assert f"the answer is {eight.latency_ratio:.2f}x faster than the most accurate layout, 8,8" in text
     assert "The next faster layout, 2,4" in text and "(undecided)" in text
@@ -256,22 +246,14 @@ def test_an_unbalanced_grid_is_read_without_a_warning_reaching_the_terminal():
     from explorer.answer import unit_comparison
     from explorer.output import answer_blocks
 
-    full = finalist_records(
-        10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.947, 1.4, "knee")], seeds=9, noise=0.004
-    )
-    few = finalist_records(
-        100, [((1, 1), 0.80, 1.0, "1 head"), ((2, 2), 0.85, 1.2, "2 heads")], seeds=3, noise=0.01
-    )
+    full = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.947, 1.4, "knee")], seeds=9, noise=0.004)
+    few = finalist_records(100, [((1, 1), 0.80, 1.0, "1 head"), ((2, 2), 0.85, 1.2, "2 heads")], seeds=3, noise=0.01)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ans = answer(full + few, SPEC)
         answer_blocks(ans, SPEC)
-        compared = unit_comparison(
-            ans.grid, ans.candidates, lambda c: c.heads[0] >= 4, lambda c: c.heads[0] < 4
-        )
-    assert (
-        ans.grid.scores.shape[1] == 9 and np.isnan(ans.grid.scores).sum() == 12
-    )  # 1,1 and 2,2: 3 of 9 units
+        compared = unit_comparison(ans.grid, ans.candidates, lambda c: c.heads[0] >= 4, lambda c: c.heads[0] < 4)
+    assert ans.grid.scores.shape[1] == 9 and np.isnan(ans.grid.scores).sum() == 12  # 1,1 and 2,2: 3 of 9 units
     assert compared is not None and compared.diff.n == 3  # the units both sides ran
 
 
