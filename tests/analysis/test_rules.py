@@ -125,11 +125,15 @@ def test_rules_on_a_synthetic_study_find_the_planted_truth():
 def test_a_rule_on_the_search_is_supported_at_p_at_most_alpha_and_needs_min_archs_a_side():
     from explorer.analysis import ALPHA, MIN_ARCHS, RuleVerdict
 
-    every = rules.rules_of_thumb(study(), None)
-    assert every and all(isinstance(v, RuleVerdict) for v in every)
-    compared = [v for v in every if v.comparison is not None and v.rule.startswith(("One head", "d_k below"))]
-    assert compared and all((v.comparison.p_value <= ALPHA) == (v.verdict == "supported") for v in compared
-                            if v.verdict != "contradicted")  # fmt: skip
+    harm = ("One head", "d_k below")  # the rules that compare two groups of the search one way
+    seen = set()
+    for planted in (study(), study(one_head=0.85, small_dk=0.85, inc_gain=0.0)):  # effects, then none
+        every = rules.rules_of_thumb(planted, None)
+        assert every and all(isinstance(v, RuleVerdict) for v in every)
+        for v in (v for v in every if v.rule.startswith(harm)):
+            assert (v.comparison.p_value <= ALPHA) == (v.verdict == "supported"), v
+            seen.add(v.verdict == "supported")
+    assert seen == {True, False}
     one_head = [r for r in study() if max(r.heads) == 1]
     assert len(one_head) == MIN_ARCHS  # the planted study has just enough one-head architectures
     v = verdicts([r for r in study() if r.number != one_head[0].number])["Onehead"]
