@@ -749,10 +749,11 @@ def test_note_answer_keeps_the_answer_with_the_study(created_study):
     assert kept["heads"] == [2, 2] and kept["opening"] == "**The answer**"
 
 
-def test_a_read_only_opened_study_reads_weights_from_the_stores_location(created_study, tmp_path):
+def test_the_artifact_store_of_a_study_opened_to_read_writes_where_it_is_told(created_study, tmp_path):
     from explorer.study import open_stored, reading_artifact_store
 
     _, url = created_study
     store = reading_artifact_store(open_stored("tiny", url), location=str(tmp_path / "weights"))
     assert isinstance(store, ArtifactStore) and not store.has("tiny", 0)
     assert store.writable  # a writable storage: weights retrained for a report are kept
+    assert store.write_location == str(tmp_path / "weights") and store.storage_url == url
