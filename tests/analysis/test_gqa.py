@@ -124,3 +124,14 @@ def test_the_classic_rules_speak_of_bits_per_byte_for_a_language_model():
     assert names[0] == "One head loses quality (bits per byte)"
     dk = next(v for v in rules_of_thumb(lm_search()) if v.rule.startswith("d_k"))
     assert "bits per byte" in dk.evidence and "points" not in dk.evidence
+
+
+def test_a_study_searches_key_value_heads_when_its_search_tried_grouped_layouts():
+    from explorer.analysis import searches_kv
+    from tests.fixtures import record
+
+    assert searches_kv(lm_search())
+    plain = [record(0, (2, 2), 0.8, 1.0), record(1, (4, 4), 0.85, 1.2)]
+    assert not searches_kv(plain)
+    grouped_finalist = dataclasses.replace(lm_search()[0], role="finalist")
+    assert not searches_kv([*plain, grouped_finalist])  # only the search's layouts count

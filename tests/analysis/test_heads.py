@@ -43,3 +43,20 @@ def test_suggested_layouts_are_buildable_and_hold_up_together():
 def test_the_trained_layout_always_qualifies():
     lay = suggest_layout([1, 1], (2, 2), 32, 4, 0.9, lambda layout: 0.9 if layout == (2, 2) else 0.1)
     assert lay.heads == (2, 2) and lay.within
+
+
+def test_a_layer_may_lose_heads_until_accuracy_drops_by_more_than_the_tolerance():
+    from explorer.analysis import TOLERANCE
+
+    c = curves({0: [0.9, 0.9 - TOLERANCE / 2, 0.9 - 2 * TOLERANCE, 0.5]})
+    assert heads_needed(c, (3,)) == heads_needed(c, (3,), tolerance=TOLERANCE) == [2]  # loses one head
+    assert heads_needed(c, (3,), tolerance=3 * TOLERANCE) == [1]
+
+
+def test_a_head_follows_a_relation_from_the_specialization_threshold():
+    from explorer.analysis import SPECIALIZED, specialized_heads
+
+    table = pd.DataFrame({"layer": 0, "head": [0, 0, 1, 1], "relation": [0, 1, 0, 1],
+                          "attention": [SPECIALIZED, 0.0, SPECIALIZED - 0.01, 0.0]})  # fmt: skip
+    (row,) = specialized_heads(table).to_dict(orient="records")
+    assert (row["specialized"], row["relations"], row["relations_covered"]) == (1, "0", 1)

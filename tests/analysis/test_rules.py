@@ -149,3 +149,41 @@ def test_rules_on_a_synthetic_study_find_the_planted_truth():
     assert v["Onehead"].verdict == "supported"
     assert v["d_kbelow"].verdict == "supported"
     assert all(x.verdict != rules.NOT_ENOUGH for k, x in v.items() if k != "Mergedheads")
+
+
+def test_a_rule_on_the_search_is_supported_at_p_at_most_alpha_and_needs_min_archs_a_side():
+    from explorer.analysis import ALPHA, MIN_ARCHS, RuleVerdict
+
+    harm = ("One head", "d_k below")  # the rules that compare two groups of the search one way
+    seen = set()
+    for planted in (study(), study(one_head=0.85, small_dk=0.85, inc_gain=0.0)):  # effects, then none
+        every = rules.rules_of_thumb(planted, None)
+        assert every and all(isinstance(v, RuleVerdict) for v in every)
+        for v in (v for v in every if v.rule.startswith(harm)):
+            assert (v.comparison.p_value <= ALPHA) == (v.verdict == "supported"), v
+            seen.add(v.verdict == "supported")
+    assert seen == {True, False}
+    one_head = [r for r in study() if max(r.heads) == 1]
+    assert len(one_head) == MIN_ARCHS  # the planted study has just enough one-head architectures
+    v = verdicts([r for r in study() if r.number != one_head[0].number])["Onehead"]
+    assert v.verdict == rules.NOT_ENOUGH and f"needs >= {MIN_ARCHS} architectures" in v.evidence
+
+
+def test_the_d_k_rule_splits_the_multi_head_layouts_at_the_tutorials_floor():
+    from explorer.analysis import DK_FLOOR
+
+    v = verdicts(study())["d_kbelow"]
+    assert v.rule.startswith(f"d_k below {DK_FLOOR}") and v.verdict == "supported"
+    assert f"d_k >= {DK_FLOOR}" in v.evidence and f"d_k < {DK_FLOOR}" in v.evidence
+
+
+def test_merged_heads_must_be_at_least_the_minimum_speedup_faster():
+    from explorer.analysis import MIN_SPEEDUP
+
+    def bench(merged_ms):
+        return [{"impl": "serial", "median_ms": 10.0, "iqr_ms": 0.01},
+                {"impl": "merged", "median_ms": merged_ms, "iqr_ms": 0.01}]  # fmt: skip
+
+    assert verdicts(study(), bench(10.0 / (MIN_SPEEDUP + 0.02)))["Mergedheads"].verdict == "supported"
+    below = verdicts(study(), bench(10.0 / (MIN_SPEEDUP - 0.02)))["Mergedheads"]
+    assert below.verdict.startswith("no difference larger than")  # faster, outside the spread, but not enough

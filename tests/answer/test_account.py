@@ -17,3 +17,14 @@ def test_without_a_known_spec_file_reproduce_resumes_from_the_stored_spec():
     acct = study_account(lm_search(), LM_SPEC)
     assert "studies/lm.toml" not in acct.reproduce and acct.reproduce == acct.resume
     assert acct.resume.startswith("explorer study resume lm")
+
+
+def test_the_account_counts_the_search_from_its_records():
+    from explorer.answer import StudyAccount
+
+    records = lm_search()
+    acct = study_account(records, LM_SPEC)
+    assert isinstance(acct, StudyAccount) and acct.name == "lm"
+    assert acct.search_states == {"COMPLETE": len(records)} and acct.epochs_run == sum(
+        len(r.history) for r in records
+    )

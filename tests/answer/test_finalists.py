@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
+
 from explorer.answer import evidence_units, plan_finalists
 from explorer.spec import spec_from_dict
 from tests.fixtures import record
@@ -121,3 +123,47 @@ def test_a_budget_below_the_start_units_starts_every_layout_on_what_it_holds():
     layouts = {r.config.key() for r in plan.runs}
     assert plan.budget == 2 * len(layouts) and plan.start == 2 < small.finalists.start
     assert len(plan.runs) == plan.budget  # every layout on the 2 units the budget holds, none left out
+
+
+def test_the_plan_lists_its_layouts_and_the_first_runs_on_each():
+    from explorer.answer import Plan
+
+    plan = plan_finalists(search(), SPEC)
+    assert isinstance(plan, Plan) and plan.knee is not None and plan.knee.heads == (4, 4)
+    assert len(plan.keys) == len(plan.layouts) and {r.label for r in plan.runs} == {
+        r.label for r in plan.layouts
+    }
+    assert len(plan.runs) == plan.start * len(plan.layouts)
+
+
+def test_finalist_times_lays_out_each_layouts_retimings_by_round_on_its_axis():
+    from explorer.answer import finalist_times
+    from explorer.storage import Retiming
+    from tests.fixtures import latency
+
+    timed = [Retiming("a", 0, latency(1.0)), Retiming("a", 1, latency(1.5)), Retiming("b", 1, latency(2.0)),
+             Retiming("b", 0, latency(9.0), kind="decode")]  # fmt: skip
+    forward = finalist_times(["a", "b", "c"], timed)
+    assert forward.shape == (3, 2) and forward[0].tolist() == [1.0, 1.5] and forward[1, 1] == 2.0
+    assert np.isnan(forward[1, 0]) and np.isnan(forward[2]).all()
+    assert finalist_times(["b"], timed, axis="decode").tolist() == [[9.0]]
+
+
+def test_next_runs_spends_at_most_what_is_left_on_the_plans_layouts():
+    from explorer.answer import finalist_times, next_runs
+
+    plan = plan_finalists(search(), SPEC)
+    times = finalist_times(plan.keys, [])
+    first = next_runs(plan, [], SPEC, times, left=4)
+    assert 0 < len(first) <= 4 and {r.label for r in first} <= {r.label for r in plan.layouts}
+    assert next_runs(plan, [], SPEC, times, left=0) == ()
+
+
+def test_each_cost_axis_reads_its_column_of_the_architecture_table():
+    from explorer.answer import COST_COLUMNS, architecture_table, architectures, cost_axis
+    from tests.fixtures import LM_SPEC, lm_search
+
+    assert cost_axis(SPEC) in COST_COLUMNS and cost_axis(LM_SPEC) in COST_COLUMNS
+    table = architecture_table(architectures(lm_search(), "search"))
+    for column in COST_COLUMNS.values():
+        assert table[column].notna().all(), column

@@ -58,3 +58,12 @@ def test_knee_index_matches_the_dataframe_version_on_random_fronts():
         front = pareto_front(t)
         on = np.flatnonzero(front_mask(acc, lat))
         assert on[knee_index(acc[on], lat[on], (acc, lat))] == int(knee(front, bounds=t)["number"])
+
+
+def test_a_front_holding_the_best_of_both_objectives_fills_the_whole_reference_box():
+    from explorer.answer import HV_REFERENCE
+
+    df = pd.DataFrame({"number": [0, 1, 2], "val_accuracy": [0.5, 0.9, 0.7], "latency_ms": [2.0, 1.0, 1.5]})
+    history = hypervolume_history(df)
+    assert history["hypervolume"].iloc[-1] == pytest.approx(HV_REFERENCE[0] * HV_REFERENCE[1])
+    assert history["hypervolume"].iloc[0] < history["hypervolume"].iloc[-1]

@@ -319,3 +319,14 @@ def test_an_unbalanced_grid_is_read_without_a_warning_reaching_the_terminal():
         ans.grid.scores.shape[1] == 9 and np.isnan(ans.grid.scores).sum() == 12
     )  # 1,1 and 2,2: 3 of 9 units
     assert compared is not None and compared.diff.n == 3  # the units both sides ran
+
+
+def test_the_answer_is_one_answer_with_a_candidate_for_each_layout():
+    from explorer.answer import Answer, Candidate
+
+    finals = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.948, 1.4, "knee")], seeds=6)
+    ans = answer(finals, SPEC)
+    assert isinstance(ans, Answer) and ans.evidence == "finalists"
+    assert all(isinstance(c, Candidate) for c in ans.verdicts)
+    assert {c.arch.heads for c in ans.verdicts} == {(8, 8), (4, 4)}
+    assert ans.to_dict()["verdicts"][0]["verdict"] == ans.verdicts[0].verdict

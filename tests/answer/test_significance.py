@@ -194,3 +194,15 @@ def test_kendall_tau_matches_scipy():
     assert kendall_tau(x, y) == pytest.approx((ref.statistic, ref.pvalue))
     tau, p = kendall_tau([1, 2], [2, 1])
     assert math.isnan(tau) and math.isnan(p)
+
+
+def test_compare_returns_a_comparison_of_two_sides_over_strata():
+    from explorer.answer import Comparison
+
+    c = compare([([0.9, 0.92, 0.91, 0.93], [0.8, 0.82, 0.81, 0.79])])
+    assert isinstance(c, Comparison) and (c.n_a, c.n_b, c.strata) == (4, 4, 1)
+    assert (
+        abs(c.diff - (c.mean_a - c.mean_b)) < 1e-12
+        and c.low <= c.diff <= c.high
+        and c.alternative == "greater"
+    )

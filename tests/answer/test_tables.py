@@ -68,3 +68,30 @@ def test_tables_keep_tuples_and_the_csv_edge_writes_strings():
     a = architecture_table(architectures(recs))
     assert list(a["heads"]) == [(4, 2)] and a.loc[0, "heads_max"] == 4 and a.loc[0, "dk_min"] == 16
     assert np.isclose(a.loc[0, "val_accuracy"], recs[0].val_accuracy)
+
+
+def test_architectures_summarizes_the_runs_of_one_configuration():
+    from explorer.answer import Architecture
+
+    runs = [record(i, (4, 4), 0.8 + 0.01 * i, 1.0, role="finalist", seed=100 + i) for i in range(3)]
+    (arch,) = architectures(runs, "finalist")
+    assert isinstance(arch, Architecture) and arch.heads == (4, 4)
+    assert arch.numbers == (0, 1, 2) and arch.seeds == (100, 101, 102)
+    assert arch.values == pytest.approx((0.8, 0.81, 0.82))
+
+
+def test_decode_only_keeps_the_decoding_retimings():
+    from explorer.answer import decode_only
+    from explorer.storage import Retiming
+
+    forward, decode = Retiming("a", 0, latency(1.0)), Retiming("a", 0, latency(2.0), kind="decode")
+    assert decode_only([forward, decode, forward]) == [decode]
+
+
+def test_quality_margin_is_one_accuracy_point_or_one_percent_of_the_bits_per_byte():
+    from explorer.answer import quality_margin
+    from explorer.measures import QUALITY_METRICS
+
+    accuracy, bpb = QUALITY_METRICS["classification"], QUALITY_METRICS["language_model"]
+    assert quality_margin(accuracy, 0.5) == quality_margin(accuracy, 0.9) == pytest.approx(0.01)
+    assert quality_margin(bpb, 3.0) == pytest.approx(0.03) and quality_margin(bpb, 1.0) == pytest.approx(0.01)

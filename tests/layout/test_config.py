@@ -122,3 +122,55 @@ def test_ramps_round_half_up_so_they_step_evenly():
     # 1, 2, 1, 3 layers per count (2,2,4,8,8,8,16); half up gives 1, 2, 2, 2.
     assert expand_schedule("increasing:2-16", 7, 64) == (2, 4, 4, 8, 8, 16, 16)
     assert expand_schedule("decreasing:16-2", 7, 64) == (16, 16, 8, 8, 4, 4, 2)
+
+
+def _spec_with(**tables):
+    from explorer.spec import spec_from_dict
+
+    space = {"d_model": [32], "n_layers": [2], "heads": [1, 2, 4], **tables.pop("space", {})}
+    return spec_from_dict(
+        {"name": "c", "n_trials": 2, "task": {"name": "relations"}, "space": space, **tables}
+    )
+
+
+def test_the_attention_impls_are_what_a_spec_may_choose():
+    from explorer.errors import SpecError
+    from explorer.layout import ATTENTION_IMPLS
+
+    assert {_spec_with(space={"attention": impl}).space.attention for impl in ATTENTION_IMPLS} == set(
+        ATTENTION_IMPLS
+    )
+    with pytest.raises(SpecError, match="flash"):
+        _spec_with(space={"attention": "flash"})
+
+
+def test_the_latency_dtypes_and_runtimes_are_what_a_spec_may_choose():
+    from explorer.errors import SpecError
+    from explorer.layout import LATENCY_DTYPES, LATENCY_RUNTIMES
+
+    assert [_spec_with(latency={"dtype": d}).latency.dtype for d in LATENCY_DTYPES] == list(LATENCY_DTYPES)
+    assert _spec_with(latency={"runtime": LATENCY_RUNTIMES[0]}).latency.runtime == LATENCY_RUNTIMES[0]
+    with pytest.raises(SpecError) as err:
+        _spec_with(latency={"runtime": "tensorrt"})
+    assert all(r in str(err.value) for r in LATENCY_RUNTIMES)
+    with pytest.raises(SpecError):
+        _spec_with(latency={"dtype": "float64"})
+
+
+def test_the_schedule_families_are_the_families_a_spec_may_list():
+    from explorer.errors import SpecError
+    from explorer.layout import SCHEDULE_FAMILIES
+
+    deep = _spec_with(space={"n_layers": [3]})
+    assert deep.space.families == SCHEDULE_FAMILIES  # left out: every family the space realises
+    with pytest.raises(SpecError, match="choose from " + ", ".join(SCHEDULE_FAMILIES)):
+        _spec_with(space={"families": ["zigzag"]})
+
+
+def test_max_folds_is_the_most_folds_the_finalists_may_cut():
+    from explorer.errors import SpecError
+    from explorer.layout import MAX_FOLDS
+
+    assert _spec_with(finalists={"folds": MAX_FOLDS}).finalists.folds == MAX_FOLDS
+    with pytest.raises(SpecError, match=f"at most {MAX_FOLDS} folds"):
+        _spec_with(finalists={"folds": MAX_FOLDS + 1})

@@ -127,3 +127,27 @@ def test_a_classic_space_is_unchanged():
     )
     assert not sp.modern and not any(name.startswith(("kv_q", "head_dim")) for name in sp.distributions)
     assert all(p.config.kv_heads is None and p.config.head_dim is None for p in sp.points())
+
+
+def test_candidate_heads_expands_each_schedule_the_space_draws():
+    from explorer.layout import candidate_heads
+
+    assert candidate_heads("uniform:4", (1, 2, 4), 3) == (4, 4, 4)
+    assert candidate_heads("increasing:1-4", (1, 2, 4), 3) == (1, 2, 4)
+    assert candidate_heads("decreasing:1-4", (1, 2, 4), 3) == (4, 2, 1)
+    assert candidate_heads("2,8,4", (1, 2, 4, 8), 3) == (2, 8, 4)
+
+
+def test_kv_param_names_one_per_layer_or_one_shared_and_none_without_kv_heads():
+    from explorer.layout import SpaceSpec, kv_param_names
+
+    base = SpaceSpec(d_model=(64,), n_layers=(2,), heads=(2, 4))
+    assert kv_param_names(base, 2) == []
+    shared = SpaceSpec(d_model=(64,), n_layers=(2,), heads=(2, 4), kv_heads=(1, 2), families=("uniform",))
+    (shared_name,) = kv_param_names(shared, 3)  # one position for every layer
+    assert shared_name in SearchSpace(shared).distributions
+    per_layer = SpaceSpec(
+        d_model=(64,), n_layers=(2,), heads=(2, 4), kv_heads=(1, 2), kv_per_layer=True, families=("uniform",)
+    )
+    assert kv_param_names(per_layer, 3) == ["kv_q0", "kv_q1", "kv_q2"]
+    assert set(kv_param_names(per_layer, 2)) <= set(SearchSpace(per_layer).distributions)

@@ -122,3 +122,14 @@ def test_train_variant_refuses_decoding_a_classifier_before_anything_runs(monkey
             on_start=lambda: started.append(True),
         )
     assert started == []
+
+
+def test_a_variants_result_reads_its_quality_through_its_training(one_thread):
+    from explorer.measure import VariantResult
+    from tests.heads_models import structured_task
+
+    task = structured_task(60)
+    r = evaluate_variant(ModelConfig(d_model=8, heads=(2,)), task, TrainConfig(epochs=1, batch_size=36), LAT)
+    assert isinstance(r, VariantResult) and r.model is None  # the model rides along only when asked
+    assert r.quality == r.val_accuracy == r.fit.val_accuracy and r.metric.direction == "maximize"
+    assert r.val_size == len(task.val[1]) and "model" not in r.to_dict()["train"]

@@ -147,3 +147,24 @@ def test_bfloat16_on_cuda() -> None:
         SMALL, TOKENS, LatencyConfig(batch_size=2, dtype="bfloat16", min_run_time=0.02), "cuda"
     )
     assert res.median_ms > 0 and res.dtype == "bfloat16" and res.device.startswith("cuda")
+
+
+def test_random_input_is_shaped_like_the_tasks_batch():
+    from explorer.measure import random_input
+
+    tokens = InputSpec(kind="tokens", seq_len=5, n_classes=2, vocab_size=7)
+    x = random_input(tokens, 3, torch.Generator().manual_seed(0))
+    assert x.shape == (3, 5) and x.dtype == torch.int64 and 0 <= int(x.min()) and int(x.max()) < 7
+    features = InputSpec(kind="features", seq_len=4, n_classes=2, n_features=6)
+    assert random_input(features, 2).shape == (2, 4, 6)
+    again = random_input(tokens, 3, torch.Generator().manual_seed(0))
+    assert torch.equal(x, again)  # the generator fixes it
+
+
+def test_the_deployment_spec_takes_the_latency_sequence_length():
+    from explorer.measure import deployment_spec
+
+    spec = InputSpec(kind="tokens", seq_len=16, n_classes=2, vocab_size=7)
+    assert deployment_spec(spec, LatencyConfig()) is spec
+    longer = deployment_spec(spec, LatencyConfig(seq_len=64))
+    assert longer.seq_len == 64 and longer.vocab_size == spec.vocab_size

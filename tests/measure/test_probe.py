@@ -177,3 +177,31 @@ def test_specialization_from_hand_made_maps():
         {"specialized": 3, "shared": 1, "detail": "1: 0; 2: 1; 3: 0,1"}
     ]
     assert heads.describe_specialization(one).endswith("and 1 head follows more than one")
+
+
+def test_attention_statistics_has_a_row_per_head_and_a_row_per_pair_of_heads():
+    from explorer.measure import attention_statistics
+
+    model = tiny_model(heads_=(4, 2))
+    X, _ = data(n=20)
+    stats, pairs = attention_statistics(model, X, batch_size=8)
+    assert len(stats) == 4 + 2 and stats["entropy"].between(0, math.log(SPEC.seq_len) + 1e-6).all()
+    assert len(pairs) == 6 + 1 and pairs["similarity"].between(0, 1 + 1e-9).all()  # pairs within a layer
+
+
+def test_relation_specialization_reads_a_token_models_maps_along_each_relation():
+    from explorer.layout import InputSpec
+    from explorer.measure import attention_maps, relation_specialization
+    from explorer.model import build_model
+
+    spec = InputSpec(kind="tokens", seq_len=6, n_classes=2, vocab_size=10)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(d_model=16, heads=(2,)), spec).eval()
+    X = torch.tensor([[0, 5, 9, 7, 1, 8], [9, 0, 6, 1, 7, 7]])
+    table = relation_specialization(model, X, [1, -2])
+    assert len(table) == 2 * 2 and set(table["relation"]) == {0, 1}
+    maps = attention_maps(model, X)[0].numpy()
+    there = maps[[0, 1], :, [0, 1], [1, 2]].mean(axis=0)  # marker 0 -> the token after it, both examples
+    back = maps[[0, 1], :, [1, 2], [0, 1]].mean(axis=0)
+    got = table[table["relation"] == 0].sort_values("head")["attention"].to_numpy()
+    assert np.allclose(got, np.maximum(there, back))

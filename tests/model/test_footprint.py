@@ -54,3 +54,29 @@ def test_config_limits_name_the_part_that_is_too_large():
         check_config_limits(ModelConfig(d_model=8, heads=(1,) * 300))
     with pytest.raises(LimitError, match="the MLP width of the model is"):
         check_config_limits(ModelConfig(d_model=64, heads=(1,), mlp_ratio=1e6))
+
+
+def test_a_shape_holds_a_configs_width_mlp_and_each_layers_heads():
+    from explorer.model import Shape
+
+    shape = shape_of(ModelConfig(d_model=32, heads=(4, 4), kv_heads=(2, 1), mlp_ratio=2.5))
+    assert isinstance(shape, Shape) and shape == Shape(32, 80, ((4, 2, 8), (4, 1, 8)))
+
+
+def test_check_model_fits_is_the_largest_estimate_and_refuses_what_memory_cannot_hold(monkeypatch):
+    from explorer.model import check_model_fits
+
+    cfg = CONFIGS[0]
+    shape = shape_of(cfg)
+    need = check_model_fits(cfg, TOKENS, train_batch=16, infer_batch=4)
+    assert need == max(training_bytes(shape, TOKENS, 16), inference_bytes(shape, TOKENS, 4))
+    assert check_model_fits(cfg, TOKENS, train_batch=None, infer_batch=4) == inference_bytes(shape, TOKENS, 4)
+    monkeypatch.setenv("EXPLORER_MAX_MEMORY_MB", "1")
+    with pytest.raises(LimitError, match="the big one"):
+        check_model_fits(
+            ModelConfig(d_model=512, heads=(8,) * 4),
+            TOKENS,
+            train_batch=512,
+            infer_batch=4,
+            what="the big one",
+        )

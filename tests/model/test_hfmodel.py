@@ -129,3 +129,40 @@ def test_a_run_config_carries_the_transformers_model_and_train_rebuilds_it(tmp_p
     path.write_text(json.dumps(json.loads(path.read_text()) | {"hf": {"config": {}}}))
     with pytest.raises(ConfigError, match="malformed hf entry"):
         load_run_config(path)
+
+
+def test_an_hf_model_takes_explorers_batch_and_keeps_the_heads_it_was_built_with() -> None:
+    from explorer.layout import HF_FAMILIES
+    from explorer.model import HFModel
+
+    model = HFBuilder.of("llama", {}).build(ModelConfig(d_model=16, heads=(4, 4), kv_heads=(2, 2)), TOKENS)
+    assert isinstance(model, HFModel) and model.family is HF_FAMILIES["llama"]
+    assert (model.explorer_heads, model.explorer_kv_heads) == ([4, 4], [2, 2])
+    x = torch.randint(11, (3, 8))
+    assert torch.equal(model(x), model.hf(input_ids=x, use_cache=False).logits)  # the batch as input ids
+
+
+def test_require_transformers_is_the_package_or_names_the_hf_extra(monkeypatch) -> None:
+    import sys
+
+    from explorer.errors import MissingExtraError
+    from explorer.model import require_transformers
+
+    assert require_transformers("building a bert").__name__ == "transformers"
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if it were not installed
+    with pytest.raises(MissingExtraError, match=r"building a bert needs transformers.*explorer\[hf\]"):
+        require_transformers("building a bert")
+
+
+def test_quiet_transformers_keeps_its_logs_to_errors_and_restores_them() -> None:
+    from transformers.utils import logging as hf_logging
+
+    from explorer.model import quiet_transformers
+
+    hf_logging.set_verbosity_info()
+    try:
+        with quiet_transformers():
+            assert hf_logging.get_verbosity() == hf_logging.ERROR and not hf_logging.is_progress_bar_enabled()
+        assert hf_logging.get_verbosity() == hf_logging.INFO and hf_logging.is_progress_bar_enabled()
+    finally:
+        hf_logging.set_verbosity_warning()

@@ -116,3 +116,18 @@ def test_flops_grow_with_batch_and_depth():
     assert _model((1, 2, 8)).flops(1) == deep.flops(1)
     embed_and_head = 2 * T * FEATURES.n_features * d + 2 * d * FEATURES.n_classes
     assert shallow.flops(1) == embed_and_head + per_block
+
+
+def test_model_cost_is_the_trainable_parameters_and_the_models_own_flops():
+    from explorer.model import model_cost
+
+    spec = InputSpec(kind="features", seq_len=4, n_classes=3, n_features=2)
+    model = build_model(ModelConfig(d_model=8, heads=(2,)), spec)
+    example = torch.randn(1, 4, 2)
+    params, flops = model_cost(model, example)
+    assert params == sum(p.numel() for p in model.parameters()) and flops == model.flops(1) > 0
+    model.head.requires_grad_(False)
+    frozen = sum(p.numel() for p in model.head.parameters())
+    assert frozen > 0 and model_cost(model, example)[0] == params - frozen  # frozen weights are not counted
+    plain = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(8, 3))
+    assert model_cost(plain, example) == (27, 2 * 8 * 3)  # counted on the example by torch's flop counter

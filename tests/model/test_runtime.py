@@ -171,3 +171,47 @@ def test_bench_attention_runtime_option_times_onnxruntime(one_thread, tmp_path):
     doc = json.loads(result.stdout)
     assert doc["shape"]["runtime"] == "onnxruntime" and {r["runtime"] for r in doc["rows"]} == {"onnxruntime"}
     assert all(r["max_abs_diff"] < 1e-5 for r in doc["rows"])
+
+
+def test_require_onnx_names_the_onnx_extra_for_a_missing_package(monkeypatch):
+    from explorer.model import require_onnx
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "onnxscript" else real(name, *a)
+    )
+    with pytest.raises(MissingExtraError, match=r"exporting needs onnxscript.*explorer\[onnx\]"):
+        require_onnx("exporting")
+
+
+ONNX_SPEC = InputSpec(kind="features", seq_len=4, n_classes=3, n_features=2)
+
+
+@needs_onnx
+def test_onnx_bytes_is_a_model_of_input_x_and_output_logits_for_any_batch():
+    import onnx
+    import onnxruntime as ort
+
+    from explorer.model import onnx_bytes, runtime_version
+
+    model = build_model(ModelConfig(d_model=8, heads=(2,)), ONNX_SPEC).eval()
+    example = torch.randn(1, ONNX_SPEC.seq_len, ONNX_SPEC.n_features)
+    proto = onnx.load_from_string(onnx_bytes(model, example))
+    assert [i.name for i in proto.graph.input] == ["x"] and [o.name for o in proto.graph.output] == ["logits"]
+    session = ort.InferenceSession(proto.SerializeToString())
+    x = torch.randn(3, ONNX_SPEC.seq_len, ONNX_SPEC.n_features)
+    (out,) = session.run(None, {"x": x.numpy()})
+    with torch.no_grad():
+        assert torch.allclose(torch.from_numpy(out), model(x), atol=1e-4)  # batch 3 from a batch-1 example
+    assert runtime_version("onnxruntime") == f"ort{ort.__version__}" and runtime_version("eager") == ""
+
+
+def test_quiet_torch_keeps_the_exporters_chatter_off_stdout(capsys):
+    import warnings
+
+    from explorer.model import quiet_torch
+
+    with quiet_torch():
+        print("exporting...")
+        warnings.warn("a warning for developers", UserWarning, stacklevel=1)
+    assert capsys.readouterr().out == ""

@@ -133,3 +133,12 @@ def test_a_user_model_is_timed_on_every_runtime(runtime: str, task) -> None:
     cfg = LatencyConfig(device="cpu", batch_size=4, min_run_time=0.02, runtime=runtime)
     result = model_latency(LAYOUT, task.spec, cfg, "cpu", builder=builder("good"))
     assert result.runtime == runtime and result.median_ms > 0
+
+
+def test_a_users_model_is_checked_on_one_small_batch_before_anything_is_timed(task) -> None:
+    from explorer.model import CHECK_BATCH
+
+    with pytest.raises(VariantFailed) as info:
+        evaluate_variant(LAYOUT, task, TrainConfig(epochs=1), FAST, builder=builder("wrong_shape"))
+    assert info.value.kind == "model" and f"for a batch of {CHECK_BATCH};" in str(info.value)
+    assert f"[{CHECK_BATCH}, {task.spec.n_classes}]" in str(info.value)

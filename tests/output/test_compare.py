@@ -153,3 +153,15 @@ def test_bad_compare_inputs_are_one_line_and_write_nothing(storage, tmp_path):
         assert result.exit_code == code, (args, result.output)
         assert message in result.stderr and result.stderr.count("\n") == 1 and result.stdout == ""
     assert not out.exists()
+
+
+def test_write_compare_writes_the_table_its_markdown_and_the_figure(tmp_path):
+    from explorer.answer import csv_ready
+    from explorer.output import write_compare
+
+    df = compare_fronts([("a", records("cpu", "eager")), ("b", records("cpu", "eager", 0.5))])
+    files = write_compare(df, tmp_path / "out")
+    assert sorted(p.name for p in files) == ["compare.csv", "compare.md", "compare.png"]
+    assert (tmp_path / "out" / "compare.csv").read_text() == csv_ready(df).to_csv(index=False)
+    assert (tmp_path / "out" / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "## a" in (tmp_path / "out" / "compare.md").read_text()

@@ -197,3 +197,18 @@ def test_onnx_export_matches_pytorch_on_the_test_split(study, tmp_path):
     assert (
         timed.latency.runtime == "onnxruntime" and timed.latency.batch_size == 3 and timed.same_setup is False
     )
+
+
+def test_export_trial_writes_a_numbered_trials_weights_that_match_pytorch(study, tmp_path):
+    from explorer.output import export_trial
+    from explorer.storage import load_records
+    from explorer.study import read_study
+
+    url, _ = study
+    stored, spec, url = read_study("tiny", url)
+    records = load_records(stored)
+    store = artifact_store(open_study("tiny", url))
+    result = export_trial(records, spec, "1", tmp_path / "one.pt", fmt="state", store=store, storage=url)
+    assert result.record.number == 1 and result.path == tmp_path / "one.pt" and result.format == "state"
+    assert result.max_abs_diff == 0.0 and result.agreement == 1.0 and result.examples > 100
+    assert load_exported(result.path).meta["run_config"]["source"]["trial"] == 1

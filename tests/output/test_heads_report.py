@@ -75,3 +75,17 @@ def test_heads_of_a_real_trial_are_analysed_first_and_then_written(tmp_path):
     )
     assert all(is_png(p) for p in written if p.suffix == ".png")
     assert (tmp_path / "heads" / "heads.csv").read_text() == report.table.to_csv(index=False)
+
+
+def test_analyse_trial_writes_the_heads_files_of_a_stored_trial(tmp_path):
+    from explorer.analysis import HeadsReport
+    from explorer.output import analyse_trial
+    from tests.analysis.test_trial_heads import stored_trial
+
+    records, spec, url, store = stored_trial(tmp_path)
+    report, files = analyse_trial(
+        records, spec, url, "0", "cpu", tmp_path / "heads", store=store, n_examples=1
+    )
+    assert isinstance(report, HeadsReport) and report.trial == 0
+    assert {p.name for p in files} >= {"heads.md", "heads.csv", "importance.png", "masking.png"}
+    assert (tmp_path / "heads" / "heads.csv").read_text() == report.table.to_csv(index=False)

@@ -190,3 +190,14 @@ def test_a_classic_study_report_has_no_kv_section(tmp_path):
     md = paths.markdown.read_text()
     assert "Grouped-query" not in md and "kv.png" not in {p.name for p in paths.files}
     assert "validation accuracy" in md and "bits per byte" not in md
+
+
+def test_the_report_says_where_its_files_are_and_which_answer_it_names(tmp_path):
+    from explorer.output import ReportPaths
+
+    study = make_study(24)
+    paths = write_report(data_of(study), tmp_path / "out")
+    assert isinstance(paths, ReportPaths) and paths.out_dir == tmp_path / "out"
+    assert paths.markdown == tmp_path / "out" / "report.md" and paths.html in paths.files
+    assert paths.answer is not None and paths.answer.recommended is not None
+    assert all(p.parent == paths.out_dir and p.is_file() for p in paths.files)

@@ -237,3 +237,26 @@ def test_without_a_measured_standard_error_a_relative_margin_stands_in():
     ).stop
     far = lm_peer(1, 3.60 - 0.1, latency=0.9)
     assert dominated_at_rung(3, 3.60, N, "me", 1.0, 0.02, [far, *agreeing], 0.05, higher_is_better=False).stop
+
+
+def test_the_rungs_of_early_stopping_multiply_from_the_first_below_the_planned_epochs():
+    from explorer.spec import EarlyStoppingSpec, spec_from_dict
+
+    assert EarlyStoppingSpec(min_epochs=3, reduction=2).rungs(20) == (3, 6, 12)
+    assert EarlyStoppingSpec(min_epochs=2, reduction=3).rungs(18) == (2, 6)
+    assert EarlyStoppingSpec(enabled=False).rungs(20) == ()
+    doc = {"name": "e", "n_trials": 2, "task": {"name": "digits"},
+           "space": {"d_model": [32], "n_layers": [1], "heads": [1, 2]}}  # fmt: skip
+    assert (
+        spec_from_dict(doc).early_stopping == EarlyStoppingSpec()
+    )  # the spec's defaults are the dataclass's
+    on = spec_from_dict({**doc, "early_stopping": {"min_epochs": 4}}).early_stopping
+    assert isinstance(on, EarlyStoppingSpec) and on.min_epochs == 4
+
+
+def test_two_latencies_tie_within_their_spreads_combined():
+    from explorer.spec import tie_tolerance
+
+    assert tie_tolerance(0.03, 0.04) == pytest.approx(0.05)
+    assert tie_tolerance(0.0, 0.0) == 0.0 and tie_tolerance(0.02, 0.1) == tie_tolerance(0.1, 0.02)
+    assert tie_tolerance(0.02, 0.0) == pytest.approx(0.02)

@@ -220,3 +220,34 @@ def test_two_workers_run_the_finalist_stage_in_the_companion_on_each_storage(
         if t.user_attrs.get("role") == "finalist"
         and not {"surplus", "duplicate_of", "exhausted"} & set(t.user_attrs)
     )
+
+
+def test_a_study_and_its_companion_are_read_as_one_study():
+    from explorer.storage import (
+        find_companion,
+        keeps_finalists_inside,
+        label_companion,
+        number_base,
+        study_parts,
+        trials_of,
+    )
+
+    storage = optuna.storages.InMemoryStorage()
+    parent = optuna.create_study(study_name="syn", storage=storage)
+    parent.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs={"role": "search"}))
+    assert find_companion(parent) is None and study_parts(parent) == [(parent, 0)]
+    companion = optuna.create_study(study_name=companion_name("syn"), storage=storage)
+    companion.add_trial(create_trial(state=TrialState.COMPLETE, value=2.0, user_attrs={"role": "finalist"}))
+    companion.add_trial(create_trial(state=TrialState.FAIL, user_attrs={"role": "finalist"}))
+    label_companion(companion, parent)
+    found = find_companion(parent)
+    assert found is not None and found.study_name == companion_name("syn")
+    assert "syn" in found.user_attrs.values() and f"{FINALIST_BASE:,}" in found.user_attrs["about"]
+    assert [base for _, base in study_parts(parent)] == [0, FINALIST_BASE]
+    assert (number_base("syn"), number_base(companion_name("syn"))) == (0, FINALIST_BASE)
+    every = [(t.user_attrs["role"], base) for t, base in trials_of(parent)]
+    assert every == [("search", 0), ("finalist", FINALIST_BASE), ("finalist", FINALIST_BASE)]
+    assert len(list(trials_of(parent, states=(TrialState.COMPLETE,)))) == 2
+    assert not keeps_finalists_inside(parent)  # its finalists are apart
+    parent.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs={"role": "finalist"}))
+    assert keeps_finalists_inside(parent)  # a study made before keeps its finalist runs inside

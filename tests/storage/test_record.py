@@ -214,3 +214,40 @@ def test_every_field_is_read_either_generically_or_from_its_parts():
     for name in generic:  # each scalar comes back as written, with its type
         assert getattr(back, name) == getattr(full, name), name
     assert isinstance(back.seed, int) and isinstance(back.val_accuracy, float)
+
+
+def test_epochs_done_and_seed_of_read_what_a_trial_holds():
+    from explorer.storage import epochs_done, seed_of
+
+    study = optuna.create_study()
+    study.add_trial(
+        create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs={"history": [0.5, 0.6, 0.7]})
+    )
+    study.add_trial(
+        create_trial(state=TrialState.RUNNING, user_attrs={"history": [0.5], "epoch": 4, "seed": 9})
+    )
+    done, running = study.trials
+    assert epochs_done(done) == 3 and epochs_done(running) == 4  # a running trial: the last epoch it reported
+    assert seed_of(done, 42) == 42 and seed_of(running, 42) == 9
+
+
+def test_proposal_of_reads_what_the_storage_holds_now_not_the_trials_cache():
+    from explorer.storage import proposal_of
+
+    study = optuna.create_study()
+    trial = study.ask()
+    assert proposal_of(study, trial) is None
+    write(study.get_trials(deepcopy=False)[0], study, proposal=Proposal.SAMPLER)  # as the sampler notes it
+    assert "proposal" not in trial.user_attrs and proposal_of(study, trial) == Proposal.SAMPLER
+
+
+def test_closed_counts_counts_the_trials_closed_without_running_by_kind():
+    from explorer.storage import closed_counts
+
+    study = optuna.create_study()
+    for closure in (Closure.DUPLICATE, Closure.DUPLICATE, Closure.SURPLUS):
+        study.add_trial(create_trial(state=TrialState.PRUNED, user_attrs={closure.value: 1}))
+    study.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0))
+    counts = closed_counts(study)
+    assert sum(counts.values()) == 3 and sorted(counts.values()) == [1, 2]
+    assert counts.get("duplicate") == 2

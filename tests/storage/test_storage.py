@@ -496,3 +496,44 @@ def test_a_run_started_while_another_command_creates_its_database_goes_on_to_cre
     assert (
         check_rerun(spec, f"sqlite:///{path}", None, "n_trials") is None
     )  # not refused: prepare_study joins
+
+
+def test_sqlite_path_is_the_file_of_a_sqlite_url_and_none_for_others(tmp_path: Path) -> None:
+    from explorer.storage import sqlite_path
+
+    assert sqlite_path(f"sqlite:///{tmp_path}/a.db?timeout=5") == tmp_path / "a.db"
+    assert sqlite_path("sqlite:///relative/b.db") == Path("relative/b.db")
+    assert sqlite_path("sqlite:///:memory:") is None and sqlite_path("sqlite://") is None
+    assert sqlite_path("postgresql+psycopg://u@h/db") is None
+
+
+def test_storage_writable_refuses_a_sqlite_file_in_a_read_only_folder(tmp_path: Path) -> None:
+    from explorer.storage import storage_writable
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    url = f"sqlite:///{folder}/s.db"
+    optuna.create_study(study_name="s", storage=url)
+    assert storage_writable(url) and storage_writable("postgresql+psycopg://u@h/db")
+    if os.geteuid() == 0:
+        pytest.skip("root may write into a read-only folder")
+    folder.chmod(0o555)
+    try:
+        assert not storage_writable(url)
+    finally:
+        folder.chmod(0o755)
+
+
+def test_study_list_reads_the_storage_the_environment_names(tmp_path: Path, monkeypatch) -> None:
+    from click.testing import CliRunner
+
+    from explorer.cli import main
+    from explorer.storage import STORAGE_ENV
+
+    url = f"sqlite:///{tmp_path}/env.db"
+    optuna.create_study(study_name="from-env", storage=url)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(STORAGE_ENV, url)
+    result = CliRunner().invoke(main, ["study", "list"])
+    assert result.exit_code == 0, result.output
+    assert "from-env" in result.output

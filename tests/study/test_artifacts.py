@@ -234,3 +234,17 @@ def test_heads_from_a_third_process_reads_weights_two_workers_stored(postgres_ur
     assert "loaded the weights of trial" in third.stderr and "retraining" not in third.stderr
     assert ArtifactStore(postgres_url, storage=storage).index(study_name) == index  # nothing re-stored
     assert json.loads(third.stdout)["trial"] in index and (elsewhere / "h" / "heads.md").is_file()
+
+
+def test_store_for_keeps_weights_beside_a_study_storage_and_a_second_store_reads_them(tmp_path):
+    from explorer.study import store_for
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    number = optuna.create_study(study_name="w", storage=url).ask().number
+    model = tiny(3)
+    writer = store_for(url, location=str(tmp_path / "weights"))
+    assert isinstance(writer, ArtifactStore) and writer.save("w", number, model)
+    reader = store_for(url, location=str(tmp_path / "weights"), writable=False)
+    assert reader.has("w", number) and not reader.writable
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in reader.load_state("w", number).items())
+    assert reader.save("w", number, tiny(4)) == ""  # a read-only store keeps nothing

@@ -3,6 +3,7 @@ progress bars, and a library caller gets the same checks, totals and timeout."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -60,3 +61,16 @@ def test_a_total_below_the_finished_trials_is_refused_before_on_start(tmp_path):
     with pytest.raises(ConfigError, match="n_trials"):
         api.run_study(spec, url, n_trials=1, total_from="n_trials", on_start=lambda h, n: started.append(h))
     assert started == []
+
+
+def test_a_run_is_complete_when_every_stage_reached_its_total_without_stopping_short():
+    import typing
+
+    from explorer.study import RunSummary, StopReason
+
+    progress = typing.get_type_hints(RunSummary)["search"]  # the stage progress a summary holds
+    done = progress("search", 4, 4, 0, 0, 0, 8, 0.9)
+    assert RunSummary(done, None, None, 0).complete
+    assert not RunSummary(dataclasses.replace(done, done=3), None, None, 0).complete
+    short = dataclasses.replace(done, stage="finalist", reason=StopReason.EXHAUSTED)
+    assert not RunSummary(done, short, None, 2).complete

@@ -739,3 +739,33 @@ def test_a_space_of_one_architecture_stops_because_it_is_used_up(tmp_path, sqlit
     )
     assert summary.search.reason is StopReason.EXHAUSTED
     assert stages[0] == ("search", 1)
+
+
+def test_open_stored_loads_the_study_and_its_spec_and_refuses_a_missing_name(created_study):
+    from explorer.errors import StudyNotFoundError
+    from explorer.study import open_stored
+
+    _, url = created_study
+    handle = open_stored("tiny", url)
+    assert handle.name == "tiny" and handle.spec.n_trials == 3 and handle.storage_url == url
+    with pytest.raises(StudyNotFoundError, match="no study 'other'"):
+        open_stored("other", url)
+
+
+def test_note_answer_keeps_the_answer_with_the_study(created_study):
+    from explorer.study import ANSWER_ATTR, note_answer, open_stored
+
+    _, url = created_study
+    assert note_answer(open_stored("tiny", url), (2, 2), "**The answer**")
+    kept = optuna.load_study(study_name="tiny", storage=url).user_attrs[ANSWER_ATTR]
+    assert kept["heads"] == [2, 2] and kept["opening"] == "**The answer**"
+
+
+def test_the_artifact_store_of_a_study_opened_to_read_writes_where_it_is_told(created_study, tmp_path):
+    from explorer.study import open_stored, reading_artifact_store
+
+    _, url = created_study
+    store = reading_artifact_store(open_stored("tiny", url), location=str(tmp_path / "weights"))
+    assert isinstance(store, ArtifactStore) and not store.has("tiny", 0)
+    assert store.writable  # a writable storage: weights retrained for a report are kept
+    assert store.write_location == str(tmp_path / "weights") and store.storage_url == url

@@ -250,3 +250,11 @@ def test_train_takes_a_task_function_and_a_model_builder(tmp_path: Path) -> None
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["build"] == f"{MODELS}:good" and doc["heads"] == [2, 4] and doc["task"] == "loader:load"
+
+
+def test_a_created_study_keeps_its_tasks_input(created_study):
+    from explorer.study import INPUT_ATTR
+
+    _, url = created_study
+    attrs = optuna.load_study(study_name="tiny", storage=url).user_attrs
+    assert attrs[INPUT_ATTR]["name"] == "digits" and attrs[INPUT_ATTR]["spec"]["n_classes"] == 10
