@@ -203,7 +203,7 @@ CANDIDATES = Limit("CANDIDATES", 256, "values in one list of a spec")
 LAYOUTS = Limit(
     "LAYOUTS", 1_000_000, "architectures one search space may expand to; a sampler may list them all"
 )
-TRIALS = Limit("TRIALS", 1_000_000, "search trials of one study")
+TRIALS = Limit("TRIALS", 100_000, "search trials of one study")
 EPOCHS = Limit("EPOCHS", 10_000, "epochs of one training run")
 SEQ_LEN = Limit("SEQ_LEN", 65_536, "positions of one example")
 BATCH = Limit("BATCH", 65_536, "examples in one batch")

@@ -456,7 +456,7 @@ SPEC_CASES = [
     case(
         "spec-trials",
         "study run specs/trials.toml",
-        match="'n_trials' at the top level is 1,000,000,000,000, above the limit of 1,000,000",
+        match="'n_trials' at the top level is 1,000,000,000,000, above the limit of 100,000",
     ),
     case(
         "spec-no-trials",

@@ -19,7 +19,7 @@ from ._progress import StopReason as StopReason
 from ._rerun import check_rerun as check_rerun, differences as differences
 from ._retime import retime as retime
 from ._retrain import record_task as record_task, trained_model as trained_model
-from ._run_options import RunOptions as RunOptions
+from ._run_options import RunOptions as RunOptions, check_total as check_total
 from ._runs import RunSummary as RunSummary, confirm as confirm, run as run, run_study as run_study
 from ._sampling import (
     UniqueSampler as UniqueSampler,

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.errors import ConfigError
+from explorer.layout import UNIT_OFFSET
 from explorer.limits import THREADS, TRIALS, WORKERS
 from explorer.storage import check_artifact_location
 
@@ -14,10 +15,18 @@ __all__ = ["RunOptions", "check_total", "check_total_reaches"]
 
 
 def check_total(total: int, total_from: str = "--n-trials") -> int:
-    """A search total (``--n-trials`` or a spec's ``n_trials``) of at least 1 and within the limit."""
+    """A search total (``--n-trials`` or a spec's ``n_trials``) of at least 1 and within the limit; never
+    UNIT_OFFSET or more, whatever the limit is raised to: search trial ``n`` trains with the study's ``n``-th
+    seed, and the evidence units' seeds begin at UNIT_OFFSET."""
     if total < 1:
         raise ConfigError(f"{total_from} must be at least 1, got {total}.")
-    return int(TRIALS.check(total, total_from, "ask for fewer trials"))
+    TRIALS.check(total, total_from, "ask for fewer trials")
+    if total >= UNIT_OFFSET:  # only where $EXPLORER_MAX_TRIALS raised the limit this far
+        raise ConfigError(
+            f"{total_from} is {total:,}; a study's search trials stay below {UNIT_OFFSET:,}, where the seeds of "
+            "its finalist runs begin: ask for fewer trials."
+        )
+    return total
 
 
 def check_total_reaches(total: int, done: int, name: str, total_from: str = "--n-trials") -> None:

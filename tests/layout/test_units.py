@@ -15,10 +15,14 @@ def test_a_units_seed_is_past_every_search_trial_below_the_offset(study_seed):
     assert unit_seed(study_seed, 10_000) < fold_seed(study_seed, 0)  # and units stay below the folds' seeds
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the TRIALS limit (1,000,000) lets a study's search trials reach UNIT_OFFSET (500,000), where their "
-    "seeds would be the evidence units'",
-)
-def test_the_trials_limit_keeps_search_seeds_below_the_units():
-    assert TRIALS.value() <= UNIT_OFFSET
+def test_the_trials_limit_keeps_search_seeds_below_the_units(monkeypatch):
+    from explorer.errors import ConfigError
+    from explorer.study import check_total
+
+    assert TRIALS.value() < UNIT_OFFSET  # the default limit
+    monkeypatch.setenv(TRIALS.env, str(10 * UNIT_OFFSET))  # raised past the units: still refused there
+    assert check_total(UNIT_OFFSET - 1) == UNIT_OFFSET - 1
+    with pytest.raises(
+        ConfigError, match="search trials stay below 500,000, where the seeds of its finalist"
+    ):
+        check_total(UNIT_OFFSET)
