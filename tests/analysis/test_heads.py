@@ -56,7 +56,13 @@ def test_a_layer_may_lose_heads_until_accuracy_drops_by_more_than_the_tolerance(
 def test_a_head_follows_a_relation_from_the_specialization_threshold():
     from explorer.analysis import SPECIALIZED, specialized_heads
 
-    table = pd.DataFrame({"layer": 0, "head": [0, 0, 1, 1], "relation": [0, 1, 0, 1],
-                          "attention": [SPECIALIZED, 0.0, SPECIALIZED - 0.01, 0.0]})  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "layer": 0,
+            "head": [0, 0, 1, 1],
+            "relation": [0, 1, 0, 1],
+            "attention": [SPECIALIZED, 0.0, SPECIALIZED - 0.01, 0.0],
+        }
+    )
     (row,) = specialized_heads(table).to_dict(orient="records")
     assert (row["specialized"], row["relations"], row["relations_covered"]) == (1, "0", 1)

@@ -181,8 +181,10 @@ def test_merged_heads_must_be_at_least_the_minimum_speedup_faster():
     from explorer.analysis import MIN_SPEEDUP
 
     def bench(merged_ms):
-        return [{"impl": "serial", "median_ms": 10.0, "iqr_ms": 0.01},
-                {"impl": "merged", "median_ms": merged_ms, "iqr_ms": 0.01}]  # fmt: skip
+        return [
+            {"impl": "serial", "median_ms": 10.0, "iqr_ms": 0.01},
+            {"impl": "merged", "median_ms": merged_ms, "iqr_ms": 0.01},
+        ]
 
     assert verdicts(study(), bench(10.0 / (MIN_SPEEDUP + 0.02)))["Mergedheads"].verdict == "supported"
     below = verdicts(study(), bench(10.0 / (MIN_SPEEDUP - 0.02)))["Mergedheads"]

@@ -141,8 +141,12 @@ def test_finalist_times_lays_out_each_layouts_retimings_by_round_on_its_axis():
     from explorer.storage import Retiming
     from tests.fixtures import latency
 
-    timed = [Retiming("a", 0, latency(1.0)), Retiming("a", 1, latency(1.5)), Retiming("b", 1, latency(2.0)),
-             Retiming("b", 0, latency(9.0), kind="decode")]  # fmt: skip
+    timed = [
+        Retiming("a", 0, latency(1.0)),
+        Retiming("a", 1, latency(1.5)),
+        Retiming("b", 1, latency(2.0)),
+        Retiming("b", 0, latency(9.0), kind="decode"),
+    ]
     forward = finalist_times(["a", "b", "c"], timed)
     assert forward.shape == (3, 2) and forward[0].tolist() == [1.0, 1.5] and forward[1, 1] == 2.0
     assert np.isnan(forward[1, 0]) and np.isnan(forward[2]).all()

@@ -7,8 +7,11 @@ from tests.answer.test_recommend import SPEC, finalist_records
 
 
 def test_layouts_with_more_heads_compared_with_fewer_unit_by_unit():
-    finals = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.94, 1.4, "knee"),
-                                   ((1, 1), 0.70, 1.0, "1 head")], seeds=5)  # fmt: skip
+    finals = finalist_records(
+        10,
+        [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.94, 1.4, "knee"), ((1, 1), 0.70, 1.0, "1 head")],
+        seeds=5,
+    )
     grid = answer(finals, SPEC).grid
     archs = architectures(finals, "finalist")
     many = unit_comparison(grid, archs, lambda c: min(c.heads) >= 4, lambda c: max(c.heads) == 1)

@@ -13,8 +13,13 @@ from explorer.layout import MAX_FOLDS
 def _tiny(y_train: list[int], y_val: list[int]) -> Task:
     digits = load_task("digits")
     features = digits.train[0][:1]
-    return Task("tiny", digits.spec, (features.repeat(len(y_train), 1, 1), torch.tensor(y_train)),
-                (features.repeat(len(y_val), 1, 1), torch.tensor(y_val)), digits.test)  # fmt: skip
+    return Task(
+        "tiny",
+        digits.spec,
+        (features.repeat(len(y_train), 1, 1), torch.tensor(y_train)),
+        (features.repeat(len(y_val), 1, 1), torch.tensor(y_val)),
+        digits.test,
+    )
 
 
 def test_chance_level_is_the_validation_share_of_the_most_frequent_training_class():

@@ -13,8 +13,13 @@ CONFIG = {"hidden_size": 16, "num_hidden_layers": 2, "intermediate_size": 32}
 
 
 def hf_spec(hf: str = "bert", config: dict | None = None) -> dict:
-    return {"name": "h", "n_trials": 2, "task": {"name": "relations"},
-            "model": {"hf": hf, "config": config or CONFIG}, "space": {"heads": [1, 2, 4]}}  # fmt: skip
+    return {
+        "name": "h",
+        "n_trials": 2,
+        "task": {"name": "relations"},
+        "model": {"hf": hf, "config": config or CONFIG},
+        "space": {"heads": [1, 2, 4]},
+    }
 
 
 def test_every_hf_type_is_a_family_and_an_unknown_type_is_refused_naming_them():

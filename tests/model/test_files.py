@@ -30,8 +30,11 @@ CONFIG = ModelConfig(d_model=8, heads=(2,))
 
 
 def meta(version: int = EXPORT_VERSION, model: dict | None = None) -> dict:
-    return {"explorer_export": version, "input": dataclasses.asdict(SPEC),
-            "run_config": {"model": CONFIG.to_dict() if model is None else model}}  # fmt: skip
+    return {
+        "explorer_export": version,
+        "input": dataclasses.asdict(SPEC),
+        "run_config": {"model": CONFIG.to_dict() if model is None else model},
+    }
 
 
 def tiny() -> torch.nn.Module:

@@ -6,10 +6,12 @@ import pandas as pd
 
 from explorer.output import OutputFolder, write_bench
 
-BENCH = pd.DataFrame([
-    {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3, "d_model": 64, "heads": 8},
-    {"impl": "merged", "median_ms": 3.1, "iqr_ms": 0.1, "d_model": 64, "heads": 8},
-])  # fmt: skip
+BENCH = pd.DataFrame(
+    [
+        {"impl": "serial", "median_ms": 12.4, "iqr_ms": 0.3, "d_model": 64, "heads": 8},
+        {"impl": "merged", "median_ms": 3.1, "iqr_ms": 0.1, "d_model": 64, "heads": 8},
+    ]
+)
 
 
 def test_write_bench_writes_the_table_and_a_figure_of_the_forward_pass(tmp_path):

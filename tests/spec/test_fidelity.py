@@ -245,8 +245,12 @@ def test_the_rungs_of_early_stopping_multiply_from_the_first_below_the_planned_e
     assert EarlyStoppingSpec(min_epochs=3, reduction=2).rungs(20) == (3, 6, 12)
     assert EarlyStoppingSpec(min_epochs=2, reduction=3).rungs(18) == (2, 6)
     assert EarlyStoppingSpec(enabled=False).rungs(20) == ()
-    doc = {"name": "e", "n_trials": 2, "task": {"name": "digits"},
-           "space": {"d_model": [32], "n_layers": [1], "heads": [1, 2]}}  # fmt: skip
+    doc = {
+        "name": "e",
+        "n_trials": 2,
+        "task": {"name": "digits"},
+        "space": {"d_model": [32], "n_layers": [1], "heads": [1, 2]},
+    }
     assert (
         spec_from_dict(doc).early_stopping == EarlyStoppingSpec()
     )  # the spec's defaults are the dataclass's

@@ -7,8 +7,12 @@ import pytest
 from explorer.errors import SpecError
 from explorer.spec import SAMPLERS, spec_from_dict
 
-DOC = {"name": "s", "n_trials": 2, "task": {"name": "digits"},
-       "space": {"d_model": [32], "n_layers": [1], "heads": [1, 2]}}  # fmt: skip
+DOC = {
+    "name": "s",
+    "n_trials": 2,
+    "task": {"name": "digits"},
+    "space": {"d_model": [32], "n_layers": [1], "heads": [1, 2]},
+}
 
 
 def test_every_sampler_is_accepted_and_another_is_refused_naming_them():

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from explorer.spec import MLFLOW_ENV, spec_from_dict, tracking_uri
 
-DOC = {"name": "t", "n_trials": 2, "task": {"name": "digits"},
-       "space": {"d_model": [32], "n_layers": [1], "heads": [1, 2]}}  # fmt: skip
+DOC = {
+    "name": "t",
+    "n_trials": 2,
+    "task": {"name": "digits"},
+    "space": {"d_model": [32], "n_layers": [1], "heads": [1, 2]},
+}
 
 
 def test_the_environment_names_the_tracking_uri_over_the_spec_and_off_turns_it_off(monkeypatch, tmp_path):
