@@ -1,9 +1,9 @@
 """explorer: how many attention heads, per layer, should your Transformer have, on your task and device?
 
-The package builds encoder variants under the head rules (:mod:`explorer.layout._config`), trains them on real tasks
-(:mod:`explorer.data._registry`, :mod:`explorer.measure._train`), times them on the device and runtime they will ship
-on (:mod:`explorer.measure._latency`), searches the accuracy/latency trade-off with Optuna
-(:mod:`explorer.study._study`) and reports what to pick (:mod:`explorer.output._report`).
+The package builds encoder variants under the head rules (:mod:`explorer.layout`), trains them on real tasks
+(:mod:`explorer.data`, :mod:`explorer.measure`), times them on the device and runtime they will ship
+on (:mod:`explorer.measure`), searches the accuracy/latency trade-off with Optuna
+(:mod:`explorer.study`) and reports what to pick (:mod:`explorer.output`).
 
 The workflows of :mod:`explorer.api` are available here, imported on first use, so ``import explorer`` stays
 instant (no torch, no Optuna until a workflow is called)::
