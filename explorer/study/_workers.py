@@ -41,10 +41,8 @@ from explorer.study._tracking import sync_trials
 from explorer.study._trial import ClosedTrial, Objective, TrialFailed, live_trials
 
 __all__ = [
-    "EXHAUSTED",
     "MAX_CONSECUTIVE_DUPLICATES",
     "MAX_CONSECUTIVE_FAILURES",
-    "STAGES",
     "Progress",
     "RunOptions",
     "StopReason",
@@ -55,8 +53,6 @@ __all__ = [
 
 MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials in a row
 MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a row that another worker held
-EXHAUSTED = "the search space has no architecture left"  # how a stage's note starts when the space is used up
-STAGES = ("search", "finalist")  # the stages, named as the roles of the trials each runs
 
 
 @dataclass(frozen=True)
@@ -135,7 +131,9 @@ class _StopRules:
         )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
         if "exhausted" in a or covered:
             self.reason = StopReason.EXHAUSTED
-            self.note = f"{EXHAUSTED}: all {self.space_size} have been evaluated"
+            self.note = (
+                f"the search space has no architecture left: all {self.space_size} have been evaluated"
+            )
         elif self.failures >= MAX_CONSECUTIVE_FAILURES:
             self.reason, self.note = StopReason.FAILURES, f"{MAX_CONSECUTIVE_FAILURES} trials failed in a row"
         elif self.duplicates >= MAX_CONSECUTIVE_DUPLICATES:
@@ -194,7 +192,7 @@ def run_stage(
     the plan's workers on this machine; return its progress. One worker works in this process, with the plan's
     context; more are spawned, each given the plan's portable form. Ctrl-C stops cleanly and re-raises. A study
     tracked in MLflow logs the stage's trials once it ends."""
-    if stage not in STAGES:
+    if stage not in tuple(Stage):
         raise ValueError(f"unknown stage {stage!r}")
     handle = plan.handle
     report = _start(handle, stage, total, plan.workers, plan.device, on_progress)
