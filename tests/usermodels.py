@@ -5,6 +5,9 @@ Tests name them by file path (``tests/usermodels.py:NAME``), as a user's spec wo
 
 from __future__ import annotations
 
+import os
+import time
+
 import torch
 from torch import nn
 
@@ -39,6 +42,31 @@ def good(layout, spec):
             lo.d_model, lo.heads[i], n_kv_heads=lo.kv_per_layer[i], head_dim=lo.d_k[i]
         ),
     )
+
+
+_TRAINED: list[bool] = []  # one entry per model of this process that trained past its third batch
+
+
+def stalls_its_second_training(layout, spec):
+    """:func:`good`, except that the second model this process trains sleeps ``EXPLORER_TEST_STALL`` seconds
+    (unset: none) before each training batch: the fault tests' victim stays running, with its latency and
+    heartbeat stored, until they kill or interrupt it, while every other trial (the one before it, a retry
+    by a resume, which does not set the variable) trains at full speed. Check and timing passes run in eval
+    mode and do not count."""
+    net = good(layout, spec)
+    seconds = float(os.environ.get("EXPLORER_TEST_STALL", "0")) if len(_TRAINED) == 1 else 0.0
+    steps = 0
+
+    def stall(module: nn.Module, args: tuple) -> None:
+        nonlocal steps
+        if module.training and torch.is_grad_enabled():
+            steps += 1
+            if steps == 3:
+                _TRAINED.append(True)
+            time.sleep(seconds)
+
+    net.register_forward_pre_hook(stall)
+    return net
 
 
 def torch_mha(layout, spec):

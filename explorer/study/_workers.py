@@ -106,6 +106,16 @@ def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
     return waiting, running
 
 
+def _finished(study: optuna.Study, stage: str, total: int) -> bool:
+    """Whether a worker would stop at once: no trial of the stage left to start, none running (after failing the
+    stale ones, as a worker first does)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        fail_stale_trials(study)
+    left, running = _remaining(study, stage, total)
+    return left <= 0 and running == 0
+
+
 class _StopRules:
     """Optuna callback: stop this worker when its stage has nothing left to start, when the space is used up,
     or after repeated failures (``reason`` and ``note`` say why, for the last two)."""
@@ -198,6 +208,8 @@ def run_stage(
     report = _start(handle, stage, total, plan.workers, plan.device, on_progress)
     if plan.workers == 1:
         progress = report(*_run_here(plan, stage, total, report))
+    elif _finished(handle.stage_study(stage), stage, total):
+        progress = report()  # nothing to start or wait for: no process is spawned to find that out
     else:
         progress = _run_pool(plan, stage, total, report)
     sync_trials(

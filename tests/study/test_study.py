@@ -278,10 +278,15 @@ def _sigint_default() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _cli_run(spec: Path, url: str, *extra: str) -> subprocess.Popen:
+def _cli_run(spec: Path, url: str, *extra: str, env: dict | None = None) -> subprocess.Popen:
     cmd = [sys.executable, "-m", "explorer", "study", "run", str(spec), "--storage", url, *extra]
     return subprocess.Popen(
-        cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_sigint_default
+        cmd,
+        env=env or ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_sigint_default,
     )
 
 
@@ -364,13 +369,26 @@ def _heartbeat_landed(url: str, trial_id: int) -> bool:
         )
 
 
+# The second trial a run's process trains waits this long before each of its 24 batches (2 epochs of 12): it is
+# still running when the test kills or interrupts it, while the trial before it and the resume's trials (which
+# do not set the variable) train at full speed.
+STALL = {"EXPLORER_TEST_STALL": "0.5"}
+
+
+def _stalling_spec(tmp_path: Path, name: str, total: int) -> Path:
+    build = f"{Path(__file__).resolve().parents[1] / 'usermodels.py'}:stalls_its_second_training"
+    return write_spec(
+        tmp_path, name=name, n_trials=total, epochs=2, early=False, extra=f'\n[model]\nbuild = "{build}"\n'
+    )
+
+
 def _sigkill_then_resume(tmp_path: Path, url: str, name: str, total: int, kill_after_done: int) -> None:
     env = {**ENV, "EXPLORER_HEARTBEAT_INTERVAL": "1", "EXPLORER_GRACE_PERIOD": "2"}
-    # 120 epochs: a one-layer trial runs for several seconds even on an idle machine (40 took 2.5 s, and the
-    # victim could finish before the kill)
-    spec = write_spec(tmp_path, name=name, n_trials=total, epochs=120, early=False)
+    spec = _stalling_spec(tmp_path, name, total)
     cmd = [sys.executable, "-m", "explorer", "study", "run", str(spec), "--storage", url]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        cmd, env={**env, **STALL}, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
     try:
         victim = _wait_for(
             lambda: _running_after_latency(name, url, kill_after_done), proc, "a running trial"
@@ -436,10 +454,14 @@ def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_tr
     """SIGKILL of one of 2 workers (benchmarks/chaos.py): the other worker retried its trial and finished the
     search, yet the command exited 2 with "1 worker(s) exited with an error (codes [-9]); rerun with -v"."""
     env = {**ENV, "EXPLORER_HEARTBEAT_INTERVAL": "1", "EXPLORER_GRACE_PERIOD": "2"}
-    spec = write_spec(tmp_path, name="twokill", n_trials=4, epochs=40, early=False)
+    spec = _stalling_spec(tmp_path, "twokill", 4)
     cmd = [sys.executable, "-m", "explorer", "study", "run", str(spec), "--storage", sqlite_url]
     proc = subprocess.Popen(
-        [*cmd, "--workers", "2"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        [*cmd, "--workers", "2"],
+        env={**env, **STALL},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         _wait_for(lambda: _running_after_latency("twokill", sqlite_url, 1), proc, "a running trial")
@@ -461,8 +483,8 @@ def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_tr
 
 @pytest.mark.slow
 def test_ctrl_c_stops_cleanly_and_resume_retries_the_interrupted_trial(tmp_path, sqlite_url):
-    spec = write_spec(tmp_path, name="ctrlc", n_trials=3, epochs=40, early=False)  # trials of several seconds
-    proc = _cli_run(spec, sqlite_url)
+    spec = _stalling_spec(tmp_path, "ctrlc", 3)
+    proc = _cli_run(spec, sqlite_url, env={**ENV, **STALL})
     try:
         victim = _wait_for(lambda: _running_after_latency("ctrlc", sqlite_url, 1), proc, "a running trial")
         proc.send_signal(signal.SIGINT)

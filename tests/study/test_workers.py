@@ -45,7 +45,7 @@ def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path,
 
 
 @pytest.mark.slow
-def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, one_thread):
+def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, monkeypatch, one_thread):
     handle = tiny(tmp_path, n_trials=5)
     progress = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 5)
     assert (progress.done, progress.note, progress.reason) == (5, "", None)
@@ -53,6 +53,23 @@ def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, one_thread):
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
     assert len(finished) == 5 and not [t for t in trials if t.state == TrialState.RUNNING]
     assert len({r.key for r in load_records(handle.study) if r.finished}) == 5  # no architecture twice
+    # run again, the stage is done: it is reported as such and no worker process is spawned to find that out
+    with monkeypatch.context() as m:
+        m.setattr(
+            workers_module.multiprocessing, "get_context", lambda *_: pytest.fail("a process was spawned")
+        )
+        again = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 5)
+    assert (again.done, again.note, again.reason) == (5, "", None) and len(handle.study.get_trials()) == len(
+        trials
+    )
+    # a trial left to run: the pool is spawned (what the check above keeps from happening when it need not)
+    with monkeypatch.context() as m, pytest.raises(RuntimeError, match="spawned"):
+        m.setattr(workers_module.multiprocessing, "get_context", _refuse)
+        run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 6)
+
+
+def _refuse(*_):
+    raise RuntimeError("spawned")
 
 
 def outcome(handle, exitcodes: list[int], notes: list, total: int = 2):
