@@ -106,13 +106,18 @@ def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
     return waiting, running
 
 
-def _finished(study: optuna.Study, stage: str, total: int) -> bool:
-    """Whether a worker would stop at once: no trial of the stage left to start, none running (after failing the
-    stale ones, as a worker first does)."""
+def _settle(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
+    """:func:`_remaining`, after failing the stale trials (a dead worker's trial must not hold the total, nor be
+    waited for)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         fail_stale_trials(study)
-    left, running = _remaining(study, stage, total)
+    return _remaining(study, stage, total)
+
+
+def _finished(study: optuna.Study, stage: str, total: int) -> bool:
+    """Whether a worker would stop at once: no trial of the stage left to start and none running."""
+    left, running = _settle(study, stage, total)
     return left <= 0 and running == 0
 
 
@@ -175,10 +180,7 @@ def _work(
     if on_trial is not None:
         callbacks.append(lambda _study, _trial: on_trial())
     while True:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            fail_stale_trials(study)  # a dead worker's trial must not hold the total (nor be waited for)
-        left, running = _remaining(study, stage, total)
+        left, running = _settle(study, stage, total)
         if deadline is not None and time.monotonic() >= deadline:
             return StopReason.TIMEOUT, "timeout"
         if left <= 0:
