@@ -49,12 +49,14 @@ _TRAINED: list[bool] = []  # one entry per model of this process that trained pa
 
 def stalls_its_second_training(layout, spec):
     """:func:`good`, except that the second model this process trains sleeps ``EXPLORER_TEST_STALL`` seconds
-    (unset: none) before each training batch: the fault tests' victim stays running, with its latency and
-    heartbeat stored, until they kill or interrupt it, while every other trial (the one before it, a retry
-    by a resume, which does not set the variable) trains at full speed. Check and timing passes run in eval
-    mode and do not count."""
+    (unset: none) before each training batch, until the file ``EXPLORER_TEST_STALL_UNTIL`` names (if set)
+    exists: the fault tests' victim stays running, with its latency and heartbeat stored, until they kill or
+    interrupt it, while every other trial (the one before it, a retry by a resume, which does not set the
+    variable, a survivor's once the test has made the file) trains at full speed. Check and timing passes run
+    in eval mode and do not count."""
     net = good(layout, spec)
     seconds = float(os.environ.get("EXPLORER_TEST_STALL", "0")) if len(_TRAINED) == 1 else 0.0
+    release = os.environ.get("EXPLORER_TEST_STALL_UNTIL")
     steps = 0
 
     def stall(module: nn.Module, args: tuple) -> None:
@@ -63,7 +65,8 @@ def stalls_its_second_training(layout, spec):
             steps += 1
             if steps == 3:
                 _TRAINED.append(True)
-            time.sleep(seconds)
+            if seconds and not (release and os.path.exists(release)):
+                time.sleep(seconds)
 
     net.register_forward_pre_hook(stall)
     return net

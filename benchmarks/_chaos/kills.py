@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from benchmarks._chaos.audit import Outcome, audit, files_of, finished_snapshot, load, running
-from benchmarks._chaos.processes import Runner, children, cmdline, kill_group, last_message, wait_for
+from benchmarks._chaos.processes import Runner, kill_group, last_message, wait_for, workers
 from benchmarks.synthetic import write_tiny_spec
 
 
@@ -118,13 +118,13 @@ def kill_one_of_two(folder: Path, env: dict[str, str], storage: str, url: str | 
     r = Runner(work, env)
     proc = r.start("study", "run", str(spec), "--storage", url, "--workers", "2")
     hit = wait_for(lambda: running(name, url, "search", 1), proc, "a trial after the first")
-    workers = [c for c in children(proc.pid) if "spawn_main" in cmdline(c)]
-    if hit and workers:
+    pids = workers(proc.pid)
+    if hit and pids:
         time.sleep(1.2)
-        os.kill(workers[0], signal.SIGKILL)
-        out.notes.append(f"killed worker pid {workers[0]} of {len(workers)}")
+        os.kill(pids[0], signal.SIGKILL)
+        out.notes.append(f"killed worker pid {pids[0]} of {len(pids)}")
     else:
-        out.notes.append(f"no worker to kill (reached: {bool(hit)}, workers {workers})")
+        out.notes.append(f"no worker to kill (reached: {bool(hit)}, workers {pids})")
     before = finished_snapshot(name, url)
     err = r.collect(proc)
     out.notes.append(f"the run exited {proc.returncode}: {last_message(err)}")

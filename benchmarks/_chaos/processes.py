@@ -130,6 +130,17 @@ def children(pid: int) -> list[int]:
     return out
 
 
+def workers(pid: int) -> list[int]:
+    """The worker processes of a `--workers K` command: spawned by it, or forked by its fork server."""
+    out = []
+    for c in children(pid):
+        if "spawn_main" in cmdline(c):
+            out.append(c)
+        elif "forkserver" in cmdline(c):
+            out += children(c)
+    return out
+
+
 def cmdline(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()

@@ -437,13 +437,24 @@ def test_sigkill_during_the_last_trial_does_not_stick_the_study(tmp_path, sqlite
 
 
 def _worker_pids(pid: int) -> list[int]:
-    """The spawned worker processes of a `--workers K` run (not multiprocessing's resource tracker)."""
+    """The worker processes of a `--workers K` run: spawned by it, or forked by its fork server (not
+    multiprocessing's resource tracker)."""
     out = []
-    for task in Path(f"/proc/{pid}/task").glob("*"):
-        for child in (task / "children").read_text().split():
-            if b"spawn_main" in Path(f"/proc/{child}/cmdline").read_bytes():
-                out.append(int(child))
+    for child in _children(pid):
+        cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+        if b"spawn_main" in cmdline:
+            out.append(child)
+        elif b"forkserver" in cmdline:
+            out.extend(_children(child))
     return out
+
+
+def _children(pid: int) -> list[int]:
+    return [
+        int(c)
+        for task in Path(f"/proc/{pid}/task").glob("*")
+        for c in (task / "children").read_text().split()
+    ]
 
 
 @pytest.mark.slow
@@ -456,9 +467,10 @@ def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_tr
     env = {**ENV, "EXPLORER_HEARTBEAT_INTERVAL": "1", "EXPLORER_GRACE_PERIOD": "2"}
     spec = _stalling_spec(tmp_path, "twokill", 4)
     cmd = [sys.executable, "-m", "explorer", "study", "run", str(spec), "--storage", sqlite_url]
+    release = tmp_path / "release"  # made once one worker is killed: the survivor's stalled trial goes on
     proc = subprocess.Popen(
         [*cmd, "--workers", "2"],
-        env={**env, **STALL},
+        env={**env, **STALL, "EXPLORER_TEST_STALL_UNTIL": str(release)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -470,6 +482,7 @@ def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_tr
         # then leaves a trial to retry (killing one between two trials left nothing to retry, seen once in CI).
         _wait_for(lambda: _both_running_with_heartbeats("twokill", sqlite_url), proc, "two running trials")
         os.kill(workers[0], signal.SIGKILL)
+        release.touch()
         _, err = proc.communicate(timeout=900)
     finally:
         if proc.poll() is None:
