@@ -21,7 +21,6 @@ import math
 
 import numpy as np
 import torch
-from sklearn.model_selection import StratifiedKFold
 
 from explorer.data._base import Task
 from explorer.errors import ConfigError, DataError
@@ -55,6 +54,8 @@ def fold_task(task: Task, fold: int, folds: int, seed: int) -> Task:
             f"task {task.name!r} has a class with only {smallest} labelled example(s), too few for {folds} "
             f"stratified folds; lower folds in [finalists] to at most {max(smallest, 1)} (1 keeps the fixed split)."
         )
+    from sklearn.model_selection import StratifiedKFold  # a second of imports, for the processes that split
+
     splitter = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed % 2**32)
     train_idx, val_idx = list(splitter.split(np.zeros(len(labels)), labels))[fold]
     train_t, val_t = torch.from_numpy(np.sort(train_idx)), torch.from_numpy(np.sort(val_idx))

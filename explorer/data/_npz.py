@@ -24,7 +24,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.model_selection import train_test_split
 
 from explorer.data._base import Task
 from explorer.data._images import patch_images, with_image
@@ -245,6 +244,8 @@ def split_indices(
     y: np.ndarray, seed: int, n_val: int, n_test: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Seeded, stratified ``(train, val, test)`` index arrays of ``y`` with the given val/test sizes."""
+    from sklearn.model_selection import train_test_split  # a second of imports, for the processes that split
+
     idx = np.arange(len(y))
     try:
         rest, test = (

@@ -3,8 +3,8 @@
 A trial times its architecture while other workers train on the same cores, and a figure measured under load
 is wrong in a way no seed can average out. After the finalist stage, this module times every finalist
 architecture again in ``rounds`` rounds, each a fresh random order of them (so a drift in the machine's speed
-hits them alike), with no training running. Each round runs in a fresh process of its own (spawned, as the
-workers are): a process's memory layout, thread placement and allocator state shift its timings for as long
+hits them alike), with no training running. Each round runs in a fresh process of its own (spawned, not forked
+from the workers' fork server, whose children all start from one memory image): a process's memory layout, thread placement and allocator state shift its timings for as long
 as it lives (benchmarks/deploy.md, 07:41: fresh processes timed a study's knee at 1.13-1.22x the figure its
 one re-timing process gave), so rounds in one process agree with each other more than with the process a user
 later times the model in (``explorer bench model``). Across rounds in fresh processes that shift is part of
@@ -32,8 +32,9 @@ import optuna
 import torch
 
 from explorer.errors import ExplorerError
-from explorer.layout import ModelConfig
-from explorer.measure import decode_latency, model_latency
+from explorer.layout import InputSpec, ModelConfig
+from explorer.measure import decode_latency, model_latency, resolve_device
+from explorer.model import ModelBuilder
 from explorer.storage import RETIMED_ATTR, Retiming, load_records, load_retimings, sqlite_path
 from explorer.study._context import RunContext, resolve_context
 from explorer.study._study import StudyHandle, open_study
@@ -107,10 +108,11 @@ def retime(
         if not todo:
             continue
         if fresh_processes and not _in_memory(handle.storage_url):
-            _round_in_fresh_process(handle, r, todo, where)
+            inputs = context.task.spec if context is not None else None  # the round's process loads no data
+            _round_in_fresh_process(handle, r, todo, where, inputs)
         else:
             context = context or resolve_context(spec, where)  # one for every round timed in this process
-            _time_round(handle, r, todo, context)
+            _time_round(handle, r, todo, context.device, context.task.spec, context.builder)
     return load_retimings(handle.study)
 
 
@@ -122,20 +124,27 @@ def _in_memory(url: str) -> bool:
 _Todo = list[tuple[str, ModelConfig, list[str]]]  # (key, architecture, kinds still to time) in timing order
 
 
-def _time_round(handle: StudyHandle, r: int, todo: _Todo, context: RunContext) -> None:
-    """Time one round's architectures in order on the context's device, storing each timing as it is made."""
+def _time_round(
+    handle: StudyHandle,
+    r: int,
+    todo: _Todo,
+    device: torch.device,
+    inputs: InputSpec,
+    builder: ModelBuilder | None,
+) -> None:
+    """Time one round's architectures in order on ``device``, for the task's ``inputs`` and with the spec's model
+    ``builder``, storing each timing as it is made."""
     spec = handle.spec
-    cfg, device, task = context.latency(spec), context.device, context.task
+    cfg = dataclasses.replace(spec.latency, device=str(device))
     where = handle.stage_study("finalist")  # the re-timings live with the finalist runs
     for key, config, kinds in todo:
         for kind in kinds:
             if kind == "forward":
-                lat = model_latency(config, task.spec, cfg, device, cache=None, builder=context.builder)
+                lat = model_latency(config, inputs, cfg, device, cache=None, builder=builder)
             else:
                 assert spec.decode is not None
                 step = dataclasses.replace(cfg, batch_size=spec.decode.batch_size)
-                vocab = task.spec.vocab_size
-                builder = context.builder
+                vocab = inputs.vocab_size
                 lat = decode_latency(config, spec.decode.context, step, device, None, vocab, builder).latency
             rows = list(where.user_attrs.get(RETIMED_ATTR) or [])  # one re-timing process per study
             rows.append({"key": key, "round": r, "latency": lat.to_dict(), "kind": kind, "pid": os.getpid()})
@@ -143,15 +152,26 @@ def _time_round(handle: StudyHandle, r: int, todo: _Todo, context: RunContext) -
 
 
 def _round_main(
-    storage_url: str, name: str, r: int, todo: list[tuple[str, dict, list[str]]], device: str, out: Any
+    storage_url: str,
+    name: str,
+    r: int,
+    todo: list[tuple[str, dict, list[str]]],
+    device: str,
+    inputs: InputSpec | None,
+    out: Any,
 ) -> None:
-    """Entry point of a round's process (spawned): open the study, build this process's run context and time the
-    round; put "" or the error."""
+    """Entry point of a round's process (spawned): open the study, resolve the device and the model builder, take
+    the task's inputs from the command (else load the task) and time the round; put "" or the error."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         handle = open_study(name, storage_url)
-        context = resolve_context(handle.spec, device)
-        _time_round(handle, r, [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo], context)
+        if inputs is None:
+            context = resolve_context(handle.spec, device)
+            where, inputs, builder = context.device, context.task.spec, context.builder
+        else:
+            where, builder = resolve_device(device), handle.spec.model.builder()
+        configs = [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo]
+        _time_round(handle, r, configs, where, inputs, builder)
         out.put("")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the command reports
@@ -159,11 +179,14 @@ def _round_main(
         out.put(f"{type(exc).__name__}: {exc}")
 
 
-def _round_in_fresh_process(handle: StudyHandle, r: int, todo: _Todo, device: str) -> None:
+def _round_in_fresh_process(
+    handle: StudyHandle, r: int, todo: _Todo, device: str, inputs: InputSpec | None
+) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.SimpleQueue()
     items = [(key, config.to_dict(), ks) for key, config, ks in todo]
-    proc = ctx.Process(target=_round_main, args=(handle.storage_url, handle.name, r, items, device, out))
+    args = (handle.storage_url, handle.name, r, items, device, inputs, out)
+    proc = ctx.Process(target=_round_main, args=args)
     proc.start()
     try:
         proc.join()

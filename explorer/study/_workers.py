@@ -290,12 +290,14 @@ def _run_pool(plan: RunPlan, stage: str, total: int, report: Callable[..., Progr
 def _process_context() -> Any:
     """How workers are started: forked from multiprocessing's fork server where the platform has one (Linux,
     macOS), else spawned. The fork server is one clean process (no threads, no CUDA) that imports this module,
-    and so torch, optuna and the data loaders, once per command; each worker is forked from it and starts
-    without importing them again (a spawned worker spent about 3 s of CPU on imports, in every stage)."""
+    and so torch, optuna and the data loaders, and the scikit-learn the loaders import when they load, once per
+    command; each worker is forked from it and starts without importing them again (a spawned worker spent about
+    3 s of CPU on imports, in every stage)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["__main__", __name__])  # "__main__": multiprocessing's default, kept
+    # "__main__": multiprocessing's default, kept
+    ctx.set_forkserver_preload(["__main__", __name__, "sklearn.datasets", "sklearn.model_selection"])
     return ctx
 
 
