@@ -45,7 +45,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the ``cuda``-marked tests when there is no CUDA device (torch is imported only if there are some)."""
+    """Run the modules that hold ``slow`` tests first (each module's tests together, in their order, so a module's
+    fixtures are made once), so that the short tests fill the workers' last minutes rather than one long test
+    keeping a worker busy while the others wait; skip the ``cuda``-marked tests when there is no CUDA device
+    (torch is imported only if there are some)."""
+    slow = {getattr(item, "module", None) for item in items if item.get_closest_marker("slow")}
+    items.sort(
+        key=lambda item: getattr(item, "module", None) not in slow
+    )  # stable: the order within each group is kept
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return
