@@ -44,6 +44,14 @@ def good(layout, spec):
     )
 
 
+def needs_its_environment(layout, spec):
+    """:func:`good`, in a process whose environment has ``EXPLORER_TEST_WORKER_ENV`` set; else an error (the
+    trial fails): a worker sees the environment of the command that started it."""
+    if os.environ.get("EXPLORER_TEST_WORKER_ENV") != "1":
+        raise RuntimeError("EXPLORER_TEST_WORKER_ENV is not set in this worker")
+    return good(layout, spec)
+
+
 _TRAINED: list[bool] = []  # one entry per model of this process that trained past its third batch
 
 

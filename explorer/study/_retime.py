@@ -1,21 +1,22 @@
 """Re-timing the finalists: interleaved rounds of latency measurements with nothing else running.
 
-A trial times its architecture while other workers train on the same cores, and a figure measured under load
-is wrong in a way no seed can average out. After the finalist stage, this module times every finalist
-architecture again in ``rounds`` rounds, each a fresh random order of them (so a drift in the machine's speed
-hits them alike), with no training running. Each round runs in a fresh process of its own (spawned, not forked
-from the workers' fork server, whose children all start from one memory image): a process's memory layout, thread placement and allocator state shift its timings for as long
-as it lives (benchmarks/deploy.md, 07:41: fresh processes timed a study's knee at 1.13-1.22x the figure its
-one re-timing process gave), so rounds in one process agree with each other more than with the process a user
-later times the model in (``explorer bench model``). Across rounds in fresh processes that shift is part of
-the spread between rounds, which the report's latency intervals are built from (never narrower than the timer's
-own block spread: :func:`explorer.answer._latency_stats.block_spread`). Each (architecture, round) is stored with the
-finalist runs as it is measured (user attribute ``retimed`` of the study's companion, ``NAME/finalists``), so
-an interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one decoding step of every finalist in the same rounds
-(``kind = "decode"``), and, before its finalists are chosen, the decoding of the search's architectures
-(:func:`search_configs`): a decoding step of a small model is short, so a figure taken while another worker
-trains says more about that worker than about the architecture, and the knee and the grouped-query rule
-compare decoding times.
+A trial times its architecture while other workers train on the same cores, and a figure measured under load is
+wrong in a way no seed can average out. After the finalist stage, this module times every finalist architecture
+again in ``rounds`` rounds, each a fresh random order of them (so a drift in the machine's speed hits them
+alike), with no training running. Each round runs in a fresh process of its own (spawned, not forked from the
+workers' fork server, whose children all start from one memory image): a process's memory layout, thread
+placement and allocator state shift its timings for as long as it lives (benchmarks/deploy.md, 07:41: fresh
+processes timed a study's knee at 1.13-1.22x the figure its one re-timing process gave), so rounds in one
+process agree with each other more than with the process a user later times the model in (``explorer bench
+model``). Across rounds in fresh processes that shift is part of the spread between rounds, which the report's
+latency intervals are built from (never narrower than the timer's own block spread:
+:func:`explorer.answer._latency_stats.block_spread`). Each (architecture, round) is stored with the finalist
+runs as it is measured (user attribute ``retimed`` of the study's companion, ``NAME/finalists``), so an
+interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one
+decoding step of every finalist in the same rounds (``kind = "decode"``), and, before its finalists are chosen,
+the decoding of the search's architectures (:func:`search_configs`): a decoding step of a small model is short,
+so a figure taken while another worker trains says more about that worker than about the architecture, and the
+knee and the grouped-query rule compare decoding times.
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ A study runs in stages: ``search`` (new architectures up to the spec's total) an
 finalist runs). :func:`run_stage` runs one with the run plan's workers (:mod:`explorer.study._plan`): one works
 in the command's own process (:func:`_run_here`), more are processes forked from multiprocessing's fork server
 (spawned where there is none; :func:`_run_pool`), each given the plan's portable form and rebuilding its
-process-local parts once. Every worker loops in :func:`_work`: it fails
-stale trials (a dead worker's trial must neither hold the total nor be waited for), starts trials while the stage has some left, and
-otherwise waits for the trials still running elsewhere, so a stage ends only when it is really done. The command that ends first therefore never claims to have stopped
-short while another command's trials still run.
+process-local parts once. Every worker loops in :func:`_work`: it fails stale trials (a dead worker's trial must
+neither hold the total nor be waited for), starts trials while the stage has some left, and otherwise waits for
+the trials still running elsewhere, so a stage ends only when it is really done. The command that ends first
+therefore never claims to have stopped short while another command's trials still run.
 """
 
 from __future__ import annotations
@@ -268,8 +268,9 @@ def _run_here(
 
 
 def _run_pool(plan: RunPlan, stage: str, total: int, report: Callable[..., Progress]) -> Progress:
-    """The stage's workers, each a spawned process (:func:`_worker_main`) given the plan's portable form, spread
-    over the plan's device kind; progress is reported while they work."""
+    """The stage's workers, each a process of its own (:func:`_process_context`, :func:`_worker_main`) given the
+    plan's portable form and the command's environment, spread over the plan's device kind; progress is reported
+    while they work."""
     ctx = _process_context()
     queue = ctx.SimpleQueue()
     level = logging.getLogger("explorer").getEffectiveLevel()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+from pathlib import Path
 from types import SimpleNamespace
 
 import optuna
@@ -66,6 +67,23 @@ def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, monkeypatch,
     with monkeypatch.context() as m, pytest.raises(RuntimeError, match="spawned"):
         m.setattr(workers_module.multiprocessing, "get_context", _refuse)
         run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 6)
+
+
+@pytest.mark.slow
+def test_forked_workers_see_the_commands_environment_as_it_is_now(tmp_path, monkeypatch, one_thread):
+    """The fork server keeps the environment it started with; a worker forked from it takes the command's."""
+    workers_module._process_context()  # the fork server's preload, as a run sets it
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()  # running before the variable is set (if an earlier test had not started it)
+    build = f"{Path(__file__).resolve().parents[1] / 'usermodels.py'}:needs_its_environment"
+    extra = f'\n[model]\nbuild = "{build}"\n'
+    spec = load_spec(write_tiny_spec(tmp_path, n_trials=2, epochs=1, early=False, extra=extra))
+    monkeypatch.setenv("EXPLORER_TEST_WORKER_ENV", "1")
+    handle = prepare_study(spec, f"sqlite:///{tmp_path / 's.db'}")
+    progress = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 2)
+    assert progress.done == 2 and [r.state for r in load_records(handle.study)] == ["COMPLETE", "COMPLETE"]
 
 
 def _refuse(*_):
