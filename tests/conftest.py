@@ -50,9 +50,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     keeping a worker busy while the others wait; skip the ``cuda``-marked tests when there is no CUDA device
     (torch is imported only if there are some)."""
     slow = {getattr(item, "module", None) for item in items if item.get_closest_marker("slow")}
-    items.sort(
-        key=lambda item: getattr(item, "module", None) not in slow
-    )  # stable: the order within each group is kept
+    # a stable sort: the order within each group is kept
+    items.sort(key=lambda item: getattr(item, "module", None) not in slow)
     marked = [item for item in items if item.get_closest_marker("cuda")]
     if not marked:
         return

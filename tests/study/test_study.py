@@ -24,6 +24,7 @@ from optuna.trial import TrialState
 
 import explorer
 import explorer.measure._evaluate as evaluate_module
+from benchmarks._chaos.processes import workers as worker_pids
 from explorer import api
 from explorer.cli import main
 from explorer.errors import (
@@ -436,27 +437,6 @@ def test_sigkill_during_the_last_trial_does_not_stick_the_study(tmp_path, sqlite
     _sigkill_then_resume(tmp_path, sqlite_url, "lastone", total=2, kill_after_done=1)
 
 
-def _worker_pids(pid: int) -> list[int]:
-    """The worker processes of a `--workers K` run: spawned by it, or forked by its fork server (not
-    multiprocessing's resource tracker)."""
-    out = []
-    for child in _children(pid):
-        cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
-        if b"spawn_main" in cmdline:
-            out.append(child)
-        elif b"forkserver" in cmdline:
-            out.extend(_children(child))
-    return out
-
-
-def _children(pid: int) -> list[int]:
-    return [
-        int(c)
-        for task in Path(f"/proc/{pid}/task").glob("*")
-        for c in (task / "children").read_text().split()
-    ]
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="finds worker processes through /proc")
 def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_truthfully(
@@ -477,7 +457,7 @@ def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_tr
     )
     try:
         _wait_for(lambda: _running_after_latency("twokill", sqlite_url, 1), proc, "a running trial")
-        workers = _wait_for(lambda: _worker_pids(proc.pid), proc, "the worker processes")
+        workers = _wait_for(lambda: worker_pids(proc.pid), proc, "the worker processes")
         # Kill only while both workers hold a running trial whose heartbeat is stored: whichever worker dies
         # then leaves a trial to retry (killing one between two trials left nothing to retry, seen once in CI).
         _wait_for(lambda: _both_running_with_heartbeats("twokill", sqlite_url), proc, "two running trials")
