@@ -1,5 +1,7 @@
 """The example outside the package (examples/vit: a ViT and a data loader written as a user would) through the
-whole workflow, as a user runs it: `python -m explorer study run` with 2 workers, `report`, `export`."""
+whole workflow, as a user runs it from the repository's root: `python -m explorer study run` with 2 workers (a
+process of its own, once a module), then `report`, `export`, `heads`, `train` and `bench` on what it stored (in
+this process, through click's runner: the same command line without a second start-up of torch)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from explorer.cli import main
 
@@ -27,6 +29,20 @@ def explorer(*args: str) -> subprocess.CompletedProcess:
         text=True,
         timeout=900,
     )
+
+
+def command(*args: str) -> Result:
+    """``explorer *args`` in this process, from the repository's root (where the example's paths are relative
+    to), with torch's thread count as it was (a command sets its own)."""
+    import torch
+
+    threads, cwd = torch.get_num_threads(), Path.cwd()
+    os.chdir(REPO)
+    try:
+        return CliRunner().invoke(main, list(args), env={"HF_HUB_OFFLINE": "1"})
+    finally:
+        os.chdir(cwd)
+        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +69,14 @@ def vit_study(tmp_path_factory) -> tuple[str, Path]:
 @pytest.mark.slow
 def test_the_example_vit_runs_reports_and_exports_with_parity(vit_study) -> None:
     url, tmp = vit_study
-    report = explorer("report", "example-vit", "--storage", url, "--out", str(tmp / "report"))
-    assert report.returncode == 0, report.stderr[-3000:]
+    report = command("report", "example-vit", "--storage", url, "--out", str(tmp / "report"))
+    assert report.exit_code == 0, report.stderr[-3000:]
     text = (tmp / "report" / "report.md").read_text()
     assert "`examples/vit/model.py:build`" in text  # the report names the user's model
     assert "8 x 8 images (1 channel) cut into 2 x 2 patches: a 4 x 4 grid of 16 tokens" in text
     assert "**Use " in text
     out = tmp / "vit.onnx"
-    export = explorer(
+    export = command(
         "export",
         "example-vit",
         "--storage",
@@ -73,11 +89,11 @@ def test_the_example_vit_runs_reports_and_exports_with_parity(vit_study) -> None
         str(out),
         "--json",
     )
-    assert export.returncode == 0, export.stderr[-3000:]
+    assert export.exit_code == 0, export.stderr[-3000:]
     doc = json.loads(export.stdout)
     assert doc["max_abs_logit_diff"] <= 1e-4 and doc["test_examples"] == 135 and out.is_file()
-    bench = explorer("bench", "model", str(out), "--json")  # the shipped file runs on ONNX Runtime
-    assert bench.returncode == 0, bench.stderr[-3000:]
+    bench = command("bench", "model", str(out), "--json")  # the shipped file runs on ONNX Runtime
+    assert bench.exit_code == 0, bench.stderr[-3000:]
 
 
 @pytest.mark.slow
@@ -85,7 +101,7 @@ def test_the_example_vit_runs_reports_and_exports_with_parity(vit_study) -> None
 def test_the_example_exports_in_every_format_and_retrains_from_its_config(vit_study, fmt: str) -> None:
     url, tmp = vit_study
     out = tmp / {"state": "vit.pt", "pt2": "vit.pt2", "config": "vit.json"}[fmt]
-    done = explorer(
+    done = command(
         "export",
         "example-vit",
         "--storage",
@@ -98,14 +114,14 @@ def test_the_example_exports_in_every_format_and_retrains_from_its_config(vit_st
         str(out),
         "--json",
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.exit_code == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     if fmt != "config":
         assert doc["max_abs_logit_diff"] <= 1e-4  # loaded back (the state file rebuilds the user's ViT)
         return
     assert json.loads(out.read_text())["build"] == "examples/vit/model.py:build"
-    again = explorer("train", "--config", str(out), "--json")  # the run config rebuilds the user's model
-    assert again.returncode == 0, again.stderr[-3000:]
+    again = command("train", "--config", str(out), "--json")  # the run config rebuilds the user's model
+    assert again.exit_code == 0, again.stderr[-3000:]
     assert json.loads(again.stdout)["build"] == "examples/vit/model.py:build"
 
 
@@ -113,8 +129,8 @@ def test_the_example_exports_in_every_format_and_retrains_from_its_config(vit_st
 def test_the_example_answer_as_a_hugging_face_config(vit_study) -> None:
     transformers = pytest.importorskip("transformers")
     url, tmp = vit_study
-    done = explorer("export", "example-vit", "--storage", url, "--format", "hf", "--out", str(tmp / "hf"))
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = command("export", "example-vit", "--storage", url, "--format", "hf", "--out", str(tmp / "hf"))
+    assert done.exit_code == 0, done.stderr[-3000:]
     assert (
         "AutoConfig.from_pretrained" in done.stdout and "A config only" in done.stdout
     )  # says the weights stay
@@ -130,7 +146,7 @@ def test_the_example_answer_as_a_hugging_face_config(vit_study) -> None:
 @pytest.mark.slow
 def test_the_heads_of_the_users_vit_are_analysed(vit_study) -> None:
     url, tmp = vit_study  # its attention is explorer.MultiHeadAttention: masking reaches it
-    done = explorer(
+    done = command(
         "heads",
         "example-vit",
         "--storage",
@@ -141,7 +157,7 @@ def test_the_heads_of_the_users_vit_are_analysed(vit_study) -> None:
         str(tmp / "heads"),
         "--json",
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.exit_code == 0, done.stderr[-3000:]
     doc = json.loads(done.stdout)
     assert len(doc["importance"]) == 2 and [len(v) for v in doc["importance"]] == doc["heads"]
     assert (tmp / "heads" / "heads.md").is_file()

@@ -290,15 +290,18 @@ def _run_pool(plan: RunPlan, stage: str, total: int, report: Callable[..., Progr
 
 def _process_context() -> Any:
     """How workers are started: forked from multiprocessing's fork server where the platform has one (Linux,
-    macOS), else spawned. The fork server is one clean process (no threads, no CUDA) that imports this module,
-    and so torch, optuna and the data loaders, and the scikit-learn the loaders import when they load, once per
-    command; each worker is forked from it and starts without importing them again (a spawned worker spent about
-    3 s of CPU on imports, in every stage)."""
+    macOS), else spawned. The fork server is one clean process (no CUDA, none of the command's threads) that
+    imports this module, and so torch, optuna and the data loaders, the scikit-learn the loaders import when
+    they load, and torch._dynamo (which torch imports when a process builds its first optimizer: 1.5 s), once
+    per command; each worker is forked from it and starts without importing them again (a spawned worker spent
+    about 3 s of CPU on imports, in every stage, and 1.5 s more on its first optimizer)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
     # "__main__": multiprocessing's default, kept
-    ctx.set_forkserver_preload(["__main__", __name__, "sklearn.datasets", "sklearn.model_selection"])
+    ctx.set_forkserver_preload(
+        ["__main__", __name__, "sklearn.datasets", "sklearn.model_selection", "torch._dynamo"]
+    )
     return ctx
 
 

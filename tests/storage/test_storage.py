@@ -303,20 +303,22 @@ WORKER = textwrap.dedent(
 def _wait_for_second_trial_heartbeat(
     storage: RDBStorage, name: str, proc: subprocess.Popen, log: Path, timeout_s: float = 60
 ) -> None:
-    """Block until the worker's 2nd trial is RUNNING and has written a heartbeat (a trial without one is
-    never considered stale, so killing it earlier would test nothing)."""
+    """Block until the worker's 2nd trial is RUNNING, has drawn its parameter and has written a heartbeat (a
+    trial without one is never considered stale, so killing it earlier would test nothing; one killed before its
+    draw was stored, seen once on a loaded machine, has no parameters for the retry to repeat)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             pytest.fail(f"worker exited with {proc.returncode} before its 2nd trial ran:\n{log.read_text()}")
         if study_exists(storage, name):
             trials = storage.get_all_trials(storage.get_study_id_from_name(name), deepcopy=False)
-            running = [t for t in trials if t.number == 1 and t.state == TrialState.RUNNING]
+            running = [t for t in trials if t.number == 1 and t.state == TrialState.RUNNING and t.params]
             if running and _has_heartbeat(storage, running[0]._trial_id):
                 return
         time.sleep(0.2)
     pytest.fail(
-        f"worker's 2nd trial was not RUNNING with a heartbeat within {timeout_s}s:\n{log.read_text()}"
+        f"worker's 2nd trial was not RUNNING with its parameter and a heartbeat within {timeout_s}s:\n"
+        f"{log.read_text()}"
     )
 
 

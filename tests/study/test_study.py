@@ -406,14 +406,9 @@ def _sigkill_then_resume(tmp_path: Path, url: str, name: str, total: int, kill_a
     before = {t.number: t.values for t in study.get_trials(states=(TrialState.COMPLETE,))}
     assert study.get_trials()[victim.number].state == TrialState.RUNNING
     # Resumed at once (inside the grace period): it waits for the dead trial to go stale, fails it, retries it.
-    resume = subprocess.run(
-        [sys.executable, "-m", "explorer", "study", "resume", name, "--storage", url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert resume.returncode == 0, resume.stderr
+    # the resume in this process (a command line through click's runner: no second start-up of torch)
+    resume = CliRunner().invoke(main, ["study", "resume", name, "--storage", url], env=env)
+    assert resume.exit_code == 0, resume.stderr
     assert "stopped the" not in resume.stderr, resume.stderr
     study = optuna.load_study(study_name=name, storage=url)
     killed = [r for r in load_records(study) if r.number == victim.number][0]
@@ -494,14 +489,8 @@ def test_ctrl_c_stops_cleanly_and_resume_retries_the_interrupted_trial(tmp_path,
     assert [t.system_attrs["fixed_params"] for t in queued] == [interrupted.params]
     assert queued[0].user_attrs["retry_of"] == interrupted.number
     assert not study.get_trials(states=(TrialState.RUNNING,))  # consistent: nothing left RUNNING
-    resume = subprocess.run(
-        [sys.executable, "-m", "explorer", "study", "resume", "ctrlc", "--storage", sqlite_url],
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert resume.returncode == 0, resume.stderr
+    resume = CliRunner().invoke(main, ["study", "resume", "ctrlc", "--storage", sqlite_url])
+    assert resume.exit_code == 0, resume.stderr
     study = optuna.load_study(study_name="ctrlc", storage=sqlite_url)
     assert len(finished(study)) == 3
     assert any(t.params == interrupted.params and t.number > interrupted.number for t in finished(study))
