@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import multiprocessing
-
 import optuna
 
 from explorer.storage import open_storage
 from explorer.study import Claims
+from explorer.study._workers import _process_context
 
 
 def _race(url: str, name: str, trial: int, out) -> None:
@@ -18,7 +17,7 @@ def _race(url: str, name: str, trial: int, out) -> None:
 def test_one_winner_when_processes_race(storage_url, study_name):
     storage = open_storage(storage_url, heartbeat=False)
     optuna.create_study(study_name=study_name, storage=storage)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _process_context()  # started as a study's workers are
     out = ctx.SimpleQueue()
     procs = [ctx.Process(target=_race, args=(storage_url, study_name, i, out)) for i in range(4)]
     for p in procs:

@@ -150,7 +150,7 @@ def test_a_queued_trial_is_popped_by_exactly_one_of_several_workers(storage_url,
     study = optuna.create_study(study_name=study_name, storage=open_storage(storage_url, heartbeat=False))
     for i in range(200):
         study.enqueue_trial({"x": i}, skip_if_exists=False)
-    ctx = multiprocessing.get_context("spawn")
+    ctx = workers_module._process_context()  # started as a study's workers are
     out = ctx.SimpleQueue()
     procs = [ctx.Process(target=_pop_all, args=(storage_url, study_name, out)) for _ in range(4)]
     for p in procs:
