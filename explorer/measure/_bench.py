@@ -129,11 +129,13 @@ def _cpu_peak_mb(model: nn.Module, x: torch.Tensor) -> float:
 
 def _cpu_peaks_child(models: dict[str, nn.Module], x: torch.Tensor, out: Any) -> None:
     """In a child process: the profiler's C++ side writes "USDT ... profiler_start" straight to file
-    descriptor 2, so the child silences its own stderr (never the caller's) and sends the peaks back."""
+    descriptor 2, so the child silences its own stderr (never the caller's) and sends the peaks back, then exits
+    without the interpreter's teardown (of torch's modules among others: nothing is left to save)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 2)
     torch.set_num_threads(1)
     out.put({name: _cpu_peak_mb(m, x) for name, m in models.items()})
+    os._exit(0)
 
 
 def peak_memory_mb(models: dict[str, nn.Module], x: torch.Tensor) -> dict[str, float]:

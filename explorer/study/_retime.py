@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import random
 import signal
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,7 +37,15 @@ from explorer.errors import ExplorerError
 from explorer.layout import InputSpec, ModelConfig
 from explorer.measure import decode_latency, model_latency, resolve_device
 from explorer.model import ModelBuilder
-from explorer.storage import RETIMED_ATTR, Retiming, load_records, load_retimings, sqlite_path
+from explorer.storage import (
+    RETIMED_ATTR,
+    Retiming,
+    load_records,
+    load_retimings,
+    rdb_storage,
+    sqlite_path,
+    storage_of,
+)
 from explorer.study._context import RunContext, resolve_context
 from explorer.study._study import StudyHandle, open_study
 
@@ -162,8 +171,10 @@ def _round_main(
     out: Any,
 ) -> None:
     """Entry point of a round's process (spawned): open the study, resolve the device and the model builder, take
-    the task's inputs from the command (else load the task) and time the round; put "" or the error."""
+    the task's inputs from the command (else load the task) and time the round; put "" or the error, then exit
+    at once (see :func:`_exit_now`)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    handle = None
     try:
         handle = open_study(name, storage_url)
         if inputs is None:
@@ -178,6 +189,20 @@ def _round_main(
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the command reports
     except Exception as exc:  # one line for the command to show
         out.put(f"{type(exc).__name__}: {exc}")
+    _exit_now(handle)
+
+
+def _exit_now(handle: StudyHandle | None) -> None:
+    """End a round's process once its timings are stored and its answer sent: close its database connections
+    and exit without the interpreter's teardown (of torch's modules among others), which has nothing left to
+    save and would cost every round's process CPU time for nothing (multiprocessing's forked children end the
+    same way)."""
+    database = rdb_storage(storage_of(handle.study)) if handle is not None else None
+    if database is not None:
+        database.engine.dispose()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _round_in_fresh_process(

@@ -292,9 +292,9 @@ def _process_context() -> Any:
     """How workers are started: forked from multiprocessing's fork server where the platform has one (Linux,
     macOS), else spawned. The fork server is one clean process (no CUDA, none of the command's threads) that
     imports this module, and so torch, optuna and the data loaders, the scikit-learn the loaders import when
-    they load, and torch._dynamo (which torch imports when a process builds its first optimizer: 1.5 s), once
-    per command; each worker is forked from it and starts without importing them again (a spawned worker spent
-    about 3 s of CPU on imports, in every stage, and 1.5 s more on its first optimizer)."""
+    they load, and torch._dynamo (which torch imports when a process builds its first optimizer), once per
+    command; each worker is forked from it and starts without importing them again (a spawned worker spent
+    about 3 s of CPU on imports, in every stage, and more on its first optimizer)."""
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     ctx = multiprocessing.get_context("forkserver")
