@@ -508,8 +508,15 @@ def test_budgets_become_constraints_and_over_budget_trials_are_not_trained(tmp_p
         extra="\n[budgets]\nmax_params = 6000\n",
     )
     handle = prepare_study(load_spec(spec), sqlite_url)
+    # the sampler draws a stream of its own on each run, so 6 random draws could all fall on one side (~1.4%):
+    # one layout of each width goes first, the rest are drawn
+    space = handle.context.space
+    for width in (16, 32):
+        point = next(p for p in space.points() if p.config.d_model == width)
+        handle.study.enqueue_trial(point.params | point.readable)
     api.run(handle)
     trials = finished(handle.study)
+    assert len(trials) == 6
     assert all(set(t.constraints) == {"params"} for t in trials)  # the same key on every trial
     records = {r.number: r for r in load_records(handle.study)}
     over = [t for t in trials if records[t.number].params > 6000]
