@@ -580,7 +580,8 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     decided = explorer.recommend("fin", sqlite_url).decided
     budget = 3 * n_archs
     result = CliRunner().invoke(
-        main, ["confirm", "fin", "--storage", sqlite_url, "--until-decided", "--budget", str(budget), "--json"]
+        main,
+        ["confirm", "fin", "--storage", sqlite_url, "--until-decided", "--budget", str(budget), "--json"],
     )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
