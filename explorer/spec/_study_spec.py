@@ -63,7 +63,10 @@ class StudySpec:
     )
     seed: int = key(
         0,
-        "the study's seed block: the sampler's seed and every training seed and fold cut (two seeds share none)",
+        "the study's seed block: every training seed and fold cut (two seeds share none), and the base of the "
+        "sampler's seed, to which each worker and each resumed run adds a stream of its own, so two runs of one "
+        "spec may search different architectures (`qmc`'s points take the seed alone); a finalist layout trains "
+        "on the same seeds and folds in both",
         lo=0,
     )
     # the attention benchmark, once per study (the "merged heads are faster" rule)
