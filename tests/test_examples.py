@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 from explorer.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def explorer(*args: str) -> subprocess.CompletedProcess:
@@ -33,16 +34,14 @@ def explorer(*args: str) -> subprocess.CompletedProcess:
 
 def command(*args: str) -> Result:
     """``explorer *args`` in this process, from the repository's root (where the example's paths are relative
-    to), with torch's thread count as it was (a command sets its own)."""
-    import torch
-
-    threads, cwd = torch.get_num_threads(), Path.cwd()
+    to). A command sets torch's thread count (``--threads``, default 1): the module's tests run under
+    ``one_thread``, which puts it back after them."""
+    cwd = Path.cwd()
     os.chdir(REPO)
     try:
         return CliRunner().invoke(main, list(args), env={"HF_HUB_OFFLINE": "1"})
     finally:
         os.chdir(cwd)
-        torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

@@ -513,7 +513,7 @@ def test_budgets_become_constraints_and_over_budget_trials_are_not_trained(tmp_p
     space = handle.context.space
     for width in (16, 32):
         point = next(p for p in space.points() if p.config.d_model == width)
-        handle.study.enqueue_trial(point.params | point.readable)
+        handle.study.enqueue_trial(point.params)
     api.run(handle)
     trials = finished(handle.study)
     assert len(trials) == 6
