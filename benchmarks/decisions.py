@@ -57,6 +57,9 @@ class Rule:
     step: int
     adaptive: bool = True  # False: every layout gets the same units (the budget split evenly)
     grow: float = 0.0  # a round adds max(step, grow x the units the chosen layouts have): fewer looks
+    edge: float = 0.0  # the indifference zone below the margin, as a share of the margin (0: none)
+    joint: bool = False  # the joint statement over the rivals (False: the union bound, the rule before it)
+    sized: bool = False  # rounds sized to what decides (False: rounds of step, or growing by grow)
 
 
 def _heads(layout: dict[str, Any]) -> str:
@@ -139,9 +142,9 @@ def run_rule(
     margin: float,
     tie: float,
     limit: int | None = None,
-) -> tuple[int, float, int]:
+) -> tuple[int, float, int, bool]:
     """One decision: cells revealed by ``draw(layout, unit)`` as the rule's allocation asks; returns the answer,
-    its stated probability of being within the margin, and the runs spent."""
+    its stated probability of being within the margin, the runs spent and whether it ended decided."""
     width = limit or budget
     scores = np.full((layouts, width), np.nan)
     spent = 0
@@ -154,7 +157,18 @@ def run_rule(
     else:
         while True:
             cells = next_cells(
-                scores, times, margin, rule.risk, tie, rule.start, rule.step, budget - spent, grow=rule.grow
+                scores,
+                times,
+                margin,
+                rule.risk,
+                tie,
+                rule.start,
+                rule.step,
+                budget - spent,
+                grow=rule.grow,
+                edge=rule.edge * margin,
+                joint=rule.joint,
+                sized=rule.sized,
             )
             cells = [(i, u) for i, u in cells if u < width]
             if not cells:
@@ -162,8 +176,8 @@ def run_rule(
             for i, u in cells:
                 scores[i, u] = draw(i, u)
             spent += len(cells)
-    d = decide(scores, times, margin, rule.risk, tie)
-    return d.answer, d.p_within[d.answer], spent
+    d = decide(scores, times, margin, rule.risk, tie, rule.edge * margin, rule.joint)
+    return d.answer, d.p_within[d.answer], spent, d.decided
 
 
 def score(
@@ -173,6 +187,7 @@ def score(
     means: np.ndarray,
     latency: np.ndarray,
     margin: float,
+    decided: list[bool],
 ) -> dict[str, float]:
     best, o = means.max(), oracle(means, latency, margin)
     a = np.array(answers)
@@ -187,6 +202,10 @@ def score(
         "observed": float(np.mean(within)),
         "agreement": float(np.mean([a[x] == a[y] for x, y in pairs])) if pairs else float("nan"),
         "runs": float(np.mean(spent)),
+        "decided": float(np.mean(decided)),
+        "runs_decided": float(np.mean([n for n, d in zip(spent, decided, strict=True) if d]))
+        if any(decided)
+        else float("nan"),
         "n": len(a),
     }
 
@@ -203,7 +222,7 @@ def simulated(
 ) -> dict[str, float]:
     rng = np.random.default_rng(seed)
     chol = np.linalg.cholesky(pool["cov"] + 1e-12 * np.eye(len(mean)))
-    answers, stated, spent = [], [], []
+    answers, stated, spent, decided = [], [], [], []
     for _ in range(n):
         cols: dict[int, np.ndarray] = {}
 
@@ -213,11 +232,12 @@ def simulated(
             return float(cols[u][i])
 
         times = pool["rounds"][rng.integers(len(pool["rounds"]))]
-        a, p, s = run_rule(rule, draw, len(mean), times, budget, margin, tie)
+        a, p, s, ok = run_rule(rule, draw, len(mean), times, budget, margin, tie)
         answers.append(a)
         stated.append(p)
         spent.append(s)
-    return score(answers, stated, spent, mean, pool["latency"], margin)
+        decided.append(ok)
+    return score(answers, stated, spent, mean, pool["latency"], margin, decided)
 
 
 def replayed(
@@ -226,12 +246,12 @@ def replayed(
     """The rule on each recorded run's own cells and rounds (its ladder only with ``ladder``), scored against
     the pooled truth of every run."""
     truth, lat = pooled_truth(runs)
-    answers, stated, spent, means, latency = [], [], [], [], []
+    answers, stated, spent, means, latency, decided = [], [], [], [], [], []
     for t in runs:
         rows = [i for i, lay in enumerate(t["layouts"]) if not ladder or len(set(lay["heads"])) == 1]
         names = [_heads(t["layouts"][i]) for i in rows]
         s, tm = matrix(t["scores"])[rows], matrix(t["times"])[rows]
-        a, p, n = run_rule(
+        a, p, n, ok = run_rule(
             rule,
             lambda i, u, s=s: float(s[i, u]),
             len(rows),
@@ -244,17 +264,23 @@ def replayed(
         answers.append(a)
         stated.append(p)
         spent.append(n)
+        decided.append(ok)
         means.append(np.array([truth[x] for x in names]))
         latency.append(np.array([lat[x] for x in names]))
     # each run has its own layouts: score one at a time against the same pooled truth, then average
     parts = [
-        score([a], [p], [n], m, la, margin)
-        for a, p, n, m, la in zip(answers, stated, spent, means, latency, strict=True)
+        score([a], [p], [n], m, la, margin, [ok])
+        for a, p, n, m, la, ok in zip(answers, stated, spent, means, latency, decided, strict=True)
     ]
     out = {
         k: float(np.mean([x[k] for x in parts]))
-        for k in ("beyond", "hit", "regret", "stated", "observed", "runs")
+        for k in ("beyond", "hit", "regret", "stated", "observed", "runs", "decided")
     }
+    out["runs_decided"] = (
+        float(np.mean([n for n, ok in zip(spent, decided, strict=True) if ok]))
+        if any(decided)
+        else float("nan")
+    )
     names_of = [
         [
             _heads(t["layouts"][i])
@@ -279,6 +305,10 @@ RULES = [
     Rule("adaptive, P >= 0.95, rounds grow by half (the default)", 0.05, 3, 2, grow=0.5),
     Rule("adaptive, P >= 0.975, rounds grow by half", 0.025, 3, 2, grow=0.5),
     Rule("adaptive, P >= 0.9, rounds grow by half", 0.10, 3, 2, grow=0.5),
+    Rule("joint, P >= 0.95, rounds grow by half", 0.05, 3, 2, grow=0.5, joint=True),
+    Rule("joint, P >= 0.95, edge 1/4, sized rounds", 0.05, 3, 2, edge=0.25, joint=True, sized=True),
+    Rule("joint, P >= 0.95, edge 1/3, sized rounds", 0.05, 3, 2, edge=1 / 3, joint=True, sized=True),
+    Rule("joint, P >= 0.95, edge 1/2, sized rounds", 0.05, 3, 2, edge=0.5, joint=True, sized=True),
 ]
 
 
@@ -293,6 +323,8 @@ def _row(label: str, rule: Rule, r: dict[str, float], budget: str) -> list[Any]:
         f"{r['stated']:.0%} / {r['observed']:.0%}",
         f"{r['agreement']:.0%}",
         f"{r['runs']:.1f}",
+        f"{r['decided']:.0%}",
+        "" if np.isnan(r["runs_decided"]) else f"{r['runs_decided']:.1f}",
         r.get("answers", ""),
     ]
 
@@ -303,6 +335,8 @@ def main() -> None:
     ap.add_argument("--budgets", type=int, nargs="+", default=[5, 10, 20, 40, 80], help="units a layout")
     ap.add_argument("--runs", type=int, default=400, help="simulated runs per cell")
     ap.add_argument("--rules", type=int, nargs="+", help="indices into RULES (default: all)")
+    ap.add_argument("--settings", nargs="+", help="simulated settings whose label starts with one of these")
+    ap.add_argument("--no-replay", action="store_true", help="simulated runs only")
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -320,13 +354,26 @@ def main() -> None:
     tied = pool["mean"].copy()
     tied[i8] = tied[i16]
     settings["8,8 tied with 16,16"] = tied
+    near = pool["mean"].copy()
+    near[names.index("4,4")] = near[i16] - 0.005
+    near[i8] = near[i16] - 0.0025
+    settings["near top: 4,4 and 8,8 0.5 and 0.25 points below 16,16"] = near
+    if args.settings:
+        settings = {k: v for k, v in settings.items() if any(k.startswith(p) for p in args.settings)}
     rules = [RULES[i] for i in args.rules] if args.rules else RULES
     rows = []
     for rule in rules:
-        for label, ladder in (("recorded runs, all finalists", False), ("recorded runs, ladder", True)):
+        for label, ladder in (
+            ()
+            if args.no_replay
+            else (
+                ("recorded runs, all finalists", False),
+                ("recorded runs, ladder", True),
+            )
+        ):
             r = replayed(rule, runs, 5, margin, tie, ladder)
             rows.append(_row(label, rule, r, "5 a layout (the README's)"))
-        grown = [t for t in runs if len(t["units"]) >= 10]
+        grown = [] if args.no_replay else [t for t in runs if len(t["units"]) >= 10]
         if grown:
             r = replayed(rule, grown, 10, margin, tie, True)
             rows.append(
@@ -350,6 +397,8 @@ def main() -> None:
         "stated / observed within",
         "agreement (same answer)",
         "runs spent",
+        "decided",
+        "runs to a decision (decided runs)",
         "answers",
     ]
     block = "\n".join(

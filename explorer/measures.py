@@ -38,6 +38,12 @@ class LatencyResult:
     measured_at: str = ""  # when it was measured (UTC, ISO 8601): tells independent measurements apart
     load: float | None = None  # the machine's 1-minute load average at the time (None where unknown)
     runtime: str = "eager"  # what ran the model: eager | compile | onnxruntime | torch.export (a .pt2 file)
+    cpus: int | None = None  # the CPUs the timing process could run on (None: not recorded)
+
+    @property
+    def busy(self) -> bool:
+        """Whether the machine was busy while timing: a load average above its CPUs (unknown: not busy)."""
+        return self.load is not None and self.cpus is not None and self.load > self.cpus
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -4,7 +4,9 @@ Each rule compares two groups of layouts ("one head" against "several heads", "d
 or more", ...) of equal width and depth. Where the study has finalist runs, a rule is read on them, unit by unit
 (:mod:`explorer.answer._unit_groups`): every finalist layout trained on the same folds with the same seeds for the
 same fixed schedule, so the difference of the two groups' means on each unit is a paired difference, tested
-with a one-sided paired t test of the claimed direction and a 95% t interval, the same machinery as the answer.
+with a one-sided paired t test of the claimed direction at 5% and the 90% t interval that goes with it (the
+values neither one-sided test rejects, so a verdict never contradicts its interval), the same machinery as the
+answer.
 A rule whose two sides are not both among the finalists is "not enough data", and says which side is missing:
 the search's single short runs (one seed, stopped at rungs) are not used to judge it, because at the epochs
 they share, architectures are not told apart from seed noise.
@@ -16,7 +18,7 @@ bootstrap interval; the verdict then says so.
 
 Verdicts: **supported** (the claimed direction at p <= 0.05), **contradicted** (the reverse at p <= 0.05; for
 "8-16 heads suffice": the gain of more than 16 heads exceeds the answer's margin with 95% confidence), or **no
-difference larger than X** (X: the largest difference the 95% interval allows). Quality is the task's metric:
+difference larger than X** (X: the largest difference the interval shown allows). Quality is the task's metric:
 accuracy, or bits per byte for a language model (lower is better).
 """
 
@@ -108,7 +110,7 @@ def unit_evidence(u: UnitComparison, a: str, b: str, metric: QualityMetric) -> s
         size = f"{-d.diff:+.3f} bits per byte [{-d.high:+.3f}, {-d.low:+.3f}]"
     return (
         f"{a} ({_layouts(u.a)}) minus {b} ({_layouts(u.b)}), finalist runs paired on {d.n} units: {size} "
-        f"(95% t interval; {p}, one-sided)"
+        f"({d.level:.0%} t interval; {p}, one-sided)"
     )
 
 
@@ -122,7 +124,7 @@ def _harm_rule(
 ) -> RuleVerdict:
     """Claim: ``good`` layouts are better than ``bad`` ones of the same width and depth."""
     if ev.on_finalists:
-        u = unit_comparison(ev.grid, ev.archs, good, bad, strata)
+        u = unit_comparison(ev.grid, ev.archs, good, bad, strata, level=1 - 2 * ALPHA)
         if u is None:
             return _not_on_finalists(rule, ev, good, bad, names)
         text = unit_evidence(u, *names, records_metric(ev.records))

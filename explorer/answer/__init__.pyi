@@ -11,11 +11,14 @@ from ._evidence import Grid as Grid
 from ._finalists import (
     COST_COLUMNS as COST_COLUMNS,
     Plan as Plan,
+    busy_rounds as busy_rounds,
     cost_axis as cost_axis,
     evidence_units as evidence_units,
     finalist_times as finalist_times,
+    next_round_size as next_round_size,
     next_runs as next_runs,
     plan_finalists as plan_finalists,
+    rule_times as rule_times,
 )
 from ._intervals import (
     Interval as Interval,
@@ -39,19 +42,24 @@ from ._recommend import (
     Answer as Answer,
     Candidate as Candidate,
     answer as answer,
+    finalist_pace as finalist_pace,
+    minutes_text as minutes_text,
     pick as pick,
+    prob_text as prob_text,
     resolve_trial as resolve_trial,
     select_run as select_run,
 )
 from ._rule import (
     BEST as BEST,
     BEYOND as BEYOND,
+    EDGE as EDGE,
     UNDECIDED as UNDECIDED,
     WITHIN as WITHIN,
     decide as decide,
     next_cells as next_cells,
     next_layouts as next_layouts,
     pair_risks as pair_risks,
+    units_to_decide as units_to_decide,
 )
 from ._significance import (
     Comparison as Comparison,

@@ -128,12 +128,13 @@ def _uniform_heads(base: ModelConfig, heads: int) -> ModelConfig | None:
 def contrasts(
     rec: Architecture,
     measured: Sequence[Architecture],
-    front: Sequence[Architecture],
+    next_faster: Architecture | None,
     costs: Costs,
     axis: str,
     kv_study: bool,
 ) -> tuple[Contrast, ...]:
-    """The named alternatives to ``rec`` among ``measured`` (its width and depth), each against it."""
+    """The named alternatives to ``rec`` among ``measured`` (its width and depth), each against it, and
+    ``next_faster``: the layout just faster than it (the one the answer's text names)."""
     base = rec.config
     folk = next((h for h in range(DEFAULT_HEADS[0], DEFAULT_HEADS[1] + 1) if base.d_model % h == 0), None)
     missing = "not measured at this width and depth"
@@ -150,27 +151,8 @@ def contrasts(
             costs,
             axis,
         ),
+        _contrast("next faster layout", rec, next_faster, "no finalist is faster", costs, axis),
     ]
-
-    def cost(a: Architecture) -> float:
-        c = a.cost(axis)
-        return math.inf if c is None else c.estimate
-
-    faster = [
-        a
-        for a in front
-        if cost(a) < cost(rec) and (a.config.d_model, a.config.n_layers) == (base.d_model, base.n_layers)
-    ]
-    rows.append(
-        _contrast(
-            "next faster layout",
-            rec,
-            faster[-1] if faster else None,
-            "nothing on the front is faster at this width and depth",
-            costs,
-            axis,
-        )
-    )
     if kv_study:  # the ends grouped-query attention sits between, at the same heads
         for label, kv in zip(KV_REFERENCES, (None, 1), strict=True):
             name = f"{label} attention (kv_heads = {'heads' if kv is None else kv})"

@@ -10,8 +10,9 @@ study at that base compares the same uniform layouts. A study that searches key/
 the knee's heads, width and depth: multi-head attention (kv_heads = heads) and multi-query attention
 (kv_heads = 1), the two ends grouped-query attention sits between. Each first trains on the grid's first
 ``[finalists] start`` units (:func:`unit_at`: folds of replicates, one seed per unit shared by every layout);
-:func:`next_runs` then spends the stage's budget where the answer is still open, a few paired units at a time
-(:func:`explorer.answer._rule.next_cells`). The plan and every round are pure functions of the study's records,
+:func:`next_runs` then spends the stage's budget where the answer is still open, in rounds of paired units sized
+to what decides (:func:`explorer.answer._rule.next_cells`); :func:`next_round_size` says what the next round
+needs when the budget left cannot hold it. The plan and every round are pure functions of the study's records,
 so planning again after a resume queues only what is new.
 
 The knee is taken on quality against forward latency, or against decoding time per token where the spec makes
@@ -28,7 +29,7 @@ import pandas as pd
 
 from explorer.answer._evidence import evidence_grid
 from explorer.answer._pareto import knee, normalize, pareto_front
-from explorer.answer._rule import next_cells
+from explorer.answer._rule import next_cells, smallest_round
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only
 from explorer.layout import (
     UNIT_OFFSET,
@@ -49,8 +50,11 @@ __all__ = [
     "Plan",
     "Unit",
     "cost_axis",
+    "busy_rounds",
     "evidence_units",
+    "rule_times",
     "finalist_times",
+    "next_round_size",
     "next_runs",
     "plan_finalists",
     "unit_at",
@@ -64,8 +68,7 @@ KV_REFERENCES = ("multi-head", "multi-query")  # the labels of a kv study's two 
 DEFAULT_HEADS = (8, 16)  # the tutorial's "8-16 heads usually suffice; start at 8"
 
 
-ROUND_UNITS = 2  # paired units a round of the finalist stage adds at least to each layout it goes to ...
-ROUND_GROWTH = 0.5  # ... or this share of the units they have, if more: fewer looks at the data, fewer rounds
+ROUND_UNITS = 2  # paired units a round of the finalist stage adds at least to each layout it goes to
 
 
 @dataclass(frozen=True)
@@ -306,6 +309,28 @@ def finalist_times(keys: Sequence[str], retimings: Sequence[Retiming], axis: str
     )
 
 
+def busy_rounds(retimings: Sequence[Retiming], axis: str = "latency") -> set[int]:
+    """The re-timing rounds on the cost axis taken while the machine was busy (a load average above its CPUs,
+    in any of the round's timings)."""
+    kind = "decode" if axis == "decode" else "forward"
+    return {t.round for t in retimings if t.kind == kind and t.latency.busy}
+
+
+def rule_times(
+    keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency"
+) -> tuple[np.ndarray, set[int], bool]:
+    """What the rule reads as the layouts' times: :func:`finalist_times` without the busy rounds
+    (:func:`busy_rounds`) where the other rounds time every layout; with the busy rounds and whether they were
+    left out."""
+    busy = busy_rounds(retimings, axis)
+    clean = [t for t in retimings if t.round not in busy]
+    if busy:
+        times = finalist_times(keys, clean, axis)
+        if times.shape[1] and not np.isnan(times).all(axis=1).any():
+            return times, busy, True
+    return finalist_times(keys, retimings, axis), busy, False
+
+
 def unit_grid(
     records: Sequence[TrialRecord], keys: Sequence[str], spec: StudySpec
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -325,6 +350,12 @@ def unit_grid(
     return scores, ran
 
 
+def _rule_args(spec: StudySpec) -> tuple[float, float, float, float]:
+    """(margin, risk, latency tie, edge) on the quality's scale."""
+    a, maximize = spec.answer, spec.metric.direction == "maximize"
+    return a.margin_for(maximize), a.risk, a.latency_tie, a.edge_for(maximize)
+
+
 def next_runs(
     plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray, left: int
 ) -> tuple[FinalistRun, ...]:
@@ -332,9 +363,18 @@ def next_runs(
     evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
     fits. ``times``: ``[layouts, rounds]`` in the plan's order."""
     scores, ran = unit_grid(records, plan.keys, spec)
-    a = spec.answer
-    margin = a.margin_for(spec.metric.direction == "maximize")
+    margin, risk, tie, edge = _rule_args(spec)
     cells = next_cells(
-        scores, times, margin, a.risk, a.latency_tie, plan.start, ROUND_UNITS, left, ran, grow=ROUND_GROWTH
+        scores, times, margin, risk, tie, plan.start, ROUND_UNITS, left, ran, edge=edge, sized=True
     )
     return tuple(_on(plan.layouts[i], unit_at(spec, u)) for i, u in cells)
+
+
+def next_round_size(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray) -> int:
+    """The runs of the smallest round :func:`next_runs` would queue, whatever the budget left (0: the answer is
+    decided)."""
+    scores, ran = unit_grid(records, plan.keys, spec)
+    margin, risk, tie, edge = _rule_args(spec)
+    return smallest_round(
+        scores, times, margin, risk, tie, plan.start, ROUND_UNITS, ran, edge=edge, sized=True
+    )

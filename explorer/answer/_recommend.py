@@ -26,10 +26,22 @@ from scipy import stats
 
 from explorer.answer._contrasts import Contrast, Costs, contrasts, versus
 from explorer.answer._evidence import Collapse, Grid, evidence_grid
-from explorer.answer._finalists import COST_COLUMNS, cost_axis, finalist_times, within_budgets
-from explorer.answer._paired import PairedDifference, units_needed
+from explorer.answer._finalists import COST_COLUMNS, cost_axis, rule_times, within_budgets
+from explorer.answer._paired import PairedDifference
 from explorer.answer._pareto import knee, pareto_front
-from explorer.answer._rule import BEST, BEYOND, UNDECIDED, WITHIN, Decision, decide, ratio
+from explorer.answer._rule import (
+    BEST,
+    BEYOND,
+    EDGE,
+    UNDECIDED,
+    WITHIN,
+    Decision,
+    coherent,
+    decide,
+    ratio,
+    runs_to_decide,
+    units_to_decide,
+)
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only, score
 from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
 from explorer.spec import StudySpec
@@ -42,7 +54,10 @@ __all__ = [
     "Contrast",
     "Picks",
     "answer",
+    "finalist_pace",
+    "minutes_text",
     "pick",
+    "prob_text",
     "resolve_trial",
     "select_run",
 ]
@@ -65,13 +80,18 @@ class Candidate:
     """One candidate layout and what the evidence says of it against the best."""
 
     arch: Architecture
-    verdict: str  # best | within | beyond | undecided
+    verdict: str  # best | within | beyond | edge | undecided
     versus_best: PairedDifference | None  # this minus the best, paired by unit (interval at 1 - 2 risk)
-    units_needed: int | None = None  # paired units that would decide an undecided one (None: at the margin)
+    units_needed: int | None = (
+        None  # paired units that would decide an undecided one (None: cannot be decided)
+    )
     seeds_needed: int | None = None  # replicates (each ``folds`` units) that many units make
     latency_ratio: float = math.nan  # this / the answer, within re-timing rounds
-    p_within: float = math.nan  # lower bound of P(within the margin of the best)
+    p_within: float = (
+        math.nan
+    )  # P(within the margin of the best): joint over the rivals, never below the union bound
     p_beyond: float = math.nan  # P(the best beats it by more than the margin); NaN for the best
+    p_edge: float = math.nan  # P(the best beats it by more than margin - edge); NaN for the best
 
 
 @dataclass(frozen=True)
@@ -103,6 +123,27 @@ class Answer:
     times: np.ndarray | None = (
         None  # [grid layouts, re-timing rounds] ms on the cost axis, as the rule read them
     )
+    edge: float = 0.0  # the indifference zone below the margin, on the quality's scale
+    tie: float = 0.05  # latency ratios closer to 1 than this count as equally fast
+    to_decide: int | None = None  # more finalist runs a decision needs at the measured spread (0: decided)
+    pace_s: float | None = (
+        None  # seconds of the finalist stage's wall clock per finished run (its workers' pace)
+    )
+    budget: int | None = None  # the finalist stage's budget of runs, as the spec states it
+    minutes: float | None = None  # ... and in minutes (None: no limit)
+
+    @property
+    def next_faster(self) -> Candidate | None:
+        """The layout just faster than the answer (beyond the latency tie), whatever its verdict: the one the
+        report's text, its table of alternatives and ``--json`` name (None: no finalist is faster)."""
+        return next_faster(self.verdicts, self.tie)
+
+    @property
+    def to_decide_minutes(self) -> float | None:
+        """The minutes :attr:`to_decide` more runs take at the stage's measured pace (None: unknown)."""
+        if self.to_decide is None or self.pace_s is None:
+            return None
+        return self.to_decide * self.pace_s / 60
 
     @property
     def base(self) -> tuple[int, int] | None:
@@ -152,6 +193,7 @@ class Answer:
                 else {"diff": vs.diff, "low": vs.low, "high": vs.high, "units": vs.n, "p": vs.p_value},
                 "p_within_margin": c.p_within,
                 "p_beyond_margin": None if math.isnan(c.p_beyond) else c.p_beyond,
+                "p_at_edge": None if math.isnan(c.p_edge) else c.p_edge,
                 "units_needed": c.units_needed,
                 "seeds_needed": c.seeds_needed,
                 "latency_ratio": None if math.isnan(c.latency_ratio) else c.latency_ratio,
@@ -169,6 +211,13 @@ class Answer:
             "verdicts": [verdict(c) for c in self.verdicts],
             "confidence": self.confidence,
             "confidence_method": self.confidence_method,
+            "edge": self.edge,
+            "runs_to_decide": self.to_decide,
+            "minutes_to_decide": self.to_decide_minutes,
+            "seconds_per_run": self.pace_s,
+            "budget_runs": self.budget,
+            "budget_minutes": self.minutes,
+            "next_faster": None if self.next_faster is None else self.next_faster.arch.key,
             "chance": self.chance,
             "no_answer": self.no_answer or None,
             "collapsed": [dataclasses.asdict(c) for c in self.collapsed],
@@ -203,13 +252,31 @@ def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
     return Picks(k, best, front[0])
 
 
-def _times(archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: str) -> np.ndarray:
-    """[layouts, rounds] re-timed ms on the cost axis; one column of each layout's own estimate when any
-    layout was not re-timed (rounds are then not comparable)."""
-    times = finalist_times([a.key for a in archs], retimings, axis)
+def _times(
+    archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: str
+) -> tuple[np.ndarray, list[str]]:
+    """[layouts, rounds] re-timed ms on the cost axis as the rule reads them (:func:`rule_times`: without the
+    rounds taken while the machine was busy, where the others time every layout), with a note saying so; one
+    column of each layout's own estimate when any layout was not re-timed (rounds are then not comparable)."""
+    times, busy, left_out = rule_times([a.key for a in archs], retimings, axis)
+    notes = []
+    if left_out:
+        notes.append(
+            f"{len(busy)} re-timing round(s) ran while the machine was busy (a load average above its CPUs) and "
+            "are left out: the latency comparisons rest on the other rounds"
+        )
+    elif busy:
+        notes.append(
+            f"{len(busy)} re-timing round(s) ran while the machine was busy (a load average above its CPUs) and no "
+            "other rounds time every layout: the latency comparisons rest on them and may be off"
+        )
     if times.shape[1] and not np.isnan(times).all(axis=1).any():
-        return times
-    return np.array([[_cost(a, axis)] for a in archs], dtype=float)
+        return times, notes
+    return np.array([[_cost(a, axis)] for a in archs], dtype=float), notes
+
+
+def _heads(a: Architecture) -> str:
+    return ",".join(map(str, a.config.heads))
 
 
 def _learned(best: Architecture, chance: float, records: Sequence[TrialRecord]) -> bool:
@@ -246,18 +313,24 @@ def _nothing_learned(best: Architecture, chance: float, spec: StudySpec) -> str:
     )
 
 
+def next_faster(verdicts: Sequence[Candidate], tie: float) -> Candidate | None:
+    """Of ``verdicts``, the slowest layout faster than the answer by more than the latency tie."""
+    quicker = [c for c in verdicts if c.latency_ratio < 1 / (1 + tie)]
+    return max(quicker, key=lambda c: c.latency_ratio) if quicker else None
+
+
 def _verdicts(
     order: Sequence[Architecture], decision: Decision, spec: StudySpec, costs: Costs, margin: float
 ) -> tuple[Candidate, ...]:
     """Every candidate's verdict with its comparison to the best: the best and the layouts within the margin
-    first, then undecided, then beyond, each fastest first."""
+    first, then undecided, then at the edge, then beyond, each fastest first."""
     out = []
     verdict, best, rec, risk = decision.verdicts, decision.best, decision.answer, decision.risk
     for i, a in enumerate(order):
         vs = versus(a, order[best], costs, level=1 - 2 * risk) if i != best else None
         needed = seeds = None
         if verdict[i] == UNDECIDED and vs is not None:
-            needed = units_needed(-vs.diff, vs.sd, margin, risk)
+            needed = units_to_decide(-vs.diff, vs.sd, margin, risk, decision.edge)
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
         out.append(
             Candidate(
@@ -269,9 +342,10 @@ def _verdicts(
                 ratio(costs.times, i, rec),
                 decision.p_within[i],
                 decision.p_beyond[i],
+                decision.p_edge[i],
             )
         )
-    rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, BEYOND: 2}
+    rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, EDGE: 2, BEYOND: 3}
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
 
@@ -382,13 +456,13 @@ def _from_finalists(
     order = [by_key[k] for k in keys if k in by_key]
     keys = [a.key for a in order]
     grid = grid.subset(keys)
-    times = _times(order, retimings, axis)
+    times, notes = _times(order, retimings, axis)
     costs = Costs(grid, tuple(keys), times, spec.answer.latency_tie)
-    notes = []
     over = len(finals_all) - len(keys)
     if over:
         notes.append(f"{over} finalist layout(s) exceed the budgets or a constraint and are not candidates")
-    decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie)
+    edge = spec.answer.edge_for(spec.metric.direction == "maximize")
+    decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie, edge)
     best, chance = order[decision.best], _chance(records, Role.FINALIST)
     front = _knee_of(order, axis)[1]
     base = _FinalistCommon(
@@ -414,25 +488,83 @@ def _from_finalists(
         )
     rec = order[decision.answer]
     verdicts = _verdicts(order, decision, spec, costs, margin)
+    nxt = next_faster(verdicts, spec.answer.latency_tie)
+    watched = {decision.answer, decision.best} | ({keys.index(nxt.arch.key)} if nxt else set())
+    for a, b in sorted({(min(x, y), max(x, y)) for x in watched for y in watched if x != y}):
+        if not coherent(times, a, b, spec.answer.latency_tie):
+            notes.append(
+                f"the re-timing rounds disagree on which of {_heads(order[a])} and {_heads(order[b])} is faster "
+                "(a round each way beyond the latency tie): their latency comparison is withheld and they count "
+                "as equally fast"
+            )
     method = (
-        "lower bound one minus the sum, over every other finalist, of the probability that it beats the answer by "
-        "more than the margin (a paired t on the units both ran, flat prior); its record against the pooled truth "
-        "of recorded and simulated re-runs: benchmarks/decisions.md"
+        "joint posterior probability, over every other finalist, that none beats the answer by more than the "
+        "margin (a multivariate t on the paired units, flat prior; never stated below one minus the sum of the "
+        "pairwise probabilities); its record against the pooled truth of recorded and simulated re-runs: "
+        "benchmarks/decisions.md"
     )
     kv = spec.space.kv_heads is not None
     measured = [
         a for a in order if (a.config.d_model, a.config.n_layers) == (rec.config.d_model, rec.config.n_layers)
     ]
+    base["notes"] = tuple(notes)
     return Answer(
         rec,
         "finalists",
-        contrasts=contrasts(rec, measured, front, costs, axis, kv),
+        contrasts=contrasts(rec, measured, nxt.arch if nxt else None, costs, axis, kv),
         confidence=decision.p_within[decision.answer],
         confidence_method=method,
         verdicts=verdicts,
         decided=decision.decided,
+        edge=edge,
+        tie=spec.answer.latency_tie,
+        to_decide=runs_to_decide(grid.scores, decision, times, spec.answer.latency_tie, margin),
+        pace_s=finalist_pace(kept),
+        budget=spec.finalists.runs_budget(len(order)),
+        minutes=spec.finalists.minutes,
         **base,
     )
+
+
+def finalist_pace(records: Sequence[TrialRecord]) -> float | None:
+    """Seconds of wall clock per finished finalist run: the time some finalist run was training (the union of
+    their intervals, so the gaps between commands do not count) over the runs (None before two runs)."""
+    spans = sorted(
+        (r.started, r.completed)
+        for r in records
+        if r.role == Role.FINALIST and r.finished and r.started is not None and r.completed is not None
+    )
+    if len(spans) < 2:
+        return None
+    busy, (start, end) = 0.0, spans[0]
+    for s, e in spans[1:]:
+        if s > end:
+            busy += (end - start).total_seconds()
+            start, end = s, e
+        else:
+            end = max(end, e)
+    busy += (end - start).total_seconds()
+    return busy / len(spans)
+
+
+def prob_text(p: float | None) -> str:
+    """A probability as the report and the command line write it: "below 1%" and "above 99%" at the ends (a
+    rounded 0% or 100% would claim more than was computed), else whole percents."""
+    if p is None or math.isnan(p):
+        return "n/a"
+    if p < 0.01:
+        return "below 1%"
+    if p > 0.99:
+        return "above 99%"
+    return f"{p * 100:.0f}%"
+
+
+def minutes_text(runs: int, pace_s: float | None) -> str:
+    """``runs`` runs as time at a stage's measured pace ("" when no pace is known yet)."""
+    if pace_s is None:
+        return ""
+    minutes = runs * pace_s / 60
+    return f"about {minutes:.0f} minutes" if minutes >= 1.5 else f"about {minutes * 60:.0f} s"
 
 
 def pick(ans: Answer, which: str) -> Architecture | None:

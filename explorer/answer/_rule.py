@@ -4,26 +4,38 @@ stated risk, and which layouts the next finalist runs should go to.
 Given the evidence grid's scores (layouts x units, higher is better, NaN where a layout has no run on a unit) and
 the layouts' timings (layouts x re-timing rounds):
 
-1. **The best** is the layout with the highest mean score.
+1. **The best** is the layout with the highest mean score (of two measured as accurate, the faster).
 2. **Each layout's probability of being within the margin of the best**, ``P(mu_l >= max_j mu_j - margin)``,
-   is bounded from below by ``1 - sum_j P(mu_j - mu_l > margin)``: each term is the posterior probability (flat
-   prior, paired t with ``n - 1`` degrees of freedom on the units both ran) that layout ``j`` beats ``l`` by
-   more than the margin, which is also the one-sided p value of "``l`` is not within the margin of ``j``". The
-   bound holds whatever the dependence between the comparisons and needs no correction for how many layouts are
-   compared: a layout far below ``l`` adds nothing to the sum, a layout near the top adds its real share.
+   is computed *jointly* over the other finalists (:func:`joint_within`): the differences ``mu_j - mu_l`` are
+   drawn from a multivariate t posterior (flat prior; each centred on the mean of the per-unit differences on
+   the units both ran, scaled by their standard error, correlated as those differences are on the units they
+   share, with the degrees of freedom of the fewest units any rival shares), so two near-top layouts that share
+   units and rise and fall together are charged once, not twice. The probability is never stated below the union bound ``1 - sum_j P(mu_j - mu_l >
+   margin)`` (Bonferroni, valid whatever the dependence), which the joint statement sharpens.
 3. **Verdicts**: *within* the margin when that probability is at least ``1 - risk``; *beyond* it when the best
-   beats the layout by more than the margin with probability at least ``1 - risk`` (the paired interval of
-   layout minus best at level ``1 - 2 risk`` lies wholly below minus the margin); else *undecided*.
+   beats the layout by more than the margin with probability at least ``1 - risk``; *at the edge* when the best
+   beats it by more than ``margin - edge`` with that probability (``edge``: the indifference zone, how close to
+   the margin counts as its edge): the layout is not shown within the margin and no feasible number of runs would
+   show it, so it stops holding the decision open; else *undecided*.
 4. **The answer** is the fastest layout within the margin (the best counts when its own probability reaches
    ``1 - risk``): the lowest median time over rounds, layouts whose within-round time ratio to it (the geometric
    mean over the rounds both were timed in, so a drift of the machine between rounds cancels) is below
-   ``1 + tie`` counting as equally fast, the more accurate of those taken. When no layout reaches ``1 - risk``
-   the answer is the best, and it is *not decided*.
+   ``1 + tie`` counting as equally fast, the more accurate of those taken; two layouts whose rounds disagree on
+   which is faster (one round each way beyond the tie: a machine busy in some rounds) count as equally fast
+   too, their latency comparison withheld (:func:`coherent`). When no layout reaches ``1 - risk``
+   the answer is the best, and it is *not decided*; it is *decided* once the answer reaches ``1 - risk`` and
+   every faster layout is beyond the margin or at its edge.
 5. **Where the next runs go** (:func:`next_layouts`, :func:`next_cells`): to the undecided layouts faster than
    the answer (each could become it), to the answer while its own probability is short of ``1 - risk``, and to
-   every layout whose comparison with those still carries risk (the best among them), in rounds that grow with
-   the evidence. Layouts beyond the margin, and slower layouts that weigh on no open comparison, get no more
-   runs. Nothing left open: the answer is decided.
+   every layout whose comparison with those still carries risk (the best among them). Layouts beyond the margin
+   or at its edge, and slower layouts that weigh on no open comparison, get no more runs. A round is sized to
+   what decides (:func:`units_to_decide`: half the paired units the nearest open comparison still needs at its
+   measured gap and spread, at least ``step``, at most doubling what the layouts have); it never exceeds the
+   runs left: a round that does not fit shrinks (fewer units, then only the layouts the nearest decision needs),
+   and :func:`smallest_round` says how many runs the next decisive round needs when none fits.
+
+With an edge, every comparison ends: once a paired interval is narrower than the edge, the layout is within the
+margin, beyond it or at its edge (:func:`forced_units`), so the number of runs a decision can take is bounded.
 
 Pure numpy and scipy: :func:`explorer.answer._recommend.answer`, the finalist stage's allocation
 (:mod:`explorer.answer._finalists`) and the calibration benchmark all call :func:`decide`, so they can never
@@ -34,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,19 +55,32 @@ from scipy import stats
 __all__ = [
     "BEST",
     "BEYOND",
+    "CLOSED",
+    "EDGE",
     "UNDECIDED",
     "WITHIN",
     "Decision",
+    "coherent",
     "decide",
     "fastest",
+    "forced_units",
+    "joint_within",
+    "next_cells",
     "next_layouts",
     "pair_risks",
     "ratio",
     "row_means",
+    "runs_to_decide",
+    "smallest_round",
+    "units_to_decide",
 ]
 
-BEST, WITHIN, BEYOND, UNDECIDED = "best", "within", "beyond", "undecided"
+BEST, WITHIN, BEYOND, EDGE, UNDECIDED = "best", "within", "beyond", "edge", "undecided"
+CLOSED = (BEYOND, EDGE)  # verdicts that end a layout's runs: it cannot become the answer
 NEGLIGIBLE = 0.2  # a comparison carries risk when its term is above this share of the risk (see next_layouts)
+JOINT_DRAWS = 8192  # posterior draws of the joint statement (fixed stream: the same grid, the same number)
+JOINT_FLOOR = 1e-7  # a rival whose pairwise term is below this enters the statement by the union bound
+MAX_UNITS = 10_000  # beyond this a comparison is called undecidable (no edge, a gap at the margin)
 
 
 @dataclass(frozen=True)
@@ -63,12 +89,16 @@ class Decision:
 
     best: int
     answer: int
-    p_within: tuple[float, ...]  # lower bound of P(within the margin of the best), one per layout
+    p_within: tuple[
+        float, ...
+    ]  # P(within the margin of the best), joint over the rivals, never below the union bound
     p_beyond: tuple[float, ...]  # P(the best beats it by more than the margin); NaN for the best
-    verdicts: tuple[str, ...]  # best | within | beyond | undecided
+    verdicts: tuple[str, ...]  # best | within | beyond | edge | undecided
     risks: np.ndarray  # [l, j] = P(mu_j - mu_l > margin) (0 on the diagonal)
     decided: bool  # the answer reaches 1 - risk and no faster layout is undecided
     risk: float
+    p_edge: tuple[float, ...] = ()  # P(the best beats it by more than margin - edge); NaN for the best
+    edge: float = 0.0  # the indifference zone below the margin (0: none)
 
     @property
     def members(self) -> list[int]:
@@ -89,18 +119,26 @@ def _row_medians(x: np.ndarray) -> np.ndarray:
     return np.array([np.median(r[~np.isnan(r)]) if (~np.isnan(r)).any() else np.nan for r in x])
 
 
-def pair_risks(scores: np.ndarray, margin: float) -> np.ndarray:
-    """``[l, j]``: the probability that layout ``j`` beats layout ``l`` by more than ``margin`` (paired t on the
-    units both ran, flat prior; 1 where they share fewer than two units, since nothing then bounds it; a spread
-    of 0 decides by the sign)."""
+def _paired_stats(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``[l, j]`` of the per-unit differences ``j - l`` on the units both ran: (units, mean, sd, both mask)."""
     filled = ~np.isnan(scores)
     both = filled[:, None, :] & filled[None, :, :]  # [l, j, units]
     n = both.sum(axis=2)
     d = np.where(both, scores[None, :, :] - scores[:, None, :], 0.0)  # j - l on shared units
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = d.sum(axis=2) / n
-        var = np.where(both, (d - mean[..., None]) ** 2, 0.0).sum(axis=2) / (n - 1)
-        se = np.sqrt(var / n)
+        sd = np.sqrt(np.where(both, (d - mean[..., None]) ** 2, 0.0).sum(axis=2) / (n - 1))
+    return n, mean, sd, both
+
+
+def pair_risks(scores: np.ndarray, margin: float) -> np.ndarray:
+    """``[l, j]``: the probability that layout ``j`` beats layout ``l`` by more than ``margin`` (paired t on the
+    units both ran, flat prior; 1 where they share fewer than two units, since nothing then bounds it; a spread
+    of 0 decides by the sign)."""
+    filled = ~np.isnan(scores)
+    n, mean, sd, _ = _paired_stats(scores)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        se = sd / np.sqrt(n)
         t = (mean - margin) / np.where(se > 0, se, 1.0)
         p = np.where(se > 0, stats.t.cdf(t, np.maximum(n - 1, 1)), np.where(mean > margin, 1.0, 0.0))
     p = np.where(n >= 2, p, 1.0)
@@ -112,6 +150,55 @@ def pair_risks(scores: np.ndarray, margin: float) -> np.ndarray:
     return p
 
 
+def _draws(k: int, df: int) -> tuple[np.ndarray, np.ndarray]:
+    """The same ``JOINT_DRAWS`` standard normals (``x k``, antithetic pairs) and chi-square(``df``) draws on every
+    call: a grid's statement is a function of the grid, not of a random stream."""
+    rng = np.random.default_rng(20261204)
+    half = rng.standard_normal((JOINT_DRAWS // 2, k))
+    return np.vstack([half, -half]), rng.chisquare(df, JOINT_DRAWS)
+
+
+def _corr(scores: np.ndarray, lay: int, rivals: Sequence[int]) -> np.ndarray:
+    """The correlation of the per-unit differences ``j - lay`` between rivals, on the units all three ran (0
+    where fewer than 3 such units or no spread), made positive semi-definite."""
+    k = len(rivals)
+    r = np.eye(k)
+    for a in range(k):
+        for b in range(a + 1, k):
+            ja, jb = rivals[a], rivals[b]
+            shared = ~np.isnan(scores[lay]) & ~np.isnan(scores[ja]) & ~np.isnan(scores[jb])
+            if shared.sum() >= 3:
+                da, db = scores[ja, shared] - scores[lay, shared], scores[jb, shared] - scores[lay, shared]
+                if da.std() > 0 and db.std() > 0:
+                    r[a, b] = r[b, a] = float(np.corrcoef(da, db)[0, 1])
+    w, v = np.linalg.eigh(r)
+    r = (v * np.clip(w, 1e-9, None)) @ v.T
+    s = np.sqrt(np.diag(r))
+    return r / np.outer(s, s)
+
+
+def joint_within(scores: np.ndarray, lay: int, margin: float, risks: np.ndarray | None = None) -> float:
+    """``P(mu_lay >= max_j mu_j - margin)``: the joint posterior over every rival ``j`` (see the module docstring),
+    never below the union bound ``1 - sum_j risks[lay, j]``. Rivals whose pairwise term is below
+    :data:`JOINT_FLOOR` enter by the union bound alone (their share is subtracted)."""
+    risks = pair_risks(scores, margin) if risks is None else risks
+    bonferroni = float(np.clip(1.0 - risks[lay].sum(), 0.0, 1.0))
+    rivals = [j for j in range(len(scores)) if j != lay and risks[lay, j] > JOINT_FLOOR]
+    if not rivals or np.isnan(scores[lay]).all():
+        return bonferroni
+    rest = float(sum(risks[lay, j] for j in range(len(scores)) if j != lay and j not in rivals))
+    n, mean, sd, _ = _paired_stats(scores)
+    if any(n[lay, j] < 2 or not sd[lay, j] > 0 for j in rivals):  # a rival no spread bounds: no sharpening
+        return bonferroni
+    idx = np.array(rivals)
+    df = int(n[lay, idx].min()) - 1  # the fewest units any rival shares with lay: the heaviest tails
+    z, w = _draws(len(rivals), df)
+    t = (z @ np.linalg.cholesky(_corr(scores, lay, rivals)).T) / np.sqrt(w / df)[:, None]
+    diffs = mean[lay, idx] + t * sd[lay, idx] / np.sqrt(n[lay, idx])  # posterior draws of mu_j - mu_lay
+    joint = float(np.mean((diffs <= margin).all(axis=1))) - rest
+    return float(np.clip(max(joint, bonferroni), 0.0, 1.0))
+
+
 def ratio(times: np.ndarray, a: int, b: int) -> float:
     """Time of layout ``a`` over layout ``b``: the geometric mean of their ratios within the rounds both were
     timed in (NaN when none)."""
@@ -121,24 +208,62 @@ def ratio(times: np.ndarray, a: int, b: int) -> float:
     return float(np.exp(np.mean(np.log(times[a, both]) - np.log(times[b, both]))))
 
 
+def coherent(times: np.ndarray, a: int, b: int, tie: float) -> bool:
+    """Whether the re-timing rounds agree on which of ``a`` and ``b`` is faster: no round has ``a`` faster by
+    more than the tie while another has ``b`` faster by more than the tie (a machine busy in some rounds)."""
+    both = ~np.isnan(times[a]) & ~np.isnan(times[b]) & (times[a] > 0) & (times[b] > 0)
+    logs = np.log(times[a, both]) - np.log(times[b, both])
+    return not (len(logs) and logs.min() < -math.log1p(tie) and logs.max() > math.log1p(tie))
+
+
 def fastest(members: list[int], times: np.ndarray, scores_mean: np.ndarray, tie: float) -> int:
-    """The fastest of ``members``; those within ``1 + tie`` of it (within-round ratio) count as equally fast
-    and the one with the highest mean score among them is taken."""
+    """The fastest of ``members``; those within ``1 + tie`` of it (within-round ratio), or whose rounds disagree
+    with it on which is faster (:func:`coherent`: the comparison is withheld), count as equally fast and the one
+    with the highest mean score among them is taken."""
     medians = _row_medians(times[members])
     order = [members[i] for i in np.argsort(np.where(np.isnan(medians), np.inf, medians), kind="stable")]
     quickest = order[0]
-    tied = [m for m in order if m == quickest or ratio(times, m, quickest) <= 1 + tie]
+    tied = [
+        m
+        for m in order
+        if m == quickest or ratio(times, m, quickest) <= 1 + tie or not coherent(times, m, quickest, tie)
+    ]
     return max(tied, key=lambda m: (scores_mean[m], -order.index(m)))
 
 
-def decide(scores: np.ndarray, times: np.ndarray, margin: float, risk: float, tie: float) -> Decision:
-    """The rule (see the module docstring) on a grid of ``scores`` and ``times``."""
+def _best(means: np.ndarray, times: np.ndarray) -> int:
+    """The highest mean; of layouts measured as accurate (equal means), the fastest."""
+    top = np.nanmax(np.where(np.isnan(means), -np.inf, means))
+    level = [i for i, m in enumerate(means) if not np.isnan(m) and m >= top - 1e-12]
+    if len(level) == 1:
+        return level[0]
+    medians = _row_medians(times[level])
+    return level[int(np.argmin(np.where(np.isnan(medians), np.inf, medians)))]
+
+
+def decide(
+    scores: np.ndarray,
+    times: np.ndarray,
+    margin: float,
+    risk: float,
+    tie: float,
+    edge: float = 0.0,
+    joint: bool = True,
+) -> Decision:
+    """The rule (see the module docstring) on a grid of ``scores`` and ``times``; ``edge``: the indifference
+    zone below the margin (0: none); ``joint=False`` states the union bound alone (the rule before the joint
+    statement, kept for the benchmark's side-by-side)."""
     means = row_means(scores)
-    best = int(np.argmax(np.where(np.isnan(means), -np.inf, means)))
+    best = 0 if np.isnan(means).all() else _best(means, times)
     risks = pair_risks(scores, margin)
-    p_within = np.clip(1.0 - risks.sum(axis=1), 0.0, 1.0)
+    if joint:
+        p_within = np.array([joint_within(scores, i, margin, risks) for i in range(len(scores))])
+    else:
+        p_within = np.clip(1.0 - risks.sum(axis=1), 0.0, 1.0)
     p_beyond = risks[:, best].copy()
     p_beyond[best] = np.nan
+    p_edge = pair_risks(scores, margin - edge)[:, best].copy() if edge > 0 else np.full(len(scores), 0.0)
+    p_edge[best] = np.nan
     verdicts = []
     for i in range(len(scores)):
         if i == best:
@@ -147,6 +272,8 @@ def decide(scores: np.ndarray, times: np.ndarray, margin: float, risk: float, ti
             verdicts.append(WITHIN)
         elif p_beyond[i] >= 1 - risk or np.isnan(means[i]):
             verdicts.append(BEYOND)
+        elif edge > 0 and p_edge[i] >= 1 - risk:
+            verdicts.append(EDGE)
         else:
             verdicts.append(UNDECIDED)
     placed = Decision(
@@ -158,6 +285,8 @@ def decide(scores: np.ndarray, times: np.ndarray, margin: float, risk: float, ti
         risks,
         False,
         risk,
+        tuple(map(float, p_edge)),
+        edge,
     )
     if not placed.members:  # nothing reaches 1 - risk: the best, not decided
         return placed
@@ -169,8 +298,13 @@ def decide(scores: np.ndarray, times: np.ndarray, margin: float, risk: float, ti
 def _faster_undecided(
     answer: int, verdicts: list[str] | tuple[str, ...], times: np.ndarray, tie: float
 ) -> list[int]:
-    """The undecided layouts faster than ``answer`` by more than the latency tie: each could still become it."""
-    return [i for i, v in enumerate(verdicts) if v == UNDECIDED and ratio(times, i, answer) < 1 / (1 + tie)]
+    """The undecided layouts faster than ``answer`` by more than the latency tie, in rounds that agree on it:
+    each could still become it."""
+    return [
+        i
+        for i, v in enumerate(verdicts)
+        if v == UNDECIDED and ratio(times, i, answer) < 1 / (1 + tie) and coherent(times, i, answer, tie)
+    ]
 
 
 def next_layouts(decision: Decision, times: np.ndarray, tie: float) -> list[int]:
@@ -186,7 +320,146 @@ def next_layouts(decision: Decision, times: np.ndarray, tie: float) -> list[int]
     for i in focus:  # the layouts whose comparison with a focus layout still carries risk
         weigh |= {j for j in range(len(decision.verdicts)) if decision.risks[i, j] > NEGLIGIBLE * risk}
     weigh.add(decision.best)
-    return sorted(i for i in weigh if decision.verdicts[i] != BEYOND)
+    return sorted(i for i in weigh if decision.verdicts[i] not in CLOSED)
+
+
+def _units_for(gap: float, sd: float, bound: float, risk: float) -> int | None:
+    """Paired units at which a one-sided ``1 - risk`` bound of a mean difference ``gap`` (spread ``sd`` a unit)
+    clears ``bound`` on the side ``gap`` lies (None beyond :data:`MAX_UNITS`)."""
+    distance = abs(bound - gap)
+    if not sd > 0:
+        return 2 if distance > 0 else None
+    if distance == 0:
+        return None
+
+    def clears(n: int) -> bool:
+        return float(stats.t.ppf(1 - risk, n - 1)) * sd / math.sqrt(n) < distance
+
+    hi = 2
+    while not clears(hi):
+        hi *= 2
+        if hi > MAX_UNITS:
+            return None
+    lo = max(2, hi // 2)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        hi, lo = (mid, lo) if clears(mid) else (hi, mid + 1)
+    return hi
+
+
+def forced_units(sd: float, edge: float, risk: float) -> int | None:
+    """Paired units past which a comparison with spread ``sd`` is always decided: its one-sided ``1 - risk``
+    bounds are then closer together than ``edge``, so the layout is within the margin, beyond ``margin - edge``
+    (at the edge or beyond), or both. None without an edge."""
+    if not edge > 0:
+        return None
+    return _units_for(0.0, sd, edge / 2, risk)
+
+
+def units_to_decide(gap: float, sd: float, margin: float, risk: float, edge: float = 0.0) -> int | None:
+    """Paired units at which a comparison whose measured shortfall from the best is ``gap`` (spread ``sd`` a
+    unit) would be decided, if the gap and spread hold: within the margin (its upper bound below the margin), or
+    beyond it or at its edge (its lower bound above ``margin - edge``), whichever comes first, and never past
+    :func:`forced_units`. None when no feasible number decides it (no edge, a gap at the margin)."""
+    ways = [_units_for(gap, sd, margin, risk) if gap < margin else None]
+    ways.append(_units_for(gap, sd, margin - edge, risk) if gap > margin - edge else None)
+    ways.append(forced_units(sd, edge, risk))
+    found = [n for n in ways if n is not None]
+    return min(found) if found else None
+
+
+def _open_need(
+    scores: np.ndarray, decision: Decision, times: np.ndarray, tie: float, margin: float
+) -> int | None:
+    """The paired units the nearest open comparison needs (the answer, or a faster undecided layout, against the
+    best), at its measured gap and spread; None when none can say."""
+    open_ = _faster_undecided(decision.answer, decision.verdicts, times, tie)
+    if decision.p_within[decision.answer] < 1 - decision.risk and decision.answer != decision.best:
+        open_.append(decision.answer)
+    n, mean, sd, _ = _paired_stats(scores)
+    b = decision.best
+    needs = []
+    for i in open_:
+        if n[i, b] >= 2:
+            need = units_to_decide(float(mean[i, b]), float(sd[i, b]), margin, decision.risk, decision.edge)
+            if need is not None:
+                needs.append(need)
+    return min(needs) if needs else None
+
+
+def runs_to_decide(
+    scores: np.ndarray, decision: Decision, times: np.ndarray, tie: float, margin: float
+) -> int | None:
+    """More runs the open comparisons need to be decided if their measured gaps and spreads hold: each faster
+    undecided layout (and the answer while it is short of ``1 - risk``) up to the paired units that decide it,
+    the best up to the most of those (0 once decided; None when a comparison cannot be decided: no edge and a
+    gap at the margin)."""
+    if decision.decided:
+        return 0
+    open_ = _faster_undecided(decision.answer, decision.verdicts, times, tie)
+    if decision.p_within[decision.answer] < 1 - decision.risk and decision.answer != decision.best:
+        open_.append(decision.answer)
+    n, mean, sd, _ = _paired_stats(scores)
+    b = decision.best
+    have = (~np.isnan(scores)).sum(axis=1)
+    runs, most = 0, 0
+    for i in open_:
+        if n[i, b] < 2:
+            return None
+        need = units_to_decide(float(mean[i, b]), float(sd[i, b]), margin, decision.risk, decision.edge)
+        if need is None:
+            return None
+        runs += max(0, need - int(have[i]))
+        most = max(most, need)
+    return runs + max(0, most - int(have[b]))
+
+
+def _cells(layouts: Sequence[int], upto: int, filled: np.ndarray) -> list[tuple[int, int]]:
+    return [(i, u) for i in layouts for u in range(upto) if u >= filled.shape[1] or not filled[i, u]]
+
+
+def _core(decision: Decision, times: np.ndarray, tie: float, chosen: list[int]) -> list[int]:
+    """The layouts the nearest decision needs: the fastest open layout (or the answer) and the best."""
+    open_ = _faster_undecided(decision.answer, decision.verdicts, times, tie)
+    lead = min(open_, key=lambda i: ratio(times, i, decision.answer)) if open_ else decision.answer
+    return sorted({lead, decision.best} & set(chosen) | {decision.best})
+
+
+def _round_plans(
+    scores: np.ndarray,
+    times: np.ndarray,
+    margin: float,
+    risk: float,
+    tie: float,
+    step: int,
+    filled: np.ndarray,
+    grow: float,
+    edge: float,
+    joint: bool,
+    sized: bool,
+) -> list[list[tuple[int, int]]]:
+    """The next round's candidate cells, largest first (each smaller one a fallback when the larger does not fit
+    the runs left); none once decided."""
+    decision = decide(scores, times, margin, risk, tie, edge, joint)
+    chosen = next_layouts(decision, times, tie)
+    if not chosen:
+        return []
+
+    def have(layouts: Sequence[int]) -> int:
+        return max(int(np.flatnonzero(filled[i]).max()) + 1 if filled[i].any() else 0 for i in layouts)
+
+    if sized:
+        need = _open_need(scores, decision, times, tie, margin)
+        h = have(chosen)
+        extra = step if need is None else max(step, min(h, math.ceil((need - h) / 2)))
+    else:  # rounds that grow with the evidence (the rule before rounds were sized)
+        extra = max(step, int(have(chosen) * grow))
+    plans = [_cells(chosen, have(chosen) + e, filled) for e in range(extra, 0, -1)]
+    if sized:  # then only what the nearest decision needs
+        core = _core(decision, times, tie, chosen)
+        if core != chosen:
+            plans += [_cells(core, have(core) + e, filled) for e in range(extra, 0, -1)]
+    return [p for p in plans if p]
 
 
 def next_cells(
@@ -200,28 +473,44 @@ def next_cells(
     left: int,
     ran: np.ndarray | None = None,
     grow: float = 0.0,
+    edge: float = 0.0,
+    joint: bool = True,
+    sized: bool = False,
 ) -> list[tuple[int, int]]:
     """The (layout, unit) cells to run next on a grid whose columns are the units in order: first every
     layout's first ``start`` units; then more units for each layout :func:`next_layouts` names, on the same units
-    for all of them (the pairing), each also filling any earlier unit it lacks: ``step`` units, or ``grow`` times
-    the units they have if that is more (rounds that grow look at the data fewer times, and each look at the
-    data is another chance for a layout at the margin's edge to cross it by luck). At most ``left``
-    cells (fewer units when the round does not fit); none once the answer is decided or nothing fits. ``ran``
-    marks the cells already run (default: those with a score), so a run set apart is not run again."""
+    for all of them (the pairing), each also filling any earlier unit it lacks: a round sized to what decides
+    (``sized``; see the module docstring), else ``step`` units or ``grow`` times the units they have if that is
+    more. At most ``left`` cells (a smaller round when the round does not fit); none once the answer is decided
+    or nothing fits (:func:`smallest_round` then says what the next round needs). ``ran`` marks the cells
+    already run (default: those with a score), so a run set apart is not run again."""
     filled = ~np.isnan(scores) if ran is None else ran
-    first = [
-        (i, u) for i in range(len(scores)) for u in range(start) if u >= scores.shape[1] or not filled[i, u]
-    ]
+    first = _cells(range(len(scores)), start, filled)
     if first:
         return first[: max(0, left)]
-    chosen = next_layouts(decide(scores, times, margin, risk, tie), times, tie)
-    if not chosen:
-        return []
-    have = max(int(np.flatnonzero(filled[i]).max()) + 1 if filled[i].any() else 0 for i in chosen)
-    for extra in range(max(step, int(have * grow)), 0, -1):  # the largest round that fits what is left
-        cells = [
-            (i, u) for i in chosen for u in range(have + extra) if u >= scores.shape[1] or not filled[i, u]
-        ]
-        if len(cells) <= left:
-            return cells
-    return []
+    plans = _round_plans(scores, times, margin, risk, tie, step, filled, grow, edge, joint, sized)
+    return next((p for p in plans if len(p) <= left), [])
+
+
+def smallest_round(
+    scores: np.ndarray,
+    times: np.ndarray,
+    margin: float,
+    risk: float,
+    tie: float,
+    start: int,
+    step: int,
+    ran: np.ndarray | None = None,
+    grow: float = 0.0,
+    edge: float = 0.0,
+    joint: bool = True,
+    sized: bool = False,
+) -> int:
+    """The runs of the smallest round :func:`next_cells` would queue, whatever the runs left (0: none, the
+    answer is decided)."""
+    filled = ~np.isnan(scores) if ran is None else ran
+    first = _cells(range(len(scores)), start, filled)
+    if first:
+        return 1
+    plans = _round_plans(scores, times, margin, risk, tie, step, filled, grow, edge, joint, sized)
+    return min((len(p) for p in plans), default=0)

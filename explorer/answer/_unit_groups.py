@@ -41,9 +41,10 @@ def unit_comparison(
     in_a: Callable[[ModelConfig], bool],
     in_b: Callable[[ModelConfig], bool],
     strata: Callable[[ModelConfig], tuple[Any, ...]] = lambda c: (c.d_model, c.n_layers),
+    level: float = 0.95,
 ) -> UnitComparison | None:
-    """Compare the grid's layouts where ``in_a`` holds with those where ``in_b`` holds; None when no stratum
-    has both sides on two or more shared units."""
+    """Compare the grid's layouts where ``in_a`` holds with those where ``in_b`` holds (the interval at
+    ``level``); None when no stratum has both sides on two or more shared units."""
     if grid is None:
         return None
     by_key = {a.key: a for a in archs if a.key in grid.keys}
@@ -68,7 +69,7 @@ def unit_comparison(
     d = stacked[:, ~np.isnan(stacked).any(axis=0)].mean(axis=0)
     if len(d) < 2:
         return None
-    diff = paired(d, np.zeros_like(d), span=grid.span)
+    diff = paired(d, np.zeros_like(d), level=level, span=grid.span)
     return UnitComparison(diff, tuple(side_a), tuple(side_b), diff.p_greater(), diff.p_less())
 
 

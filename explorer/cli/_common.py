@@ -97,14 +97,25 @@ def answer_line(name: str, ans: Any) -> str:
         else f"{ans.margin * 100:g} accuracy point(s)"
     )
     best = ans.best if ans.best is not None else rec
-    how = (
-        f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability at least "
-        f"{ans.confidence:.0%}"
-        if ans.placed
-        else f"the most accurate; not decided: no layout is placed within {margin} of it with probability "
-        f"{1 - ans.risk:.0%} yet (explorer confirm {name} --until-decided)"
+    from explorer.answer import minutes_text, prob_text as prob
+
+    if ans.placed:
+        how = (
+            f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability "
+            f"{prob(ans.confidence)}"
+        )
+    else:
+        how = f"the most accurate, no layout placed within {margin} of it with probability {1 - ans.risk:.0%} yet"
+    if ans.decided:
+        return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; decided"
+    if ans.to_decide is None:
+        return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided (no feasible number of runs decides it)"
+    took = minutes_text(ans.to_decide, ans.pace_s)
+    cost = f"about {ans.to_decide} more runs" + (f", {took}" if took else "")
+    return (
+        f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided: a decision needs {cost} "
+        f"(explorer confirm {name} --until-decided --budget {ans.to_decide})"
     )
-    return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}"
 
 
 def heads_text(heads: Any) -> str:
@@ -317,11 +328,12 @@ def _resume_command(handle: Any) -> str:
 
 
 def _progress_doc(progress: Any) -> dict[str, Any]:
-    """A stage's progress as the JSON summary shows it (its stop reason is said by its note)."""
+    """A stage's progress as the JSON summary shows it: its stop reason as a word (null: not stopped short;
+    ``budget``: the budget left cannot hold the next round that decides, ``need`` its runs), and its note."""
     from dataclasses import asdict
 
     doc = asdict(progress)
-    del doc["reason"]
+    doc["reason"] = None if progress.reason is None else progress.reason.value
     return doc
 
 
@@ -340,7 +352,7 @@ def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
     }
 
 
-def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any = None) -> None:
+def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any = None) -> Any:
     """Run a study action with progress bars: ``run(bars)`` calls it with ``bars.callbacks`` (and ``bars.start``
     as its ``on_start``, unless the caller opened the study: ``handle``). Ctrl-C stops cleanly and says how to
     resume; then the summary (or its JSON) is printed."""
@@ -365,7 +377,7 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     handle = bars.handle
     if as_json:
         emit_json(summary_doc(handle, summary))
-        return
+        return summary
     resume = _resume_command(handle)
     s, f = summary.search, summary.finalists
     if s.reason is StopReason.EXHAUSTED:
@@ -373,11 +385,19 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     elif s.done < s.total or s.reason is not None:
         why = s.note or "timeout"
         note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
-    elif (
-        f is not None and f.reason is not None
-    ):  # the stage may end below its budget: the answer was decided, or no round fit
+    elif f is not None and f.reason is StopReason.BUDGET:  # the budget left cannot hold a deciding round
+        note(
+            f"finalists: {f.note}: `explorer confirm {handle.name} --until-decided --budget {f.need}"
+            f"{_storage_flag(handle)}` runs it"
+        )
+    elif f is not None and f.reason is StopReason.MINUTES:
+        note(
+            f"finalists: {f.note}: `explorer confirm {handle.name} --until-decided{_storage_flag(handle)}` goes on"
+        )
+    elif f is not None and f.reason is not None:
         note(f"stopped the finalists at {f.done}/{f.total} runs ({f.note}); resume with: {resume}")
     line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
     if f is not None:
         line += f"; finalists: {f.done} runs of a budget of {f.total} ({f.failed} failed)"
     note(f"{line}. Next: explorer report {handle.name}{_storage_flag(handle)}")
+    return summary

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from explorer.cli._common import (
     trial_option,
     with_progress,
 )
+from explorer.errors import EXIT_NOT_DECIDED
 
 __all__ = ["compare", "confirm", "export", "heads", "report"]
 
@@ -238,7 +240,7 @@ def confirm(
 
     quiet_optuna()
     handle = open_study(name, storage)
-    with_progress(
+    summary = with_progress(
         lambda bars: api.confirm(
             handle,
             top=top,
@@ -251,6 +253,8 @@ def confirm(
         as_json,
         handle,
     )
+    if until_decided and summary.added == 0 and summary.undecided:
+        sys.exit(EXIT_NOT_DECIDED)  # nothing could be queued: the line above says what the next round needs
 
 
 @click.command()

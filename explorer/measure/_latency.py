@@ -24,6 +24,7 @@ from torch.utils import benchmark
 
 from explorer.errors import ConfigError
 from explorer.layout import InputSpec, LatencyConfig, ModelConfig
+from explorer.limits import usable_cpus
 from explorer.measure._device import as_device, device_label
 from explorer.measure._latency_cache import LatencyCache
 from explorer.measures import LatencyResult, load_average
@@ -94,6 +95,7 @@ def time_call(
         measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         load=load_average(),
         runtime=runtime,
+        cpus=usable_cpus(),
     )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from explorer.answer import Answer, Architecture, Candidate, Contrast
+from explorer.answer import Answer, Architecture, Candidate, Contrast, minutes_text
 from explorer.measures import QualityMetric
 from explorer.output._fmt import (
     claim,
@@ -20,9 +20,11 @@ from explorer.output._fmt import (
     is_bpb,
     kv_text,
     latency_text,
+    margin_text,
     mib,
     num,
     pct,
+    prob,
     quality_column,
     quality_text,
     runs_text,
@@ -38,6 +40,7 @@ _VERDICT_WORDS = {
     "best": "the best",
     "within": "within the margin",
     "beyond": "beyond the margin",
+    "edge": "at the margin's edge",
     "undecided": "undecided",
 }
 
@@ -107,31 +110,50 @@ def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
             f"the answer is {num(b.latency_ratio, '.2f')}x faster than the most accurate layout, "
             f"{_layout(best, modern)}{diff}. "
         )
-    quicker = [c for c in ans.verdicts if c.latency_ratio < 1 / (1 + spec.answer.latency_tie)]
-    faster = [c for c in quicker if c.verdict != "beyond"]
-    if not faster:
-        spans.append(
-            "Every faster finalist is placed beyond the margin. " if quicker else "No finalist is faster. "
-        )
-        return [("p", spans)]
-    nxt = max(faster, key=lambda c: c.latency_ratio)
+    nxt = ans.next_faster
+    if nxt is None:
+        spans.append("No finalist is faster. ")
+        return [("p", spans + _cost_spans(ans, spec))]
     spans.append(
         f"The next faster layout, {_layout(nxt.arch, modern)}, is {num(1 / nxt.latency_ratio, '.2f')}x "
-        f"faster, within the margin with probability at least {num(100 * nxt.p_within, '.0f')}% "
-        f"({_VERDICT_WORDS[nxt.verdict]}). "
-    )
-    if nxt.units_needed is not None:
-        spans += [
-            f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured "
-            "spread: ",
-            ("code", f"explorer confirm {spec.name} --until-decided"),
-            " spends more runs where the answer is still open. ",
-        ]
-    elif nxt.verdict == "undecided":
-        spans.append(
-            "Its difference from the best sits at the margin: no feasible number of runs decides it. "
+        f"faster, within the margin with probability {prob(nxt.p_within)} ({_VERDICT_WORDS[nxt.verdict]}"
+        + (
+            f": the best beats it by more than {_edge_words(ans)} with probability {prob(nxt.p_edge)}"
+            if nxt.verdict == "edge"
+            else ""
         )
-    return [("p", spans)]
+        + "). "
+    )
+    if nxt.verdict == "undecided" and nxt.units_needed is not None:
+        spans.append(
+            f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured spread. "
+        )
+    return [("p", spans + _cost_spans(ans, spec))]
+
+
+def _edge_words(ans: Answer) -> str:
+    """``margin - edge`` in words: how far below the best a layout at the margin's edge is shown to be."""
+    assert ans.best is not None
+    return margin_text(ans.best.metric, ans.margin - ans.edge)
+
+
+def _cost_spans(ans: Answer, spec: StudySpec) -> list[Any]:
+    """Whether the answer is decided and, when not, what a decision costs at the study's pace."""
+    if ans.decided:
+        return []
+    budget = f"The stage's budget is {ans.budget} runs" + (
+        f" or {num(ans.minutes, 'g')} minutes" if ans.minutes is not None else ""
+    )
+    if ans.to_decide is None:
+        return [f"{budget}. Not decided, and no feasible number of runs decides it at its measured spread."]
+    took = minutes_text(ans.to_decide, ans.pace_s)
+    return [
+        f"{budget}. Not decided: a decision needs about {ans.to_decide} more runs"
+        + (f" ({took} at this study's pace)" if took else "")
+        + ", from the measured spreads: ",
+        ("code", f"explorer confirm {spec.name} --until-decided --budget {ans.to_decide}"),
+        " runs them where the answer is still open. ",
+    ]
 
 
 def _level(ans: Answer) -> str:
@@ -147,17 +169,29 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
     for verdict, words in (
         ("within", "Also within the margin (slower): "),
         ("undecided", "Undecided: "),
+        ("edge", "At the margin's edge: "),
         ("beyond", "Beyond the margin: "),
     ):
         if groups.get(verdict):
             spans += [("b", words), ", ".join(_layout(c.arch, modern) for c in groups[verdict]) + ". "]
+    asked = f"{num(100 * (1 - ans.risk), '.3g')}%"
     spans.append(
-        f"Each layout's probability of lying within the margin of the best is bounded from below by one minus the "
-        "sum, over every other finalist, of the probability that it beats this layout by more than the margin "
-        f"(a paired t on the units both trained, {_units_text(ans)}, flat prior). A layout is within the margin "
-        f"when that bound reaches {num(100 * (1 - ans.risk), '.3g')}%, beyond it when the best beats it by more "
-        f"than the margin with that probability (its {_level(ans)} paired interval against the best lies wholly "
-        "below minus the margin), and undecided otherwise. The answer is the fastest layout within the margin."
+        "Each layout's probability of lying within the margin of the best is computed jointly over every other "
+        f"finalist (a multivariate t posterior of the paired differences on the units they share, {_units_text(ans)}, "
+        "flat prior), so layouts that rise and fall together on the same units are charged once; it is never "
+        "stated below one minus the sum of the pairwise probabilities. A layout is within the margin when that "
+        f"probability reaches {asked}, beyond it when the best beats it by more than the margin with that "
+        f"probability (its {_level(ans)} paired interval against the best lies wholly below minus the margin)"
+    )
+    if ans.edge > 0 and ans.best is not None:
+        spans.append(
+            f", at the margin's edge when the best beats it by more than {_edge_words(ans)} with that probability "
+            "(the indifference zone, [answer] edge: it is not shown within the margin, and no feasible number of "
+            "runs would show it, so it no longer holds the decision open)"
+        )
+    spans.append(
+        ", and undecided otherwise. The answer is the fastest layout within the margin; it is decided once every "
+        "faster layout is beyond the margin or at its edge."
     )
     return [("p", spans)]
 
@@ -170,7 +204,7 @@ def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
         "verdict": _VERDICT_WORDS[c.verdict],
         quality_column(metric): quality_text(c.arch),
         f"vs the best, paired [{_level(ans)}]": "" if vs is None else score_diff_text(metric, vs),
-        "P(within the margin) at least": num(100 * c.p_within, ".0f") + "%",
+        "P(within the margin)": prob(c.p_within),
         "latency vs the answer": "1.00x"
         if ans.recommended and c.arch.key == ans.recommended.key
         else num(c.latency_ratio, ".2f") + "x",
@@ -185,7 +219,7 @@ def _confidence(ans: Answer) -> list[tuple]:
         (
             "p",
             [
-                ("b", f"Confidence: at least {ans.confidence:.0%}"),
+                ("b", f"Confidence: {prob(ans.confidence)}"),
                 f" that the answer is within the margin of the best: the {ans.confidence_method}.",
             ],
         )

@@ -17,12 +17,13 @@ from explorer.output._plots import empty_figure, new_figure
 
 __all__ = ["evidence_figure"]
 
-_COLORS = {"best": "C2", "within": "C2", "undecided": "C1", "beyond": "0.45"}
+_COLORS = {"best": "C2", "within": "C2", "undecided": "C1", "edge": "0.65", "beyond": "0.45"}
 
 
 def evidence_figure(ans: Answer, batch: int) -> Figure:
     """Paired difference from the best (y) against latency relative to the best (x) for each finalist; green:
-    within the margin (filled: the answer), orange: undecided, grey: beyond the margin."""
+    within the margin (filled: the answer), orange: undecided, light grey: at the margin's edge, grey: beyond the
+    margin."""
     with sns.axes_style("whitegrid"):
         fig = new_figure(7.0, 5.2)
         ax = fig.subplots()
@@ -77,7 +78,8 @@ def evidence_figure(ans: Answer, batch: int) -> Figure:
     level = f"{100 * (1 - 2 * ans.risk):.3g}%"
     note = (
         f"each finalist's mean paired difference from the most accurate layout with its {level} interval; star: "
-        "the answer; green: within the margin, orange: undecided, grey: beyond the margin"
+        "the answer; green: within the margin, orange: undecided, light grey: at the margin's edge, grey: beyond "
+        "the margin"
     )
     fig.suptitle(
         "The trade-off the answer makes\n" + textwrap.fill(note, int(fig.get_figwidth() * 13)), fontsize=10

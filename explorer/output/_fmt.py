@@ -11,7 +11,14 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from explorer.answer import Answer, Architecture, Interval, PairedDifference, attention_kind
+from explorer.answer import (
+    Answer,
+    Architecture,
+    Interval,
+    PairedDifference,
+    attention_kind,
+    prob_text as prob,
+)
 from explorer.measures import QualityMetric
 
 __all__ = [
@@ -122,13 +129,18 @@ def claim(ans: Answer) -> str:
     """What the answer is, in the rule's words: the fastest layout placed within the margin, and how sure."""
     margin = margin_text(ans.best.metric, ans.margin) if ans.best else "the margin"
     p = ans.confidence if ans.confidence is not None else math.nan
+    asked = f"{num(100 * (1 - ans.risk), '.3g')}%"
+    if ans.placed and ans.decided:
+        return (
+            f"the fastest layout placed within {margin} of the best, with probability {prob(p)} (the rule asks "
+            f"{asked}); every faster finalist is placed beyond the margin or at its edge, so the answer is decided."
+        )
     if ans.placed:
         return (
-            f"the fastest layout placed within {margin} of the best, with probability at least "
-            f"{num(100 * p, '.0f')}% (the rule asks {num(100 * (1 - ans.risk), '.3g')}%)."
+            f"the fastest layout placed within {margin} of the best so far, with probability {prob(p)} (the rule "
+            f"asks {asked}); a faster finalist is still undecided, so the answer is not decided."
         )
     return (
         f"the most accurate layout; no layout is yet placed within {margin} of the best with probability "
-        f"{num(100 * (1 - ans.risk), '.3g')}% (this one: at least {num(100 * p, '.0f')}%), so the answer is "
-        "not decided."
+        f"{asked} (this one: {prob(p)}), so the answer is not decided."
     )

@@ -134,12 +134,27 @@ class AnswerSpec:
         lo=0.0,
         hi=1.0,
     )
+    # on the margin's scale; None: a quarter of the margin (bounded by the margin: read_answer)
+    edge: float | None = key(
+        None,
+        "the indifference zone: a layout the best beats by more than `margin - edge` (with probability `1 - risk`) "
+        "is *at the margin's edge* and stops holding the decision open, so every comparison ends within a number "
+        "of runs its spread sets; `0` turns it off (see [method.md](method.md#3-the-answer-the-fastest-layout-within"
+        "-the-margin))",
+        shown="a quarter of the margin",
+    )
 
     def margin_for(self, maximize: bool) -> float:
         """The margin on the quality's own scale: a fraction of examples for accuracy, bits per byte else."""
         if maximize:
             return (1.0 if self.margin is None else self.margin) / 100.0
         return 0.02 if self.margin is None else self.margin
+
+    def edge_for(self, maximize: bool) -> float:
+        """The indifference zone on the quality's own scale (a quarter of the margin unless given)."""
+        if self.edge is None:
+            return self.margin_for(maximize) / 4
+        return self.edge / 100.0 if maximize else self.edge
 
 
 def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> FinalistsSpec:
@@ -193,4 +208,20 @@ def read_answer(data: Any, task: TaskSpec, stored: bool = False) -> AnswerSpec:
     margin = Table(data, "[answer]", table_keys(AnswerSpec)).get(
         "margin", None, lambda v: is_number(v) and 0 < v < (8 if lm else 100), f"a positive number of {unit}"
     )
-    return read_table(AnswerSpec, data, "[answer]", margin=None if margin is None else float(margin))
+    edge = Table(data, "[answer]", table_keys(AnswerSpec)).get(
+        "edge", None, lambda v: is_number(v) and v >= 0, f"a number of {unit} >= 0, below the margin"
+    )
+    spec = read_table(
+        AnswerSpec,
+        data,
+        "[answer]",
+        margin=None if margin is None else float(margin),
+        edge=None if edge is None else float(edge),
+    )
+    margin_value = spec.margin_for(not lm) * (1 if lm else 100)  # on the scale the spec writes
+    if spec.edge is not None and spec.edge >= margin_value:
+        raise SpecError(
+            f"'edge' in [answer] is {spec.edge:g}, not below the margin; the indifference zone lies inside the "
+            "margin: write a smaller edge (0 turns it off)."
+        )
+    return spec

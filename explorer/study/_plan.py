@@ -49,6 +49,7 @@ class RunPlan:
     artifacts: str | None = None  # --artifacts, as given (a worker's artifact store is built from it)
     notice: str = ""  # that the spec file's total replaced the stored one, or ""
     spec_path: str | None = None  # the spec file the study came from, recorded once the run is accepted
+    resume: str = ""  # the command that continues this run, as a stopped run names it ("": study resume)
 
     @property
     def total(self) -> int:

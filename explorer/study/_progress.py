@@ -21,6 +21,8 @@ class StopReason(Enum):
     EXHAUSTED = "exhausted"  # the search space has no architecture left: it was evaluated whole
     FAILURES = "failures"  # too many trials failed in a row
     DUPLICATES = "duplicates"  # too many proposals in a row were taken by other workers
+    BUDGET = "budget"  # the finalist stage's budget left cannot hold the next round that decides the answer
+    MINUTES = "minutes"  # the finalist stage's minutes are spent, the answer not decided
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Progress:
     best_score: float | None
     note: str = ""  # why a stage ended short, when it did, in words
     reason: StopReason | None = None  # ... and as a value (None: the stage did not stop short)
+    need: int = 0  # with reason BUDGET: the runs of the next round that would decide the answer
 
 
 def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:

@@ -20,7 +20,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from explorer.answer import Plan, cost_axis, finalist_times, next_runs, plan_finalists
+from explorer.answer import (
+    Plan,
+    busy_rounds,
+    cost_axis,
+    finalist_pace,
+    minutes_text,
+    next_round_size,
+    next_runs,
+    plan_finalists,
+    rule_times,
+)
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.layout import count_layouts
 from explorer.limits import TRIALS
@@ -35,6 +45,7 @@ from explorer.study._workers import Progress, RunOptions, enqueue_runs, run_stag
 
 __all__ = ["DEFAULT_OPTIONS", "RunSummary", "confirm", "run", "run_planned", "run_study"]
 
+UNDECIDED_STOPS = (StopReason.BUDGET, StopReason.MINUTES)  # the stage did what it could: not decided
 DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
 
 
@@ -52,8 +63,13 @@ class RunSummary:
         return (
             self.search.reason is None
             and self.search.done >= self.search.total
-            and (self.finalists is None or self.finalists.reason is None)
+            and (self.finalists is None or self.finalists.reason in (None, *UNDECIDED_STOPS))
         )
+
+    @property
+    def undecided(self) -> bool:
+        """Whether the finalist stage stopped with the answer not decided: its budget or minutes spent."""
+        return self.finalists is not None and self.finalists.reason in UNDECIDED_STOPS
 
 
 def run(
@@ -135,7 +151,13 @@ def _finalist_stage(
     configs = [(key, layout.config) for key, layout in zip(plan.keys, plan.layouts, strict=True)]
     if on_stage:
         on_stage("timing", len(configs) * rounds)
-    times = finalist_times(plan.keys, retime(handle, configs, rounds, context=context), cost_axis(spec))
+    timed = retime(handle, configs, rounds, context=context)
+    busy = busy_rounds(timed, cost_axis(spec))
+    if busy and rounds:  # rounds taken on a busy machine: as many again, once (the answer leaves them out)
+        if on_stage:
+            on_stage("timing", len(configs) * len(busy))
+        timed = retime(handle, configs, rounds + len(busy), context=context)
+    times = rule_times(plan.keys, timed, cost_axis(spec))[0]  # as the answer reads them
     done = stage_progress(handle.study, "finalist", 0).done
     if more is not None:  # --until-decided: that many runs more (-1: the stage's budget again)
         budget = done + (plan.budget if more < 0 else more)
@@ -148,11 +170,30 @@ def _finalist_stage(
     added = enqueue_runs(handle, plan.runs if seeds is not None else plan.runs[: max(0, budget - done)])
     while True:
         finals = run_stage(run_plan, "finalist", budget, on_progress)
-        if finals.reason is not None or seeds is not None or time.monotonic() >= stage_end:
+        if finals.reason is not None or seeds is not None:
             break
         records = load_records(handle.study, roles=("finalist",))
+        if time.monotonic() >= stage_end:
+            if next_round_size(plan, records, spec, times):
+                finals = dataclasses.replace(
+                    finals,
+                    reason=StopReason.MINUTES,
+                    note=f"not decided when the stage's {minutes:g} minutes were spent",
+                )
+            break
         queued = enqueue_runs(handle, next_runs(plan, records, spec, times, budget - finals.done))
         if not queued:
+            need = next_round_size(plan, records, spec, times)
+            if need:  # undecided, and the budget left cannot hold the next round that decides
+                took = minutes_text(need, finalist_pace(records))
+                finals = dataclasses.replace(
+                    finals,
+                    reason=StopReason.BUDGET,
+                    note=f"not decided: the next round that decides needs {need} runs"
+                    + (f" ({took})" if took else "")
+                    + f" and {max(0, budget - finals.done)} of the budget are left",
+                    need=need,
+                )
             break
         added += queued
     return RunSummary(search, finals, plan, added)
@@ -186,6 +227,8 @@ def confirm(
         if value is not None:
             TRIALS.check(value, name)
     plan = plan_run(handle, options)
+    if until_decided:  # a stopped run names the command that continues it
+        plan = dataclasses.replace(plan, resume=f"explorer confirm {handle.name} --until-decided")
     records = load_records(handle.study, roles=("search",))
     if not any(r.finished for r in records):
         raise NoCompletedTrialsError(

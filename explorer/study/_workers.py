@@ -285,7 +285,7 @@ def _run_pool(plan: RunPlan, stage: str, total: int, report: Callable[..., Progr
     results: list[tuple[StopReason | None, str] | WorkerError] = []  # each worker's stop, or its error
     while not queue.empty():
         results.append(queue.get())
-    return _pool_outcome(plan.handle, stage, total, procs, results, report)
+    return _pool_outcome(plan.handle, stage, total, procs, results, report, plan.resume)
 
 
 def _process_context() -> Any:
@@ -327,9 +327,12 @@ def _pool_outcome(
     procs: list[Any],
     results: list[tuple[StopReason | None, str] | WorkerError],
     report: Callable[..., Progress],
+    resume: str = "",
 ) -> Progress:
     """The stage's progress once its workers have exited (with the first worker's note); a worker that failed
-    is one ExplorerError naming its error, as is one killed before the stage finished for no other reason."""
+    is one ExplorerError naming its error, as is one killed before the stage finished for no other reason (what
+    the survivors finished counts: a stage with nothing left to start or wait for is finished). ``resume``: the
+    command that continues the run."""
     study = handle.study
     errors = [r.line for r in results if isinstance(r, WorkerError)]
     stops = [
@@ -341,17 +344,17 @@ def _pool_outcome(
             f"{len(failed)} worker(s) exited with an error (codes {failed})"
             + (f": {errors[0]}" if errors else "")
             + f"; {stage_progress(study, stage, total).done} of {total} {stage} trials are finished and saved: "
-            "rerun the command to resume (add -v for the traceback)."
+            f"continue with `{resume or f'explorer study resume {handle.name}'}` (add -v for the traceback)."
         )
     progress = report(*next((n for n in stops if n[0] is not None), (None, "")))
     # A worker killed by a signal (the OOM killer, a stray kill) loses nothing: the others fail its trial once
     # it goes stale and retry it. Only a stage left unfinished for no other reason (timeout, space used up) is
     # worth an error.
     killed = [-p.exitcode for p in procs if p.exitcode is not None and p.exitcode < 0]
-    if killed and progress.done < total and progress.reason is None:
+    if killed and progress.reason is None and not _finished(handle.stage_study(stage), stage, total):
         raise ExplorerError(
             f"{len(killed)} worker(s) were killed (signal {', '.join(map(str, killed))}) before the {stage} stage "
-            f"finished; finished trials are saved: resume with `explorer study resume {handle.name}`."
+            f"finished; finished trials are saved: continue with `{resume or f'explorer study resume {handle.name}'}`."
         )
     return progress
 
