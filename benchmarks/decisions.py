@@ -12,7 +12,9 @@ ratios (the median within-round ratio to the slowest layout). For one decision:
 * **stated / observed**: the mean probability the rule stated that its answer is within the margin, against the
   share of answers truly within it;
 * **agreement** (a diagnostic, not a goal): over ordered pairs of runs, how often two runs name the same layout;
-* **runs**: finalist runs spent, of the budget.
+* **runs**: finalist runs spent, of the budget;
+* **decided**: the share of runs that end with the answer decided (every faster layout beyond the margin or at
+  its edge), and **runs to a decision**: the mean runs spent by those that decided.
 
 Two sources of runs, the rule and its allocation (:func:`explorer.answer._rule.next_cells`) the same for both:
 
@@ -24,7 +26,12 @@ Two sources of runs, the rule and its allocation (:func:`explorer.answer._rule.n
 
 Settings: the quickstart (its pooled truth, where 8,8 is 0.65 points below 16,16 and 1.3x faster), and known
 truths with other top patterns: 8,8 moved to 1.1 points below the best (just beyond a 1-point margin and much
-faster: a rule that favours fast layouts pays here), and 8,8 tied with 16,16.
+faster: a rule that favours fast layouts pays here), 8,8 tied with 16,16, and several layouts near the top (4,4
+and 8,8 0.5 and 0.25 points below 16,16: the oracle is 4,4).
+
+Rules side by side: the rule before (a Bonferroni sum, rounds that grow by half), the same with the joint
+statement, and the joint statement with an indifference zone (``edge``, a share of the margin) and rounds sized
+to what decides (:mod:`explorer.answer._rule`).
 
     python -m benchmarks.decisions --record benchmarks/decisions.md
 """
@@ -302,11 +309,19 @@ def replayed(
 RULES = [
     Rule("even split, P >= 0.95", 0.05, 0, 0, adaptive=False),
     Rule("adaptive, P >= 0.95, rounds of 2 units", 0.05, 3, 2),
-    Rule("adaptive, P >= 0.95, rounds grow by half (the default)", 0.05, 3, 2, grow=0.5),
+    Rule("adaptive, P >= 0.95, rounds grow by half (the rule before)", 0.05, 3, 2, grow=0.5),
     Rule("adaptive, P >= 0.975, rounds grow by half", 0.025, 3, 2, grow=0.5),
     Rule("adaptive, P >= 0.9, rounds grow by half", 0.10, 3, 2, grow=0.5),
     Rule("joint, P >= 0.95, rounds grow by half", 0.05, 3, 2, grow=0.5, joint=True),
-    Rule("joint, P >= 0.95, edge 1/4, sized rounds", 0.05, 3, 2, edge=0.25, joint=True, sized=True),
+    Rule(
+        "joint, P >= 0.95, edge 1/4, sized rounds (the default)",
+        0.05,
+        3,
+        2,
+        edge=0.25,
+        joint=True,
+        sized=True,
+    ),
     Rule("joint, P >= 0.95, edge 1/3, sized rounds", 0.05, 3, 2, edge=1 / 3, joint=True, sized=True),
     Rule("joint, P >= 0.95, edge 1/2, sized rounds", 0.05, 3, 2, edge=0.5, joint=True, sized=True),
 ]

@@ -45,6 +45,7 @@ disagree on what the rule is.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -150,51 +151,71 @@ def pair_risks(scores: np.ndarray, margin: float) -> np.ndarray:
     return p
 
 
+@functools.lru_cache(maxsize=64)
 def _draws(k: int, df: int) -> tuple[np.ndarray, np.ndarray]:
     """The same ``JOINT_DRAWS`` standard normals (``x k``, antithetic pairs) and chi-square(``df``) draws on every
-    call: a grid's statement is a function of the grid, not of a random stream."""
+    call: a grid's statement is a function of the grid, not of a random stream (cached, read-only)."""
     rng = np.random.default_rng(20261204)
     half = rng.standard_normal((JOINT_DRAWS // 2, k))
-    return np.vstack([half, -half]), rng.chisquare(df, JOINT_DRAWS)
+    z, w = np.vstack([half, -half]), rng.chisquare(df, JOINT_DRAWS)
+    z.flags.writeable = w.flags.writeable = False
+    return z, w
 
 
 def _corr(scores: np.ndarray, lay: int, rivals: Sequence[int]) -> np.ndarray:
-    """The correlation of the per-unit differences ``j - lay`` between rivals, on the units all three ran (0
-    where fewer than 3 such units or no spread), made positive semi-definite."""
+    """The correlation of the per-unit differences ``j - lay`` between rivals, on the units ``lay`` and both
+    rivals ran (0 where fewer than 3 such units or no spread), made positive semi-definite."""
     k = len(rivals)
+    d = scores[list(rivals)] - scores[lay]  # [k, units], NaN where either did not run
+    ok = ~np.isnan(d)
     r = np.eye(k)
-    for a in range(k):
-        for b in range(a + 1, k):
-            ja, jb = rivals[a], rivals[b]
-            shared = ~np.isnan(scores[lay]) & ~np.isnan(scores[ja]) & ~np.isnan(scores[jb])
-            if shared.sum() >= 3:
-                da, db = scores[ja, shared] - scores[lay, shared], scores[jb, shared] - scores[lay, shared]
-                if da.std() > 0 and db.std() > 0:
-                    r[a, b] = r[b, a] = float(np.corrcoef(da, db)[0, 1])
+    if ok.all():  # the usual case: every rival on every unit of lay's
+        if d.shape[1] >= 3:
+            sd = d.std(axis=1)
+            live = sd > 0
+            if live.sum() >= 2:
+                c = np.corrcoef(d[live])
+                r[np.ix_(live, live)] = c
+                np.fill_diagonal(r, 1.0)
+    else:
+        for a in range(k):
+            for b in range(a + 1, k):
+                shared = ok[a] & ok[b]
+                if shared.sum() >= 3:
+                    da, db = d[a, shared], d[b, shared]
+                    if da.std() > 0 and db.std() > 0:
+                        r[a, b] = r[b, a] = float(np.corrcoef(da, db)[0, 1])
     w, v = np.linalg.eigh(r)
     r = (v * np.clip(w, 1e-9, None)) @ v.T
     s = np.sqrt(np.diag(r))
     return r / np.outer(s, s)
 
 
-def joint_within(scores: np.ndarray, lay: int, margin: float, risks: np.ndarray | None = None) -> float:
+def joint_within(
+    scores: np.ndarray,
+    lay: int,
+    margin: float,
+    risks: np.ndarray | None = None,
+    paired_stats: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> float:
     """``P(mu_lay >= max_j mu_j - margin)``: the joint posterior over every rival ``j`` (see the module docstring),
     never below the union bound ``1 - sum_j risks[lay, j]``. Rivals whose pairwise term is below
-    :data:`JOINT_FLOOR` enter by the union bound alone (their share is subtracted)."""
+    :data:`JOINT_FLOOR` enter by the union bound alone (their share is subtracted). ``risks`` and
+    ``paired_stats`` (:func:`_paired_stats`) may be passed when already computed."""
     risks = pair_risks(scores, margin) if risks is None else risks
     bonferroni = float(np.clip(1.0 - risks[lay].sum(), 0.0, 1.0))
     rivals = [j for j in range(len(scores)) if j != lay and risks[lay, j] > JOINT_FLOOR]
     if not rivals or np.isnan(scores[lay]).all():
         return bonferroni
     rest = float(sum(risks[lay, j] for j in range(len(scores)) if j != lay and j not in rivals))
-    n, mean, sd, _ = _paired_stats(scores)
+    n, mean, sd, _ = _paired_stats(scores) if paired_stats is None else paired_stats
     if any(n[lay, j] < 2 or not sd[lay, j] > 0 for j in rivals):  # a rival no spread bounds: no sharpening
         return bonferroni
     idx = np.array(rivals)
     df = int(n[lay, idx].min()) - 1  # the fewest units any rival shares with lay: the heaviest tails
     z, w = _draws(len(rivals), df)
     t = (z @ np.linalg.cholesky(_corr(scores, lay, rivals)).T) / np.sqrt(w / df)[:, None]
-    diffs = mean[lay, idx] + t * sd[lay, idx] / np.sqrt(n[lay, idx])  # posterior draws of mu_j - mu_lay
+    diffs = mean[lay, idx] + t * (sd[lay, idx] / np.sqrt(n[lay, idx]))  # posterior draws of mu_j - mu_lay
     joint = float(np.mean((diffs <= margin).all(axis=1))) - rest
     return float(np.clip(max(joint, bonferroni), 0.0, 1.0))
 
@@ -257,7 +278,8 @@ def decide(
     best = 0 if np.isnan(means).all() else _best(means, times)
     risks = pair_risks(scores, margin)
     if joint:
-        p_within = np.array([joint_within(scores, i, margin, risks) for i in range(len(scores))])
+        stats_ = _paired_stats(scores)
+        p_within = np.array([joint_within(scores, i, margin, risks, stats_) for i in range(len(scores))])
     else:
         p_within = np.clip(1.0 - risks.sum(axis=1), 0.0, 1.0)
     p_beyond = risks[:, best].copy()

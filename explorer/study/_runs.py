@@ -152,8 +152,10 @@ def _finalist_stage(
     if on_stage:
         on_stage("timing", len(configs) * rounds)
     timed = retime(handle, configs, rounds, context=context)
-    busy = busy_rounds(timed, cost_axis(spec))
-    if busy and rounds:  # rounds taken on a busy machine: as many again, once (the answer leaves them out)
+    # the first rounds that ran on a busy machine are timed again, once (the answer leaves them out where the
+    # others time every layout); counted from the first rounds alone, so a resume adds none
+    busy = busy_rounds([t for t in timed if t.round < rounds], cost_axis(spec))
+    if busy:
         if on_stage:
             on_stage("timing", len(configs) * len(busy))
         timed = retime(handle, configs, rounds + len(busy), context=context)

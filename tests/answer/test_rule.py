@@ -6,7 +6,25 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from explorer.answer import BEST, BEYOND, UNDECIDED, WITHIN, decide, next_cells, next_layouts, pair_risks
+from explorer.answer import (
+    BEST,
+    BEYOND,
+    EDGE,
+    UNDECIDED,
+    WITHIN,
+    decide,
+    next_cells,
+    next_layouts,
+    pair_risks,
+)
+from explorer.answer._rule import (
+    coherent,
+    forced_units,
+    joint_within,
+    runs_to_decide,
+    smallest_round,
+    units_to_decide,
+)
 
 MARGIN, RISK, TIE = 0.01, 0.05, 0.05
 
@@ -90,3 +108,106 @@ def test_rounds_grow_with_the_evidence():
     cells = next_cells(scores, times, MARGIN, RISK, TIE, start=3, step=2, left=100, grow=0.5)
     assert cells and {u for _, u in cells} == set(range(10, 15))  # half the 10 units they have
     assert {u for _, u in next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 100)} == {10, 11}
+
+
+def correlated(means, sd, units, rho, seed=0):
+    """Scores whose layouts share a per-unit term of spread ``sd * sqrt(rho)``: near-top layouts that move
+    together on the same units."""
+    rng = np.random.default_rng(seed)
+    shared = rng.normal(0, sd * np.sqrt(rho), units)
+    return np.array([m + shared + rng.normal(0, sd * np.sqrt(1 - rho), units) for m in means])
+
+
+def test_the_joint_statement_is_never_below_the_union_bound_and_charges_layouts_that_move_together_once():
+    # two rivals of layout 2 that rise and fall together: the union bound charges both, the joint once
+    scores = correlated([0.950, 0.950, 0.943], 0.01, 12, rho=0.95, seed=3)
+    scores[1] = scores[0] + np.random.default_rng(9).normal(0, 0.0005, 12)  # 1 is 0's twin
+    risks = pair_risks(scores, MARGIN)
+    union = 1 - risks[2].sum()
+    joint = joint_within(scores, 2, MARGIN, risks)
+    assert joint >= union
+    assert joint - union > 0.5 * min(risks[2, 0], risks[2, 1])  # the twin is not charged twice
+    single = joint_within(scores[[0, 2]], 1, MARGIN)  # as if the twin were not there
+    assert abs(joint - single) < 0.02
+    # rivals that do not move together: close to the union bound, never below it
+    free = grid([0.95, 0.95, 0.944], 0.006, 12, seed=4)
+    r = pair_risks(free, MARGIN)
+    assert 1 - r[2].sum() <= joint_within(free, 2, MARGIN, r) <= 1 - r[2].sum() + r[2].max()
+
+
+def test_the_joint_statement_is_a_function_of_the_grid():
+    scores = grid([0.95, 0.949, 0.945], 0.006, 8, seed=5)
+    assert joint_within(scores, 2, MARGIN) == joint_within(scores.copy(), 2, MARGIN)
+
+
+def test_a_layout_shown_near_the_margin_is_at_its_edge_and_no_longer_holds_the_decision_open():
+    # 1 is faster and 0.9 points below the best, measured tightly: not within 1 point, not beyond it either
+    scores = grid([0.95, 0.941], 0.002, 30, seed=2)
+    times = np.array([[2.0], [1.0]])
+    plain = decide(scores, times, MARGIN, RISK, TIE)
+    assert plain.verdicts[1] == UNDECIDED and not plain.decided
+    zoned = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
+    assert zoned.verdicts[1] == EDGE and zoned.decided and zoned.answer == 0
+    assert zoned.p_edge[1] >= 1 - RISK and zoned.p_within[1] < 1 - RISK
+    assert next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 100, edge=MARGIN / 4, sized=True) == []
+
+
+def test_with_an_edge_every_comparison_ends_within_the_units_its_spread_sets():
+    sd = 0.012
+    cap = forced_units(sd, MARGIN / 4, RISK)
+    assert cap is not None and forced_units(sd, 0.0, RISK) is None
+    for gap in (0.0, 0.5 * MARGIN, 0.8 * MARGIN, 0.875 * MARGIN, MARGIN, 1.5 * MARGIN):
+        need = units_to_decide(gap, sd, MARGIN, RISK, edge=MARGIN / 4)
+        assert need is not None and need <= cap
+    assert units_to_decide(MARGIN, sd, MARGIN, RISK) is None  # no edge, a gap at the margin: never
+    # and the rule agrees: a grid of that many units with the gap in the zone decides
+    rng = np.random.default_rng(0)
+    best = 0.95 + rng.normal(0, 0.02, cap)
+    scores = np.array([best, best - 0.875 * MARGIN + rng.normal(0, sd, cap)])
+    d = decide(scores, np.array([[2.0], [1.0]]), MARGIN, RISK, TIE, edge=MARGIN / 4)
+    assert d.verdicts[1] in (WITHIN, EDGE, BEYOND) and d.decided
+
+
+def test_sized_rounds_aim_at_what_decides_and_never_exceed_the_runs_left():
+    scores = grid([0.95, 0.943, 0.90], 0.01, 6, seed=7)
+    times = np.array([[3.0], [1.5], [4.0]])
+    d = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
+    assert d.verdicts[1] == UNDECIDED
+    cells = next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 1000, edge=MARGIN / 4, sized=True)
+    units = {u for _, u in cells}
+    assert units and min(units) == 6 and 2 <= len(units) <= 6  # at least a step, at most doubling the six
+    for left in range(1, 2 * len(cells)):
+        fits = next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, left, edge=MARGIN / 4, sized=True)
+        assert len(fits) <= left
+    need = smallest_round(scores, times, MARGIN, RISK, TIE, 3, 2, edge=MARGIN / 4, sized=True)
+    assert need == 2  # one more unit of the open layout and the best
+    assert next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, need - 1, edge=MARGIN / 4, sized=True) == []
+    assert len(next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, need, edge=MARGIN / 4, sized=True)) == need
+
+
+def test_runs_to_decide_add_up_what_each_open_comparison_needs():
+    scores = grid([0.95, 0.943], 0.01, 6, seed=7)
+    times = np.array([[3.0], [1.5]])
+    d = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
+    d_sd = np.std(scores[0] - scores[1], ddof=1)
+    need = units_to_decide(float(np.mean(scores[0] - scores[1])), float(d_sd), MARGIN, RISK, MARGIN / 4)
+    assert runs_to_decide(scores, d, times, TIE, MARGIN) == 2 * (need - 6)
+    done = decide(grid([0.95, 0.80], 0.002, 6), times, MARGIN, RISK, TIE)
+    assert runs_to_decide(grid([0.95, 0.80], 0.002, 6), done, times, TIE, MARGIN) == 0
+
+
+def test_of_two_layouts_measured_as_accurate_the_faster_is_the_best():
+    row = grid([0.95], 0.01, 5)[0]
+    scores = np.vstack([row, row])  # the same scores on every unit
+    for times in (np.array([[2.0], [1.0]]), np.array([[1.0], [2.0]])):
+        d = decide(scores, times, MARGIN, RISK, TIE)
+        assert d.best == int(np.argmin(times[:, 0])) and d.answer == d.best
+
+
+def test_rounds_that_disagree_on_which_is_faster_withhold_the_latency_comparison():
+    scores = grid([0.95, 0.949], 0.001, 10)
+    agree = np.array([[2.0, 2.1, 2.0], [1.0, 1.1, 1.0]])
+    split = np.array([[2.0, 1.0, 2.0], [1.0, 2.0, 1.0]])  # the middle round says the opposite
+    assert coherent(agree, 0, 1, TIE) and not coherent(split, 0, 1, TIE)
+    assert decide(scores, agree, MARGIN, RISK, TIE).answer == 1  # within the margin and faster
+    assert decide(scores, split, MARGIN, RISK, TIE).answer == 0  # withheld: a tie, the more accurate

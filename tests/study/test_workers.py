@@ -90,12 +90,14 @@ def _refuse(*_):
     raise RuntimeError("spawned")
 
 
-def outcome(handle, exitcodes: list[int], notes: list, total: int = 2):
+def outcome(
+    handle, exitcodes: list[int], notes: list, total: int = 2, stage: str = "search", resume: str = ""
+):
     """What the command makes of a pool whose workers exited with ``exitcodes`` and put ``notes`` (a stop:
     (StopReason | None, words); a failure: a WorkerError)."""
-    report = workers_module._start(handle, "search", total, len(exitcodes), torch.device("cpu"), None)
+    report = workers_module._start(handle, stage, total, len(exitcodes), torch.device("cpu"), None)
     procs = [SimpleNamespace(exitcode=code) for code in exitcodes]
-    return workers_module._pool_outcome(handle, "search", total, procs, notes, report)
+    return workers_module._pool_outcome(handle, stage, total, procs, notes, report, resume)
 
 
 def test_a_pool_reports_how_its_workers_ended(tmp_path):
@@ -114,6 +116,13 @@ def test_a_pool_reports_how_its_workers_ended(tmp_path):
     # an error is a typed value, not a prefix: a note that reads like one stays a note
     noted = outcome(handle, [0, 0], [(StopReason.EXHAUSTED, "error: StorageError: gone"), (None, "")])
     assert noted.note == "error: StorageError: gone"
+    # the error names the command that continues the run
+    with pytest.raises(ExplorerError, match=r"continue with `explorer confirm tiny --until-decided`"):
+        outcome(handle, [0, -9], [(None, ""), (None, "")], resume="explorer confirm tiny --until-decided")
+    # a finalist stage whose survivors finished every queued run ends as its work did: a budget of 30 runs is not
+    # a total the stage must reach (rounds stop once the answer is decided)
+    done = outcome(handle, [0, -9], [(None, ""), (None, "")], total=30, stage="finalist")
+    assert done.reason is None and done.done == 0
 
 
 @pytest.mark.slow
