@@ -30,12 +30,17 @@ from benchmarks.common import ROOT, append_record, machine, record_block
 
 
 def timed(cmd: list[str], cwd: Path, env: dict[str, str]) -> float:
+    return run(cmd, cwd, env)[0]
+
+
+def run(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, str, str]:
+    """(seconds, stdout, stderr) of ``cmd``; a failure ends the benchmark with its error."""
     t0 = time.perf_counter()
     done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     if done.returncode != 0:
         raise SystemExit(f"`{' '.join(cmd)}` failed ({done.returncode}): {done.stderr[-3000:]}")
-    return wall
+    return wall, done.stdout, done.stderr
 
 
 def setup(folder: Path, env: dict[str, str]) -> tuple[float, Path]:
@@ -76,6 +81,11 @@ def main(argv: list[str] | None = None) -> None:
         "--keep-study", type=Path, help="copy the study's database and weights (studies/) here"
     )
     parser.add_argument("--record", type=Path, help="append the result to this markdown file")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        help="run the spec with this seed instead of its own (a fresh re-run of the study)",
+    )
     args = parser.parse_args(argv)
     spec_path = args.spec.resolve()
     from explorer.spec import load_spec
@@ -84,6 +94,15 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix=f"explorer-{name}-") as tmp:
         folder = Path(tmp)
         (folder / "studies").mkdir()
+        if args.seed is not None:  # the same spec with another seed, written beside the study
+            text = spec_path.read_text()
+            lines = [
+                f"seed = {args.seed}" if line.startswith("seed =") else line for line in text.splitlines()
+            ]
+            if not any(line.startswith("seed =") for line in text.splitlines()):
+                raise SystemExit(f"{spec_path} has no top-level `seed = ...` line to replace")
+            spec_path = folder / spec_path.name
+            spec_path.write_text("\n".join(lines) + "\n")
         env = {**os.environ, "EXPLORER_CACHE_DIR": str(folder / "cache")}
         env.pop("EXPLORER_STORAGE", None)
         load_before = os.getloadavg()
@@ -91,10 +110,11 @@ def main(argv: list[str] | None = None) -> None:
         if not args.setup:
             env["PYTHONPATH"] = str(ROOT)
         explorer = [str(python), "-m", "explorer"]
-        t_run = timed(
+        t_run, _, run_err = run(
             [*explorer, "study", "run", str(spec_path), "--workers", str(args.workers)], folder, env
         )
-        t_report = timed([*explorer, "report", name], folder, env)
+        t_report, answer_line, _ = run([*explorer, "report", name], folder, env)
+        summary = [line for line in run_err.splitlines() if line.startswith(("search:", "finalists:"))]
         load_after = os.getloadavg()
         report = (folder / "reports" / name / "report.md").read_text()
         if args.keep:
@@ -104,7 +124,10 @@ def main(argv: list[str] | None = None) -> None:
             shutil.rmtree(args.keep_study, ignore_errors=True)
             shutil.copytree(folder / "studies", args.keep_study)
     total = t_setup + t_run + t_report
-    spec_rel = spec_path.relative_to(ROOT) if spec_path.is_relative_to(ROOT) else spec_path
+    spec_rel = (
+        args.spec.resolve().relative_to(ROOT) if args.spec.resolve().is_relative_to(ROOT) else args.spec
+    )
+    seeded = "" if args.seed is None else f" (its seed set to {args.seed})"
     command = f"explorer study run {spec_rel} --workers {args.workers} && explorer report {name}"
     parts = (
         f"set-up {t_setup:.0f} s + " if args.setup else ""
@@ -116,7 +139,9 @@ def main(argv: list[str] | None = None) -> None:
             f"machine: {machine()}",
             f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load_before)}; after: "
             f"{', '.join(f'{x:.2f}' for x in load_after)}",
-            f"explorer's commands (in a fresh folder with its own EXPLORER_CACHE_DIR): `{command}`",
+            f"explorer's commands (in a fresh folder with its own EXPLORER_CACHE_DIR): `{command}`{seeded}",
+            *[f"the run said: `{line.strip()}`" for line in summary],
+            f"the answer line: `{answer_line.strip().splitlines()[0] if answer_line.strip() else ''}`",
             f"time: {parts} = **{total / 60:.1f} min** ({'within' if total <= args.target_min * 60 else 'over'} "
             f"the {args.target_min:g}-minute target); rules reading 'not enough data': {len(rules)}",
         ],

@@ -13,6 +13,7 @@ from ._finalists import (
     Plan as Plan,
     busy_rounds as busy_rounds,
     cost_axis as cost_axis,
+    decision_cost as decision_cost,
     evidence_units as evidence_units,
     finalist_times as finalist_times,
     next_round_size as next_round_size,

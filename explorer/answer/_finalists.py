@@ -29,7 +29,7 @@ import pandas as pd
 
 from explorer.answer._evidence import evidence_grid
 from explorer.answer._pareto import knee, normalize, pareto_front
-from explorer.answer._rule import next_cells, smallest_round
+from explorer.answer._rule import decide, next_cells, runs_to_decide, smallest_round
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only
 from explorer.layout import (
     UNIT_OFFSET,
@@ -50,6 +50,7 @@ __all__ = [
     "Plan",
     "Unit",
     "cost_axis",
+    "decision_cost",
     "busy_rounds",
     "evidence_units",
     "rule_times",
@@ -378,3 +379,15 @@ def next_round_size(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec,
     return smallest_round(
         scores, times, margin, risk, tie, plan.start, ROUND_UNITS, ran, edge=edge, sized=True
     )
+
+
+def decision_cost(
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray
+) -> int | None:
+    """More finalist runs the answer needs to be decided, at the measured gaps and spreads (0: decided; None:
+    not known yet, or no feasible number decides it)."""
+    scores, _ = unit_grid(records, plan.keys, spec)
+    if (~np.isnan(scores)).sum(axis=1).min(initial=0) < 2:
+        return None
+    margin, risk, tie, edge = _rule_args(spec)
+    return runs_to_decide(scores, decide(scores, times, margin, risk, tie, edge), times, tie, margin)

@@ -312,8 +312,13 @@ class ProgressBars:
         self._bar.n = min(p.done, p.total)
         unit = "" if self.handle.spec.metric.name == "val_accuracy" else " bits/byte"
         best = f"best val {p.best_score:.3f}{unit}" if p.best_score is not None else "no result yet"
+        decision = ""
+        if p.to_decide == 0:
+            decision = " | decided"
+        elif p.to_decide is not None:
+            decision = f" | a decision needs ~{p.to_decide} more runs"
         self._bar.set_postfix_str(
-            f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}"
+            f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}{decision}"
         )
         self._bar.refresh()
 
@@ -385,14 +390,12 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     elif s.done < s.total or s.reason is not None:
         why = s.note or "timeout"
         note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
-    elif f is not None and f.reason is StopReason.BUDGET:  # the budget left cannot hold a deciding round
+    elif f is not None and f.reason in (StopReason.BUDGET, StopReason.MINUTES):  # undecided: say the cost
+        cost = f"; a decision needs about {f.to_decide} more runs" if f.to_decide else ""
+        budget = f" --budget {f.need}" if f.reason is StopReason.BUDGET else ""  # the round that moves it
         note(
-            f"finalists: {f.note}: `explorer confirm {handle.name} --until-decided --budget {f.need}"
-            f"{_storage_flag(handle)}` runs it"
-        )
-    elif f is not None and f.reason is StopReason.MINUTES:
-        note(
-            f"finalists: {f.note}: `explorer confirm {handle.name} --until-decided{_storage_flag(handle)}` goes on"
+            f"finalists: {f.note}{cost}: `explorer confirm {handle.name} --until-decided{budget}"
+            f"{_storage_flag(handle)}` goes on"
         )
     elif f is not None and f.reason is not None:
         note(f"stopped the finalists at {f.done}/{f.total} runs ({f.note}); resume with: {resume}")

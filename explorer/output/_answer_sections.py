@@ -405,10 +405,15 @@ def evidence_blocks(
         if f.folds > 1
         else "the task's fixed split, once per seed"
     )
+    spent = sum(a.n for a in finals)
+    limit = f"{ans.budget} runs" + (f" or {num(ans.minutes, 'g')} minutes" if ans.minutes is not None else "")
+    outcome = "the answer was decided" if ans.decided else "the answer is not decided"
+    pace = "" if ans.pace_s is None else f", about {ans.pace_s:.1f} s of the stage's wall clock a run"
     method = (
-        f"Every finalist layout was trained first on the same {f.start} units, then a few paired units at a "
-        "time went only to the layouts whose comparisons still decided the answer, until it was decided or "
-        f"the stage's budget was spent (units: {split}). On a unit every layout "
+        f"Every finalist layout was trained first on the same {f.start} units, then rounds of paired units, "
+        "each sized to what the nearest open comparison needed, went only to the layouts whose comparisons "
+        f"still decided the answer, until it was decided or the stage's budget ({limit}) was spent: {spent} "
+        f"runs{pace}, and {outcome} (units: {split}). On a unit every layout "
         f"saw the same training examples in the same order from the same seed, so two layouts are compared "
         f"unit by unit. Every run trained a fixed {epochs} epochs (linear warm-up, then cosine decay to zero): "
         "none was stopped early, and none is said to have reached a plateau."
@@ -431,7 +436,6 @@ def evidence_blocks(
             row["decoding (ms/token)"] = latency_text(a, "decode")
             row["kv cache (MiB)"] = mib(a.kv_cache_bytes)
         rows.append(row | {"params": f"{a.params:,}"})
-    spent = sum(a.n for a in finals)
     return [
         ("h", 3, f"Evidence: {len(finals)} layouts, {spent} paired runs"),
         ("p", [method]),

@@ -42,6 +42,9 @@ class Progress:
     note: str = ""  # why a stage ended short, when it did, in words
     reason: StopReason | None = None  # ... and as a value (None: the stage did not stop short)
     need: int = 0  # with reason BUDGET: the runs of the next round that would decide the answer
+    to_decide: int | None = (
+        None  # finalists: more runs a decision needs at the measured spread (None: unknown)
+    )
 
 
 def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:

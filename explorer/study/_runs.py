@@ -24,6 +24,7 @@ from explorer.answer import (
     Plan,
     busy_rounds,
     cost_axis,
+    decision_cost,
     finalist_pace,
     minutes_text,
     next_round_size,
@@ -170,11 +171,20 @@ def _finalist_stage(
     if on_stage:
         on_stage("finalist", max(budget, done))
     added = enqueue_runs(handle, plan.runs if seeds is not None else plan.runs[: max(0, budget - done)])
+    cost: dict[str, int | None] = {"runs": None}  # what a decision costs, as the last round left it
+
+    def progress(p: Progress) -> None:
+        if on_progress is not None:
+            on_progress(dataclasses.replace(p, to_decide=cost["runs"]))
+
     while True:
-        finals = run_stage(run_plan, "finalist", budget, on_progress)
+        finals = run_stage(run_plan, "finalist", budget, progress)
         if finals.reason is not None or seeds is not None:
             break
         records = load_records(handle.study, roles=("finalist",))
+        cost["runs"] = decision_cost(plan, records, spec, times)
+        finals = dataclasses.replace(finals, to_decide=cost["runs"])
+        progress(finals)
         if time.monotonic() >= stage_end:
             if next_round_size(plan, records, spec, times):
                 finals = dataclasses.replace(

@@ -189,4 +189,11 @@ def test_a_refused_plan_writes_nothing(tmp_path):
 
 
 def test_stop_reasons_are_values():
-    assert {r.value for r in StopReason} == {"timeout", "exhausted", "failures", "duplicates"}
+    assert {r.value for r in StopReason} == {
+        "timeout",
+        "exhausted",
+        "failures",
+        "duplicates",
+        "budget",
+        "minutes",
+    }

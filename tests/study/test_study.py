@@ -7,8 +7,8 @@ import collections
 import contextlib
 import dataclasses
 import json
-import re
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -573,7 +573,9 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     # each round in a process of its own, none of them this one: the spread between rounds includes what differs
     # between processes, as a user's own timing of the model does
     pids = {t.round: {u.pid for u in retimed if u.round == t.round} for t in retimed}
-    assert all(len(p) == 1 for p in pids.values()) and len({next(iter(p)) for p in pids.values()}) == len(rounds)
+    assert all(len(p) == 1 for p in pids.values()) and len({next(iter(p)) for p in pids.values()}) == len(
+        rounds
+    )
     assert os.getpid() not in {t.pid for t in retimed}
     # Resuming plans the same runs: nothing new.
     assert api.run(open_study("fin", sqlite_url)).added == 0
