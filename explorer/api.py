@@ -152,10 +152,8 @@ def report(
             store.save_file(name, path)
         log.info("kept %d figures with the study in %s", len(figures), store.write_location)
         # the answer as a study attribute too, for optuna-dashboard and optuna.load_study readers
-        blocks = paths.markdown.read_text(encoding="utf-8").split("\n\n")
-        opening = next((b.strip() for b in blocks if b.startswith("**")), "")  # the answer's paragraph
         rec = data.answer.recommended
-        note_answer(data.handle, None if rec is None else tuple(rec.heads), opening)
+        note_answer(data.handle, None if rec is None else tuple(rec.heads), paths.opening)
     if tracking_uri(data.handle.spec.tracking) is not None:
         _log_answer(data, paths, storage)
     return paths
