@@ -53,6 +53,7 @@ from explorer.study._catalog import CREATED_MARK, existing_study_url, missing_sp
 from explorer.study._claims import Claims
 from explorer.study._context import RunContext, resolve_context
 from explorer.study._rerun import check_same_meaning
+from explorer.study._tracking import TRACKING_ATTR
 from explorer.study._usercode import (
     CODE_ATTR,
     INPUT_ATTR,
@@ -393,6 +394,19 @@ def note_answer(handle: StudyHandle, heads: tuple[int, ...] | None, opening: str
     value = {"heads": None if heads is None else list(heads), "opening": opening, "at": when}
     for part, _ in study_parts(study):  # the study and its finalist runs' companion
         part.set_user_attr(ANSWER_ATTR, value)
+    return True
+
+
+def note_tracking(handle: StudyHandle, result: dict[str, Any]) -> bool:
+    """Store the result of a MLflow sync as the study's ``tracking`` attribute when the study was opened to read
+    (a report): through a writable connection of its own, as :func:`note_answer`; False where the storage
+    cannot be written."""
+    if not storage_writable(handle.storage_url):
+        return False
+    study = optuna.load_study(
+        study_name=handle.name, storage=open_storage(handle.storage_url, heartbeat=False)
+    )
+    study.set_user_attr(TRACKING_ATTR, result)
     return True
 
 
