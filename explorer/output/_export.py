@@ -53,6 +53,7 @@ from explorer.model import (
     quiet_torch,
     require_onnx,
 )
+from explorer.output._files import as_user_made
 from explorer.output._hf import hf_config, write_hf_config, write_hf_model
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord
@@ -303,6 +304,7 @@ def export_trial(
                 f"the {fmt} export of trial #{record.number} differs from PyTorch by up to {diff:.3g} in the "
                 f"logits (tolerance {PARITY_TOLERANCE:g}); nothing was written. Try another --format."
             )
+        as_user_made(tmp)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
