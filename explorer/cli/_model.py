@@ -268,7 +268,10 @@ class _EpochBar:
 
         if self.started:
             note(self.started)
-        self.bar = tqdm(total=self.total, desc="epochs", unit="ep", file=sys.stderr, leave=False)
+        # disable=None: no bar where stderr is not a terminal (the trained variant's report follows anyway)
+        self.bar = tqdm(
+            total=self.total, desc="epochs", unit="ep", file=sys.stderr, leave=False, disable=None
+        )
 
     def epoch(self, stats: Any) -> None:
         val = stats.val_accuracy if stats.val_bpb is None else stats.val_bpb
