@@ -189,11 +189,9 @@ def train(
     threads: int,
     as_json: bool,
 ) -> None:
-    """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time.
-
-    Longer than the package's ~60 lines only by its signature: click hands each of the command's 22 options to
-    it as a parameter; the body parses them, calls :func:`explorer.api.train` and prints.
-    """
+    """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time."""
+    # Long only by its signature: click hands each of the command's options to it as a parameter; the body
+    # checks them, calls explorer.api.train and prints.
     check_threads(threads)
     _check_train_sizes(
         d_model, layers, epochs, batch_size, latency_batch, threads, latency_threads, decode_context

@@ -12,6 +12,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import explorer.errors as errors
 from explorer.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +54,17 @@ def test_help_for_every_command(path):
     result = CliRunner().invoke(main, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
+    # written for users: no note on the code behind it (Sphinx roles, double backquotes, the signature's length)
+    assert not re.search(r":func:|:class:|``|click hands|signature", result.output), result.output
+
+
+def test_the_top_help_lists_every_exit_code():
+    text = CliRunner().invoke(main, ["--help"]).output
+    listed = text[text.index("Exit codes:") :]
+    codes = [errors.EXIT_FAILED, errors.EXIT_USAGE, errors.EXIT_BAD_INPUT, errors.EXIT_NO_RESULT]
+    codes += [errors.EXIT_ENVIRONMENT, errors.EXIT_INTERRUPTED]
+    found = [int(m) for m in re.findall(r"^\s+(\d+)\s", listed, re.MULTILINE)]
+    assert found == [0, *codes]
 
 
 @pytest.mark.parametrize(
