@@ -21,7 +21,7 @@ import explorer
 from explorer.cli import main
 from explorer.spec import MLFLOW_ENV
 from explorer.storage import FINALIST_BASE
-from explorer.study import _tracking as tracking, log_answer, read_study, sync_trials
+from explorer.study import _tracking as tracking, log_answer, note_tracking, read_study, sync_trials
 from tests.fixtures import make_study, write_tiny_spec
 
 mlflow = pytest.importorskip("mlflow")
@@ -189,6 +189,10 @@ def test_a_report_that_logs_what_an_outage_left_clears_the_studys_record_of_it(t
     assert record["not_logged"] == [] and record["error"] is None and record["logged_now"] > 0
     status = CliRunner().invoke(main, ["study", "status", "tracked", "--storage", url])
     assert status.exit_code == 0 and "not logged" not in status.output
+    # what the report used: a study opened to read gets the record through a writable connection of its own
+    handle = explorer.api.load("tracked", url).handle
+    assert note_tracking(handle, record | {"not_logged": [7]})
+    assert optuna.load_study(study_name="tracked", storage=url).user_attrs["tracking"]["not_logged"] == [7]
 
 
 def test_a_missing_mlflow_is_one_warning_naming_the_extra(tmp_path, monkeypatch, caplog):
