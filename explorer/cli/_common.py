@@ -135,10 +135,20 @@ TRIAL_NAMES = (
 
 
 def _trial(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """``--trial`` checked by form before anything loads ("²" is a digit to str.isdigit, not to int)."""
+    """``--trial`` checked by form before anything loads ("²" is a digit to str.isdigit, not to int); a finalist
+    run named as its study and commands print it (``finalists#4``, ``NAME/finalists#4``) is explorer's number
+    for it."""
+    from explorer.storage import FINALIST_BASE, companion_name
+
+    finalists = companion_name("x").removeprefix("x/")  # "finalists", as NAME/finalists ends
+    prefix, hash_, local = value.rpartition("#")
+    if hash_ and prefix.rsplit("/", 1)[-1] == finalists and local.isascii() and local.isdigit():
+        return str(FINALIST_BASE + int(local))
     if value in TRIAL_NAMES or (value.isascii() and value.isdigit()):
         return value
-    raise ConfigError(f"--trial {value!r} is not answer, most-accurate, fastest or a trial number.")
+    raise ConfigError(
+        f"--trial {value!r} is not answer, most-accurate, fastest, a trial number or a finalist run (finalists#4)."
+    )
 
 
 trial_option = click.option(
@@ -147,7 +157,8 @@ trial_option = click.option(
     default="answer",
     show_default=True,
     callback=_trial,
-    help="answer (the report's recommendation; knee is the same), most-accurate, fastest or a trial number.",
+    help="answer (the report's recommendation; knee is the same), most-accurate, fastest, a trial number or a "
+    "finalist run (finalists#4).",
 )
 
 

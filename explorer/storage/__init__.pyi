@@ -10,6 +10,7 @@ from ._companion import (
     number_base as number_base,
     parent_name as parent_name,
     study_parts as study_parts,
+    trial_label as trial_label,
     trials_of as trials_of,
 )
 from ._heartbeat import RetryStaleTrial as RetryStaleTrial

@@ -251,3 +251,10 @@ def test_a_study_and_its_companion_are_read_as_one_study():
     assert not keeps_finalists_inside(parent)  # its finalists are apart
     parent.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs={"role": "finalist"}))
     assert keeps_finalists_inside(parent)  # a study made before keeps its finalist runs inside
+
+
+def test_a_trial_is_named_by_the_optuna_study_it_lives_in_and_its_number_there():
+    from explorer.storage import FINALIST_BASE, trial_label
+
+    assert trial_label("quickstart", 12) == "quickstart#12"
+    assert trial_label("quickstart", FINALIST_BASE + 4) == "quickstart/finalists#4"

@@ -613,6 +613,14 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
         main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--until-decided"]
     )
     assert refused.exit_code != 0 and "exclude each other" in refused.stderr
+    # a finalist run is named as Optuna's tools show it, and taken back in that form
+    out = tmp_path / "run.json"
+    exported = CliRunner().invoke(
+        main, ["export", "fin", "--storage", sqlite_url, "--trial", "finalists#0", "--out", str(out)]
+    )
+    assert exported.exit_code == 0, exported.stderr
+    assert "wrote trial fin/finalists#0 " in exported.stdout and str(FINALIST_BASE) not in exported.stdout
+    assert json.loads(out.read_text())["source"]["trial"] == FINALIST_BASE
 
 
 @pytest.mark.slow
