@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from explorer.cli import main
-from explorer.data import load_task
+from explorer.data import DATA_SEED, load_task
 from explorer.layout import HF_FAMILIES
 from explorer.model import hf_inputs
 
@@ -110,7 +110,15 @@ def test_a_transformers_study_runs_reports_and_exports_a_model_from_pretrained_l
     assert (
         type(model).__name__ == cls and model.config.explorer["run_config"]["model"]["heads"] == doc["heads"]
     )
-    task = load_task(STUDIES[family][0], **_options(family))
+    # the folder says what rebuilds the test split its logits were checked on
+    split = model.config.explorer["test_split"]
+    assert (split["task"], split["options"], split["data_seed"]) == (
+        STUDIES[family][0],
+        _options(family),
+        DATA_SEED,
+    )
+    task = load_task(split["task"], seed=split["data_seed"], **split["options"])
+    assert len(task.test[0]) == doc["test_examples"]
     extra = {"use_cache": False} if family == "llama" else {}
     with torch.inference_mode():
         logits = model(**hf_inputs(task.test[0], task.spec, HF_FAMILIES[family]), **extra).logits
