@@ -20,6 +20,7 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -380,9 +381,20 @@ def reading_artifact_store(handle: StudyHandle, location: str | None = None) -> 
     )
 
 
+def _dashboard_note() -> Callable[[optuna.Study, str], None] | None:
+    """optuna-dashboard's ``save_note`` (the dashboard extra): a study's note, the first thing its page shows;
+    None where it is not installed."""
+    try:
+        from optuna_dashboard import save_note
+    except ImportError:
+        return None
+    return save_note
+
+
 def note_answer(handle: StudyHandle, heads: tuple[int, ...] | None, opening: str) -> bool:
     """Keep the answer with the study and its companion as the user attribute ``answer`` (the layout and the
-    report's opening), so optuna-dashboard and ``optuna.load_study(...).user_attrs`` show it. A report opens the
+    report's opening), so optuna-dashboard and ``optuna.load_study(...).user_attrs`` show it; where
+    optuna-dashboard is installed, also as the study's dashboard note. A report opens the
     study read-only, so this goes through a writable connection of its own; a storage that cannot be written
     keeps nothing (False)."""
     if not storage_writable(handle.storage_url):
@@ -392,8 +404,11 @@ def note_answer(handle: StudyHandle, heads: tuple[int, ...] | None, opening: str
     )
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     value = {"heads": None if heads is None else list(heads), "opening": opening, "at": when}
+    save_note = _dashboard_note()
     for part, _ in study_parts(study):  # the study and its finalist runs' companion
         part.set_user_attr(ANSWER_ATTR, value)
+        if save_note is not None and opening:
+            save_note(part, f"## The answer\n\n{opening}\n\n*From `explorer report`, {when}.*")
     return True
 
 

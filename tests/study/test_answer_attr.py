@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import optuna
+import pytest
 
 from explorer import api
 from explorer.study import ANSWER_ATTR
@@ -24,3 +25,14 @@ def test_the_report_keeps_the_answer_as_a_study_attribute(tmp_path):
     # a report that keeps nothing with the study (`report --no-artifacts`) leaves the attribute alone
     assert api.report("syn", url, out=tmp_path / "again", keep_figures=False).markdown.is_file()
     assert optuna.load_study(study_name="syn", storage=url).user_attrs[ANSWER_ATTR] == kept
+
+
+def test_where_optuna_dashboard_is_installed_the_answer_is_the_studys_note(tmp_path):
+    dashboard = pytest.importorskip("optuna_dashboard", reason="the dashboard extra is not installed")
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    make_study(8, storage=url, name="syn", finalists=3, apart=True)
+    api.report("syn", url, out=tmp_path / "report")
+    for name in ("syn", "syn/finalists"):
+        study = optuna.load_study(study_name=name, storage=url)
+        note = dashboard.get_note(study)
+        assert study.user_attrs[ANSWER_ATTR]["opening"] in note and note.startswith("## The answer")
