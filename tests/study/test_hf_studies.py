@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from explorer.cli import main
 from explorer.data import DATA_SEED, load_task
 from explorer.layout import HF_FAMILIES
-from explorer.model import hf_inputs
+from explorer.model import hf_inputs, load_exported
 
 transformers = pytest.importorskip("transformers")
 
@@ -123,6 +123,23 @@ def test_a_transformers_study_runs_reports_and_exports_a_model_from_pretrained_l
     with torch.inference_mode():
         logits = model(**hf_inputs(task.test[0], task.spec, HF_FAMILIES[family]), **extra).logits
     assert logits.shape[0] == len(task.test[0]) and torch.isfinite(logits).all()
+    # the same trial as a state file: loaded back into the transformers class its run config names
+    state = json.loads(
+        run(
+            "export",
+            f"hf-{family}",
+            *where,
+            *art,
+            "--trial",
+            "0",
+            "--format",
+            "state",
+            "--out",
+            str(tmp_path / "w.pt"),
+            "--json",
+        ).stdout
+    )
+    assert state["max_abs_logit_diff"] <= 1e-4 and load_exported(tmp_path / "w.pt").format == "state"
     if family == "bert":  # the trial's run config rebuilds the same transformers class in `explorer train`
         heads = CliRunner().invoke(
             main, ["heads", f"hf-{family}", *where, "--trial", "0", "--out", str(tmp_path / "heads")]
