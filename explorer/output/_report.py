@@ -52,7 +52,7 @@ from explorer.output._sections import (
     rules_blocks,
 )
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, Role, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord, trial_label
 
 __all__ = ["ReportInput", "ReportPaths", "write_report"]
 
@@ -166,8 +166,11 @@ def _content(
         b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2)), ans.recommended))
     b.extend(account_blocks(acct))
     finals = architecture_table(ans.candidates) if ans.evidence == "finalists" else search.table.iloc[:0]
+    trials = trials_table(records)
+    # beside explorer's number (what --trial takes), the trial as Optuna's tools name it: NAME/finalists#4
+    trials.insert(1, "optuna_trial", [trial_label(spec.name, int(n)) for n in trials["number"]])
     tables = {
-        "trials.csv": trials_table(records),
+        "trials.csv": trials,
         "architectures.csv": pd.concat([search.table, finals], ignore_index=True)
         if len(finals)
         else search.table,

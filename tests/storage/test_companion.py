@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import optuna
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -95,6 +96,10 @@ def test_reading_creates_no_companion_and_the_report_labels_it_with_the_answer(t
     url = f"sqlite:///{tmp_path / 's.db'}"
     make_study(20, storage=url, name="syn", finalists=3, apart=True)
     api.report("syn", url, out=tmp_path / "report")
+    trials = pd.read_csv(tmp_path / "report" / "trials.csv")
+    finalist = trials[trials["number"] >= FINALIST_BASE].iloc[0]  # named as Optuna's tools name it, beside
+    assert finalist["optuna_trial"] == f"syn/finalists#{finalist['number'] - FINALIST_BASE}"
+    assert trials[trials["number"] < FINALIST_BASE]["optuna_trial"].str.match(r"^syn#\d+$").all()
     kept = optuna.load_study(study_name="syn", storage=url).user_attrs[ANSWER_ATTR]
     companion = optuna.load_study(study_name="syn/finalists", storage=url)
     assert companion.user_attrs[ANSWER_ATTR] == kept and companion.user_attrs["finalists_of"] == "syn"
