@@ -49,6 +49,7 @@ from explorer.study import (
     confirm,
     log_answer,
     note_answer,
+    note_tracking,
     read_study,
     reading_artifact_store,
     run,
@@ -152,10 +153,8 @@ def report(
             store.save_file(name, path)
         log.info("kept %d figures with the study in %s", len(figures), store.write_location)
         # the answer as a study attribute too, for optuna-dashboard and optuna.load_study readers
-        blocks = paths.markdown.read_text(encoding="utf-8").split("\n\n")
-        opening = next((b.strip() for b in blocks if b.startswith("**")), "")  # the answer's paragraph
         rec = data.answer.recommended
-        note_answer(data.handle, None if rec is None else tuple(rec.heads), opening)
+        note_answer(data.handle, None if rec is None else tuple(rec.heads), paths.opening)
     if tracking_uri(data.handle.spec.tracking) is not None:
         _log_answer(data, paths, storage)
     return paths
@@ -165,13 +164,18 @@ def _log_answer(data: StudyData, paths: ReportPaths, storage: str | None) -> Non
     """The answer logged to the study's MLflow experiment: report.md, the figures and the exported run config
     (none when the study has no answer to export)."""
     files = [p for p in paths.files if p.name == "report.md" or p.suffix == ".png"]
-    rec = data.answer.recommended
     with tempfile.TemporaryDirectory(prefix="explorer-answer-") as tmp:
         config = Path(tmp) / "answer-config.json"
         with contextlib.suppress(ExplorerError):  # nothing learned: no answer, no config
             export(data.handle.name, config, storage=storage)
         extra = [config] if config.is_file() else []
-        log_answer(data.handle.study, data.handle.spec, None if rec is None else rec.heads, files + extra)
+        log_answer(
+            data.handle.study,
+            data.handle.spec,
+            data.answer,
+            files + extra,
+            keep=lambda result: note_tracking(data.handle, result),  # an outage over (or begun): recorded
+        )
 
 
 def export(

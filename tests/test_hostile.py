@@ -758,7 +758,7 @@ READ_CASES = [
     case(
         "export-superscript",
         ("export", "synth", "--trial", "²", "--out", "x.json"),
-        match="--trial '²' is not answer, most-accurate, fastest or a trial number",
+        match="--trial '²' is not answer, most-accurate, fastest, a trial number or a finalist run",
     ),
     case(
         "export-superscript-json",

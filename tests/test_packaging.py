@@ -29,6 +29,7 @@ DISTRIBUTION = {
     "google": "google-cloud-storage",
     "yaml": "pyyaml",
     "mlflow": "mlflow-skinny",
+    "optuna_dashboard": "optuna-dashboard",
 }
 
 
@@ -371,5 +372,6 @@ def test_python_dash_m_explorer_is_the_same_command_line(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("Usage: explorer ")  # prog_name is explorer, not __main__.py
-    listed = re.findall(r"^  (\S+)", done.stdout.split("Commands:")[1], flags=re.M)
+    commands = done.stdout.split("Commands:")[1].split("Exit codes:")[0]  # the exit codes follow them
+    listed = re.findall(r"^  (\S+)", commands, flags=re.M)
     assert listed == sorted(main.commands)  # the same group as the console script

@@ -146,10 +146,20 @@ TRIAL_NAMES = (
 
 
 def _trial(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """``--trial`` checked by form before anything loads ("²" is a digit to str.isdigit, not to int)."""
+    """``--trial`` checked by form before anything loads ("²" is a digit to str.isdigit, not to int); a finalist
+    run named as its study and commands print it (``finalists#4``, ``NAME/finalists#4``) is explorer's number
+    for it."""
+    from explorer.storage import FINALIST_BASE, companion_name
+
+    finalists = companion_name("x").removeprefix("x/")  # "finalists", as NAME/finalists ends
+    prefix, hash_, local = value.rpartition("#")
+    if hash_ and prefix.rsplit("/", 1)[-1] == finalists and local.isascii() and local.isdigit():
+        return str(FINALIST_BASE + int(local))
     if value in TRIAL_NAMES or (value.isascii() and value.isdigit()):
         return value
-    raise ConfigError(f"--trial {value!r} is not answer, most-accurate, fastest or a trial number.")
+    raise ConfigError(
+        f"--trial {value!r} is not answer, most-accurate, fastest, a trial number or a finalist run (finalists#4)."
+    )
 
 
 trial_option = click.option(
@@ -158,7 +168,8 @@ trial_option = click.option(
     default="answer",
     show_default=True,
     callback=_trial,
-    help="answer (the report's recommendation; knee is the same), most-accurate, fastest or a trial number.",
+    help="answer (the report's recommendation; knee is the same), most-accurate, fastest, a trial number or a "
+    "finalist run (finalists#4).",
 )
 
 
@@ -265,7 +276,8 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class ProgressBars:
-    """One tqdm bar per stage on stderr (none with ``--json``), fed by a run's ``on_stage`` and ``on_progress``.
+    """One tqdm bar per stage on stderr when it is a terminal, else one plain line per stage as it ends (a log
+    file gets no redrawn bar); nothing with ``--json``. Fed by a run's ``on_stage`` and ``on_progress``.
     ``start(handle, notice)`` comes once the study is open and every input accepted; the first stage then names
     the study (and ``notice``), so a refused run stays one line."""
 
@@ -275,6 +287,8 @@ class ProgressBars:
         self.notice = ""
         self._bar: Any = None
         self._announced = False
+        self._stage: tuple[str, int] | None = None  # without a terminal: the stage running and its total
+        self._status = ""  # its progress, as the bar's text says it
 
     def start(self, handle: Any, notice: str = "") -> None:
         self.handle, self.notice = handle, notice
@@ -288,6 +302,10 @@ class ProgressBars:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        if self._stage is not None:
+            desc, total = self._stage
+            note(f"{desc}: {self._status or f'0/{total} trials'}")
+            self._stage, self._status = None, ""
 
     def on_stage(self, stage: str, total: int) -> None:
         from tqdm import tqdm
@@ -304,12 +322,14 @@ class ProgressBars:
             note(f"timing: {total} measurements in interleaved rounds, no training running")
             return
         desc = f"{self.handle.name} {'search' if stage == Stage.SEARCH else 'finalists'}"
+        if not sys.stderr.isatty():
+            self._stage = (desc, total)
+            return
         self._bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
 
     def on_progress(self, p: Any) -> None:
-        if self._bar is None:
+        if self._bar is None and self._stage is None:
             return
-        self._bar.n = min(p.done, p.total)
         unit = "" if self.handle.spec.metric.name == "val_accuracy" else " bits/byte"
         best = f"best val {p.best_score:.3f}{unit}" if p.best_score is not None else "no result yet"
         decision = ""
@@ -317,9 +337,12 @@ class ProgressBars:
             decision = " | decided"
         elif p.to_decide is not None:
             decision = f" | a decision needs ~{p.to_decide} more runs"
-        self._bar.set_postfix_str(
-            f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}{decision}"
-        )
+        status = f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}{decision}"
+        if self._bar is None:
+            self._status = f"{min(p.done, p.total)}/{p.total} trials | {status}"
+            return
+        self._bar.n = min(p.done, p.total)
+        self._bar.set_postfix_str(status)
         self._bar.refresh()
 
 

@@ -25,7 +25,15 @@ from explorer.cli._model import space, train
 from explorer.cli._results import compare, confirm, export, heads, report
 from explorer.cli._spec import spec
 from explorer.cli._study import study
-from explorer.errors import EXIT_ENVIRONMENT, EXIT_INTERRUPTED, ExplorerError
+from explorer.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENVIRONMENT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_NO_RESULT,
+    EXIT_USAGE,
+    ExplorerError,
+)
 
 
 class ExplorerGroup(click.Group):
@@ -79,7 +87,20 @@ class ExplorerGroup(click.Group):
             ctx.exit(EXIT_ENVIRONMENT)
 
 
-@click.group(cls=ExplorerGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# explorer --help ends with the exit codes a script may rely on (explorer/errors.py says what each means)
+_EXIT_CODES = f"""\b
+Exit codes:
+  0    success
+  {EXIT_FAILED}    a run failed for a reason of its own (a worker died, an unexpected error)
+  {EXIT_USAGE}    usage: an unknown option or a missing argument
+  {EXIT_BAD_INPUT}    bad input: a wrong value, spec, file, study name or storage URL; nothing written
+  {EXIT_NO_RESULT}    no result: nothing to give (no completed trial, an export that does not match)
+  {EXIT_ENVIRONMENT}    environment: a missing package, device, runtime or database
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); finished work is kept
+"""
+
+
+@click.group(cls=ExplorerGroup, context_settings={"help_option_names": ["-h", "--help"]}, epilog=_EXIT_CODES)
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and debug logs.")
 @click.version_option(package_name="explorer")
 @click.pass_context

@@ -189,11 +189,9 @@ def train(
     threads: int,
     as_json: bool,
 ) -> None:
-    """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time.
-
-    Longer than the package's ~60 lines only by its signature: click hands each of the command's 22 options to
-    it as a parameter; the body parses them, calls :func:`explorer.api.train` and prints.
-    """
+    """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time."""
+    # Long only by its signature: click hands each of the command's options to it as a parameter; the body
+    # checks them, calls explorer.api.train and prints.
     check_threads(threads)
     _check_train_sizes(
         d_model, layers, epochs, batch_size, latency_batch, threads, latency_threads, decode_context
@@ -268,7 +266,10 @@ class _EpochBar:
 
         if self.started:
             note(self.started)
-        self.bar = tqdm(total=self.total, desc="epochs", unit="ep", file=sys.stderr, leave=False)
+        # disable=None: no bar where stderr is not a terminal (the trained variant's report follows anyway)
+        self.bar = tqdm(
+            total=self.total, desc="epochs", unit="ep", file=sys.stderr, leave=False, disable=None
+        )
 
     def epoch(self, stats: Any) -> None:
         val = stats.val_accuracy if stats.val_bpb is None else stats.val_bpb

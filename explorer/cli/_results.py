@@ -123,6 +123,8 @@ def export(
 
         torch.set_num_threads(threads)
     result = api.export(name, out, which, storage, fmt, artifacts)
+    from explorer.storage import trial_label
+
     if as_json:
         emit_json(result.to_dict(name))
         return
@@ -131,12 +133,12 @@ def export(
     record = result.record
     if fmt == "config":
         click.echo(
-            f"wrote trial #{record.number} of {name!r} to {out}; retrain with: explorer train --config {out}"
+            f"wrote trial {trial_label(name, record.number)} to {out}; retrain with: explorer train --config {out}"
         )
         return
     if fmt == "hf" and result.loader:
         click.echo(
-            f"wrote trial #{record.number} of {name!r} (heads {heads_text(record.heads)}) to {result.path}/ "
+            f"wrote trial {trial_label(name, record.number)} (heads {heads_text(record.heads)}) to {result.path}/ "
             f"(config.json, model.safetensors) for transformers.{result.loader}.from_pretrained({str(out)!r}); max "
             f"|logit difference| from explorer's on {result.examples} test examples: {result.max_abs_diff:.2e} "
             f"(tolerance 1e-4), same prediction on {result.agreement:.1%}."
@@ -150,13 +152,13 @@ def export(
             else "; the stock fields hold the layout exactly"
         )
         click.echo(
-            f"wrote trial #{record.number} of {name!r} (heads {heads_text(record.heads)}) as {result.path} for "
+            f"wrote trial {trial_label(name, record.number)} (heads {heads_text(record.heads)}) as {result.path} for "
             f"transformers.AutoConfig.from_pretrained({str(out)!r}){lost}. A config only: explorer's own encoder's "
             "weights are not converted (a study of a transformers model, [model] hf, exports its weights)."
         )
         return
     click.echo(
-        f"wrote trial #{record.number} of {name!r} (heads {heads_text(record.heads)}) as {fmt} to {out}; "
+        f"wrote trial {trial_label(name, record.number)} (heads {heads_text(record.heads)}) as {fmt} to {out}; "
         f"max |logit difference| from PyTorch on {result.examples} test examples: {result.max_abs_diff:.2e} "
         f"(tolerance 1e-4), same prediction on {result.agreement:.1%}. Time it with: explorer bench model {out}"
     )
@@ -284,6 +286,7 @@ def heads(
     import torch
 
     from explorer import api
+    from explorer.storage import trial_label
 
     quiet_optuna()
     torch.set_num_threads(threads)
@@ -291,7 +294,8 @@ def heads(
     def started(record: Any) -> None:
         if not as_json:
             note(
-                f"analysing trial #{record.number} of {name!r} (weights from the study's artifacts, else retrained)"
+                f"analysing trial {trial_label(name, record.number)} (weights from the study's artifacts, else "
+                "retrained)"
             )
 
     r, files = api.heads(name, storage, which, device, out, force, artifacts, on_start=started)
@@ -315,7 +319,10 @@ def heads(
             }
         )
         return
-    click.echo(f"trial #{r.trial}: heads per layer {list(r.heads)}; masking suggests {list(r.layout.heads)}")
+    click.echo(
+        f"trial {trial_label(name, r.trial)}: heads per layer {list(r.heads)}; masking suggests "
+        f"{list(r.layout.heads)}"
+    )
     click.echo(r.verdict)
     if r.relations_summary:
         click.echo(f"relations: {r.relations_summary}")

@@ -158,9 +158,11 @@ def study_list(storage: str | None, as_json: bool) -> None:
 def study_status(name: str, storage: str | None, as_json: bool) -> None:
     """Trials by role and state, early stopping, and the most accurate runs so far of one study (quick: no
     statistics; `explorer report NAME` names the answer)."""
+    from explorer.storage import trial_label
     from explorer.study import study_status as read_status
 
     doc = read_status(name, storage)
+
     if as_json:
         emit_json(doc)
         return
@@ -180,11 +182,13 @@ def study_status(name: str, storage: str | None, as_json: bool) -> None:
         )
         click.echo(f"  MLflow {track['uri']} experiment {track['experiment']}: {state}, at {track['at']}")
     bpb = doc["metric"]["name"] == "val_bpb"
+    width = max((len(trial_label(name, r["number"])) for r in doc["best"]), default=0)
     for r in doc["best"]:
         kv = f" kv {heads_text(r['kv_heads'])}" if r["kv_heads"] != r["heads"] else ""
         val = f"{r['quality']:.4f} bits/byte" if bpb else f"{r['quality']:.4f}"
         decode = f"  {r['decode_ms']:.3f} ms/token" if r.get("decode_ms") is not None else ""
         click.echo(
-            f"  #{r['number']:<4} {r['role']:<8} d_model {r['d_model']:<4} heads {heads_text(r['heads'])}{kv}  "
+            f"  {trial_label(name, r['number']):<{width}} {r['role']:<8} d_model {r['d_model']:<4} heads "
+            f"{heads_text(r['heads'])}{kv}  "
             f"val {val}  {r['latency_ms']:.3f} ms{decode}"
         )

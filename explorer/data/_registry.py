@@ -24,7 +24,9 @@ from explorer.data._usercode import load_code_task
 from explorer.errors import ConfigError
 from explorer.hooks import REFERENCE_FORM, is_reference
 
-__all__ = ["TASKS", "Task", "load_task"]
+__all__ = ["DATA_SEED", "TASKS", "Task", "load_task"]
+
+DATA_SEED = 0  # the seed a study loads its task with: the data and the fixed splits it cuts
 
 TASKS = ("digits", "mnist", "relations", "text")  # built-in names; a path ending in .npz is a user file
 _LOADERS: dict[str, Callable[..., Task]] = {
@@ -41,7 +43,7 @@ def _options(loader: Callable[..., Task]) -> list[str]:
     return [p for p in params if p not in ("seed", "path")]
 
 
-def load_task(name: str | os.PathLike[str], *, seed: int = 0, **options: Any) -> Task:
+def load_task(name: str | os.PathLike[str], *, seed: int = DATA_SEED, **options: Any) -> Task:
     """Load a built-in task by name, a user ``.npz`` file by path or a user function by reference; ``seed``
     fixes data and splits (a user function that takes ``seed`` gets it too)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:

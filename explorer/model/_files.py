@@ -34,6 +34,7 @@ from explorer.errors import ConfigError, DataError, RuntimeUnavailableError
 from explorer.layout import InputSpec, ModelConfig
 from explorer.limits import check_memory
 from explorer.model._footprint import check_config_limits, check_model_fits
+from explorer.model._hfmodel import HFBuilder
 from explorer.model._model import build_model
 from explorer.model._runtime import Runner, ort_runner, ort_session, quiet_torch, require_onnx
 from explorer.model._usermodel import ModelBuilder
@@ -230,6 +231,22 @@ def _load_pt2(path: Path) -> Exported:
     return Exported(path, "pt2", meta, _input(meta, path), _eager_runner(program.module(), "torch.export"))
 
 
+def _builder(run_config: dict[str, Any], path: Path) -> ModelBuilder | None:
+    """What builds a state file's model, as its study did: the transformers class its ``hf`` entry names (a
+    ``[model] hf`` study's), the user's model function named by ``build`` (imported by name), or explorer's own
+    (None)."""
+    hf = run_config.get("hf")
+    if hf is not None:
+        if not (isinstance(hf, dict) and isinstance(hf.get("model_type"), str)):
+            raise DataError(f"{path} names its transformers model in a malformed hf entry; export it again.")
+        config = hf.get("config") or {}
+        if not isinstance(config, dict):
+            raise DataError(f"{path} names its transformers model in a malformed hf entry; export it again.")
+        return HFBuilder.of(hf["model_type"], config)
+    build = run_config.get("build")
+    return None if build is None else ModelBuilder(str(build))
+
+
 def _load_state(path: Path) -> Exported:
     if not zipfile.is_zipfile(path):  # what torch.save writes; anything else would reach the unpickler raw
         raise DataError(
@@ -250,9 +267,8 @@ def _load_state(path: Path) -> Exported:
     spec = _input(meta, path)
     config = declared_config(meta, path)
     check_model_fits(config, spec, train_batch=None, infer_batch=1, what=f"the model {path} declares")
-    build = meta["run_config"].get("build")  # the user's model function, imported by name like a study does
     with torch.random.fork_rng(devices=[]):
-        model = build_model(config, spec, None if build is None else ModelBuilder(str(build)))
+        model = build_model(config, spec, _builder(meta["run_config"], path))
     try:
         model.load_state_dict(doc["state_dict"])
     except (RuntimeError, TypeError):

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from explorer.answer import Answer, architectures, resolve_trial
-from explorer.data import load_task
+from explorer.data import DATA_SEED, load_task
 from explorer.errors import ConfigError, ExportMismatchError
 from explorer.layout import InputSpec
 from explorer.measure import RunConfig, write_run_config
@@ -53,6 +53,7 @@ from explorer.model import (
     quiet_torch,
     require_onnx,
 )
+from explorer.output._files import as_user_made
 from explorer.output._hf import hf_config, write_hf_config, write_hf_model
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord
@@ -205,6 +206,8 @@ def _meta(
         "torch_version": torch.__version__,
         "run_config": run_config_of(record, spec, storage).to_dict(),
         "input": dataclasses.asdict(task_spec),
+        # what rebuilds the test split the export was checked on: load_task(task, seed=data_seed, **options)
+        "test_split": {"task": spec.task.name, "options": dict(spec.task.options), "data_seed": DATA_SEED},
         "study_latency": study_latency(records, record),
     }
 
@@ -303,6 +306,7 @@ def export_trial(
                 f"the {fmt} export of trial #{record.number} differs from PyTorch by up to {diff:.3g} in the "
                 f"logits (tolerance {PARITY_TOLERANCE:g}); nothing was written. Try another --format."
             )
+        as_user_made(tmp)
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)

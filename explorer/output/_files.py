@@ -16,9 +16,18 @@ from pathlib import Path
 
 from explorer.errors import ConfigError
 
-__all__ = ["MANIFEST", "OutputFolder"]
+__all__ = ["MANIFEST", "OutputFolder", "as_user_made"]
 
 MANIFEST = ".explorer-report"
+
+
+def as_user_made(path: str | Path) -> None:
+    """Give a file written through a temporary file the mode a plain ``open()`` would have given it: 0666 less
+    the user's umask. ``tempfile.mkstemp`` (and safetensors) create files 0600, readable by their owner alone,
+    where reports and exports are meant for whoever the umask lets read them (a group, a web server)."""
+    mask = os.umask(0)  # the only way to read the umask: set it, then put it back at once
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)
 
 
 def _check_writable(out: Path, option: str) -> None:
@@ -90,6 +99,7 @@ class OutputFolder:
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(payload)
+                as_user_made(tmp)
                 os.replace(tmp, path)
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)

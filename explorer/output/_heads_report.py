@@ -25,7 +25,7 @@ from explorer.output._heads_plots import (
 from explorer.output._plots import save_png
 from explorer.output._render import markdown_table
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, TrialRecord, trial_label
 from explorer.study import ArtifactStore
 
 __all__ = ["analyse_trial", "heads_markdown", "write_heads"]
@@ -98,7 +98,7 @@ def heads_markdown(r: HeadsReport, files: Sequence[str], pairs_shown: int = 10) 
     )
     t = r.table.round(4)
     lines = [
-        f"# Heads of trial #{r.trial} in study {r.study}",
+        f"# Heads of trial {trial_label(r.study, r.trial)}",
         "",
         f"d_model {r.d_model}, heads per layer {','.join(map(str, r.heads))}. Validation accuracy "
         f"{r.val_accuracy * 100:.2f}% (the study recorded {r.val_accuracy_stored * 100:.2f}%).",

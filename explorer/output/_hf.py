@@ -39,6 +39,7 @@ from explorer.data import Task
 from explorer.errors import ConfigError, ExportMismatchError
 from explorer.layout import InputSpec, ModelConfig
 from explorer.model import HFModel, hf_inputs, logit_parity, quiet_transformers, require_transformers
+from explorer.output._files import as_user_made
 from explorer.spec import StudySpec
 from explorer.storage import TrialRecord
 
@@ -208,6 +209,7 @@ def write_hf_config(doc: dict[str, Any], out: str | Path) -> Path:
     fd, tmp_name = tempfile.mkstemp(dir=out, prefix=".config.json.", suffix=".tmp")
     with os.fdopen(fd, "w") as f:
         f.write(json.dumps(doc, indent=2) + "\n")
+    as_user_made(tmp_name)
     os.replace(tmp_name, path)
     return path
 
@@ -245,6 +247,6 @@ def write_hf_model(
             )
         out.mkdir(parents=True, exist_ok=True)
         for f in sorted(Path(tmp).iterdir()):
-            f.chmod(0o644)  # safetensors writes its file private; the folder is meant to be shared
+            as_user_made(f)  # safetensors writes its file private; the folder is meant to be shared
             os.replace(f, out / f.name)
     return out, diff, agreement, loader

@@ -52,7 +52,7 @@ from explorer.output._sections import (
     rules_blocks,
 )
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, Role, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord, trial_label
 
 __all__ = ["ReportInput", "ReportPaths", "write_report"]
 
@@ -83,6 +83,9 @@ class ReportPaths:
     html: Path
     files: tuple[Path, ...]
     answer: Answer | None = None  # the answer the report names
+    opening: str = (
+        ""  # the answer's own paragraph, as report.md writes it ("**Use 4,4 heads per layer** ...")
+    )
 
 
 # --------------------------------------------------------------------------------------------- writing
@@ -102,7 +105,7 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
     folder = OutputFolder(out_dir, force)
     if data.answer is None:
         data = dataclasses.replace(data, answer=answer(data.records, data.spec, data.retimings))
-    blocks, figures, tables = _content(data)
+    blocks, figures, tables, lead = _content(data)
     # Everything is rendered before the folder is touched: a failure on the way leaves the last report whole.
     files: dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="explorer-report-") as tmp:
@@ -116,11 +119,15 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
         folder.write(name, payload)
     written = folder.finish()
     paths = (folder.path, folder.path / "report.md", folder.path / "report.html", tuple(written))
-    return ReportPaths(*paths, answer=data.answer)
+    opening = markdown([lead]).strip() if lead is not None else ""
+    return ReportPaths(*paths, answer=data.answer, opening=opening)
 
 
-def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any]], dict[str, pd.DataFrame]]:
-    """The report as blocks, the figures to draw (name -> function returning a Figure) and the CSV tables."""
+def _content(
+    data: ReportInput,
+) -> tuple[list[tuple], dict[str, Callable[[], Any]], dict[str, pd.DataFrame], tuple | None]:
+    """The report as blocks, the figures to draw (name -> function returning a Figure), the CSV tables and the
+    answer section's first paragraph (its headline, or why there is no answer)."""
     spec, records = data.spec, data.records
     ans = data.answer if data.answer is not None else answer(records, spec, data.retimings)
     search = _SearchTables.of(data, ans)
@@ -129,7 +136,9 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
     if searches_kv(records):
         verdicts.append(gqa_rule(records, data.retimings))
     b = _opening(data, ans, acct, search)
-    b.extend(answer_blocks(ans, spec))
+    answer_section = answer_blocks(ans, spec)
+    lead = next((blk for blk in answer_section if blk[0] == "p"), None)
+    b.extend(answer_section)
     if ans.evidence == "finalists":
         b.append(
             (
@@ -157,14 +166,17 @@ def _content(data: ReportInput) -> tuple[list[tuple], dict[str, Callable[[], Any
         b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2)), ans.recommended))
     b.extend(account_blocks(acct))
     finals = architecture_table(ans.candidates) if ans.evidence == "finalists" else search.table.iloc[:0]
+    trials = trials_table(records)
+    # beside explorer's number (what --trial takes), the trial as Optuna's tools name it: NAME/finalists#4
+    trials.insert(1, "optuna_trial", [trial_label(spec.name, int(n)) for n in trials["number"]])
     tables = {
-        "trials.csv": trials_table(records),
+        "trials.csv": trials,
         "architectures.csv": pd.concat([search.table, finals], ignore_index=True)
         if len(finals)
         else search.table,
         "pareto.csv": search.front,
     }
-    return b, _figures(data, ans, search), tables
+    return b, _figures(data, ans, search), tables, lead
 
 
 @dataclass(frozen=True)

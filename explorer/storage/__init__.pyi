@@ -10,6 +10,7 @@ from ._companion import (
     number_base as number_base,
     parent_name as parent_name,
     study_parts as study_parts,
+    trial_label as trial_label,
     trials_of as trials_of,
 )
 from ._heartbeat import RetryStaleTrial as RetryStaleTrial
@@ -23,6 +24,8 @@ from ._optuna_private import (
     install_pop_waiting as install_pop_waiting,
     optuna_pop_waiting as optuna_pop_waiting,
     rdb_storage as rdb_storage,
+    report_epoch as report_epoch,
+    set_stored_param as set_stored_param,
     storage_of as storage_of,
     study_id_of as study_id_of,
     trial_id_of as trial_id_of,

@@ -36,6 +36,7 @@ __all__ = [
     "number_base",
     "parent_name",
     "study_parts",
+    "trial_label",
     "trials_of",
 ]
 
@@ -64,6 +65,13 @@ def local_number(name: str, number: int) -> tuple[str, int]:
     if number >= FINALIST_BASE:
         return companion_name(name), number - FINALIST_BASE
     return name, number
+
+
+def trial_label(name: str, number: int) -> str:
+    """Explorer's trial ``number`` of study ``name`` as a person reads it: the Optuna study it lives in and its
+    number there (``quickstart#12``, a finalist run ``quickstart/finalists#4``), never 1,000,000,000 + n."""
+    where, local = local_number(name, number)
+    return f"{where}#{local}"
 
 
 def find_companion(study: optuna.Study) -> optuna.Study | None:

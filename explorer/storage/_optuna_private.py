@@ -14,6 +14,7 @@ from typing import Any
 
 import optuna
 import sqlalchemy as sa
+from optuna.distributions import BaseDistribution
 from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import FrozenTrial
 
@@ -22,6 +23,8 @@ __all__ = [
     "install_pop_waiting",
     "optuna_pop_waiting",
     "rdb_storage",
+    "report_epoch",
+    "set_stored_param",
     "set_stored_user_attr",
     "storage_of",
     "stored_user_attrs",
@@ -100,3 +103,20 @@ def set_stored_user_attr(
     """Set a user attribute of a trial that the caller holds only as a ``FrozenTrial`` (a sampler). Uses
     :func:`storage_of` and :func:`trial_id_of`: a FrozenTrial has no public way to write to its storage."""
     storage_of(study).set_trial_user_attr(trial_id_of(trial), key, value)
+
+
+def report_epoch(trial: optuna.Trial, epoch: int, value: float) -> None:
+    """Store ``value`` as the trial's intermediate value at step ``epoch`` (its learning curve in
+    optuna-dashboard and ``trial.intermediate_values``). Uses :func:`trial_id_of`: ``Trial.report`` raises
+    NotImplementedError in a multi-objective study, so the value goes through the storage's public
+    ``set_trial_intermediate_value``, which needs the trial's id."""
+    storage_of(trial.study).set_trial_intermediate_value(trial_id_of(trial), epoch, value)
+
+
+def set_stored_param(trial: optuna.Trial, name: str, value: Any, distribution: BaseDistribution) -> None:
+    """Record ``name = value`` as a parameter of a trial that does not suggest it (a finalist run: its layout is
+    chosen, not sampled). Uses :func:`storage_of` and :func:`trial_id_of`: ``Trial`` can only set a parameter
+    by asking the sampler, and the storage's public ``set_trial_param`` needs the trial's id."""
+    storage_of(trial.study).set_trial_param(
+        trial_id_of(trial), name, distribution.to_internal_repr(value), distribution
+    )

@@ -32,6 +32,7 @@ from ._study import (
     StudyHandle as StudyHandle,
     artifact_store as artifact_store,
     note_answer as note_answer,
+    note_tracking as note_tracking,
     open_stored as open_stored,
     open_study as open_study,
     prepare_study as prepare_study,

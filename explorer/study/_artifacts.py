@@ -205,12 +205,14 @@ class ArtifactStore:
         return entry if isinstance(entry, dict) and not entry.get("removed") else None
 
     def _read_location(self, entry: dict[str, Any]) -> str:
-        """Where an indexed file is: the override if set, else where it was written, else (a SQLite study moved
-        together with its ``NAME.artifacts`` folder) the default location of this storage."""
+        """Where an indexed file is: the override if set, else the default location of this storage (a SQLite
+        study's ``NAME.artifacts`` beside its file: a study folder moved or copied elsewhere reads its own
+        files, not those of the folder it came from; artifact ids are unique, so a file found there is this
+        entry's), else where it was written (a location of its own, recorded absolute)."""
         if self.override:
             return absolute_location(self.override)
         recorded = str(entry.get("location") or self.write_location)
-        for location in (recorded, self.default_location):
+        for location in dict.fromkeys((self.default_location, recorded)):
             try:
                 self.backend(location).open_reader(entry["artifact_id"]).close()
                 return location

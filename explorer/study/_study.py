@@ -20,6 +20,7 @@ import logging
 import os
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +54,7 @@ from explorer.study._catalog import CREATED_MARK, existing_study_url, missing_sp
 from explorer.study._claims import Claims
 from explorer.study._context import RunContext, resolve_context
 from explorer.study._rerun import check_same_meaning
+from explorer.study._tracking import TRACKING_ATTR
 from explorer.study._usercode import (
     CODE_ATTR,
     INPUT_ATTR,
@@ -379,9 +381,20 @@ def reading_artifact_store(handle: StudyHandle, location: str | None = None) -> 
     )
 
 
+def _dashboard_note() -> Callable[[optuna.Study, str], None] | None:
+    """optuna-dashboard's ``save_note`` (the dashboard extra): a study's note, the first thing its page shows;
+    None where it is not installed."""
+    try:
+        from optuna_dashboard import save_note
+    except ImportError:
+        return None
+    return save_note
+
+
 def note_answer(handle: StudyHandle, heads: tuple[int, ...] | None, opening: str) -> bool:
     """Keep the answer with the study and its companion as the user attribute ``answer`` (the layout and the
-    report's opening), so optuna-dashboard and ``optuna.load_study(...).user_attrs`` show it. A report opens the
+    report's opening), so optuna-dashboard and ``optuna.load_study(...).user_attrs`` show it; where
+    optuna-dashboard is installed, also as the study's dashboard note. A report opens the
     study read-only, so this goes through a writable connection of its own; a storage that cannot be written
     keeps nothing (False)."""
     if not storage_writable(handle.storage_url):
@@ -391,8 +404,24 @@ def note_answer(handle: StudyHandle, heads: tuple[int, ...] | None, opening: str
     )
     when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     value = {"heads": None if heads is None else list(heads), "opening": opening, "at": when}
+    save_note = _dashboard_note()
     for part, _ in study_parts(study):  # the study and its finalist runs' companion
         part.set_user_attr(ANSWER_ATTR, value)
+        if save_note is not None and opening:
+            save_note(part, f"## The answer\n\n{opening}\n\n*From `explorer report`, {when}.*")
+    return True
+
+
+def note_tracking(handle: StudyHandle, result: dict[str, Any]) -> bool:
+    """Store the result of a MLflow sync as the study's ``tracking`` attribute when the study was opened to read
+    (a report): through a writable connection of its own, as :func:`note_answer`; False where the storage
+    cannot be written."""
+    if not storage_writable(handle.storage_url):
+        return False
+    study = optuna.load_study(
+        study_name=handle.name, storage=open_storage(handle.storage_url, heartbeat=False)
+    )
+    study.set_user_attr(TRACKING_ATTR, result)
     return True
 
 

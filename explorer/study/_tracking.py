@@ -19,18 +19,30 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import io
 import logging
+import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import optuna
 
+from explorer.answer import Answer, architectures
 from explorer.spec import tracking_uri
-from explorer.storage import Role, TrialRecord, load_records, local_number, mask_url, sqlite_path
+from explorer.storage import (
+    Retiming,
+    Role,
+    TrialRecord,
+    load_records,
+    load_retimings,
+    local_number,
+    mask_url,
+    sqlite_path,
+)
 
-__all__ = ["TRACKING_ATTR", "log_answer", "logged_runs", "sync_trials"]
+__all__ = ["TRACKING_ATTR", "answer_metrics", "log_answer", "logged_runs", "sync_trials"]
 
 # the study attribute of the last sync: where it logged, which finished trials MLflow holds and which not yet
 TRACKING_ATTR = "tracking"
@@ -38,22 +50,32 @@ _TAG = "explorer."  # explorer's tags on MLflow runs: explorer.study, explorer.t
 _STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
 # a server that does not answer fails a sync in seconds, not after MLflow's default minutes of retries
 _QUICK = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+_NO_URLS = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"  # MLflow's own switch for its "View run" lines
 
 log = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
 def _quick_failures() -> Iterator[None]:
-    """MLflow's HTTP retries cut short for the sync (a user's own settings of them are kept), then restored."""
-    saved = {k: os.environ.get(k) for k in _QUICK}
+    """MLflow's HTTP retries cut short for the sync (a user's own settings of them are kept), then restored; and
+    nothing MLflow writes to stdout reaches it (a tracking server's client prints "View run ... at: URL" for
+    every run it ends, which would break a command's ``--json`` document): it goes to the debug log."""
+    saved = {k: os.environ.get(k) for k in (*_QUICK, _NO_URLS)}
     for key, value in _QUICK.items():
         os.environ.setdefault(key, value)
+    os.environ[_NO_URLS] = "true"
+    printed = io.StringIO()
     try:
-        yield
+        with contextlib.redirect_stdout(printed):
+            yield
     finally:
         for key, previous in saved.items():
             if previous is None:
                 os.environ.pop(key, None)
+            else:
+                os.environ[key] = previous
+        if printed.getvalue():
+            log.debug("MLflow printed: %s", printed.getvalue().strip())
 
 
 def _client(uri: str) -> Any:
@@ -150,10 +172,18 @@ def _trial_tags(study: str, r: TrialRecord) -> dict[str, str]:
 
 
 def _sync(
-    client: Any, experiment_id: str, study: str, records: Sequence[TrialRecord], logged: list[int]
+    client: Any,
+    experiment_id: str,
+    study: str,
+    records: Sequence[TrialRecord],
+    logged: list[int],
+    retimings: Sequence[Retiming] = (),
 ) -> set[str]:
-    """Log every record without a run yet, appending each trial number to ``logged`` as it is (raises on the
-    first failure); return the trial numbers MLflow held before."""
+    """Log every record without a run yet, appending each trial number to ``logged`` as it is, and each finalist
+    layout's evidence on its parent run (raises on the first failure); return the trial numbers MLflow held
+    before."""
+    from mlflow.entities import Metric
+
     have = logged_runs(client, experiment_id, study)
     done = {run.data.tags.get(f"{_TAG}trial") for run in have}
     parents = {
@@ -161,6 +191,7 @@ def _sync(
         for run in have
         if run.data.tags.get(f"{_TAG}role") == "layout"
     }
+    evidence = {run.info.run_id: run.data.metrics.get("runs") for run in have}
     for r in records:
         if str(r.number) in done:
             continue
@@ -178,7 +209,39 @@ def _sync(
             name = f"trial {r.number} {_layout(r)}"
         _log_run(client, experiment_id, name, tags, r)
         logged.append(r.number)
+    for layout, metrics in _layout_evidence(records, retimings).items():
+        rid = parents.get(layout)
+        if rid is not None and evidence.get(rid) != metrics["runs"]:  # new runs since its evidence was logged
+            stamp = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
+            step = int(metrics["runs"])
+            client.log_batch(rid, metrics=[Metric(k, v, stamp, step) for k, v in metrics.items()])
     return {t for t in done if t is not None}
+
+
+def _interval_metrics(name: str, interval: Any) -> dict[str, float]:
+    """An interval as three metrics: ``name``, ``name_low`` and ``name_high``."""
+    return {name: interval.estimate, f"{name}_low": interval.low, f"{name}_high": interval.high}
+
+
+def _layout_evidence(
+    records: Sequence[TrialRecord], retimings: Sequence[Retiming]
+) -> dict[str, dict[str, float]]:
+    """Each finalist layout's evidence as its parent run's metrics: the mean validation quality over its
+    finished runs with its 95% interval, the number of runs, and its latency (median, with the interval a new
+    timing falls in; from the re-timings once there are some). A layout string that names two architectures
+    (two widths with the same heads) gets none: its parent would mix them."""
+    finals = [r for r in records if r.role is Role.FINALIST and r.finished and r.config is not None]
+    out: dict[str, dict[str, float]] = {}
+    for arch in architectures(finals, Role.FINALIST, retimings=retimings):
+        layout = ",".join(map(str, arch.config.heads))
+        if layout in out:
+            out[layout] = {}
+            continue
+        metrics = {"runs": float(len(arch.values))}
+        metrics |= _interval_metrics(f"{arch.metric.name}_mean", arch.quality)
+        metrics |= _interval_metrics("latency_ms", arch.latency)
+        out[layout] = {k: float(v) for k, v in metrics.items() if math.isfinite(v)}
+    return {layout: metrics for layout, metrics in out.items() if metrics}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -214,7 +277,7 @@ def sync_trials(
         with _quick_failures():
             client = _client(uri)
             experiment_id = _experiment(client, experiment, uri)
-            held = _sync(client, experiment_id, spec.name, finished, logged)
+            held = _sync(client, experiment_id, spec.name, finished, logged, load_retimings(study))
     except Exception as exc:  # a tracking store that is down, refuses or is not installed: no trial is lost
         error = _one_line(exc)
         held = {str(n) for n in before.get("logged", ())} if before.get("uri") == mask_url(uri) else set()
@@ -245,21 +308,51 @@ def sync_trials(
     return result
 
 
+def answer_metrics(ans: Answer) -> dict[str, float]:
+    """The answer's numbers as its run's metrics: its mean validation quality with the 95% interval, its latency
+    with the interval a new timing falls in, the probability that it lies within the margin of the best, and
+    whether it is decided (1 or 0). Empty when there is no answer."""
+    rec = ans.recommended
+    if rec is None:
+        return {}
+    out = _interval_metrics(rec.metric.name, rec.quality) | _interval_metrics("latency_ms", rec.latency)
+    if ans.confidence is not None:
+        out["probability"] = ans.confidence
+    out["decided"] = float(ans.decided)
+    return {k: float(v) for k, v in out.items() if math.isfinite(v)}
+
+
+def _outage(result: dict[str, Any]) -> tuple[Any, ...]:
+    return result.get("uri"), result.get("error"), list(result.get("not_logged") or ())
+
+
 def log_answer(
-    study: optuna.Study, spec: Any, heads: Sequence[int] | None, files: Sequence[Path]
+    study: optuna.Study,
+    spec: Any,
+    ans: Answer,
+    files: Sequence[Path],
+    keep: Callable[[dict[str, Any]], Any] | None = None,
 ) -> str | None:
-    """Log the answer as the run ``answer`` (tag ``explorer.role = answer``, its layout as params) with ``files``
-    (report.md, figures, the exported config) as artifacts, after logging any trial not logged yet; its note is
-    the report's opening. Returns the run id, or None when the study is not tracked or MLflow failed (then one
-    warning; nothing else changes)."""
+    """Log the answer as the run ``answer`` (tag ``explorer.role = answer``, its layout as params and
+    :func:`answer_metrics` as metrics) with ``files`` (report.md, figures, the exported config) as artifacts,
+    after logging any trial not logged yet; its note is the report's opening. ``keep`` is given the sync's
+    result when it differs from the study's ``tracking`` record (none yet, the outage it records is over, or a
+    new one began), to store it: the study is open to read. Returns the run id, or None when the study is not tracked
+    or MLflow failed (then one warning; nothing else changes)."""
     uri = tracking_uri(spec.tracking)
     if uri is None:
         return None
     synced = sync_trials(study, spec, record=False, also=" and the answer")
+    before = study.user_attrs.get(TRACKING_ATTR) or {}
+    if keep is not None and synced is not None and _outage(before) != _outage(synced):
+        keep(synced)
     if synced is not None and synced["error"] is not None:  # said once, answer included
         return None
+    heads = None if ans.recommended is None else ans.recommended.heads
     try:
         with _quick_failures():
+            from mlflow.entities import Metric, Param
+
             client = _client(uri)
             experiment_id = _experiment(client, spec.tracking.experiment or spec.name, uri)
             tags = {f"{_TAG}study": spec.name, f"{_TAG}role": "answer"}
@@ -270,8 +363,12 @@ def log_answer(
                 tags[f"{_TAG}layout"] = ",".join(map(str, heads))
             run = client.create_run(experiment_id, tags=tags, run_name="answer")
             rid = run.info.run_id
-            for i, h in enumerate(heads or ()):
-                client.log_param(rid, f"heads_layer{i}", h)
+            stamp = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
+            client.log_batch(
+                rid,
+                metrics=[Metric(k, v, stamp, 0) for k, v in answer_metrics(ans).items()],
+                params=[Param(f"heads_layer{i}", str(h)) for i, h in enumerate(heads or ())],
+            )
             for path in files:
                 client.log_artifact(
                     rid, str(path), artifact_path="figures" if path.suffix == ".png" else None

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
+from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 
 from explorer.data import Task, chance_level
@@ -58,9 +59,11 @@ from explorer.storage import (
     number_base,
     proposal_of,
     record_from_trial,
+    report_epoch,
     retry_attrs,
     role_of,
     seed_of,
+    set_stored_param,
     storage_of,
     write as write_record,
 )
@@ -77,6 +80,7 @@ __all__ = [
     "TrialFailed",
     "TrialWatch",
     "budget_constraints",
+    "layout_params",
     "live_trials",
 ]
 
@@ -264,6 +268,9 @@ class Objective:
             chance=chance_level(plan.task),
         )
         write_record(trial, **started.arch_attrs())
+        if plan.role is Role.FINALIST:  # chosen, not sampled: its layout as params for Optuna's plots
+            for name, value in layout_params(plan.config).items():
+                set_stored_param(trial, name, value, IntDistribution(1, max(value, 1)))
         log.info(
             "trial %d (%s): d_model %d, heads %s, kv heads %s, lr %.3g, seed %d, up to %d epochs",
             trial.number,
@@ -400,6 +407,17 @@ class Objective:
         return peers
 
 
+def layout_params(config: ModelConfig) -> dict[str, int]:
+    """A finalist run's layout as the integer params optuna-dashboard plots: the width and depth, each layer's
+    head count, and each layer's key/value heads where they differ from the heads. Integer distributions, not
+    the search's categoricals: a finalist (a reference layout) may lie outside the searched space."""
+    out = {"d_model": config.d_model, "n_layers": config.n_layers}
+    out |= {f"heads_layer{i}": h for i, h in enumerate(config.heads)}
+    if config.kv_heads is not None:
+        out |= {f"kv_heads_layer{i}": h for i, h in enumerate(config.kv_heads)}
+    return out
+
+
 # --------------------------------------------------------------------------------------------- the watch
 
 
@@ -500,6 +518,7 @@ class TrialWatch:
     def on_epoch(self, stats: EpochStats) -> bool:
         """Note the epoch's quality; at a rung, True (stop) when a faster peer beats the trial beyond noise."""
         self.history.append(stats.quality)
+        report_epoch(self.trial, stats.epoch, stats.quality)  # the learning curve Optuna's tools draw
         write_record(self.trial, epoch=stats.epoch)  # progress, for a parent process polling the storage
         if self.progress is not None:
             self.progress()

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+import types
 from pathlib import Path
 
 import click
 import pytest
 from click.testing import CliRunner
 
+import explorer.errors as errors
 from explorer.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,6 +54,17 @@ def test_help_for_every_command(path):
     result = CliRunner().invoke(main, [*path, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
+    # written for users: no note on the code behind it (Sphinx roles, double backquotes, the signature's length)
+    assert not re.search(r":func:|:class:|``|click hands|signature", result.output), result.output
+
+
+def test_the_top_help_lists_every_exit_code():
+    text = CliRunner().invoke(main, ["--help"]).output
+    listed = text[text.index("Exit codes:") :]
+    codes = [errors.EXIT_FAILED, errors.EXIT_USAGE, errors.EXIT_BAD_INPUT, errors.EXIT_NO_RESULT]
+    codes += [errors.EXIT_ENVIRONMENT, errors.EXIT_INTERRUPTED]
+    found = [int(m) for m in re.findall(r"^\s+(\d+)\s", listed, re.MULTILINE)]
+    assert found == [0, *codes]
 
 
 @pytest.mark.parametrize(
@@ -503,3 +517,37 @@ def test_decoding_on_a_classification_task_is_one_line_and_writes_nothing(tmp_pa
     assert result.exit_code != 0 and "needs a language-model task" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lm.toml"]
+
+
+def _progress(done: int, total: int):
+    return types.SimpleNamespace(
+        done=done, total=total, epochs=3 * done, running=1, best_score=0.5, pruned=0, failed=0
+    )
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["log", "terminal"])
+def test_progress_is_a_bar_on_a_terminal_and_one_plain_line_a_stage_elsewhere(monkeypatch, capsys, terminal):
+    from explorer.cli._common import ProgressBars
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    metric = types.SimpleNamespace(name="val_accuracy")
+    bars = ProgressBars(as_json=False)
+    bars.start(
+        types.SimpleNamespace(
+            name="q", masked_url="sqlite:///q.db", spec=types.SimpleNamespace(metric=metric)
+        )
+    )
+    for stage, total in (("search", 4), ("finalist", 2)):
+        bars.on_stage(stage, total)
+        for done in range(total + 1):
+            bars.on_progress(_progress(done, total))
+    bars.close()
+    err = capsys.readouterr().err
+    if terminal:
+        assert "\r" in err and "q search" in err  # tqdm redraws its bar in place
+    else:
+        assert "\r" not in err
+        assert err.splitlines()[1:] == [
+            "q search: 4/4 trials | 12 epochs | 1 running | best val 0.500 | pruned 0 | failed 0",
+            "q finalists: 2/2 trials | 6 epochs | 1 running | best val 0.500 | pruned 0 | failed 0",
+        ]

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import pickle
+import stat
 import zipfile
 from pathlib import Path
 
@@ -34,6 +36,12 @@ def study(tmp_path_factory):
         url, summary = run_tiny_study(folder)
     assert summary.complete
     return url, folder
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def cli(*args: str):
@@ -191,6 +199,7 @@ def test_onnx_export_matches_pytorch_on_the_test_split(study, tmp_path):
     doc = json.loads(result.stdout)
     assert doc["max_abs_logit_diff"] <= PARITY_TOLERANCE and doc["prediction_agreement"] == 1.0
     assert doc["tolerance"] == PARITY_TOLERANCE and out.is_file()
+    assert stat.S_IMODE(out.stat().st_mode) == 0o666 & ~_umask()  # as the user's umask makes a file
     exported = load_exported(out)
     assert exported.format == "onnx" and exported.meta["run_config"]["source"]["trial"] == doc["trial"]
     timed = bench_model(out, batch_size=3, min_run_time=0.05)

@@ -3,10 +3,14 @@ between the check and the writing leaves the disk as it was; only the folder's o
 
 from __future__ import annotations
 
+import os
+import stat
+
 import pytest
 
 from explorer.errors import ConfigError
 from explorer.output import MANIFEST, OutputFolder
+from explorer.output._files import as_user_made
 
 
 def tree(root) -> list[str]:
@@ -47,3 +51,17 @@ def test_a_folder_holding_a_users_files_is_refused_unless_forced_and_then_left_a
     again.finish()
     assert tree(tmp_path) == [MANIFEST, "notes.txt", "other.md"]  # report.md was ours; notes.txt is untouched
     assert (tmp_path / "notes.txt").read_text() == "keep me"
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027, 0o077])
+def test_files_get_the_mode_the_users_umask_gives(tmp_path, umask) -> None:
+    """Written through a temporary file (0600 as made), each file ends as a plain open() would make it."""
+    made = tmp_path / "model.onnx"
+    os.close(os.open(made, os.O_CREAT | os.O_WRONLY, 0o600))  # as tempfile.mkstemp makes a file
+    previous = os.umask(umask)
+    try:
+        written = OutputFolder(tmp_path / "out").write("report.html", "<p>x</p>")
+        as_user_made(made)  # what export and the hf folder call on their files
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(written.stat().st_mode) == stat.S_IMODE(made.stat().st_mode) == 0o666 & ~umask

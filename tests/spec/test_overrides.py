@@ -113,7 +113,13 @@ def test_spec_show_of_a_stored_study_reads_it_and_says_what_it_cannot_show(tmp_p
     out = CliRunner().invoke(main, ["spec", "show", "old", "--storage", url, "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
-    assert not doc["sources_recorded"] and {r["source"] for r in doc["keys"]} == {"stored"}
+    assert not doc["sources_recorded"] and {r["source"] for r in doc["keys"]} == {"stored", "derived"}
+    assert {r["key"] for r in doc["keys"] if r["source"] == "derived"} <= {
+        "storage",
+        "artifacts",
+        "finalists.budget",
+        "latency.seq_len",
+    }
     assert (tmp_path / "s.db").stat().st_mtime_ns == mtime
     refused = CliRunner().invoke(main, ["spec", "show", "old", "--storage", url, "--set", "seed=1"])
     assert refused.exit_code != 0 and "stored study" in refused.output

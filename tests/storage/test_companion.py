@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import optuna
+import pandas as pd
 import pytest
 import torch
 from click.testing import CliRunner
@@ -82,6 +83,10 @@ def test_a_study_made_before_reads_as_before_and_says_what_optunas_tools_show(tm
     }
     text = CliRunner().invoke(main, ["study", "status", "syn", "--storage", inside])
     assert text.exit_code == 0 and "note: made before explorer kept finalist runs apart" in text.output
+    best = CliRunner().invoke(main, ["study", "status", "syn", "--storage", apart]).output
+    assert (
+        "syn/finalists#" in best and "#10000" not in best
+    )  # its best runs, named as Optuna's tools name them
     listed = CliRunner().invoke(main, ["study", "list", "--storage", apart])
     assert listed.exit_code == 0 and "finalist runs in syn/finalists" in listed.output
     assert "syn/finalists " not in listed.output.split("finalist runs in")[0]
@@ -91,6 +96,10 @@ def test_reading_creates_no_companion_and_the_report_labels_it_with_the_answer(t
     url = f"sqlite:///{tmp_path / 's.db'}"
     make_study(20, storage=url, name="syn", finalists=3, apart=True)
     api.report("syn", url, out=tmp_path / "report")
+    trials = pd.read_csv(tmp_path / "report" / "trials.csv")
+    finalist = trials[trials["number"] >= FINALIST_BASE].iloc[0]  # named as Optuna's tools name it, beside
+    assert finalist["optuna_trial"] == f"syn/finalists#{finalist['number'] - FINALIST_BASE}"
+    assert trials[trials["number"] < FINALIST_BASE]["optuna_trial"].str.match(r"^syn#\d+$").all()
     kept = optuna.load_study(study_name="syn", storage=url).user_attrs[ANSWER_ATTR]
     companion = optuna.load_study(study_name="syn/finalists", storage=url)
     assert companion.user_attrs[ANSWER_ATTR] == kept and companion.user_attrs["finalists_of"] == "syn"
@@ -163,7 +172,13 @@ def test_a_study_run_keeps_its_finalists_apart_and_every_command_reads_them(tmp_
     assert study.best_trials and all(t.params for t in study.best_trials)
     companion = optuna.load_study(study_name="tiny/finalists", storage=url)
     finals = [t for t in companion.trials if t.state == TrialState.COMPLETE]
-    assert finals and all(t.user_attrs["role"] == "finalist" and not t.params for t in finals)
+    assert finals and all(t.user_attrs["role"] == "finalist" for t in finals)
+    # no sampled positions: the layout alone, as params the dashboard's plots of the companion read
+    assert all(
+        set(t.params)
+        == {"d_model", "n_layers"} | {f"heads_layer{i}" for i in range(len(t.user_attrs["heads"]))}
+        for t in finals
+    )
     assert companion.user_attrs[RETIMED_ATTR] and companion.user_attrs["finalists_of"] == "tiny"
     status = json.loads(CliRunner().invoke(main, ["study", "status", "tiny", "--json"]).stdout)
     assert status["finalists_study"] == "tiny/finalists" and status["note"] == ""
@@ -177,7 +192,7 @@ def test_a_study_run_keeps_its_finalists_apart_and_every_command_reads_them(tmp_
         main, ["export", "tiny", "--trial", str(number), "--format", "state", "--out", "w.pt"]
     )
     assert out.exit_code == 0, out.output
-    assert f"trial #{number}" in out.output and (tmp_path / "w.pt").is_file()
+    assert f"trial tiny/finalists#{finals[0].number} " in out.output and (tmp_path / "w.pt").is_file()
     handle = open_study("tiny", url)
     assert ArtifactStore(url).has("tiny", number)  # its weights, stored by the run in the companion
     assert handle.stage_study("finalist").study_name == "tiny/finalists"
@@ -251,3 +266,10 @@ def test_a_study_and_its_companion_are_read_as_one_study():
     assert not keeps_finalists_inside(parent)  # its finalists are apart
     parent.add_trial(create_trial(state=TrialState.COMPLETE, value=1.0, user_attrs={"role": "finalist"}))
     assert keeps_finalists_inside(parent)  # a study made before keeps its finalist runs inside
+
+
+def test_a_trial_is_named_by_the_optuna_study_it_lives_in_and_its_number_there():
+    from explorer.storage import FINALIST_BASE, trial_label
+
+    assert trial_label("quickstart", 12) == "quickstart#12"
+    assert trial_label("quickstart", FINALIST_BASE + 4) == "quickstart/finalists#4"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from optuna.distributions import IntDistribution
 from optuna.storages import BaseStorage, InMemoryStorage, RDBStorage
 from optuna.trial import TrialState
 
@@ -156,3 +157,19 @@ def test_user_attributes_behind_a_running_trials_cache():
     optuna_private.set_stored_user_attr(study, frozen, "proposal", "sampler")
     assert optuna_private.stored_user_attrs(study, trial) == {"proposal": "sampler"}
     assert study.get_trials()[0].user_attrs["proposal"] == "sampler"
+
+
+def test_a_multi_objective_trial_stores_its_learning_curve_and_a_param_it_did_not_suggest(sqlite_study):
+    study = optuna.create_study(
+        study_name="mo", directions=["maximize", "minimize"], storage=optuna_private.storage_of(sqlite_study)
+    )
+    trial = study.ask()
+    with pytest.raises(NotImplementedError):  # why the adapter writes through the storage
+        trial.report(0.5, 1)
+    for epoch, value in enumerate([0.5, 0.75], start=1):
+        optuna_private.report_epoch(trial, epoch, value)
+    optuna_private.set_stored_param(trial, "heads_layer0", 4, IntDistribution(1, 4))
+    study.tell(trial, (0.75, 1.0))
+    done = optuna.load_study(study_name="mo", storage=optuna_private.storage_of(sqlite_study)).trials[0]
+    assert done.intermediate_values == {1: 0.5, 2: 0.75}
+    assert done.params == {"heads_layer0": 4} and done.distributions["heads_layer0"] == IntDistribution(1, 4)

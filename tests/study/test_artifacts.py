@@ -248,3 +248,20 @@ def test_store_for_keeps_weights_beside_a_study_storage_and_a_second_store_reads
     assert reader.has("w", number) and not reader.writable
     assert all(torch.equal(v, model.state_dict()[k]) for k, v in reader.load_state("w", number).items())
     assert reader.save("w", number, tiny(4)) == ""  # a read-only store keeps nothing
+
+
+def test_a_copied_study_folder_reads_its_own_weights_not_the_originals(tmp_path):
+    """The index records where each file was written, absolute; a study folder copied elsewhere (its database
+    and NAME.artifacts beside it) must read the copy's files, not those of the folder it came from."""
+    import shutil
+
+    original = tmp_path / "original"
+    original.mkdir()
+    url = f"sqlite:///{original / 'w.db'}"
+    number = optuna.create_study(study_name="w", storage=url).ask().number
+    artifact_id = ArtifactStore(url).save("w", number, tiny(1))
+    copy = tmp_path / "copy"
+    shutil.copytree(original, copy)
+    torch.save(tiny(2).state_dict(), original / "w.artifacts" / artifact_id)  # the original's file changes
+    state = ArtifactStore(f"sqlite:///{copy / 'w.db'}").load_state("w", number)
+    assert all(torch.equal(v, tiny(1).state_dict()[k]) for k, v in state.items())

@@ -11,9 +11,9 @@ import torch
 from click.testing import CliRunner
 
 from explorer.cli import main
-from explorer.data import load_task
+from explorer.data import DATA_SEED, load_task
 from explorer.layout import HF_FAMILIES
-from explorer.model import hf_inputs
+from explorer.model import hf_inputs, load_exported
 
 transformers = pytest.importorskip("transformers")
 
@@ -110,11 +110,36 @@ def test_a_transformers_study_runs_reports_and_exports_a_model_from_pretrained_l
     assert (
         type(model).__name__ == cls and model.config.explorer["run_config"]["model"]["heads"] == doc["heads"]
     )
-    task = load_task(STUDIES[family][0], **_options(family))
+    # the folder says what rebuilds the test split its logits were checked on
+    split = model.config.explorer["test_split"]
+    assert (split["task"], split["options"], split["data_seed"]) == (
+        STUDIES[family][0],
+        _options(family),
+        DATA_SEED,
+    )
+    task = load_task(split["task"], seed=split["data_seed"], **split["options"])
+    assert len(task.test[0]) == doc["test_examples"]
     extra = {"use_cache": False} if family == "llama" else {}
     with torch.inference_mode():
         logits = model(**hf_inputs(task.test[0], task.spec, HF_FAMILIES[family]), **extra).logits
     assert logits.shape[0] == len(task.test[0]) and torch.isfinite(logits).all()
+    # the same trial as a state file: loaded back into the transformers class its run config names
+    state = json.loads(
+        run(
+            "export",
+            f"hf-{family}",
+            *where,
+            *art,
+            "--trial",
+            "0",
+            "--format",
+            "state",
+            "--out",
+            str(tmp_path / "w.pt"),
+            "--json",
+        ).stdout
+    )
+    assert state["max_abs_logit_diff"] <= 1e-4 and load_exported(tmp_path / "w.pt").format == "state"
     if family == "bert":  # the trial's run config rebuilds the same transformers class in `explorer train`
         heads = CliRunner().invoke(
             main, ["heads", f"hf-{family}", *where, "--trial", "0", "--out", str(tmp_path / "heads")]

@@ -40,7 +40,7 @@ from explorer.errors import (
 from explorer.layout import unit_seed
 from explorer.measure import fit as real_fit
 from explorer.spec import load_spec
-from explorer.storage import is_bookkeeping, load_records, load_retimings, open_storage
+from explorer.storage import FINALIST_BASE, is_bookkeeping, load_records, load_retimings, open_storage
 from explorer.study import ArtifactStore, RunOptions, StopReason, open_study, prepare_study
 from tests.fixtures import write_tiny_spec as write_spec
 
@@ -85,6 +85,8 @@ def test_run_records_typed_trials_unique_architectures_and_keeps_totals(tmp_path
         assert r.proposal in ("sampler", "random", "unevaluated") and r.rejected >= 0
         a = handle.study.trials[r.number].user_attrs  # readable for Optuna's own tools
         assert a["heads"] == list(r.heads) and a["d_model"] == r.config.d_model and a["family"] == r.family
+        curve = handle.study.trials[r.number].intermediate_values  # the dashboard's learning curve
+        assert curve == dict(enumerate(r.history, start=1))
     assert handle.study.metric_names == ["accuracy", "latency"]
     store = ArtifactStore(sqlite_url)  # weights kept for explorer heads, in the folder beside the database
     assert store.write_location.endswith("studies.artifacts") and (tmp_path / "studies.artifacts").is_dir()
@@ -546,6 +548,16 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     assert "knee" in labels and ("1 head" in labels or one_head_knee)
     finals = [r for r in load_records(handle.study) if r.role == "finalist"]
     assert all(r.state == "COMPLETE" for r in finals) and len(finals) == summary.finalists.done <= plan.budget
+    # the companion study Optuna's tools load: each run's learning curve, and its layout as params
+    companion = {
+        t.number + FINALIST_BASE: t
+        for t in optuna.load_study(study_name="fin/finalists", storage=sqlite_url).trials
+    }
+    for r in finals:
+        t = companion[r.number]
+        assert t.intermediate_values == dict(enumerate(r.history, start=1)) and len(r.history) == r.epochs_run
+        assert [t.params[f"heads_layer{i}"] for i in range(len(r.heads))] == list(r.heads)
+        assert (t.params["d_model"], t.params["n_layers"]) == (r.config.d_model, len(r.heads))
     # every layout first trains on the same 3 units (their own seeds, no search trial's) ...
     first = {unit_seed(0, u) for u in range(3)}
     units: dict[str, set[int]] = {}
@@ -629,6 +641,14 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
         main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--until-decided"]
     )
     assert refused.exit_code != 0 and "exclude each other" in refused.stderr
+    # a finalist run is named as Optuna's tools show it, and taken back in that form
+    out = tmp_path / "run.json"
+    exported = CliRunner().invoke(
+        main, ["export", "fin", "--storage", sqlite_url, "--trial", "finalists#0", "--out", str(out)]
+    )
+    assert exported.exit_code == 0, exported.stderr
+    assert "wrote trial fin/finalists#0 " in exported.stdout and str(FINALIST_BASE) not in exported.stdout
+    assert json.loads(out.read_text())["source"]["trial"] == FINALIST_BASE
 
 
 @pytest.mark.slow

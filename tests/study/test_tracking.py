@@ -3,18 +3,25 @@ MLflow's own API; a tracking server that is down costs nothing."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import logging
+import os
+import socket
+import subprocess
 import sys
+import time
+import urllib.request
 
 import optuna
 import pytest
 from click.testing import CliRunner
 
+import explorer
 from explorer.cli import main
 from explorer.spec import MLFLOW_ENV
 from explorer.storage import FINALIST_BASE
-from explorer.study import _tracking as tracking, log_answer, read_study, sync_trials
+from explorer.study import _tracking as tracking, log_answer, note_tracking, read_study, sync_trials
 from tests.fixtures import make_study, write_tiny_spec
 
 mlflow = pytest.importorskip("mlflow")
@@ -74,6 +81,17 @@ def test_every_finished_trial_is_one_run_with_its_heads_and_finalists_group_unde
     assert finals and all(
         layouts[r.data.tags["mlflow.parentRunId"]] == r.data.params["heads"] for r in finals
     )
+    # each layout's parent carries its evidence: the mean of its runs with the interval, their count, latency
+    parents = {r.info.run_id: r for r in runs if r.data.tags["explorer.role"] == "layout"}
+    for rid, parent in parents.items():
+        children = [
+            r.data.metrics["val_accuracy"] for r in finals if r.data.tags["mlflow.parentRunId"] == rid
+        ]
+        m = parent.data.metrics
+        assert m["runs"] == len(children) > 0
+        assert min(children) - 1e-9 <= m["val_accuracy_mean"] <= max(children) + 1e-9
+        assert m["val_accuracy_mean_low"] <= m["val_accuracy_mean"] <= m["val_accuracy_mean_high"]
+        assert m["latency_ms_low"] <= m["latency_ms"] <= m["latency_ms_high"] and m["latency_ms"] > 0
     # a second sync finds every trial logged and adds nothing
     assert sync_trials(study, spec)["logged_now"] == 0
     assert len(_runs(uri)[1]) == len(runs)
@@ -110,10 +128,18 @@ def test_the_answer_is_a_run_with_the_report_and_the_config_as_artifacts(tmp_pat
     (tmp_path / "pareto.png").write_bytes(b"\x89PNG fake")
     (tmp_path / "answer-config.json").write_text("{}")
     files = [tmp_path / "report.md", tmp_path / "pareto.png", tmp_path / "answer-config.json"]
-    rid = log_answer(study, spec, (4, 4), files)
+    ans = explorer.recommend("tracked", f"sqlite:///{tmp_path / 'study.db'}")
+    rid = log_answer(study, spec, ans, files)
     client, runs = _runs(uri)
     answer = client.get_run(rid)
-    assert answer.data.tags["explorer.role"] == "answer" and answer.data.params["heads_layer1"] == "4"
+    heads = ans.recommended.heads
+    assert answer.data.tags["explorer.role"] == "answer"
+    assert [answer.data.params[f"heads_layer{i}"] for i in range(len(heads))] == [str(h) for h in heads]
+    m = answer.data.metrics  # the answer's numbers, as the report states them
+    assert m["val_accuracy"] == pytest.approx(ans.recommended.quality.estimate)
+    assert m["val_accuracy_low"] <= m["val_accuracy"] <= m["val_accuracy_high"]
+    assert m["latency_ms"] == pytest.approx(ans.recommended.latency.estimate)
+    assert m["probability"] == pytest.approx(ans.confidence) and m["decided"] == float(ans.decided)
     assert answer.data.tags["mlflow.note.content"].startswith("**Use 4,4")
     listed = {a.path for a in client.list_artifacts(rid)} | {
         a.path for a in client.list_artifacts(rid, "figures")
@@ -136,13 +162,37 @@ def test_a_server_down_after_a_sync_keeps_what_was_logged_and_the_answer_warns_o
     monkeypatch.setattr(tracking, "_client", down)
     with caplog.at_level(logging.WARNING, logger="explorer"):
         again = sync_trials(study, spec)
-        assert log_answer(study, spec, (4, 4), []) is None
+        assert (
+            log_answer(study, spec, explorer.recommend("tracked", f"sqlite:///{tmp_path / 'study.db'}"), [])
+            is None
+        )
     assert again["error"] == "ConnectionError: refused"
     assert again["not_logged"] == [] and again["logged"] == first["logged"]  # as the last sync found them
     lines = [r.getMessage() for r in caplog.records if "MLflow" in r.getMessage()]
     assert (
         len(lines) == 2 and "and the answer not logged" in lines[1]
     )  # one per command: the sync, the report
+
+
+def test_a_report_that_logs_what_an_outage_left_clears_the_studys_record_of_it(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    study, spec = _study(tmp_path, monkeypatch, uri)
+    monkeypatch.setattr(tracking, "_client", lambda uri: (_ for _ in ()).throw(ConnectionError("refused")))
+    assert sync_trials(study, spec)["not_logged"]  # the outage, recorded with the study
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    status = CliRunner().invoke(main, ["study", "status", "tracked", "--storage", url])
+    assert "finished trials not logged" in status.output
+    monkeypatch.undo()  # the server is back; a report backfills
+    monkeypatch.setenv(MLFLOW_ENV, uri)
+    explorer.report("tracked", url, out=tmp_path / "report")
+    record = optuna.load_study(study_name="tracked", storage=url).user_attrs["tracking"]
+    assert record["not_logged"] == [] and record["error"] is None and record["logged_now"] > 0
+    status = CliRunner().invoke(main, ["study", "status", "tracked", "--storage", url])
+    assert status.exit_code == 0 and "not logged" not in status.output
+    # what the report used: a study opened to read gets the record through a writable connection of its own
+    handle = explorer.api.load("tracked", url).handle
+    assert note_tracking(handle, record | {"not_logged": [7]})
+    assert optuna.load_study(study_name="tracked", storage=url).user_attrs["tracking"]["not_logged"] == [7]
 
 
 def test_a_missing_mlflow_is_one_warning_naming_the_extra(tmp_path, monkeypatch, caplog):
@@ -206,3 +256,76 @@ def test_an_unreachable_tracking_server_costs_a_run_one_warning_line_and_no_tria
     ]
     doc = json.loads(run.stdout)
     assert doc["complete"] and doc["search"]["done"] == 2 and doc["tracking"]["not_logged"] == [0, 1]
+
+
+def _full_mlflow_missing() -> str | None:
+    """Why no `mlflow server` can run here (None: it can): the server is in the full package, not the
+    tracking extra's mlflow-skinny."""
+    try:
+        importlib.metadata.version("mlflow")
+    except importlib.metadata.PackageNotFoundError:
+        return "the full mlflow package (its server) is not installed: pip install mlflow"
+    return None
+
+
+@pytest.fixture
+def mlflow_server(tmp_path, monkeypatch):
+    """A real `mlflow server` over HTTP on 127.0.0.1 (its store a SQLite file in tmp_path), or skip."""
+    if reason := _full_mlflow_missing():
+        pytest.skip(reason)
+    for off in ("MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK"):  # nothing leaves the machine
+        monkeypatch.setenv(off, "true")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    folder = tmp_path / "server"
+    folder.mkdir()
+    command = [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port)]
+    command += ["--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}", "--workers", "1"]
+    log = (folder / "server.log").open("wb")
+    server = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            if server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"mlflow server did not start: {(folder / 'server.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.mark.slow
+def test_json_commands_parse_and_runs_carry_metrics_with_an_mlflow_server_over_http(
+    tmp_path, monkeypatch, mlflow_server
+):
+    """MLflow's client prints "View run ... at: URL" for every run it ends on a tracking server: none of it may
+    reach a command's stdout, which holds one JSON document."""
+    study, spec = _study(tmp_path, monkeypatch, mlflow_server)
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    result = CliRunner().invoke(
+        main, ["report", "tracked", "--storage", url, "--out", str(tmp_path / "report"), "--json"]
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "View run" not in result.stdout and json.loads(result.stdout)["study"] == "tracked"
+    status = CliRunner().invoke(main, ["study", "status", "tracked", "--storage", url, "--json"])
+    assert status.exit_code == 0 and json.loads(status.stdout)["tracking"]["not_logged"] == []
+    client, runs = _runs(mlflow_server)
+    roles = [r.data.tags["explorer.role"] for r in runs]
+    assert roles.count("answer") == 1 and roles.count("layout") >= 1 and roles.count("search") > 0
+    (answer,) = [r for r in runs if r.data.tags["explorer.role"] == "answer"]
+    assert {"val_accuracy", "latency_ms", "probability", "decided"} <= set(answer.data.metrics)
+    assert all("runs" in r.data.metrics for r in runs if r.data.tags["explorer.role"] == "layout")
+    assert "report.md" in {a.path for a in client.list_artifacts(answer.info.run_id)}
