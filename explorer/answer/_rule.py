@@ -30,7 +30,8 @@ the layouts' timings (layouts x re-timing rounds):
    every layout whose comparison with those still carries risk (the best among them). Layouts beyond the margin
    or at its edge, and slower layouts that weigh on no open comparison, get no more runs. A round is sized to
    what decides (:func:`units_to_decide`: half the paired units the nearest open comparison still needs at its
-   measured gap and spread, at least ``step``, at most doubling what the layouts have); it never exceeds the
+   measured gap and spread, at least ``step`` and half the units the layouts have, so the looks at the data stay
+   few whatever it shows, at most doubling what they have); it never exceeds the
    runs left: a round that does not fit shrinks (fewer units, then only the layouts the nearest decision needs),
    and :func:`smallest_round` says how many runs the next decisive round needs when none fits.
 
@@ -470,10 +471,12 @@ def _round_plans(
     def have(layouts: Sequence[int]) -> int:
         return max(int(np.flatnonzero(filled[i]).max()) + 1 if filled[i].any() else 0 for i in layouts)
 
-    if sized:
+    if (
+        sized
+    ):  # at least half the units they have (looks stay few whatever the data), more if a decision needs it
         need = _open_need(scores, decision, times, tie, margin)
         h = have(chosen)
-        extra = step if need is None else max(step, min(h, math.ceil((need - h) / 2)))
+        extra = max(step, h // 2, 0 if need is None else min(h, math.ceil((need - h) / 2)))
     else:  # rounds that grow with the evidence (the rule before rounds were sized)
         extra = max(step, int(have(chosen) * grow))
     plans = [_cells(chosen, have(chosen) + e, filled) for e in range(extra, 0, -1)]

@@ -519,10 +519,10 @@ def test_decoding_on_a_classification_task_is_one_line_and_writes_nothing(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lm.toml"]
 
 
-def _progress(done: int, total: int):
-    return types.SimpleNamespace(
-        done=done, total=total, epochs=3 * done, running=1, best_score=0.5, pruned=0, failed=0
-    )
+def _progress(done: int, total: int, stage: str = "search", to_decide: int | None = None):
+    from explorer.study._progress import Progress
+
+    return Progress(stage, done, total, 1, 0, 0, 3 * done, 0.5, to_decide=to_decide)
 
 
 @pytest.mark.parametrize("terminal", [False, True], ids=["log", "terminal"])
@@ -539,8 +539,8 @@ def test_progress_is_a_bar_on_a_terminal_and_one_plain_line_a_stage_elsewhere(mo
     )
     for stage, total in (("search", 4), ("finalist", 2)):
         bars.on_stage(stage, total)
-        for done in range(total + 1):
-            bars.on_progress(_progress(done, total))
+        for done in range(total + 1):  # the finalists say what a decision needs after each round
+            bars.on_progress(_progress(done, total, stage, None if stage == "search" else total - done))
     bars.close()
     err = capsys.readouterr().err
     if terminal:
@@ -549,5 +549,5 @@ def test_progress_is_a_bar_on_a_terminal_and_one_plain_line_a_stage_elsewhere(mo
         assert "\r" not in err
         assert err.splitlines()[1:] == [
             "q search: 4/4 trials | 12 epochs | 1 running | best val 0.500 | pruned 0 | failed 0",
-            "q finalists: 2/2 trials | 6 epochs | 1 running | best val 0.500 | pruned 0 | failed 0",
+            "q finalists: 2/2 trials | 6 epochs | 1 running | best val 0.500 | pruned 0 | failed 0 | decided",
         ]
