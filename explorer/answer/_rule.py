@@ -54,6 +54,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from explorer.answer._paired import units_needed
+
 __all__ = [
     "BEST",
     "BEYOND",
@@ -82,7 +84,6 @@ CLOSED = (BEYOND, EDGE)  # verdicts that end a layout's runs: it cannot become t
 NEGLIGIBLE = 0.2  # a comparison carries risk when its term is above this share of the risk (see next_layouts)
 JOINT_DRAWS = 8192  # posterior draws of the joint statement (fixed stream: the same grid, the same number)
 JOINT_FLOOR = 1e-7  # a rival whose pairwise term is below this enters the statement by the union bound
-MAX_UNITS = 10_000  # beyond this a comparison is called undecidable (no edge, a gap at the margin)
 
 
 @dataclass(frozen=True)
@@ -346,37 +347,13 @@ def next_layouts(decision: Decision, times: np.ndarray, tie: float) -> list[int]
     return sorted(i for i in weigh if decision.verdicts[i] not in CLOSED)
 
 
-def _units_for(gap: float, sd: float, bound: float, risk: float) -> int | None:
-    """Paired units at which a one-sided ``1 - risk`` bound of a mean difference ``gap`` (spread ``sd`` a unit)
-    clears ``bound`` on the side ``gap`` lies (None beyond :data:`MAX_UNITS`)."""
-    distance = abs(bound - gap)
-    if not sd > 0:
-        return 2 if distance > 0 else None
-    if distance == 0:
-        return None
-
-    def clears(n: int) -> bool:
-        return float(stats.t.ppf(1 - risk, n - 1)) * sd / math.sqrt(n) < distance
-
-    hi = 2
-    while not clears(hi):
-        hi *= 2
-        if hi > MAX_UNITS:
-            return None
-    lo = max(2, hi // 2)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        hi, lo = (mid, lo) if clears(mid) else (hi, mid + 1)
-    return hi
-
-
 def forced_units(sd: float, edge: float, risk: float) -> int | None:
     """Paired units past which a comparison with spread ``sd`` is always decided: its one-sided ``1 - risk``
     bounds are then closer together than ``edge``, so the layout is within the margin, beyond ``margin - edge``
     (at the edge or beyond), or both. None without an edge."""
     if not edge > 0:
         return None
-    return _units_for(0.0, sd, edge / 2, risk)
+    return units_needed(0.0, sd, edge / 2, risk)
 
 
 def units_to_decide(gap: float, sd: float, margin: float, risk: float, edge: float = 0.0) -> int | None:
@@ -384,8 +361,8 @@ def units_to_decide(gap: float, sd: float, margin: float, risk: float, edge: flo
     unit) would be decided, if the gap and spread hold: within the margin (its upper bound below the margin), or
     beyond it or at its edge (its lower bound above ``margin - edge``), whichever comes first, and never past
     :func:`forced_units`. None when no feasible number decides it (no edge, a gap at the margin)."""
-    ways = [_units_for(gap, sd, margin, risk) if gap < margin else None]
-    ways.append(_units_for(gap, sd, margin - edge, risk) if gap > margin - edge else None)
+    ways = [units_needed(gap, sd, margin, risk) if gap < margin else None]
+    ways.append(units_needed(gap, sd, margin - edge, risk) if gap > margin - edge else None)
     ways.append(forced_units(sd, edge, risk))
     found = [n for n in ways if n is not None]
     return min(found) if found else None
@@ -448,21 +425,27 @@ def _core(decision: Decision, times: np.ndarray, tie: float, chosen: list[int]) 
     return sorted({lead, decision.best} & set(chosen) | {decision.best})
 
 
-def _round_plans(
+def round_plans(
     scores: np.ndarray,
     times: np.ndarray,
     margin: float,
     risk: float,
     tie: float,
+    start: int,
     step: int,
-    filled: np.ndarray,
-    grow: float,
-    edge: float,
-    joint: bool,
-    sized: bool,
+    ran: np.ndarray | None = None,
+    grow: float = 0.0,
+    edge: float = 0.0,
+    joint: bool = True,
+    sized: bool = False,
 ) -> list[list[tuple[int, int]]]:
-    """The next round's candidate cells, largest first (each smaller one a fallback when the larger does not fit
-    the runs left); none once decided."""
+    """The next round's candidate (layout, unit) cells, largest first, each smaller one a fallback when the
+    larger does not fit the runs left (see :func:`next_cells`); none once the answer is decided. ``ran`` marks the
+    cells already run (default: those with a score)."""
+    filled = ~np.isnan(scores) if ran is None else ran
+    first = _cells(range(len(scores)), start, filled)
+    if first:  # every layout's first units, in any number that fits
+        return [first[:k] for k in range(len(first), 0, -1)]
     decision = decide(scores, times, margin, risk, tie, edge, joint)
     chosen = next_layouts(decision, times, tie)
     if not chosen:
@@ -509,11 +492,7 @@ def next_cells(
     more. At most ``left`` cells (a smaller round when the round does not fit); none once the answer is decided
     or nothing fits (:func:`smallest_round` then says what the next round needs). ``ran`` marks the cells
     already run (default: those with a score), so a run set apart is not run again."""
-    filled = ~np.isnan(scores) if ran is None else ran
-    first = _cells(range(len(scores)), start, filled)
-    if first:
-        return first[: max(0, left)]
-    plans = _round_plans(scores, times, margin, risk, tie, step, filled, grow, edge, joint, sized)
+    plans = round_plans(scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized)
     return next((p for p in plans if len(p) <= left), [])
 
 
@@ -533,9 +512,5 @@ def smallest_round(
 ) -> int:
     """The runs of the smallest round :func:`next_cells` would queue, whatever the runs left (0: none, the
     answer is decided)."""
-    filled = ~np.isnan(scores) if ran is None else ran
-    first = _cells(range(len(scores)), start, filled)
-    if first:
-        return 1
-    plans = _round_plans(scores, times, margin, risk, tie, step, filled, grow, edge, joint, sized)
+    plans = round_plans(scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized)
     return min((len(p) for p in plans), default=0)
