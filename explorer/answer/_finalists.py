@@ -387,7 +387,7 @@ def decision_cost(
     """More finalist runs the answer needs to be decided, at the measured gaps and spreads (0: decided; None:
     not known yet, or no feasible number decides it)."""
     scores, _ = unit_grid(records, plan.keys, spec)
-    if (~np.isnan(scores)).sum(axis=1).min(initial=0) < 2:
+    if not scores.size or (~np.isnan(scores)).sum(axis=1).min() < 2:  # a spread needs two units a layout
         return None
     margin, risk, tie, edge = _rule_args(spec)
     return runs_to_decide(scores, decide(scores, times, margin, risk, tie, edge), times, tie, margin)

@@ -171,3 +171,22 @@ def test_each_cost_axis_reads_its_column_of_the_architecture_table():
     table = architecture_table(architectures(lm_search(), "search"))
     for column in COST_COLUMNS.values():
         assert table[column].notna().all(), column
+
+
+def test_the_cost_of_a_decision_is_known_once_every_layout_has_two_units_and_matches_the_rule(monkeypatch):
+    import explorer.answer._finalists as finalists
+    from explorer.answer import decision_cost
+    from explorer.answer._rule import decide, runs_to_decide
+
+    rng = np.random.default_rng(1)
+    scores = np.array([0.95 + rng.normal(0, 0.01, 6), 0.943 + rng.normal(0, 0.01, 6)])
+    times = np.array([[2.0], [1.0]])
+    a = SPEC.answer
+    margin, edge = a.margin_for(True), a.edge_for(True)
+    decision = decide(scores, times, margin, a.risk, a.latency_tie, edge)
+    expected = runs_to_decide(scores, decision, times, a.latency_tie, margin)
+    plan = finalists.Plan((), None)
+    for grid, want in ((scores, expected), (scores[:, :1], None)):  # one unit a layout: no spread yet
+        monkeypatch.setattr(finalists, "unit_grid", lambda *_, grid=grid: (grid, ~np.isnan(grid)))
+        assert decision_cost(plan, [], SPEC, times) == want
+    assert expected is not None and expected > 0 and not decision.decided
