@@ -72,6 +72,29 @@ def _base_sampler(spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     raise SpecError(f"sampler {spec.sampler!r} is unknown; choose one of {', '.join(SAMPLERS)}.")
 
 
+class _QualityDirection:
+    """The study as the base sampler reads it: the same study, whose ``direction`` is its first objective's (the
+    task's quality, what a trial's per-epoch intermediate values measure). A multi-objective TPE ranks a pruned
+    trial by its last intermediate value in ``study.direction``, which a multi-objective study refuses to give;
+    explorer stores every trial's learning curve as intermediate values, so a study with early stopping has such
+    trials. Everything else is the study's own."""
+
+    def __init__(self, study: optuna.Study):
+        self._study = study
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._study, name)
+
+    @property
+    def direction(self) -> optuna.study.StudyDirection:
+        return self._study.directions[0]
+
+
+def _for_base(study: optuna.Study) -> Any:
+    """``study`` as the base sampler gets it (:class:`_QualityDirection` for a multi-objective study)."""
+    return _QualityDirection(study) if len(study.directions) > 1 else study
+
+
 class UniqueSampler(optuna.samplers.BaseSampler):
     """``base`` restricted to architectures the study has not taken (see the module docstring).
 
@@ -113,12 +136,12 @@ class UniqueSampler(optuna.samplers.BaseSampler):
             return {}
         taken = self._taken(study)
         rejected = 0
-        base_space = self.base.infer_relative_search_space(study, trial)
+        base_space = self.base.infer_relative_search_space(_for_base(study), trial)
         # readable parameters follow from the positions: the base sampler models the positions alone
         base_space = {k: v for k, v in base_space.items() if k not in self.space.readable}
         if set(self.space.distributions) <= set(base_space):
             for _ in range(self.retries):
-                params = self.base.sample_relative(study, trial, base_space)
+                params = self.base.sample_relative(_for_base(study), trial, base_space)
                 if not set(self.space.distributions) <= set(params):
                     break  # the base sampler is still in its start-up phase
                 s = self.space.decode(params)
@@ -148,7 +171,7 @@ class UniqueSampler(optuna.samplers.BaseSampler):
     ) -> Any:
         if param_name in self.space.readable:  # what the positions suggested so far decode to
             return self.space.decode(trial.params).readable[param_name]
-        return self.base.sample_independent(study, trial, param_name, param_distribution)
+        return self.base.sample_independent(_for_base(study), trial, param_name, param_distribution)
 
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.base.before_trial(study, trial)

@@ -8,7 +8,7 @@ import optuna
 import pytest
 
 from explorer.spec import SearchSpace, StudySpec, load_spec, spec_from_dict
-from explorer.storage import arch_key
+from explorer.storage import arch_key, report_epoch
 from explorer.study import UniqueSampler, make_sampler
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
@@ -115,3 +115,23 @@ def test_streams_are_reproducible_and_differ():
 def test_nsga2_population_scales_with_the_budget():
     assert make_sampler(quickstart(sampler="nsga2", n_trials=16)).base._population_size == 8
     assert make_sampler(quickstart(sampler="nsga2", n_trials=1000)).base._population_size == 50
+
+
+def test_tpe_reads_pruned_trials_with_learning_curves_in_a_multi_objective_study():
+    # every trial stores its per-epoch quality as intermediate values, and early stopping prunes some: a
+    # multi-objective TPE ranks those by study.direction, which a multi-objective study refuses to give
+    spec = quickstart(sampler="tpe")
+    space = SearchSpace(spec.space)
+    study = optuna.create_study(directions=spec.directions(), sampler=make_sampler(spec, 1))
+
+    def objective(trial: optuna.Trial) -> tuple[float, float]:
+        c = space.sample(trial).config
+        for epoch in range(3):  # the learning curve, as explorer stores it
+            report_epoch(trial, epoch, 0.5 + 0.1 * epoch)
+        if trial.number % 2:  # stopped at a rung, as early stopping does
+            raise optuna.TrialPruned()
+        return 0.9 - 0.01 * c.heads[0], float(c.heads[0])
+
+    study.optimize(objective, n_trials=16)  # well past TPE's start-up trials
+    states = [t.state for t in study.trials]
+    assert states.count(optuna.trial.TrialState.PRUNED) == 8 and optuna.trial.TrialState.FAIL not in states
