@@ -51,6 +51,7 @@ __all__ = [
     "Unit",
     "cost_axis",
     "decision_cost",
+    "decision_runs",
     "busy_rounds",
     "evidence_units",
     "rule_times",
@@ -386,8 +387,23 @@ def decision_cost(
 ) -> int | None:
     """More finalist runs the answer needs to be decided, at the measured gaps and spreads (0: decided; None:
     not known yet, or no feasible number decides it)."""
-    scores, _ = unit_grid(records, plan.keys, spec)
+    scores, ran = unit_grid(records, plan.keys, spec)
     if not scores.size or (~np.isnan(scores)).sum(axis=1).min() < 2:  # a spread needs two units a layout
         return None
     margin, risk, tie, edge = _rule_args(spec)
-    return runs_to_decide(scores, decide(scores, times, margin, risk, tie, edge), times, tie, margin)
+    cost = runs_to_decide(scores, decide(scores, times, margin, risk, tie, edge), times, tie, margin)
+    return decision_runs(cost, scores, times, spec, ran)
+
+
+def decision_runs(
+    cost: int | None, scores: np.ndarray, times: np.ndarray, spec: StudySpec, ran: np.ndarray | None = None
+) -> int | None:
+    """``cost`` (:func:`explorer.answer._rule.runs_to_decide`), never below the next round the stage would queue,
+    so a budget of that many runs always moves the study."""
+    if not cost:
+        return cost
+    margin, risk, tie, edge = _rule_args(spec)
+    start = spec.finalists.start
+    return max(
+        cost, smallest_round(scores, times, margin, risk, tie, start, ROUND_UNITS, ran, edge=edge, sized=True)
+    )

@@ -26,7 +26,7 @@ from scipy import stats
 
 from explorer.answer._contrasts import Contrast, Costs, contrasts, versus
 from explorer.answer._evidence import Collapse, Grid, evidence_grid
-from explorer.answer._finalists import COST_COLUMNS, cost_axis, rule_times, within_budgets
+from explorer.answer._finalists import COST_COLUMNS, cost_axis, decision_runs, rule_times, within_budgets
 from explorer.answer._paired import PairedDifference
 from explorer.answer._pareto import knee, pareto_front
 from explorer.answer._rule import (
@@ -518,7 +518,12 @@ def _from_finalists(
         decided=decision.decided,
         edge=edge,
         tie=spec.answer.latency_tie,
-        to_decide=runs_to_decide(grid.scores, decision, times, spec.answer.latency_tie, margin),
+        to_decide=decision_runs(
+            runs_to_decide(grid.scores, decision, times, spec.answer.latency_tie, margin),
+            grid.scores,
+            times,
+            spec,
+        ),
         pace_s=finalist_pace(kept),
         budget=spec.finalists.runs_budget(len(order)),
         minutes=spec.finalists.minutes,

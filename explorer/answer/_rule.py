@@ -392,8 +392,8 @@ def runs_to_decide(
 ) -> int | None:
     """More runs the open comparisons need to be decided if their measured gaps and spreads hold: each faster
     undecided layout (and the answer while it is short of ``1 - risk``) up to the paired units that decide it,
-    the best up to the most of those (0 once decided; None when a comparison cannot be decided: no edge and a
-    gap at the margin)."""
+    the best up to the most of those, each at least one more while the answer is open (0 once decided; None when
+    a comparison cannot be decided: no edge and a gap at the margin)."""
     if decision.decided:
         return 0
     open_ = _faster_undecided(decision.answer, decision.verdicts, times, tie)
@@ -409,9 +409,9 @@ def runs_to_decide(
         need = units_to_decide(float(mean[i, b]), float(sd[i, b]), margin, decision.risk, decision.edge)
         if need is None:
             return None
-        runs += max(0, need - int(have[i]))
+        runs += max(1, need - int(have[i]))  # not decided yet: at least one more unit, whatever the estimate
         most = max(most, need)
-    return runs + max(0, most - int(have[b]))
+    return runs + max(1, most - int(have[b]))
 
 
 def _cells(layouts: Sequence[int], upto: int, filled: np.ndarray) -> list[tuple[int, int]]:

@@ -211,3 +211,14 @@ def test_rounds_that_disagree_on_which_is_faster_withhold_the_latency_comparison
     assert coherent(agree, 0, 1, TIE) and not coherent(split, 0, 1, TIE)
     assert decide(scores, agree, MARGIN, RISK, TIE).answer == 1  # within the margin and faster
     assert decide(scores, split, MARGIN, RISK, TIE).answer == 0  # withheld: a tie, the more accurate
+
+
+def test_an_open_answer_never_costs_zero_runs():
+    # 1 is faster and undecided, though the spread says its units already suffice: still at least a unit each
+    scores = grid([0.95, 0.941], 0.004, 12, seed=11)
+    times = np.array([[2.0], [1.0]])
+    d = decide(scores, times, MARGIN, RISK, TIE)  # no edge: a shortfall near the margin stays open
+    if not d.decided:
+        assert runs_to_decide(scores, d, times, TIE, MARGIN) in (None, *range(2, 10_000))
+    decided = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
+    assert decided.decided == (runs_to_decide(scores, decided, times, TIE, MARGIN) == 0)
