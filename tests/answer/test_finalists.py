@@ -190,3 +190,47 @@ def test_the_cost_of_a_decision_is_known_once_every_layout_has_two_units_and_mat
         monkeypatch.setattr(finalists, "unit_grid", lambda *_, grid=grid: (grid, ~np.isnan(grid)))
         assert decision_cost(plan, [], SPEC, times) == want
     assert expected is not None and expected > 0 and not decision.decided
+
+
+def test_rounds_timed_on_a_busy_machine_are_left_out_where_the_others_time_every_layout():
+    from explorer.answer import busy_rounds, rule_times
+    from explorer.measures import LatencyResult
+    from explorer.storage import Retiming
+
+    def timing(key, r, ms, load):
+        lat = LatencyResult(ms, 0.1, 64, 16, 1, "cpu (test)", "float32", 10, load=load, cpus=2)
+        return Retiming(key, r, lat)
+
+    quiet = [timing("a", 0, 2.0, 0.5), timing("b", 0, 1.0, 0.5)]
+    busy = [timing("a", 1, 1.0, 3.5), timing("b", 1, 2.0, 0.5)]  # one timing of round 1 under load 3.5 on 2
+    assert busy_rounds(quiet + busy) == {1}
+    times, rounds, left_out = rule_times(["a", "b"], quiet + busy)
+    assert rounds == {1} and left_out and times.tolist() == [[2.0], [1.0]]
+    # when the busy rounds are all there is, they are kept and said to be busy
+    times, rounds, left_out = rule_times(["a", "b"], busy)
+    assert rounds == {1} and not left_out and times.tolist() == [[1.0], [2.0]]
+    assert busy_rounds(quiet) == set()
+
+
+def test_the_next_round_size_is_what_the_rule_would_queue(monkeypatch):
+    import explorer.answer._finalists as finalists
+    from explorer.answer import next_round_size
+    from explorer.answer._rule import smallest_round
+
+    rng = np.random.default_rng(3)
+    scores = np.array([0.95 + rng.normal(0, 0.01, 6), 0.943 + rng.normal(0, 0.01, 6)])
+    times = np.array([[2.0], [1.0]])
+    monkeypatch.setattr(finalists, "unit_grid", lambda *_: (scores, ~np.isnan(scores)))
+    a = SPEC.answer
+    want = smallest_round(
+        scores,
+        times,
+        a.margin_for(True),
+        a.risk,
+        a.latency_tie,
+        SPEC.finalists.start,
+        2,
+        edge=a.edge_for(True),
+        sized=True,
+    )
+    assert next_round_size(finalists.Plan((), None), [], SPEC, times) == want == 2

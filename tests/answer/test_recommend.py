@@ -330,3 +330,41 @@ def test_the_answer_is_one_answer_with_a_candidate_for_each_layout():
     assert all(isinstance(c, Candidate) for c in ans.verdicts)
     assert {c.arch.heads for c in ans.verdicts} == {(8, 8), (4, 4)}
     assert ans.to_dict()["verdicts"][0]["verdict"] == ans.verdicts[0].verdict
+
+
+def test_probabilities_are_written_without_claiming_more_than_was_computed():
+    from explorer.answer import prob_text
+
+    assert [prob_text(p) for p in (0.0, 0.004, 0.42, 0.995, 1.0)] == [
+        "below 1%",
+        "below 1%",
+        "42%",
+        "above 99%",
+        "above 99%",
+    ]
+
+
+def test_the_pace_of_the_stage_counts_the_time_some_run_was_training():
+    import datetime as dt
+
+    from explorer.answer import finalist_pace, minutes_text
+
+    t0 = dt.datetime(2026, 12, 4, 12, 0, 0)
+
+    def run(n, start, end):
+        return record(
+            n,
+            (2, 2),
+            0.9,
+            1.0,
+            role="finalist",
+            started=t0 + dt.timedelta(seconds=start),
+            completed=t0 + dt.timedelta(seconds=end),
+        )
+
+    # two workers: 0-10 and 5-15 overlap (15 s busy); a day later, 10 s more: 25 s for 3 runs
+    runs = [run(1, 0, 10), run(2, 5, 15), run(3, 86_400, 86_410)]
+    assert finalist_pace(runs) == 25 / 3
+    assert finalist_pace(runs[:1]) is None  # one run says nothing of a pace
+    assert minutes_text(30, 25 / 3) == "about 4 minutes" and minutes_text(6, 10.0) == "about 60 s"
+    assert minutes_text(6, None) == ""
