@@ -770,7 +770,7 @@ READ_CASES = [
     case(
         "export-no-trial",
         ("export", "synth", "--trial", "99999", "--out", "x.json"),
-        match="has no trial #99999",
+        match="has no trial synth#99999",
     ),
     case("export-out-empty", ("export", "synth", "--out", ""), 2, match="--out.*is empty"),
     case("export-out-folder", ("export", "synth", "--out", "studies"), match="--out studies is a folder"),

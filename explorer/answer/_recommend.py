@@ -45,7 +45,7 @@ from explorer.answer._rule import (
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only, score
 from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, Role, TrialRecord
+from explorer.storage import Retiming, Role, TrialRecord, trial_label
 
 __all__ = [
     "ANSWER_NAMES",
@@ -619,9 +619,12 @@ def resolve_trial(
     by_number = {r.number: r for r in records}
     if number not in by_number:
         raise ConfigError(
-            f"study {spec.name!r} has no trial #{number}; `explorer study status {spec.name}` lists them."
+            f"study {spec.name!r} has no trial {trial_label(spec.name, number)}; `explorer study status {spec.name}` lists "
+            "them."
         )
     r = by_number[number]
     if not r.finished:
-        raise ConfigError(f"trial #{number} is {r.state}, not COMPLETE; pick a completed trial.")
+        raise ConfigError(
+            f"trial {trial_label(spec.name, number)} is {r.state}, not COMPLETE; pick a completed trial."
+        )
     return r

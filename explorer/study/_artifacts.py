@@ -52,6 +52,7 @@ from explorer.storage import (
     env_artifact_location,
     local_number,
     open_storage,
+    trial_label,
 )
 
 __all__ = [
@@ -286,14 +287,14 @@ class ArtifactStore:
         """The stored state_dict on the CPU. Anything but a plain ``{name: tensor}`` file raises DataError."""
         entry = self._entry(study_name, trial_number)
         if entry is None:
-            raise DataError(f"no stored weights for trial #{trial_number} of {study_name!r}.")
+            raise DataError(f"no stored weights for trial {trial_label(study_name, trial_number)}.")
         where = self._read_location(entry)
         try:
             with self.backend(where).open_reader(entry["artifact_id"]) as reader:
                 payload = io.BytesIO(reader.read())
         except (ArtifactNotFound, OSError):
             raise DataError(
-                f"the weights of trial #{trial_number} of {study_name!r} are missing from {where}; "
+                f"the weights of trial {trial_label(study_name, trial_number)} are missing from {where}; "
                 "they are retrained when needed."
             ) from None
         try:

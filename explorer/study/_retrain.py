@@ -12,7 +12,7 @@ from explorer.errors import DataError
 from explorer.layout import LatencyConfig
 from explorer.measure import EpochStats, as_device, evaluate_variant
 from explorer.model import ModelBuilder, build_model
-from explorer.storage import TrialRecord
+from explorer.storage import TrialRecord, trial_label
 from explorer.study._artifacts import ArtifactStore
 
 __all__ = ["record_task", "run_task", "trained_model"]
@@ -50,7 +50,9 @@ def trained_model(
     stopped early retrains to where it stopped.
     """
     if record.config is None or record.lr is None or record.seed is None or not record.history:
-        raise DataError(f"trial #{record.number} of {study_name!r} has no trained configuration to load.")
+        raise DataError(
+            f"trial {trial_label(study_name, record.number)} has no trained configuration to load."
+        )
     device = as_device(device)
     if store.has(study_name, record.number):
         with torch.random.fork_rng(devices=[]):
@@ -59,7 +61,7 @@ def trained_model(
             model.load_state_dict(store.load_state(study_name, record.number))
         except RuntimeError:
             raise DataError(
-                f"the stored weights of trial #{record.number} of {study_name!r} do not fit its architecture; "
+                f"the stored weights of trial {trial_label(study_name, record.number)} do not fit its architecture; "
                 "delete them so the trial is retrained."
             ) from None
         log.info("loaded the weights of trial #%d of %s from the artifact store", record.number, study_name)

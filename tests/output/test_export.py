@@ -126,7 +126,7 @@ def test_bad_export_inputs_are_one_line_and_write_nothing(study, tmp_path, monke
         (
             ["tiny", "--trial", "77", "--format", "state", "--out", str(tmp_path / "m.pt")],
             EXIT_BAD_INPUT,
-            "no trial #77",
+            "no trial tiny#77",
         ),
     ]
     before_study, before_tmp = listing(folder), listing(tmp_path)
