@@ -282,11 +282,18 @@ def study_exists(storage: BaseStorage | str, name: str) -> bool:
     """Whether a study called ``name`` is in ``storage`` (a storage object or a URL)."""
     if isinstance(storage, str):
         storage = open_storage(storage, heartbeat=False)
-    try:
-        storage.get_study_id_from_name(name)
-    except KeyError:
-        return False
-    return True
+    for attempt in range(5):  # another command creating the same new SQLite file may hold it for a moment
+        try:
+            storage.get_study_id_from_name(name)
+        except KeyError:
+            return False
+        except optuna.exceptions.StorageInternalError as exc:
+            if attempt == 4 or "locked" not in str(exc.__cause__ or exc).lower():
+                raise
+            time.sleep(0.2 * (attempt + 1))
+        else:
+            return True
+    raise AssertionError("unreachable")
 
 
 def _parse(url: str) -> tuple[URL, str]:
