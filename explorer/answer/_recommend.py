@@ -82,14 +82,10 @@ class Candidate:
     arch: Architecture
     verdict: str  # best | within | beyond | edge | undecided
     versus_best: PairedDifference | None  # this minus the best, paired by unit (interval at 1 - 2 risk)
-    units_needed: int | None = (
-        None  # paired units that would decide an undecided one (None: cannot be decided)
-    )
+    units_needed: int | None = None  # paired units that would decide an undecided one (None: none would)
     seeds_needed: int | None = None  # replicates (each ``folds`` units) that many units make
     latency_ratio: float = math.nan  # this / the answer, within re-timing rounds
-    p_within: float = (
-        math.nan
-    )  # P(within the margin of the best): joint over the rivals, never below the union bound
+    p_within: float = math.nan  # P(within the margin of the best), joint over the rivals
     p_beyond: float = math.nan  # P(the best beats it by more than the margin); NaN for the best
     p_edge: float = math.nan  # P(the best beats it by more than margin - edge); NaN for the best
 
@@ -126,9 +122,7 @@ class Answer:
     edge: float = 0.0  # the indifference zone below the margin, on the quality's scale
     tie: float = 0.05  # latency ratios closer to 1 than this count as equally fast
     to_decide: int | None = None  # more finalist runs a decision needs at the measured spread (0: decided)
-    pace_s: float | None = (
-        None  # seconds of the finalist stage's wall clock per finished run (its workers' pace)
-    )
+    pace_s: float | None = None  # wall-clock seconds of the finalist stage per finished run
     budget: int | None = None  # the finalist stage's budget of runs, as the spec states it
     minutes: float | None = None  # ... and in minutes (None: no limit)
 
