@@ -90,7 +90,8 @@ class FinalistsSpec:
     )
     minutes: float | None = key(
         None,
-        "no new round of finalist runs starts after this many minutes of the stage",
+        "no new round of finalist runs starts after this many minutes of the stage (`explorer confirm "
+        "--until-decided --budget N` spends its N runs whatever this says)",
         lo=0.1,
         hi=10_000.0,
     )

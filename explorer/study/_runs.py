@@ -166,7 +166,8 @@ def _finalist_stage(
         budget = done + (plan.budget if more < 0 else more)
     else:
         budget = len(plan.runs) if seeds is not None else plan.budget
-    minutes = spec.finalists.minutes  # no new round starts past the stage's minutes
+    # no new round starts past the stage's minutes, unless a --budget of runs was given for this confirm
+    minutes = spec.finalists.minutes if more is None or more < 0 else None
     stage_end = math.inf if minutes is None else time.monotonic() + 60 * minutes
     if on_stage:
         on_stage("finalist", max(budget, done))
@@ -224,8 +225,9 @@ def confirm(
 ) -> RunSummary:
     """Run the finalist stage now: with more finalists (``top``) than the spec's, every finalist on a fixed grid
     of ``seeds`` replicates, or (``until_decided``) up to ``budget`` more runs (default: the stage's budget
-    again) spent where the answer is still open, until it is decided; resumable: runs already done are kept,
-    only what is new is queued."""
+    again, within the spec's minutes) spent where the answer is still open, until it is decided (a ``budget`` given
+    here is spent whatever the spec's minutes); resumable: runs already done are kept, only what is new is
+    queued."""
     if budget is not None and not until_decided:
         raise ConfigError("--budget goes with --until-decided.")
     if seeds is not None and until_decided:
