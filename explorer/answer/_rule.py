@@ -368,22 +368,30 @@ def units_to_decide(gap: float, sd: float, margin: float, risk: float, edge: flo
     return min(found) if found else None
 
 
-def _open_need(
+def _open_needs(
     scores: np.ndarray, decision: Decision, times: np.ndarray, tie: float, margin: float
-) -> int | None:
-    """The paired units the nearest open comparison needs (the answer, or a faster undecided layout, against the
-    best), at its measured gap and spread; None when none can say."""
+) -> dict[int, int | None]:
+    """Each open comparison's layout (a faster undecided layout, and the answer while it is short of
+    ``1 - risk``) and the paired units that would decide it against the best at its measured gap and spread
+    (None: fewer than two shared units, or no feasible number decides it)."""
     open_ = _faster_undecided(decision.answer, decision.verdicts, times, tie)
     if decision.p_within[decision.answer] < 1 - decision.risk and decision.answer != decision.best:
         open_.append(decision.answer)
     n, mean, sd, _ = _paired_stats(scores)
     b = decision.best
-    needs = []
-    for i in open_:
-        if n[i, b] >= 2:
-            need = units_to_decide(float(mean[i, b]), float(sd[i, b]), margin, decision.risk, decision.edge)
-            if need is not None:
-                needs.append(need)
+    return {
+        i: None
+        if n[i, b] < 2
+        else units_to_decide(float(mean[i, b]), float(sd[i, b]), margin, decision.risk, decision.edge)
+        for i in open_
+    }
+
+
+def _open_need(
+    scores: np.ndarray, decision: Decision, times: np.ndarray, tie: float, margin: float
+) -> int | None:
+    """The paired units the nearest open comparison needs (:func:`_open_needs`); None when none can say."""
+    needs = [n for n in _open_needs(scores, decision, times, tie, margin).values() if n is not None]
     return min(needs) if needs else None
 
 
@@ -396,22 +404,15 @@ def runs_to_decide(
     a comparison cannot be decided: no edge and a gap at the margin)."""
     if decision.decided:
         return 0
-    open_ = _faster_undecided(decision.answer, decision.verdicts, times, tie)
-    if decision.p_within[decision.answer] < 1 - decision.risk and decision.answer != decision.best:
-        open_.append(decision.answer)
-    n, mean, sd, _ = _paired_stats(scores)
-    b = decision.best
-    have = (~np.isnan(scores)).sum(axis=1)
-    runs, most = 0, 0
-    for i in open_:
-        if n[i, b] < 2:
-            return None
-        need = units_to_decide(float(mean[i, b]), float(sd[i, b]), margin, decision.risk, decision.edge)
+    needs: dict[int, int] = {}
+    for i, need in _open_needs(scores, decision, times, tie, margin).items():
         if need is None:
             return None
-        runs += max(1, need - int(have[i]))  # not decided yet: at least one more unit, whatever the estimate
-        most = max(most, need)
-    return runs + max(1, most - int(have[b]))
+        needs[i] = need
+    have = (~np.isnan(scores)).sum(axis=1)
+    runs = sum(max(1, need - int(have[i])) for i, need in needs.items())
+    most = max(needs.values(), default=0)
+    return runs + max(1, most - int(have[decision.best]))  # each open one at least a unit more, and the best
 
 
 def _cells(layouts: Sequence[int], upto: int, filled: np.ndarray) -> list[tuple[int, int]]:
