@@ -258,6 +258,7 @@ seeds = 2
 references = {references}
 folds = {folds}
 epochs = {final_epochs}
+pilot = {pilot}
 """
 
 
@@ -273,12 +274,14 @@ def write_tiny_spec(
     bench: bool = False,
     references: bool = False,
     folds: int = 1,
+    pilot: bool = False,
     extra: str = "",
 ) -> Path:
     """Write ``folder/NAME.toml``: a digits study of 24 small architectures (d_model 16 or 32, one layer of 1, 2
     or 4 heads or two in uniform, increasing and decreasing layouts), ``epochs`` epochs a trial; its finalist
     stage, when enabled, trains the knee (and the reference layouts with ``references``) with 2 seeds on
-    ``folds`` cross-validation folds (1: the task's fixed split). ``extra`` is appended to the file (its last
+    ``folds`` cross-validation folds (1: the task's fixed split), at its first horizon unless ``pilot`` (then a
+    pilot may double it, as the stage's default does). ``extra`` is appended to the file (its last
     table is [finalists])."""
     path = Path(folder) / f"{name}.toml"
     early = early and epochs > 1  # with one epoch there is nothing to stop early (the spec refuses it)
@@ -293,6 +296,7 @@ def write_tiny_spec(
         references=str(references).lower(),
         folds=folds,
         final_epochs=max(epochs, 2 * epochs),
+        pilot=str(pilot).lower(),
     )
     path.write_text(text + extra)
     return path

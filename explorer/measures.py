@@ -17,6 +17,7 @@ __all__ = [
     "QualityMetric",
     "binomial_se",
     "load_average",
+    "plateaued",
     "quality_metric",
 ]
 
@@ -132,6 +133,18 @@ def binomial_se(p: float, n: int) -> float:
     """Standard error of an accuracy ``p`` measured on ``n`` examples (p kept off 0 and 1 by half an example)."""
     p = min(max(p, 0.5 / n), 1 - 0.5 / n)
     return math.sqrt(p * (1 - p) / n)
+
+
+def plateaued(values: list[float], n_val: int, patience: int, higher_is_better: bool = True) -> bool:
+    """Whether the best of the last ``patience`` values beats the best before them by no more than the noise:
+    one binomial standard error for an accuracy on ``n_val`` examples, 0.2% for a loss."""
+    if len(values) <= patience:
+        return False
+    sign = 1.0 if higher_is_better else -1.0
+    before = max(sign * v for v in values[:-patience])
+    recent = max(sign * v for v in values[-patience:])
+    noise = binomial_se(before, n_val) if higher_is_better else 0.002 * abs(before)
+    return recent - before <= noise
 
 
 def load_average() -> float | None:

@@ -12,14 +12,24 @@ from ._finalists import (
     COST_COLUMNS as COST_COLUMNS,
     Plan as Plan,
     busy_rounds as busy_rounds,
+    check_runs as check_runs,
     cost_axis as cost_axis,
     decision_cost as decision_cost,
     evidence_units as evidence_units,
     finalist_times as finalist_times,
     next_round_size as next_round_size,
     next_runs as next_runs,
+    pilot_layouts as pilot_layouts,
+    pilot_runs as pilot_runs,
     plan_finalists as plan_finalists,
     rule_times as rule_times,
+)
+from ._horizon import (
+    Horizon as Horizon,
+    at_horizon as at_horizon,
+    choose_horizon as choose_horizon,
+    learning_curves as learning_curves,
+    run_plateaued as run_plateaued,
 )
 from ._intervals import (
     Interval as Interval,

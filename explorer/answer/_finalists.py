@@ -21,6 +21,7 @@ decoding an objective (:func:`cost_axis`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,13 +29,15 @@ import numpy as np
 import pandas as pd
 
 from explorer.answer._evidence import evidence_grid
+from explorer.answer._horizon import Horizon, at_horizon, check_layouts
 from explorer.answer._pareto import knee, normalize, pareto_front
-from explorer.answer._rule import decide, next_cells, runs_to_decide, smallest_round
+from explorer.answer._rule import decide, next_cells, ratio, runs_to_decide, smallest_round
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only
 from explorer.layout import (
     UNIT_OFFSET,
     FinalistRun,
     ModelConfig,
+    Purpose,
     fold_seed,
     head_counts,
     unit_seed,
@@ -53,7 +56,10 @@ __all__ = [
     "decision_cost",
     "decision_runs",
     "busy_rounds",
+    "check_runs",
     "evidence_units",
+    "pilot_layouts",
+    "pilot_runs",
     "rule_times",
     "finalist_times",
     "next_round_size",
@@ -83,10 +89,24 @@ class Plan:
     start: int = (
         0  # the units every layout trains first: [finalists] start, or fewer when the budget is smaller
     )
+    horizon: Horizon | None = None  # the grid's horizon (None: not chosen yet; the runs carry none)
 
     @property
     def keys(self) -> list[str]:
         return [arch_key(r.config, r.lr) for r in self.layouts]
+
+    def at(self, horizon: Horizon) -> Plan:
+        """This plan with its runs at ``horizon``'s epochs."""
+        runs = tuple(dataclasses.replace(r, epochs=horizon.epochs) for r in self.runs)
+        return dataclasses.replace(self, runs=runs, horizon=horizon)
+
+    @property
+    def epochs(self) -> int | None:
+        return None if self.horizon is None else self.horizon.epochs
+
+    def grid(self, records: Sequence[TrialRecord]) -> list[TrialRecord]:
+        """``records`` without the finalist runs that are not the grid's (:func:`at_horizon`)."""
+        return list(records) if self.horizon is None else at_horizon(records, self.horizon)
 
 
 def cost_axis(spec: StudySpec) -> str:
@@ -285,7 +305,9 @@ def _layouts(picks: Sequence[_Pick], knee_arch: Architecture) -> tuple[FinalistR
     return tuple(out)
 
 
-def _on(layout: FinalistRun, unit: Unit) -> FinalistRun:
+def _on(
+    layout: FinalistRun, unit: Unit, epochs: int | None = None, purpose: Purpose = Purpose.GRID
+) -> FinalistRun:
     return FinalistRun(
         layout.config,
         layout.lr,
@@ -295,6 +317,67 @@ def _on(layout: FinalistRun, unit: Unit) -> FinalistRun:
         unit.fold,
         unit.folds,
         unit.fold_seed,
+        epochs,
+        purpose,
+    )
+
+
+def pilot_layouts(plan: Plan, records: Sequence[TrialRecord], times: np.ndarray) -> list[int]:
+    """The pilot's layouts (indices into the plan's): the most accurate by the search's runs of the finalist
+    layouts (the knee where none was searched) and the fastest by the re-timing rounds."""
+    scores: dict[str, list[float]] = {}
+    for r in records:
+        if r.role == Role.SEARCH and r.finished and r.quality is not None and r.key is not None:
+            scores.setdefault(r.key, []).append(r.quality if r.metric.direction == "maximize" else -r.quality)
+    searched = [(float(np.mean(scores[k])), -i) for i, k in enumerate(plan.keys) if k in scores]
+    accurate = -max(searched)[1] if searched else 0
+    medians = np.array([np.nanmedian(row) if np.isfinite(row).any() else np.inf for row in times])
+    fastest = int(np.argmin(medians)) if len(medians) else accurate
+    return sorted({accurate, fastest})
+
+
+def pilot_runs(
+    plan: Plan, layouts: Sequence[int], horizon: Horizon, spec: StudySpec
+) -> tuple[FinalistRun, ...]:
+    """The pilot's runs for the horizon under test: each pilot layout on the plan's first units, at the horizon
+    and at twice it."""
+    return tuple(
+        _on(plan.layouts[i], unit_at(spec, u), epochs, Purpose.PILOT)
+        for epochs in (horizon.epochs, 2 * horizon.epochs)
+        for i in layouts
+        for u in range(plan.start)
+    )
+
+
+def _next_faster(times: np.ndarray, answer: int, tie: float) -> int | None:
+    """The slowest layout faster than ``answer`` by more than the latency tie (None: none is)."""
+    quicker = [(r, i) for i in range(len(times)) if (r := ratio(times, i, answer)) < 1 / (1 + tie)]
+    return max(quicker)[1] if quicker else None
+
+
+def check_runs(
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray, horizon: Horizon
+) -> tuple[FinalistRun, ...]:
+    """The horizon check's runs (:mod:`explorer.answer._horizon`): the best, the answer and the next faster
+    layout on the first ``[finalists] check_units`` units at twice the grid's horizon."""
+    n = spec.finalists.check_units
+    scores, _ = unit_grid(plan.grid(records), plan.keys, spec)
+    if n == 0 or not scores.size:
+        return ()
+    margin, risk, tie, edge = _rule_args(spec)
+    decision = decide(scores, times, margin, risk, tie, edge)
+    faster = _next_faster(times, decision.answer, tie)
+    keys = plan.keys
+    roles = check_layouts(
+        keys[decision.answer], keys[decision.best], None if faster is None else keys[faster]
+    )
+    if not roles:
+        return ()
+    layouts = sorted({decision.best} | {keys.index(k) for _, k in roles})
+    return tuple(
+        _on(plan.layouts[i], unit_at(spec, u), horizon.check_epochs, Purpose.CHECK)
+        for i in layouts
+        for u in range(n)
     )
 
 
@@ -364,18 +447,18 @@ def next_runs(
     """The next round of the finalist stage (see the module docstring): where the answer is still open, on the
     evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
     fits. ``times``: ``[layouts, rounds]`` in the plan's order."""
-    scores, ran = unit_grid(records, plan.keys, spec)
+    scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
     margin, risk, tie, edge = _rule_args(spec)
     cells = next_cells(
         scores, times, margin, risk, tie, plan.start, ROUND_UNITS, left, ran, edge=edge, sized=True
     )
-    return tuple(_on(plan.layouts[i], unit_at(spec, u)) for i, u in cells)
+    return tuple(_on(plan.layouts[i], unit_at(spec, u), plan.epochs) for i, u in cells)
 
 
 def next_round_size(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray) -> int:
     """The runs of the smallest round :func:`next_runs` would queue, whatever the budget left (0: the answer is
     decided)."""
-    scores, ran = unit_grid(records, plan.keys, spec)
+    scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
     margin, risk, tie, edge = _rule_args(spec)
     return smallest_round(
         scores, times, margin, risk, tie, plan.start, ROUND_UNITS, ran, edge=edge, sized=True
@@ -387,7 +470,7 @@ def decision_cost(
 ) -> int | None:
     """More finalist runs the answer needs to be decided, at the measured gaps and spreads (0: decided; None:
     not known yet, or no feasible number decides it)."""
-    scores, ran = unit_grid(records, plan.keys, spec)
+    scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
     if not scores.size or (~np.isnan(scores)).sum(axis=1).min() < 2:  # a spread needs two units a layout
         return None
     margin, risk, tie, edge = _rule_args(spec)

@@ -27,6 +27,15 @@ from scipy import stats
 from explorer.answer._contrasts import Contrast, Costs, contrasts, versus
 from explorer.answer._evidence import Collapse, Grid, evidence_grid
 from explorer.answer._finalists import COST_COLUMNS, cost_axis, decision_runs, rule_times, within_budgets
+from explorer.answer._horizon import (
+    Horizon,
+    HorizonCheck,
+    Shift,
+    at_horizon,
+    choose_horizon,
+    horizon_check,
+    unplateaued,
+)
 from explorer.answer._paired import PairedDifference
 from explorer.answer._pareto import knee, pareto_front
 from explorer.answer._rule import (
@@ -111,7 +120,9 @@ class Answer:
     verdicts: tuple[Candidate, ...] = ()  # every candidate: the class first, then by verdict and latency
     margin: float = math.nan  # on the quality's own scale (0.01 = one accuracy point)
     risk: float = 0.05  # the largest probability accepted that the answer lies beyond the margin
-    decided: bool = False  # the answer reaches 1 - risk and no faster layout is undecided
+    decided: bool = (
+        False  # reaches 1 - risk, no faster layout undecided, not contradicted at a longer horizon
+    )
     chance: float | None = None  # what learning nothing scores (majority class, unigram bits per byte)
     no_answer: str = ""  # why there is no answer ("" when there is one)
     collapsed: tuple[Collapse, ...] = ()  # finalist runs set apart (training failed), never pooled
@@ -125,6 +136,11 @@ class Answer:
     pace_s: float | None = None  # wall-clock seconds of the finalist stage per finished run
     budget: int | None = None  # the finalist stage's budget of runs, as the spec states it
     minutes: float | None = None  # ... and in minutes (None: no limit)
+    horizon: Horizon | None = None  # the finalists' horizon and how the pilot chose it (finalist evidence)
+    check: HorizonCheck | None = (
+        None  # the deciding comparisons at twice the horizon (None: the check is off)
+    )
+    unplateaued: tuple[tuple[str, int, int], ...] = ()  # (key, runs not plateaued, runs judged) per layout
 
     @property
     def next_faster(self) -> Candidate | None:
@@ -143,6 +159,11 @@ class Answer:
     def base(self) -> tuple[int, int] | None:
         r = self.recommended
         return None if r is None else (r.config.d_model, r.config.n_layers)
+
+    @property
+    def contradicted(self) -> bool:
+        """Whether the horizon check's longer runs contradict the verdict the answer rests on."""
+        return self.check is not None and not self.check.holds
 
     @property
     def placed(self) -> bool:
@@ -215,6 +236,9 @@ class Answer:
             "chance": self.chance,
             "no_answer": self.no_answer or None,
             "collapsed": [dataclasses.asdict(c) for c in self.collapsed],
+            "horizon": None if self.horizon is None else _horizon_dict(self.horizon),
+            "horizon_check": None if self.check is None else dataclasses.asdict(self.check),
+            "not_plateaued": [{"key": k, "runs": n, "of": m} for k, n, m in self.unplateaued],
             "notes": list(self.notes),
         }
 
@@ -380,9 +404,12 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         risk=spec.answer.risk,
         margin=spec.answer.margin_for(spec.metric.direction == "maximize"),
     )
-    finals_all = architectures(records, Role.FINALIST, retimings=retimings)
+    horizon = choose_horizon(records, spec)
+    grid_records = at_horizon(records, horizon)  # without the pilot's other horizons and the check's runs
+    finals_all = architectures(grid_records, Role.FINALIST, retimings=retimings)
     if within_budgets(finals_all, spec):
-        return _from_finalists(records, spec, retimings, finals_all, search, common)
+        found = _from_finalists(grid_records, spec, retimings, finals_all, search, common)
+        return _checked(found, records, spec, horizon)
     if not search:
         return Answer(
             None,
@@ -431,6 +458,58 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         chance=chance,
         **common,
     )
+
+
+def _checked(found: Answer, records: Sequence[TrialRecord], spec: StudySpec, horizon: Horizon) -> Answer:
+    """``found`` with its horizon, its runs' plateaus and its horizon check (a verdict the longer runs contradict
+    is no decision)."""
+    if found.recommended is None or found.best is None:
+        return dataclasses.replace(found, horizon=horizon)
+    nxt = found.next_faster
+    check = horizon_check(
+        records,
+        spec,
+        horizon,
+        found.recommended.key,
+        found.best.key,
+        None if nxt is None else nxt.arch.key,
+    )
+    keys = [a.key for a in found.candidates]
+    flat = at_horizon(records, horizon)
+    stalled = tuple((k, n, m) for k, (n, m) in unplateaued(flat, keys).items())
+    notes = list(found.notes)
+    if stalled:
+        names = ", ".join(f"{_heads(_by_key(found, k))} ({n} of {m})" for k, n, m in stalled)
+        notes.append(
+            f"runs of {names} were still improving over the last quarter of their {horizon.epochs} epochs "
+            "(beyond one binomial standard error): those layouts had not finished learning"
+        )
+    decided = found.decided
+    if check is not None and not check.holds:
+        decided = False
+        notes.append(
+            f"the verdict does not hold at {check.long} epochs: "
+            + "; ".join(_contradiction(s, found, spec) for s in check.shifts if not s.holds)
+            + f"; the answer rests on {horizon.epochs}-epoch runs and is not decided (a study with [finalists] "
+            f"epochs = {check.long} trains its grid that long)"
+        )
+    return dataclasses.replace(
+        found, horizon=horizon, check=check, unplateaued=stalled, decided=decided, notes=tuple(notes)
+    )
+
+
+def _by_key(found: Answer, key: str) -> Architecture:
+    return next(a for a in found.candidates if a.key == key)
+
+
+def _contradiction(shift: Shift, found: Answer, spec: StudySpec) -> str:
+    who = _heads(_by_key(found, shift.layout))
+    scale = 100 if spec.metric.direction == "maximize" else 1
+    mean, lo, hi = (v * scale for v in shift.long)
+    unit = "points" if scale == 100 else "bits per byte"
+    if shift.role == "answer":
+        return f"the best beats {who} by {mean:.2f} {unit} [{lo:.2f}, {hi:.2f}], beyond the margin"
+    return f"the faster {who} lies {mean:.2f} {unit} [{lo:.2f}, {hi:.2f}] below the best, within the margin"
 
 
 def _from_finalists(
@@ -523,6 +602,20 @@ def _from_finalists(
         minutes=spec.finalists.minutes,
         **base,
     )
+
+
+def _horizon_dict(h: Horizon) -> dict[str, Any]:
+    return {
+        "epochs": h.epochs,
+        "chosen": h.chosen,
+        "piloted": h.piloted,
+        "cap": h.cap,
+        "capped": h.capped,
+        "doublings": [
+            {"short": d.short, "long": d.long, "pairs": len(d.gains), "gain": d.mean, "lower": d.lower}
+            for d in h.doublings
+        ],
+    }
 
 
 def finalist_pace(records: Sequence[TrialRecord]) -> float | None:

@@ -108,6 +108,12 @@ def answer_line(name: str, ans: Any) -> str:
         how = f"the most accurate, no layout placed within {margin} of it with probability {1 - ans.risk:.0%} yet"
     if ans.decided:
         return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; decided"
+    if ans.contradicted:
+        return (
+            f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided: the verdict does not hold "
+            f"at {ans.check.long} epochs (a study whose grid trains that long: explorer study run SPEC --set "
+            f"name={name}-{ans.check.long} --set finalists.epochs={ans.check.long})"
+        )
     if ans.to_decide is None:
         return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided (no feasible number of runs decides it)"
     took = minutes_text(ans.to_decide, ans.pace_s)
@@ -424,6 +430,9 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
         note(f"stopped the finalists at {f.done}/{f.total} runs ({f.note}); resume with: {resume}")
     line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
     if f is not None:
-        line += f"; finalists: {f.done} runs of a budget of {f.total} ({f.failed} failed)"
+        grid = f.done - summary.horizon_runs
+        line += f"; finalists: {grid} runs of a budget of {f.total} ({f.failed} failed)"
+        if summary.horizon_runs:
+            line += f", and {summary.horizon_runs} runs of the pilot and the horizon check"
     note(f"{line}. Next: explorer report {handle.name}{_storage_flag(handle)}")
     return summary

@@ -49,6 +49,7 @@ from ._schedules import (
 from ._units import (
     UNIT_OFFSET as UNIT_OFFSET,
     FinalistRun as FinalistRun,
+    Purpose as Purpose,
     fold_seed as fold_seed,
     search_seed as search_seed,
     unit_seed as unit_seed,

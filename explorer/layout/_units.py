@@ -11,11 +11,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from explorer.layout._config import ModelConfig
 
-__all__ = ["FOLD_OFFSET", "SEED_BLOCK", "UNIT_OFFSET", "FinalistRun", "fold_seed", "search_seed", "unit_seed"]
+__all__ = [
+    "FOLD_OFFSET",
+    "SEED_BLOCK",
+    "UNIT_OFFSET",
+    "FinalistRun",
+    "Purpose",
+    "fold_seed",
+    "search_seed",
+    "unit_seed",
+]
 
 SEED_BLOCK = 1_000_000
 UNIT_OFFSET = 500_000  # search trial numbers stay below this (explorer.study.check_total refuses a total that reaches it)
@@ -37,6 +47,18 @@ def fold_seed(study_seed: int, replicate: int) -> int:
     return study_seed * SEED_BLOCK + FOLD_OFFSET + replicate
 
 
+class Purpose(str, Enum):
+    """What a finalist run is for: the evidence grid, the pilot that chooses the grid's horizon (a pilot run at
+    the chosen horizon is a grid run as well), or the check of the deciding comparison at a longer horizon."""
+
+    GRID = "grid"
+    PILOT = "pilot"
+    CHECK = "horizon check"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class FinalistRun:
     """One planned finalist run: an architecture, its learning rate, its unit's seed, and its part in the plan."""
@@ -49,12 +71,18 @@ class FinalistRun:
     fold: int | None = None  # which cross-validation fold it validates on (None: the task's fixed split)
     folds: int = 1  # how many folds its replicate is cut into
     fold_seed: int | None = None  # the seed that cut them
+    epochs: int | None = (
+        None  # the horizon it trains (None: the spec's [finalists] epochs, as runs before pilots)
+    )
+    purpose: Purpose = Purpose.GRID
 
     def attrs(self) -> dict[str, Any]:
         """What the queued trial carries (its ``finalist`` user attribute)."""
         out = {"model": self.config.to_dict(), "lr": self.lr, "label": self.label, "source": self.source}
         if self.fold is not None:
             out |= {"fold": self.fold, "folds": self.folds, "fold_seed": self.fold_seed}
+        if self.epochs is not None:
+            out |= {"epochs": self.epochs, "purpose": self.purpose.value}
         return out
 
     @classmethod
@@ -70,4 +98,6 @@ class FinalistRun:
             fold=None if fold is None else int(fold),
             folds=int(attrs.get("folds", 1)),
             fold_seed=None if fold_seed is None else int(fold_seed),
+            epochs=None if attrs.get("epochs") is None else int(attrs["epochs"]),
+            purpose=Purpose(attrs.get("purpose", Purpose.GRID)),
         )

@@ -58,5 +58,4 @@ from ._train import (
     evaluate as evaluate,
     evaluate_split as evaluate_split,
     fit as fit,
-    plateaued as plateaued,
 )

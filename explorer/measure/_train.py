@@ -27,7 +27,7 @@ from explorer.data import Task
 from explorer.errors import TrainingDivergedError
 from explorer.layout import ModelConfig, TrainConfig
 from explorer.measure._device import as_device, autocast
-from explorer.measures import QualityMetric, binomial_se, quality_metric
+from explorer.measures import QualityMetric, plateaued, quality_metric
 from explorer.model import ModelBuilder, build_model
 
 __all__ = ["EpochStats", "SplitScore", "TrainResult", "evaluate", "evaluate_split", "fit"]
@@ -129,18 +129,6 @@ def _lr_lambda(
         return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
     return factor
-
-
-def plateaued(values: list[float], n_val: int, patience: int, higher_is_better: bool = True) -> bool:
-    """Whether the best of the last ``patience`` values beats the best before them by no more than the noise:
-    one binomial standard error for an accuracy on ``n_val`` examples, 0.2% for a loss."""
-    if len(values) <= patience:
-        return False
-    sign = 1.0 if higher_is_better else -1.0
-    before = max(sign * v for v in values[:-patience])
-    recent = max(sign * v for v in values[-patience:])
-    noise = binomial_se(before, n_val) if higher_is_better else 0.002 * abs(before)
-    return recent - before <= noise
 
 
 def _cross_entropy(logits: torch.Tensor, y: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

@@ -5,11 +5,9 @@ from :class:`explorer.answer._recommend.Answer` only: every figure here is one t
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from explorer.answer import Answer, Architecture, Candidate, Contrast, minutes_text
@@ -32,9 +30,9 @@ from explorer.output._fmt import (
 )
 from explorer.output._kv_sections import is_modern, modern_headline, saving_blocks
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, Role, TrialRecord
+from explorer.storage import Retiming, TrialRecord
 
-__all__ = ["answer_blocks", "evidence_blocks"]
+__all__ = ["answer_blocks", "check_blocks", "evidence_blocks"]
 
 _VERDICT_WORDS = {
     "best": "the best",
@@ -144,6 +142,15 @@ def _cost_spans(ans: Answer, spec: StudySpec) -> list[Any]:
     budget = f"The stage's budget is {ans.budget} runs" + (
         f" or {num(ans.minutes, 'g')} minutes" if ans.minutes is not None else ""
     )
+    if ans.contradicted:
+        assert ans.check is not None
+        long = ans.check.long
+        return [
+            f"{budget}. Not decided: the verdict does not hold at {long} epochs. A study whose grid trains that "
+            "long: ",
+            ("code", f"explorer study run SPEC --set name={spec.name}-{long} --set finalists.epochs={long}"),
+            ". ",
+        ]
     if ans.to_decide is None:
         return [f"{budget}. Not decided, and no feasible number of runs decides it at its measured spread."]
     took = minutes_text(ans.to_decide, ans.pace_s)
@@ -341,32 +348,114 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     return b + _per_base(ans)
 
 
-def _training_tail(records: Sequence[TrialRecord], keys: set[str]) -> str:
-    """How much the finalist runs still gained over the last quarter of their fixed schedule."""
-    runs = [
-        r for r in records if r.role == Role.FINALIST and r.finished and r.key in keys and len(r.history) >= 4
-    ]
-    if not runs:
+def _pct(x: float, bpb: bool) -> str:
+    return f"{x:+.3f}" if bpb else f"{x * 100:+.2f}"
+
+
+def _horizon_text(ans: Answer, bpb: bool) -> str:
+    """How long the grid's runs trained, how the pilot chose it, and whether each run had flattened."""
+    h = ans.horizon
+    if h is None:
         return ""
-    tail = max(1, len(runs[0].history) // 4)
-    rises = np.array([r.history[-1] - r.history[-1 - tail] for r in runs])
-    bpb = runs[0].metric.direction == "minimize"
-    mean = float(rises.mean())
-    se = float(rises.std(ddof=1) / math.sqrt(len(rises))) if len(rises) > 1 else math.nan
-    what = "bits per byte" if bpb else "accuracy"
-    size = f"{mean:+.3f} bits per byte" if bpb else f"{mean * 100:+.2f} points"
-    spread = "" if math.isnan(se) else (f" (+-{1.96 * se:.3f})" if bpb else f" (+-{1.96 * se * 100:.2f})")
-    still = (mean < -1.96 * se) if bpb else (mean > 1.96 * se)
+    unit = "bits per byte" if bpb else "points"
+    out = f" Every grid run trained the same {h.epochs} epochs (linear warm-up, then cosine decay to zero)"
+    if not h.piloted:
+        out += ", the spec's horizon (no pilot ran)."
+    else:
+        steps = []
+        for d in h.doublings:  # a gain in bits per byte is bits saved
+            steps.append(
+                f"{d.long} epochs instead of {d.short} gained {_pct(d.mean, bpb)} {unit} on average over "
+                f"{len(d.gains)} layout-unit pairs (one-sided 95% lower bound {_pct(d.lower, bpb)}): "
+                + ("a gain, so the horizon doubled" if d.gained else "no gain the data can tell")
+            )
+        out += (
+            ", the horizon a pilot chose: the most accurate and the fastest finalist layouts trained the first "
+            "units at the horizon and at twice it; " + "; ".join(steps) + "."
+        )
+        if h.capped:
+            out += f" The pilot stopped at its cap of {h.cap} epochs while longer training still gained."
+    if ans.unplateaued:
+        names = ", ".join(
+            f"{heads(a.heads)} ({n} of {m} runs)"
+            for k, n, m in ans.unplateaued
+            if (a := _arch(ans, k)) is not None
+        )
+        out += (
+            f" Runs of {names} were still improving over the last quarter of their schedule (the best of the last "
+            "quarter above the best before it by more than one binomial standard error): those layouts had not "
+            "finished learning."
+        )
+    else:
+        out += (
+            " Every run had flattened: the best validation score of the last quarter of its schedule was within "
+            "one binomial standard error of the best before it."
+        )
+    return out
+
+
+def _arch(ans: Answer, key: str) -> Architecture | None:
+    return next((a for a in ans.candidates if a.key == key), None)
+
+
+def check_blocks(ans: Answer) -> list[tuple]:
+    """The horizon check: the deciding comparisons at the grid's horizon and at twice it."""
+    c = ans.check
+    if c is None or ans.evidence != "finalists":
+        return []
+    bpb = ans.recommended is not None and is_bpb(ans.recommended.metric)
+    unit = "bits per byte" if bpb else "points"
+    if not c.shifts:
+        what = (
+            "the answer is the best and no finalist is faster"
+            if not c.pending
+            else f"its runs at {c.long} epochs have not all finished"
+        )
+        return [("p", [("b", "Horizon check: "), f"nothing to compare: {what}."])]
+    rows = []
+    for s in c.shifts:
+        who = _arch(ans, s.layout)
+        rows.append(
+            {
+                "layout": heads(who.heads) if who else s.layout,
+                "its verdict": _verdict_of(ans, s.layout),
+                "paired units": s.units,
+                f"below the best at {c.epochs} epochs [90%]": _interval(s.short, bpb),
+                f"below the best at {c.long} epochs [90%]": _interval(s.long, bpb),
+                "holds": "yes" if s.holds else "no",
+            }
+        )
     verdict = (
-        "a mean gain beyond its 95% interval, so the runs were still improving when the schedule ended: "
-        "more [finalists] epochs may raise the scores (not measured here)"
-        if still
-        else "no mean gain beyond its 95% interval at the end of the schedule"
+        "the longer runs do not contradict the verdict at the study's risk"
+        if c.holds
+        else "the longer runs contradict the verdict, so the answer is not decided"
     )
-    return (
-        f" Over the last {tail} epochs of the schedule the validation {what} of the {len(runs)} runs changed "
-        f"by {size} on average{spread}: {verdict}."
+    crossed = [s for s in c.shifts if s.holds and s.crossed]
+    if crossed:
+        verdict += (
+            "; at the longer horizon the mean of "
+            + ", ".join(heads(a.heads) for s in crossed if (a := _arch(ans, s.layout)) is not None)
+            + " lies on the other side of the margin, which these few units cannot show"
+        )
+    text = (
+        f"The comparisons that decide the answer trained again at {c.long} epochs, twice the grid's {c.epochs}, "
+        f"on the first paired units; how far each layout lies below the best ({unit}, best minus layout, paired "
+        f"by unit, 90% t interval: each bound a one-sided test at the study's risk): {verdict}."
     )
+    return [("p", [("b", "Horizon check: "), text]), ("table", pd.DataFrame(rows))]
+
+
+def _verdict_of(ans: Answer, key: str) -> str:
+    """A layout's verdict at the grid's horizon, as the answer's table writes it."""
+    c = next((c for c in ans.verdicts if c.arch.key == key), None)
+    return "" if c is None else _VERDICT_WORDS.get(c.verdict, c.verdict)
+
+
+def _interval(row: tuple[float, float, float], bpb: bool) -> str:
+    mean, lo, hi = row
+    if bpb:
+        return f"{mean:.3f} [{lo:.3f}, {hi:.3f}]"
+    return f"{mean * 100:.2f} [{lo * 100:.2f}, {hi * 100:.2f}]"
 
 
 def _timing_method(retimings: Sequence[Retiming]) -> str:
@@ -396,9 +485,7 @@ def evidence_blocks(
     if ans.evidence != "finalists":
         return []
     f = spec.finalists
-    epochs = f.run_epochs(spec.task.epochs)
     finals = list(ans.candidates)  # the runs the answer rests on (collapsed ones are reported apart)
-    grid_keys = set(ans.grid.keys) if ans.grid else set()
     split = (
         f"{f.folds} stratified folds of the task's labelled examples (training and validation splits "
         "pooled; the test split kept apart), cut afresh for each replicate"
@@ -415,9 +502,8 @@ def evidence_blocks(
         f"still decided the answer, until it was decided or the stage's budget ({limit}) was spent: {spent} "
         f"runs{pace}, and {outcome} (units: {split}). On a unit every layout "
         f"saw the same training examples in the same order from the same seed, so two layouts are compared "
-        f"unit by unit. Every run trained a fixed {epochs} epochs (linear warm-up, then cosine decay to zero): "
-        "none was stopped early, and none is said to have reached a plateau."
-        + _training_tail(records, grid_keys)
+        "unit by unit."
+        + _horizon_text(ans, bool(finals) and is_bpb(finals[0].metric))
         + " "
         + _timing_method(retimings)
     )

@@ -1,21 +1,24 @@
 """The answer's figure: the trade-off the answer makes. Every finalist layout's paired difference from the best
 (its interval at the rule's level) against its latency relative to the best (the ratio within re-timing rounds),
 the margin drawn and the answer marked. It draws exactly what the answer rests on (the finalists' paired runs),
-not the search's single short runs."""
+not the search's single short runs. The curves figure: the finalists' validation curves at the grid's horizon."""
 
 from __future__ import annotations
 
 import math
 import textwrap
+from collections.abc import Sequence
 
+import numpy as np
 import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from explorer.answer import Answer
+from explorer.answer import Answer, at_horizon, learning_curves
 from explorer.output._plots import empty_figure, new_figure
+from explorer.storage import TrialRecord
 
-__all__ = ["evidence_figure"]
+__all__ = ["curves_figure", "evidence_figure"]
 
 _COLORS = {"best": "C2", "within": "C2", "undecided": "C1", "edge": "0.65", "beyond": "0.45"}
 
@@ -83,5 +86,55 @@ def evidence_figure(ans: Answer, batch: int) -> Figure:
     )
     fig.suptitle(
         "The trade-off the answer makes\n" + textwrap.fill(note, int(fig.get_figwidth() * 13)), fontsize=10
+    )
+    return fig
+
+
+def curves_figure(ans: Answer, records: Sequence[TrialRecord]) -> Figure:
+    """Each finalist layout's validation curve over its grid runs (mean, and the band from its lowest to its
+    highest run), the epoch where the mean reaches the noise of its best marked; the horizon check's longer runs
+    dashed."""
+    with sns.axes_style("whitegrid"):
+        fig = new_figure(7.0, 4.6)
+        ax = fig.subplots()
+    h = ans.horizon
+    if h is None or ans.evidence != "finalists":
+        return empty_figure(fig, "no finalist runs: no learning curves to draw")
+    keys = [a.key for a in ans.candidates]
+    curves = learning_curves(at_horizon(records, h), keys)
+    if not curves:
+        return empty_figure(fig, "no finished finalist run at the grid's horizon")
+    bpb = ans.candidates[0].metric.direction == "minimize"
+    scale = 1.0 if bpb else 100.0
+    names = {a.key: ",".join(map(str, a.heads)) for a in ans.candidates}
+    checked = learning_curves(records, keys, h.check_epochs) if ans.check is not None else []
+    palette = sns.color_palette("colorblind", len(curves))
+    colors = {c.key: palette[i] for i, c in enumerate(curves)}
+    for c in curves:
+        x = np.arange(1, c.epochs + 1)
+        color = colors[c.key]
+        ax.fill_between(x, np.array(c.low) * scale, np.array(c.high) * scale, color=color, alpha=0.15, lw=0)
+        ax.plot(x, np.array(c.mean) * scale, color=color, lw=1.6, label=f"{names[c.key]} ({c.runs} runs)")
+        ax.plot([c.plateau], [c.mean[c.plateau - 1] * scale], "o", color=color, ms=6, mec="white")
+    for c in checked:
+        x = np.arange(1, c.epochs + 1)
+        ax.plot(x, np.array(c.mean) * scale, color=colors.get(c.key, "0.4"), lw=1.1, ls="--")
+    ax.axvline(max(c.epochs for c in curves), color="0.5", lw=0.8, ls=":")
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation bits per byte (lower is better)" if bpb else "validation accuracy (%)")
+    means = np.concatenate([np.array(c.mean) for c in (*curves, *checked)]) * scale
+    top = means.max() if not bpb else means.min()
+    lo, hi = np.percentile(means, 20), top  # the part of the curves where layouts differ
+    pad = max(0.5, 0.15 * abs(hi - lo))
+    ax.set_ylim(*sorted((lo - pad, hi + pad)) if not bpb else sorted((hi - pad, lo + pad)))
+    ax.legend(fontsize=8, loc="lower right" if not bpb else "upper right", ncol=2)
+    note = (
+        f"mean over each layout's runs at the grid's {max(c.epochs for c in curves)} epochs (band: lowest to highest run); dot: the "
+        "first epoch within one standard error of the mean curve's best"
+        + (f"; dashed: the horizon check's runs at {h.check_epochs} epochs" if checked else "")
+    )
+    fig.suptitle(
+        "Did the finalists finish learning?\n" + textwrap.fill(note, int(fig.get_figwidth() * 13)),
+        fontsize=10,
     )
     return fig

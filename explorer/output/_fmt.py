@@ -135,6 +135,13 @@ def claim(ans: Answer) -> str:
             f"the fastest layout placed within {margin} of the best, with probability {prob(p)} (the rule asks "
             f"{asked}); every faster finalist is placed beyond the margin or at its edge, so the answer is decided."
         )
+    if ans.placed and ans.contradicted:
+        assert ans.check is not None
+        return (
+            f"the fastest layout placed within {margin} of the best, with probability {prob(p)} (the rule asks "
+            f"{asked}), at {ans.check.epochs} epochs; the runs trained {ans.check.long} epochs contradict that "
+            "verdict (the horizon check below), so the answer is not decided."
+        )
     if ans.placed:
         return (
             f"the fastest layout placed within {margin} of the best so far, with probability {prob(p)} (the rule "

@@ -28,6 +28,7 @@ from explorer.answer import (
     answer,
     architecture_table,
     architectures,
+    at_horizon,
     csv_ready,
     decode_only,
     hypervolume_history,
@@ -37,8 +38,8 @@ from explorer.answer import (
 )
 from explorer.errors import NoCompletedTrialsError
 from explorer.output import _plots as plots, _study_plots as study_plots
-from explorer.output._answer_sections import answer_blocks, evidence_blocks
-from explorer.output._evidence_plots import evidence_figure
+from explorer.output._answer_sections import answer_blocks, check_blocks, evidence_blocks
+from explorer.output._evidence_plots import curves_figure, evidence_figure
 from explorer.output._files import OutputFolder
 from explorer.output._fmt import quality_column, quality_value
 from explorer.output._inputs import input_blocks
@@ -132,9 +133,11 @@ def _content(
     ans = data.answer if data.answer is not None else answer(records, spec, data.retimings)
     search = _SearchTables.of(data, ans)
     acct = study_account(records, spec, storage=data.storage, closed=data.closed, spec_path=data.spec_path)
-    verdicts = rules_of_thumb(records, data.bench, ans.grid, ans.candidates, ans.margin)
+    # the rules read the finalists' grid runs, not the pilot's other horizons nor the horizon check's
+    evidence = records if ans.horizon is None else at_horizon(records, ans.horizon)
+    verdicts = rules_of_thumb(evidence, data.bench, ans.grid, ans.candidates, ans.margin)
     if searches_kv(records):
-        verdicts.append(gqa_rule(records, data.retimings))
+        verdicts.append(gqa_rule(evidence, data.retimings))
     b = _opening(data, ans, acct, search)
     answer_section = answer_blocks(ans, spec)
     lead = next((blk for blk in answer_section if blk[0] == "p"), None)
@@ -150,6 +153,16 @@ def _content(
             )
         )
     b.extend(evidence_blocks(ans, spec, records, data.retimings))
+    if ans.evidence == "finalists":
+        b.append(
+            (
+                "fig",
+                "curves",
+                "Learning curves: each finalist layout's validation score by epoch over its runs, where the "
+                "mean flattens marked: whether the runs the answer rests on had finished learning.",
+            )
+        )
+        b.extend(check_blocks(ans))
     b.extend(_search_blocks(data, search))
     b.extend(early_stopping_blocks(acct, spec, records))
     if data.bench:
@@ -223,6 +236,7 @@ def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str,
     }
     if ans.evidence == "finalists":
         figures["evidence"] = lambda: evidence_figure(ans, batch)
+        figures["curves"] = lambda: curves_figure(ans, data.records)
     if searches_kv(data.records):
         figures["kv"] = lambda: plots.kv_figure(t, metric)
     if data.bench:

@@ -4,8 +4,10 @@ After the search, the *finalists* (the search's knee and its neighbours, referen
 uniform head counts; :mod:`explorer.answer._finalists` chooses them) are trained on a grid of *units*: ``seeds``
 replicates, each cutting the task's labelled examples into ``folds`` stratified folds afresh
 (:func:`explorer.data._folds.fold_task`), each fold trained once per layout with one seed that every layout
-shares. Every run trains a fixed schedule of ``epochs`` epochs (warm-up, then cosine decay), the same for every
-layout, so no run is longer or shorter than another for reasons of its own.
+shares. Every grid run trains the same fixed schedule (warm-up, then cosine decay) of the stage's *horizon*, so
+no run is longer or shorter than another for reasons of its own; the horizon is ``epochs``, doubled while a pilot
+shows that training twice as long still gains (:mod:`explorer.answer._horizon`), up to ``horizon_cap``. Once the
+answer is decided, its deciding comparisons train again at twice the horizon on ``check_units`` units.
 
 The runs are spent where they decide (:func:`explorer.answer._rule.next_cells`): every finalist first trains on
 ``start`` units; then, a few paired units at a time, only the layouts whose comparisons still decide the answer
@@ -63,12 +65,30 @@ class FinalistsSpec:
         "task's fixed split",
         shown="`5` (a language model: `1`)",
     )
-    # the fixed schedule of every run; None: 2 x [task] epochs
+    # the first horizon of every run; None: 2 x [task] epochs
     epochs: int | None = key(
         None,
-        "the fixed schedule of every finalist run (warm-up, then cosine decay)",
+        "the first horizon: every finalist run trains a fixed schedule of this many epochs (warm-up, then cosine "
+        "decay), doubled while the pilot shows that twice as long still gains (`pilot`)",
         shown="`2 x [task] epochs`",
         cap=EPOCHS,
+    )
+    pilot: bool = key(
+        True,
+        "before the grid, the most accurate and the fastest finalist layouts train the first units at the horizon "
+        "and at twice it; while twice as long gains beyond the noise (a one-sided 95% paired t bound above zero) "
+        "the horizon doubles, up to `horizon_cap`; `false`: every run trains `epochs`",
+    )
+    # None: 4 x the first horizon (within the epochs limit)
+    horizon_cap: int | None = key(
+        None, "the longest horizon the pilot may choose", shown="`4 x epochs`", cap=EPOCHS
+    )
+    check_units: int = key(
+        3,
+        "paired units on which the comparisons that decide the answer (against the best, and against the next "
+        "faster layout) train again at twice the horizon; the report says whether the verdict holds there, and "
+        "a verdict the longer runs contradict is no answer; `0` skips the check",
+        cap=TRIALS,
     )
     # interleaved re-timing rounds of every finalist, with no training running
     timing_rounds: int = key(
@@ -97,8 +117,13 @@ class FinalistsSpec:
     )
 
     def run_epochs(self, search_epochs: int) -> int:
-        """Epochs every evidence run trains."""
+        """The first horizon: epochs every evidence run trains unless the pilot doubles it."""
         return self.epochs or 2 * search_epochs
+
+    def cap_epochs(self, search_epochs: int) -> int:
+        """The longest horizon the pilot may choose."""
+        first = self.run_epochs(search_epochs)
+        return max(first, self.horizon_cap or min(4 * first, EPOCHS.value()))
 
     @property
     def units(self) -> int:

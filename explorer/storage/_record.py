@@ -22,7 +22,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial
 
-from explorer.layout import FinalistRun, ModelConfig, TrainConfig
+from explorer.layout import FinalistRun, ModelConfig, Purpose, TrainConfig
 from explorer.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
 from explorer.storage import _optuna_private as optuna_private
 from explorer.storage._companion import study_parts, trials_of
@@ -106,6 +106,7 @@ class TrialRecord:
     constraints: tuple[tuple[str, float], ...] = ()  # (name, value); <= 0 is feasible
     proposal: Proposal | None = None  # how the search chose it
     label: str | None = None  # a finalist's part in the plan: knee, front, 1 head, 8 heads, next faster
+    purpose: Purpose | None = None  # a finalist run's: the grid, the horizon's pilot, or the horizon check
     rejected: int = 0  # proposals for already-evaluated architectures the search skipped before this one
     relations: tuple[
         tuple[int, int, int, float], ...
@@ -272,7 +273,9 @@ class TrialRecord:
                 "lr": self.lr,
                 "label": self.label,
                 "source": None,
-            }
+            } | (
+                {} if self.purpose is None else {"epochs": self.epochs_planned, "purpose": self.purpose.value}
+            )
         return {**attrs, **{k: v for k, v in optional.items() if v is not None}}
 
 
@@ -336,6 +339,7 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         decode=DecodeResult.from_dict(a["decode"]) if isinstance(a.get("decode"), Mapping) else None,
         constraints=_tuple_pairs(t.constraints) or _tuple_pairs(a.get("constraints")),
         label=_opt(a.get("finalist") or {}, "label", str),
+        purpose=_purpose(a),
         rejected=int(a.get("rejected", 0) or 0),
         relations=relations,
         started=t.datetime_start,
@@ -344,6 +348,12 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         closed=closure_of(t),
         **{name: _opt(a, name, kind) for name, kind in SCALAR_FIELDS},
     )
+
+
+def _purpose(a: Mapping[str, Any]) -> Purpose | None:
+    """A finalist run's purpose (runs queued before horizons were chosen are grid runs)."""
+    run = a.get("finalist")
+    return None if not isinstance(run, Mapping) else Purpose(run.get("purpose", Purpose.GRID))
 
 
 def closure_of(t: FrozenTrial) -> Closure | None:

@@ -20,15 +20,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from explorer.answer import (
+    Horizon,
     Plan,
     busy_rounds,
+    check_runs,
+    choose_horizon,
     cost_axis,
     decision_cost,
     finalist_pace,
     minutes_text,
     next_round_size,
     next_runs,
+    pilot_layouts,
+    pilot_runs,
     plan_finalists,
     rule_times,
 )
@@ -58,6 +65,7 @@ class RunSummary:
     finalists: Progress | None  # None when the stage did not run (switched off, or the search did not finish)
     plan: Plan | None
     added: int  # finalist runs queued by this run
+    horizon_runs: int = 0  # finished finalist runs outside the grid: the pilot's other horizons, the check's
 
     @property
     def complete(self) -> bool:
@@ -161,16 +169,22 @@ def _finalist_stage(
             on_stage("timing", len(configs) * len(busy))
         timed = retime(handle, configs, rounds + len(busy), context=context)
     times = rule_times(plan.keys, timed, cost_axis(spec))[0]  # as the answer reads them
-    done = stage_progress(handle.study, "finalist", 0).done
+    if on_stage:
+        on_stage("finalist", max(plan.budget, stage_progress(handle.study, "finalist", 0).done))
+    stage_end = math.inf if spec.finalists.minutes is None else time.monotonic() + 60 * spec.finalists.minutes
+    horizon, pilot = _pilot(run_plan, plan, times, on_progress)
+    if pilot is not None:  # stopped before the horizon was chosen (Ctrl-C aside: a timeout, failures)
+        return RunSummary(search, pilot, plan, 0)
+    plan = plan.at(horizon)
+    done = _grid_runs(plan, handle)
     if more is not None:  # --until-decided: that many runs more (-1: the stage's budget again)
         budget = done + (plan.budget if more < 0 else more)
     else:
         budget = len(plan.runs) if seeds is not None else plan.budget
     # no new round starts past the stage's minutes, unless a --budget of runs was given for this confirm
     minutes = spec.finalists.minutes if more is None or more < 0 else None
-    stage_end = math.inf if minutes is None else time.monotonic() + 60 * minutes
-    if on_stage:
-        on_stage("finalist", max(budget, done))
+    if minutes is None:
+        stage_end = math.inf
     added = enqueue_runs(handle, plan.runs if seeds is not None else plan.runs[: max(0, budget - done)])
     cost: dict[str, int | None] = {"runs": None}  # what a decision costs, as the last round left it
 
@@ -194,7 +208,8 @@ def _finalist_stage(
                     note=f"not decided when the stage's {minutes:g} minutes were spent",
                 )
             break
-        queued = enqueue_runs(handle, next_runs(plan, records, spec, times, budget - finals.done))
+        left = budget - _grid_runs(plan, handle)
+        queued = enqueue_runs(handle, next_runs(plan, records, spec, times, left))
         if not queued:
             need = next_round_size(plan, records, spec, times)
             if need:  # undecided, and the budget left cannot hold the next round that decides
@@ -204,12 +219,55 @@ def _finalist_stage(
                     reason=StopReason.BUDGET,
                     note=f"not decided: the next round that decides needs {need} runs"
                     + (f" ({took})" if took else "")
-                    + f" and {max(0, budget - finals.done)} of the budget are left",
+                    + f" and {max(0, left)} of the budget are left",
                     need=need,
                 )
             break
         added += queued
-    return RunSummary(search, finals, plan, added)
+    if finals.reason in (None, *UNDECIDED_STOPS):  # the deciding comparisons again, trained twice as long
+        records = load_records(handle.study, roles=("finalist",))
+        if enqueue_runs(handle, check_runs(plan, records, spec, times, horizon)):
+            checked = run_stage(run_plan, "finalist", budget, progress)
+            finals = (
+                checked
+                if checked.reason is not None
+                else dataclasses.replace(
+                    checked,
+                    reason=finals.reason,
+                    note=finals.note,
+                    need=finals.need,
+                    to_decide=finals.to_decide,
+                )
+            )
+    horizon_runs = sum(r.finished for r in load_records(handle.study, roles=("finalist",))) - sum(
+        r.finished for r in plan.grid(load_records(handle.study, roles=("finalist",)))
+    )
+    return RunSummary(search, finals, plan, added, horizon_runs)
+
+
+def _pilot(
+    run_plan: RunPlan, plan: Plan, times: np.ndarray, on_progress: Callable[[Progress], None] | None
+) -> tuple[Horizon, Progress | None]:
+    """The stage's horizon: chosen by its pilot (:mod:`explorer.answer._horizon`), whose runs are queued and run
+    here until it is; with the progress of a pilot stopped short (None: it was not)."""
+    handle, spec = run_plan.handle, run_plan.handle.spec
+    horizon = choose_horizon(load_records(handle.study, roles=("finalist",)), spec)
+    if horizon.chosen:
+        return horizon, None
+    layouts = pilot_layouts(plan, load_records(handle.study, roles=("search",)), times)
+    while not horizon.chosen:
+        enqueue_runs(handle, pilot_runs(plan, layouts, horizon, spec))
+        progress = run_stage(run_plan, "finalist", plan.budget, on_progress)
+        if progress.reason is not None:
+            return horizon, progress
+        horizon = choose_horizon(load_records(handle.study, roles=("finalist",)), spec)
+    return horizon, None
+
+
+def _grid_runs(plan: Plan, handle: StudyHandle) -> int:
+    """The grid's runs, finished or running: what the stage's budget counts (the pilot's runs at other horizons
+    and the horizon check's are not the rule's spending)."""
+    return sum(r.state != "FAIL" for r in plan.grid(load_records(handle.study, roles=("finalist",))))
 
 
 def confirm(

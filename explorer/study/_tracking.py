@@ -29,7 +29,7 @@ from typing import Any
 
 import optuna
 
-from explorer.answer import Answer, architectures
+from explorer.answer import Answer, architectures, at_horizon, choose_horizon
 from explorer.spec import tracking_uri
 from explorer.storage import (
     Retiming,
@@ -121,6 +121,10 @@ def _layout(r: TrialRecord) -> str:
 def _params(r: TrialRecord) -> dict[str, Any]:
     """The trial's layout and training as MLflow params (strings of at most a few hundred characters)."""
     out: dict[str, Any] = {"heads": _layout(r), "role": r.role, "seed": r.seed, "lr": r.lr, "fold": r.fold}
+    if (
+        r.purpose is not None
+    ):  # a finalist run: its horizon and what it is for (the grid, the pilot, the check)
+        out |= {"epochs": r.epochs_planned, "purpose": r.purpose.value}
     if r.config is not None:
         c = r.config
         out |= {f"heads_layer{i}": h for i, h in enumerate(c.heads)}
@@ -178,6 +182,7 @@ def _sync(
     records: Sequence[TrialRecord],
     logged: list[int],
     retimings: Sequence[Retiming] = (),
+    grid: Sequence[TrialRecord] | None = None,
 ) -> set[str]:
     """Log every record without a run yet, appending each trial number to ``logged`` as it is, and each finalist
     layout's evidence on its parent run (raises on the first failure); return the trial numbers MLflow held
@@ -209,7 +214,7 @@ def _sync(
             name = f"trial {r.number} {_layout(r)}"
         _log_run(client, experiment_id, name, tags, r)
         logged.append(r.number)
-    for layout, metrics in _layout_evidence(records, retimings).items():
+    for layout, metrics in _layout_evidence(records if grid is None else grid, retimings).items():
         rid = parents.get(layout)
         if rid is not None and evidence.get(rid) != metrics["runs"]:  # new runs since its evidence was logged
             stamp = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
@@ -277,7 +282,8 @@ def sync_trials(
         with _quick_failures():
             client = _client(uri)
             experiment_id = _experiment(client, experiment, uri)
-            held = _sync(client, experiment_id, spec.name, finished, logged, load_retimings(study))
+            grid = at_horizon(finished, choose_horizon(finished, spec))  # the evidence: the grid's runs
+            held = _sync(client, experiment_id, spec.name, finished, logged, load_retimings(study), grid)
     except Exception as exc:  # a tracking store that is down, refuses or is not installed: no trial is lost
         error = _one_line(exc)
         held = {str(n) for n in before.get("logged", ())} if before.get("uri") == mask_url(uri) else set()

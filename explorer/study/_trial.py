@@ -125,8 +125,9 @@ class _Plan:
 
     @property
     def claim_key(self) -> str:
-        """What the trial claims: its architecture (a search trial), or its architecture and seed (a finalist)."""
-        return self.key if self.finalist is None else f"{self.key}|seed{self.seed}"
+        """What the trial claims: its architecture (a search trial), or its architecture, seed and horizon (a
+        finalist: the horizon check trains a grid run's layout and seed for longer)."""
+        return self.key if self.finalist is None else f"{self.key}|seed{self.seed}|{self.epochs}ep"
 
 
 class Objective:
@@ -221,7 +222,7 @@ class Objective:
         if role is Role.FINALIST:
             run = finalist_run(trial)
             assert run is not None, "a finalist trial is queued with its run"
-            epochs = self.spec.finalists.run_epochs(self.spec.task.epochs)
+            epochs = run.epochs or self.spec.finalists.run_epochs(self.spec.task.epochs)
             return _Plan(role, run.config, run.lr, run.seed, epochs, self._task_for(run), run)
         sampled = self.context.space.sample(trial)
         suggest_readable(trial, sampled, self.context.space)  # heads_layer0.. as params Optuna's plots read

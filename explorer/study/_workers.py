@@ -74,19 +74,22 @@ def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
     or the study itself for one made before finalists were kept apart) where the finalist stage runs them
     (``handle.stage_study``); return how many were added.
 
-    A run is identified by its configuration and seed, so planning again (after a resume, or `explorer confirm`
+    A run is identified by its configuration, seed and horizon, so planning again (after a resume, or `explorer confirm`
     with more seeds) queues only what is new.
     """
+    spec = handle.spec
+    default = spec.finalists.run_epochs(spec.task.epochs)  # the horizon of a run queued without one
     have = set()
     for t, _ in trials_of(handle.study):
         a = t.user_attrs
         if a.get("role") == "finalist" and t.state != TrialState.FAIL and not is_bookkeeping(t):
             run = a["finalist"]
-            have.add((arch_key(ModelConfig.from_dict(run["model"]), float(run["lr"])), int(a["seed"])))
+            key = arch_key(ModelConfig.from_dict(run["model"]), float(run["lr"]))
+            have.add((key, int(a["seed"]), int(run.get("epochs") or default)))
     added = 0
     study = handle.stage_study("finalist")
     for run in runs:
-        if (arch_key(run.config, run.lr), run.seed) in have:
+        if (arch_key(run.config, run.lr), run.seed, run.epochs or default) in have:
             continue
         study.enqueue_trial({}, user_attrs={"role": "finalist", "seed": run.seed, "finalist": run.attrs()})
         added += 1

@@ -39,7 +39,17 @@ def test_report_writes_every_file_and_leads_with_the_answer(tmp_path):
     study = make_study(80, states={"FAIL": 3, "PRUNED": 5}, bench=BENCH, finalists=3)
     paths = write_report(data_of(study, "sqlite:///x.db"), tmp_path / "out")
     names = {p.name for p in paths.files}
-    figures = {"pareto", "evidence", "heads", "dk", "family", "pareto_heads", "hypervolume", "bench"}
+    figures = {
+        "pareto",
+        "evidence",
+        "curves",
+        "heads",
+        "dk",
+        "family",
+        "pareto_heads",
+        "hypervolume",
+        "bench",
+    }
     assert {f"{f}.png" for f in figures} | {
         "report.md",
         "report.html",

@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from explorer.layout import ModelConfig
+from explorer.layout import ModelConfig, Purpose
 from explorer.measures import DecodeResult
 from explorer.storage import (
     RETIMED_ATTR,
@@ -193,7 +193,7 @@ def test_every_field_is_read_either_generically_or_from_its_parts():
         "decode",
         "constraints",
     }
-    structured |= {"label", "rejected", "relations", "started", "completed", "task_kind", "closed"}
+    structured |= {"label", "purpose", "rejected", "relations", "started", "completed", "task_kind", "closed"}
     generic = {name for name, _ in SCALAR_FIELDS}
     assert not generic & structured
     assert generic | structured == {f.name for f in dataclasses.fields(TrialRecord)}
@@ -214,6 +214,10 @@ def test_every_field_is_read_either_generically_or_from_its_parts():
     for name in generic:  # each scalar comes back as written, with its type
         assert getattr(back, name) == getattr(full, name), name
     assert isinstance(back.seed, int) and isinstance(back.val_accuracy, float)
+    # a finalist run's purpose and horizon come back from its finalist attribute
+    run = dataclasses.replace(full, role="finalist", label="knee", purpose=Purpose.CHECK, epochs_planned=40)
+    again = stored(run)
+    assert again.purpose is Purpose.CHECK and again.epochs_planned == 40
 
 
 def test_epochs_done_and_seed_of_read_what_a_trial_holds():

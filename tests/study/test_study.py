@@ -57,11 +57,11 @@ def finished(study: optuna.Study, role: str = "search") -> list[optuna.trial.Fro
 
 
 def keys(study: optuna.Study, role: str = "search") -> list[tuple]:
-    """The configuration of every finished trial of a role (with its seed for finalists)."""
+    """The configuration of every finished trial of a role (with its seed and horizon for finalists)."""
     out = []
     for r in load_records(study):
         if r.role == role and r.state in ("COMPLETE", "PRUNED"):
-            out.append((r.key, r.seed) if role == "finalist" else (r.key,))
+            out.append((r.key, r.seed, r.epochs_planned) if role == "finalist" else (r.key,))
     return out
 
 
@@ -530,6 +530,56 @@ def test_budgets_become_constraints_and_over_budget_trials_are_not_trained(tmp_p
 
 
 @pytest.mark.slow
+def test_a_pilot_chooses_the_horizon_the_grid_trains_and_the_deciding_comparisons_train_twice_as_long(
+    tmp_path, sqlite_url, one_thread
+):
+    spec = write_spec(
+        tmp_path,
+        name="pil",
+        n_trials=3,
+        epochs=1,
+        finalists=True,
+        folds=2,
+        pilot=True,
+        extra="timing_rounds = 1\nhorizon_cap = 8\nbudget = 12\n",
+    )
+    handle = prepare_study(load_spec(spec), sqlite_url)
+    summary = api.run(handle)
+    plan = summary.plan
+    finals = [r for r in load_records(handle.study) if r.role == "finalist" and r.finished]
+    ans = explorer.recommend("pil", sqlite_url)
+    h = ans.horizon
+    assert h.piloted and h.chosen and h.epochs in (2, 4, 8) and h.cap == 8
+    # the pilot: at most two layouts (the most accurate and the fastest) on the first units, at each horizon
+    # it tried and at twice it; it stopped at the first doubling that gained nothing it could tell
+    pilots = [r for r in finals if r.purpose == "pilot"]
+    tried = sorted({r.epochs_planned for r in pilots})
+    assert tried == [2 * 2**k for k in range(len(h.doublings) + 1)] and h.epochs == tried[-2]
+    assert 1 <= len({r.key for r in pilots}) <= 2
+    assert {r.seed for r in pilots} == {unit_seed(0, u) for u in range(plan.start)}
+    assert [d.gained for d in h.doublings][:-1] == [True] * (len(h.doublings) - 1)
+    assert not h.doublings[-1].gained or h.capped
+    # the grid: every layout on the first units at the chosen horizon (a pilot run there is one of them)
+    grid = [r for r in finals if r.epochs_planned == h.epochs and r.purpose != "horizon check"]
+    assert {r.key for r in grid} == set(plan.keys) and all(r.epochs_run == h.epochs for r in grid)
+    assert all(a.n == sum(r.key == a.key for r in grid) for a in ans.candidates)
+    # the check: the answer, the best and the next faster layout on the first units at twice the horizon
+    checked = {
+        r.key
+        for r in finals
+        if r.epochs_planned == 2 * h.epochs and r.seed in {unit_seed(0, u) for u in range(3)}
+    }
+    roles = {ans.recommended.key, ans.best.key} | ({ans.next_faster.arch.key} if ans.next_faster else set())
+    if roles != {ans.recommended.key}:
+        assert roles <= checked and ans.check is not None and not ans.check.pending
+        assert {s.layout for s in ans.check.shifts} == roles - {ans.best.key}
+    # resuming runs nothing more: the pilot, the grid and the check are pure functions of the records
+    before = len([r for r in load_records(handle.study) if r.role == "finalist"])
+    assert api.run(open_study("pil", sqlite_url)).added == 0
+    assert len([r for r in load_records(handle.study) if r.role == "finalist"]) == before
+
+
+@pytest.mark.slow
 def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_confirm_continues(
     tmp_path, sqlite_url, one_thread
 ):
@@ -546,14 +596,22 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     # the one-head reference at the knee's width and depth, unless the knee (measured, so it varies) is that layout
     one_head_knee = set(plan.knee.config.heads) == {1}
     assert "knee" in labels and ("1 head" in labels or one_head_knee)
-    finals = [r for r in load_records(handle.study) if r.role == "finalist"]
-    assert all(r.state == "COMPLETE" for r in finals) and len(finals) == summary.finalists.done <= plan.budget
+    every = [r for r in load_records(handle.study) if r.role == "finalist"]
+    assert all(r.state == "COMPLETE" for r in every) and len(every) == summary.finalists.done
+    # the horizon check's runs (twice as long, on the first units) are not the grid's, nor its budget's
+    finals = [r for r in every if r.purpose != "horizon check"]
+    assert len(finals) <= plan.budget
+    assert all(
+        r.epochs_planned == 4 and r.seed in {unit_seed(0, u) for u in range(3)}
+        for r in every
+        if r not in finals
+    )
     # the companion study Optuna's tools load: each run's learning curve, and its layout as params
     companion = {
         t.number + FINALIST_BASE: t
         for t in optuna.load_study(study_name="fin/finalists", storage=sqlite_url).trials
     }
-    for r in finals:
+    for r in every:
         t = companion[r.number]
         assert t.intermediate_values == dict(enumerate(r.history, start=1)) and len(r.history) == r.epochs_run
         assert [t.params[f"heads_layer{i}"] for i in range(len(r.heads))] == list(r.heads)
@@ -574,7 +632,7 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     # the fixed schedule (by default twice a search trial's epochs), never cut
     assert all(r.epochs_planned == 2 and r.epochs_run == 2 for r in finals)
     assert all(not r.latency.cached for r in finals)  # timed afresh, each its own measurement
-    assert len(set(keys(handle.study, "finalist"))) == len(finals)
+    assert len(set(keys(handle.study, "finalist"))) == len(every)
     # every finalist is timed again in interleaved rounds with nothing else running, before the stage trains
     # them: the rounds say which layouts are faster, and so where the runs decide
     retimed = load_retimings(handle.study)
@@ -602,9 +660,16 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     )
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
+    seen = {
+        r.number for r in every
+    }  # a confirm that moves the answer checks its new deciding comparisons too
+    checks = sum(
+        r.purpose == "horizon check" and r.number not in seen
+        for r in load_records(handle.study, roles=("finalist",))
+    )
     assert (
         doc["finalist_runs_queued"] <= budget
-        and doc["finalists"]["done"] == len(finals) + doc["finalist_runs_queued"]
+        and doc["finalists"]["done"] == len(every) + doc["finalist_runs_queued"] + checks
     )
     assert decided or doc["finalist_runs_queued"] > 0
     # a budget that cannot hold the next deciding round queues nothing and says what that round needs (exit 6)

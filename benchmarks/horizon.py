@@ -1,0 +1,220 @@
+"""Does the finalists' horizon rank the layouts as a longer one does, and have its runs finished learning?
+
+The quickstart's ladder (1, 2, 4, 8 and 16 heads in both layers of its d_model 64, 2-layer base) is trained on the
+first units of the quickstart's own evidence grid (its folds and seeds, :func:`explorer.answer._finalists.unit_at`)
+at each of several horizons (the finalists' schedule: warm-up, then cosine decay to zero over the horizon). For
+each horizon the record gives:
+
+* each layout's mean cross-validated accuracy over the units, and its paired difference from 16,16 with a 90% t
+  interval (each bound a one-sided test at 5%: the rule's level) and whether that places it within the 1-point
+  margin, beyond it, or neither;
+* Kendall's tau between the layouts' means at this horizon and at the longest;
+* the share of runs that plateaued (:func:`explorer.answer._horizon.run_plateaued`: the last quarter of the
+  schedule added no more than one binomial standard error), the acceptance figure of the plateau criterion;
+* the pilot's statistic between this horizon and twice it (the mean paired gain over every layout-unit pair and
+  its one-sided 95% lower bound): where the pilot would stop.
+
+    python -m benchmarks.horizon --units 5 --horizons 20 40 80 160 --jobs 2 --record benchmarks/horizon.md
+    python -m benchmarks.horizon --replay benchmarks/horizon.json --record benchmarks/horizon.md
+
+Each run uses one CPU thread; ``--jobs 2`` runs two at a time on a 2-core machine. Raw runs: ``horizon.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from benchmarks.common import (
+    ROOT,
+    append_json,
+    append_record,
+    commit,
+    load_text,
+    machine,
+    markdown_table,
+    record_block,
+)
+
+SPEC = ROOT / "studies" / "quickstart.toml"
+LADDER = (1, 2, 4, 8, 16)
+MARGIN = 0.01  # the quickstart's margin, one accuracy point
+RISK = 0.05
+
+
+def _train(job: tuple[int, int, int]) -> dict[str, Any]:
+    """Train the ladder layout ``heads`` on unit ``u`` of the quickstart's grid for ``epochs`` epochs."""
+    import torch
+
+    from explorer.answer._finalists import unit_at
+    from explorer.data import fold_task, load_task
+    from explorer.layout import ModelConfig, TrainConfig
+    from explorer.measure import fit
+    from explorer.spec import load_spec
+
+    torch.set_num_threads(1)
+    heads, u, epochs = job
+    spec = load_spec(SPEC)
+    unit = unit_at(spec, u)
+    task = fold_task(load_task(spec.task.name, **spec.task.options), unit.fold, unit.folds, unit.fold_seed)
+    config = ModelConfig(
+        d_model=spec.space.d_model[0],
+        heads=(heads,) * spec.space.n_layers[0],
+        min_dk=1,
+        mlp_ratio=spec.space.mlp_ratio[0],
+        dropout=spec.space.dropout,
+        attention=spec.space.attention,
+    )
+    cfg = TrainConfig(epochs=epochs, batch_size=spec.task.batch_size, lr=float(spec.space.lr), seed=unit.seed)
+    t0 = time.perf_counter()
+    _, result = fit(config, task, cfg, "cpu")
+    return {
+        "heads": heads,
+        "unit": u,
+        "epochs": epochs,
+        "val": result.val_accuracy,
+        "val_size": len(task.val[1]),
+        "history": [s.val_accuracy for s in result.history],
+        "seconds": time.perf_counter() - t0,
+    }
+
+
+def _plateaued(run: dict[str, Any]) -> bool:
+    from explorer.measures import plateaued
+
+    h = run["history"]
+    return plateaued(h, run["val_size"], max(2, len(h) // 4))
+
+
+def _bounds(d: np.ndarray, level: float) -> tuple[float, float]:
+    """Two-sided t interval of the mean of ``d`` at ``level``."""
+    se = d.std(ddof=1) / math.sqrt(len(d))
+    q = stats.t.ppf((1 + level) / 2, len(d) - 1)
+    return float(d.mean() - q * se), float(d.mean() + q * se)
+
+
+def score(runs: list[dict[str, Any]]) -> list[str]:
+    """The record's tables from the raw runs."""
+    horizons = sorted({r["epochs"] for r in runs})
+    units = sorted({r["unit"] for r in runs})
+    acc = {(r["heads"], r["unit"], r["epochs"]): r["val"] for r in runs}
+
+    def grid(h: int) -> np.ndarray:  # [layouts, units]
+        return np.array([[acc.get((k, u, h), np.nan) for u in units] for k in LADDER])
+
+    longest = grid(horizons[-1]).mean(axis=1)
+    rows = []
+    for h in horizons:
+        g = grid(h)
+        cells = []
+        for i, k in enumerate(LADDER):
+            if k == 16:
+                cells.append(f"{100 * np.nanmean(g[i]):.2f}")
+                continue
+            d = g[-1] - g[i]  # how far below 16,16, unit by unit
+            lo, hi = _bounds(d, 1 - 2 * RISK)
+            verdict = "within" if hi < MARGIN else "beyond" if lo > MARGIN else "open"
+            cells.append(
+                f"{100 * np.nanmean(g[i]):.2f} ({100 * d.mean():+.2f} [{100 * lo:.2f}, {100 * hi:.2f}], {verdict})"
+            )
+        tau = stats.kendalltau(g.mean(axis=1), longest).statistic
+        flat = [_plateaued(r) for r in runs if r["epochs"] == h]
+        secs = np.median([r["seconds"] for r in runs if r["epochs"] == h])
+        rows.append([h, *cells, f"{tau:.2f}", f"{sum(flat)} of {len(flat)}", f"{secs:.1f}"])
+    table = markdown_table(
+        [
+            "epochs",
+            *[f"{k},{k}" for k in LADDER],
+            "Kendall tau vs longest",
+            "runs plateaued",
+            "s a run (median)",
+        ],
+        rows,
+    )
+    gains = []
+    for h in horizons[:-1]:
+        if 2 * h not in horizons:
+            continue
+        d = (grid(2 * h) - grid(h)).ravel()
+        d = d[~np.isnan(d)]
+        lower = float(d.mean() - stats.t.ppf(0.95, len(d) - 1) * d.std(ddof=1) / math.sqrt(len(d)))
+        gains.append(
+            [
+                f"{h} -> {2 * h}",
+                len(d),
+                f"{100 * d.mean():+.2f}",
+                f"{100 * lower:+.2f}",
+                "yes" if lower > 0 else "no",
+            ]
+        )
+    pilot = markdown_table(
+        [
+            "doubling",
+            "layout-unit pairs",
+            "mean gain (points)",
+            "one-sided 95% lower bound",
+            "the pilot doubles",
+        ],
+        gains,
+    )
+    return [
+        f"Each cell: the layout's mean cross-validated accuracy over {len(units)} units (%), then how far it lies "
+        "below 16,16 (paired by unit, points) with its 90% t interval and whether that interval places it within "
+        "the 1-point margin, beyond it, or neither (open).",
+        "",
+        table,
+        "",
+        "The pilot's statistic over every layout (the stage's pilot uses two of them):",
+        "",
+        pilot,
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--units", type=int, default=5)
+    parser.add_argument("--horizons", type=int, nargs="+", default=[20, 40, 80, 160])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--replay", type=Path, help="score the runs of a recorded entry (no training)")
+    parser.add_argument("--record", type=Path)
+    parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "horizon.json")
+    args = parser.parse_args()
+    before = os.getloadavg()[0]
+    t0 = time.time()
+    if args.replay:
+        runs = json.loads(args.replay.read_text())[-1]["runs"]
+    else:
+        jobs = [
+            (k, u, h) for h in sorted(args.horizons, reverse=True) for u in range(args.units) for k in LADDER
+        ]
+        with cf.ProcessPoolExecutor(args.jobs) as pool:
+            runs = list(pool.map(_train, jobs))
+        append_json(args.json, {"commit": commit(), "runs": runs})
+    body = score(runs)
+    facts = [
+        f"machine: {machine()}; load average before/after {load_text(before, os.getloadavg()[0])}",
+        f"commit {commit()}; {time.time() - t0:.0f} s; one CPU thread a run, {args.jobs} at a time",
+        f"the quickstart's ladder at d_model 64, 2 layers, on units 0-{args.units - 1} of its grid (5 folds of the "
+        f"1,527 labelled digits); raw runs: {os.path.relpath(args.replay or args.json, ROOT)}",
+    ]
+    block = record_block("the ladder at several horizons", facts, body)
+    append_record(
+        args.record,
+        block,
+        title="# Horizons: do the finalists' runs rank layouts as longer runs do?\n\nWritten by "
+        "`benchmarks/horizon.py`.",
+    )
+    print(block)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,345 @@
+"""How long the finalists train, whether each run had finished learning, and whether the answer holds when the
+runs train longer.
+
+**The horizon.** Every grid run trains the same fixed schedule (warm-up, then cosine decay to zero) of the stage's
+*horizon*, so paired runs differ only in their layout. The horizon starts at ``[finalists] epochs``; a *pilot*
+trains the most accurate and the fastest finalist layouts (by the search and the re-timing) on the grid's first
+units at the horizon and at twice it. While twice as long gains beyond the noise (the one-sided 95% lower bound of
+the mean paired gain, a t bound over the pilot's layout-unit pairs, lies above zero) the horizon doubles, up to
+``[finalists] horizon_cap``; the first horizon whose doubling gains nothing the data can tell is the grid's.
+A pilot run at that horizon is a grid run as well, and its runs at twice it serve the horizon check.
+
+**Each run.** A run *plateaued* when the best validation value of the last quarter of its schedule beats the best
+before it by no more than one binomial standard error (:func:`explorer.measures.plateaued`): its curve had
+flattened within its own noise. The report names the layouts with runs that had not.
+
+**The horizon check.** Once the stage stops, the comparisons that decide the answer (the answer against the best,
+and the next faster layout against the best) train again at twice the horizon on the first
+``[finalists] check_units`` units. The verdict holds unless the longer runs contradict it at the study's risk: the
+best shown to beat the answer by more than the margin, or the next faster layout shown within the margin of the
+best (then a faster layout would have been the answer). A contradicted verdict is no answer.
+
+Everything here is a pure function of the study's records, so the stage, a resumed stage and the report agree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from explorer.layout import Purpose, unit_seed
+from explorer.measures import binomial_se, plateaued
+from explorer.spec import StudySpec
+from explorer.storage import Role, TrialRecord
+
+__all__ = [
+    "PILOT_LEVEL",
+    "Curve",
+    "Doubling",
+    "Horizon",
+    "HorizonCheck",
+    "Shift",
+    "at_horizon",
+    "check_horizon",
+    "check_layouts",
+    "choose_horizon",
+    "horizon_check",
+    "learning_curves",
+    "run_plateaued",
+    "unplateaued",
+]
+
+PILOT_LEVEL = (
+    0.95  # one-sided: twice as long gained when the lower bound of the mean paired gain is above zero
+)
+
+
+def _oriented(r: TrialRecord) -> float | None:
+    """A run's validation quality, higher is better (bits per byte negated)."""
+    q = r.quality
+    if q is None or not math.isfinite(q):
+        return None
+    return q if r.metric.direction == "maximize" else -q
+
+
+def _t_bounds(x: np.ndarray, level: float, sided: int = 2) -> tuple[float, float]:
+    """The t interval of the mean of ``x`` (two-sided at ``level``, or each bound one-sided at ``level``)."""
+    if len(x) < 2:
+        return -math.inf, math.inf
+    mean, se = float(x.mean()), float(x.std(ddof=1) / math.sqrt(len(x)))
+    q = stats.t.ppf(level if sided == 1 else (1 + level) / 2, len(x) - 1)
+    return float(mean - q * se), float(mean + q * se)
+
+
+@dataclass(frozen=True)
+class Doubling:
+    """One step of the pilot: the paired gains of training ``long`` epochs instead of ``short``."""
+
+    short: int
+    long: int
+    gains: tuple[float, ...]  # long minus short, higher is better, one per (pilot layout, unit) pair
+
+    @property
+    def mean(self) -> float:
+        return float(np.mean(self.gains)) if self.gains else math.nan
+
+    @property
+    def lower(self) -> float:
+        """The one-sided 95% lower bound of the mean gain (-inf with fewer than two pairs)."""
+        return _t_bounds(np.array(self.gains), PILOT_LEVEL, sided=1)[0]
+
+    @property
+    def gained(self) -> bool:
+        return self.lower > 0
+
+
+@dataclass(frozen=True)
+class Horizon:
+    """The finalist stage's horizon: chosen by the pilot, or the one it is testing while it runs."""
+
+    epochs: int  # the grid's horizon (while the pilot runs: the horizon under test)
+    chosen: bool  # False while the pilot still needs runs
+    doublings: tuple[Doubling, ...] = ()
+    cap: int = 0  # the longest horizon the pilot may choose
+    piloted: bool = False  # False: the horizon was given (pilot off, or a study from before pilots)
+
+    @property
+    def capped(self) -> bool:
+        """Chosen at the cap while twice as long still gained."""
+        return self.chosen and bool(self.doublings) and self.doublings[-1].gained
+
+    @property
+    def check_epochs(self) -> int:
+        """The longer horizon the deciding comparisons are checked at."""
+        return 2 * self.epochs
+
+
+def choose_horizon(records: Sequence[TrialRecord], spec: StudySpec) -> Horizon:
+    """The stage's horizon from its pilot runs (see the module docstring)."""
+    fs = spec.finalists
+    first, cap = fs.run_epochs(spec.task.epochs), fs.cap_epochs(spec.task.epochs)
+    pilots = [r for r in records if r.role == Role.FINALIST and r.purpose == Purpose.PILOT]
+    if not pilots:  # no pilot yet; none at all when it is off or the cap leaves nothing to double
+        return Horizon(first, not fs.pilot or 2 * first > cap, (), cap, False)
+    cells = sorted({(r.key, r.seed) for r in pilots if r.epochs_planned == first})
+    # a failed run ends its cell with no score: the doubling is judged on the pairs both horizons finished
+    done = {
+        (r.key, r.seed, r.epochs_planned): _oriented(r) if r.finished else None
+        for r in pilots
+        if r.finished or r.state == "FAIL"
+    }
+    doublings: list[Doubling] = []
+    h = first
+    while 2 * h <= cap:
+        if any((k, s, e) not in done for k, s in cells for e in (h, 2 * h)):
+            return Horizon(h, False, tuple(doublings), cap, True)
+        gains = []
+        for k, s in cells:
+            short, long = done[k, s, h], done[k, s, 2 * h]
+            if short is not None and long is not None:
+                gains.append(long - short)
+        doublings.append(Doubling(h, 2 * h, tuple(gains)))
+        if not doublings[-1].gained:
+            break
+        h *= 2
+    return Horizon(h, True, tuple(doublings), cap, True)
+
+
+def at_horizon(records: Sequence[TrialRecord], horizon: Horizon) -> list[TrialRecord]:
+    """``records`` with the finalist runs that are not the evidence grid's left out: after a pilot, the runs of
+    other horizons than the chosen one; without one, the horizon check's runs."""
+
+    def grid(r: TrialRecord) -> bool:
+        if r.role != Role.FINALIST:
+            return True
+        return r.epochs_planned == horizon.epochs if horizon.piloted else r.purpose != Purpose.CHECK
+
+    return [r for r in records if grid(r)]
+
+
+def run_plateaued(r: TrialRecord) -> bool | None:
+    """Whether a finished run's curve had flattened over the last quarter of its schedule (None: too short a
+    curve, or no validation size to judge the noise by)."""
+    h = list(r.history)
+    if len(h) < 4 or not r.val_size:
+        return None
+    return plateaued(h, r.val_size, max(2, len(h) // 4), r.metric.direction == "maximize")
+
+
+def unplateaued(records: Sequence[TrialRecord], keys: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """For each of ``keys`` with a run that had not plateaued: (runs not plateaued, runs judged)."""
+    out: dict[str, tuple[int, int]] = {}
+    for key in keys:
+        flags = [run_plateaued(r) for r in records if r.role == Role.FINALIST and r.finished and r.key == key]
+        judged = [f for f in flags if f is not None]
+        if not all(judged):
+            out[key] = (sum(not f for f in judged), len(judged))
+    return out
+
+
+@dataclass(frozen=True)
+class Shift:
+    """One deciding comparison, a layout against the best, at the grid's horizon and at twice it, paired on the
+    units all three runs of each pair trained.
+
+    ``diff`` is the best minus the layout (how far below the best it lies, higher is further); intervals are
+    two-sided at ``1 - 2 risk`` (each bound a one-sided test at the study's risk)."""
+
+    role: str  # "answer" (placed within the margin) | "next faster" (not placed within it)
+    layout: str  # its key
+    best: str  # the best's key
+    units: int  # paired units at both horizons
+    short: tuple[float, float, float]  # (mean, low, high) at the horizon, on those units
+    long: tuple[float, float, float]  # at twice the horizon
+    holds: bool  # the longer runs do not contradict the verdict at the study's risk
+    crossed: bool  # the longer runs' mean lies on the other side of the margin (not shown at the risk)
+
+
+@dataclass(frozen=True)
+class HorizonCheck:
+    """The horizon check of an answer: its deciding comparisons at the horizon and at twice it."""
+
+    epochs: int  # the grid's horizon
+    long: int  # the check's
+    shifts: tuple[Shift, ...]
+    pending: bool = False  # runs the check needs have not finished (or were never run)
+
+    @property
+    def holds(self) -> bool:
+        return all(s.holds for s in self.shifts)
+
+
+def _scores(records: Sequence[TrialRecord], key: str, epochs: int) -> dict[int, float]:
+    out = {}
+    for r in records:
+        if r.role == Role.FINALIST and r.finished and r.key == key and r.epochs_planned == epochs:
+            q = _oriented(r)
+            if q is not None and r.seed is not None:
+                out[r.seed] = q
+    return out
+
+
+def check_horizon(
+    records: Sequence[TrialRecord],
+    horizon: Horizon,
+    best: str,
+    layouts: Sequence[tuple[str, str]],
+    units: Sequence[int],
+    margin: float,
+    risk: float,
+) -> HorizonCheck:
+    """The check of each ``(role, key)`` of ``layouts`` against ``best`` on the unit seeds ``units``; ``margin``
+    and ``risk`` on the quality's scale (see the module docstring)."""
+    long = horizon.check_epochs
+    top = {e: _scores(records, best, e) for e in (horizon.epochs, long)}
+    shifts = []
+    pending = False
+    for role, key in layouts:
+        mine = {e: _scores(records, key, e) for e in (horizon.epochs, long)}
+        both = [u for u in units if all(u in s for s in (*mine.values(), *top.values()))]
+        pending |= len(both) < len(units)
+        if len(both) < 2:
+            continue
+        rows = []
+        for e in (horizon.epochs, long):
+            d = np.array([top[e][u] - mine[e][u] for u in both])
+            lo, hi = _t_bounds(d, 1 - 2 * risk)
+            rows.append((float(d.mean()), lo, hi))
+        mean, lo, hi = rows[1]
+        if role == "answer":  # placed within the margin: contradicted if shown beyond it
+            holds, crossed = lo <= margin, mean > margin
+        else:  # not placed within the margin: contradicted if shown within it
+            holds, crossed = hi >= margin, mean < margin
+        shifts.append(Shift(role, key, best, len(both), rows[0], rows[1], holds, crossed))
+    return HorizonCheck(horizon.epochs, long, tuple(shifts), pending)
+
+
+def check_layouts(answer: str, best: str, faster: str | None) -> list[tuple[str, str]]:
+    """The layouts the horizon check trains against the best: the answer (unless it is the best) and the next
+    faster layout."""
+    return ([("answer", answer)] if answer != best else []) + ([("next faster", faster)] if faster else [])
+
+
+def horizon_check(
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    horizon: Horizon,
+    answer: str,
+    best: str,
+    faster: str | None,
+) -> HorizonCheck | None:
+    """:func:`check_horizon` on the spec's first ``check_units`` units (None: the check is off)."""
+    n = spec.finalists.check_units
+    if n == 0:
+        return None
+    maximize = spec.metric.direction == "maximize"
+    units = [unit_seed(spec.seed, u) for u in range(n)]  # the grid's first units (their shared seeds)
+    layouts = check_layouts(answer, best, faster)
+    return check_horizon(
+        records, horizon, best, layouts, units, spec.answer.margin_for(maximize), spec.answer.risk
+    )
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A layout's validation curve over its runs at one horizon (higher is better for accuracy; bits per byte
+    as they are)."""
+
+    key: str
+    epochs: int
+    runs: int
+    mean: tuple[float, ...]  # by epoch
+    low: tuple[float, ...]  # the lowest run's value by epoch
+    high: tuple[float, ...]  # the highest run's
+    plateau: int  # the first epoch (1-based) whose mean lies within the noise of the curve's best
+
+    @classmethod
+    def of(cls, key: str, runs: Sequence[TrialRecord]) -> Curve | None:
+        """The curve of ``runs`` (those of the most common length: one horizon's)."""
+        lengths = [len(r.history) for r in runs if r.history]
+        if not lengths:
+            return None
+        epochs = max(set(lengths), key=lengths.count)
+        curves = [r.history for r in runs if len(r.history) == epochs]
+        x = np.array(curves, dtype=float)
+        mean = x.mean(axis=0)
+        maximize = runs[0].metric.direction == "maximize"
+        top = float(mean.max() if maximize else mean.min())
+        n_val = min((r.val_size for r in runs if r.val_size), default=0)
+        # one binomial standard error of the mean over the runs (0.2% for bits per byte)
+        noise = binomial_se(top, n_val) / math.sqrt(len(curves)) if maximize and n_val else 0.002 * abs(top)
+        near = np.abs(mean - top) <= noise
+        return cls(
+            key,
+            epochs,
+            len(curves),
+            tuple(map(float, mean)),
+            tuple(map(float, x.min(axis=0))),
+            tuple(map(float, x.max(axis=0))),
+            int(np.argmax(near)) + 1,
+        )
+
+
+def learning_curves(
+    records: Sequence[TrialRecord], keys: Sequence[str], epochs: int | None = None
+) -> list[Curve]:
+    """Each of ``keys``' curve over its finished finalist runs in ``records`` (of ``epochs`` epochs, when given);
+    layouts without one are left out."""
+    out = []
+    for key in keys:
+        runs = [
+            r
+            for r in records
+            if r.role == Role.FINALIST
+            and r.finished
+            and r.key == key
+            and (epochs is None or r.epochs_planned == epochs)
+        ]
+        curve = Curve.of(key, runs) if runs else None
+        if curve is not None:
+            out.append(curve)
+    return out

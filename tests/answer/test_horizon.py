@@ -1,0 +1,240 @@
+"""The finalists' horizon: the pilot that doubles it while twice as long still gains, each run's plateau, the
+learning curves, and the check of the deciding comparisons at twice the horizon."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from explorer.answer import answer, at_horizon, choose_horizon, learning_curves, run_plateaued
+from explorer.answer._horizon import Horizon, check_horizon, unplateaued
+from explorer.layout import Purpose, unit_seed
+from explorer.spec import spec_from_dict
+from tests.fixtures import record
+
+SPEC = spec_from_dict(
+    {
+        "name": "h",
+        "n_trials": 4,
+        "task": {"name": "digits", "epochs": 5},
+        "latency": {"device": "cpu"},
+        "space": {"d_model": [64], "n_layers": [2], "heads": [2, 8]},
+        "finalists": {"epochs": 10, "horizon_cap": 40, "folds": 5, "seeds": 2, "check_units": 3},
+    }
+)
+LAYOUTS = {(2, 2): 1.0, (8, 8): 2.0}  # heads -> latency (ms)
+
+
+def run(n, heads, acc, epochs, unit, purpose=Purpose.GRID, state="COMPLETE"):
+    """A finalist run of ``heads`` on grid unit ``unit`` at ``epochs`` epochs that ends at ``acc``."""
+    return record(
+        n,
+        heads,
+        acc,
+        LAYOUTS[heads],
+        role="finalist",
+        seed=unit_seed(SPEC.seed, unit),
+        epochs=epochs,
+        label="ladder",
+        purpose=purpose,
+        state=state,
+    )
+
+
+def pilot(gains, units=3, start=1000, noise=0.002):
+    """Pilot runs of both layouts on ``units`` units: each horizon 10 * 2**k ends ``gains[k]`` above the one
+    before it (gains[0] is the first horizon's accuracy above 0.80), with a little unit-to-unit noise."""
+    rng = np.random.default_rng(0)
+    out, n = [], start
+    for heads in LAYOUTS:
+        for u in range(units):
+            acc = 0.80 + rng.normal(0, 0.01)
+            for k, gain in enumerate(gains):
+                acc += gain + rng.normal(0, noise)
+                out.append(run(n, heads, acc, 10 * 2**k, u, Purpose.PILOT))
+                n += 1
+    return out
+
+
+def test_without_pilot_runs_the_horizon_is_the_specs_first_and_not_chosen_until_the_pilot_runs():
+    h = choose_horizon([], SPEC)
+    assert (h.epochs, h.chosen, h.piloted, h.cap) == (10, False, False, 40)
+    off = dataclasses.replace(SPEC, finalists=dataclasses.replace(SPEC.finalists, pilot=False))
+    assert choose_horizon([], off).chosen  # pilot off: the spec's horizon is the grid's
+    short = dataclasses.replace(SPEC, finalists=dataclasses.replace(SPEC.finalists, horizon_cap=15))
+    h = choose_horizon([], short)  # twice the first horizon is past the cap: nothing for a pilot to try
+    assert h.chosen and not h.piloted and h.epochs == 10
+
+
+def test_the_horizon_doubles_while_twice_as_long_gains_and_stops_at_the_first_that_does_not():
+    h = choose_horizon(pilot([0.0, 0.03, 0.0]), SPEC)  # 10 -> 20 gains 3 points, 20 -> 40 nothing
+    assert h.chosen and h.piloted and h.epochs == 20 and not h.capped
+    assert [(d.short, d.long, d.gained) for d in h.doublings] == [(10, 20, True), (20, 40, False)]
+    assert h.doublings[0].mean == pytest.approx(0.03, abs=0.005) and len(h.doublings[0].gains) == 6
+    assert h.check_epochs == 40
+
+
+def test_no_gain_keeps_the_first_horizon_and_a_gain_at_the_cap_is_said_to_be_capped():
+    flat = choose_horizon(pilot([0.0, 0.0]), SPEC)
+    assert flat.chosen and flat.epochs == 10 and len(flat.doublings) == 1
+    capped = choose_horizon(pilot([0.0, 0.03, 0.03]), SPEC)  # 40 still gains over 20, and 80 is past the cap
+    assert capped.chosen and capped.epochs == 40 and capped.capped
+
+
+def test_the_pilot_is_pending_until_every_run_of_the_doubling_under_test_has_ended():
+    runs = pilot([0.0, 0.03])  # 10 and 20 epochs: 20 gained, so 40 is next and not run yet
+    h = choose_horizon(runs, SPEC)
+    assert not h.chosen and h.epochs == 20 and len(h.doublings) == 1
+    # a failed run ends its pair: the doubling is judged on the pairs both horizons finished
+    failed = [dataclasses.replace(r, state="FAIL") if r.number == runs[1].number else r for r in runs]
+    h2 = choose_horizon(failed, SPEC)
+    assert len(h2.doublings[0].gains) == 5
+
+
+def test_a_running_pilot_run_holds_the_choice():
+    runs = pilot([0.0, 0.0])
+    running = [dataclasses.replace(runs[-1], state="RUNNING")]
+    assert choose_horizon(runs, SPEC).chosen
+    assert not choose_horizon(runs[:-1] + running, SPEC).chosen
+
+
+def test_the_grid_keeps_the_chosen_horizons_runs_and_never_the_checks():
+    runs = pilot([0.0, 0.03, 0.0])
+    h = choose_horizon(runs, SPEC)
+    grid = [r for r in at_horizon(runs, h) if r.role == "finalist"]
+    assert grid and {r.epochs_planned for r in grid} == {20}
+    fixed = Horizon(10, True)  # no pilot: every finalist run but the check's
+    check = run(1, (2, 2), 0.9, 20, 0, Purpose.CHECK)
+    kept = at_horizon([run(0, (2, 2), 0.9, 10, 0), check], fixed)
+    assert [r.number for r in kept] == [0]
+
+
+def test_a_run_plateaued_when_its_last_quarter_adds_no_more_than_one_standard_error():
+    flat = record(0, (2, 2), 0.9, 1.0, history=(0.5, 0.8, 0.89, 0.9, 0.9, 0.9, 0.901, 0.9), role="finalist")
+    rising = record(1, (2, 2), 0.9, 1.0, history=(0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9), role="finalist")
+    assert run_plateaued(flat) is True and run_plateaued(rising) is False
+    assert run_plateaued(record(2, (2, 2), 0.9, 1.0, history=(0.5, 0.9), role="finalist")) is None
+    stalled = unplateaued([flat, rising], [flat.key])
+    assert stalled == {flat.key: (1, 2)}
+
+
+def test_a_curve_is_the_mean_over_runs_with_its_band_and_the_epoch_it_flattens():
+    hist = [(0.5, 0.7, 0.9, 0.9, 0.9), (0.4, 0.8, 0.88, 0.9, 0.92)]
+    runs = [record(i, (2, 2), h[-1], 1.0, history=h, epochs=5, role="finalist") for i, h in enumerate(hist)]
+    (c,) = learning_curves(runs, [runs[0].key])
+    assert c.runs == 2 and c.epochs == 5
+    assert c.mean == pytest.approx((0.45, 0.75, 0.89, 0.9, 0.91))
+    assert c.low[1] == pytest.approx(0.7) and c.high[1] == pytest.approx(0.8)
+    # one binomial standard error of the best mean over two runs of N_VAL examples is about a point: 0.90 is
+    # within it of 0.91, 0.89 is not
+    assert c.plateau == 4
+
+
+def grid_and_check(short_gap, long_gap, units=5):
+    """8,8 the best; 2,2 below it by ``short_gap`` at 10 epochs on every unit and by ``long_gap`` at 20 on the
+    first three (a little noise)."""
+    rng = np.random.default_rng(1)
+    out, n = [], 0
+    for u in range(units):
+        base = 0.95 + rng.normal(0, 0.005)
+        out.append(run(n, (8, 8), base, 10, u))
+        out.append(run(n + 1, (2, 2), base - short_gap + rng.normal(0, 0.002), 10, u))
+        n += 2
+    for u in range(3):
+        base = 0.96 + rng.normal(0, 0.005)
+        out.append(run(n, (8, 8), base, 20, u, Purpose.CHECK))
+        out.append(run(n + 1, (2, 2), base - long_gap + rng.normal(0, 0.002), 20, u, Purpose.CHECK))
+        n += 2
+    return out
+
+
+def test_the_check_holds_when_the_longer_runs_agree_and_fails_when_they_show_the_answer_beyond_the_margin():
+    h = Horizon(10, True)
+    seeds = [unit_seed(SPEC.seed, u) for u in range(3)]
+    keys = {heads: record(0, heads, 0.9, 1.0).key for heads in LAYOUTS}
+    ok = check_horizon(
+        grid_and_check(0.004, 0.003), h, keys[8, 8], [("answer", keys[2, 2])], seeds, 0.01, 0.05
+    )
+    assert ok.holds and ok.shifts[0].units == 3 and ok.shifts[0].long[0] == pytest.approx(0.003, abs=0.003)
+    bad = check_horizon(
+        grid_and_check(0.004, 0.03), h, keys[8, 8], [("answer", keys[2, 2])], seeds, 0.01, 0.05
+    )
+    assert not bad.holds and bad.shifts[0].long[1] > 0.01  # shown more than the margin below the best
+    # the next faster layout, not within the margin at the horizon, shown within it at twice the horizon
+    nf = check_horizon(
+        grid_and_check(0.03, 0.001), h, keys[8, 8], [("next faster", keys[2, 2])], seeds, 0.01, 0.05
+    )
+    assert not nf.holds and nf.shifts[0].long[2] < 0.01
+    missing = check_horizon(
+        grid_and_check(0.004, 0.003)[:-2], h, keys[8, 8], [("answer", keys[2, 2])], seeds, 0.01, 0.05
+    )
+    assert missing.pending
+
+
+def test_an_answer_the_longer_runs_contradict_is_not_decided_and_says_why():
+    spec = dataclasses.replace(SPEC, finalists=dataclasses.replace(SPEC.finalists, pilot=False))
+    search = [record(100 + i, h, 0.9, lat) for i, (h, lat) in enumerate(LAYOUTS.items())]
+    holds = answer(search + grid_and_check(0.004, 0.003, units=10), spec)
+    assert holds.recommended.heads == (2, 2) and holds.decided and holds.check.holds
+    assert holds.horizon.epochs == 10 and not holds.horizon.piloted
+    assert all(a.n == 10 for a in holds.candidates)  # the check's runs are in no mean
+    broken = answer(search + grid_and_check(0.004, 0.03, units=10), spec)
+    assert broken.recommended.heads == (2, 2) and not broken.decided and not broken.check.holds
+    assert any("does not hold at 20 epochs" in n for n in broken.notes)
+    doc = broken.to_dict()
+    assert doc["decided"] is False and doc["horizon_check"]["shifts"][0]["holds"] is False
+
+
+def test_the_pilot_trains_the_most_accurate_and_the_fastest_layouts_and_the_check_the_deciding_ones():
+    from explorer.answer import check_runs, pilot_layouts, pilot_runs, plan_finalists
+
+    spec = dataclasses.replace(
+        SPEC, space=dataclasses.replace(SPEC.space, heads=(1, 2, 4, 8)), finalists=SPEC.finalists
+    )
+    rows = [((1, 1), 0.80, 1.0), ((2, 2), 0.86, 1.2), ((4, 4), 0.90, 1.5), ((8, 8), 0.88, 2.0)]
+    search = [record(i, h, a, lat) for i, (h, a, lat) in enumerate(rows)]
+    plan = plan_finalists(search, spec)
+    times = np.array([[LAT[layout.config.heads]] * 2 for layout in plan.layouts])
+    chosen = pilot_layouts(plan, search, times)
+    assert {plan.layouts[i].config.heads for i in chosen} == {
+        (4, 4),
+        (1, 1),
+    }  # the search's best, the fastest
+    h = choose_horizon([], spec)
+    runs = pilot_runs(plan, chosen, h, spec)
+    assert {(r.epochs, r.purpose) for r in runs} == {(10, Purpose.PILOT), (20, Purpose.PILOT)}
+    assert len(runs) == 2 * 2 * plan.start and {r.seed for r in runs} == {
+        unit_seed(spec.seed, u) for u in range(plan.start)
+    }
+    # the grid at 10 epochs: 4,4 the best by a little, 2,2 within the margin and faster, 1,1 far below
+    grid = plan.at(Horizon(10, True))
+    acc = {(1, 1): 0.80, (2, 2): 0.895, (4, 4): 0.90, (8, 8): 0.89}
+    rng = np.random.default_rng(2)
+    records = [
+        dataclasses.replace(r, val_accuracy=acc[r.config.heads] + rng.normal(0, 0.001), number=500 + n)
+        for n, r in enumerate(
+            record(
+                0,
+                layout.config.heads,
+                0.0,
+                LAT[layout.config.heads],
+                role="finalist",
+                epochs=10,
+                seed=unit_seed(spec.seed, u),
+                lr=layout.lr,
+                label=layout.label,
+            )
+            for layout in plan.layouts
+            for u in range(5)
+        )
+    ]
+    checks = check_runs(grid, records, spec, times, Horizon(10, True))
+    # the answer (2,2), the best (4,4) and the next faster layout (1,1), on the first 3 units at 20 epochs
+    assert {r.config.heads for r in checks} == {(2, 2), (4, 4), (1, 1)}
+    assert {(r.epochs, r.purpose) for r in checks} == {(20, Purpose.CHECK)}
+    assert {r.seed for r in checks} == {unit_seed(spec.seed, u) for u in range(3)}
+
+
+LAT = {(1, 1): 1.0, (2, 2): 1.2, (4, 4): 1.5, (8, 8): 2.0}
