@@ -100,6 +100,8 @@ def _table(folder: Path, name: str) -> dict[str, Any]:
         "answer": ans.recommended.key if ans.recommended else None,
         "class": [a.key for a in ans.members],
         "confidence": ans.confidence,
+        "epochs": None if ans.horizon is None else ans.horizon.epochs,  # the grid's horizon
+        "check_holds": None if ans.check is None else ans.check.holds,
     }
 
 
@@ -294,6 +296,10 @@ def _per_run(levels: dict[Any, dict[str, Any]], runs: list[dict[str, Any]]) -> l
     return out
 
 
+def _yes(value: bool | None) -> str:
+    return "" if value is None else "yes" if value else "no"
+
+
 def render(result: dict[str, Any]) -> str:
     runs, an, spec = result["runs"], result["analysis"], result["spec"]
     name = lambda k: _name(k, runs)  # noqa: E731
@@ -333,8 +339,9 @@ def render(result: dict[str, Any]) -> str:
     if failed:
         lines += [f"- seed {r['seed']} failed at `{r.get('step')}`: {r.get('error')}" for r in failed] + [""]
     lines += [
-        "| seed | README answer | its class | confidence | minutes (study + report) | minutes to extend |",
-        "|---|---|---|---|---|---|",
+        "| seed | README answer | its class | confidence | grid horizon (epochs) | horizon check holds | minutes "
+        "(study + report) | minutes to extend |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in runs:
         if "readme" in r:
@@ -343,7 +350,7 @@ def render(result: dict[str, Any]) -> str:
             ext = f"{r['extend_seconds'] / 60:.1f}" if "extend_seconds" in r else ""
             lines.append(
                 f"| {r['seed']} | {name(t['answer'])} | {' '.join(name(k) for k in t['class'])} | {conf} | "
-                f"{r['seconds'] / 60:.1f} | {ext} |"
+                f"{t.get('epochs') or ''} | {_yes(t.get('check_holds'))} | {r['seconds'] / 60:.1f} | {ext} |"
             )
     lines += ["", *_level_table(an["levels"], spec["folds"], name), "", *_per_run(an["levels"], runs)]
     lines += [

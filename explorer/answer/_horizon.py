@@ -125,12 +125,17 @@ def choose_horizon(records: Sequence[TrialRecord], spec: StudySpec) -> Horizon:
     pilots = [r for r in records if r.role == Role.FINALIST and r.purpose == Purpose.PILOT]
     if not pilots:  # no pilot yet; none at all when it is off or the cap leaves nothing to double
         return Horizon(first, not fs.pilot or 2 * first > cap, (), cap, False)
-    cells = sorted({(r.key, r.seed) for r in pilots if r.epochs_planned == first})
-    # a failed run ends its cell with no score: the doubling is judged on the pairs both horizons finished
+    cells = sorted({(r.key, r.seed) for r in pilots})  # the pilot's layouts on its units
+    # every run of a cell but the check's (a grid run at a horizon the pilot tries counts, as in a study whose
+    # grid ran before pilots); a failed run ends its cell with no score: the doubling is judged on the pairs both
+    # horizons finished
     done = {
         (r.key, r.seed, r.epochs_planned): _oriented(r) if r.finished else None
-        for r in pilots
-        if r.finished or r.state == "FAIL"
+        for r in records
+        if r.role == Role.FINALIST
+        and r.purpose != Purpose.CHECK
+        and (r.key, r.seed) in set(cells)
+        and (r.finished or r.state == "FAIL")
     }
     doublings: list[Doubling] = []
     h = first

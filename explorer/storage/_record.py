@@ -346,8 +346,18 @@ def record_from_trial(t: FrozenTrial) -> TrialRecord:
         completed=t.datetime_complete,
         task_kind=str(a.get("task_kind", "classification")),
         closed=closure_of(t),
-        **{name: _opt(a, name, kind) for name, kind in SCALAR_FIELDS},
+        **{name: _opt(a, name, kind) for name, kind in SCALAR_FIELDS if name != "epochs_planned"},
+        epochs_planned=_planned(t),
     )
+
+
+def _planned(t: FrozenTrial) -> int | None:
+    """The epochs a trial plans: written when it starts, or (a queued finalist run) the horizon it carries."""
+    a = t.user_attrs
+    value = a.get("epochs_planned")
+    if value is None and isinstance(a.get("finalist"), Mapping):
+        value = a["finalist"].get("epochs")
+    return None if value is None else int(value)
 
 
 def _purpose(a: Mapping[str, Any]) -> Purpose | None:

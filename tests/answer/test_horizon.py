@@ -238,3 +238,14 @@ def test_the_pilot_trains_the_most_accurate_and_the_fastest_layouts_and_the_chec
 
 
 LAT = {(1, 1): 1.0, (2, 2): 1.2, (4, 4): 1.5, (8, 8): 2.0}
+
+
+def test_a_grid_run_at_a_horizon_the_pilot_tries_counts_as_its_run():
+    """A study whose grid ran before pilots existed: its runs at the first horizon pair with the pilot's longer
+    ones (the pilot queues no run the study already has)."""
+    runs = pilot([0.0, 0.0])
+    grid = [dataclasses.replace(r, purpose=Purpose.GRID) if r.epochs_planned == 10 else r for r in runs]
+    h = choose_horizon(grid, SPEC)
+    assert h.chosen and h.epochs == 10 and len(h.doublings[0].gains) == 6
+    queued = [dataclasses.replace(r, state="WAITING") if r.epochs_planned == 20 else r for r in grid]
+    assert not choose_horizon(queued, SPEC).chosen  # queued runs of the doubling hold the choice
