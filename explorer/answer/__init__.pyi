@@ -28,6 +28,7 @@ from ._horizon import (
     Horizon as Horizon,
     at_horizon as at_horizon,
     choose_horizon as choose_horizon,
+    curve_plateaued as curve_plateaued,
     learning_curves as learning_curves,
     run_plateaued as run_plateaued,
 )

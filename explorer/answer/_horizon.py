@@ -4,9 +4,10 @@ runs train longer.
 **The horizon.** Every grid run trains the same fixed schedule (warm-up, then cosine decay to zero) of the stage's
 *horizon*, so paired runs differ only in their layout. The horizon starts at ``[finalists] epochs``; a *pilot*
 trains the most accurate and the fastest finalist layouts (by the search and the re-timing) on the grid's first
-units at the horizon and at twice it. While twice as long gains beyond the noise (the one-sided 95% lower bound of
-the mean paired gain, a t bound over the pilot's layout-unit pairs, lies above zero) the horizon doubles, up to
-``[finalists] horizon_cap``; the first horizon whose doubling gains nothing the data can tell is the grid's.
+units at the horizon and at twice it. While twice as long gains (beyond the noise: the one-sided 95% lower bound of
+the mean paired gain, a t bound over the pilot's layout-unit pairs, lies above zero; or by more than the answer's
+edge on average, a gain that could move a verdict) the horizon doubles, up to ``[finalists] horizon_cap``; the
+first horizon whose doubling gains neither is the grid's.
 A pilot run at that horizon is a grid run as well, and its runs at twice it serve the horizon check.
 
 **Each run.** A run *plateaued* when the best validation value of the last quarter of its schedule beats the best
@@ -46,6 +47,7 @@ __all__ = [
     "at_horizon",
     "check_horizon",
     "check_layouts",
+    "curve_plateaued",
     "choose_horizon",
     "horizon_check",
     "learning_curves",
@@ -53,9 +55,7 @@ __all__ = [
     "unplateaued",
 ]
 
-PILOT_LEVEL = (
-    0.95  # one-sided: twice as long gained when the lower bound of the mean paired gain is above zero
-)
+PILOT_LEVEL = 0.95  # one-sided: a gain beyond the noise when the lower bound of the mean gain is above zero
 
 
 def _oriented(r: TrialRecord) -> float | None:
@@ -82,6 +82,7 @@ class Doubling:
     short: int
     long: int
     gains: tuple[float, ...]  # long minus short, higher is better, one per (pilot layout, unit) pair
+    edge: float = 0.0  # a mean gain above this is worth training for, whatever its noise (the answer's edge)
 
     @property
     def mean(self) -> float:
@@ -94,7 +95,9 @@ class Doubling:
 
     @property
     def gained(self) -> bool:
-        return self.lower > 0
+        """Twice as long gained: beyond the noise, or by more than the edge on average (a gain the size of the
+        indifference zone can move a verdict, shown or not)."""
+        return self.lower > 0 or self.mean > self.edge
 
 
 @dataclass(frozen=True)
@@ -122,6 +125,8 @@ def choose_horizon(records: Sequence[TrialRecord], spec: StudySpec) -> Horizon:
     """The stage's horizon from its pilot runs (see the module docstring)."""
     fs = spec.finalists
     first, cap = fs.run_epochs(spec.task.epochs), fs.cap_epochs(spec.task.epochs)
+    maximize = spec.metric.direction == "maximize"
+    edge = spec.answer.edge_for(maximize) or spec.answer.margin_for(maximize) / 4  # a quarter margin when off
     pilots = [r for r in records if r.role == Role.FINALIST and r.purpose == Purpose.PILOT]
     if not pilots:  # no pilot yet; none at all when it is off or the cap leaves nothing to double
         return Horizon(first, not fs.pilot or 2 * first > cap, (), cap, False)
@@ -147,7 +152,7 @@ def choose_horizon(records: Sequence[TrialRecord], spec: StudySpec) -> Horizon:
             short, long = done[k, s, h], done[k, s, 2 * h]
             if short is not None and long is not None:
                 gains.append(long - short)
-        doublings.append(Doubling(h, 2 * h, tuple(gains)))
+        doublings.append(Doubling(h, 2 * h, tuple(gains), edge))
         if not doublings[-1].gained:
             break
         h *= 2
@@ -166,13 +171,20 @@ def at_horizon(records: Sequence[TrialRecord], horizon: Horizon) -> list[TrialRe
     return [r for r in records if grid(r)]
 
 
-def run_plateaued(r: TrialRecord) -> bool | None:
-    """Whether a finished run's curve had flattened over the last quarter of its schedule (None: too short a
-    curve, or no validation size to judge the noise by)."""
-    h = list(r.history)
-    if len(h) < 4 or not r.val_size:
+def curve_plateaued(history: Sequence[float], val_size: int | None, maximize: bool = True) -> bool | None:
+    """Whether a curve had flattened over the last quarter of its epochs: its best there beats its best before by
+    no more than one binomial standard error (0.2% for bits per byte). None: too short a curve, or no
+    validation size to judge the noise by."""
+    if len(history) < 4 or not val_size:
         return None
-    return plateaued(h, r.val_size, max(2, len(h) // 4), r.metric.direction == "maximize")
+    return plateaued(list(history), val_size, max(2, len(history) // 4), maximize)
+
+
+def run_plateaued(r: TrialRecord) -> bool | None:
+    """Whether a finished run had plateaued: as it recorded, or judged on its curve (:func:`curve_plateaued`)."""
+    if r.plateaued is not None:
+        return r.plateaued
+    return curve_plateaued(r.history, r.val_size, r.metric.direction == "maximize")
 
 
 def unplateaued(records: Sequence[TrialRecord], keys: Sequence[str]) -> dict[str, tuple[int, int]]:

@@ -367,11 +367,17 @@ def _horizon_text(ans: Answer, bpb: bool) -> str:
             steps.append(
                 f"{d.long} epochs instead of {d.short} gained {_pct(d.mean, bpb)} {unit} on average over "
                 f"{len(d.gains)} layout-unit pairs (one-sided 95% lower bound {_pct(d.lower, bpb)}): "
-                + ("a gain, so the horizon doubled" if d.gained else "no gain the data can tell")
+                + (
+                    "a gain, so the horizon doubled"
+                    if d.gained
+                    else f"neither a gain beyond the noise nor one above {_pct(d.edge, bpb).lstrip('+')} {unit} "
+                    "on average (the answer's edge)"
+                )
             )
         out += (
             ", the horizon a pilot chose: the most accurate and the fastest finalist layouts trained the first "
-            "units at the horizon and at twice it; " + "; ".join(steps) + "."
+            "units at the horizon and at twice it, and the horizon doubled while twice as long gained (beyond the "
+            "noise, or by more than the answer's edge on average); " + "; ".join(steps) + "."
         )
         if h.capped:
             out += f" The pilot stopped at its cap of {h.cap} epochs while longer training still gained."

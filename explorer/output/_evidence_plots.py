@@ -113,7 +113,7 @@ def curves_figure(ans: Answer, records: Sequence[TrialRecord]) -> Figure:
     for c in curves:
         x = np.arange(1, c.epochs + 1)
         color = colors[c.key]
-        ax.fill_between(x, np.array(c.low) * scale, np.array(c.high) * scale, color=color, alpha=0.15, lw=0)
+        ax.fill_between(x, np.array(c.low) * scale, np.array(c.high) * scale, color=color, alpha=0.08, lw=0)
         ax.plot(x, np.array(c.mean) * scale, color=color, lw=1.6, label=f"{names[c.key]} ({c.runs} runs)")
         ax.plot([c.plateau], [c.mean[c.plateau - 1] * scale], "o", color=color, ms=6, mec="white")
     for c in checked:

@@ -76,8 +76,9 @@ class FinalistsSpec:
     pilot: bool = key(
         True,
         "before the grid, the most accurate and the fastest finalist layouts train the first units at the horizon "
-        "and at twice it; while twice as long gains beyond the noise (a one-sided 95% paired t bound above zero) "
-        "the horizon doubles, up to `horizon_cap`; `false`: every run trains `epochs`",
+        "and at twice it; while twice as long gains (beyond the noise: a one-sided 95% paired t bound above zero; "
+        "or by more than [answer] edge on average) the horizon doubles, up to `horizon_cap`; `false`: every run "
+        "trains `epochs`",
     )
     # None: 4 x the first horizon (within the epochs limit)
     horizon_cap: int | None = key(

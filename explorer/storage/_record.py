@@ -64,7 +64,7 @@ STORED_KEYS = frozenset(
     attention lr seed epochs_planned batch_size schedule patience fold folds fold_seed chance history epoch
     val_accuracy test_accuracy val_size latency latency_ms params flops device torch_version train_time_s
     samples_per_s stop fail_reason retry_of proposal rejected relations val_bpb test_bpb val_bpb_se decode
-    decode_ms kv_cache_bytes finalist constraints feasible""".split()  # noqa: SIM905 - a list, kept readable
+    decode_ms kv_cache_bytes finalist constraints feasible plateaued""".split()  # noqa: SIM905 - a list, kept readable
 ) | {c.value for c in Closure}
 RETIMED_ATTR = "retimed"  # study attribute holding the finalists' re-timings (explorer.study._retime)
 
@@ -124,6 +124,9 @@ class TrialRecord:
     chance: float | None = None  # what learning nothing scores on its validation split (engine.tasks.folds)
     closed: Closure | None = None  # why it was closed without running (None: it ran, or runs)
     epoch: int | None = None  # the last epoch it finished (progress while it runs)
+    plateaued: bool | None = (
+        None  # a finished finalist run: its curve had flattened (explorer.answer._horizon)
+    )
 
     # ---------------------------------------------------------------------------------------- derived
 
@@ -266,6 +269,7 @@ class TrialRecord:
             "decode": None if self.decode is None else self.decode.to_dict(),
             "decode_ms": self.decode_ms,
             "kv_cache_bytes": None if self.decode is None else self.decode.kv_cache_bytes,
+            "plateaued": self.plateaued,
         }
         if self.label is not None and self.config is not None and self.lr is not None:
             optional["finalist"] = {
@@ -309,6 +313,7 @@ def _opt(a: Mapping[str, Any], key: str, kind: type) -> Any:
 # The fields stored under their own name as one optional number, string or proposal: read back by their declared
 # type. Every other field is built from its parts below (TrialRecord's fields are all one or the other).
 _SCALAR_TYPES: dict[str, type] = {
+    "bool | None": bool,
     "int | None": int,
     "float | None": float,
     "str | None": str,

@@ -42,6 +42,7 @@ import optuna
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState
 
+from explorer.answer import curve_plateaued
 from explorer.data import Task, chance_level
 from explorer.layout import FinalistRun, ModelConfig, TrainConfig, search_seed
 from explorer.measure import EpochStats, LatencyCache, VariantFailed, VariantResult, evaluate_variant
@@ -344,6 +345,11 @@ class Objective:
             "test_bpb": result.test_bpb,
             "val_bpb_se": result.val_bpb_se,
         }
+        if role_of(trial) is Role.FINALIST:  # whether its curve had flattened, as the report judges it
+            history = [s.quality for s in result.fit.history]
+            attrs["plateaued"] = curve_plateaued(
+                history, result.val_size, self.spec.metric.direction == "maximize"
+            )
         attrs = {k: v for k, v in attrs.items() if v is not None}
         if watch.stop is not None:
             attrs["stop"] = watch.stop

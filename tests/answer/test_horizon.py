@@ -8,7 +8,15 @@ import dataclasses
 import numpy as np
 import pytest
 
-from explorer.answer import answer, at_horizon, choose_horizon, learning_curves, run_plateaued
+from benchmarks.synthetic import N_VAL
+from explorer.answer import (
+    answer,
+    at_horizon,
+    choose_horizon,
+    curve_plateaued,
+    learning_curves,
+    run_plateaued,
+)
 from explorer.answer._horizon import Horizon, check_horizon, unplateaued
 from explorer.layout import Purpose, unit_seed
 from explorer.spec import spec_from_dict
@@ -76,6 +84,19 @@ def test_the_horizon_doubles_while_twice_as_long_gains_and_stops_at_the_first_th
     assert h.check_epochs == 40
 
 
+def test_a_mean_gain_above_the_edge_doubles_the_horizon_though_the_noise_hides_it():
+    noisy = choose_horizon(pilot([0.0, 0.006, 0.0], noise=0.02), SPEC).doublings[0]
+    assert (
+        noisy.lower < 0 < noisy.edge < noisy.mean and noisy.gained
+    )  # 0.6 points on average: worth training for
+    small = choose_horizon(pilot([0.0, 0.001, 0.0], noise=0.01), SPEC)
+    assert small.doublings[0].lower < 0 and small.doublings[0].mean < small.doublings[0].edge
+    assert not small.doublings[0].gained and small.epochs == 10
+    assert small.doublings[0].edge == pytest.approx(
+        0.0025
+    )  # the answer's edge: a quarter of the 1-point margin
+
+
 def test_no_gain_keeps_the_first_horizon_and_a_gain_at_the_cap_is_said_to_be_capped():
     flat = choose_horizon(pilot([0.0, 0.0]), SPEC)
     assert flat.chosen and flat.epochs == 10 and len(flat.doublings) == 1
@@ -116,6 +137,9 @@ def test_a_run_plateaued_when_its_last_quarter_adds_no_more_than_one_standard_er
     rising = record(1, (2, 2), 0.9, 1.0, history=(0.5, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9), role="finalist")
     assert run_plateaued(flat) is True and run_plateaued(rising) is False
     assert run_plateaued(record(2, (2, 2), 0.9, 1.0, history=(0.5, 0.9), role="finalist")) is None
+    assert curve_plateaued(flat.history, N_VAL) is True and curve_plateaued(rising.history, None) is None
+    # a run's own record wins: what the trial wrote when it finished
+    assert run_plateaued(dataclasses.replace(rising, plateaued=True)) is True
     stalled = unplateaued([flat, rising], [flat.key])
     assert stalled == {flat.key: (1, 2)}
 

@@ -27,6 +27,7 @@ import explorer
 import explorer.measure._evaluate as evaluate_module
 from benchmarks._chaos.processes import workers as worker_pids
 from explorer import api
+from explorer.answer import run_plateaued
 from explorer.cli import main
 from explorer.errors import (
     ConfigError,
@@ -550,11 +551,16 @@ def test_a_pilot_chooses_the_horizon_the_grid_trains_and_the_deciding_comparison
     ans = explorer.recommend("pil", sqlite_url)
     h = ans.horizon
     assert h.piloted and h.chosen and h.epochs in (2, 4, 8) and h.cap == 8
+    # every finished run wrote whether its curve had flattened, as the report judges it (a curve of fewer than 4
+    # epochs is too short to judge)
+    assert all(r.plateaued is run_plateaued(dataclasses.replace(r, plateaued=None)) for r in finals)
+    assert all((r.plateaued is not None) == (r.epochs_run >= 4) for r in finals)
     # the pilot: at most two layouts (the most accurate and the fastest) on the first units, at each horizon
-    # it tried and at twice it; it stopped at the first doubling that gained nothing it could tell
+    # it tried and at twice it; it stopped at the first doubling that did not gain
     pilots = [r for r in finals if r.purpose == "pilot"]
     tried = sorted({r.epochs_planned for r in pilots})
-    assert tried == [2 * 2**k for k in range(len(h.doublings) + 1)] and h.epochs == tried[-2]
+    assert tried == [2 * 2**k for k in range(len(h.doublings) + 1)]
+    assert h.epochs == (tried[-1] if h.capped else tried[-2])  # at the cap while still gaining: the cap
     assert 1 <= len({r.key for r in pilots}) <= 2
     assert {r.seed for r in pilots} == {unit_seed(0, u) for u in range(plan.start)}
     assert [d.gained for d in h.doublings][:-1] == [True] * (len(h.doublings) - 1)
