@@ -335,10 +335,12 @@ def test_the_answer_is_one_answer_with_a_candidate_for_each_layout():
 def test_probabilities_are_written_without_claiming_more_than_was_computed():
     from explorer.answer import prob_text
 
-    assert [prob_text(p) for p in (0.0, 0.004, 0.42, 0.995, 1.0)] == [
+    assert [prob_text(p) for p in (0.0, 0.004, 0.42, 0.9499, 0.95, 0.995, 1.0)] == [
         "below 1%",
         "below 1%",
         "42%",
+        "94%",  # below the rule's 95%: never written as 95% (a report once said "95% ... (this one: 95%)")
+        "95%",
         "above 99%",
         "above 99%",
     ]
