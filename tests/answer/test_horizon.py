@@ -273,3 +273,23 @@ def test_a_grid_run_at_a_horizon_the_pilot_tries_counts_as_its_run():
     assert h.chosen and h.epochs == 10 and len(h.doublings[0].gains) == 6
     queued = [dataclasses.replace(r, state="WAITING") if r.epochs_planned == 20 else r for r in grid]
     assert not choose_horizon(queued, SPEC).chosen  # queued runs of the doubling hold the choice
+
+
+def test_the_report_and_the_answer_line_say_a_contradicted_verdict_is_no_decision():
+    from explorer.cli._common import answer_line
+    from explorer.output._answer_sections import check_blocks
+    from explorer.output._fmt import claim
+
+    spec = dataclasses.replace(SPEC, finalists=dataclasses.replace(SPEC.finalists, pilot=False))
+    search = [record(100 + i, h, 0.9, lat) for i, (h, lat) in enumerate(LAYOUTS.items())]
+    broken = answer(search + grid_and_check(0.004, 0.03, units=10), spec)
+    assert broken.contradicted and broken.placed
+    assert "the runs trained 20 epochs contradict that verdict" in claim(broken)
+    line = answer_line("h", broken)
+    assert "not decided: the verdict does not hold at 20 epochs" in line and "finalists.epochs=20" in line
+    (_, (_, text)), (_, table) = check_blocks(broken)
+    assert "contradict the verdict, so the answer is not decided" in text
+    assert list(table["holds"]) == ["no"] and list(table["its verdict"]) == ["within the margin"]
+    holds = answer(search + grid_and_check(0.004, 0.003, units=10), spec)
+    (_, (_, text)), _ = check_blocks(holds)
+    assert "do not contradict" in text and not holds.contradicted
