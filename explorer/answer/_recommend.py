@@ -120,9 +120,7 @@ class Answer:
     verdicts: tuple[Candidate, ...] = ()  # every candidate: the class first, then by verdict and latency
     margin: float = math.nan  # on the quality's own scale (0.01 = one accuracy point)
     risk: float = 0.05  # the largest probability accepted that the answer lies beyond the margin
-    decided: bool = (
-        False  # reaches 1 - risk, no faster layout undecided, not contradicted at a longer horizon
-    )
+    decided: bool = False  # reaches 1 - risk, no faster one undecided, not contradicted at twice the horizon
     chance: float | None = None  # what learning nothing scores (majority class, unigram bits per byte)
     no_answer: str = ""  # why there is no answer ("" when there is one)
     collapsed: tuple[Collapse, ...] = ()  # finalist runs set apart (training failed), never pooled
@@ -137,9 +135,7 @@ class Answer:
     budget: int | None = None  # the finalist stage's budget of runs, as the spec states it
     minutes: float | None = None  # ... and in minutes (None: no limit)
     horizon: Horizon | None = None  # the finalists' horizon and how the pilot chose it (finalist evidence)
-    check: HorizonCheck | None = (
-        None  # the deciding comparisons at twice the horizon (None: the check is off)
-    )
+    check: HorizonCheck | None = None  # the deciding comparisons at twice the horizon (None: check off)
     unplateaued: tuple[tuple[str, int, int], ...] = ()  # (key, runs not plateaued, runs judged) per layout
 
     @property

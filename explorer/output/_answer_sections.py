@@ -380,7 +380,11 @@ def _horizon_text(ans: Answer, bpb: bool) -> str:
             "noise, or by more than the answer's edge on average); " + "; ".join(steps) + "."
         )
         if h.capped:
-            out += f" The pilot stopped at its cap of {h.cap} epochs while longer training still gained."
+            last = h.doublings[-1]
+            out += (
+                f" The pilot stopped at its cap of {h.cap} epochs: its last doubling ({last.short} to {last.long}) "
+                f"still gained, and {2 * h.cap} epochs were not tried."
+            )
     if ans.unplateaued:
         names = ", ".join(
             f"{heads(a.heads)} ({n} of {m} runs)"
