@@ -114,7 +114,24 @@ def ladder_pool(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "rounds": rounds,
         "latency": latency,
         "units": cols.shape[1],
+        "columns": cols,
     }
+
+
+def with_horizon_units(pool: dict[str, Any], path: Path, epochs: int | None) -> dict[str, Any]:
+    """``pool`` with the ladder's complete units at ``epochs`` from a benchmarks/horizon.py record (its last
+    entry) added to its columns (the mean and covariance recomputed; latencies and timing rounds unchanged)."""
+    if epochs is None:
+        raise SystemExit("--horizon needs --epochs")
+    runs = json.loads(path.read_text())[-1]["runs"]
+    by = {(r["heads"], r["unit"]): r["val"] for r in runs if r["epochs"] == epochs}
+    heads = [int(n.split(",")[0]) for n in pool["names"]]
+    units = sorted({u for _, u in by})
+    extra = [[by[h, u] for h in heads] for u in units if all((h, u) in by for h in heads)]
+    if not extra:
+        raise SystemExit(f"{path}: no complete unit of the ladder at {epochs} epochs")
+    cols = np.concatenate([pool["columns"], np.array(extra).T], axis=1)
+    return pool | {"mean": cols.mean(axis=1), "cov": np.cov(cols), "units": cols.shape[1], "columns": cols}
 
 
 def pooled_truth(runs: list[dict[str, Any]]) -> tuple[dict[str, float], dict[str, float]]:
@@ -352,6 +369,12 @@ def main() -> None:
     ap.add_argument("--rules", type=int, nargs="+", help="indices into RULES (default: all)")
     ap.add_argument("--settings", nargs="+", help="simulated settings whose label starts with one of these")
     ap.add_argument("--no-replay", action="store_true", help="simulated runs only")
+    ap.add_argument(
+        "--horizon",
+        type=Path,
+        help="also pool the ladder's units of this benchmarks/horizon.py record (its last entry) at --epochs",
+    )
+    ap.add_argument("--epochs", type=int, help="with --horizon: the horizon whose runs are pooled")
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
     t0 = time.perf_counter()
@@ -360,6 +383,8 @@ def main() -> None:
     margin, tie = spec["margin"], spec["tie"]
     runs = load_runs(args.entries)
     pool = ladder_pool(runs)
+    if args.horizon:  # trained units of the ladder, recorded by benchmarks/horizon.py, pooled with the runs'
+        pool = with_horizon_units(pool, args.horizon, args.epochs)
     names = pool["names"]
     i8, i16 = names.index("8,8"), names.index("16,16")
     settings = {"quickstart (pooled truth)": pool["mean"]}
@@ -418,7 +443,8 @@ def main() -> None:
     ]
     block = "\n".join(
         [
-            f"## Decision rules scored against the pooled truth of {len(runs)} recorded runs",
+            f"## Decision rules scored against the pooled truth of {len(runs)} recorded runs"
+            + (f" and the ladder's {args.epochs}-epoch runs of {args.horizon}" if args.horizon else ""),
             "",
             f"Recorded {stamp()} on {machine()} in {time.perf_counter() - t0:.0f} s; command `{command()}`; commit "
             f"{commit()}. Margin {margin * 100:g} point, latency tie {tie:.0%}; {args.runs} simulated runs per cell; "

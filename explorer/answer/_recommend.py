@@ -503,9 +503,10 @@ def _contradiction(shift: Shift, found: Answer, spec: StudySpec) -> str:
     scale = 100 if spec.metric.direction == "maximize" else 1
     mean, lo, hi = (v * scale for v in shift.long)
     unit = "points" if scale == 100 else "bits per byte"
+    where = f"{abs(mean):.2f} {unit} {'below' if mean >= 0 else 'above'} the best (best minus it [{lo:.2f}, {hi:.2f}])"
     if shift.role == "answer":
-        return f"the best beats {who} by {mean:.2f} {unit} [{lo:.2f}, {hi:.2f}], beyond the margin"
-    return f"the faster {who} lies {mean:.2f} {unit} [{lo:.2f}, {hi:.2f}] below the best, within the margin"
+        return f"{who} lies {where}, beyond the margin"
+    return f"the faster {who} lies {where}, within the margin"
 
 
 def _from_finalists(
