@@ -18,7 +18,7 @@ flattened within its own noise. The report names the layouts with runs that had 
 and the next faster layout against the best) train again at twice the horizon on the first
 ``[finalists] check_units`` units. The verdict holds unless the longer runs contradict it at the study's risk: the
 best shown to beat the answer by more than the margin, or the next faster layout shown within the margin of the
-best (then a faster layout would have been the answer). A contradicted verdict is no answer.
+best (then a faster layout would have been the answer). A contradicted verdict is no decision, and the answer says so.
 
 Everything here is a pure function of the study's records, so the stage, a resumed stage and the report agree.
 """
