@@ -124,9 +124,7 @@ class TrialRecord:
     chance: float | None = None  # what learning nothing scores on its validation split (engine.tasks.folds)
     closed: Closure | None = None  # why it was closed without running (None: it ran, or runs)
     epoch: int | None = None  # the last epoch it finished (progress while it runs)
-    plateaued: bool | None = (
-        None  # a finished finalist run: its curve had flattened (explorer.answer._horizon)
-    )
+    plateaued: bool | None = None  # a finished finalist run: its curve had flattened (answer._horizon)
 
     # ---------------------------------------------------------------------------------------- derived
 

@@ -121,9 +121,7 @@ def _layout(r: TrialRecord) -> str:
 def _params(r: TrialRecord) -> dict[str, Any]:
     """The trial's layout and training as MLflow params (strings of at most a few hundred characters)."""
     out: dict[str, Any] = {"heads": _layout(r), "role": r.role, "seed": r.seed, "lr": r.lr, "fold": r.fold}
-    if (
-        r.purpose is not None
-    ):  # a finalist run: its horizon and what it is for (the grid, the pilot, the check)
+    if r.purpose is not None:  # a finalist run: its horizon and what it is for (grid, pilot or check)
         out |= {"epochs": r.epochs_planned, "purpose": r.purpose.value}
     if r.config is not None:
         c = r.config

@@ -74,8 +74,8 @@ def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
     or the study itself for one made before finalists were kept apart) where the finalist stage runs them
     (``handle.stage_study``); return how many were added.
 
-    A run is identified by its configuration, seed and horizon, so planning again (after a resume, or `explorer confirm`
-    with more seeds) queues only what is new.
+    A run is identified by its configuration, seed and horizon, so planning again (after a resume, or
+    `explorer confirm` with more seeds) queues only what is new.
     """
     spec = handle.spec
     default = spec.finalists.run_epochs(spec.task.epochs)  # the horizon of a run queued without one
