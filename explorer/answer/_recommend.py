@@ -405,7 +405,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     finals_all = architectures(grid_records, Role.FINALIST, retimings=retimings)
     if within_budgets(finals_all, spec):
         found = _from_finalists(grid_records, spec, retimings, finals_all, search, common)
-        return _checked(found, records, spec, horizon)
+        return _checked(found, records, grid_records, spec, horizon)
     if not search:
         return Answer(
             None,
@@ -456,9 +456,15 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     )
 
 
-def _checked(found: Answer, records: Sequence[TrialRecord], spec: StudySpec, horizon: Horizon) -> Answer:
-    """``found`` with its horizon, its runs' plateaus and its horizon check (a verdict the longer runs contradict
-    is no decision)."""
+def _checked(
+    found: Answer,
+    records: Sequence[TrialRecord],
+    grid: Sequence[TrialRecord],
+    spec: StudySpec,
+    horizon: Horizon,
+) -> Answer:
+    """``found`` with its horizon, its grid runs' plateaus and its horizon check (a verdict the longer runs
+    contradict is no decision)."""
     if found.recommended is None or found.best is None:
         return dataclasses.replace(found, horizon=horizon)
     nxt = found.next_faster
@@ -471,8 +477,7 @@ def _checked(found: Answer, records: Sequence[TrialRecord], spec: StudySpec, hor
         None if nxt is None else nxt.arch.key,
     )
     keys = [a.key for a in found.candidates]
-    flat = at_horizon(records, horizon)
-    stalled = tuple((k, n, m) for k, (n, m) in unplateaued(flat, keys).items())
+    stalled = tuple((k, n, m) for k, (n, m) in unplateaued(grid, keys).items())
     notes = list(found.notes)
     if stalled:
         names = ", ".join(f"{_heads(_by_key(found, k))} ({n} of {m})" for k, n, m in stalled)

@@ -239,9 +239,8 @@ def _finalist_stage(
                     to_decide=finals.to_decide,
                 )
             )
-    horizon_runs = sum(r.finished for r in load_records(handle.study, roles=("finalist",))) - sum(
-        r.finished for r in plan.grid(load_records(handle.study, roles=("finalist",)))
-    )
+    records = load_records(handle.study, roles=("finalist",))
+    horizon_runs = sum(r.finished for r in records) - sum(r.finished for r in plan.grid(records))
     return RunSummary(search, finals, plan, added, horizon_runs)
 
 
