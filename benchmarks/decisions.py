@@ -30,8 +30,10 @@ faster: a rule that favours fast layouts pays here), 8,8 tied with 16,16, and se
 and 8,8 0.5 and 0.25 points below 16,16: the oracle is 4,4).
 
 Rules side by side: the rule before (a Bonferroni sum, rounds that grow by half), the same with the joint
-statement, and the joint statement with an indifference zone (``edge``, a share of the margin) and rounds sized
-to what decides (:mod:`explorer.answer._rule`).
+statement, the joint statement with an indifference zone (``edge``, a share of the margin) and rounds sized
+to what decides, and the chain (the default: the faster layouts tested in latency order, the answer the last
+placed within; :mod:`explorer.answer._rule`), with a wider edge, or settling at a wider edge only once the
+budget is spent (``settle``: compared, not adopted).
 
     python -m benchmarks.decisions --record benchmarks/decisions.md
 """
@@ -67,6 +69,8 @@ class Rule:
     edge: float = 0.0  # the indifference zone below the margin, as a share of the margin (0: none)
     joint: bool = False  # the joint statement over the rivals (False: the union bound, the rule before it)
     sized: bool = False  # rounds sized to what decides (False: rounds of step, or growing by grow)
+    chain: bool = False  # layouts tested in latency order from the best (False: every layout at once)
+    settle: float = 0.0  # the edge, as a share of the margin, the rule settles at when the budget is spent
 
 
 def _heads(layout: dict[str, Any]) -> str:
@@ -193,6 +197,7 @@ def run_rule(
                 edge=rule.edge * margin,
                 joint=rule.joint,
                 sized=rule.sized,
+                chain=rule.chain,
             )
             cells = [(i, u) for i, u in cells if u < width]
             if not cells:
@@ -200,7 +205,9 @@ def run_rule(
             for i, u in cells:
                 scores[i, u] = draw(i, u)
             spent += len(cells)
-    d = decide(scores, times, margin, rule.risk, tie, rule.edge * margin, rule.joint)
+    d = decide(scores, times, margin, rule.risk, tie, rule.edge * margin, rule.joint, rule.chain)
+    if not d.decided and rule.settle > rule.edge:
+        d = decide(scores, times, margin, rule.risk, tie, rule.settle * margin, rule.joint, rule.chain)
     return d.answer, d.p_within[d.answer], spent, d.decided
 
 
@@ -331,7 +338,7 @@ RULES = [
     Rule("adaptive, P >= 0.9, rounds grow by half", 0.10, 3, 2, grow=0.5),
     Rule("joint, P >= 0.95, rounds grow by half", 0.05, 3, 2, grow=0.5, joint=True),
     Rule(
-        "joint, P >= 0.95, edge 1/4, sized rounds (the default)",
+        "joint, P >= 0.95, edge 1/4, sized rounds (the rule before the chain)",
         0.05,
         3,
         2,
@@ -341,6 +348,40 @@ RULES = [
     ),
     Rule("joint, P >= 0.95, edge 1/3, sized rounds", 0.05, 3, 2, edge=1 / 3, joint=True, sized=True),
     Rule("joint, P >= 0.95, edge 1/2, sized rounds", 0.05, 3, 2, edge=0.5, joint=True, sized=True),
+    Rule(
+        "chain, P >= 0.95, edge 1/4, sized rounds (the default)",
+        0.05,
+        3,
+        2,
+        edge=0.25,
+        joint=True,
+        sized=True,
+        chain=True,
+    ),
+    Rule(
+        "chain, P >= 0.95, edge 1/2, sized rounds", 0.05, 3, 2, edge=0.5, joint=True, sized=True, chain=True
+    ),
+    Rule(
+        "chain, P >= 0.95, edge 1/4 settling at 1/2, sized rounds",
+        0.05,
+        3,
+        2,
+        edge=0.25,
+        joint=True,
+        sized=True,
+        chain=True,
+        settle=0.5,
+    ),
+    Rule(
+        "joint, P >= 0.95, edge 1/4 settling at 1/2, sized rounds",
+        0.05,
+        3,
+        2,
+        edge=0.25,
+        joint=True,
+        sized=True,
+        settle=0.5,
+    ),
 ]
 
 

@@ -66,6 +66,7 @@ from ._rule import (
     BEYOND as BEYOND,
     EDGE as EDGE,
     UNDECIDED as UNDECIDED,
+    UNTESTED as UNTESTED,
     WITHIN as WITHIN,
     decide as decide,
     next_cells as next_cells,

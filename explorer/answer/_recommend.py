@@ -43,6 +43,7 @@ from explorer.answer._rule import (
     BEYOND,
     EDGE,
     UNDECIDED,
+    UNTESTED,
     WITHIN,
     Decision,
     coherent,
@@ -171,7 +172,7 @@ class Answer:
     @property
     def members(self) -> tuple[Architecture, ...]:
         """The layouts placed within the margin of the best at probability ``1 - risk``, fastest first."""
-        return tuple(c.arch for c in self.verdicts if c.p_within >= 1 - self.risk)
+        return tuple(c.arch for c in self.verdicts if c.p_within >= 1 - self.risk and c.verdict != UNTESTED)
 
     def to_dict(self) -> dict[str, Any]:
         """The answer as one JSON-ready document: what every ``--json`` output that names the answer carries."""
@@ -359,7 +360,7 @@ def _verdicts(
                 decision.p_edge[i],
             )
         )
-    rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, EDGE: 2, BEYOND: 3}
+    rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, EDGE: 2, UNTESTED: 3, BEYOND: 4}
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
 

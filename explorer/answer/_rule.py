@@ -17,16 +17,25 @@ the layouts' timings (layouts x re-timing rounds):
    beats it by more than ``margin - edge`` with that probability (``edge``: the indifference zone, how close to
    the margin counts as its edge): the layout is not shown within the margin and no feasible number of runs would
    show it, so it stops holding the decision open; else *undecided*.
-4. **The answer** is the fastest layout within the margin (the best counts when its own probability reaches
-   ``1 - risk``): the lowest median time over rounds, layouts whose within-round time ratio to it (the geometric
-   mean over the rounds both were timed in, so a drift of the machine between rounds cancels) is below
-   ``1 + tie`` counting as equally fast, the more accurate of those taken; two layouts whose rounds disagree on
-   which is faster (one round each way beyond the tie: a machine busy in some rounds) count as equally fast
-   too, their latency comparison withheld (:func:`coherent`). When no layout reaches ``1 - risk``
-   the answer is the best, and it is *not decided*; it is *decided* once the answer reaches ``1 - risk`` and
-   every faster layout is beyond the margin or at its edge.
-5. **Where the next runs go** (:func:`next_layouts`, :func:`next_cells`): to the undecided layouts faster than
-   the answer (each could become it), to the answer while its own probability is short of ``1 - risk``, and to
+4. **The answer** is found by a *chain*, a fixed-sequence test in latency order: the layouts faster than the best
+   by more than ``tie`` are taken slowest first (the order comes from the timings alone, before any test), each
+   placed within the margin at the full ``1 - risk`` only while every slower one in the chain was; the first not
+   placed within is the chain's *stop*, and the layouts past it are *untested* (a placement there would be a
+   second test at the full risk). The answer is the fastest layout placed within the margin (the best counts when
+   its own probability reaches ``1 - risk``): the lowest median time over rounds, layouts whose within-round time
+   ratio to it (the geometric mean over the rounds both were timed in, so a drift of the machine between rounds
+   cancels) is below ``1 + tie`` counting as equally fast, the more accurate of those taken; two layouts whose
+   rounds disagree on which is faster (one round each way beyond the tie: a machine busy in some rounds) count
+   as equally fast too, their latency comparison withheld (:func:`coherent`). Picking the fastest of many
+   placements made at ``1 - risk`` each would ship a layout beyond the margin more often than ``risk`` when
+   several sit just beyond it; along the chain only the first layout truly beyond can be placed wrongly, so the
+   answer is beyond the margin with probability at most ``risk``. When no layout reaches ``1 - risk`` the
+   answer is the best, and it is *not decided*; it is *decided* once the answer reaches ``1 - risk`` and the
+   stop (if any) is beyond the margin or at its edge. ``chain=False``: every layout placed at once and the
+   answer decided once every faster layout is beyond or at the edge (the rule before the chain, kept for the
+   benchmark's side-by-side).
+5. **Where the next runs go** (:func:`next_layouts`, :func:`next_cells`): to the stop while it is undecided
+   (with ``chain=False``, to every undecided layout faster than the answer), to the answer while its own probability is short of ``1 - risk``, and to
    every layout whose comparison with those still carries risk (the best among them). Layouts beyond the margin
    or at its edge, and slower layouts that weigh on no open comparison, get no more runs. A round is sized to
    what decides (:func:`units_to_decide`: half the paired units the nearest open comparison still needs at its
@@ -62,6 +71,7 @@ __all__ = [
     "CLOSED",
     "EDGE",
     "UNDECIDED",
+    "UNTESTED",
     "WITHIN",
     "Decision",
     "coherent",
@@ -80,6 +90,9 @@ __all__ = [
 ]
 
 BEST, WITHIN, BEYOND, EDGE, UNDECIDED = "best", "within", "beyond", "edge", "undecided"
+UNTESTED = (
+    "untested"  # faster than the chain's first layout not placed within: its test would spend the risk again
+)
 CLOSED = (BEYOND, EDGE)  # verdicts that end a layout's runs: it cannot become the answer
 NEGLIGIBLE = 0.2  # a comparison carries risk when its term is above this share of the risk (see next_layouts)
 JOINT_DRAWS = 8192  # posterior draws of the joint statement (fixed stream: the same grid, the same number)
@@ -96,17 +109,20 @@ class Decision:
         float, ...
     ]  # P(within the margin of the best), joint over the rivals, never below the union bound
     p_beyond: tuple[float, ...]  # P(the best beats it by more than the margin); NaN for the best
-    verdicts: tuple[str, ...]  # best | within | beyond | edge | undecided
+    verdicts: tuple[str, ...]  # best | within | beyond | edge | undecided | untested
     risks: np.ndarray  # [l, j] = P(mu_j - mu_l > margin) (0 on the diagonal)
     decided: bool  # the answer reaches 1 - risk and no faster layout is undecided
     risk: float
     p_edge: tuple[float, ...] = ()  # P(the best beats it by more than margin - edge); NaN for the best
     edge: float = 0.0  # the indifference zone below the margin (0: none)
+    stop: int | None = None  # the chain's first layout not placed within (None: none faster is left)
+    chain: bool = True  # the answer tested in latency order from the best (False: every layout at once)
 
     @property
     def members(self) -> list[int]:
-        """The layouts placed within the margin (the best among them when its own probability reaches it)."""
-        return [i for i, p in enumerate(self.p_within) if p >= 1 - self.risk]
+        """The layouts placed within the margin (the best among them when its own probability reaches it), none
+        past the chain's first layout not placed within."""
+        return [i for i, p in enumerate(self.p_within) if p >= 1 - self.risk and self.verdicts[i] != UNTESTED]
 
 
 def row_means(x: np.ndarray) -> np.ndarray:
@@ -272,6 +288,7 @@ def decide(
     tie: float,
     edge: float = 0.0,
     joint: bool = True,
+    chain: bool = True,
 ) -> Decision:
     """The rule (see the module docstring) on a grid of ``scores`` and ``times``; ``edge``: the indifference
     zone below the margin (0: none); ``joint=False`` states the union bound alone (the rule before the joint
@@ -311,12 +328,44 @@ def decide(
         risk,
         tuple(map(float, p_edge)),
         edge,
+        None,
+        chain,
     )
+    if not chain:
+        if not placed.members:  # nothing reaches 1 - risk: the best, not decided
+            return placed
+        answer = fastest(placed.members, times, means, tie)
+        decided = not _faster_undecided(answer, verdicts, times, tie)
+        return dataclasses.replace(placed, answer=answer, decided=decided)
+    order = _chain_order(best, times, tie)
+    stop = next((i for i in order if verdicts[i] != WITHIN), None)
+    if stop is not None:  # past the stop a placement would be a second test at the full risk: none is made
+        past = set(order[order.index(stop) + 1 :])
+        verdicts = [UNTESTED if i in past and v in (WITHIN, UNDECIDED) else v for i, v in enumerate(verdicts)]
+    placed = dataclasses.replace(placed, verdicts=tuple(verdicts), stop=stop)
     if not placed.members:  # nothing reaches 1 - risk: the best, not decided
         return placed
     answer = fastest(placed.members, times, means, tie)
-    decided = not _faster_undecided(answer, verdicts, times, tie)
+    decided = stop is None or verdicts[stop] in CLOSED
     return dataclasses.replace(placed, answer=answer, decided=decided)
+
+
+def _chain_order(best: int, times: np.ndarray, tie: float) -> list[int]:
+    """The chain (see the module docstring): the layouts faster than the best by more than the latency tie, in
+    order of latency, slowest first. The order comes from the timings alone, so it is fixed before any test."""
+    faster = [i for i in range(len(times)) if i != best and ratio(times, i, best) < 1 / (1 + tie)]
+    return sorted(faster, key=lambda i: (-ratio(times, i, best), i))
+
+
+def _open(decision: Decision, times: np.ndarray, tie: float) -> list[int]:
+    """The layouts still open against the answer: the chain's stop while undecided (with ``chain``), else every
+    undecided layout faster than it (:func:`_faster_undecided`)."""
+    if decision.chain:
+        s = decision.stop
+        if s is None or decision.verdicts[s] != UNDECIDED or decision.decided:
+            return []
+        return [s]
+    return _faster_undecided(decision.answer, decision.verdicts, times, tie)
 
 
 def _faster_undecided(
@@ -336,7 +385,7 @@ def next_layouts(decision: Decision, times: np.ndarray, tie: float) -> list[int]
     if decision.decided:
         return []
     ans, risk = decision.answer, decision.risk
-    open_ = _faster_undecided(ans, decision.verdicts, times, tie)
+    open_ = _open(decision, times, tie)
     focus = set(open_)
     if decision.p_within[ans] < 1 - risk or open_:
         focus.add(ans)
@@ -374,7 +423,7 @@ def _open_needs(
     """Each open comparison's layout (a faster undecided layout, and the answer while it is short of
     ``1 - risk``) and the paired units that would decide it against the best at its measured gap and spread
     (None: fewer than two shared units, or no feasible number decides it)."""
-    open_ = _faster_undecided(decision.answer, decision.verdicts, times, tie)
+    open_ = _open(decision, times, tie)
     if decision.p_within[decision.answer] < 1 - decision.risk and decision.answer != decision.best:
         open_.append(decision.answer)
     n, mean, sd, _ = _paired_stats(scores)
@@ -421,7 +470,7 @@ def _cells(layouts: Sequence[int], upto: int, filled: np.ndarray) -> list[tuple[
 
 def _core(decision: Decision, times: np.ndarray, tie: float, chosen: list[int]) -> list[int]:
     """The layouts the nearest decision needs: the fastest open layout (or the answer) and the best."""
-    open_ = _faster_undecided(decision.answer, decision.verdicts, times, tie)
+    open_ = _open(decision, times, tie)
     lead = min(open_, key=lambda i: ratio(times, i, decision.answer)) if open_ else decision.answer
     return sorted({lead, decision.best} & set(chosen) | {decision.best})
 
@@ -439,6 +488,7 @@ def round_plans(
     edge: float = 0.0,
     joint: bool = True,
     sized: bool = False,
+    chain: bool = True,
 ) -> list[list[tuple[int, int]]]:
     """The next round's candidate (layout, unit) cells, largest first, each smaller one a fallback when the
     larger does not fit the runs left (see :func:`next_cells`); none once the answer is decided. ``ran`` marks the
@@ -447,7 +497,7 @@ def round_plans(
     first = _cells(range(len(scores)), start, filled)
     if first:  # every layout's first units, in any number that fits
         return [first[:k] for k in range(len(first), 0, -1)]
-    decision = decide(scores, times, margin, risk, tie, edge, joint)
+    decision = decide(scores, times, margin, risk, tie, edge, joint, chain)
     chosen = next_layouts(decision, times, tie)
     if not chosen:
         return []
@@ -485,6 +535,7 @@ def next_cells(
     edge: float = 0.0,
     joint: bool = True,
     sized: bool = False,
+    chain: bool = True,
 ) -> list[tuple[int, int]]:
     """The (layout, unit) cells to run next on a grid whose columns are the units in order: first every
     layout's first ``start`` units; then more units for each layout :func:`next_layouts` names, on the same units
@@ -493,7 +544,7 @@ def next_cells(
     more. At most ``left`` cells (a smaller round when the round does not fit); none once the answer is decided
     or nothing fits (:func:`smallest_round` then says what the next round needs). ``ran`` marks the cells
     already run (default: those with a score), so a run set apart is not run again."""
-    plans = round_plans(scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized)
+    plans = round_plans(scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized, chain)
     return next((p for p in plans if len(p) <= left), [])
 
 
@@ -510,8 +561,9 @@ def smallest_round(
     edge: float = 0.0,
     joint: bool = True,
     sized: bool = False,
+    chain: bool = True,
 ) -> int:
     """The runs of the smallest round :func:`next_cells` would queue, whatever the runs left (0: none, the
     answer is decided)."""
-    plans = round_plans(scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized)
+    plans = round_plans(scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized, chain)
     return min((len(p) for p in plans), default=0)

@@ -40,6 +40,7 @@ _VERDICT_WORDS = {
     "beyond": "beyond the margin",
     "edge": "at the margin's edge",
     "undecided": "undecided",
+    "untested": "not tested",
 }
 
 
@@ -177,6 +178,7 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
         ("within", "Also within the margin (slower): "),
         ("undecided", "Undecided: "),
         ("edge", "At the margin's edge: "),
+        ("untested", "Not tested (faster than the first layout not placed within): "),
         ("beyond", "Beyond the margin: "),
     ):
         if groups.get(verdict):
@@ -197,8 +199,12 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
             "runs would show it, so it no longer holds the decision open)"
         )
     spans.append(
-        ", and undecided otherwise. The answer is the fastest layout within the margin; it is decided once every "
-        "faster layout is beyond the margin or at its edge."
+        ", and undecided otherwise. The layouts faster than the best are tested in order of latency, slowest "
+        "first, each only once every slower one is placed within the margin (a fixed-sequence test: taking the "
+        "fastest placed then risks no more than one test would), so the answer, the fastest layout placed within "
+        "the margin, is beyond it with probability at most "
+        f"{num(100 * ans.risk, '.3g')}%; the first faster layout not placed within ends the sequence and the "
+        "faster ones are not tested. The answer is decided once that layout is beyond the margin or at its edge."
     )
     return [("p", spans)]
 

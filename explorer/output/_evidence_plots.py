@@ -20,7 +20,14 @@ from explorer.storage import TrialRecord
 
 __all__ = ["curves_figure", "evidence_figure"]
 
-_COLORS = {"best": "C2", "within": "C2", "undecided": "C1", "edge": "0.65", "beyond": "0.45"}
+_COLORS = {
+    "best": "C2",
+    "within": "C2",
+    "undecided": "C1",
+    "edge": "0.65",
+    "beyond": "0.45",
+    "untested": "0.8",
+}
 
 
 def evidence_figure(ans: Answer, batch: int) -> Figure:

@@ -133,7 +133,14 @@ def claim(ans: Answer) -> str:
     if ans.placed and ans.decided:
         return (
             f"the fastest layout placed within {margin} of the best, with probability {prob(p)} (the rule asks "
-            f"{asked}); every faster finalist is placed beyond the margin or at its edge, so the answer is decided."
+            f"{asked}); "
+            + (
+                "no finalist is faster"
+                if ans.next_faster is None
+                else "the next faster finalist is placed beyond the margin or at its edge (layouts are tested in "
+                "order of latency)"
+            )
+            + ", so the answer is decided."
         )
     if ans.placed and ans.contradicted:
         assert ans.check is not None
@@ -145,7 +152,7 @@ def claim(ans: Answer) -> str:
     if ans.placed:
         return (
             f"the fastest layout placed within {margin} of the best so far, with probability {prob(p)} (the rule "
-            f"asks {asked}); a faster finalist is still undecided, so the answer is not decided."
+            f"asks {asked}); the next faster finalist is still undecided, so the answer is not decided."
         )
     return (
         f"the most accurate layout; no layout is yet placed within {margin} of the best with probability "

@@ -11,6 +11,7 @@ from explorer.answer import (
     BEYOND,
     EDGE,
     UNDECIDED,
+    UNTESTED,
     WITHIN,
     decide,
     next_cells,
@@ -222,3 +223,37 @@ def test_an_open_answer_never_costs_zero_runs():
         assert runs_to_decide(scores, d, times, TIE, MARGIN) in (None, *range(2, 10_000))
     decided = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
     assert decided.decided == (runs_to_decide(scores, decided, times, TIE, MARGIN) == 0)
+
+
+def test_the_chain_tests_in_latency_order_and_stops_at_the_first_layout_not_placed_within():
+    # 1 is within (slower of the faster two), 2 is beyond, 3 is the fastest and within on its own numbers
+    scores = grid([0.95, 0.948, 0.90, 0.949], 0.002, 10, seed=3)
+    times = np.array([[4.0], [3.0], [2.0], [1.0]])
+    d = decide(scores, times, MARGIN, RISK, TIE)
+    assert d.p_within[3] >= 1 - RISK  # placed within by its own probability ...
+    assert (
+        d.verdicts[1] == WITHIN and d.verdicts[2] == BEYOND and d.verdicts[3] == UNTESTED
+    )  # ... but not tested
+    assert d.stop == 2 and d.answer == 1 and d.decided  # the stop is closed: decided on the slower layout
+    every = decide(scores, times, MARGIN, RISK, TIE, chain=False)  # the rule before: every layout at once
+    assert every.answer == 3 and every.verdicts[3] == WITHIN
+    # an undecided stop holds the decision open, and the next runs go to it and the best
+    open_ = decide(grid([0.95, 0.948, 0.943, 0.949], 0.01, 6, seed=4), times, MARGIN, RISK, TIE)
+    assert not open_.decided and open_.verdicts[open_.stop] == UNDECIDED
+
+
+def test_the_chain_holds_the_risk_where_picking_the_fastest_of_many_placements_does_not():
+    # three faster layouts each exactly one margin below the best: placing any of them within is wrong
+    rng = np.random.default_rng(11)
+    times = np.array([[4.0], [3.0], [2.0], [1.0]])
+    wrong = {True: 0, False: 0}
+    draws = 600
+    for _ in range(draws):
+        unit = rng.normal(0, 0.02, 6)  # the best measured exactly: the three comparisons are independent
+        scores = np.array([0.95 + unit] + [0.94 + unit + rng.normal(0, 0.01, 6) for _ in range(3)])
+        for chain in (True, False):
+            d = decide(scores, times, MARGIN, RISK, TIE, joint=False, chain=chain)
+            wrong[chain] += d.answer != 0 and d.p_within[d.answer] >= 1 - RISK
+    se = np.sqrt(RISK * (1 - RISK) / draws)
+    assert wrong[True] / draws <= RISK + 3 * se  # the chain: at most the risk
+    assert wrong[False] / draws > RISK + 3 * se  # every layout at once: well above it
