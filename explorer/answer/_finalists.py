@@ -53,6 +53,7 @@ __all__ = [
     "Plan",
     "Unit",
     "cost_axis",
+    "budget_spent",
     "decision_cost",
     "decision_runs",
     "busy_rounds",
@@ -364,7 +365,7 @@ def check_runs(
     scores, _ = unit_grid(plan.grid(records), plan.keys, spec)
     if n == 0 or not scores.size:
         return ()
-    margin, risk, tie, edge = _rule_args(spec)
+    margin, risk, tie, edge = _rule_args(spec, _settled(plan, records, spec, times))
     decision = decide(scores, times, margin, risk, tie, edge)
     faster = _next_faster(times, decision.answer, tie)
     keys = plan.keys
@@ -435,10 +436,46 @@ def unit_grid(
     return scores, ran
 
 
-def _rule_args(spec: StudySpec) -> tuple[float, float, float, float]:
-    """(margin, risk, latency tie, edge) on the quality's scale."""
+def _rule_args(spec: StudySpec, settled: bool = False) -> tuple[float, float, float, float]:
+    """(margin, risk, latency tie, edge) on the quality's scale; the edge is ``[answer] settle`` once the
+    stage's budget is spent (``settled``: :func:`budget_spent`)."""
     a, maximize = spec.answer, spec.metric.direction == "maximize"
-    return a.margin_for(maximize), a.risk, a.latency_tie, a.edge_for(maximize)
+    edge = a.settle_for(maximize) if settled else a.edge_for(maximize)
+    return a.margin_for(maximize), a.risk, a.latency_tie, edge
+
+
+def budget_spent(
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    scores: np.ndarray,
+    times: np.ndarray,
+    ran: np.ndarray,
+    budget: int,
+) -> bool:
+    """Whether the finalist stage's budget is spent, so its decision settles at ``[answer] settle``: its
+    ``[finalists] minutes``, counted from its first run's start to its last run's end (the horizon check's runs
+    aside), or its ``budget`` of runs, once the grid's runs (``ran``) leave less than the next round that decides
+    at ``[answer] edge`` needs. A pure function of the records, so the stage and every later reading agree."""
+    f = spec.finalists
+    runs = [
+        r
+        for r in records
+        if r.role == Role.FINALIST and r.purpose != Purpose.CHECK and r.started and r.completed
+    ]
+    if f.minutes is not None and runs:
+        span = max(r.completed for r in runs if r.completed) - min(r.started for r in runs if r.started)
+        if span.total_seconds() >= 60 * f.minutes:
+            return True
+    if not scores.size:
+        return False
+    margin, risk, tie, edge = _rule_args(spec)
+    need = smallest_round(scores, times, margin, risk, tie, f.start, ROUND_UNITS, ran, edge=edge, sized=True)
+    return need > 0 and int(ran.sum()) + need > budget
+
+
+def _settled(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray) -> bool:
+    scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
+    return budget_spent(records, spec, scores, times, ran, plan.budget)
 
 
 def next_runs(
@@ -448,7 +485,7 @@ def next_runs(
     evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
     fits. ``times``: ``[layouts, rounds]`` in the plan's order."""
     scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
-    margin, risk, tie, edge = _rule_args(spec)
+    margin, risk, tie, edge = _rule_args(spec, budget_spent(records, spec, scores, times, ran, plan.budget))
     cells = next_cells(
         scores, times, margin, risk, tie, plan.start, ROUND_UNITS, left, ran, edge=edge, sized=True
     )
@@ -459,7 +496,7 @@ def next_round_size(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec,
     """The runs of the smallest round :func:`next_runs` would queue, whatever the budget left (0: the answer is
     decided)."""
     scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
-    margin, risk, tie, edge = _rule_args(spec)
+    margin, risk, tie, edge = _rule_args(spec, budget_spent(records, spec, scores, times, ran, plan.budget))
     return smallest_round(
         scores, times, margin, risk, tie, plan.start, ROUND_UNITS, ran, edge=edge, sized=True
     )
@@ -473,19 +510,25 @@ def decision_cost(
     scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
     if not scores.size or (~np.isnan(scores)).sum(axis=1).min() < 2:  # a spread needs two units a layout
         return None
-    margin, risk, tie, edge = _rule_args(spec)
+    settled = budget_spent(records, spec, scores, times, ran, plan.budget)
+    margin, risk, tie, edge = _rule_args(spec, settled)
     cost = runs_to_decide(scores, decide(scores, times, margin, risk, tie, edge), times, tie, margin)
-    return decision_runs(cost, scores, times, spec, ran)
+    return decision_runs(cost, scores, times, spec, ran, settled)
 
 
 def decision_runs(
-    cost: int | None, scores: np.ndarray, times: np.ndarray, spec: StudySpec, ran: np.ndarray | None = None
+    cost: int | None,
+    scores: np.ndarray,
+    times: np.ndarray,
+    spec: StudySpec,
+    ran: np.ndarray | None = None,
+    settled: bool = False,
 ) -> int | None:
     """``cost`` (:func:`explorer.answer._rule.runs_to_decide`), never below the next round the stage would queue,
     so a budget of that many runs always moves the study."""
     if not cost:
         return cost
-    margin, risk, tie, edge = _rule_args(spec)
+    margin, risk, tie, edge = _rule_args(spec, settled)
     start = spec.finalists.start
     return max(
         cost, smallest_round(scores, times, margin, risk, tie, start, ROUND_UNITS, ran, edge=edge, sized=True)

@@ -26,7 +26,15 @@ from scipy import stats
 
 from explorer.answer._contrasts import Contrast, Costs, contrasts, versus
 from explorer.answer._evidence import Collapse, Grid, evidence_grid
-from explorer.answer._finalists import COST_COLUMNS, cost_axis, decision_runs, rule_times, within_budgets
+from explorer.answer._finalists import (
+    COST_COLUMNS,
+    budget_spent,
+    cost_axis,
+    decision_runs,
+    rule_times,
+    unit_grid,
+    within_budgets,
+)
 from explorer.answer._horizon import (
     Horizon,
     HorizonCheck,
@@ -130,6 +138,7 @@ class Answer:
         None  # [grid layouts, re-timing rounds] ms on the cost axis, as the rule read them
     )
     edge: float = 0.0  # the indifference zone below the margin, on the quality's scale
+    settled: bool = False  # the stage's budget is spent: the edge is [answer] settle
     tie: float = 0.05  # latency ratios closer to 1 than this count as equally fast
     to_decide: int | None = None  # more finalist runs a decision needs at the measured spread (0: decided)
     pace_s: float | None = None  # wall-clock seconds of the finalist stage per finished run
@@ -224,6 +233,7 @@ class Answer:
             "confidence": self.confidence,
             "confidence_method": self.confidence_method,
             "edge": self.edge,
+            "settled": self.settled,
             "runs_to_decide": self.to_decide,
             "minutes_to_decide": self.to_decide_minutes,
             "seconds_per_run": self.pace_s,
@@ -405,7 +415,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     grid_records = at_horizon(records, horizon)  # without the pilot's other horizons and the check's runs
     finals_all = architectures(grid_records, Role.FINALIST, retimings=retimings)
     if within_budgets(finals_all, spec):
-        found = _from_finalists(grid_records, spec, retimings, finals_all, search, common)
+        found = _from_finalists(grid_records, spec, retimings, finals_all, search, common, records)
         return _checked(found, records, grid_records, spec, horizon)
     if not search:
         return Answer(
@@ -522,6 +532,7 @@ def _from_finalists(
     finals_all: Sequence[Architecture],
     search: Sequence[Architecture],
     common: _Common,
+    stage_records: Sequence[TrialRecord] = (),
 ) -> Answer:
     axis, margin = common["cost_axis"], common["margin"]
     keys = [a.key for a in within_budgets(finals_all, spec)]
@@ -537,7 +548,11 @@ def _from_finalists(
     over = len(finals_all) - len(keys)
     if over:
         notes.append(f"{over} finalist layout(s) exceed the budgets or a constraint and are not candidates")
-    edge = spec.answer.edge_for(spec.metric.direction == "maximize")
+    budget = spec.finalists.runs_budget(len(order))
+    units, ran = unit_grid(records, keys, spec)
+    settled = budget_spent(stage_records or records, spec, units, times, ran, budget)
+    maximize = spec.metric.direction == "maximize"
+    edge = spec.answer.settle_for(maximize) if settled else spec.answer.edge_for(maximize)
     decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie, edge)
     best, chance = order[decision.best], _chance(records, Role.FINALIST)
     front = _knee_of(order, axis)[1]
@@ -593,15 +608,17 @@ def _from_finalists(
         verdicts=verdicts,
         decided=decision.decided,
         edge=edge,
+        settled=settled,
         tie=spec.answer.latency_tie,
         to_decide=decision_runs(
             runs_to_decide(grid.scores, decision, times, spec.answer.latency_tie, margin),
             grid.scores,
             times,
             spec,
+            settled=settled,
         ),
         pace_s=finalist_pace(kept),
-        budget=spec.finalists.runs_budget(len(order)),
+        budget=budget,
         minutes=spec.finalists.minutes,
         **base,
     )

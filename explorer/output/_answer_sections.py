@@ -193,10 +193,16 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
         f"probability (its {_level(ans)} paired interval against the best lies wholly below minus the margin)"
     )
     if ans.edge > 0 and ans.best is not None:
+        zone = (
+            "the indifference zone once the stage's budget was spent, [answer] settle; [answer] edge while it "
+            "lasted"
+            if ans.settled
+            else "the indifference zone, [answer] edge"
+        )
         spans.append(
             f", at the margin's edge when the best beats it by more than {_edge_words(ans)} with that probability "
-            "(the indifference zone, [answer] edge: it is not shown within the margin, and no feasible number of "
-            "runs would show it, so it no longer holds the decision open)"
+            f"({zone}: it is not shown within the margin, and no affordable number of runs would show it, so it no "
+            "longer holds the decision open)"
         )
     spans.append(
         ", and undecided otherwise. The layouts faster than the best are tested in order of latency, slowest "

@@ -170,6 +170,16 @@ class AnswerSpec:
         "-the-margin))",
         shown="a quarter of the margin",
     )
+    # on the margin's scale; None: half the margin, never below the edge (bounded by the margin: read_answer)
+    settle: float | None = key(
+        None,
+        "the indifference zone once the finalist stage's budget is spent (its minutes, from its first run to its "
+        "last, or its runs): the decision then takes a layout the best beats by more than `margin - settle` as at "
+        "the margin's edge, so a stage that could not sharpen its verdicts to `edge` still decides where its "
+        "evidence allows; the answer's own risk is unchanged (see [method.md](method.md#3-the-answer-the-fastest-"
+        "layout-within-the-margin))",
+        shown="half the margin",
+    )
 
     def margin_for(self, maximize: bool) -> float:
         """The margin on the quality's own scale: a fraction of examples for accuracy, bits per byte else."""
@@ -182,6 +192,13 @@ class AnswerSpec:
         if self.edge is None:
             return self.margin_for(maximize) / 4
         return self.edge / 100.0 if maximize else self.edge
+
+    def settle_for(self, maximize: bool) -> float:
+        """The indifference zone once the stage's budget is spent, on the quality's own scale (half the margin
+        unless given; never below :meth:`edge_for`)."""
+        if self.settle is None:
+            return max(self.margin_for(maximize) / 2, self.edge_for(maximize))
+        return max(self.settle / 100.0 if maximize else self.settle, self.edge_for(maximize))
 
 
 def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> FinalistsSpec:
@@ -238,17 +255,26 @@ def read_answer(data: Any, task: TaskSpec, stored: bool = False) -> AnswerSpec:
     edge = Table(data, "[answer]", table_keys(AnswerSpec)).get(
         "edge", None, lambda v: is_number(v) and v >= 0, f"a number of {unit} >= 0, below the margin"
     )
+    settle = Table(data, "[answer]", table_keys(AnswerSpec)).get(
+        "settle", None, lambda v: is_number(v) and v >= 0, f"a number of {unit} >= 0, below the margin"
+    )
     spec = read_table(
         AnswerSpec,
         data,
         "[answer]",
         margin=None if margin is None else float(margin),
         edge=None if edge is None else float(edge),
+        settle=None if settle is None else float(settle),
     )
     margin_value = spec.margin_for(not lm) * (1 if lm else 100)  # on the scale the spec writes
     if spec.edge is not None and spec.edge >= margin_value:
         raise SpecError(
             f"'edge' in [answer] is {spec.edge:g}, not below the margin; the indifference zone lies inside the "
             "margin: write a smaller edge (0 turns it off)."
+        )
+    if spec.settle is not None and spec.settle >= margin_value:
+        raise SpecError(
+            f"'settle' in [answer] is {spec.settle:g}, not below the margin; the indifference zone lies inside the "
+            "margin: write a smaller settle (at most the edge keeps the edge once the budget is spent)."
         )
     return spec

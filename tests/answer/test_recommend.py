@@ -370,3 +370,51 @@ def test_the_pace_of_the_stage_counts_the_time_some_run_was_training():
     assert finalist_pace(runs[:1]) is None  # one run says nothing of a pace
     assert minutes_text(30, 25 / 3) == "about 4 minutes" and minutes_text(6, 10.0) == "about 60 s"
     assert minutes_text(6, None) == ""
+
+
+def test_once_the_stages_budget_is_spent_the_decision_settles_at_the_wider_edge():
+    """4,4 is faster and 0.9 points below 8,8, measured tightly: not within the 1-point margin, not shown beyond
+    the quarter-margin edge (0.75), but shown beyond half the margin: at the edge once the budget is spent."""
+    import datetime as dt
+
+    spec = spec_from_dict(
+        {
+            "name": "r",
+            "n_trials": 6,
+            "task": {"name": "digits"},
+            "latency": {"device": "cpu"},
+            "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "min_dk": 1},
+            "finalists": {"minutes": 1, "budget": 1000},
+        }
+    )
+    finals = finalist_records(
+        10, [((8, 8), 0.950, 2.4, "8 heads"), ((4, 4), 0.941, 1.4, "knee")], seeds=12, noise=0.003, seed=1
+    )
+    t0 = dt.datetime(2026, 12, 5, 3, 0, 0)
+
+    def timed(span_s: float):
+        step = span_s / len(finals)
+        return [
+            dataclasses.replace(
+                r,
+                started=t0 + dt.timedelta(seconds=i * step),
+                completed=t0 + dt.timedelta(seconds=(i + 1) * step),
+            )
+            for i, r in enumerate(finals)
+        ]
+
+    running = answer(search_records() + timed(30), spec)  # half the stage's minute: the edge is a quarter
+    spent = answer(search_records() + timed(90), spec)  # past its minute: the edge is half the margin
+    four = next(c for c in running.verdicts if c.arch.heads == (4, 4))
+    assert not running.settled and four.verdict == "undecided" and not running.decided
+    assert running.edge == pytest.approx(0.0025)
+    late = next(c for c in spent.verdicts if c.arch.heads == (4, 4))
+    assert spent.settled and spent.edge == pytest.approx(0.005)
+    assert late.verdict == "edge" and spent.decided and spent.recommended.heads == (8, 8)
+    assert late.p_edge >= 1 - spent.risk > late.p_within  # shown below half the margin, never within it
+    assert spent.confidence == running.confidence  # the answer's own claim does not move
+    assert spent.to_dict()["settled"] is True
+    from explorer.output import answer_blocks
+
+    assert "[answer] settle" in str(answer_blocks(spent, spec))
+    assert "[answer] settle" not in str(answer_blocks(running, spec))

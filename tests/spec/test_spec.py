@@ -539,3 +539,13 @@ def test_every_key_has_one_line_of_documentation():
             doc = key_of(field).doc
             assert key_of(field).table or (doc and "\n" not in doc), f"{table or 'top level'}.{field.name}"
     assert SPEC_KEYS["space"][:4] == ("d_model", "n_layers", "heads", "min_dk")  # in the fields' order
+
+
+def test_the_settled_edge_defaults_to_half_the_margin_and_stays_inside_it():
+    a = spec_from_dict(base()).answer
+    assert a.edge_for(True) == pytest.approx(0.0025) and a.settle_for(True) == pytest.approx(0.005)
+    wide = spec_from_dict(with_("answer", {"edge": 0.8})).answer
+    assert wide.settle_for(True) == pytest.approx(0.008)  # never narrower than the edge
+    assert spec_from_dict(with_("answer", {"settle": 0.3})).answer.settle_for(True) == pytest.approx(0.003)
+    fails(with_("answer", {"settle": 1.0}), "'settle'", "below the margin")
+    fails(with_("answer", {"settle": -1}), "'settle'", ">= 0")
