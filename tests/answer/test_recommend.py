@@ -15,15 +15,14 @@ from explorer.layout import unit_seed
 from explorer.spec import spec_from_dict
 from tests.fixtures import record
 
-SPEC = spec_from_dict(
-    {
-        "name": "r",
-        "n_trials": 6,
-        "task": {"name": "digits"},
-        "latency": {"device": "cpu"},
-        "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "min_dk": 1},
-    }
-)
+SPEC_DATA = {
+    "name": "r",
+    "n_trials": 6,
+    "task": {"name": "digits"},
+    "latency": {"device": "cpu"},
+    "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "min_dk": 1},
+}
+SPEC = spec_from_dict(SPEC_DATA)
 
 
 def search_records():
@@ -377,16 +376,7 @@ def test_once_the_stages_budget_is_spent_the_decision_settles_at_the_wider_edge(
     the quarter-margin edge (0.75), but shown beyond half the margin: at the edge once the budget is spent."""
     import datetime as dt
 
-    spec = spec_from_dict(
-        {
-            "name": "r",
-            "n_trials": 6,
-            "task": {"name": "digits"},
-            "latency": {"device": "cpu"},
-            "space": {"d_model": [64], "n_layers": [2], "heads": [1, 2, 4, 8], "min_dk": 1},
-            "finalists": {"minutes": 1, "budget": 1000},
-        }
-    )
+    spec = spec_from_dict({**SPEC_DATA, "finalists": {"minutes": 1, "budget": 1000}})
     finals = finalist_records(
         10, [((8, 8), 0.950, 2.4, "8 heads"), ((4, 4), 0.941, 1.4, "knee")], seeds=12, noise=0.003, seed=1
     )
