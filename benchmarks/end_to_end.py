@@ -13,11 +13,15 @@ and times the commands, start to exit. ``--setup`` also times the set-up the REA
 total is the whole first command. Records the machine, the load average before and after (a loaded machine trains
 slower), each part's time, and quotes the report: the answer's headline, its confidence and the rules of thumb.
 ``--keep DIR`` copies the report's folder there (the committed example is made this way).
+``--until-decided`` then does what an undecided answer line suggests, before the report: while ``explorer
+report NAME --json`` says not decided and names the runs a decision needs, ``explorer confirm NAME
+--until-decided --budget N`` (at most ``--rounds`` times), each timed apart.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -82,6 +86,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--record", type=Path, help="append the result to this markdown file")
     parser.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="run the confirm an undecided answer line suggests, before the report, until decided",
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="with --until-decided: confirms at most")
+    parser.add_argument(
         "--seed",
         type=int,
         help="run the spec with this seed instead of its own (a fresh re-run of the study)",
@@ -113,6 +123,20 @@ def main(argv: list[str] | None = None) -> None:
         t_run, _, run_err = run(
             [*explorer, "study", "run", str(spec_path), "--workers", str(args.workers)], folder, env
         )
+        confirms: list[tuple[int, float, str]] = []  # (budget, seconds, its closing line)
+        while args.until_decided and len(confirms) < args.rounds:
+            doc = json.loads(run([*explorer, "report", name, "--json"], folder, env)[1])["answer"] or {}
+            need = doc.get("runs_to_decide")
+            if doc.get("decided") or not need:
+                break
+            took, _, err = run(
+                [*explorer, "confirm", name, "--until-decided", "--budget", str(need)]
+                + ["--workers", str(args.workers)],
+                folder,
+                env,
+            )
+            closing = [line for line in err.splitlines() if line.startswith("finalists:")]
+            confirms.append((need, took, closing[-1].strip() if closing else ""))
         t_report, answer_line, _ = run([*explorer, "report", name], folder, env)
         summary = [line for line in run_err.splitlines() if line.startswith(("search:", "finalists:"))]
         load_after = os.getloadavg()
@@ -123,15 +147,17 @@ def main(argv: list[str] | None = None) -> None:
         if args.keep_study:
             shutil.rmtree(args.keep_study, ignore_errors=True)
             shutil.copytree(folder / "studies", args.keep_study)
-    total = t_setup + t_run + t_report
+    t_confirm = sum(t for _, t, _ in confirms)
+    total = t_setup + t_run + t_confirm + t_report
     spec_rel = (
         args.spec.resolve().relative_to(ROOT) if args.spec.resolve().is_relative_to(ROOT) else args.spec
     )
     seeded = "" if args.seed is None else f" (its seed set to {args.seed})"
     command = f"explorer study run {spec_rel} --workers {args.workers} && explorer report {name}"
     parts = (
-        f"set-up {t_setup:.0f} s + " if args.setup else ""
-    ) + f"study run {t_run:.0f} s + report {t_report:.0f} s"
+        (f"set-up {t_setup:.0f} s + " if args.setup else "")
+        + f"study run {t_run:.0f} s + {''.join(f'confirm {t:.0f} s + ' for _, t, _ in confirms)}report {t_report:.0f} s"
+    )
     rules = [line for line in quote(report) if line.startswith("| ") and "not enough data" in line]
     block = record_block(
         f"{name}, {args.workers} workers{' (with set-up)' if args.setup else ''}",
@@ -141,6 +167,11 @@ def main(argv: list[str] | None = None) -> None:
             f"{', '.join(f'{x:.2f}' for x in load_after)}",
             f"explorer's commands (in a fresh folder with its own EXPLORER_CACHE_DIR): `{command}`{seeded}",
             *[f"the run said: `{line.strip()}`" for line in summary],
+            *[
+                f"then `explorer confirm {name} --until-decided --budget {n} --workers {args.workers}` "
+                f"({t:.0f} s) said: `{line}`"
+                for n, t, line in confirms
+            ],
             f"the answer line: `{answer_line.strip().splitlines()[0] if answer_line.strip() else ''}`",
             f"time: {parts} = **{total / 60:.1f} min** ({'within' if total <= args.target_min * 60 else 'over'} "
             f"the {args.target_min:g}-minute target); rules reading 'not enough data': {len(rules)}",
