@@ -9,7 +9,8 @@ the layouts' timings (layouts x re-timing rounds):
    is computed *jointly* over the other finalists (:func:`joint_within`): the differences ``mu_j - mu_l`` are
    drawn from a multivariate t posterior (flat prior; each centred on the mean of the per-unit differences on
    the units both ran, scaled by their standard error, correlated as those differences are on the units they
-   share, with the degrees of freedom of the fewest units any rival shares), so two near-top layouts that share
+   share, each rival's t on the degrees of freedom of the units it shares, their scales drawn together), so
+   two near-top layouts that share
    units and rise and fall together are charged once, not twice. The probability is never stated below the union bound ``1 - sum_j P(mu_j - mu_l >
    margin)`` (Bonferroni, valid whatever the dependence), which the joint statement sharpens.
 3. **Verdicts**: *within* the margin when that probability is at least ``1 - risk``; *beyond* it when the best
@@ -29,7 +30,9 @@ the layouts' timings (layouts x re-timing rounds):
    as equally fast too, their latency comparison withheld (:func:`coherent`). Picking the fastest of many
    placements made at ``1 - risk`` each would ship a layout beyond the margin more often than ``risk`` when
    several sit just beyond it; along the chain only the first layout truly beyond can be placed wrongly, so the
-   answer is beyond the margin with probability at most ``risk``. When no layout reaches ``1 - risk`` the
+   answer is beyond the margin no more often than one test at ``risk`` would place a layout wrongly (each look
+   of the adaptive rounds is another such chance: benchmarks/decisions.md measures what they add). When no
+   layout reaches ``1 - risk`` the
    answer is the best, and it is *not decided*; it is *decided* once the answer reaches ``1 - risk`` and the
    stop (if any) is beyond the margin or at its edge. ``chain=False``: every layout placed at once and the
    answer decided once every faster layout is beyond or at the edge (the rule before the chain, kept for the
@@ -40,7 +43,10 @@ the layouts' timings (layouts x re-timing rounds):
    or at its edge, and slower layouts that weigh on no open comparison, get no more runs. A round is sized to
    what decides (:func:`units_to_decide`: half the paired units the nearest open comparison still needs at its
    measured gap and spread, at least ``step`` and half the units the layouts have, so the looks at the data stay
-   few whatever it shows, at most doubling what they have); it never exceeds the
+   few whatever it shows, at most doubling what they have). A rival closed on its first units that still holds
+   an open placement back (its chance of beating the layout by more than the margin is above a share of the
+   risk) gets as many units again first (:func:`_catch_up`), alone when the open comparison itself already has
+   the units that decide it. A round never exceeds the
    runs left: a round that does not fit shrinks (fewer units, then only the layouts the nearest decision needs),
    and :func:`smallest_round` says how many runs the next decisive round needs when none fits.
 
@@ -170,12 +176,16 @@ def pair_risks(scores: np.ndarray, margin: float) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _draws(k: int, df: int) -> tuple[np.ndarray, np.ndarray]:
-    """The same ``JOINT_DRAWS`` standard normals (``x k``, antithetic pairs) and chi-square(``df``) draws on every
-    call: a grid's statement is a function of the grid, not of a random stream (cached, read-only)."""
+def _draws(k: int, dfs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """The same ``JOINT_DRAWS`` standard normals (``x k``, antithetic pairs) and, for each rival, a
+    chi-square(``dfs[j]``) over its degrees of freedom, all from one uniform per draw (so the rivals' scales move
+    together and each rival's marginal is exactly a t on its own units), on every call: a grid's statement is a
+    function of the grid, not of a random stream (cached, read-only)."""
     rng = np.random.default_rng(20261204)
     half = rng.standard_normal((JOINT_DRAWS // 2, k))
-    z, w = np.vstack([half, -half]), rng.chisquare(df, JOINT_DRAWS)
+    u = rng.uniform(size=JOINT_DRAWS)
+    z = np.vstack([half, -half])
+    w = np.stack([stats.chi2.ppf(u, df) / df for df in dfs], axis=1)  # [draws, k]
     z.flags.writeable = w.flags.writeable = False
     return z, w
 
@@ -230,9 +240,9 @@ def joint_within(
     if any(n[lay, j] < 2 or not sd[lay, j] > 0 for j in rivals):  # a rival no spread bounds: no sharpening
         return bonferroni
     idx = np.array(rivals)
-    df = int(n[lay, idx].min()) - 1  # the fewest units any rival shares with lay: the heaviest tails
-    z, w = _draws(len(rivals), df)
-    t = (z @ np.linalg.cholesky(_corr(scores, lay, rivals)).T) / np.sqrt(w / df)[:, None]
+    dfs = tuple(int(n[lay, j]) - 1 for j in rivals)  # each rival's t on the units it shares with lay
+    z, w = _draws(len(rivals), dfs)
+    t = (z @ np.linalg.cholesky(_corr(scores, lay, rivals)).T) / np.sqrt(w)
     diffs = mean[lay, idx] + t * (sd[lay, idx] / np.sqrt(n[lay, idx]))  # posterior draws of mu_j - mu_lay
     joint = float(np.mean((diffs <= margin).all(axis=1))) - rest
     return float(np.clip(max(joint, bonferroni), 0.0, 1.0))
@@ -518,7 +528,34 @@ def round_plans(
         core = _core(decision, times, tie, chosen)
         if core != chosen:
             plans += [_cells(core, have(core) + e, filled) for e in range(extra, 0, -1)]
+        behind = _catch_up(decision, filled, times, tie, step, have(chosen))
+        if behind and need is not None and need <= h:  # the focus layouts have what decides them: only the
+            return [behind]  # rivals that hold them back need runs
+        if behind:  # else every round first brings those rivals up, then the focus layouts
+            plans = [behind + [c for c in p if c not in behind] for p in plans] + [behind]
     return [p for p in plans if p]
+
+
+def _catch_up(
+    decision: Decision, filled: np.ndarray, times: np.ndarray, tie: float, step: int, upto: int
+) -> list[tuple[int, int]]:
+    """Cells for the rivals that hold an open placement back: a layout whose chance of beating a focus layout
+    (the stop, or the answer while short) by more than the margin is above a share of the risk, on fewer than
+    half the units the focus layouts have (closed early, on its first units), gets as many units again (at least
+    ``step``) among those the focus layouts ran. Without them the joint statement of a layout measured on many
+    units stays held by a rival measured on few, and no round on the focus layouts alone would move it."""
+    focus = set(_open(decision, times, tie))
+    if decision.p_within[decision.answer] < 1 - decision.risk:
+        focus.add(decision.answer)
+    out: list[tuple[int, int]] = []
+    for j in range(len(decision.verdicts)):
+        n_j = int(filled[j].sum())
+        held = any(decision.risks[i, j] > NEGLIGIBLE * decision.risk for i in focus if i != j)
+        if j in focus or not held or 2 * n_j >= upto:
+            continue
+        missing = [(j, u) for u in range(upto) if u >= filled.shape[1] or not filled[j, u]]
+        out += missing[: max(step, n_j)]
+    return out
 
 
 def next_cells(

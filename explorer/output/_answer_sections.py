@@ -207,10 +207,10 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
     spans.append(
         ", and undecided otherwise. The layouts faster than the best are tested in order of latency, slowest "
         "first, each only once every slower one is placed within the margin (a fixed-sequence test: taking the "
-        "fastest placed then risks no more than one test would), so the answer, the fastest layout placed within "
-        "the margin, is beyond it with probability at most "
-        f"{num(100 * ans.risk, '.3g')}%; the first faster layout not placed within ends the sequence and the "
-        "faster ones are not tested. The answer is decided once that layout is beyond the margin or at its edge."
+        "fastest placed then risks no more than one test at "
+        f"{num(100 * ans.risk, '.3g')}% would), and the answer is the fastest layout placed within the margin; "
+        "the first faster layout not placed within ends the sequence and the faster ones are not tested. The "
+        "answer is decided once that layout is beyond the margin or at its edge."
     )
     return [("p", spans)]
 

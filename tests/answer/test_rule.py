@@ -257,3 +257,28 @@ def test_the_chain_holds_the_risk_where_picking_the_fastest_of_many_placements_d
     se = np.sqrt(RISK * (1 - RISK) / draws)
     assert wrong[True] / draws <= RISK + 3 * se  # the chain: at most the risk
     assert wrong[False] / draws > RISK + 3 * se  # every layout at once: well above it
+
+
+def test_a_rival_closed_on_few_units_that_holds_a_placement_back_gets_units_and_the_study_decides():
+    # as a fresh quickstart's confirm found: 8,8 (row 1) 0.25 points below 16,16 on 40 paired units, held below
+    # 95% by 4,4 and 1,1 (rows 2, 3), closed beyond the margin after 3 noisy units; rounds on 8,8 and 16,16 alone
+    # never moved it
+    rng = np.random.default_rng(5)
+    units = 40
+    unit = rng.normal(0, 0.01, units)
+    scores = np.full((4, units), np.nan)
+    scores[0] = 0.97 + unit + rng.normal(0, 0.004, units)
+    scores[1] = 0.9675 + unit + rng.normal(0, 0.004, units)
+    for row, mean in ((2, 0.94), (3, 0.945)):
+        scores[row, :3] = mean + unit[:3] + rng.normal(0, 0.015, 3)
+    times = np.array([[4.0], [3.0], [2.0], [2.5]])
+    d = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 2)
+    assert d.stop == 1 and d.verdicts[1] == UNDECIDED and not d.decided
+    assert max(d.risks[1, 2], d.risks[1, 3]) > 0.2 * RISK  # a closed rival holds it back
+    cells = next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 100, edge=MARGIN / 2, sized=True)
+    assert cells and {i for i, _ in cells} <= {2, 3}  # only the rivals holding it back, on units 8,8 ran
+    assert smallest_round(scores, times, MARGIN, RISK, TIE, 3, 2, edge=MARGIN / 2, sized=True) == len(cells)
+    for i, u in cells:
+        scores[i, u] = (0.94 if i == 2 else 0.945) + unit[u] + rng.normal(0, 0.015)
+    after = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 2)
+    assert after.decided and after.answer == 1  # 8,8 placed within, the next faster layout closed
