@@ -271,7 +271,7 @@ def _references(
     faster = front[front[cost] < knee_arch.cost(cost_axis(spec)).estimate]  # type: ignore[union-attr]
     same_base = faster[(faster["d_model"] == base.d_model) & (faster["n_layers"] == base.n_layers)]
     if len(same_base):  # the fastest-first front: the last row is the one just faster than the knee
-        picks.append((by_key[same_base["key"].iloc[-1]], "next faster"))
+        picks.append((by_key[same_base["key"].iloc[-1]], "faster on the front"))
     if spec.space.kv_heads is not None:  # the two ends grouped-query attention sits between
         picks.append((with_kv(base, None), KV_REFERENCES[0]))
         picks.append((with_kv(base, 1), KV_REFERENCES[1]))

@@ -117,7 +117,7 @@ class Decision:
     p_beyond: tuple[float, ...]  # P(the best beats it by more than the margin); NaN for the best
     verdicts: tuple[str, ...]  # best | within | beyond | edge | undecided | untested
     risks: np.ndarray  # [l, j] = P(mu_j - mu_l > margin) (0 on the diagonal)
-    decided: bool  # the answer reaches 1 - risk and no faster layout is undecided
+    decided: bool  # the answer reaches 1 - risk and the stop (chain=False: every faster layout) is closed
     risk: float
     p_edge: tuple[float, ...] = ()  # P(the best beats it by more than margin - edge); NaN for the best
     edge: float = 0.0  # the indifference zone below the margin (0: none)

@@ -44,6 +44,11 @@ _VERDICT_WORDS = {
 }
 
 
+# a finalist's part in the plan as studies stored it before the name said what it is (the trade-off's "next
+# faster layout" is the rule's, a different one)
+_LABELS = {"next faster": "faster on the front"}
+
+
 def _layout(a: Architecture, modern: bool) -> str:
     return kv_text(a) if modern else heads(a.heads)
 
@@ -171,8 +176,10 @@ def _level(ans: Answer) -> str:
 def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
     modern = is_modern(ans, spec)
     groups: dict[str, list[Candidate]] = {}
+    rec = ans.recommended.key if ans.recommended else None
     for c in ans.verdicts:
-        groups.setdefault(c.verdict, []).append(c)
+        if c.arch.key != rec:  # the answer is the lead's, not one of the others
+            groups.setdefault(c.verdict, []).append(c)
     spans: list[Any] = []
     for verdict, words in (
         ("within", "Also within the margin (slower): "),
@@ -532,7 +539,7 @@ def evidence_blocks(
     rows = []
     for a in finals:
         row = {
-            "part": a.label or "",
+            "part": _LABELS.get(a.label or "", a.label or ""),
             "heads per layer": heads(a.heads),
             "d_k per layer": heads(a.config.d_k),
             "runs": a.n,

@@ -50,7 +50,7 @@ def test_plan_has_the_knee_its_neighbour_and_the_references_each_with_fresh_seed
     assert len({h for h, _ in by_label["front"]}) == 1  # top 2: the knee and its nearest front neighbour
     assert by_label["1 head"] == {((1, 1), s) for s in seeds}  # outside the searched counts: a reference
     assert by_label["8 heads"] == {((8, 8), s) for s in seeds}
-    assert {h for h, _ in by_label.get("next faster", set())} <= {(2, 4)}
+    assert {h for h, _ in by_label.get("faster on the front", set())} <= {(2, 4)}
     start = SPEC.finalists.start
     layouts = {r.config.key() for r in plan.runs}
     assert all(run.lr == 1e-3 for run in plan.runs) and len(plan.runs) == start * len(layouts)

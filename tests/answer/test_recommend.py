@@ -117,6 +117,7 @@ def test_the_answer_is_the_fastest_layout_placed_within_the_margin():
     eight = next(c for c in ans.verdicts if c.arch.heads == (8, 8))
     assert f"the answer is {eight.latency_ratio:.2f}x faster than the most accurate layout, 8,8" in text
     assert "The next faster layout, 2,4" in text and "(undecided)" in text
+    assert "Also within the margin (slower)" not in text  # the answer (4,4) is not one of the others
 
 
 def test_pairing_by_unit_shows_what_unpaired_spreads_would_hide():
