@@ -257,8 +257,11 @@ def check_horizon(
     pending = False
     for role, key in layouts:
         mine = {e: _scores(records, key, e) for e in (horizon.epochs, long)}
-        both = [u for u in units if all(u in s for s in (*mine.values(), *top.values()))]
-        pending |= len(both) < len(units)
+        # the units both ran at the grid's horizon (a layout the rounds left on fewer units than the check's
+        # has no pair there to check); pending while one of those lacks its longer runs
+        short = [u for u in units if u in mine[horizon.epochs] and u in top[horizon.epochs]]
+        both = [u for u in short if u in mine[long] and u in top[long]]
+        pending |= len(both) < len(short) or not short
         if len(both) < 2:
             continue
         rows = []

@@ -195,6 +195,11 @@ def test_the_check_holds_when_the_longer_runs_agree_and_fails_when_they_show_the
         grid_and_check(0.004, 0.003)[:-2], h, keys[8, 8], [("answer", keys[2, 2])], seeds, 0.01, 0.05
     )
     assert missing.pending
+    # a layout the grid's rounds left off a unit has no pair there: the check reads the units it has, not pending
+    records = grid_and_check(0.004, 0.003)
+    off = [r for r in records if not (r.key == keys[2, 2] and r.seed == seeds[2] and r.epochs_planned == 10)]
+    fewer = check_horizon(off, h, keys[8, 8], [("answer", keys[2, 2])], seeds, 0.01, 0.05)
+    assert not fewer.pending and fewer.shifts[0].units == 2
 
 
 def test_an_answer_the_longer_runs_contradict_is_not_decided_and_says_why():
