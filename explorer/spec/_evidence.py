@@ -178,7 +178,7 @@ class AnswerSpec:
         "the margin's edge, so a stage that could not sharpen its verdicts to `edge` still decides where its "
         "evidence allows; the answer's own risk is unchanged (see [method.md](method.md#3-the-answer-the-fastest-"
         "layout-within-the-margin))",
-        shown="half the margin",
+        shown="half the margin (`0` when `edge = 0`)",
     )
 
     def margin_for(self, maximize: bool) -> float:
@@ -195,9 +195,9 @@ class AnswerSpec:
 
     def settle_for(self, maximize: bool) -> float:
         """The indifference zone once the stage's budget is spent, on the quality's own scale (half the margin
-        unless given; never below :meth:`edge_for`)."""
+        unless given, none when the edge is turned off; never below :meth:`edge_for`)."""
         if self.settle is None:
-            return max(self.margin_for(maximize) / 2, self.edge_for(maximize))
+            return 0.0 if self.edge == 0 else max(self.margin_for(maximize) / 2, self.edge_for(maximize))
         return max(self.settle / 100.0 if maximize else self.settle, self.edge_for(maximize))
 
 

@@ -547,5 +547,6 @@ def test_the_settled_edge_defaults_to_half_the_margin_and_stays_inside_it():
     wide = spec_from_dict(with_("answer", {"edge": 0.8})).answer
     assert wide.settle_for(True) == pytest.approx(0.008)  # never narrower than the edge
     assert spec_from_dict(with_("answer", {"settle": 0.3})).answer.settle_for(True) == pytest.approx(0.003)
+    assert spec_from_dict(with_("answer", {"edge": 0})).answer.settle_for(True) == 0.0  # no zone asked: none
     fails(with_("answer", {"settle": 1.0}), "'settle'", "below the margin")
     fails(with_("answer", {"settle": -1}), "'settle'", ">= 0")
