@@ -362,10 +362,10 @@ def check_runs(
     """The horizon check's runs (:mod:`explorer.answer._horizon`): the best, the answer and the next faster
     layout on the first ``[finalists] check_units`` units at twice the grid's horizon."""
     n = spec.finalists.check_units
-    scores, _ = unit_grid(plan.grid(records), plan.keys, spec)
+    scores, _, settled = _stage_grid(plan, records, spec, times)
     if n == 0 or not scores.size:
         return ()
-    margin, risk, tie, edge = _rule_args(spec, _settled(plan, records, spec, times))
+    margin, risk, tie, edge = _rule_args(spec, settled)
     decision = decide(scores, times, margin, risk, tie, edge)
     faster = _next_faster(times, decision.answer, tie)
     keys = plan.keys
@@ -473,9 +473,13 @@ def budget_spent(
     return need > 0 and int(ran.sum()) + need > budget
 
 
-def _settled(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray) -> bool:
+def _stage_grid(
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The stage's grid as the rule reads it, (scores, ran) of :func:`unit_grid`, and whether its budget is spent
+    (:func:`budget_spent`)."""
     scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
-    return budget_spent(records, spec, scores, times, ran, plan.budget)
+    return scores, ran, budget_spent(records, spec, scores, times, ran, plan.budget)
 
 
 def next_runs(
@@ -484,8 +488,8 @@ def next_runs(
     """The next round of the finalist stage (see the module docstring): where the answer is still open, on the
     evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
     fits. ``times``: ``[layouts, rounds]`` in the plan's order."""
-    scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
-    margin, risk, tie, edge = _rule_args(spec, budget_spent(records, spec, scores, times, ran, plan.budget))
+    scores, ran, settled = _stage_grid(plan, records, spec, times)
+    margin, risk, tie, edge = _rule_args(spec, settled)
     cells = next_cells(
         scores, times, margin, risk, tie, plan.start, ROUND_UNITS, left, ran, edge=edge, sized=True
     )
@@ -495,8 +499,8 @@ def next_runs(
 def next_round_size(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray) -> int:
     """The runs of the smallest round :func:`next_runs` would queue, whatever the budget left (0: the answer is
     decided)."""
-    scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
-    margin, risk, tie, edge = _rule_args(spec, budget_spent(records, spec, scores, times, ran, plan.budget))
+    scores, ran, settled = _stage_grid(plan, records, spec, times)
+    margin, risk, tie, edge = _rule_args(spec, settled)
     return smallest_round(
         scores, times, margin, risk, tie, plan.start, ROUND_UNITS, ran, edge=edge, sized=True
     )
@@ -507,10 +511,9 @@ def decision_cost(
 ) -> int | None:
     """More finalist runs the answer needs to be decided, at the measured gaps and spreads (0: decided; None:
     not known yet, or no feasible number decides it)."""
-    scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
+    scores, ran, settled = _stage_grid(plan, records, spec, times)
     if not scores.size or (~np.isnan(scores)).sum(axis=1).min() < 2:  # a spread needs two units a layout
         return None
-    settled = budget_spent(records, spec, scores, times, ran, plan.budget)
     margin, risk, tie, edge = _rule_args(spec, settled)
     cost = runs_to_decide(scores, decide(scores, times, margin, risk, tie, edge), times, tie, margin)
     return decision_runs(cost, scores, times, spec, ran, settled)
