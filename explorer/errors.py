@@ -16,7 +16,9 @@ Exit codes (documented in the README; scripts may rely on them):
 5     environment: this machine lacks what was asked for (an optional package, a device, a
       working runtime, a reachable database)
 6     not decided: `confirm --until-decided` queued nothing because the budget it was given cannot
-      hold the next round that decides the answer (the message names the runs that round needs)
+      hold the next round that decides the answer (the message names the runs that round needs), or
+      because the horizon check's longer runs contradict the verdict, which no more runs at the
+      grid's horizon decide (the message names the longer study that can)
 130   interrupted (Ctrl-C); finished work is kept
 ====  ==========================================================================================
 """
@@ -58,7 +60,7 @@ EXIT_USAGE = 2  # click.UsageError's code; listed so the table above is complete
 EXIT_BAD_INPUT = 3
 EXIT_NO_RESULT = 4
 EXIT_ENVIRONMENT = 5
-EXIT_NOT_DECIDED = 6  # confirm --until-decided: the budget given cannot hold the next deciding round
+EXIT_NOT_DECIDED = 6  # confirm --until-decided queued nothing: see the table above
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 

@@ -363,7 +363,8 @@ def _resume_command(handle: Any) -> str:
 
 def _progress_doc(progress: Any) -> dict[str, Any]:
     """A stage's progress as the JSON summary shows it: its stop reason as a word (null: not stopped short;
-    ``budget``: the budget left cannot hold the next round that decides, ``need`` its runs), and its note."""
+    ``budget``: the budget left cannot hold the next round that decides, ``need`` its runs; ``minutes``: the
+    stage's minutes are spent; ``horizon``: the horizon check contradicts the verdict), and its note."""
     from dataclasses import asdict
 
     doc = asdict(progress)
@@ -419,6 +420,8 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     elif s.done < s.total or s.reason is not None:
         why = s.note or "timeout"
         note(f"stopped the search at {s.done}/{s.total} trials ({why}); resume with: {resume}")
+    elif f is not None and f.reason is StopReason.HORIZON:  # more runs here cannot decide: say what can
+        note(f"finalists: {f.note}")
     elif f is not None and f.reason in (StopReason.BUDGET, StopReason.MINUTES):  # undecided: say the cost
         cost = f"; a decision needs about {f.to_decide} more runs" if f.to_decide else ""
         budget = f" --budget {f.need}" if f.reason is StopReason.BUDGET else ""  # the round that moves it

@@ -25,6 +25,7 @@ import numpy as np
 from explorer.answer import (
     Horizon,
     Plan,
+    answer,
     busy_rounds,
     check_runs,
     choose_horizon,
@@ -53,7 +54,8 @@ from explorer.study._workers import Progress, RunOptions, enqueue_runs, run_stag
 
 __all__ = ["DEFAULT_OPTIONS", "RunSummary", "confirm", "run", "run_planned", "run_study"]
 
-UNDECIDED_STOPS = (StopReason.BUDGET, StopReason.MINUTES)  # the stage did what it could: not decided
+# the stage did what it could, not decided (HORIZON: the grid's verdict does not hold at the longer horizon)
+UNDECIDED_STOPS = (StopReason.BUDGET, StopReason.MINUTES, StopReason.HORIZON)
 DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
 
 
@@ -239,9 +241,30 @@ def _finalist_stage(
                     to_decide=finals.to_decide,
                 )
             )
+    if finals.reason in (None, *UNDECIDED_STOPS) and seeds is None:
+        finals = _horizon_stop(handle, spec, finals)
     records = load_records(handle.study, roles=("finalist",))
     horizon_runs = sum(r.finished for r in records) - sum(r.finished for r in plan.grid(records))
     return RunSummary(search, finals, plan, added, horizon_runs)
+
+
+def _horizon_stop(handle: StudyHandle, spec: StudySpec, finals: Progress) -> Progress:
+    """``finals`` stopped for :attr:`StopReason.HORIZON` where the answer every command reads
+    (:func:`explorer.answer.answer`) is contradicted by its horizon check: the grid's rounds may have decided,
+    but no more runs at its horizon decide the answer, so the stage says what does rather than stopping as if
+    decided."""
+    found = answer(load_records(handle.study), spec, load_retimings(handle.study))
+    if not found.contradicted or found.check is None:
+        return finals
+    short, long = found.check.epochs, found.check.long
+    return dataclasses.replace(
+        finals,
+        reason=StopReason.HORIZON,
+        note=f"not decided: the verdict does not hold at {long} epochs, and more runs at {short} epochs cannot "
+        f"decide it; a study whose grid trains that long can: explorer study run SPEC --set "
+        f"name={spec.name}-{long} --set finalists.epochs={long}",
+        need=0,
+    )
 
 
 def _pilot(

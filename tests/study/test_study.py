@@ -25,9 +25,11 @@ from optuna.trial import TrialState
 
 import explorer
 import explorer.measure._evaluate as evaluate_module
+import explorer.study._runs as runs_module
 from benchmarks._chaos.processes import workers as worker_pids
 from explorer import api
 from explorer.answer import run_plateaued
+from explorer.answer._horizon import HorizonCheck, Shift
 from explorer.cli import main
 from explorer.errors import (
     ConfigError,
@@ -587,7 +589,7 @@ def test_a_pilot_chooses_the_horizon_the_grid_trains_and_the_deciding_comparison
 
 @pytest.mark.slow
 def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_confirm_continues(
-    tmp_path, sqlite_url, one_thread
+    tmp_path, sqlite_url, one_thread, monkeypatch
 ):
     spec = write_spec(
         tmp_path, name="fin", n_trials=4, epochs=1, finalists=True, folds=2, extra="timing_rounds = 2\n"
@@ -664,8 +666,10 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
         main,
         ["confirm", "fin", "--storage", sqlite_url, "--until-decided", "--budget", str(budget), "--json"],
     )
-    assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
+    queued, reason = doc["finalist_runs_queued"], doc["finalists"]["reason"]
+    # exit 6 only where nothing could be queued and the answer is not decided (the stop reason says why)
+    assert result.exit_code == (6 if queued == 0 and reason is not None else 0), result.stderr
     seen = {
         r.number for r in every
     }  # a confirm that moves the answer checks its new deciding comparisons too
@@ -677,14 +681,20 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
         doc["finalist_runs_queued"] <= budget
         and doc["finalists"]["done"] == len(every) + doc["finalist_runs_queued"] + checks
     )
-    assert decided or doc["finalist_runs_queued"] > 0
+    # an undecided answer either gets runs or a reason: its horizon check's longer runs contradict the verdict
+    # (short runs of tiny models can flip), which the answer every command reads says too
+    found = explorer.recommend("fin", sqlite_url)
+    assert decided or queued > 0 or (reason == "horizon" and found.contradicted)
+    assert (reason == "horizon") == found.contradicted
     # a budget that cannot hold the next deciding round queues nothing and says what that round needs (exit 6)
-    decided = explorer.recommend("fin", sqlite_url).decided
+    decided = found.decided
     short = CliRunner().invoke(
         main, ["confirm", "fin", "--storage", sqlite_url, "--until-decided", "--budget", "1"]
     )
     if decided:
         assert short.exit_code == 0, short.stderr
+    elif found.contradicted:
+        assert short.exit_code == 6 and f"--set finalists.epochs={found.check.long}" in short.stderr
     else:
         assert short.exit_code == 6, short.stderr
         need = int(re.search(r"--until-decided --budget (\d+)", short.stderr).group(1))
@@ -701,6 +711,21 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
             ["confirm", "fin", "--storage", sqlite_url, "--until-decided", "--budget", str(need), "--json"],
         )
         assert moved.exit_code == 0 and json.loads(moved.stdout)["finalist_runs_queued"] >= 1
+    # a verdict the horizon check's longer runs contradict stops the stage for that reason, whatever its grid
+    # says: more runs at this horizon cannot decide it, so confirm names the longer study rather than exit 0
+    real = explorer.recommend("fin", sqlite_url)
+    shift = Shift(
+        "answer", real.recommended.key, real.best.key, 2, (0.0, -0.01, 0.01), (0.05, 0.03, 0.07), False, True
+    )
+    contradicted = dataclasses.replace(real, check=HorizonCheck(2, 4, (shift,)), decided=False)
+    with monkeypatch.context() as patched:
+        patched.setattr(runs_module, "answer", lambda *args, **kwargs: contradicted)
+        stopped = CliRunner().invoke(
+            main, ["confirm", "fin", "--storage", sqlite_url, "--until-decided", "--budget", "1", "--json"]
+        )
+    assert stopped.exit_code == 6, stopped.stderr
+    fin = json.loads(stopped.stdout)["finalists"]
+    assert fin["reason"] == "horizon" and "--set finalists.epochs=4" in fin["note"] and fin["need"] == 0
     # confirm --seeds 3: every finalist on every unit of 3 replicates (a fixed grid)
     result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
     assert result.exit_code == 0, result.stderr
