@@ -196,4 +196,5 @@ def test_stop_reasons_are_values():
         "duplicates",
         "budget",
         "minutes",
+        "horizon",
     }
