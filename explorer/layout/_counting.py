@@ -83,7 +83,7 @@ def _kv_total(space: SpaceSpec, family: str, counts: tuple[int, ...], layers: in
                     total += _shared({w[i + t] for t, k in enumerate(used) if k})
         return total
     if space.kv_per_layer:  # sum over free sequences of the product: all, minus the two monotone kinds
-        power_sum = sum(x**layers for x in w)
+        power_sum: int = sum(x**layers for x in w)
         homogeneous = [1] + [0] * layers  # complete homogeneous symmetric polynomial h_k(w), k = 0..layers
         for x in w:
             for k in range(1, layers + 1):
