@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from explorer.answer._evidence import Grid
 from explorer.answer._finalists import DEFAULT_HEADS, KV_REFERENCES, with_kv
@@ -31,7 +32,8 @@ class Costs:
 
     grid: Grid | None  # None: the answer rests on the search (one run per architecture, nothing paired)
     keys: tuple[str, ...]
-    times: np.ndarray  # [layouts, rounds] ms on the answer's cost axis (NaN: not timed in that round)
+    # [layouts, rounds] ms on the answer's cost axis (NaN: not timed in that round)
+    times: npt.NDArray[np.float64]
     tie: float  # relative time difference counted as equal
 
 

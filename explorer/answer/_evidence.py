@@ -19,8 +19,10 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 
 from explorer.measures import QualityMetric
 from explorer.storage import Role, TrialRecord
@@ -48,8 +50,8 @@ class Grid:
 
     keys: tuple[str, ...]
     seeds: tuple[int, ...]
-    scores: np.ndarray  # [layouts, units], higher is better
-    numbers: np.ndarray  # [layouts, units] trial numbers (-1: none)
+    scores: npt.NDArray[np.float64]  # [layouts, units], higher is better
+    numbers: npt.NDArray[np.int_]  # [layouts, units] trial numbers (-1: none)
     collapsed: tuple[Collapse, ...]
     metric: QualityMetric
 
@@ -60,10 +62,10 @@ class Grid:
             tuple(keys), self.seeds, self.scores[rows], self.numbers[rows], self.collapsed, self.metric
         )
 
-    def row(self, key: str) -> np.ndarray:
-        return self.scores[self.keys.index(key)]
+    def row(self, key: str) -> npt.NDArray[np.float64]:
+        return cast(npt.NDArray[np.float64], self.scores[self.keys.index(key)])
 
-    def common(self, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    def common(self, a: str, b: str) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """The two layouts' scores on the units both have."""
         x, y = self.row(a), self.row(b)
         both = ~np.isnan(x) & ~np.isnan(y)
@@ -103,7 +105,7 @@ def evidence_grid(records: Sequence[TrialRecord], keys: Sequence[str], metric: Q
     return Grid(tuple(keys), seeds, scores, numbers, tuple(out), metric)
 
 
-def collapsed_runs(scores: np.ndarray, metric: QualityMetric) -> list[tuple[int, int, float]]:
+def collapsed_runs(scores: npt.NDArray[np.float64], metric: QualityMetric) -> list[tuple[int, int, float]]:
     """(layout, unit, shortfall) of every run far below the two-way median fit (see the module docstring)."""
     filled = ~np.isnan(scores)
     if filled.sum() < 6 or scores.shape[1] < 3:
@@ -122,7 +124,7 @@ def collapsed_runs(scores: np.ndarray, metric: QualityMetric) -> list[tuple[int,
     return out
 
 
-def _median_polish(x: np.ndarray, sweeps: int = 10) -> np.ndarray:
+def _median_polish(x: npt.NDArray[np.float64], sweeps: int = 10) -> npt.NDArray[np.float64]:
     """Tukey's median polish of a matrix with missing cells: the fitted overall + row + column effects."""
     rows = np.zeros(x.shape[0])
     cols = np.zeros(x.shape[1])

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from explorer.answer._evidence import evidence_grid
@@ -323,7 +324,7 @@ def _on(
     )
 
 
-def pilot_layouts(plan: Plan, records: Sequence[TrialRecord], times: np.ndarray) -> list[int]:
+def pilot_layouts(plan: Plan, records: Sequence[TrialRecord], times: npt.NDArray[np.float64]) -> list[int]:
     """The pilot's layouts (indices into the plan's): the most accurate by the search's runs of the finalist
     layouts (the knee where none was searched) and the fastest by the re-timing rounds."""
     scores: dict[str, list[float]] = {}
@@ -350,14 +351,18 @@ def pilot_runs(
     )
 
 
-def _next_faster(times: np.ndarray, answer: int, tie: float) -> int | None:
+def _next_faster(times: npt.NDArray[np.float64], answer: int, tie: float) -> int | None:
     """The slowest layout faster than ``answer`` by more than the latency tie (None: none is)."""
     quicker = [(r, i) for i in range(len(times)) if (r := ratio(times, i, answer)) < 1 / (1 + tie)]
     return max(quicker)[1] if quicker else None
 
 
 def check_runs(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray, horizon: Horizon
+    plan: Plan,
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    times: npt.NDArray[np.float64],
+    horizon: Horizon,
 ) -> tuple[FinalistRun, ...]:
     """The horizon check's runs (:mod:`explorer.answer._horizon`): the best, the answer and the next faster
     layout on the first ``[finalists] check_units`` units at twice the grid's horizon."""
@@ -382,7 +387,9 @@ def check_runs(
     )
 
 
-def finalist_times(keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency") -> np.ndarray:
+def finalist_times(
+    keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency"
+) -> npt.NDArray[np.float64]:
     """``[layouts, rounds]``: each layout's re-timed ms by round on the cost axis (NaN where not timed)."""
     kind = "decode" if axis == "decode" else "forward"
     by: dict[str, dict[int, float]] = {}
@@ -404,7 +411,7 @@ def busy_rounds(retimings: Sequence[Retiming], axis: str = "latency") -> set[int
 
 def rule_times(
     keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency"
-) -> tuple[np.ndarray, set[int], bool]:
+) -> tuple[npt.NDArray[np.float64], set[int], bool]:
     """What the rule reads as the layouts' times: :func:`finalist_times` without the busy rounds
     (:func:`busy_rounds`) where the other rounds time every layout; with the busy rounds and whether they were
     left out."""
@@ -419,7 +426,7 @@ def rule_times(
 
 def unit_grid(
     records: Sequence[TrialRecord], keys: Sequence[str], spec: StudySpec
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """The finished finalist runs of ``keys`` as (scores, ran): ``[layouts, units]`` by unit index (scores
     higher is better, NaN where a layout has no usable run; ``ran`` also marks the runs set apart as
     collapsed, which are never run again)."""
@@ -447,9 +454,9 @@ def _rule_args(spec: StudySpec, settled: bool = False) -> tuple[float, float, fl
 def budget_spent(
     records: Sequence[TrialRecord],
     spec: StudySpec,
-    scores: np.ndarray,
-    times: np.ndarray,
-    ran: np.ndarray,
+    scores: npt.NDArray[np.float64],
+    times: npt.NDArray[np.float64],
+    ran: npt.NDArray[np.bool_],
     budget: int,
 ) -> bool:
     """Whether the finalist stage's budget is spent, so its decision settles at ``[answer] settle``: its
@@ -474,8 +481,8 @@ def budget_spent(
 
 
 def _stage_grid(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, bool]:
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], bool]:
     """The stage's grid as the rule reads it, (scores, ran) of :func:`unit_grid`, and whether its budget is spent
     (:func:`budget_spent`)."""
     scores, ran = unit_grid(plan.grid(records), plan.keys, spec)
@@ -483,7 +490,7 @@ def _stage_grid(
 
 
 def next_runs(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray, left: int
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64], left: int
 ) -> tuple[FinalistRun, ...]:
     """The next round of the finalist stage (see the module docstring): where the answer is still open, on the
     evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
@@ -496,7 +503,9 @@ def next_runs(
     return tuple(_on(plan.layouts[i], unit_at(spec, u), plan.epochs) for i, u in cells)
 
 
-def next_round_size(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray) -> int:
+def next_round_size(
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
+) -> int:
     """The runs of the smallest round :func:`next_runs` would queue, whatever the budget left (0: the answer is
     decided)."""
     scores, ran, settled = _stage_grid(plan, records, spec, times)
@@ -507,7 +516,7 @@ def next_round_size(plan: Plan, records: Sequence[TrialRecord], spec: StudySpec,
 
 
 def decision_cost(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: np.ndarray
+    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
 ) -> int | None:
     """More finalist runs the answer needs to be decided, at the measured gaps and spreads (0: decided; None:
     not known yet, or no feasible number decides it)."""
@@ -521,10 +530,10 @@ def decision_cost(
 
 def decision_runs(
     cost: int | None,
-    scores: np.ndarray,
-    times: np.ndarray,
+    scores: npt.NDArray[np.float64],
+    times: npt.NDArray[np.float64],
     spec: StudySpec,
-    ran: np.ndarray | None = None,
+    ran: npt.NDArray[np.bool_] | None = None,
     settled: bool = False,
 ) -> int | None:
     """``cost`` (:func:`explorer.answer._rule.runs_to_decide`), never below the next round the stage would queue,

@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from explorer.layout import Purpose, unit_seed
@@ -66,7 +67,7 @@ def _oriented(r: TrialRecord) -> float | None:
     return q if r.metric.direction == "maximize" else -q
 
 
-def _t_bounds(x: np.ndarray, level: float, sided: int = 2) -> tuple[float, float]:
+def _t_bounds(x: npt.NDArray[np.float64], level: float, sided: int = 2) -> tuple[float, float]:
     """The t interval of the mean of ``x`` (two-sided at ``level``, or each bound one-sided at ``level``)."""
     if len(x) < 2:
         return -math.inf, math.inf

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 from scipy.special import expit, logit
 
@@ -94,7 +95,7 @@ def pool(spreads: Sequence[Spread]) -> Spread | None:
     return math.sqrt(sum(d * sd**2 for sd, d in spreads if d > 0) / df), df
 
 
-def _logits(values: Sequence[float], n_eval: int) -> tuple[np.ndarray, np.ndarray]:
+def _logits(values: Sequence[float], n_eval: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     v = np.asarray(values, dtype=float)
     if v.size < 1 or n_eval < 1 or np.any((v < 0) | (v > 1)) or np.any(np.isnan(v)):
         raise ValueError("need one or more accuracies in [0, 1] and n_eval >= 1")

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 __all__ = ["MAX_UNITS_NEEDED", "PairedDifference", "paired", "units_needed"]
@@ -72,8 +73,8 @@ class PairedDifference:
 
 
 def paired(
-    a: Sequence[float] | np.ndarray,
-    b: Sequence[float] | np.ndarray,
+    a: Sequence[float] | npt.NDArray[np.float64],
+    b: Sequence[float] | npt.NDArray[np.float64],
     level: float = 0.95,
     span: float = math.inf,
 ) -> PairedDifference:

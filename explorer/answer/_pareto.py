@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 __all__ = [
@@ -35,7 +37,7 @@ def quality_column(df: pd.DataFrame) -> str:
     return "score" if "score" in df.columns else "val_accuracy"
 
 
-def _as_min(df: pd.DataFrame, cost: str = LATENCY) -> np.ndarray:
+def _as_min(df: pd.DataFrame, cost: str = LATENCY) -> npt.NDArray[np.float64]:
     """Quality and cost as a float array where lower is better in both columns."""
     return np.column_stack([-df[quality_column(df)].to_numpy(float), df[cost].to_numpy(float)])
 
@@ -48,15 +50,19 @@ def pareto_front(df: pd.DataFrame, cost: str = LATENCY) -> pd.DataFrame:
     return c[keep].sort_values([cost, q], ascending=[True, False])
 
 
-def normalize(df: pd.DataFrame, bounds: pd.DataFrame | None = None, cost: str = LATENCY) -> np.ndarray:
+def normalize(
+    df: pd.DataFrame, bounds: pd.DataFrame | None = None, cost: str = LATENCY
+) -> npt.NDArray[np.float64]:
     """Quality/cost as minimization in [0, 1]: 0 = best, 1 = worst over ``bounds`` (default ``df``)."""
     b = _as_min(df if bounds is None else bounds, cost)
     y = _as_min(df, cost)
     lo, hi = b.min(axis=0), b.max(axis=0)
-    return (y - lo) / np.where(hi > lo, hi - lo, 1.0)
+    return cast(npt.NDArray[np.float64], (y - lo) / np.where(hi > lo, hi - lo, 1.0))
 
 
-def hypervolume_2d(points: np.ndarray | Sequence[Sequence[float]], reference: Sequence[float]) -> float:
+def hypervolume_2d(
+    points: npt.NDArray[np.float64] | Sequence[Sequence[float]], reference: Sequence[float]
+) -> float:
     """Area dominated by ``points`` (both coordinates minimized) and bounded by ``reference``."""
     p = np.asarray(points, dtype=float).reshape(-1, 2)
     p = p[(p[:, 0] < reference[0]) & (p[:, 1] < reference[1])]
@@ -96,14 +102,18 @@ def hypervolume_history(
     )
 
 
-def front_mask(acc: np.ndarray, lat: np.ndarray) -> np.ndarray:
+def front_mask(acc: npt.NDArray[np.float64], lat: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     """Which points (accuracy maximized, latency minimized) no other point dominates."""
     y = np.column_stack([-np.asarray(acc, float), np.asarray(lat, float)])
     dominated = np.all(y[None, :, :] <= y[:, None, :], axis=2) & np.any(y[None, :, :] < y[:, None, :], axis=2)
-    return ~dominated.any(axis=1)
+    return cast(npt.NDArray[np.bool_], ~dominated.any(axis=1))
 
 
-def knee_index(acc: np.ndarray, lat: np.ndarray, bounds: tuple[np.ndarray, np.ndarray] | None = None) -> int:
+def knee_index(
+    acc: npt.NDArray[np.float64],
+    lat: npt.NDArray[np.float64],
+    bounds: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]] | None = None,
+) -> int:
     """Index of the knee among front points ``acc``/``lat`` (see :func:`knee`); ``bounds`` = the arrays the
     objectives are normalized over (default: the points themselves)."""
     acc, lat = np.asarray(acc, float), np.asarray(lat, float)

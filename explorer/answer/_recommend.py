@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from explorer.answer._contrasts import Contrast, Costs, contrasts, versus
@@ -134,9 +135,8 @@ class Answer:
     no_answer: str = ""  # why there is no answer ("" when there is one)
     collapsed: tuple[Collapse, ...] = ()  # finalist runs set apart (training failed), never pooled
     grid: Grid | None = None  # the finalists' scores by unit, as the rule read them
-    times: np.ndarray | None = (
-        None  # [grid layouts, re-timing rounds] ms on the cost axis, as the rule read them
-    )
+    # [grid layouts, re-timing rounds] ms on the cost axis, as the rule read them
+    times: npt.NDArray[np.float64] | None = None
     edge: float = 0.0  # the indifference zone below the margin, on the quality's scale
     settled: bool = False  # the stage's budget is spent: the edge is [answer] settle
     tie: float = 0.05  # latency ratios closer to 1 than this count as equally fast
@@ -279,7 +279,7 @@ def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
 
 def _times(
     archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: str
-) -> tuple[np.ndarray, list[str]]:
+) -> tuple[npt.NDArray[np.float64], list[str]]:
     """[layouts, rounds] re-timed ms on the cost axis as the rule reads them (:func:`rule_times`: without the
     rounds taken while the machine was busy, where the others time every layout), with a note saying so; one
     column of each layout's own estimate when any layout was not re-timed (rounds are then not comparable)."""
@@ -317,7 +317,7 @@ def _learned(best: Architecture, chance: float, records: Sequence[TrialRecord]) 
         return n > 0 and stats.binomtest(k, n, min(max(chance, 1e-9), 1 - 1e-9), "greater").pvalue < 0.05
     values = np.array([float(r.quality) for r in runs])  # type: ignore[arg-type]
     if len(values) > 1 and values.std(ddof=1) > 0:
-        se = values.std(ddof=1) / math.sqrt(len(values))
+        se: float = values.std(ddof=1) / math.sqrt(len(values))
     else:
         se = float(np.mean([r.val_bpb_se or 0.0 for r in runs]))
     return float(values.mean()) + 1.645 * se < chance
@@ -390,7 +390,7 @@ class _FinalistCommon(_Common):  # the fields of every answer from the finalist 
     chance: float | None
     collapsed: tuple[Collapse, ...]
     grid: Grid
-    times: np.ndarray
+    times: npt.NDArray[np.float64]
     notes: tuple[str, ...]
 
 

@@ -65,8 +65,10 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 from explorer.answer._paired import units_needed
@@ -104,6 +106,11 @@ NEGLIGIBLE = 0.2  # a comparison carries risk when its term is above this share 
 JOINT_DRAWS = 8192  # posterior draws of the joint statement (fixed stream: the same grid, the same number)
 JOINT_FLOOR = 1e-7  # a rival whose pairwise term is below this enters the statement by the union bound
 
+# [l, j] of the per-unit differences j - l on the units both ran: (units, mean, sd, both mask) (_paired_stats)
+_PairedStats = tuple[
+    npt.NDArray[np.int_], npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_]
+]
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -116,7 +123,7 @@ class Decision:
     ]  # P(within the margin of the best), joint over the rivals, never below the union bound
     p_beyond: tuple[float, ...]  # P(the best beats it by more than the margin); NaN for the best
     verdicts: tuple[str, ...]  # best | within | beyond | edge | undecided | untested
-    risks: np.ndarray  # [l, j] = P(mu_j - mu_l > margin) (0 on the diagonal)
+    risks: npt.NDArray[np.float64]  # [l, j] = P(mu_j - mu_l > margin) (0 on the diagonal)
     decided: bool  # the answer reaches 1 - risk and the stop (chain=False: every faster layout) is closed
     risk: float
     p_edge: tuple[float, ...] = ()  # P(the best beats it by more than margin - edge); NaN for the best
@@ -131,20 +138,20 @@ class Decision:
         return [i for i, p in enumerate(self.p_within) if p >= 1 - self.risk and self.verdicts[i] != UNTESTED]
 
 
-def row_means(x: np.ndarray) -> np.ndarray:
+def row_means(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Each row's mean over its non-missing cells (NaN for an empty row, which is never the best)."""
     filled = ~np.isnan(x)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(filled, x, 0.0).sum(axis=1) / filled.sum(axis=1)
+        return cast(npt.NDArray[np.float64], np.where(filled, x, 0.0).sum(axis=1) / filled.sum(axis=1))
 
 
-def _row_medians(x: np.ndarray) -> np.ndarray:
+def _row_medians(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     if not np.isnan(x).any():
         return np.median(x, axis=1)
     return np.array([np.median(r[~np.isnan(r)]) if (~np.isnan(r)).any() else np.nan for r in x])
 
 
-def _paired_stats(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _paired_stats(scores: npt.NDArray[np.float64]) -> _PairedStats:
     """``[l, j]`` of the per-unit differences ``j - l`` on the units both ran: (units, mean, sd, both mask)."""
     filled = ~np.isnan(scores)
     both = filled[:, None, :] & filled[None, :, :]  # [l, j, units]
@@ -156,7 +163,7 @@ def _paired_stats(scores: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return n, mean, sd, both
 
 
-def pair_risks(scores: np.ndarray, margin: float) -> np.ndarray:
+def pair_risks(scores: npt.NDArray[np.float64], margin: float) -> npt.NDArray[np.float64]:
     """``[l, j]``: the probability that layout ``j`` beats layout ``l`` by more than ``margin`` (paired t on the
     units both ran, flat prior; 1 where they share fewer than two units, since nothing then bounds it; a spread
     of 0 decides by the sign)."""
@@ -176,7 +183,7 @@ def pair_risks(scores: np.ndarray, margin: float) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _draws(k: int, dfs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _draws(k: int, dfs: tuple[int, ...]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """The same ``JOINT_DRAWS`` standard normals (``x k``, antithetic pairs) and, for each rival, a
     chi-square(``dfs[j]``) over its degrees of freedom, all from one uniform per draw (so the rivals' scales move
     together and each rival's marginal is exactly a t on its own units), on every call: a grid's statement is a
@@ -190,7 +197,7 @@ def _draws(k: int, dfs: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     return z, w
 
 
-def _corr(scores: np.ndarray, lay: int, rivals: Sequence[int]) -> np.ndarray:
+def _corr(scores: npt.NDArray[np.float64], lay: int, rivals: Sequence[int]) -> npt.NDArray[np.float64]:
     """The correlation of the per-unit differences ``j - lay`` between rivals, on the units ``lay`` and both
     rivals ran (0 where fewer than 3 such units or no spread), made positive semi-definite."""
     k = len(rivals)
@@ -216,15 +223,15 @@ def _corr(scores: np.ndarray, lay: int, rivals: Sequence[int]) -> np.ndarray:
     w, v = np.linalg.eigh(r)
     r = (v * np.clip(w, 1e-9, None)) @ v.T
     s = np.sqrt(np.diag(r))
-    return r / np.outer(s, s)
+    return cast(npt.NDArray[np.float64], r / np.outer(s, s))
 
 
 def joint_within(
-    scores: np.ndarray,
+    scores: npt.NDArray[np.float64],
     lay: int,
     margin: float,
-    risks: np.ndarray | None = None,
-    paired_stats: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
+    risks: npt.NDArray[np.float64] | None = None,
+    paired_stats: _PairedStats | None = None,
 ) -> float:
     """``P(mu_lay >= max_j mu_j - margin)``: the joint posterior over every rival ``j`` (see the module docstring),
     never below the union bound ``1 - sum_j risks[lay, j]``. Rivals whose pairwise term is below
@@ -248,7 +255,7 @@ def joint_within(
     return float(np.clip(max(joint, bonferroni), 0.0, 1.0))
 
 
-def ratio(times: np.ndarray, a: int, b: int) -> float:
+def ratio(times: npt.NDArray[np.float64], a: int, b: int) -> float:
     """Time of layout ``a`` over layout ``b``: the geometric mean of their ratios within the rounds both were
     timed in (NaN when none)."""
     both = ~np.isnan(times[a]) & ~np.isnan(times[b]) & (times[a] > 0) & (times[b] > 0)
@@ -257,7 +264,7 @@ def ratio(times: np.ndarray, a: int, b: int) -> float:
     return float(np.exp(np.mean(np.log(times[a, both]) - np.log(times[b, both]))))
 
 
-def coherent(times: np.ndarray, a: int, b: int, tie: float) -> bool:
+def coherent(times: npt.NDArray[np.float64], a: int, b: int, tie: float) -> bool:
     """Whether the re-timing rounds agree on which of ``a`` and ``b`` is faster: no round has ``a`` faster by
     more than the tie while another has ``b`` faster by more than the tie (a machine busy in some rounds)."""
     both = ~np.isnan(times[a]) & ~np.isnan(times[b]) & (times[a] > 0) & (times[b] > 0)
@@ -265,7 +272,9 @@ def coherent(times: np.ndarray, a: int, b: int, tie: float) -> bool:
     return not (len(logs) and logs.min() < -math.log1p(tie) and logs.max() > math.log1p(tie))
 
 
-def fastest(members: list[int], times: np.ndarray, scores_mean: np.ndarray, tie: float) -> int:
+def fastest(
+    members: list[int], times: npt.NDArray[np.float64], scores_mean: npt.NDArray[np.float64], tie: float
+) -> int:
     """The fastest of ``members``; those within ``1 + tie`` of it (within-round ratio), or whose rounds disagree
     with it on which is faster (:func:`coherent`: the comparison is withheld), count as equally fast and the one
     with the highest mean score among them is taken."""
@@ -277,10 +286,10 @@ def fastest(members: list[int], times: np.ndarray, scores_mean: np.ndarray, tie:
         for m in order
         if m == quickest or ratio(times, m, quickest) <= 1 + tie or not coherent(times, m, quickest, tie)
     ]
-    return max(tied, key=lambda m: (scores_mean[m], -order.index(m)))
+    return cast(int, max(tied, key=lambda m: (scores_mean[m], -order.index(m))))
 
 
-def _best(means: np.ndarray, times: np.ndarray) -> int:
+def _best(means: npt.NDArray[np.float64], times: npt.NDArray[np.float64]) -> int:
     """The highest mean; of layouts measured as accurate (equal means), the fastest."""
     top = np.nanmax(np.where(np.isnan(means), -np.inf, means))
     level = [i for i, m in enumerate(means) if not np.isnan(m) and m >= top - 1e-12]
@@ -291,8 +300,8 @@ def _best(means: np.ndarray, times: np.ndarray) -> int:
 
 
 def decide(
-    scores: np.ndarray,
-    times: np.ndarray,
+    scores: npt.NDArray[np.float64],
+    times: npt.NDArray[np.float64],
     margin: float,
     risk: float,
     tie: float,
@@ -360,14 +369,14 @@ def decide(
     return dataclasses.replace(placed, answer=answer, decided=decided)
 
 
-def _chain_order(best: int, times: np.ndarray, tie: float) -> list[int]:
+def _chain_order(best: int, times: npt.NDArray[np.float64], tie: float) -> list[int]:
     """The chain (see the module docstring): the layouts faster than the best by more than the latency tie, in
     order of latency, slowest first. The order comes from the timings alone, so it is fixed before any test."""
     faster = [i for i in range(len(times)) if i != best and ratio(times, i, best) < 1 / (1 + tie)]
     return sorted(faster, key=lambda i: (-ratio(times, i, best), i))
 
 
-def _open(decision: Decision, times: np.ndarray, tie: float) -> list[int]:
+def _open(decision: Decision, times: npt.NDArray[np.float64], tie: float) -> list[int]:
     """The layouts still open against the answer: the chain's stop while undecided (with ``chain``), else every
     undecided layout faster than it (:func:`_faster_undecided`)."""
     if decision.chain:
@@ -379,7 +388,7 @@ def _open(decision: Decision, times: np.ndarray, tie: float) -> list[int]:
 
 
 def _faster_undecided(
-    answer: int, verdicts: list[str] | tuple[str, ...], times: np.ndarray, tie: float
+    answer: int, verdicts: list[str] | tuple[str, ...], times: npt.NDArray[np.float64], tie: float
 ) -> list[int]:
     """The undecided layouts faster than ``answer`` by more than the latency tie, in rounds that agree on it:
     each could still become it."""
@@ -390,7 +399,7 @@ def _faster_undecided(
     ]
 
 
-def next_layouts(decision: Decision, times: np.ndarray, tie: float) -> list[int]:
+def next_layouts(decision: Decision, times: npt.NDArray[np.float64], tie: float) -> list[int]:
     """The layouts the next paired units should go to (see the module docstring); none once decided."""
     if decision.decided:
         return []
@@ -428,7 +437,11 @@ def units_to_decide(gap: float, sd: float, margin: float, risk: float, edge: flo
 
 
 def _open_needs(
-    scores: np.ndarray, decision: Decision, times: np.ndarray, tie: float, margin: float
+    scores: npt.NDArray[np.float64],
+    decision: Decision,
+    times: npt.NDArray[np.float64],
+    tie: float,
+    margin: float,
 ) -> dict[int, int | None]:
     """Each open comparison's layout (a faster undecided layout, and the answer while it is short of
     ``1 - risk``) and the paired units that would decide it against the best at its measured gap and spread
@@ -447,7 +460,11 @@ def _open_needs(
 
 
 def _open_need(
-    scores: np.ndarray, decision: Decision, times: np.ndarray, tie: float, margin: float
+    scores: npt.NDArray[np.float64],
+    decision: Decision,
+    times: npt.NDArray[np.float64],
+    tie: float,
+    margin: float,
 ) -> int | None:
     """The paired units the nearest open comparison needs (:func:`_open_needs`); None when none can say."""
     needs = [n for n in _open_needs(scores, decision, times, tie, margin).values() if n is not None]
@@ -455,7 +472,11 @@ def _open_need(
 
 
 def runs_to_decide(
-    scores: np.ndarray, decision: Decision, times: np.ndarray, tie: float, margin: float
+    scores: npt.NDArray[np.float64],
+    decision: Decision,
+    times: npt.NDArray[np.float64],
+    tie: float,
+    margin: float,
 ) -> int | None:
     """More runs the open comparisons need to be decided if their measured gaps and spreads hold: each faster
     undecided layout (and the answer while it is short of ``1 - risk``) up to the paired units that decide it,
@@ -474,11 +495,11 @@ def runs_to_decide(
     return runs + max(1, most - int(have[decision.best]))  # each open one at least a unit more, and the best
 
 
-def _cells(layouts: Sequence[int], upto: int, filled: np.ndarray) -> list[tuple[int, int]]:
+def _cells(layouts: Sequence[int], upto: int, filled: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
     return [(i, u) for i in layouts for u in range(upto) if u >= filled.shape[1] or not filled[i, u]]
 
 
-def _core(decision: Decision, times: np.ndarray, tie: float, chosen: list[int]) -> list[int]:
+def _core(decision: Decision, times: npt.NDArray[np.float64], tie: float, chosen: list[int]) -> list[int]:
     """The layouts the nearest decision needs: the fastest open layout (or the answer) and the best."""
     open_ = _open(decision, times, tie)
     lead = min(open_, key=lambda i: ratio(times, i, decision.answer)) if open_ else decision.answer
@@ -486,14 +507,14 @@ def _core(decision: Decision, times: np.ndarray, tie: float, chosen: list[int]) 
 
 
 def round_plans(
-    scores: np.ndarray,
-    times: np.ndarray,
+    scores: npt.NDArray[np.float64],
+    times: npt.NDArray[np.float64],
     margin: float,
     risk: float,
     tie: float,
     start: int,
     step: int,
-    ran: np.ndarray | None = None,
+    ran: npt.NDArray[np.bool_] | None = None,
     grow: float = 0.0,
     edge: float = 0.0,
     joint: bool = True,
@@ -537,7 +558,12 @@ def round_plans(
 
 
 def _catch_up(
-    decision: Decision, filled: np.ndarray, times: np.ndarray, tie: float, step: int, upto: int
+    decision: Decision,
+    filled: npt.NDArray[np.bool_],
+    times: npt.NDArray[np.float64],
+    tie: float,
+    step: int,
+    upto: int,
 ) -> list[tuple[int, int]]:
     """Cells for the rivals that hold an open placement back: a layout whose chance of beating a focus layout
     (the stop, or the answer while short) by more than the margin is above a share of the risk, on fewer than
@@ -559,15 +585,15 @@ def _catch_up(
 
 
 def next_cells(
-    scores: np.ndarray,
-    times: np.ndarray,
+    scores: npt.NDArray[np.float64],
+    times: npt.NDArray[np.float64],
     margin: float,
     risk: float,
     tie: float,
     start: int,
     step: int,
     left: int,
-    ran: np.ndarray | None = None,
+    ran: npt.NDArray[np.bool_] | None = None,
     grow: float = 0.0,
     edge: float = 0.0,
     joint: bool = True,
@@ -586,14 +612,14 @@ def next_cells(
 
 
 def smallest_round(
-    scores: np.ndarray,
-    times: np.ndarray,
+    scores: npt.NDArray[np.float64],
+    times: npt.NDArray[np.float64],
     margin: float,
     risk: float,
     tie: float,
     start: int,
     step: int,
-    ran: np.ndarray | None = None,
+    ran: npt.NDArray[np.bool_] | None = None,
     grow: float = 0.0,
     edge: float = 0.0,
     joint: bool = True,

@@ -12,8 +12,10 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import cast
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
 __all__ = [
@@ -37,8 +39,10 @@ def _check_alternative(alternative: str) -> None:
         raise ValueError(f"alternative must be one of {_ALTERNATIVES}, not {alternative!r}")
 
 
-def _diff_of_means(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+def _diff_of_means(
+    x: npt.NDArray[np.float64], y: npt.NDArray[np.float64], axis: int = -1
+) -> npt.NDArray[np.float64]:
+    return cast(npt.NDArray[np.float64], np.mean(x, axis=axis) - np.mean(y, axis=axis))
 
 
 def permutation_test(
@@ -70,7 +74,7 @@ def permutation_test(
     return float(res.pvalue), math.comb(len(x) + len(y), len(x)) <= n_resamples
 
 
-def _clean(strata: Strata) -> list[tuple[np.ndarray, np.ndarray, float]]:
+def _clean(strata: Strata) -> list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]]:
     """Strata as (a, b, weight n_a n_b / (n_a + n_b)); raises unless each side has a value."""
     out = []
     for a, b in strata:
@@ -83,7 +87,7 @@ def _clean(strata: Strata) -> list[tuple[np.ndarray, np.ndarray, float]]:
     return out
 
 
-def _p_value(null: np.ndarray, obs: float, scale: float, alternative: str, exact: bool) -> float:
+def _p_value(null: npt.NDArray[np.float64], obs: float, scale: float, alternative: str, exact: bool) -> float:
     gamma = _EPS * max(abs(obs), scale)
     adj = 0 if exact else 1
     less = (np.count_nonzero(null <= obs + gamma) + adj) / (len(null) + adj)
@@ -131,7 +135,7 @@ def stratified_permutation_test(
 
 
 def _bootstrap(
-    clean: list[tuple[np.ndarray, np.ndarray, float]],
+    clean: list[tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]],
     level: float,
     n_resamples: int,
     seed: int,

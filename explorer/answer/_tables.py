@@ -33,7 +33,7 @@ from explorer.answer._intervals import (
 )
 from explorer.answer._latency_stats import block_spread, latency_interval, log_spread
 from explorer.layout import ModelConfig
-from explorer.measures import QUALITY_METRICS, QualityMetric
+from explorer.measures import QUALITY_METRICS, LatencyResult, QualityMetric
 from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = [
@@ -132,16 +132,16 @@ class Architecture:
         return len(self.values)
 
 
-def _timings(runs: Sequence[TrialRecord], decode: bool = False) -> list:
+def _timings(runs: Sequence[TrialRecord], decode: bool = False) -> list[LatencyResult]:
     """Distinct measurements only: a cached figure reused by several runs is one measurement (its first copy)."""
     lats = [(r.decode.latency if r.decode is not None else None) if decode else r.latency for r in runs]
-    distinct: dict = {}
+    distinct: dict[tuple[str, float], LatencyResult] = {}
     for lat in (x for x in lats if x is not None):
         distinct.setdefault((lat.measured_at, round(lat.median_ms, 9)), lat)
     return list(distinct.values())
 
 
-def _latency(timings: Sequence, pooled: Spread | None) -> Interval:
+def _latency(timings: Sequence[LatencyResult], pooled: Spread | None) -> Interval:
     """A prediction interval for a new timing: from the spread between distinct timings (pooled over the role's
     architectures when some have several), else from one timing's own block times; at least the blocks' spread."""
     medians = [lat.median_ms for lat in timings]
@@ -175,8 +175,8 @@ def architectures(
     groups = _runs_by_architecture(records, role, epoch)
     first_run = next((g[0] for g in groups.values()), None)
     metric = first_run.metric if first_run is not None else CLASSIFICATION
-    retimed: dict[str, list] = defaultdict(list)
-    redecoded: dict[str, list] = defaultdict(list)
+    retimed: dict[str, list[LatencyResult]] = defaultdict(list)
+    redecoded: dict[str, list[LatencyResult]] = defaultdict(list)
     for t in retimings:
         (redecoded if t.kind == "decode" else retimed)[t.key].append(t.latency)
     timings = {key: retimed.get(key) or _timings(g) for key, g in groups.items()}
@@ -259,8 +259,8 @@ def _architecture(
     role: str,
     epoch: int | None,
     metric: QualityMetric,
-    timings: Sequence,
-    decodes: Sequence,
+    timings: Sequence[LatencyResult],
+    decodes: Sequence[LatencyResult],
     pools: _Pools,
 ) -> Architecture:
     """One configuration's runs (in trial order) summarized."""

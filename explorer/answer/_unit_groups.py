@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from explorer.answer._evidence import Grid
 from explorer.answer._paired import PairedDifference, paired
@@ -59,8 +60,7 @@ def unit_comparison(
     side_b: list[Architecture] = []
     for rows_a, rows_b in groups.values():
         if rows_a and rows_b:
-            diff = _column_means(grid.scores[rows_a]) - _column_means(grid.scores[rows_b])
-            per_stratum.append(diff)
+            per_stratum.append(_column_means(grid.scores[rows_a]) - _column_means(grid.scores[rows_b]))
             side_a += [by_key[grid.keys[i]] for i in rows_a]
             side_b += [by_key[grid.keys[i]] for i in rows_b]
     if not per_stratum:
@@ -73,9 +73,9 @@ def unit_comparison(
     return UnitComparison(diff, tuple(side_a), tuple(side_b), diff.p_greater(), diff.p_less())
 
 
-def _column_means(x: np.ndarray) -> np.ndarray:
+def _column_means(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Each unit's mean over the layouts that ran it (NaN where none did), without numpy's warning for an
     empty column: with runs spent where they decide, most layouts skip most units."""
     filled = ~np.isnan(x)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(filled, x, 0.0).sum(axis=0) / filled.sum(axis=0)
+        return cast(npt.NDArray[np.float64], np.where(filled, x, 0.0).sum(axis=0) / filled.sum(axis=0))

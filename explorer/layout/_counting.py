@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import cast
 
 from explorer.layout._feasibility import SpaceSpec, space_combos
 
@@ -35,7 +36,8 @@ def _non_monotone(n: int, layers: int) -> int:
     non-increasing."""
     if n < 1:
         return 0
-    return n**layers - 2 * math.comb(n + layers - 1, layers) + n
+    # int ** int is typed Any (a negative exponent makes a float); layers is never negative
+    return cast(int, n**layers) - 2 * math.comb(n + layers - 1, layers) + n
 
 
 @cache
@@ -81,12 +83,12 @@ def _kv_total(space: SpaceSpec, family: str, counts: tuple[int, ...], layers: in
                     total += _shared({w[i + t] for t, k in enumerate(used) if k})
         return total
     if space.kv_per_layer:  # sum over free sequences of the product: all, minus the two monotone kinds
-        power_sum = sum(x**layers for x in w)
+        power_sum: int = sum(x**layers for x in w)
         homogeneous = [1] + [0] * layers  # complete homogeneous symmetric polynomial h_k(w), k = 0..layers
         for x in w:
             for k in range(1, layers + 1):
                 homogeneous[k] += x * homogeneous[k - 1]
-        return sum(w) ** layers - 2 * homogeneous[layers] + power_sum
+        return cast(int, sum(w) ** layers) - 2 * homogeneous[layers] + power_sum
     total = _non_monotone(n, layers)
     for b in set().union(*(_divisors(x) for x in w)):
         avoiding = sum(1 for x in w if x % b)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, TypedDict
 
 from explorer.layout._config import ModelConfig
 
@@ -20,6 +20,7 @@ __all__ = [
     "FOLD_OFFSET",
     "SEED_BLOCK",
     "UNIT_OFFSET",
+    "FinalistAttrs",
     "FinalistRun",
     "Purpose",
     "fold_seed",
@@ -59,6 +60,24 @@ class Purpose(str, Enum):
         return self.value
 
 
+class _RunAttrs(TypedDict):
+    model: dict[str, Any]  # ModelConfig.to_dict()
+    lr: float
+    label: str
+    source: int | None
+
+
+class FinalistAttrs(_RunAttrs, total=False):
+    """What a queued finalist trial carries (:meth:`FinalistRun.attrs`): the fold keys where the run has a fold,
+    the horizon and purpose where it has a horizon."""
+
+    fold: int
+    folds: int
+    fold_seed: int | None
+    epochs: int
+    purpose: str
+
+
 @dataclass(frozen=True)
 class FinalistRun:
     """One planned finalist run: an architecture, its learning rate, its unit's seed, and its part in the plan."""
@@ -76,9 +95,14 @@ class FinalistRun:
     )
     purpose: Purpose = Purpose.GRID
 
-    def attrs(self) -> dict[str, Any]:
+    def attrs(self) -> FinalistAttrs:
         """What the queued trial carries (its ``finalist`` user attribute)."""
-        out = {"model": self.config.to_dict(), "lr": self.lr, "label": self.label, "source": self.source}
+        out: FinalistAttrs = {
+            "model": self.config.to_dict(),
+            "lr": self.lr,
+            "label": self.label,
+            "source": self.source,
+        }
         if self.fold is not None:
             out |= {"fold": self.fold, "folds": self.folds, "fold_seed": self.fold_seed}
         if self.epochs is not None:

@@ -8,8 +8,9 @@ task is scored by validation accuracy (maximized), a language-model task (text) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from explorer.errors import SpecError
 from explorer.fields import key
@@ -18,6 +19,9 @@ from explorer.layout import DecodeConfig
 from explorer.limits import BATCH, EPOCHS
 from explorer.measures import quality_metric
 from explorer.spec._toml import is_list, kind, read_table
+
+if TYPE_CHECKING:
+    from explorer.model import ModelBuilder
 
 __all__ = [
     "MB",
@@ -129,7 +133,7 @@ class ModelSpec:
         expected='a table such as { hidden_act = "gelu" }',
     )
 
-    def builder(self) -> Any:
+    def builder(self) -> ModelBuilder | None:
         """The model builder (:class:`explorer.model._usermodel.ModelBuilder` for ``build``,
         :class:`explorer.model._hfmodel.HFBuilder` for ``hf``), or None for explorer's own (imports torch)."""
         if self.hf is not None:
@@ -185,7 +189,8 @@ def read_task(data: Any) -> TaskSpec:
             f"name your own function as {REFERENCE_FORM}."
         )
     for option, value in task.options.items():
-        scalar = lambda v: isinstance(v, (str, int, float, bool))  # noqa: E731 (not TOML dates or tables)
+        # not TOML dates or tables
+        scalar: Callable[[Any], bool] = lambda v: isinstance(v, (str, int, float, bool))  # noqa: E731
         if not (scalar(value) or value == [] or is_list(value, scalar)):
             raise SpecError(
                 f"task option {option!r} in [task] is {kind(value)}; task options must be strings, numbers, "

@@ -56,11 +56,11 @@ def _config(model: ModelSpec, family: HFFamily) -> dict[str, Any]:
     return out
 
 
-def space_defaults(model: ModelSpec, space: Mapping[str, Any]) -> dict[str, Any]:
+def space_defaults(model: ModelSpec, space: object) -> object:
     """``[space]`` with the sizes the config gives filled in where the space leaves them out (see the module
     docstring); a space that is not a table is returned as it is, for the strict reader to name."""
     if model.hf is None or not isinstance(space, Mapping):
-        return space  # type: ignore[return-value]
+        return space
     family = family_of(model)
     config = _config(model, family)
     out = dict(space)

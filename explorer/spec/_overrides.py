@@ -17,7 +17,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from explorer.errors import SpecError
 from explorer.spec._keys import SPEC_KEYS, TABLES
@@ -27,6 +27,7 @@ __all__ = [
     "SOURCES",
     "SOURCES_ATTR",
     "Override",
+    "SpecRow",
     "apply_overrides",
     "key_sources",
     "parse_override",
@@ -133,10 +134,18 @@ def key_sources(document: Mapping[str, Any], overrides: Iterable[Override] = ())
     return out
 
 
-def spec_rows(resolved: Mapping[str, Any], sources: Mapping[str, str] | None) -> list[dict[str, Any]]:
+class SpecRow(TypedDict):
+    """One key of :func:`spec_rows`: its dotted name, its resolved value (None: unset) and where it came from."""
+
+    key: str
+    value: Any
+    source: str
+
+
+def spec_rows(resolved: Mapping[str, Any], sources: Mapping[str, str] | None) -> list[SpecRow]:
     """Every key of the spec key list in order, with its resolved value (None: unset) and where it came from
     (``sources`` as :func:`key_sources` gives them, every other key ``default``; None: ``stored`` for all)."""
-    rows = []
+    rows: list[SpecRow] = []
     for table, keys in SPEC_KEYS.items():
         for key in keys:
             if not table and key in TABLES:

@@ -221,7 +221,7 @@ def read_spec_file(path: str | Path) -> dict[str, Any]:
     check_file_size(path, "spec")  # read whole: a spec of gigabytes (or /dev/zero) is refused unread
     try:
         # utf-8-sig: a byte-order mark some editors write is not part of the TOML
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise SpecError(f"no spec file {str(path)!r}; check the path (specs live under studies/).") from None
     except (OSError, UnicodeDecodeError) as exc:

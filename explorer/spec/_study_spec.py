@@ -113,7 +113,7 @@ class StudySpec:
     def to_dict(self) -> dict[str, Any]:
         """A canonical, JSON-ready dict that :func:`explorer.spec._spec.spec_from_dict` reads back into an
         equal spec."""
-        d = _plain(dataclasses.asdict(self))
+        d: dict[str, Any] = _plain(dataclasses.asdict(self))
         d.pop("origin", None)
         return d
 
