@@ -121,9 +121,9 @@ def bench_model_cmd(
 ) -> None:
     """Time a model `explorer export` wrote (.onnx on ONNX Runtime, .pt2 via torch.export, .pt eagerly) and
     compare it with the study's figure for that trial and its spread."""
-    from explorer.measure import bench_model
+    from explorer.measure import bench_model, resolve_device
 
-    result = bench_model(path, batch, threads, device, min_run_time)
+    result = bench_model(path, batch, threads, resolve_device(device), min_run_time)
     doc = result.to_dict()
     if as_json:
         emit_json(doc)

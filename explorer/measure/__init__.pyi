@@ -11,6 +11,7 @@ from ._bench_plan import DEFAULT_CONTEXT as DEFAULT_CONTEXT, plan_bench as plan_
 from ._decode import decode_key as decode_key, decode_latency as decode_latency, decoder_spec as decoder_spec
 from ._device import (
     as_device as as_device,
+    auto_device as auto_device,
     cpu_model_name as cpu_model_name,
     device_label as device_label,
     resolve_device as resolve_device,

@@ -11,15 +11,18 @@ import torch
 
 from explorer.errors import DeviceError
 
-__all__ = ["DEVICE_CHOICES", "as_device", "autocast", "cpu_model_name", "device_label", "resolve_device"]
+__all__ = ["as_device", "auto_device", "autocast", "cpu_model_name", "device_label", "resolve_device"]
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
+
+def auto_device() -> torch.device:
+    """``auto``: CUDA when present, the CPU otherwise."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def resolve_device(name: str = "auto") -> torch.device:
     """Turn ``auto``/``cpu``/``cuda``/``cuda:N`` into a device, failing clearly when CUDA is absent."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return auto_device()
     if name == "cpu":
         return torch.device("cpu")
     if name.startswith("cuda"):
@@ -40,7 +43,8 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 
 def as_device(device: torch.device | str) -> torch.device:
-    """A torch.device from either a device or a name (names go through :func:`resolve_device`)."""
+    """A torch.device from either a device or a name (names go through :func:`resolve_device`): for the entry
+    points only, where a user's words come in; everything below them takes a torch.device."""
     return resolve_device(device) if isinstance(device, str) else device
 
 

@@ -23,7 +23,7 @@ from explorer.errors import EXIT_NO_RESULT, ConfigError, ExplorerError, Training
 from explorer.layout import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
 from explorer.limits import BATCH, EPOCHS
 from explorer.measure._decode import decode_latency
-from explorer.measure._device import as_device, device_label, resolve_device
+from explorer.measure._device import device_label, resolve_device
 from explorer.measure._latency import model_latency
 from explorer.measure._latency_cache import LatencyCache
 from explorer.measure._probe import relation_specialization
@@ -162,7 +162,7 @@ def evaluate_variant(
     task: Task,
     train_cfg: TrainConfig,
     latency_cfg: LatencyConfig,
-    device: torch.device | str | None = None,
+    device: torch.device | None = None,
     *,
     cache: LatencyCache | None = None,
     on_measured: Callable[[LatencyResult, int], None] | None = None,
@@ -176,7 +176,8 @@ def evaluate_variant(
 
     Args:
         cfg, task, train_cfg: the architecture, the task and how to train it (its seed fixes the run).
-        latency_cfg: how to time it; ``device`` (default ``latency_cfg.device``) is where it is timed and trained.
+        latency_cfg: how to time it; ``device`` (default ``latency_cfg.device``, resolved) is where it is timed
+            and trained.
         cache: a latency cache to read and fill (None: always measure).
         on_measured: called with the latency and the parameter count before training; raising there stops
             the evaluation before any training (a budget).
@@ -193,7 +194,7 @@ def evaluate_variant(
         VariantFailed: the loss became NaN/inf, the device ran out of memory while timing or training, or the
             user's builder could not build this layout.
     """
-    device = as_device(device if device is not None else latency_cfg.device)
+    device = resolve_device(latency_cfg.device) if device is None else device
     _check_decoding(task, decode, builder)
     params, flops = _cost(cfg, task, builder)
     latency, decoded = _time(cfg, task, latency_cfg, device, cache, decode, builder)

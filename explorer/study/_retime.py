@@ -81,7 +81,7 @@ def retime(
     handle: StudyHandle,
     configs: Sequence[tuple[str, ModelConfig]],
     rounds: int = 3,
-    device: torch.device | str | None = None,
+    device: torch.device | None = None,
     kinds: Sequence[str] | None = None,
     *,
     fresh_processes: bool = True,
@@ -102,7 +102,7 @@ def retime(
     """
     spec = handle.spec
     if context is not None:
-        context = context.on(torch.device(device) if isinstance(device, str) else device)
+        context = context.on(device)
         where = str(context.device)
     else:
         where = str(device) if device is not None else spec.latency.device
