@@ -12,7 +12,7 @@ import click
 from explorer.cli._common import check_threads, emit_json, json_option, note, parse_options, threads_option
 from explorer.errors import ConfigError
 from explorer.fields import option_default
-from explorer.layout import ATTENTION_IMPLS, LATENCY_RUNTIMES, LatencyConfig, SpaceSpec
+from explorer.layout import ATTENTION_IMPLS, DEVICE_NAMES, LATENCY_RUNTIMES, LatencyConfig, SpaceSpec
 from explorer.spec import StudySpec, TaskSpec
 
 __all__ = ["SPEC_OPTIONS", "space", "train"]
@@ -149,7 +149,7 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
 @spec_option("--batch-size", type=int, help="Training batch size.")
 @spec_option("--lr", type=float, help="Peak learning rate.")
 @spec_option("--seed", type=int)
-@spec_option("--device", help="auto, cpu, cuda or cuda:N.")
+@spec_option("--device", help=f"{DEVICE_NAMES}.")
 @spec_option("--latency-batch", type=int, help="Batch size for timing.")
 @spec_option("--latency-threads", type=int, help="CPU threads while timing.")
 @spec_option(

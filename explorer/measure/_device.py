@@ -10,8 +10,11 @@ from pathlib import Path
 import torch
 
 from explorer.errors import DeviceError
+from explorer.layout import DEVICE_CHOICES
 
 __all__ = ["as_device", "auto_device", "autocast", "cpu_model_name", "device_label", "resolve_device"]
+
+_ONE_OF = ", ".join((*DEVICE_CHOICES, "cuda:N"))  # the names resolve_device takes, as its errors list them
 
 
 def auto_device() -> torch.device:
@@ -33,13 +36,13 @@ def resolve_device(name: str = "auto") -> torch.device:
         try:
             dev = torch.device(name)
         except RuntimeError:
-            raise DeviceError(f"unknown device {name!r}; use one of auto, cpu, cuda, cuda:N.") from None
+            raise DeviceError(f"unknown device {name!r}; use one of {_ONE_OF}.") from None
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise DeviceError(
                 f"device {name!r} does not exist; {torch.cuda.device_count()} CUDA device(s) are visible."
             )
         return dev
-    raise DeviceError(f"unknown device {name!r}; use one of auto, cpu, cuda, cuda:N.")
+    raise DeviceError(f"unknown device {name!r}; use one of {_ONE_OF}.")
 
 
 def as_device(device: torch.device | str) -> torch.device:
