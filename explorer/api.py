@@ -78,8 +78,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# One variant trained and timed, every input checked first: what `explorer train` runs. It composes the engine
-# alone (the task, the limits, the runtime and memory checks, evaluate_variant), so it is defined there.
+# One variant trained and timed, every input checked first: what `explorer train` runs, through the same plan
+# (explorer.measure.plan_train: a spec's training defaults, the device resolved, the runtime and sizes checked
+# once). It composes the engine alone (the task, the memory check, evaluate_variant), so it is defined there.
 train = train_variant
 
 

@@ -20,6 +20,7 @@ from ._evaluate import (
     VariantFailed as VariantFailed,
     VariantResult as VariantResult,
     evaluate_variant as evaluate_variant,
+    train_planned as train_planned,
     train_variant as train_variant,
 )
 from ._latency import (
@@ -60,3 +61,4 @@ from ._train import (
     evaluate_split as evaluate_split,
     fit as fit,
 )
+from ._train_plan import TrainPlan as TrainPlan, plan_train as plan_train
