@@ -228,7 +228,7 @@ def bench_attention(
     check_bench_shape(d_model, heads, seq_len, batch, kv_heads)
     kv_heads = heads if kv_heads is None else kv_heads
     device = auto_device() if device is None else device
-    check_runtime(runtime, device)
+    check_runtime(runtime, device)  # once: each implementation is timed at the fp32 it was checked for
     threads = threads or torch.get_num_threads()
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time, runtime=runtime)
     models, x = _attention_models(d_model, heads, kv_heads, seq_len, batch, device)
@@ -246,7 +246,7 @@ def bench_attention(
     }
     rows = []
     for impl, model in models.items():
-        res = time_forward(model, x, device, cfg)
+        res = time_forward(model, x, device, cfg, torch.float32)
         gflops = flops / (res.median_ms * 1e-3) / 1e9
         rows.append(
             {
