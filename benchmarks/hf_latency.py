@@ -108,7 +108,7 @@ def explorer_time(family: str, heads: int, kv: int, spec: InputSpec, cfg: Latenc
     """Median ms of one forward pass as a study of ``[model] hf = family`` measures it."""
     layout = ModelConfig(d_model=D, heads=(heads,) * LAYERS, kv_heads=(kv,) * LAYERS, mlp_ratio=4.0)
     return model_latency(
-        layout, spec, cfg, cfg.device, cache=None, builder=HFBuilder.of(family, {})
+        layout, spec, cfg, resolve_device(cfg.device), cache=None, builder=HFBuilder.of(family, {})
     ).median_ms
 
 

@@ -76,7 +76,7 @@ def _train(job: tuple[int, int, int]) -> dict[str, Any]:
     )
     cfg = TrainConfig(epochs=epochs, batch_size=spec.task.batch_size, lr=float(spec.space.lr), seed=unit.seed)
     t0 = time.perf_counter()
-    _, result = fit(config, task, cfg, "cpu")
+    _, result = fit(config, task, cfg, torch.device("cpu"))
     return {
         "heads": heads,
         "unit": u,

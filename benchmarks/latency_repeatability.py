@@ -22,12 +22,12 @@ TARGET = 0.05
 def measure(args: argparse.Namespace) -> dict:
     """One measurement in this process (the child's job)."""
     from explorer.layout import InputSpec, LatencyConfig, ModelConfig
-    from explorer.measure import model_latency
+    from explorer.measure import model_latency, resolve_device
 
     model_cfg = ModelConfig.from_schedule(args.d_model, args.layers, args.heads)
     spec = InputSpec(kind="tokens", seq_len=args.seq_len, n_classes=10, vocab_size=64)
     cfg = LatencyConfig(batch_size=args.batch, threads=args.threads, min_run_time=args.min_run_time)
-    res = model_latency(model_cfg, spec, cfg, args.device, cache=None)
+    res = model_latency(model_cfg, spec, cfg, resolve_device(args.device), cache=None)
     return {"arch": model_cfg.key(), **res.to_dict()}
 
 

@@ -22,7 +22,7 @@ import torch
 from explorer.analysis import specialized_heads
 from explorer.data import load_task
 from explorer.layout import ModelConfig, TrainConfig
-from explorer.measure import fit, relation_specialization
+from explorer.measure import fit, relation_specialization, resolve_device
 
 
 def main() -> None:
@@ -42,7 +42,7 @@ def main() -> None:
             ModelConfig(d_model=64, heads=(h,) * args.layers, min_dk=8),
             task,
             TrainConfig(epochs=args.epochs, batch_size=64, lr=3e-3, seed=args.seed),
-            args.device,
+            resolve_device(args.device),
         )
         specialization = relation_specialization(model, task.val[0], args.k, task.spec.vocab_size)
         line = {

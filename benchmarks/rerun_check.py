@@ -72,7 +72,7 @@ def main() -> None:
     import explorer
     from explorer.answer import answer
     from explorer.data import load_task
-    from explorer.measure import as_device, model_latency
+    from explorer.measure import model_latency, resolve_device
 
     data = explorer.load(args.study, args.storage)
     spec = data.handle.spec
@@ -85,7 +85,7 @@ def main() -> None:
 
     # 1. fresh timings, before any training, with nothing else running in this process
     task = load_task(spec.task.name, **spec.task.options)
-    device = as_device(spec.latency.device)
+    device = resolve_device(spec.latency.device)
     timings = []
     for _ in range(args.timings):
         lat = model_latency(rec.config, task.spec, spec.latency, device, cache=None)

@@ -24,12 +24,13 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from explorer.answer import Answer, answer, compare_fronts, trials_table
 from explorer.errors import ConfigError, ExplorerError, NoCompletedTrialsError
-from explorer.measure import train_variant
+from explorer.measure import as_device, train_variant
 from explorer.output import (
     ExportResult,
     ReportInput,
@@ -56,6 +57,9 @@ from explorer.study import (
     run_study,
 )
 
+if TYPE_CHECKING:
+    import torch
+
 __all__ = [
     "RunSummary",
     "compare",
@@ -74,8 +78,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# One variant trained and timed, every input checked first: what `explorer train` runs. It composes the engine
-# alone (the task, the limits, the runtime and memory checks, evaluate_variant), so it is defined there.
+# One variant trained and timed, every input checked first: what `explorer train` runs, through the same plan
+# (explorer.measure.plan_train: a spec's training defaults, the device resolved, the runtime and sizes checked
+# once). It composes the engine alone (the task, the memory check, evaluate_variant), so it is defined there.
 train = train_variant
 
 
@@ -202,14 +207,15 @@ def heads(
     name: str,
     storage: str | None = None,
     which: str = "answer",
-    device: str = "auto",
+    device: str | torch.device = "auto",
     out: str | Path | None = None,
     force: bool = False,
     artifacts: str | None = None,
     on_start: Callable[[TrialRecord], None] | None = None,
 ):  # -> tuple[HeadsReport, list[Path]]
     """Analyse the heads of one trial; see :func:`explorer.output._heads_report.analyse_trial`. The weights come
-    from the study's artifact store (``artifacts`` overrides where), else the trial is retrained exactly."""
+    from the study's artifact store (``artifacts`` overrides where), else the trial is retrained exactly. ``device``:
+    a torch.device, or auto, cpu, cuda or cuda:N."""
     data = load(name, storage)
     check_code(data.handle.study.user_attrs, data.handle.spec)
     return analyse_trial(
@@ -217,7 +223,7 @@ def heads(
         data.handle.spec,
         data.handle.storage_url,
         which,
-        device,
+        as_device(device),
         out or Path("reports") / f"{name}-heads",
         force=force,
         store=reading_artifact_store(data.handle, artifacts),

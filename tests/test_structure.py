@@ -191,6 +191,55 @@ def test_no_private_name_is_imported_across_modules():
     assert private == []
 
 
+# Where a user's words for a device come in (the command line, the library's workflows): only there is a name
+# turned into a torch.device by as_device; everything below takes a torch.device.
+DEVICE_ENTRIES = ("explorer.cli", "explorer.api")
+
+
+def device_names_below_the_entries() -> list[str]:
+    """Parameters below the entry points typed to take a device name as well as a device (``torch.device | str``,
+    in any order), and calls of ``as_device`` there (its own definition aside)."""
+    found = []
+    for m, path in sorted(MODULES.items()):
+        if any(m == e or m.startswith(f"{e}.") for e in DEVICE_ENTRIES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name != "as_device":
+                a = node.args
+                for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+                    if arg is None or arg.annotation is None:
+                        continue
+                    note = arg.annotation
+                    text = note.value if isinstance(note, ast.Constant) else ast.unparse(note)
+                    if {"torch.device", "str"} <= {part.strip() for part in str(text).split("|")}:
+                        found.append(f"{m}:{arg.lineno} {node.name}({arg.arg}: {text})")
+            elif isinstance(node, ast.Call):
+                f = node.func
+                name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                if name == "as_device":
+                    found.append(f"{m}:{node.lineno} calls as_device")
+    return found
+
+
+def test_a_device_is_resolved_where_the_users_words_come_in():
+    """Below the command line and explorer.api a device is a torch.device, resolved once above."""
+    assert device_names_below_the_entries() == []
+
+
+def test_the_device_test_can_fail(tmp_path, monkeypatch):
+    """A name-or-device parameter and an as_device call planted in a copy of a module are both found."""
+    low = "explorer.measure._latency"
+    planted = tmp_path / "latency.py"
+    planted.write_text(
+        MODULES[low].read_text()
+        + "\n\ndef planted(device: str | torch.device) -> torch.device:\n    return as_device(device)\n"
+    )
+    monkeypatch.setitem(MODULES, low, planted)
+    found = device_names_below_the_entries()
+    assert any(f.startswith(f"{low}:") and "planted(device: str | torch.device)" in f for f in found)
+    assert any(f.startswith(f"{low}:") and f.endswith("calls as_device") for f in found)
+
+
 def test_the_structure_test_can_fail(tmp_path, monkeypatch):
     """The checks above really look: an upward import planted in a copy of a module is found."""
     low = "explorer.layout._schedules"

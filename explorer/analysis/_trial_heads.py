@@ -29,9 +29,9 @@ from explorer.data import Task, load_task
 from explorer.errors import ConfigError, ExplorerError
 from explorer.layout import ModelConfig
 from explorer.measure import (
-    as_device,
     attention_maps,
     attention_statistics,
+    auto_device,
     head_counts,
     head_importance,
     masked_accuracy,
@@ -64,7 +64,7 @@ def analyse_heads(
     spec: StudySpec,
     storage_url: str,
     which: str = "knee",
-    device: torch.device | str = "auto",
+    device: torch.device | None = None,
     *,
     tolerance: float = TOLERANCE,
     n_examples: int = 3,
@@ -73,10 +73,10 @@ def analyse_heads(
     retimings: Sequence[Retiming] = (),
 ) -> HeadsAnalysis:
     """Analyse the heads of one trial (``knee``, ``most-accurate``, ``fastest`` or a number) on its task's
-    validation split. Weights come from ``store`` (default: the storage's artifact store), else the trial is
-    retrained exactly. ``on_start`` is called with the trial once every input has been accepted, before the
-    long work."""
-    device = as_device(device)
+    validation split, on ``device`` (default: CUDA when present, the CPU otherwise). Weights come from ``store``
+    (default: the storage's artifact store), else the trial is retrained exactly. ``on_start`` is called with the
+    trial once every input has been accepted, before the long work."""
+    device = auto_device() if device is None else device
     record = resolve_trial(records, spec, which, retimings)
     config = record.config
     assert config is not None  # resolve_trial names only trials that built a model

@@ -18,6 +18,7 @@ from explorer.cli._common import (
     out_option,
 )
 from explorer.errors import ConfigError
+from explorer.layout import DEVICE_NAMES
 
 __all__ = ["bench"]
 
@@ -38,7 +39,7 @@ def bench() -> None:
 @click.option("--batch", type=int, default=8, show_default=True)
 @click.option("--decode", is_flag=True, help="Time one new token against a key/value cache of --context.")
 @click.option("--context", type=int, help="Cached positions in --decode mode (default 512).")
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--device", default="auto", show_default=True, help=f"{DEVICE_NAMES}.")
 @click.option("--threads", type=int, default=None, help="CPU threads (default: all torch uses).")
 @click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
 @choice_option(
@@ -113,7 +114,7 @@ def bench_attention_cmd(
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--batch", type=int, help="Batch size (default: the study's latency batch).")
 @click.option("--threads", type=int, help="CPU threads (default: the study's latency threads).")
-@click.option("--device", default="cpu", show_default=True, help="cpu, cuda or cuda:N.")
+@click.option("--device", default="cpu", show_default=True, help=f"{DEVICE_NAMES}.")
 @click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed.")
 @json_option
 def bench_model_cmd(
@@ -121,9 +122,9 @@ def bench_model_cmd(
 ) -> None:
     """Time a model `explorer export` wrote (.onnx on ONNX Runtime, .pt2 via torch.export, .pt eagerly) and
     compare it with the study's figure for that trial and its spread."""
-    from explorer.measure import bench_model
+    from explorer.measure import bench_model, resolve_device
 
-    result = bench_model(path, batch, threads, device, min_run_time)
+    result = bench_model(path, batch, threads, resolve_device(device), min_run_time)
     doc = result.to_dict()
     if as_json:
         emit_json(doc)

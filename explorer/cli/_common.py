@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from explorer.errors import ConfigError
+from explorer.layout import DEVICE_NAMES
 from explorer.storage import Stage
 
 __all__ = [
@@ -271,7 +272,7 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option(
             "--workers", type=int, default=1, show_default=True, help="Worker processes on this machine."
         ),
-        click.option("--device", help="Override the spec's device (auto, cpu, cuda)."),
+        click.option("--device", help=f"Override the spec's device ({DEVICE_NAMES})."),
         threads_option,
         artifacts_option,
         json_option,

@@ -12,7 +12,7 @@ import click
 from explorer.cli._common import check_threads, emit_json, json_option, note, parse_options, threads_option
 from explorer.errors import ConfigError
 from explorer.fields import option_default
-from explorer.layout import ATTENTION_IMPLS, LATENCY_RUNTIMES, LatencyConfig, SpaceSpec
+from explorer.layout import ATTENTION_IMPLS, DEVICE_NAMES, LATENCY_RUNTIMES, LatencyConfig, SpaceSpec
 from explorer.spec import StudySpec, TaskSpec
 
 __all__ = ["SPEC_OPTIONS", "space", "train"]
@@ -149,7 +149,7 @@ def space(d_model: int, min_dk: int, kv: bool, head_dim: int | None, as_json: bo
 @spec_option("--batch-size", type=int, help="Training batch size.")
 @spec_option("--lr", type=float, help="Peak learning rate.")
 @spec_option("--seed", type=int)
-@spec_option("--device", help="auto, cpu, cuda or cuda:N.")
+@spec_option("--device", help=f"{DEVICE_NAMES}.")
 @spec_option("--latency-batch", type=int, help="Batch size for timing.")
 @spec_option("--latency-threads", type=int, help="CPU threads while timing.")
 @spec_option(
@@ -191,17 +191,15 @@ def train(
 ) -> None:
     """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time."""
     # Long only by its signature: click hands each of the command's options to it as a parameter; the body
-    # checks them, calls explorer.api.train and prints.
+    # checks them, plans the run as explorer.train does (explorer.measure.plan_train), runs it and prints.
     check_threads(threads)
-    _check_train_sizes(
-        d_model, layers, epochs, batch_size, latency_batch, threads, latency_threads, decode_context
-    )
-    from explorer import api
+    _check_train_sizes(d_model, layers, latency_batch, latency_threads, decode_context)
     from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
-    from explorer.measure import load_run_config
+    from explorer.measure import load_run_config, plan_train, train_planned
 
     options = parse_options(task_opts)
     stop_after, hf = None, None
+    names = None  # how a refused epochs or batch size is named: a run config's fields, else the flags
     if config_path is not None:
         run = load_run_config(config_path)
         task, options, model_cfg, train_cfg = run.task, run.task_options, run.model, run.train
@@ -218,8 +216,17 @@ def train(
             attention=attention,
         )
         train_cfg = TrainConfig(epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+        names = {"epochs": ("--epochs", "lower it"), "batch_size": ("--batch-size", "lower it")}
     lat_cfg = LatencyConfig(
         device=device, batch_size=latency_batch, threads=latency_threads, runtime=latency_runtime
+    )
+    plan = plan_train(
+        model_cfg,
+        train_cfg,
+        latency=lat_cfg,
+        decode_context=decode_context,
+        threads=threads,
+        names=names,
     )
     started = (
         ""
@@ -231,17 +238,13 @@ def train(
     )
     progress = _EpochBar(stop_after or train_cfg.epochs, started)
     try:
-        trained = api.train(
-            model_cfg,
-            train_cfg,
+        trained = train_planned(
+            plan,
             task,
             task_options=options,
-            latency=lat_cfg,
-            decode_context=decode_context,
             build=build,
             hf=hf,
             stop_after=stop_after,
-            threads=threads,
             on_start=progress.start,
             on_epoch=progress.epoch,
         )
@@ -320,25 +323,16 @@ def _print_trained(trained: Any) -> None:
 
 
 def _check_train_sizes(
-    d_model: int,
-    layers: int,
-    epochs: int,
-    batch_size: int,
-    latency_batch: int,
-    threads: int,
-    latency_threads: int,
-    decode_context: int | None,
+    d_model: int, layers: int, latency_batch: int, latency_threads: int, decode_context: int | None
 ) -> None:
-    """`train`'s sizes within explorer.limits, before a schedule is expanded or torch imported."""
-    from explorer.limits import BATCH, D_MODEL, EPOCHS, LAYERS, SEQ_LEN, THREADS
+    """`train`'s sizes within explorer.limits, before a schedule is expanded or torch imported (``--threads``:
+    :func:`check_threads`; the epochs and batch size: the plan, :func:`explorer.measure.plan_train`)."""
+    from explorer.limits import BATCH, D_MODEL, LAYERS, SEQ_LEN, THREADS
 
     for limit, value, flag in (
         (D_MODEL, d_model, "--d-model"),
         (LAYERS, layers, "--layers"),
-        (EPOCHS, epochs, "--epochs"),
-        (BATCH, batch_size, "--batch-size"),
         (BATCH, latency_batch, "--latency-batch"),
-        (THREADS, threads, "--threads"),
         (THREADS, latency_threads, "--latency-threads"),
         (SEQ_LEN, decode_context or 0, "--decode-context"),
     ):

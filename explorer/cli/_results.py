@@ -27,6 +27,7 @@ from explorer.cli._common import (
     with_progress,
 )
 from explorer.errors import EXIT_NOT_DECIDED
+from explorer.layout import DEVICE_NAMES
 
 __all__ = ["compare", "confirm", "export", "heads", "report"]
 
@@ -263,7 +264,7 @@ def confirm(
 @click.argument("name")
 @storage_option
 @trial_option
-@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda or cuda:N.")
+@click.option("--device", default="auto", show_default=True, help=f"{DEVICE_NAMES}.")
 @out_option("Default: reports/NAME-heads.")
 @threads_option
 @force_option

@@ -41,6 +41,8 @@ from explorer.limits import BATCH, RUN_TIME_S, SEQ_LEN, THREADS
 __all__ = [
     "MAX_FOLDS",
     "ATTENTION_IMPLS",
+    "DEVICE_CHOICES",
+    "DEVICE_NAMES",
     "DTYPE_BYTES",
     "LATENCY_DTYPES",
     "LATENCY_RUNTIMES",
@@ -302,7 +304,10 @@ class TrainConfig:
 
 LATENCY_DTYPES = ("float32", "bfloat16", "float16")
 LATENCY_RUNTIMES = ("eager", "compile", "onnxruntime")  # how the timed model runs (explorer.model._runtime)
-_DEVICE_NAME = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+# The devices, declared once: a spec names one of DEVICE_CHOICES; a command (and the library) also takes cuda:N.
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+DEVICE_NAMES = "auto, cpu, cuda or cuda:N"  # what a device name may be, as help and errors say it
+_DEVICE_NAME = re.compile(rf"^({'|'.join(DEVICE_CHOICES)}|cuda:\d+)$")
 
 
 @dataclass(frozen=True)
@@ -316,7 +321,7 @@ class LatencyConfig:
     device: str = key(
         "auto",
         "`auto`, `cpu` or `cuda`; latency is measured where training runs",
-        choices=("auto", "cpu", "cuda"),
+        choices=DEVICE_CHOICES,
     )
     batch_size: int = key(32, "examples per timed forward pass", cap=BATCH)
     threads: int = key(1, "CPU threads while timing (fixed, so figures compare across workers)", cap=THREADS)
@@ -337,7 +342,7 @@ class LatencyConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.device, str) or not _DEVICE_NAME.match(self.device):
-            raise ConfigError(f"latency device must be auto, cpu, cuda or cuda:N, got {self.device!r}.")
+            raise ConfigError(f"latency device must be {DEVICE_NAMES}, got {self.device!r}.")
         if self.batch_size < 1 or self.threads < 1 or self.min_run_time <= 0:
             raise ConfigError("latency needs batch_size >= 1, threads >= 1 and min_run_time > 0.")
         if self.dtype not in LATENCY_DTYPES:

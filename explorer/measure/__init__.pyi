@@ -11,6 +11,7 @@ from ._bench_plan import DEFAULT_CONTEXT as DEFAULT_CONTEXT, plan_bench as plan_
 from ._decode import decode_key as decode_key, decode_latency as decode_latency, decoder_spec as decoder_spec
 from ._device import (
     as_device as as_device,
+    auto_device as auto_device,
     cpu_model_name as cpu_model_name,
     device_label as device_label,
     resolve_device as resolve_device,
@@ -19,6 +20,7 @@ from ._evaluate import (
     VariantFailed as VariantFailed,
     VariantResult as VariantResult,
     evaluate_variant as evaluate_variant,
+    train_planned as train_planned,
     train_variant as train_variant,
 )
 from ._latency import (
@@ -59,3 +61,4 @@ from ._train import (
     evaluate_split as evaluate_split,
     fit as fit,
 )
+from ._train_plan import TrainPlan as TrainPlan, plan_train as plan_train

@@ -29,7 +29,7 @@ from torch.profiler import ProfilerActivity, profile
 from explorer.errors import ConfigError
 from explorer.layout import ATTENTION_IMPLS, LatencyConfig, valid_heads, valid_kv_heads
 from explorer.limits import BATCH, D_MODEL, SEQ_LEN
-from explorer.measure._device import as_device
+from explorer.measure._device import auto_device
 from explorer.measure._latency import time_call, time_forward
 from explorer.model import KVCache, MultiHeadAttention, attention_flops, check_runtime, set_attention_impl
 
@@ -199,7 +199,7 @@ def bench_attention(
     heads: int = 8,
     seq_len: int = 197,
     batch: int = 8,
-    device: torch.device | str = "auto",
+    device: torch.device | None = None,
     min_run_time: float = 0.3,
     threads: int | None = None,
     matmul_size: int | None = None,
@@ -212,7 +212,7 @@ def bench_attention(
     Args:
         d_model, heads, seq_len, batch: the shape (default: ViT-S, 8 images of 196 patches + [CLS]).
         kv_heads: key/value heads (default ``heads``); below ``heads`` the torch_mha row is left out.
-        device: ``auto``, ``cpu``, ``cuda`` or a torch.device.
+        device: where it is timed (default: CUDA when present, the CPU otherwise).
         min_run_time: seconds of timed calls per implementation (torch.utils.benchmark).
         threads: CPU threads while timing; default the process's current count.
         matmul_size: side of the square matmul that sets the peak; default per device kind.
@@ -227,8 +227,8 @@ def bench_attention(
     """
     check_bench_shape(d_model, heads, seq_len, batch, kv_heads)
     kv_heads = heads if kv_heads is None else kv_heads
-    device = as_device(device)
-    check_runtime(runtime, device)
+    device = auto_device() if device is None else device
+    check_runtime(runtime, device)  # once: each implementation is timed at the fp32 it was checked for
     threads = threads or torch.get_num_threads()
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time, runtime=runtime)
     models, x = _attention_models(d_model, heads, kv_heads, seq_len, batch, device)
@@ -246,7 +246,7 @@ def bench_attention(
     }
     rows = []
     for impl, model in models.items():
-        res = time_forward(model, x, device, cfg)
+        res = time_forward(model, x, device, cfg, torch.float32)
         gflops = flops / (res.median_ms * 1e-3) / 1e9
         rows.append(
             {
@@ -302,7 +302,7 @@ def bench_decode(
     kv_heads: int | None = None,
     context: int = 2048,
     batch: int = 1,
-    device: torch.device | str = "auto",
+    device: torch.device | None = None,
     min_run_time: float = 0.3,
     threads: int | None = None,
 ) -> pd.DataFrame:
@@ -317,7 +317,7 @@ def bench_decode(
     """
     check_bench_shape(d_model, heads, context, batch, kv_heads)
     kv_heads = heads if kv_heads is None else kv_heads
-    device = as_device(device)
+    device = auto_device() if device is None else device
     threads = threads or torch.get_num_threads()
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
     attn, x, cache = _decode_setup(d_model, heads, kv_heads, context, batch, device)

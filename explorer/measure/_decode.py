@@ -19,7 +19,7 @@ import torch
 
 from explorer.errors import ConfigError
 from explorer.layout import InputSpec, LatencyConfig, ModelConfig
-from explorer.measure._device import as_device, device_label
+from explorer.measure._device import device_label
 from explorer.measure._latency import check_dtype, time_call
 from explorer.measure._latency_cache import LatencyCache
 from explorer.measures import DecodeResult
@@ -72,7 +72,7 @@ def decode_latency(
     model_cfg: ModelConfig,
     context: int,
     cfg: LatencyConfig,
-    device: torch.device | str,
+    device: torch.device,
     cache: LatencyCache | None = None,
     vocab_size: int = BYTE_VOCAB,
     builder: Any = None,
@@ -87,7 +87,6 @@ def decode_latency(
     """
     if isinstance(context, bool) or not isinstance(context, int) or context < 1:
         raise ConfigError(f"decoding context must be a positive integer, got {context!r}.")
-    device = as_device(device)
     dtype = check_dtype(cfg.dtype, device)
     per_token = model_cfg.kv_cache_bytes_per_token(cfg.dtype)
     total = model_cfg.kv_cache_bytes(context, cfg.batch_size, cfg.dtype)

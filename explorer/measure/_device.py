@@ -10,16 +10,22 @@ from pathlib import Path
 import torch
 
 from explorer.errors import DeviceError
+from explorer.layout import DEVICE_CHOICES
 
-__all__ = ["DEVICE_CHOICES", "as_device", "autocast", "cpu_model_name", "device_label", "resolve_device"]
+__all__ = ["as_device", "auto_device", "autocast", "cpu_model_name", "device_label", "resolve_device"]
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda")
+_ONE_OF = ", ".join((*DEVICE_CHOICES, "cuda:N"))  # the names resolve_device takes, as its errors list them
+
+
+def auto_device() -> torch.device:
+    """``auto``: CUDA when present, the CPU otherwise."""
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def resolve_device(name: str = "auto") -> torch.device:
     """Turn ``auto``/``cpu``/``cuda``/``cuda:N`` into a device, failing clearly when CUDA is absent."""
     if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return auto_device()
     if name == "cpu":
         return torch.device("cpu")
     if name.startswith("cuda"):
@@ -30,17 +36,18 @@ def resolve_device(name: str = "auto") -> torch.device:
         try:
             dev = torch.device(name)
         except RuntimeError:
-            raise DeviceError(f"unknown device {name!r}; use one of auto, cpu, cuda, cuda:N.") from None
+            raise DeviceError(f"unknown device {name!r}; use one of {_ONE_OF}.") from None
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise DeviceError(
                 f"device {name!r} does not exist; {torch.cuda.device_count()} CUDA device(s) are visible."
             )
         return dev
-    raise DeviceError(f"unknown device {name!r}; use one of auto, cpu, cuda, cuda:N.")
+    raise DeviceError(f"unknown device {name!r}; use one of {_ONE_OF}.")
 
 
 def as_device(device: torch.device | str) -> torch.device:
-    """A torch.device from either a device or a name (names go through :func:`resolve_device`)."""
+    """A torch.device from either a device or a name (names go through :func:`resolve_device`): for the entry
+    points only, where a user's words come in; everything below them takes a torch.device."""
     return resolve_device(device) if isinstance(device, str) else device
 
 

@@ -21,22 +21,20 @@ from torch import nn
 from explorer.data import Task, load_task
 from explorer.errors import EXIT_NO_RESULT, ConfigError, ExplorerError, TrainingDivergedError
 from explorer.layout import DecodeConfig, LatencyConfig, ModelConfig, TrainConfig
-from explorer.limits import BATCH, EPOCHS
 from explorer.measure._decode import decode_latency
-from explorer.measure._device import as_device, device_label, resolve_device
+from explorer.measure._device import device_label, resolve_device
 from explorer.measure._latency import model_latency
 from explorer.measure._latency_cache import LatencyCache
 from explorer.measure._probe import relation_specialization
 from explorer.measure._train import EpochStats, TrainResult, fit
+from explorer.measure._train_plan import TrainPlan, plan_train
 from explorer.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
 from explorer.model import (
     CHECK_BATCH,
     ModelBuilder,
     build_model,
-    check_config_limits,
     check_model,
     check_model_fits,
-    check_runtime,
     model_cost,
 )
 
@@ -46,6 +44,7 @@ __all__ = [
     "VariantResult",
     "evaluate_variant",
     "is_out_of_memory",
+    "train_planned",
     "train_variant",
 ]
 
@@ -162,7 +161,7 @@ def evaluate_variant(
     task: Task,
     train_cfg: TrainConfig,
     latency_cfg: LatencyConfig,
-    device: torch.device | str | None = None,
+    device: torch.device | None = None,
     *,
     cache: LatencyCache | None = None,
     on_measured: Callable[[LatencyResult, int], None] | None = None,
@@ -176,7 +175,8 @@ def evaluate_variant(
 
     Args:
         cfg, task, train_cfg: the architecture, the task and how to train it (its seed fixes the run).
-        latency_cfg: how to time it; ``device`` (default ``latency_cfg.device``) is where it is timed and trained.
+        latency_cfg: how to time it; ``device`` (default ``latency_cfg.device``, resolved) is where it is timed
+            and trained.
         cache: a latency cache to read and fill (None: always measure).
         on_measured: called with the latency and the parameter count before training; raising there stops
             the evaluation before any training (a budget).
@@ -193,7 +193,7 @@ def evaluate_variant(
         VariantFailed: the loss became NaN/inf, the device ran out of memory while timing or training, or the
             user's builder could not build this layout.
     """
-    device = as_device(device if device is not None else latency_cfg.device)
+    device = resolve_device(latency_cfg.device) if device is None else device
     _check_decoding(task, decode, builder)
     params, flops = _cost(cfg, task, builder)
     latency, decoded = _time(cfg, task, latency_cfg, device, cache, decode, builder)
@@ -325,7 +325,7 @@ class TrainedVariant:
 
 def train_variant(
     cfg: ModelConfig,
-    train_cfg: TrainConfig,
+    train_cfg: TrainConfig | None = None,
     task: str = "digits",
     task_options: Mapping[str, Any] | None = None,
     *,
@@ -341,19 +341,42 @@ def train_variant(
     """Train and time one variant of ``task`` (a name, a path or a function reference, as
     :func:`explorer.data._registry.load_task` takes): what `explorer train` does.
 
-    Checked first, in order: the runtime on ``latency.device`` (resolved once), the epochs and batch size, the
-    model's sizes, the task, decoding (``decode_context``: a language-model task and explorer's own model), the
-    memory the model needs there and the user's model (``build``) on one batch. Then ``on_start`` is called and
-    :func:`evaluate_variant` runs with ``threads`` torch threads (default: as they are), up to ``stop_after``
+    Planned first (:func:`explorer.measure._train_plan.plan_train`: ``train_cfg`` defaults to a spec's, the
+    device is resolved, the runtime, epochs, batch size and model's sizes are checked), then run by
+    :func:`train_planned` with ``threads`` torch threads (default: as they are).
+    """
+    plan = plan_train(cfg, train_cfg, latency=latency, decode_context=decode_context, threads=threads)
+    return train_planned(
+        plan,
+        task,
+        task_options,
+        build=build,
+        hf=hf,
+        stop_after=stop_after,
+        on_start=on_start,
+        on_epoch=on_epoch,
+    )
+
+
+def train_planned(
+    plan: TrainPlan,
+    task: str = "digits",
+    task_options: Mapping[str, Any] | None = None,
+    *,
+    build: str | None = None,
+    hf: Mapping[str, Any] | None = None,
+    stop_after: int | None = None,
+    on_start: Callable[[], None] | None = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
+) -> TrainedVariant:
+    """Train and time the variant ``plan`` holds on ``task``, nothing the plan checked checked again.
+
+    Checked first, in order: the task, decoding (the plan's decode: a language-model task and explorer's own
+    model), the memory the model needs on the plan's device and the user's model (``build``) on one batch. Then
+    ``on_start`` is called and :func:`evaluate_variant` runs with the plan's torch threads, up to ``stop_after``
     epochs (a run config's stop), ``on_epoch`` seeing every epoch.
     """
-    latency = LatencyConfig() if latency is None else latency
-    device = resolve_device(latency.device)
-    check_runtime(latency.runtime, device)  # a missing extra fails before any training
-    decode = None if decode_context is None else DecodeConfig(context=decode_context)
-    EPOCHS.check(train_cfg.epochs, "the epochs", "train for fewer epochs")
-    BATCH.check(train_cfg.batch_size, "the batch size", "choose a smaller batch")
-    check_config_limits(cfg)
+    cfg, train_cfg, latency, device, decode = plan.model, plan.train, plan.latency, plan.device, plan.decode
     options = dict(task_options or {})
     loaded = load_task(task, **options)
     if decode is not None and not loaded.spec.causal:
@@ -364,7 +387,7 @@ def train_variant(
         train_batch=train_cfg.batch_size,
         infer_batch=latency.batch_size,
         device=str(device),
-        decode_context=decode_context,
+        decode_context=None if decode is None else decode.context,
     )  # before anything is built: a model this machine cannot hold is one line, not a traceback
     builder = None if build is None and hf is None else _checked_builder(build, hf, cfg, loaded, decode)
 
@@ -374,7 +397,7 @@ def train_variant(
         return stop_after is not None and stats.epoch >= stop_after
 
     previous = torch.get_num_threads()
-    torch.set_num_threads(threads or previous)
+    torch.set_num_threads(plan.threads or previous)
     try:
         if on_start is not None:
             on_start()

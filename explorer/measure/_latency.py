@@ -25,7 +25,7 @@ from torch.utils import benchmark
 from explorer.errors import ConfigError
 from explorer.layout import InputSpec, LatencyConfig, ModelConfig
 from explorer.limits import usable_cpus
-from explorer.measure._device import as_device, device_label
+from explorer.measure._device import device_label
 from explorer.measure._latency_cache import LatencyCache
 from explorer.measures import LatencyResult, load_average
 from explorer.model import ModelBuilder, build_model, check_runtime, prepare_runner, runtime_version
@@ -53,7 +53,7 @@ def check_dtype(dtype: str, device: torch.device) -> torch.dtype:
 
 def time_call(
     fn: Callable[[], object],
-    device: torch.device | str,
+    device: torch.device,
     cfg: LatencyConfig,
     batch_size: int,
     seq_len: int,
@@ -65,7 +65,6 @@ def time_call(
     The process's CPU thread count is restored afterwards. :func:`time_forward` and decoding latency
     (:mod:`explorer.measure._decode`) both time through here, so they measure the same way.
     """
-    device = as_device(device)
     old_threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
@@ -100,18 +99,24 @@ def time_call(
 
 
 def time_forward(
-    model: nn.Module, example: torch.Tensor, device: torch.device | str, cfg: LatencyConfig
+    model: nn.Module,
+    example: torch.Tensor,
+    device: torch.device,
+    cfg: LatencyConfig,
+    dtype: torch.dtype | None = None,
 ) -> LatencyResult:
     """Time ``model(example)`` on ``device`` under ``cfg.runtime``: warm-up, then ``blocked_autorange``.
 
     The model is moved to ``device`` (and cast to ``cfg.dtype`` on CUDA) in place, like ``nn.Module.to``; its
     train/eval mode and the process's CPU thread count are restored afterwards. ``example`` is one batch,
     ``[B, T]`` token ids or ``[B, T, F]`` features. Half dtypes on CPU raise :class:`ConfigError`; a runtime
-    that cannot run here (a missing ``onnx`` extra...) raises before anything is timed.
+    that cannot run here (a missing ``onnx`` extra...) raises before anything is timed. ``dtype``: the torch
+    dtype of ``cfg.dtype`` from a caller that checked ``cfg`` on ``device`` already (:func:`check_dtype` and the
+    runtime), so nothing is checked again; None: checked here.
     """
-    device = as_device(device)
-    dtype = check_dtype(cfg.dtype, device)
-    check_runtime(cfg.runtime, device)
+    if dtype is None:
+        dtype = check_dtype(cfg.dtype, device)
+        check_runtime(cfg.runtime, device)
     model.to(device=device, dtype=dtype)
     x = example.to(device)
     if x.is_floating_point():
@@ -176,7 +181,7 @@ def model_latency(
     model_cfg: ModelConfig,
     spec: InputSpec,
     cfg: LatencyConfig,
-    device: torch.device | str,
+    device: torch.device,
     *,
     cache: LatencyCache | None = None,
     builder: ModelBuilder | None = None,
@@ -190,9 +195,8 @@ def model_latency(
     A cached figure is used only while the cache trusts it (age, spread, load: see
     :mod:`explorer.measure._latency_cache`); ``result.cached`` says when it came from there.
     """
-    device = as_device(device)
-    check_dtype(cfg.dtype, device)
-    check_runtime(cfg.runtime, device)
+    dtype = check_dtype(cfg.dtype, device)
+    check_runtime(cfg.runtime, device)  # once for this model: timing it checks nothing again
     spec = deployment_spec(spec, cfg)
     key = latency_key(model_cfg, spec, cfg, device, builder)
     if cache is not None and (hit := cache.get(key)) is not None:
@@ -201,7 +205,7 @@ def model_latency(
         torch.manual_seed(0)
         model = build_model(model_cfg, spec, builder)
         example = random_input(spec, cfg.batch_size)
-    result = time_forward(model, example, device, cfg)
+    result = time_forward(model, example, device, cfg, dtype)
     if cache is not None:
         result = cache.put(key, result)  # the stored figure when this one is doubtful and slower
     return result

@@ -16,7 +16,6 @@ import torch
 from explorer.errors import ConfigError
 from explorer.layout import LatencyConfig
 from explorer.limits import BATCH, RUN_TIME_S, THREADS
-from explorer.measure._device import as_device
 from explorer.measure._latency import random_input, time_call
 from explorer.measures import LatencyResult
 from explorer.model import Exported, check_model_fits, declared_config, load_exported
@@ -53,11 +52,12 @@ def bench_model(
     path: str | Path,
     batch_size: int | None = None,
     threads: int | None = None,
-    device: torch.device | str = "cpu",
+    device: torch.device | None = None,
     min_run_time: float = 1.0,
 ) -> ModelBench:
     """Time an exported model (onnx on ONNX Runtime, pt2 as the torch.export program, state eagerly) at the
-    study's batch size and thread count unless given; compare with the study's figure for that trial."""
+    study's batch size and thread count unless given, on ``device`` (default: the CPU); compare with the study's
+    figure for that trial."""
     _check_bench_options(batch_size, threads, min_run_time)
     exported = load_exported(path)
     study = exported.meta.get("study_latency") or None
@@ -71,7 +71,7 @@ def bench_model(
         infer_batch=batch,
         what=f"timing {path} at batch {batch}",
     )
-    device = as_device(device)
+    device = torch.device("cpu") if device is None else device
     cfg = LatencyConfig(batch_size=batch, threads=threads, min_run_time=min_run_time)
     result = _time_exported(exported, device, cfg)
     within = same = None

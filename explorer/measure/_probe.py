@@ -31,7 +31,6 @@ from torch import nn
 from torch.func import functional_call, grad, vmap
 
 from explorer.errors import ConfigError
-from explorer.measure._device import as_device
 from explorer.measure._train import evaluate
 from explorer.model import MultiHeadAttention, set_attention_impl
 
@@ -102,13 +101,12 @@ def attention_maps(model: nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 
 
 def head_importance(
-    model: nn.Module, X: torch.Tensor, y: torch.Tensor, device: torch.device | str, batch_size: int = 256
+    model: nn.Module, X: torch.Tensor, y: torch.Tensor, device: torch.device, batch_size: int = 256
 ) -> list[np.ndarray]:
     """Per layer, ``[H_i]`` importance scores ``E_x |dL(x)/d mask|``, L2-normalized within the layer.
 
     The model is moved to ``device`` and evaluated without dropout; its mode and attention impl are restored.
     """
-    device = as_device(device)
     model.to(device)
     modules = attention_modules(model)
     was_training, impls = model.training, [m.impl for m in modules]
@@ -149,11 +147,10 @@ def _cumulative(
     model: nn.Module,
     X: torch.Tensor,
     y: torch.Tensor,
-    device: torch.device | str,
+    device: torch.device,
     steps: Sequence[tuple[int, int]],
 ) -> list[float]:
     """Accuracy with nothing masked, then after masking each ``(layer, head)`` of ``steps`` in turn, cumulatively."""
-    device = as_device(device)
     model.to(device)
     masks = [torch.ones(h, device=device) for h in head_counts(model)]
     with _probing(model, masks):  # the modules read these tensors, which are zeroed in place below
@@ -169,7 +166,7 @@ def masking_curves(
     X: torch.Tensor,
     y: torch.Tensor,
     importance: Sequence[np.ndarray],
-    device: torch.device | str,
+    device: torch.device,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Accuracy as heads are masked least important first: across all layers, and one layer at a time.
 
@@ -342,10 +339,9 @@ def masked_accuracy(
     y: torch.Tensor,
     importance: Sequence[np.ndarray],
     keep: Sequence[int],
-    device: torch.device | str,
+    device: torch.device,
 ) -> float:
     """Accuracy with only the ``keep[i]`` most important heads of each layer i switched on, all layers at once."""
-    device = as_device(device)
     model.to(device)
     masks = []
     for scores, k in zip(importance, keep, strict=True):

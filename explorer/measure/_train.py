@@ -26,7 +26,7 @@ from torch import nn
 from explorer.data import Task
 from explorer.errors import TrainingDivergedError
 from explorer.layout import ModelConfig, TrainConfig
-from explorer.measure._device import as_device, autocast
+from explorer.measure._device import autocast
 from explorer.measures import QualityMetric, plateaued, quality_metric
 from explorer.model import ModelBuilder, build_model
 
@@ -143,7 +143,7 @@ def evaluate_split(
     model: torch.nn.Module,
     X: torch.Tensor,
     y: torch.Tensor,
-    device: torch.device | str,
+    device: torch.device,
     batch_size: int = 512,
     head_masks: list[torch.Tensor | None] | None = None,
 ) -> SplitScore:
@@ -152,7 +152,6 @@ def evaluate_split(
     ``y`` is ``[n]`` labels or ``[n, T]`` next tokens; every target counts once. ``head_masks`` (one ``[H_i]``
     multiplier per layer, 0 removes a head) is passed to the model. The model's train/eval mode is restored.
     """
-    device = as_device(device)
     targets = y.numel()
     if targets == 0:
         return SplitScore(0.0, math.nan, 0)
@@ -180,7 +179,7 @@ def evaluate_split(
 
 
 def evaluate(
-    model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, device: torch.device | str, **options: Any
+    model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, device: torch.device, **options: Any
 ) -> float:
     """Accuracy of ``model`` on ``(X, y)`` in [0, 1]; 0 for an empty split. ``options``: ``batch_size`` and
     ``head_masks`` of :func:`evaluate_split`."""
@@ -191,7 +190,7 @@ def fit(
     model_cfg: ModelConfig,
     task: Task,
     train_cfg: TrainConfig,
-    device: torch.device | str,
+    device: torch.device,
     on_epoch: Callable[[EpochStats], bool | None] | None = None,
     builder: ModelBuilder | None = None,
 ) -> tuple[nn.Module, TrainResult]:
@@ -203,7 +202,6 @@ def fit(
     A NaN or infinite training loss raises :class:`TrainingDivergedError`. ``builder``: the user's model
     function (None: explorer's own model).
     """
-    device = as_device(device)
     torch.manual_seed(train_cfg.seed)  # init and dropout
     shuffle = torch.Generator().manual_seed(train_cfg.seed)  # data order, independent of the model's draws
     model = build_model(model_cfg, task.spec, builder).to(device)

@@ -74,7 +74,7 @@ class KVCache:
         shapes: list[tuple[int, int]],
         batch_size: int,
         max_len: int,
-        device: torch.device | str | None = None,
+        device: torch.device | None = None,
         dtype: torch.dtype = torch.float32,
     ):
         if batch_size < 1 or max_len < 1:

@@ -283,7 +283,7 @@ class CausalLM(_Trunk):
         self,
         batch_size: int,
         max_len: int | None = None,
-        device: torch.device | str | None = None,
+        device: torch.device | None = None,
         dtype: torch.dtype | None = None,
     ) -> KVCache:
         """An empty key/value cache for ``batch_size`` sequences of up to ``max_len`` positions (default: the

@@ -245,7 +245,7 @@ def _export_hf_model(
         raise ValueError("exporting a model needs the study's artifact store")
     record = resolve_trial(records, spec, which, retimings)
     task = load_task(spec.task.name, **spec.task.options)
-    model = trained_model(spec.name, record, task, spec.latency, store, "cpu", spec.model.builder())
+    model = trained_model(spec.name, record, task, spec.latency, store, builder=spec.model.builder())
     assert isinstance(model, HFModel)  # a [model] hf study's builder builds one
     meta = _meta(record, records, spec, task.spec, "hf", storage)
     path, diff, agreement, loader = write_hf_model(model, task, out, meta, PARITY_TOLERANCE)
@@ -285,7 +285,7 @@ def export_trial(
         raise ValueError("exporting a model needs the study's artifact store")
     log.info("exporting trial #%d of %s as %s to %s", record.number, spec.name, fmt, out)
     task = load_task(spec.task.name, **spec.task.options)
-    model = trained_model(spec.name, record, task, spec.latency, store, "cpu", spec.model.builder())
+    model = trained_model(spec.name, record, task, spec.latency, store, builder=spec.model.builder())
     X = task.test[0]
     with torch.inference_mode():
         reference = model(X).float()

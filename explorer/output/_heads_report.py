@@ -36,7 +36,7 @@ def analyse_trial(
     spec: StudySpec,
     storage_url: str,
     which: str = "knee",
-    device: torch.device | str = "auto",
+    device: torch.device | None = None,
     out_dir: str | Path = ".",
     *,
     force: bool = False,

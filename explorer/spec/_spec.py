@@ -22,6 +22,7 @@ from typing import Any
 
 from explorer.errors import ConfigError, ExplorerError, SpecError
 from explorer.layout import (
+    DEVICE_CHOICES,
     LATENCY_DTYPES,
     LATENCY_RUNTIMES,
     SCHEDULE_FAMILIES,
@@ -73,9 +74,6 @@ __all__ = [
     "spec_from_dict",
 ]
 
-DEVICES = ("auto", "cpu", "cuda")
-
-
 # --------------------------------------------------------------------------------------------- reading
 
 
@@ -111,7 +109,7 @@ def _space(data: Any) -> SpaceSpec:
 
 def _latency(data: Any) -> LatencyConfig:
     t = Table(data, "[latency]", table_keys(LatencyConfig))
-    device = t.text("device", LatencyConfig.device, choices=DEVICES)
+    device = t.text("device", LatencyConfig.device, choices=DEVICE_CHOICES)
     dtype = t.text("dtype", LatencyConfig.dtype, choices=LATENCY_DTYPES)
     runtime = t.text("runtime", LatencyConfig.runtime, choices=LATENCY_RUNTIMES)
     if device == "cpu" and dtype != "float32":

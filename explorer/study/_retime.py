@@ -37,6 +37,7 @@ from explorer.errors import ExplorerError
 from explorer.layout import InputSpec, ModelConfig
 from explorer.measure import decode_latency, model_latency, resolve_device
 from explorer.model import ModelBuilder
+from explorer.spec import StudySpec
 from explorer.storage import (
     RETIMED_ATTR,
     Retiming,
@@ -81,7 +82,7 @@ def retime(
     handle: StudyHandle,
     configs: Sequence[tuple[str, ModelConfig]],
     rounds: int = 3,
-    device: torch.device | str | None = None,
+    device: torch.device | None = None,
     kinds: Sequence[str] | None = None,
     *,
     fresh_processes: bool = True,
@@ -102,10 +103,8 @@ def retime(
     """
     spec = handle.spec
     if context is not None:
-        context = context.on(torch.device(device) if isinstance(device, str) else device)
-        where = str(context.device)
-    else:
-        where = str(device) if device is not None else spec.latency.device
+        context = context.on(device)
+    where = context.device if context is not None else device  # None: the spec's, resolved once it is needed
     if kinds is None:
         kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
     done = {(t.key, t.round, t.kind) for t in load_retimings(handle.study)}
@@ -117,11 +116,14 @@ def retime(
         todo = [(key, config, ks) for key, config, ks in todo if ks]
         if not todo:
             continue
+        if where is None:  # resolved once, for every round
+            where = resolve_device(spec.latency.device)
         if fresh_processes and not _in_memory(handle.storage_url):
             inputs = context.task.spec if context is not None else None  # the round's process loads no data
-            _round_in_fresh_process(handle, r, todo, where, inputs)
+            _round_in_fresh_process(handle, r, todo, str(where), inputs)
         else:
-            context = context or resolve_context(spec, where)  # one for every round timed in this process
+            # one context for every round timed in this process
+            context = context or resolve_context(spec, str(where))
             _time_round(handle, r, todo, context.device, context.task.spec, context.builder)
     return load_retimings(handle.study)
 
@@ -163,25 +165,26 @@ def _time_round(
 
 def _round_main(
     storage_url: str,
-    name: str,
+    spec: StudySpec,
     r: int,
     todo: list[tuple[str, dict, list[str]]],
     device: str,
     inputs: InputSpec | None,
     out: Any,
 ) -> None:
-    """Entry point of a round's process (spawned): open the study, resolve the device and the model builder, take
-    the task's inputs from the command (else load the task) and time the round; put "" or the error, then exit
-    at once (see :func:`_exit_now`)."""
+    """Entry point of a round's process (spawned): open the study with the command's ``spec`` and ``device``
+    (read, checked and resolved there: not again), build the model builder, take the task's inputs from the
+    command (else load the task) and time the round; put "" or the error, then exit at once (see
+    :func:`_exit_now`)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     handle = None
     try:
-        handle = open_study(name, storage_url)
+        handle = open_study(spec.name, storage_url, spec)
         if inputs is None:
-            context = resolve_context(handle.spec, device)
+            context = resolve_context(spec, device)
             where, inputs, builder = context.device, context.task.spec, context.builder
         else:
-            where, builder = resolve_device(device), handle.spec.model.builder()
+            where, builder = torch.device(device), spec.model.builder()
         configs = [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo]
         _time_round(handle, r, configs, where, inputs, builder)
         out.put("")
@@ -211,7 +214,7 @@ def _round_in_fresh_process(
     ctx = multiprocessing.get_context("spawn")
     out = ctx.SimpleQueue()
     items = [(key, config.to_dict(), ks) for key, config, ks in todo]
-    args = (handle.storage_url, handle.name, r, items, device, inputs, out)
+    args = (handle.storage_url, handle.spec, r, items, device, inputs, out)
     proc = ctx.Process(target=_round_main, args=args)
     proc.start()
     try:

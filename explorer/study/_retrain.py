@@ -10,7 +10,7 @@ from torch import nn
 from explorer.data import Task, fold_task
 from explorer.errors import DataError
 from explorer.layout import LatencyConfig
-from explorer.measure import EpochStats, as_device, evaluate_variant
+from explorer.measure import EpochStats, evaluate_variant
 from explorer.model import ModelBuilder, build_model
 from explorer.storage import TrialRecord, trial_label
 from explorer.study._artifacts import ArtifactStore
@@ -38,10 +38,10 @@ def trained_model(
     task: Task,
     latency: LatencyConfig,
     store: ArtifactStore,
-    device: torch.device | str = "cpu",
+    device: torch.device | None = None,
     builder: ModelBuilder | None = None,
 ) -> nn.Module:
-    """The trained model of a trial (eval mode, on ``device``), built by ``builder`` (the study's [model] build)
+    """The trained model of a trial (eval mode, on ``device``, default the CPU), built by ``builder`` (the study's [model] build)
     or explorer's own model.
 
     Stored weights are loaded when present; otherwise the trial is retrained exactly (same architecture,
@@ -53,7 +53,7 @@ def trained_model(
         raise DataError(
             f"trial {trial_label(study_name, record.number)} has no trained configuration to load."
         )
-    device = as_device(device)
+    device = torch.device("cpu") if device is None else device
     if store.has(study_name, record.number):
         with torch.random.fork_rng(devices=[]):
             model = build_model(record.config, task.spec, builder)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from explorer.errors import ConfigError
-from explorer.layout import UNIT_OFFSET
+from explorer.layout import DEVICE_NAMES, UNIT_OFFSET
 from explorer.limits import THREADS, TRIALS, WORKERS
 from explorer.storage import check_artifact_location
 
@@ -44,7 +44,7 @@ class RunOptions:
 
     workers: int = 1
     threads: int = 1  # torch CPU threads per worker
-    device: str | None = None  # auto, cpu, cuda or cuda:N; None: the spec's latency device
+    device: str | None = None  # a device name (DEVICE_NAMES); None: the spec's latency device
     timeout: float | None = None  # seconds after which no new trial starts
     poll_interval: float = 1.0
     # where trained weights go (None: $EXPLORER_ARTIFACTS, the spec's, the default)
@@ -60,6 +60,6 @@ class RunOptions:
         if self.timeout is not None and not self.timeout > 0:
             raise ConfigError(f"--timeout must be a positive number of seconds, got {self.timeout:g}.")
         if self.device is not None and not isinstance(self.device, str):
-            raise ConfigError(f"device must be a name (auto, cpu, cuda or cuda:N), got {self.device!r}.")
+            raise ConfigError(f"device must be a name ({DEVICE_NAMES}), got {self.device!r}.")
         if self.artifacts is not None:
             check_artifact_location(self.artifacts)

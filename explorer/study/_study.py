@@ -286,12 +286,13 @@ def prepare_study(
     return open_checked(spec, resolve_storage_url(spec.name, storage_url, spec.storage), context, facts)
 
 
-def open_study(name: str, storage_url: str | None = None) -> StudyHandle:
-    """Load an existing study and the spec stored with it (no spec file needed)."""
-    return open_stored(name, existing_study_url(name, storage_url))
+def open_study(name: str, storage_url: str | None = None, spec: StudySpec | None = None) -> StudyHandle:
+    """Load an existing study and the spec stored with it (no spec file needed); ``spec``: that spec as the
+    command read and checked it already (a process it started), so it is not read or checked again."""
+    return open_stored(name, existing_study_url(name, storage_url), spec)
 
 
-def open_stored(name: str, url: str) -> StudyHandle:
+def open_stored(name: str, url: str, spec: StudySpec | None = None) -> StudyHandle:
     """:func:`open_study` at a storage URL already resolved (by the read-only look a command took first)."""
     storage = open_with_heartbeats(url)
     if not study_exists(storage, name):
@@ -299,7 +300,7 @@ def open_stored(name: str, url: str) -> StudyHandle:
             f"no study {name!r} in {mask_url(url)}; `explorer study list --storage URL` shows the studies there."
         )
     study = optuna.load_study(study_name=name, storage=storage)
-    return StudyHandle(study, _stored_spec(study, url, wait_s=SPEC_WAIT_S), url)
+    return StudyHandle(study, _stored_spec(study, url, wait_s=SPEC_WAIT_S) if spec is None else spec, url)
 
 
 def set_total(handle: StudyHandle, total: int) -> None:

@@ -35,7 +35,7 @@ def analysis(tmp_path_factory):
     folder = tmp_path_factory.mktemp("trial-heads")
     records, spec, url, store = stored_trial(folder)
     before = sorted(p.name for p in folder.iterdir())
-    out = analyse_heads(records, spec, url, "0", "cpu", store=store, n_examples=2)
+    out = analyse_heads(records, spec, url, "0", torch.device("cpu"), store=store, n_examples=2)
     assert sorted(p.name for p in folder.iterdir()) == before  # the analysis writes nothing
     return out
 

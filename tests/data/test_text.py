@@ -121,7 +121,7 @@ def test_uniform_model_scores_exactly_eight_bits_per_byte():
     with torch.no_grad():
         model.head.weight.zero_()
         model.head.bias.zero_()  # equal logits for every byte: the uniform guess
-    score = evaluate_split(model, *task.val, "cpu")
+    score = evaluate_split(model, *task.val, torch.device("cpu"))
     # exactly 8 up to float32 rounding of log(256) in the log-softmax
     assert score.bits == pytest.approx(8.0, abs=1e-5) and score.loss == pytest.approx(math.log(256))
     assert score.targets == task.val[1].numel()
@@ -131,13 +131,15 @@ def test_fit_minimizes_bits_per_byte():
     task = load_task("text", context=32, max_bytes=20_000)
     cfg = ModelConfig.from_schedule(32, 1, "uniform:4", kv_heads="uniform:2")
     seen = []
-    model, res = fit(cfg, task, TrainConfig(epochs=2, batch_size=16, lr=3e-3), "cpu", on_epoch=seen.append)
+    model, res = fit(
+        cfg, task, TrainConfig(epochs=2, batch_size=16, lr=3e-3), torch.device("cpu"), on_epoch=seen.append
+    )
     assert isinstance(model, CausalLM)
     assert res.task_kind == "language_model" and res.metric == quality_metric("language_model")
     assert res.metric.name == "val_bpb" and res.metric.direction == "minimize"
     assert res.quality == res.val_bpb == seen[-1].val_bpb < 8.0  # better than the uniform guess
     assert res.val_bpb == pytest.approx(res.val_loss / math.log(2)) and res.test_bpb is not None
     assert seen[-1].val_bpb < seen[0].val_bpb
-    score = evaluate_split(model, *task.val, "cpu")
+    score = evaluate_split(model, *task.val, torch.device("cpu"))
     assert score.bits == pytest.approx(res.val_bpb) and score.accuracy == res.val_accuracy
     assert res.to_dict()["val_bpb"] == res.val_bpb

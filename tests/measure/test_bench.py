@@ -15,7 +15,7 @@ TINY = dict(d_model=32, heads=4, seq_len=12, batch=2, min_run_time=0.02, threads
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    return bench_attention(device="cpu", **TINY)
+    return bench_attention(device=torch.device("cpu"), **TINY)
 
 
 def test_one_row_per_implementation(table: pd.DataFrame) -> None:
@@ -67,19 +67,19 @@ def test_cpu_peak_memory_sees_a_temporary_and_prints_nothing_here(capfd) -> None
 
 
 def test_memory_can_be_skipped() -> None:
-    df = bench_attention(device="cpu", memory=False, **TINY)
+    df = bench_attention(device=torch.device("cpu"), memory=False, **TINY)
     assert df.peak_mem_mb.isna().all() and (df.median_ms > 0).all()
 
 
 @pytest.mark.parametrize("heads", [5, 0, 64])
 def test_invalid_heads_name_the_valid_counts(heads: int) -> None:
     with pytest.raises(ConfigError, match="1, 2, 4, 8, 16, 32"):
-        bench_attention(d_model=32, heads=heads, seq_len=4, batch=1, device="cpu")
+        bench_attention(d_model=32, heads=heads, seq_len=4, batch=1, device=torch.device("cpu"))
 
 
 @pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 def test_bench_on_cuda() -> None:
-    df = bench_attention(device="cuda", **{**TINY, "matmul_size": 1024})
+    df = bench_attention(device=torch.device("cuda"), **{**TINY, "matmul_size": 1024})
     assert list(df.impl) == list(BENCH_IMPLS)
     assert (df.peak_mem_mb > 0).all() and (df.max_abs_diff < 1e-3).all()
 

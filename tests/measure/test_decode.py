@@ -105,7 +105,14 @@ def test_decode_latency_leaves_the_callers_rng_alone_and_checks_context():
 def test_fewer_kv_heads_read_a_smaller_cache_in_the_bench():
     rows = {
         kv: bench_decode(
-            d_model=32, heads=4, kv_heads=kv, context=40, batch=2, device="cpu", min_run_time=0.02, threads=1
+            d_model=32,
+            heads=4,
+            kv_heads=kv,
+            context=40,
+            batch=2,
+            device=torch.device("cpu"),
+            min_run_time=0.02,
+            threads=1,
         )
         for kv in (4, 1)
     }
@@ -116,7 +123,7 @@ def test_fewer_kv_heads_read_a_smaller_cache_in_the_bench():
     assert rows[4].kv_cache_mb.iloc[0] == pytest.approx(2 * 4 * 8 * 40 * 2 * 4 / 2**20)
     assert rows[1].kv_cache_mb.iloc[0] == pytest.approx(rows[4].kv_cache_mb.iloc[0] / 4)
     with pytest.raises(ConfigError, match="choose --kv-heads from 1, 2, 4"):
-        bench_decode(d_model=32, heads=4, kv_heads=3, context=8, device="cpu")
+        bench_decode(d_model=32, heads=4, kv_heads=3, context=8, device=torch.device("cpu"))
 
 
 def test_forward_bench_with_grouped_heads_drops_torch_mha():
@@ -126,7 +133,7 @@ def test_forward_bench_with_grouped_heads_drops_torch_mha():
         kv_heads=2,
         seq_len=6,
         batch=2,
-        device="cpu",
+        device=torch.device("cpu"),
         min_run_time=0.02,
         threads=1,
         matmul_size=64,
@@ -145,7 +152,7 @@ def test_evaluate_variant_times_decoding_and_names_its_metric(tmp_path):
         task,
         TrainConfig(epochs=1, batch_size=32),
         FAST,
-        "cpu",
+        torch.device("cpu"),
         cache=LatencyCache(tmp_path),
         decode=DecodeConfig(context=24, batch_size=1),
         on_decoded=seen.append,
@@ -160,7 +167,9 @@ def test_evaluate_variant_times_decoding_and_names_its_metric(tmp_path):
     split = (torch.zeros(8, 4, dtype=torch.long), torch.zeros(8, dtype=torch.long))
     classify = Task("toy", spec, split, split, split)
     with pytest.raises(ConfigError, match="needs a language-model task"):
-        evaluate_variant(cfg, classify, TrainConfig(epochs=1), FAST, "cpu", decode=DecodeConfig(context=8))
+        evaluate_variant(
+            cfg, classify, TrainConfig(epochs=1), FAST, torch.device("cpu"), decode=DecodeConfig(context=8)
+        )
 
 
 # ------------------------------------------------------------------------------------ command line

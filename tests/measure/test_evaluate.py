@@ -7,6 +7,7 @@ import torch
 
 import explorer.measure._device as device_module
 import explorer.measure._evaluate as ev
+import explorer.measure._train_plan as plan_module
 from explorer.data import load_task
 from explorer.errors import ConfigError
 from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
@@ -86,7 +87,7 @@ def test_relations_task_records_what_each_head_follows(one_thread):
 
 def test_train_variant_checks_first_then_trains_to_where_it_is_told_to_stop(monkeypatch, one_thread):
     resolved = []
-    for module in (ev, device_module):  # every name the device could be resolved through
+    for module in (ev, device_module, plan_module):  # every name the device could be resolved through
         monkeypatch.setattr(
             module, "resolve_device", lambda name: resolved.append(name) or torch.device("cpu")
         )

@@ -144,7 +144,7 @@ def test_model_latency_leaves_the_callers_rng_alone() -> None:
 @pytest.mark.cuda  # skipped without a GPU (tests/conftest.py)
 def test_bfloat16_on_cuda() -> None:
     res = model_latency(
-        SMALL, TOKENS, LatencyConfig(batch_size=2, dtype="bfloat16", min_run_time=0.02), "cuda"
+        SMALL, TOKENS, LatencyConfig(batch_size=2, dtype="bfloat16", min_run_time=0.02), torch.device("cuda")
     )
     assert res.median_ms > 0 and res.dtype == "bfloat16" and res.device.startswith("cuda")
 

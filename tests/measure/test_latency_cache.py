@@ -180,7 +180,7 @@ def test_a_figure_poisoned_by_load_is_measured_again_not_reused(tmp_path, monkey
     calls = []
     real = latency.time_forward
     monkeypatch.setattr(latency, "time_forward", lambda *a, **k: calls.append(1) or real(*a, **k))
-    fresh = model_latency(SMALL, TOKENS, FAST, "cpu")
+    fresh = model_latency(SMALL, TOKENS, FAST, torch.device("cpu"))
     key = latency_key(SMALL, TOKENS, FAST, torch.device("cpu"))
     poisoned = {**fresh.to_dict(), "median_ms": 7 * fresh.median_ms, "iqr_ms": 0.05 * 7 * fresh.median_ms}
     poisoned |= {"load": 6.0, "measured_at": ago(hours=1), "cached": False}
@@ -190,7 +190,7 @@ def test_a_figure_poisoned_by_load_is_measured_again_not_reused(tmp_path, monkey
         json.dumps({"key": key, "result": poisoned, "machine": {"cpus": 2, "load": 6.0, "runnable": 5}})
     )
     calls.clear()
-    got = model_latency(SMALL, TOKENS, FAST, "cpu", cache=cache)
+    got = model_latency(SMALL, TOKENS, FAST, torch.device("cpu"), cache=cache)
     assert calls == [1] and not got.cached
     assert got.median_ms < 7 * fresh.median_ms
     assert cache.lookup(key).result.median_ms == got.median_ms  # the poisoned entry is gone

@@ -21,7 +21,7 @@ def test_importance_of_a_disabled_head_is_exactly_zero():
     model = tiny_model()
     kill_head(model, 0, 1)
     X, y = data()
-    imp = probe.head_importance(model, X, y, "cpu", batch_size=16)
+    imp = probe.head_importance(model, X, y, torch.device("cpu"), batch_size=16)
     assert [len(v) for v in imp] == [4, 2]
     assert imp[0][1] == 0.0
     assert all(imp[0][h] > 1e-4 for h in (0, 2, 3)) and all(imp[1] > 1e-4)
@@ -33,7 +33,7 @@ def test_importance_of_a_disabled_head_is_exactly_zero():
 def test_importance_is_the_mean_absolute_per_example_gradient():
     model = tiny_model(seed=3)
     X, y = data(12)
-    imp = probe.head_importance(model, X, y, "cpu", batch_size=5)
+    imp = probe.head_importance(model, X, y, torch.device("cpu"), batch_size=5)
     total = [torch.zeros(h) for h in (4, 2)]
     for i in range(len(y)):  # the definition, one example at a time
         masks = [torch.ones(h, requires_grad=True) for h in (4, 2)]
@@ -60,18 +60,20 @@ def test_masking_a_head_is_removing_it(impl):
 @pytest.fixture(scope="module")
 def trained():
     task = structured_task()
-    model, result = fit(ModelConfig(d_model=16, heads=(4, 2)), task, TrainConfig(epochs=10, lr=5e-3), "cpu")
+    model, result = fit(
+        ModelConfig(d_model=16, heads=(4, 2)), task, TrainConfig(epochs=10, lr=5e-3), torch.device("cpu")
+    )
     assert result.val_accuracy > 0.6  # learned something, so masking has something to lose
     X, y = task.val
-    imp = probe.head_importance(model, X, y, "cpu")
+    imp = probe.head_importance(model, X, y, torch.device("cpu"))
     return model.eval(), X, y, imp
 
 
 def test_masking_curves_and_heads_needed_agree(trained):
     model, X, y, imp = trained
-    curve, layer_curves = probe.masking_curves(model, X, y, imp, "cpu")
+    curve, layer_curves = probe.masking_curves(model, X, y, imp, torch.device("cpu"))
     assert list(curve["n_masked"]) == list(range(7))
-    assert curve["accuracy"].iloc[0] == pytest.approx(evaluate(model, X, y, "cpu"))
+    assert curve["accuracy"].iloc[0] == pytest.approx(evaluate(model, X, y, torch.device("cpu")))
     assert curve["importance"].iloc[1:].is_monotonic_increasing  # least important first
     assert sorted(zip(curve["layer"].iloc[1:], curve["head"].iloc[1:], strict=True)) == [
         (0, 0),

@@ -48,7 +48,7 @@ def test_fit_learns_a_separable_problem():
 def test_same_seed_same_result_different_seed_different_weights():
     cfg = TrainConfig(epochs=1, batch_size=64, seed=3)
     m1, r1 = fit(MODEL, TASK, cfg, CPU)
-    m2, r2 = fit(MODEL, TASK, cfg, "cpu")
+    m2, r2 = fit(MODEL, TASK, cfg, torch.device("cpu"))
     m3, _ = fit(MODEL, TASK, TrainConfig(epochs=1, batch_size=64, seed=4), CPU)
     assert r1.val_accuracy == r2.val_accuracy and r1.history[0].train_loss == r2.history[0].train_loss
     assert all(torch.equal(a, b) for a, b in zip(m1.parameters(), m2.parameters(), strict=True))
@@ -117,9 +117,9 @@ def test_plateau_schedule_trains_until_accuracy_stops_moving_and_reproduces(one_
     task = load_task("digits")
     cfg = ModelConfig(d_model=16, heads=(2,), mlp_ratio=1.0)
     train = TrainConfig(epochs=40, batch_size=128, lr=3e-3, seed=3, schedule="plateau", patience=2, decays=1)
-    _, a = fit(cfg, task, train, "cpu")
+    _, a = fit(cfg, task, train, torch.device("cpu"))
     assert a.stopped_early and a.epochs_run < 40  # stopped on its own, not at the cap
-    _, b = fit(cfg, task, train, "cpu")
+    _, b = fit(cfg, task, train, torch.device("cpu"))
     assert [s.val_accuracy for s in a.history] == [s.val_accuracy for s in b.history]  # exactly again
     with pytest.raises(ConfigError, match="schedule"):
         TrainConfig(schedule="step")

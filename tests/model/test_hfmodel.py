@@ -104,7 +104,7 @@ def test_decoding_keeps_the_cache_at_its_context_and_counts_the_key_value_bytes(
             step()
     assert step.cache.get_seq_length() == 13  # the context and the one token each step decodes, never more
     timing = LatencyConfig(device="cpu", batch_size=2, min_run_time=0.01)
-    result = decode_latency(cfg, 12, timing, "cpu", None, 11, builder)
+    result = decode_latency(cfg, 12, timing, torch.device("cpu"), None, 11, builder)
     assert result.ms_per_token > 0
     bytes_ = 2 * 2 * kv * 4 * 12 * 2 * 4  # K and V x layers x kv heads x d_k x context x batch x float32
     assert result.kv_cache_bytes == cfg.kv_cache_bytes(12, 2) == bytes_

@@ -111,10 +111,10 @@ def test_probes_reach_explorer_attention_in_a_user_model_and_refuse_other_attent
     X, y = task.val[0][:40], task.val[1][:40]
     assert head_counts(model) == [2, 4]
     assert [tuple(m.shape) for m in attention_maps(model, X[:3])] == [(3, 2, 16, 16), (3, 4, 16, 16)]
-    scores = head_importance(model, X, y, "cpu")
+    scores = head_importance(model, X, y, torch.device("cpu"))
     assert [len(s) for s in scores] == [2, 4] and all(np.isfinite(s).all() for s in scores)
     assert all(s.sum() > 0 for s in scores)  # the gradient reached every layer's mask
-    full = masked_accuracy(model, X, y, scores, [2, 4], "cpu")
+    full = masked_accuracy(model, X, y, scores, [2, 4], torch.device("cpu"))
     with torch.inference_mode():
         assert full == pytest.approx((model(X).argmax(-1) == y).float().mean().item())  # nothing masked
     assert all(
@@ -131,7 +131,7 @@ def test_a_user_model_is_timed_on_every_runtime(runtime: str, task) -> None:
     from explorer.measure import model_latency
 
     cfg = LatencyConfig(device="cpu", batch_size=4, min_run_time=0.02, runtime=runtime)
-    result = model_latency(LAYOUT, task.spec, cfg, "cpu", builder=builder("good"))
+    result = model_latency(LAYOUT, task.spec, cfg, torch.device("cpu"), builder=builder("good"))
     assert result.runtime == runtime and result.median_ms > 0
 
 

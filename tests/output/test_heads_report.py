@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from explorer.layout import ModelConfig, TrainConfig
 from explorer.measure import _probe as probe, fit
@@ -18,9 +19,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 @pytest.fixture(scope="module")
 def trained():
     task = structured_task()
-    model, _ = fit(ModelConfig(d_model=16, heads=(4, 2)), task, TrainConfig(epochs=6, lr=5e-3), "cpu")
+    model, _ = fit(
+        ModelConfig(d_model=16, heads=(4, 2)), task, TrainConfig(epochs=6, lr=5e-3), torch.device("cpu")
+    )
     X, y = task.val
-    return model.eval(), X, y, probe.head_importance(model, X, y, "cpu")
+    return model.eval(), X, y, probe.head_importance(model, X, y, torch.device("cpu"))
 
 
 def is_png(path: Path) -> bool:
@@ -30,7 +33,7 @@ def is_png(path: Path) -> bool:
 
 def test_figures_render(trained, tmp_path):
     model, X, y, imp = trained
-    curve, layer_curves = probe.masking_curves(model, X, y, imp, "cpu")
+    curve, layer_curves = probe.masking_curves(model, X, y, imp, torch.device("cpu"))
     maps = [m.numpy() for m in model.attention_maps(X[:2])]
     images = np.random.default_rng(0).random((2, 8, 8))
     digit_maps = [np.full((2, 3, 16, 16), 1 / 16), np.full((2, 1, 16, 16), 1 / 16)]
@@ -59,7 +62,7 @@ def test_heads_of_a_real_trial_are_analysed_first_and_then_written(tmp_path):
         url, _ = run_tiny_study(tmp_path)
     study, spec, url = read_study("tiny", url)
     before = sorted(p.name for p in tmp_path.iterdir())
-    analysis = analyse_heads(load_records(study), spec, url, "knee", "cpu")
+    analysis = analyse_heads(load_records(study), spec, url, "knee", torch.device("cpu"))
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written by the analysis
     report = analysis.report
     assert [len(v) for v in report.importance] == list(report.heads) == [len(v) for v in analysis.importance]
@@ -84,7 +87,7 @@ def test_analyse_trial_writes_the_heads_files_of_a_stored_trial(tmp_path):
 
     records, spec, url, store = stored_trial(tmp_path)
     report, files = analyse_trial(
-        records, spec, url, "0", "cpu", tmp_path / "heads", store=store, n_examples=1
+        records, spec, url, "0", torch.device("cpu"), tmp_path / "heads", store=store, n_examples=1
     )
     assert isinstance(report, HeadsReport) and report.trial == 0
     assert {p.name for p in files} >= {"heads.md", "heads.csv", "importance.png", "masking.png"}

@@ -858,17 +858,19 @@ def test_a_failed_retiming_round_is_one_error_line_and_keeps_what_was_timed(tmp_
     config = ModelConfig(d_model=16, heads=(2,))
     key = arch_key(config, 1e-3)
     # in this process: one timing per round, stored as it is made
-    timed = retime(handle, [(key, config)], rounds=2, device="cpu", fresh_processes=False)
+    timed = retime(handle, [(key, config)], rounds=2, device=torch.device("cpu"), fresh_processes=False)
     assert [(t.key, t.round, t.pid) for t in timed] == [(key, 0, os.getpid()), (key, 1, os.getpid())]
     # a round whose process cannot open the study: one line naming the round, the stored timings untouched
     lost = dataclasses.replace(handle, storage_url=f"sqlite:///{tmp_path / 'elsewhere.db'}")
     with pytest.raises(ExplorerError, match=r"^re-timing round 3 failed: \w+: .*resume rt") as info:
-        retime(lost, [(key, config)], rounds=3, device="cpu")
+        retime(lost, [(key, config)], rounds=3, device=torch.device("cpu"))
     assert "\n" not in str(info.value)
     assert [(t.round, t.pid) for t in load_retimings(handle.study)] == [(0, os.getpid()), (1, os.getpid())]
     # a study in an in-memory database, which no other process can open, is timed in this one
     memory = prepare_study(load_spec(write_spec(tmp_path, name="rt-mem")), "sqlite:///:memory:")
-    assert {t.pid for t in retime(memory, [(key, config)], rounds=2, device="cpu")} == {os.getpid()}
+    assert {t.pid for t in retime(memory, [(key, config)], rounds=2, device=torch.device("cpu"))} == {
+        os.getpid()
+    }
 
 
 def test_a_changed_spec_says_what_differs_and_which_wins():

@@ -1,0 +1,33 @@
+"""plan_train: one variant's training planned once, with a spec's defaults, for explorer.train and `explorer train`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from explorer.errors import LimitError
+from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
+from explorer.measure import TrainPlan, plan_train
+
+LAT = LatencyConfig(device="cpu", batch_size=4, threads=1, min_run_time=0.02)
+CFG = ModelConfig(d_model=16, heads=(2, 4), mlp_ratio=1.0)
+
+
+def test_a_plan_trains_as_a_spec_and_the_train_command_do_by_default():
+    from explorer.cli._model import train as train_command
+
+    plan = plan_train(CFG, latency=LAT, threads=2)
+    assert isinstance(plan, TrainPlan) and plan.device == torch.device("cpu") and plan.threads == 2
+    flags = {p.name: p.default for p in train_command.params}
+    defaults = (plan.train.epochs, plan.train.batch_size, plan.train.lr, plan.train.seed)
+    assert defaults == (flags["epochs"], flags["batch_size"], flags["lr"], flags["seed"]) == (10, 64, 3e-3, 0)
+    assert plan_train(CFG, TrainConfig(batch_size=8), latency=LAT).train == TrainConfig(batch_size=8)
+
+
+def test_a_plan_names_a_refused_size_as_its_caller_does():
+    huge = TrainConfig(epochs=10**9)
+    with pytest.raises(LimitError, match="the epochs is 1,000,000,000, .*; train for fewer epochs"):
+        plan_train(CFG, huge, latency=LAT)
+    flags = {"epochs": ("--epochs", "lower it"), "batch_size": ("--batch-size", "lower it")}
+    with pytest.raises(LimitError, match="--epochs is 1,000,000,000, .*; lower it"):
+        plan_train(CFG, huge, latency=LAT, names=flags)
