@@ -129,7 +129,7 @@ class Answer:
     best: Architecture | None = None  # the highest mean quality
     verdicts: tuple[Candidate, ...] = ()  # every candidate: the class first, then by verdict and latency
     margin: float = math.nan  # on the quality's own scale (0.01 = one accuracy point)
-    risk: float = 0.05  # the largest probability accepted that the answer lies beyond the margin
+    risk: float = StudySpec.answer.risk  # the largest probability accepted that the answer is past the margin
     decided: bool = False  # reaches 1 - risk, no faster one undecided, not contradicted at twice the horizon
     chance: float | None = None  # what learning nothing scores (majority class, unigram bits per byte)
     no_answer: str = ""  # why there is no answer ("" when there is one)
@@ -139,7 +139,7 @@ class Answer:
     times: npt.NDArray[np.float64] | None = None
     edge: float = 0.0  # the indifference zone below the margin, on the quality's scale
     settled: bool = False  # the stage's budget is spent: the edge is [answer] settle
-    tie: float = 0.05  # latency ratios closer to 1 than this count as equally fast
+    tie: float = StudySpec.answer.latency_tie  # latency ratios closer to 1 than this count as equally fast
     to_decide: int | None = None  # more finalist runs a decision needs at the measured spread (0: decided)
     pace_s: float | None = None  # wall-clock seconds of the finalist stage per finished run
     budget: int | None = None  # the finalist stage's budget of runs, as the spec states it

@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from explorer.cli._common import (
-    RUNTIME_CHOICES,
     check_run_time,
     check_threads,
     choice_option,
@@ -18,7 +17,7 @@ from explorer.cli._common import (
     out_option,
 )
 from explorer.errors import ConfigError
-from explorer.layout import DEVICE_NAMES
+from explorer.layout import DEVICE_NAMES, LATENCY_RUNTIMES
 
 __all__ = ["bench"]
 
@@ -44,7 +43,7 @@ def bench() -> None:
 @click.option("--min-run-time", type=float, default=1.0, show_default=True, help="Seconds timed per impl.")
 @choice_option(
     "--runtime",
-    RUNTIME_CHOICES,
+    LATENCY_RUNTIMES,
     "What runs each implementation while timed (onnxruntime needs the onnx extra).",
 )
 @json_option

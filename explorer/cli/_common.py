@@ -20,7 +20,6 @@ from explorer.storage import Stage
 __all__ = [
     "answer_line",
     "artifacts_option",
-    "RUNTIME_CHOICES",
     "check_readable",
     "check_run_time",
     "check_threads",
@@ -222,9 +221,6 @@ def out_option(help: str, required: bool = False) -> Callable[[Any], Any]:
 def choice_option(flag: str, choices: tuple[str, ...], help: str) -> Callable[[Any], Any]:
     """An option taking one of ``choices``, the first being the default."""
     return click.option(flag, type=click.Choice(choices), default=choices[0], show_default=True, help=help)
-
-
-RUNTIME_CHOICES = ("eager", "compile", "onnxruntime")  # explorer.layout._config.LATENCY_RUNTIMES, torch-free
 
 
 def check_threads(threads: int, flag: str = "--threads") -> None:

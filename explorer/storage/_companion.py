@@ -10,7 +10,7 @@ names never hold ``/``), created with the same objectives and labelled for the d
 explorer's own readers see one study: a companion trial numbered ``n`` is trial ``FINALIST_BASE + n`` to them
 (records, ``export --trial``, weights, reports), so numbers never collide with the search's. A study made
 before the finalists were kept apart holds its finalist runs itself; it keeps them there
-(:func:`keeps_finalists_inside`), and every reader reads both places.
+(:func:`explorer.storage._record.keeps_finalists_inside`), and every reader reads both places.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from explorer.storage import _optuna_private as optuna_private
-from explorer.storage._trial_kinds import Role
 
 __all__ = [
     "COMPANION_ATTR",
@@ -30,7 +29,6 @@ __all__ = [
     "companion_name",
     "companion_of",
     "find_companion",
-    "keeps_finalists_inside",
     "label_companion",
     "local_number",
     "number_base",
@@ -106,11 +104,6 @@ def trials_of(study: optuna.Study, states: tuple | None = None) -> Iterator[tupl
     for part, base in study_parts(study):
         for t in part.get_trials(deepcopy=False, states=states):
             yield t, base
-
-
-def keeps_finalists_inside(study: optuna.Study) -> bool:
-    """Whether a study holds finalist runs itself (made before they were kept apart): it keeps doing so."""
-    return any(t.user_attrs.get("role") == Role.FINALIST for t in study.get_trials(deepcopy=False))
 
 
 def label_companion(companion: optuna.Study, parent: optuna.Study) -> None:

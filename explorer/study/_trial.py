@@ -269,7 +269,7 @@ class Objective:
             fold_seed=None if on_fold is None else on_fold.fold_seed,
             chance=chance_level(plan.task),
         )
-        write_record(trial, **started.arch_attrs())
+        write_record(trial, **started.start_fields())
         if plan.role is Role.FINALIST:  # chosen, not sampled: its layout as params for Optuna's plots
             for name, value in layout_params(plan.config).items():
                 set_stored_param(trial, name, value, IntDistribution(1, max(value, 1)))
@@ -490,12 +490,7 @@ class TrialWatch:
 
     def on_decoded(self, decoded: DecodeResult) -> None:
         self.decoded = decoded
-        write_record(
-            self.trial,
-            decode=decoded.to_dict(),
-            decode_ms=decoded.ms_per_token,
-            kv_cache_bytes=decoded.kv_cache_bytes,
-        )
+        write_record(self.trial, decode=decoded)
 
     def on_measured(self, latency: LatencyResult, params: int) -> None:
         """Write the latency and parameter count and set the budget constraints; over budget raises
@@ -512,13 +507,13 @@ class TrialWatch:
             params,
         )
         constraints = budget_constraints(self.spec, latency.median_ms, params, self.config, self.decoded)
-        write_record(trial, latency=latency.to_dict(), latency_ms=latency.median_ms, params=params)
+        write_record(trial, latency=latency, params=params)
         for name, value in constraints.items():
             trial.set_constraint(name, value)
         over = [name for name, value in constraints.items() if value > 0]
         # also as user attributes: optuna-dashboard 0.21 does not show Optuna 5.0's constraints
         if constraints:
-            write_record(trial, constraints=constraints, feasible=not over)
+            write_record(trial, constraints=tuple(constraints.items()))
         if over:
             raise OverBudget(over)
 

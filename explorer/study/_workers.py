@@ -29,8 +29,21 @@ from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from explorer.errors import ExplorerError
-from explorer.layout import FinalistRun, ModelConfig
-from explorer.storage import Stage, arch_key, install_pop_waiting, is_bookkeeping, mask_url, trials_of
+from explorer.layout import FinalistRun
+from explorer.storage import (
+    Closure,
+    Role,
+    Stage,
+    arch_key,
+    closure_of,
+    finalist_run,
+    install_pop_waiting,
+    is_bookkeeping,
+    mask_url,
+    role_of,
+    stored,
+    trials_of,
+)
 from explorer.study._claims import pop_waiting
 from explorer.study._context import RunContext
 from explorer.study._plan import PortableRunPlan, RunPlan
@@ -81,17 +94,16 @@ def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
     default = spec.finalists.run_epochs(spec.task.epochs)  # the horizon of a run queued without one
     have = set()
     for t, _ in trials_of(handle.study):
-        a = t.user_attrs
-        if a.get("role") == "finalist" and t.state != TrialState.FAIL and not is_bookkeeping(t):
-            run = a["finalist"]
-            key = arch_key(ModelConfig.from_dict(run["model"]), float(run["lr"]))
-            have.add((key, int(a["seed"]), int(run.get("epochs") or default)))
+        if role_of(t) is Role.FINALIST and t.state != TrialState.FAIL and not is_bookkeeping(t):
+            queued = finalist_run(t)
+            assert queued is not None, "a finalist trial is queued with its run"
+            have.add((arch_key(queued.config, queued.lr), queued.seed, queued.epochs or default))
     added = 0
     study = handle.stage_study("finalist")
     for run in runs:
         if (arch_key(run.config, run.lr), run.seed, run.epochs or default) in have:
             continue
-        study.enqueue_trial({}, user_attrs={"role": "finalist", "seed": run.seed, "finalist": run.attrs()})
+        study.enqueue_trial({}, user_attrs=stored(role=Role.FINALIST, seed=run.seed, finalist=run.attrs()))
         added += 1
     return added
 
@@ -104,7 +116,7 @@ def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
         return total - len(live), running
     waiting = running = 0
     for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING)):
-        if t.user_attrs.get("role") == "finalist" and not is_bookkeeping(t):
+        if role_of(t) is Role.FINALIST and not is_bookkeeping(t):
             waiting += t.state == TrialState.WAITING
             running += t.state == TrialState.RUNNING
     return waiting, running
@@ -137,18 +149,18 @@ class _StopRules:
         self.note = ""
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        a = trial.user_attrs
+        closed = closure_of(trial)
         self.failures = (
             self.failures + 1 if trial.state == TrialState.FAIL and not is_bookkeeping(trial) else 0
         )
-        self.duplicates = self.duplicates + 1 if "duplicate_of" in a else 0
+        self.duplicates = self.duplicates + 1 if closed is Closure.DUPLICATE else 0
         covered = (
-            "duplicate_of" in a
+            closed is Closure.DUPLICATE
             and self.exhaustible
             and self.stage == Stage.SEARCH
             and len(live_trials(study, "search")) >= self.space_size
         )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
-        if "exhausted" in a or covered:
+        if closed is Closure.EXHAUSTED or covered:
             self.reason = StopReason.EXHAUSTED
             self.note = (
                 f"the search space has no architecture left: all {self.space_size} have been evaluated"
@@ -158,7 +170,11 @@ class _StopRules:
         elif self.duplicates >= MAX_CONSECUTIVE_DUPLICATES:
             self.reason = StopReason.DUPLICATES
             self.note = f"{MAX_CONSECUTIVE_DUPLICATES} proposals in a row were taken by other workers"
-        if self.reason is not None or "surplus" in a or _remaining(study, self.stage, self.total)[0] <= 0:
+        if (
+            self.reason is not None
+            or closed is Closure.SURPLUS
+            or _remaining(study, self.stage, self.total)[0] <= 0
+        ):
             study.stop()
 
 

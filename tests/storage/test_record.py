@@ -19,6 +19,7 @@ from explorer.storage import (
     Role,
     Stage,
     TrialRecord,
+    closure_of,
     finalist_run,
     is_bookkeeping,
     load_records,
@@ -177,47 +178,95 @@ def test_roles_and_stages_are_enums_that_read_as_their_stored_strings():
         Role("finalists")
 
 
-def test_every_field_is_read_either_generically_or_from_its_parts():
-    """A field added to TrialRecord is read back: a stored scalar by its declared type (SCALAR_FIELDS), or by the
-    reader's explicit line; none is left to its default by mistake."""
-    from explorer.storage import SCALAR_FIELDS
-
-    structured = {
-        "number",
-        "state",
-        "role",
-        "config",
-        "schedule",
-        "history",
-        "latency",
-        "decode",
-        "constraints",
-    }
-    structured |= {"label", "purpose", "rejected", "relations", "started", "completed", "task_kind", "closed"}
-    generic = {name for name, _ in SCALAR_FIELDS}
-    assert not generic & structured
-    assert generic | structured == {f.name for f in dataclasses.fields(TrialRecord)}
-    full = dataclasses.replace(
-        record(5, (4, 2), 0.83, 1.5),
+def every_field_set() -> TrialRecord:
+    """A record whose every stored field holds something other than its default."""
+    config = ModelConfig(64, (8, 4), kv_heads=(2, 4), head_dim=16)
+    return dataclasses.replace(
+        lm_record(config),
+        role=Role.FINALIST,
+        seed=11,
+        epochs_planned=40,
+        schedule="plateau",
         patience=3,
         stop="rung 1",
+        fail_reason="out of memory",
         retry_of=2,
+        constraints=(("latency_ms", -0.5), ("params", 2.0)),
+        label="knee",
+        purpose=Purpose.CHECK,
+        rejected=4,
+        relations=((0, 1, 2, 0.25), (1, 0, 3, 0.5)),
         fold=1,
         folds=5,
         fold_seed=7,
         chance=0.1,
         val_size=270,
         samples_per_s=1e3,
-        torch_version="2.13.0",
+        train_time_s=12.5,
+        closed=Closure.DUPLICATE,
+        epoch=3,
+        plateaued=True,
     )
+
+
+def test_every_field_declares_how_it_is_kept_and_writes_only_its_keys():
+    """The schema is TrialRecord's fields: each declares its user attributes (or that Optuna keeps it), writes
+    only those, and STORED_KEYS is exactly what they declare; no two fields share an attribute but the two
+    parts of a queued finalist run."""
+    from explorer.storage._record import _SCHEMA, _attr
+
+    fields = dataclasses.fields(TrialRecord)
+    assert all(_SCHEMA in f.metadata for f in fields)
+    assert {f.name for f in fields if not _attr(f).keys(f)} == {"number", "state", "started", "completed"}
+    full = every_field_set()
+    values = {f.name: getattr(full, f.name) for f in fields}
+    owners: dict[str, list[str]] = {}
+    for f in fields:
+        written = _attr(f).put(f, values)
+        assert set(written) <= set(_attr(f).keys(f)), f.name
+        for key in _attr(f).keys(f):
+            owners.setdefault(key, []).append(f.name)
+    shared = {key: names for key, names in owners.items() if len(names) > 1}
+    assert shared == {"finalist": ["label", "purpose"]}
+    assert set(owners) == STORED_KEYS and set(full.to_attrs()) <= STORED_KEYS
+
+
+def test_every_stored_field_round_trips():
+    """A record written as the objective writes it reads back equal, field for field, each with its type; a
+    queued finalist run's horizon comes back from its finalist attribute."""
+    from explorer.storage._record import _attr
+
+    full = every_field_set()
+    unset = [
+        f.name
+        for f in dataclasses.fields(TrialRecord)
+        if _attr(f).keys(f) and f.default is not dataclasses.MISSING and getattr(full, f.name) == f.default
+    ]
+    assert unset == [], "every_field_set must set every stored field, so that this round trip covers it"
     back = stored(full)
-    for name in generic:  # each scalar comes back as written, with its type
-        assert getattr(back, name) == getattr(full, name), name
+    assert back == dataclasses.replace(
+        full, number=back.number, started=back.started, completed=back.completed
+    )
     assert isinstance(back.seed, int) and isinstance(back.val_accuracy, float)
-    # a finalist run's purpose and horizon come back from its finalist attribute
-    run = dataclasses.replace(full, role="finalist", label="knee", purpose=Purpose.CHECK, epochs_planned=40)
-    again = stored(run)
-    assert again.purpose is Purpose.CHECK and again.epochs_planned == 40
+    assert back.role is Role.FINALIST and back.closed is Closure.DUPLICATE and back.purpose is Purpose.CHECK
+    queued = {k: v for k, v in full.to_attrs().items() if k != "epochs_planned"}
+    study = optuna.create_study()
+    study.add_trial(create_trial(state=TrialState.PRUNED, user_attrs=queued))
+    again = record_from_trial(study.trials[0])
+    assert again.purpose is Purpose.CHECK and again.epochs_planned == 40 and closure_of(study.trials[0])
+
+
+def test_the_stored_names_are_those_studies_have_always_held():
+    """Studies already in a database are read by these names: renaming a field must not rename its attribute."""
+    from explorer.storage._record import RETRY_ATTRS
+
+    held = """record_version role d_model n_layers heads kv_heads head_dim task_kind d_k family min_dk mlp_ratio
+    dropout attention lr seed epochs_planned batch_size schedule patience fold folds fold_seed chance history epoch
+    val_accuracy test_accuracy val_size latency latency_ms params flops device torch_version train_time_s
+    samples_per_s stop fail_reason retry_of proposal rejected relations val_bpb test_bpb val_bpb_se decode
+    decode_ms kv_cache_bytes finalist constraints feasible plateaued surplus duplicate_of exhausted"""
+    assert STORED_KEYS == set(held.split())
+    assert RETRY_ATTRS == ("role", "seed", "finalist")
 
 
 def test_epochs_done_and_seed_of_read_what_a_trial_holds():
