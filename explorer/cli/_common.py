@@ -9,12 +9,15 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from explorer.errors import ConfigError
-from explorer.storage import Stage
+from explorer.storage import Role
+
+if TYPE_CHECKING:
+    from explorer.study import Step
 
 __all__ = [
     "answer_line",
@@ -313,8 +316,10 @@ class ProgressBars:
             note(f"{desc}: {self._status or f'0/{total} trials'}")
             self._stage, self._status = None, ""
 
-    def on_stage(self, stage: str, total: int) -> None:
+    def on_stage(self, stage: Role | Step, total: int) -> None:
         from tqdm import tqdm
+
+        from explorer.study import Step
 
         self.close()
         if self.as_json:
@@ -324,10 +329,10 @@ class ProgressBars:
             note(f"study {self.handle.name!r} in {self.handle.masked_url}")
             if self.notice:
                 note(self.notice)
-        if stage == "timing":
+        if stage == Step.TIMING:
             note(f"timing: {total} measurements in interleaved rounds, no training running")
             return
-        desc = f"{self.handle.name} {'search' if stage == Stage.SEARCH else 'finalists'}"
+        desc = f"{self.handle.name} {'search' if stage == Role.SEARCH else 'finalists'}"
         if not sys.stderr.isatty():
             self._stage = (desc, total)
             return

@@ -64,4 +64,4 @@ from ._storage import (
     storage_writable as storage_writable,
     study_exists as study_exists,
 )
-from ._trial_kinds import Closure as Closure, Proposal as Proposal, Role as Role, Stage as Stage
+from ._trial_kinds import Closure as Closure, Proposal as Proposal, Role as Role

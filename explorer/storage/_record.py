@@ -443,7 +443,7 @@ def note_failure(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     study.set_user_attr(_fail_note(trial.number), reason)
 
 
-def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[TrialRecord]:
+def load_records(study: optuna.Study, roles: Sequence[Role] = ROLES) -> list[TrialRecord]:
     """Every trial of ``study`` and its companion (explorer.storage._companion: numbered FINALIST_BASE + n) with
     one of ``roles`` as a record, in trial-number order (bookkeeping left out)."""
     out = []

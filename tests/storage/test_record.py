@@ -17,7 +17,6 @@ from explorer.storage import (
     Closure,
     Proposal,
     Role,
-    Stage,
     TrialRecord,
     finalist_run,
     is_bookkeeping,
@@ -170,8 +169,8 @@ def test_a_retry_inherits_what_the_trial_is_not_what_it_measured():
 
 
 def test_roles_and_stages_are_enums_that_read_as_their_stored_strings():
-    assert Role("search") is Role.SEARCH and Stage("finalist").role is Role.FINALIST
-    assert f"{Stage.SEARCH}" == str(Stage.SEARCH) == "search" and Role.FINALIST == "finalist"
+    assert Role("search") is Role.SEARCH and Role("finalist") is Role.FINALIST
+    assert f"{Role.SEARCH}" == str(Role.SEARCH) == "search" and Role.FINALIST == "finalist"
     assert [c.value for c in Closure] == ["surplus", "duplicate_of", "exhausted"]
     with pytest.raises(ValueError):
         Role("finalists")
