@@ -40,6 +40,7 @@ __all__ = [
     "closed_counts",
     "closure_of",
     "epochs_done",
+    "finalist_attrs",
     "finalist_run",
     "is_bookkeeping",
     "load_records",
@@ -384,8 +385,14 @@ def role_of(t: optuna.Trial | FrozenTrial) -> Role:
     return Role(t.user_attrs.get("role", Role.SEARCH))
 
 
+def finalist_attrs(run: FinalistRun) -> dict[str, Any]:
+    """The user attributes of the trial queued to run ``run``: a finalist, its seed and the run
+    (:func:`finalist_run` reads it back)."""
+    return stored(role=Role.FINALIST, seed=run.seed, finalist=run.attrs())
+
+
 def finalist_run(t: optuna.Trial | FrozenTrial) -> FinalistRun | None:
-    """The finalist run a queued trial carries (None: not a finalist run)."""
+    """The finalist run a queued trial carries (None: not a finalist run; :func:`finalist_attrs` writes it)."""
     a = t.user_attrs
     return None if "finalist" not in a else FinalistRun.from_attrs(a["finalist"], int(a["seed"]))
 

@@ -30,10 +30,14 @@ from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from explorer.errors import ExplorerError
-from explorer.layout import FinalistRun, ModelConfig
+from explorer.layout import FinalistRun
 from explorer.storage import (
+    Closure,
     Role,
     arch_key,
+    closure_of,
+    finalist_attrs,
+    finalist_run,
     install_pop_waiting,
     is_bookkeeping,
     mask_url,
@@ -90,17 +94,20 @@ def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
     default = spec.finalists.run_epochs(spec.task.epochs)  # the horizon of a run queued without one
     have = set()
     for t, _ in trials_of(handle.study):
-        a = t.user_attrs
-        if role_of(t) is Role.FINALIST and t.state != TrialState.FAIL and not is_bookkeeping(t):
-            run = a["finalist"]
-            key = arch_key(ModelConfig.from_dict(run["model"]), float(run["lr"]))
-            have.add((key, int(a["seed"]), int(run.get("epochs") or default)))
+        queued = finalist_run(t)
+        if (
+            role_of(t) is Role.FINALIST
+            and queued is not None
+            and t.state != TrialState.FAIL
+            and not is_bookkeeping(t)
+        ):
+            have.add((arch_key(queued.config, queued.lr), queued.seed, queued.epochs or default))
     added = 0
     study = handle.stage_study(Role.FINALIST)
     for run in runs:
         if (arch_key(run.config, run.lr), run.seed, run.epochs or default) in have:
             continue
-        study.enqueue_trial({}, user_attrs={"role": Role.FINALIST, "seed": run.seed, "finalist": run.attrs()})
+        study.enqueue_trial({}, user_attrs=finalist_attrs(run))
         added += 1
     return added
 
@@ -146,18 +153,16 @@ class _StopRules:
         self.note = ""
 
     def __call__(self, study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
-        a = trial.user_attrs
-        self.failures = (
-            self.failures + 1 if trial.state == TrialState.FAIL and not is_bookkeeping(trial) else 0
-        )
-        self.duplicates = self.duplicates + 1 if "duplicate_of" in a else 0
+        closure = closure_of(trial)
+        self.failures = self.failures + 1 if trial.state == TrialState.FAIL and closure is None else 0
+        self.duplicates = self.duplicates + 1 if closure is Closure.DUPLICATE else 0
         covered = (
-            "duplicate_of" in a
+            closure is Closure.DUPLICATE
             and self.exhaustible
             and self.stage == Role.SEARCH
             and len(live_trials(study, Role.SEARCH)) >= self.space_size
         )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
-        if "exhausted" in a or covered:
+        if closure is Closure.EXHAUSTED or covered:
             self.reason = StopReason.EXHAUSTED
             self.note = (
                 f"the search space has no architecture left: all {self.space_size} have been evaluated"
@@ -167,7 +172,11 @@ class _StopRules:
         elif self.duplicates >= MAX_CONSECUTIVE_DUPLICATES:
             self.reason = StopReason.DUPLICATES
             self.note = f"{MAX_CONSECUTIVE_DUPLICATES} proposals in a row were taken by other workers"
-        if self.reason is not None or "surplus" in a or _remaining(study, self.stage, self.total)[0] <= 0:
+        if (
+            self.reason is not None
+            or closure is Closure.SURPLUS
+            or _remaining(study, self.stage, self.total)[0] <= 0
+        ):
             study.stop()
 
 

@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from explorer.layout import ModelConfig, Purpose
+from explorer.layout import FinalistRun, ModelConfig, Purpose
 from explorer.measures import DecodeResult
 from explorer.storage import (
     RETIMED_ATTR,
@@ -18,6 +18,8 @@ from explorer.storage import (
     Proposal,
     Role,
     TrialRecord,
+    closure_of,
+    finalist_attrs,
     finalist_run,
     is_bookkeeping,
     load_records,
@@ -166,6 +168,15 @@ def test_a_retry_inherits_what_the_trial_is_not_what_it_measured():
     assert retry_attrs(failed) == {**attrs, "retry_of": 0}
     run = finalist_run(failed)
     assert run is not None and (run.seed, run.lr, run.config.heads, run.fold) == (7, 0.01, (4, 4), None)
+
+
+def test_a_queued_finalist_run_reads_back_as_the_run_it_was_queued_with():
+    run = FinalistRun(ModelConfig(64, (4, 4)), 0.01, 7, "knee", fold=1, folds=2, fold_seed=3, epochs=4)
+    study = optuna.create_study()
+    study.enqueue_trial({}, user_attrs=finalist_attrs(run))
+    queued = study.trials[0]
+    assert role_of(queued) is Role.FINALIST and finalist_run(queued) == run
+    assert queued.user_attrs["role"] == "finalist" and closure_of(queued) is None
 
 
 def test_roles_and_stages_are_enums_that_read_as_their_stored_strings():
