@@ -62,12 +62,7 @@ from ._recommend import (
     select_run as select_run,
 )
 from ._rule import (
-    BEST as BEST,
-    BEYOND as BEYOND,
-    EDGE as EDGE,
-    UNDECIDED as UNDECIDED,
-    UNTESTED as UNTESTED,
-    WITHIN as WITHIN,
+    Verdict as Verdict,
     decide as decide,
     next_cells as next_cells,
     next_layouts as next_layouts,

@@ -47,13 +47,8 @@ from explorer.answer._horizon import (
 from explorer.answer._paired import PairedDifference
 from explorer.answer._pareto import knee, pareto_front
 from explorer.answer._rule import (
-    BEST,
-    BEYOND,
-    EDGE,
-    UNDECIDED,
-    UNTESTED,
-    WITHIN,
     Decision,
+    Verdict,
     coherent,
     decide,
     ratio,
@@ -98,7 +93,7 @@ class Candidate:
     """One candidate layout and what the evidence says of it against the best."""
 
     arch: Architecture
-    verdict: str  # best | within | beyond | edge | undecided
+    verdict: Verdict
     versus_best: PairedDifference | None  # this minus the best, paired by unit (interval at 1 - 2 risk)
     units_needed: int | None = None  # paired units that would decide an undecided one (None: none would)
     seeds_needed: int | None = None  # replicates (each ``folds`` units) that many units make
@@ -181,7 +176,9 @@ class Answer:
     @property
     def members(self) -> tuple[Architecture, ...]:
         """The layouts placed within the margin of the best at probability ``1 - risk``, fastest first."""
-        return tuple(c.arch for c in self.verdicts if c.p_within >= 1 - self.risk and c.verdict != UNTESTED)
+        return tuple(
+            c.arch for c in self.verdicts if c.p_within >= 1 - self.risk and c.verdict is not Verdict.UNTESTED
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The answer as one JSON-ready document: what every ``--json`` output that names the answer carries."""
@@ -208,7 +205,7 @@ class Answer:
             vs = c.versus_best
             return {
                 **(layout(c.arch) or {}),
-                "verdict": c.verdict,
+                "verdict": c.verdict.value,
                 "versus_best": None
                 if vs is None
                 else {"diff": vs.diff, "low": vs.low, "high": vs.high, "units": vs.n, "p": vs.p_value},
@@ -354,7 +351,7 @@ def _verdicts(
     for i, a in enumerate(order):
         vs = versus(a, order[best], costs, level=1 - 2 * risk) if i != best else None
         needed = seeds = None
-        if verdict[i] == UNDECIDED and vs is not None:
+        if verdict[i] is Verdict.UNDECIDED and vs is not None:
             needed = units_to_decide(-vs.diff, vs.sd, margin, risk, decision.edge)
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
         out.append(
@@ -370,7 +367,14 @@ def _verdicts(
                 decision.p_edge[i],
             )
         )
-    rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, EDGE: 2, UNTESTED: 3, BEYOND: 4}
+    rank = {
+        Verdict.BEST: 0,
+        Verdict.WITHIN: 0,
+        Verdict.UNDECIDED: 1,
+        Verdict.EDGE: 2,
+        Verdict.UNTESTED: 3,
+        Verdict.BEYOND: 4,
+    }
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
 
