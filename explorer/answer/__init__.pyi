@@ -53,6 +53,7 @@ from ._recommend import (
     PICK_NAMES as PICK_NAMES,
     Answer as Answer,
     Candidate as Candidate,
+    Evidence as Evidence,
     answer as answer,
     finalist_pace as finalist_pace,
     minutes_text as minutes_text,

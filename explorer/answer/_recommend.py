@@ -19,6 +19,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, TypedDict
 
 import numpy as np
@@ -65,6 +66,7 @@ __all__ = [
     "Answer",
     "Candidate",
     "Contrast",
+    "Evidence",
     "Picks",
     "answer",
     "finalist_pace",
@@ -77,6 +79,17 @@ __all__ = [
 
 ANSWER_NAMES = ("answer", "knee")  # what --trial calls the recommendation ("knee": its name before classes)
 PICK_NAMES = (*ANSWER_NAMES, "most-accurate", "fastest")
+
+
+class Evidence(str, Enum):
+    """What an answer rests on (the value is the word its JSON prints)."""
+
+    FINALISTS = "finalists"  # the finalists' evidence grid
+    SEARCH = "search"  # the search trials alone: no finalist ran within the budgets
+    NONE = "none"  # nothing: no feasible search trial has finished
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -108,7 +121,7 @@ class Answer:
     """The recommendation and everything said about it."""
 
     recommended: Architecture | None
-    evidence: str  # "finalists" | "search" | "none"
+    evidence: Evidence
     candidates: tuple[Architecture, ...]  # what it was chosen among (feasible, within budgets)
     front: tuple[Architecture, ...]  # their accuracy/latency front, fastest first
     contrasts: tuple[Contrast, ...]
@@ -219,7 +232,7 @@ class Answer:
 
         return {
             "answer": layout(self.recommended),
-            "evidence": self.evidence,
+            "evidence": self.evidence.value,
             "metric": self.recommended.metric.name if self.recommended else None,
             "margin": self.margin,
             "risk": self.risk,
@@ -424,7 +437,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     if not search:
         return Answer(
             None,
-            "none",
+            Evidence.NONE,
             (),
             (),
             (),
@@ -444,7 +457,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     if chance is not None and not _learned(best, chance, records):
         return Answer(
             None,
-            "search",
+            Evidence.SEARCH,
             tuple(search),
             tuple(front),
             (),
@@ -458,7 +471,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         )
     return Answer(
         rec,
-        "search",
+        Evidence.SEARCH,
         tuple(search),
         tuple(front),
         (),
@@ -574,7 +587,7 @@ def _from_finalists(
     if chance is not None and not _learned(best, chance, kept):
         return Answer(
             None,
-            "finalists",
+            Evidence.FINALISTS,
             contrasts=(),
             confidence=None,
             confidence_method="",
@@ -605,7 +618,7 @@ def _from_finalists(
     base["notes"] = tuple(notes)
     return Answer(
         rec,
-        "finalists",
+        Evidence.FINALISTS,
         contrasts=contrasts(rec, measured, nxt.arch if nxt else None, costs, axis, kv),
         confidence=decision.p_within[decision.answer],
         confidence_method=method,

@@ -91,8 +91,10 @@ def answer_line(name: str, ans: Any) -> str:
     """The answer in one line, as every command that names it prints it."""
     if ans.recommended is None:
         return f"{name}: no answer ({ans.no_answer or 'no feasible trial finished'})"
+    from explorer.answer import Evidence, minutes_text, prob_text as prob
+
     rec = ans.recommended
-    if ans.evidence != "finalists":
+    if ans.evidence is not Evidence.FINALISTS:
         return f"{name}: provisional answer {heads_text(rec.heads)} heads per layer (the search's knee, one run each)"
     margin = (
         f"{ans.margin:.3g} bits per byte"
@@ -100,8 +102,6 @@ def answer_line(name: str, ans: Any) -> str:
         else f"{ans.margin * 100:g} accuracy point(s)"
     )
     best = ans.best if ans.best is not None else rec
-    from explorer.answer import minutes_text, prob_text as prob
-
     if ans.placed:
         how = (
             f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability "

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.answer import Answer, Architecture, Candidate, Contrast, Verdict, minutes_text
+from explorer.answer import Answer, Architecture, Candidate, Contrast, Evidence, Verdict, minutes_text
 from explorer.measures import QualityMetric
 from explorer.output._fmt import (
     claim,
@@ -65,7 +65,7 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
     if is_modern(ans, spec):
         return [("p", modern_headline(ans, spec))]
     c = rec.config
-    if ans.evidence != "finalists":
+    if ans.evidence is not Evidence.FINALISTS:
         return [
             (
                 "p",
@@ -342,7 +342,7 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
         return b + [("p", [("b", "Note: "), n + "."]) for n in ans.notes if n != why]
     modern = is_modern(ans, spec)
     b.extend(_headline(ans, spec))
-    if ans.evidence == "finalists":
+    if ans.evidence is Evidence.FINALISTS:
         b.extend(_trade_off(ans, spec))
         b.extend(_class_paragraph(ans, spec))
         b.append(("table", pd.DataFrame([_verdict_row(c, ans, modern) for c in ans.verdicts])))
@@ -430,7 +430,7 @@ def _arch(ans: Answer, key: str) -> Architecture | None:
 def check_blocks(ans: Answer) -> list[tuple]:
     """The horizon check: the deciding comparisons at the grid's horizon and at twice it."""
     c = ans.check
-    if c is None or ans.evidence != "finalists":
+    if c is None or ans.evidence is not Evidence.FINALISTS:
         return []
     bpb = ans.recommended is not None and is_bpb(ans.recommended.metric)
     unit = "bits per byte" if bpb else "points"
@@ -511,7 +511,7 @@ def evidence_blocks(
     ans: Answer, spec: StudySpec, records: Sequence[TrialRecord], retimings: Sequence[Retiming] = ()
 ) -> list[tuple]:
     """How the finalists were trained and timed, and their table."""
-    if ans.evidence != "finalists":
+    if ans.evidence is not Evidence.FINALISTS:
         return []
     f = spec.finalists
     finals = list(ans.candidates)  # the runs the answer rests on (collapsed ones are reported apart)

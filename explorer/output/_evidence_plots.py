@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from explorer.answer import Answer, Verdict, at_horizon, learning_curves
+from explorer.answer import Answer, Evidence, Verdict, at_horizon, learning_curves
 from explorer.output._plots import empty_figure, new_figure
 from explorer.storage import TrialRecord
 
@@ -105,7 +105,7 @@ def curves_figure(ans: Answer, records: Sequence[TrialRecord]) -> Figure:
         fig = new_figure(7.0, 4.6)
         ax = fig.subplots()
     h = ans.horizon
-    if h is None or ans.evidence != "finalists":
+    if h is None or ans.evidence is not Evidence.FINALISTS:
         return empty_figure(fig, "no finalist runs: no learning curves to draw")
     keys = [a.key for a in ans.candidates]
     curves = learning_curves(at_horizon(records, h), keys)
