@@ -367,12 +367,14 @@ def _resume_command(handle: Any) -> str:
 
 
 def _progress_doc(progress: Any) -> dict[str, Any]:
-    """A stage's progress as the JSON summary shows it: its stop reason as a word (null: not stopped short;
-    ``budget``: the budget left cannot hold the next round that decides, ``need`` its runs; ``minutes``: the
-    stage's minutes are spent; ``horizon``: the horizon check contradicts the verdict), and its note."""
+    """A stage's progress as the JSON summary shows it: its stage and its stop reason as words (reason null: not
+    stopped short; ``budget``: the budget left cannot hold the next round that decides, ``need`` its runs;
+    ``minutes``: the stage's minutes are spent; ``horizon``: the horizon check contradicts the verdict), and its
+    note."""
     from dataclasses import asdict
 
     doc = asdict(progress)
+    doc["stage"] = str(progress.stage)  # the role's word
     doc["reason"] = None if progress.reason is None else progress.reason.value
     return doc
 
