@@ -1,5 +1,6 @@
 """The shape of the package: concept packages that import downward only, each behind its public surface (its
-``__init__``), no import circles, no private names used across modules (see docs/layout.md)."""
+``__init__``), no import circles, no private names used across modules (see docs/layout.md); and below the entry
+points, stages, roles, verdicts and evidence typed, not strings."""
 
 from __future__ import annotations
 
@@ -248,3 +249,75 @@ def test_the_structure_test_can_fail(tmp_path, monkeypatch):
     monkeypatch.setitem(MODULES, low, planted)
     with pytest.raises(AssertionError, match="explorer.layout._schedules:.* imports explorer.output"):
         test_packages_import_downward_only()
+
+
+# Below the entry points (the command line and explorer.api) a stage, a trial's role, the rule's verdict and an
+# answer's evidence are enums (storage.Role, answer.Verdict, answer.Evidence), never strings.
+TYPED_NAMES = {"stage", "stages", "role", "roles", "verdict", "verdicts", "evidence"}
+ENTRY_POINTS = ("explorer.cli", "explorer.api")
+# str on purpose: words, not one of an enum's members
+WORDS = {
+    "explorer.analysis._rules:RuleVerdict.verdict",  # a rule of thumb's: "no difference larger than 2 points"
+    "explorer.analysis._rules:RuleVerdict.evidence",  # ... and the sentence it rests on
+    "explorer.answer._horizon:Shift.role",  # the part a layout plays in the horizon check, not a trial's role
+}
+
+
+def _names_str(annotation: ast.expr | None) -> bool:
+    """Whether an annotation names ``str`` anywhere (``str``, ``Role | str``, ``Sequence[str]``, ``"str"``)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        annotation = ast.parse(annotation.value, mode="eval").body
+    return annotation is not None and any(
+        isinstance(n, ast.Name) and n.id == "str" for n in ast.walk(annotation)
+    )
+
+
+def str_typed(module: str) -> list[str]:
+    """``module:Owner.name`` for every parameter or class field of :data:`TYPED_NAMES` annotated with ``str``."""
+    found = []
+
+    def visit(node: ast.AST, owner: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                for field in child.body:
+                    if (
+                        isinstance(field, ast.AnnAssign)
+                        and isinstance(field.target, ast.Name)
+                        and field.target.id in TYPED_NAMES
+                        and _names_str(field.annotation)
+                    ):
+                        found.append(f"{module}:{owner}{child.name}.{field.target.id}")
+                visit(child, f"{owner}{child.name}.")
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = child.args
+                for arg in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]:
+                    if arg is not None and arg.arg in TYPED_NAMES and _names_str(arg.annotation):
+                        found.append(f"{module}:{owner}{child.name}({arg.arg})")
+                visit(child, f"{owner}{child.name}.")
+            else:
+                visit(child, owner)
+
+    visit(ast.parse(MODULES[module].read_text()), "")
+    return found
+
+
+def test_stages_roles_verdicts_and_evidence_are_typed_below_the_entry_points():
+    below = [m for m in MODULES if not m.startswith(ENTRY_POINTS)]
+    found = {name for m in below for name in str_typed(m)}
+    stray = sorted(found - WORDS)
+    assert not stray, f"annotated with str: {', '.join(stray)}"
+    assert sorted(WORDS - found) == [], "a field kept as words is gone: take it off WORDS"
+
+
+def test_the_typing_test_can_fail(tmp_path, monkeypatch):
+    """A parameter ``stage: str`` and a field ``role: Role | str`` planted in a copy of a module are found."""
+    module = "explorer.study._progress"
+    planted = tmp_path / "progress.py"
+    planted.write_text(
+        MODULES[module].read_text()
+        + "\n\ndef planted(stage: str) -> None: ...\n\n\nclass Planted:\n    role: 'Role | str'\n"
+    )
+    monkeypatch.setitem(MODULES, module, planted)
+    assert str_typed(module) == [f"{module}:planted(stage)", f"{module}:Planted.role"]
+    with pytest.raises(AssertionError, match=r"explorer.study._progress:planted\(stage\)"):
+        test_stages_roles_verdicts_and_evidence_are_typed_below_the_entry_points()

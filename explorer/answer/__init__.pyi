@@ -53,6 +53,7 @@ from ._recommend import (
     PICK_NAMES as PICK_NAMES,
     Answer as Answer,
     Candidate as Candidate,
+    Evidence as Evidence,
     answer as answer,
     finalist_pace as finalist_pace,
     minutes_text as minutes_text,
@@ -62,12 +63,7 @@ from ._recommend import (
     select_run as select_run,
 )
 from ._rule import (
-    BEST as BEST,
-    BEYOND as BEYOND,
-    EDGE as EDGE,
-    UNDECIDED as UNDECIDED,
-    UNTESTED as UNTESTED,
-    WITHIN as WITHIN,
+    Verdict as Verdict,
     decide as decide,
     next_cells as next_cells,
     next_layouts as next_layouts,

@@ -19,6 +19,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, TypedDict
 
 import numpy as np
@@ -48,13 +49,8 @@ from explorer.answer._horizon import (
 from explorer.answer._paired import PairedDifference
 from explorer.answer._pareto import knee, pareto_front
 from explorer.answer._rule import (
-    BEST,
-    BEYOND,
-    EDGE,
-    UNDECIDED,
-    UNTESTED,
-    WITHIN,
     Decision,
+    Verdict,
     coherent,
     decide,
     ratio,
@@ -71,6 +67,7 @@ __all__ = [
     "Answer",
     "Candidate",
     "Contrast",
+    "Evidence",
     "Picks",
     "answer",
     "finalist_pace",
@@ -83,6 +80,17 @@ __all__ = [
 
 ANSWER_NAMES = ("answer", "knee")  # what --trial calls the recommendation ("knee": its name before classes)
 PICK_NAMES = (*ANSWER_NAMES, "most-accurate", "fastest")
+
+
+class Evidence(str, Enum):
+    """What an answer rests on (the value is the word its JSON prints)."""
+
+    FINALISTS = "finalists"  # the finalists' evidence grid
+    SEARCH = "search"  # the search trials alone: no finalist ran within the budgets
+    NONE = "none"  # nothing: no feasible search trial has finished
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass(frozen=True)
@@ -99,7 +107,7 @@ class Candidate:
     """One candidate layout and what the evidence says of it against the best."""
 
     arch: Architecture
-    verdict: str  # best | within | beyond | edge | undecided
+    verdict: Verdict
     versus_best: PairedDifference | None  # this minus the best, paired by unit (interval at 1 - 2 risk)
     units_needed: int | None = None  # paired units that would decide an undecided one (None: none would)
     seeds_needed: int | None = None  # replicates (each ``folds`` units) that many units make
@@ -114,7 +122,7 @@ class Answer:
     """The recommendation and everything said about it."""
 
     recommended: Architecture | None
-    evidence: str  # "finalists" | "search" | "none"
+    evidence: Evidence
     candidates: tuple[Architecture, ...]  # what it was chosen among (feasible, within budgets)
     front: tuple[Architecture, ...]  # their accuracy/latency front, fastest first
     contrasts: tuple[Contrast, ...]
@@ -181,7 +189,9 @@ class Answer:
     @property
     def members(self) -> tuple[Architecture, ...]:
         """The layouts placed within the margin of the best at probability ``1 - risk``, fastest first."""
-        return tuple(c.arch for c in self.verdicts if c.p_within >= 1 - self.risk and c.verdict != UNTESTED)
+        return tuple(
+            c.arch for c in self.verdicts if c.p_within >= 1 - self.risk and c.verdict is not Verdict.UNTESTED
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """The answer as one JSON-ready document: what every ``--json`` output that names the answer carries."""
@@ -208,7 +218,7 @@ class Answer:
             vs = c.versus_best
             return {
                 **(layout(c.arch) or {}),
-                "verdict": c.verdict,
+                "verdict": c.verdict.value,
                 "versus_best": None
                 if vs is None
                 else {"diff": vs.diff, "low": vs.low, "high": vs.high, "units": vs.n, "p": vs.p_value},
@@ -222,7 +232,7 @@ class Answer:
 
         return {
             "answer": layout(self.recommended),
-            "evidence": self.evidence,
+            "evidence": self.evidence.value,
             "metric": self.recommended.metric.name if self.recommended else None,
             "margin": self.margin,
             "risk": self.risk,
@@ -354,7 +364,7 @@ def _verdicts(
     for i, a in enumerate(order):
         vs = versus(a, order[best], costs, level=1 - 2 * risk) if i != best else None
         needed = seeds = None
-        if verdict[i] == UNDECIDED and vs is not None:
+        if verdict[i] is Verdict.UNDECIDED and vs is not None:
             needed = units_to_decide(-vs.diff, vs.sd, margin, risk, decision.edge)
             seeds = None if needed is None else math.ceil(needed / spec.finalists.folds)
         out.append(
@@ -370,7 +380,14 @@ def _verdicts(
                 decision.p_edge[i],
             )
         )
-    rank = {BEST: 0, WITHIN: 0, UNDECIDED: 1, EDGE: 2, UNTESTED: 3, BEYOND: 4}
+    rank = {
+        Verdict.BEST: 0,
+        Verdict.WITHIN: 0,
+        Verdict.UNDECIDED: 1,
+        Verdict.EDGE: 2,
+        Verdict.UNTESTED: 3,
+        Verdict.BEYOND: 4,
+    }
     speed = {a.key: ratio(costs.times, i, rec) for i, a in enumerate(order)}
     return tuple(sorted(out, key=lambda c: (rank[c.verdict], speed[c.arch.key])))
 
@@ -420,7 +437,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     if not search:
         return Answer(
             None,
-            "none",
+            Evidence.NONE,
             (),
             (),
             (),
@@ -440,7 +457,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
     if chance is not None and not _learned(best, chance, records):
         return Answer(
             None,
-            "search",
+            Evidence.SEARCH,
             tuple(search),
             tuple(front),
             (),
@@ -454,7 +471,7 @@ def answer(records: Sequence[TrialRecord], spec: StudySpec, retimings: Sequence[
         )
     return Answer(
         rec,
-        "search",
+        Evidence.SEARCH,
         tuple(search),
         tuple(front),
         (),
@@ -570,7 +587,7 @@ def _from_finalists(
     if chance is not None and not _learned(best, chance, kept):
         return Answer(
             None,
-            "finalists",
+            Evidence.FINALISTS,
             contrasts=(),
             confidence=None,
             confidence_method="",
@@ -601,7 +618,7 @@ def _from_finalists(
     base["notes"] = tuple(notes)
     return Answer(
         rec,
-        "finalists",
+        Evidence.FINALISTS,
         contrasts=contrasts(rec, measured, nxt.arch if nxt else None, costs, axis, kv),
         confidence=decision.p_within[decision.answer],
         confidence_method=method,

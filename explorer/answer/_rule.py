@@ -65,6 +65,7 @@ import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import cast
 
 import numpy as np
@@ -74,14 +75,9 @@ from scipy import stats
 from explorer.answer._paired import units_needed
 
 __all__ = [
-    "BEST",
-    "BEYOND",
     "CLOSED",
-    "EDGE",
-    "UNDECIDED",
-    "UNTESTED",
-    "WITHIN",
     "Decision",
+    "Verdict",
     "coherent",
     "decide",
     "fastest",
@@ -97,11 +93,24 @@ __all__ = [
     "units_to_decide",
 ]
 
-BEST, WITHIN, BEYOND, EDGE, UNDECIDED = "best", "within", "beyond", "edge", "undecided"
-UNTESTED = (
-    "untested"  # faster than the chain's first layout not placed within: its test would spend the risk again
-)
-CLOSED = (BEYOND, EDGE)  # verdicts that end a layout's runs: it cannot become the answer
+
+class Verdict(str, Enum):
+    """A layout's standing against the best (step 3 of the rule, and the chain's untested); the values are the
+    words the answer's JSON and report print."""
+
+    BEST = "best"
+    WITHIN = "within"
+    BEYOND = "beyond"
+    EDGE = "edge"
+    UNDECIDED = "undecided"
+    # faster than the chain's first layout not placed within: its test would spend the risk again
+    UNTESTED = "untested"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+CLOSED = (Verdict.BEYOND, Verdict.EDGE)  # verdicts that end a layout's runs: it cannot become the answer
 NEGLIGIBLE = 0.2  # a comparison carries risk when its term is above this share of the risk (see next_layouts)
 JOINT_DRAWS = 8192  # posterior draws of the joint statement (fixed stream: the same grid, the same number)
 JOINT_FLOOR = 1e-7  # a rival whose pairwise term is below this enters the statement by the union bound
@@ -122,7 +131,7 @@ class Decision:
         float, ...
     ]  # P(within the margin of the best), joint over the rivals, never below the union bound
     p_beyond: tuple[float, ...]  # P(the best beats it by more than the margin); NaN for the best
-    verdicts: tuple[str, ...]  # best | within | beyond | edge | undecided | untested
+    verdicts: tuple[Verdict, ...]
     risks: npt.NDArray[np.float64]  # [l, j] = P(mu_j - mu_l > margin) (0 on the diagonal)
     decided: bool  # the answer reaches 1 - risk and the stop (chain=False: every faster layout) is closed
     risk: float
@@ -135,7 +144,11 @@ class Decision:
     def members(self) -> list[int]:
         """The layouts placed within the margin (the best among them when its own probability reaches it), none
         past the chain's first layout not placed within."""
-        return [i for i, p in enumerate(self.p_within) if p >= 1 - self.risk and self.verdicts[i] != UNTESTED]
+        return [
+            i
+            for i, p in enumerate(self.p_within)
+            if p >= 1 - self.risk and self.verdicts[i] is not Verdict.UNTESTED
+        ]
 
 
 def row_means(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -324,18 +337,18 @@ def decide(
     p_beyond[best] = np.nan
     p_edge = pair_risks(scores, margin - edge)[:, best].copy() if edge > 0 else np.full(len(scores), 0.0)
     p_edge[best] = np.nan
-    verdicts = []
+    verdicts: list[Verdict] = []
     for i in range(len(scores)):
         if i == best:
-            verdicts.append(BEST)
+            verdicts.append(Verdict.BEST)
         elif p_within[i] >= 1 - risk:
-            verdicts.append(WITHIN)
+            verdicts.append(Verdict.WITHIN)
         elif p_beyond[i] >= 1 - risk or np.isnan(means[i]):
-            verdicts.append(BEYOND)
+            verdicts.append(Verdict.BEYOND)
         elif edge > 0 and p_edge[i] >= 1 - risk:
-            verdicts.append(EDGE)
+            verdicts.append(Verdict.EDGE)
         else:
-            verdicts.append(UNDECIDED)
+            verdicts.append(Verdict.UNDECIDED)
     placed = Decision(
         best,
         best,
@@ -357,10 +370,13 @@ def decide(
         decided = not _faster_undecided(answer, verdicts, times, tie)
         return dataclasses.replace(placed, answer=answer, decided=decided)
     order = _chain_order(best, times, tie)
-    stop = next((i for i in order if verdicts[i] != WITHIN), None)
+    stop = next((i for i in order if verdicts[i] is not Verdict.WITHIN), None)
     if stop is not None:  # past the stop a placement would be a second test at the full risk: none is made
         past = set(order[order.index(stop) + 1 :])
-        verdicts = [UNTESTED if i in past and v in (WITHIN, UNDECIDED) else v for i, v in enumerate(verdicts)]
+        verdicts = [
+            Verdict.UNTESTED if i in past and v in (Verdict.WITHIN, Verdict.UNDECIDED) else v
+            for i, v in enumerate(verdicts)
+        ]
     placed = dataclasses.replace(placed, verdicts=tuple(verdicts), stop=stop)
     if not placed.members:  # nothing reaches 1 - risk: the best, not decided
         return placed
@@ -381,21 +397,23 @@ def _open(decision: Decision, times: npt.NDArray[np.float64], tie: float) -> lis
     undecided layout faster than it (:func:`_faster_undecided`)."""
     if decision.chain:
         s = decision.stop
-        if s is None or decision.verdicts[s] != UNDECIDED or decision.decided:
+        if s is None or decision.verdicts[s] is not Verdict.UNDECIDED or decision.decided:
             return []
         return [s]
     return _faster_undecided(decision.answer, decision.verdicts, times, tie)
 
 
 def _faster_undecided(
-    answer: int, verdicts: list[str] | tuple[str, ...], times: npt.NDArray[np.float64], tie: float
+    answer: int, verdicts: Sequence[Verdict], times: npt.NDArray[np.float64], tie: float
 ) -> list[int]:
     """The undecided layouts faster than ``answer`` by more than the latency tie, in rounds that agree on it:
     each could still become it."""
     return [
         i
         for i, v in enumerate(verdicts)
-        if v == UNDECIDED and ratio(times, i, answer) < 1 / (1 + tie) and coherent(times, i, answer, tie)
+        if v is Verdict.UNDECIDED
+        and ratio(times, i, answer) < 1 / (1 + tie)
+        and coherent(times, i, answer, tie)
     ]
 
 

@@ -91,7 +91,7 @@ class Architecture:
     key: str
     config: ModelConfig
     lr: float
-    role: str
+    role: Role
     numbers: tuple[int, ...]  # the trials
     seeds: tuple[int, ...]
     epoch: int | None  # quality read after this epoch (None: after each run's last epoch)
@@ -207,7 +207,7 @@ class _Pools:
 
 
 def _runs_by_architecture(
-    records: Iterable[TrialRecord], role: str, epoch: int | None
+    records: Iterable[TrialRecord], role: Role, epoch: int | None
 ) -> dict[str, list[TrialRecord]]:
     """The runs of ``role`` that count (finished, or trained at least ``epoch`` epochs), by configuration."""
     groups: dict[str, list[TrialRecord]] = defaultdict(list)
@@ -256,7 +256,7 @@ def _quality_intervals(
 def _architecture(
     key: str,
     runs: Sequence[TrialRecord],
-    role: str,
+    role: Role,
     epoch: int | None,
     metric: QualityMetric,
     timings: Sequence[LatencyResult],
@@ -361,7 +361,7 @@ def architecture_table(archs: Iterable[Architecture]) -> pd.DataFrame:
 
 
 def common_epoch(
-    records: Iterable[TrialRecord], keys: Collection[str | None] | None = None, role: str = "search"
+    records: Iterable[TrialRecord], keys: Collection[str | None] | None = None, role: Role = Role.SEARCH
 ) -> int | None:
     """The last epoch every (COMPLETE or stopped) run of ``role`` (among ``keys``) trained: qualities compared
     there are free of the bias of stopping some runs early. None when there are no such runs."""

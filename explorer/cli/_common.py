@@ -9,13 +9,16 @@ import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from explorer.errors import ConfigError
 from explorer.layout import DEVICE_NAMES
-from explorer.storage import Stage
+from explorer.storage import Role
+
+if TYPE_CHECKING:
+    from explorer.study import Step
 
 __all__ = [
     "answer_line",
@@ -88,8 +91,10 @@ def answer_line(name: str, ans: Any) -> str:
     """The answer in one line, as every command that names it prints it."""
     if ans.recommended is None:
         return f"{name}: no answer ({ans.no_answer or 'no feasible trial finished'})"
+    from explorer.answer import Evidence, minutes_text, prob_text as prob
+
     rec = ans.recommended
-    if ans.evidence != "finalists":
+    if ans.evidence is not Evidence.FINALISTS:
         return f"{name}: provisional answer {heads_text(rec.heads)} heads per layer (the search's knee, one run each)"
     margin = (
         f"{ans.margin:.3g} bits per byte"
@@ -97,8 +102,6 @@ def answer_line(name: str, ans: Any) -> str:
         else f"{ans.margin * 100:g} accuracy point(s)"
     )
     best = ans.best if ans.best is not None else rec
-    from explorer.answer import minutes_text, prob_text as prob
-
     if ans.placed:
         how = (
             f"the fastest layout within {margin} of the best ({heads_text(best.heads)}) with probability "
@@ -310,8 +313,10 @@ class ProgressBars:
             note(f"{desc}: {self._status or f'0/{total} trials'}")
             self._stage, self._status = None, ""
 
-    def on_stage(self, stage: str, total: int) -> None:
+    def on_stage(self, stage: Role | Step, total: int) -> None:
         from tqdm import tqdm
+
+        from explorer.study import Step
 
         self.close()
         if self.as_json:
@@ -321,10 +326,10 @@ class ProgressBars:
             note(f"study {self.handle.name!r} in {self.handle.masked_url}")
             if self.notice:
                 note(self.notice)
-        if stage == "timing":
+        if stage == Step.TIMING:
             note(f"timing: {total} measurements in interleaved rounds, no training running")
             return
-        desc = f"{self.handle.name} {'search' if stage == Stage.SEARCH else 'finalists'}"
+        desc = f"{self.handle.name} {'search' if stage == Role.SEARCH else 'finalists'}"
         if not sys.stderr.isatty():
             self._stage = (desc, total)
             return
@@ -359,12 +364,14 @@ def _resume_command(handle: Any) -> str:
 
 
 def _progress_doc(progress: Any) -> dict[str, Any]:
-    """A stage's progress as the JSON summary shows it: its stop reason as a word (null: not stopped short;
-    ``budget``: the budget left cannot hold the next round that decides, ``need`` its runs; ``minutes``: the
-    stage's minutes are spent; ``horizon``: the horizon check contradicts the verdict), and its note."""
+    """A stage's progress as the JSON summary shows it: its stage and its stop reason as words (reason null: not
+    stopped short; ``budget``: the budget left cannot hold the next round that decides, ``need`` its runs;
+    ``minutes``: the stage's minutes are spent; ``horizon``: the horizon check contradicts the verdict), and its
+    note."""
     from dataclasses import asdict
 
     doc = asdict(progress)
+    doc["stage"] = str(progress.stage)  # the role's word
     doc["reason"] = None if progress.reason is None else progress.reason.value
     return doc
 

@@ -143,10 +143,11 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
-def _oom(device: torch.device, stage: str, exc: BaseException) -> VariantFailed:
+def _oom(device: torch.device, doing: str, exc: BaseException) -> VariantFailed:
+    """The failure of a variant that ran out of memory while ``doing`` (timing, training)."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return VariantFailed(f"out of memory on {device} while {stage}: {str(exc)[:200]}", "out of memory")
+    return VariantFailed(f"out of memory on {device} while {doing}: {str(exc)[:200]}", "out of memory")
 
 
 def count_cost(cfg: ModelConfig, task: Task, builder: ModelBuilder | None = None) -> tuple[int, int]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.answer import Answer, Architecture, Candidate, Contrast, minutes_text
+from explorer.answer import Answer, Architecture, Candidate, Contrast, Evidence, Verdict, minutes_text
 from explorer.measures import QualityMetric
 from explorer.output._fmt import (
     claim,
@@ -35,12 +35,12 @@ from explorer.storage import Retiming, TrialRecord
 __all__ = ["answer_blocks", "check_blocks", "evidence_blocks"]
 
 _VERDICT_WORDS = {
-    "best": "the best",
-    "within": "within the margin",
-    "beyond": "beyond the margin",
-    "edge": "at the margin's edge",
-    "undecided": "undecided",
-    "untested": "not tested",
+    Verdict.BEST: "the best",
+    Verdict.WITHIN: "within the margin",
+    Verdict.BEYOND: "beyond the margin",
+    Verdict.EDGE: "at the margin's edge",
+    Verdict.UNDECIDED: "undecided",
+    Verdict.UNTESTED: "not tested",
 }
 
 
@@ -65,7 +65,7 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
     if is_modern(ans, spec):
         return [("p", modern_headline(ans, spec))]
     c = rec.config
-    if ans.evidence != "finalists":
+    if ans.evidence is not Evidence.FINALISTS:
         return [
             (
                 "p",
@@ -123,12 +123,12 @@ def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
         f"faster, within the margin with probability {prob(nxt.p_within)} ({_VERDICT_WORDS[nxt.verdict]}"
         + (
             f": the best beats it by more than {_edge_words(ans)} with probability {prob(nxt.p_edge)}"
-            if nxt.verdict == "edge"
+            if nxt.verdict is Verdict.EDGE
             else ""
         )
         + "). "
     )
-    if nxt.verdict == "undecided" and nxt.units_needed is not None:
+    if nxt.verdict is Verdict.UNDECIDED and nxt.units_needed is not None:
         spans.append(
             f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured spread. "
         )
@@ -175,18 +175,18 @@ def _level(ans: Answer) -> str:
 
 def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
     modern = is_modern(ans, spec)
-    groups: dict[str, list[Candidate]] = {}
+    groups: dict[Verdict, list[Candidate]] = {}
     rec = ans.recommended.key if ans.recommended else None
     for c in ans.verdicts:
         if c.arch.key != rec:  # the answer is the lead's, not one of the others
             groups.setdefault(c.verdict, []).append(c)
     spans: list[Any] = []
     for verdict, words in (
-        ("within", "Also within the margin (slower): "),
-        ("undecided", "Undecided: "),
-        ("edge", "At the margin's edge: "),
-        ("untested", "Not tested (faster than the first layout not placed within): "),
-        ("beyond", "Beyond the margin: "),
+        (Verdict.WITHIN, "Also within the margin (slower): "),
+        (Verdict.UNDECIDED, "Undecided: "),
+        (Verdict.EDGE, "At the margin's edge: "),
+        (Verdict.UNTESTED, "Not tested (faster than the first layout not placed within): "),
+        (Verdict.BEYOND, "Beyond the margin: "),
     ):
         if groups.get(verdict):
             spans += [("b", words), ", ".join(_layout(c.arch, modern) for c in groups[verdict]) + ". "]
@@ -342,7 +342,7 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
         return b + [("p", [("b", "Note: "), n + "."]) for n in ans.notes if n != why]
     modern = is_modern(ans, spec)
     b.extend(_headline(ans, spec))
-    if ans.evidence == "finalists":
+    if ans.evidence is Evidence.FINALISTS:
         b.extend(_trade_off(ans, spec))
         b.extend(_class_paragraph(ans, spec))
         b.append(("table", pd.DataFrame([_verdict_row(c, ans, modern) for c in ans.verdicts])))
@@ -430,7 +430,7 @@ def _arch(ans: Answer, key: str) -> Architecture | None:
 def check_blocks(ans: Answer) -> list[tuple]:
     """The horizon check: the deciding comparisons at the grid's horizon and at twice it."""
     c = ans.check
-    if c is None or ans.evidence != "finalists":
+    if c is None or ans.evidence is not Evidence.FINALISTS:
         return []
     bpb = ans.recommended is not None and is_bpb(ans.recommended.metric)
     unit = "bits per byte" if bpb else "points"
@@ -477,7 +477,7 @@ def check_blocks(ans: Answer) -> list[tuple]:
 def _verdict_of(ans: Answer, key: str) -> str:
     """A layout's verdict at the grid's horizon, as the answer's table writes it."""
     c = next((c for c in ans.verdicts if c.arch.key == key), None)
-    return "" if c is None else _VERDICT_WORDS.get(c.verdict, c.verdict)
+    return "" if c is None else _VERDICT_WORDS[c.verdict]
 
 
 def _interval(row: tuple[float, float, float], bpb: bool) -> str:
@@ -511,7 +511,7 @@ def evidence_blocks(
     ans: Answer, spec: StudySpec, records: Sequence[TrialRecord], retimings: Sequence[Retiming] = ()
 ) -> list[tuple]:
     """How the finalists were trained and timed, and their table."""
-    if ans.evidence != "finalists":
+    if ans.evidence is not Evidence.FINALISTS:
         return []
     f = spec.finalists
     finals = list(ans.candidates)  # the runs the answer rests on (collapsed ones are reported apart)

@@ -14,19 +14,19 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from explorer.answer import Answer, at_horizon, learning_curves
+from explorer.answer import Answer, Evidence, Verdict, at_horizon, learning_curves
 from explorer.output._plots import empty_figure, new_figure
 from explorer.storage import TrialRecord
 
 __all__ = ["curves_figure", "evidence_figure"]
 
 _COLORS = {
-    "best": "C2",
-    "within": "C2",
-    "undecided": "C1",
-    "edge": "0.65",
-    "beyond": "0.45",
-    "untested": "0.8",
+    Verdict.BEST: "C2",
+    Verdict.WITHIN: "C2",
+    Verdict.UNDECIDED: "C1",
+    Verdict.EDGE: "0.65",
+    Verdict.BEYOND: "0.45",
+    Verdict.UNTESTED: "0.8",
 }
 
 
@@ -37,7 +37,7 @@ def evidence_figure(ans: Answer, batch: int) -> Figure:
     with sns.axes_style("whitegrid"):
         fig = new_figure(7.0, 5.2)
         ax = fig.subplots()
-    best = next((c for c in ans.verdicts if c.verdict == "best"), None)
+    best = next((c for c in ans.verdicts if c.verdict is Verdict.BEST), None)
     if best is None or ans.recommended is None:
         return empty_figure(fig, "no finalist runs: the answer rests on the search alone")
     bpb = best.arch.metric.direction == "minimize"
@@ -54,7 +54,7 @@ def evidence_figure(ans: Answer, batch: int) -> Figure:
             yerr=[[y - low], [high - y]],
             fmt="*" if answer else "o",
             color=_COLORS[c.verdict],
-            mfc=_COLORS[c.verdict] if answer or c.verdict != "within" else "white",
+            mfc=_COLORS[c.verdict] if answer or c.verdict is not Verdict.WITHIN else "white",
             ms=16 if answer else 8,
             capsize=4,
             lw=1.4,
@@ -105,7 +105,7 @@ def curves_figure(ans: Answer, records: Sequence[TrialRecord]) -> Figure:
         fig = new_figure(7.0, 4.6)
         ax = fig.subplots()
     h = ans.horizon
-    if h is None or ans.evidence != "finalists":
+    if h is None or ans.evidence is not Evidence.FINALISTS:
         return empty_figure(fig, "no finalist runs: no learning curves to draw")
     keys = [a.key for a in ans.candidates]
     curves = learning_curves(at_horizon(records, h), keys)

@@ -14,6 +14,7 @@ import pandas as pd
 from explorer.answer import (
     Answer,
     Architecture,
+    Evidence,
     Interval,
     PairedDifference,
     attention_kind,
@@ -98,8 +99,8 @@ def latency_text(a: Architecture, axis: str = "latency") -> str:
     return f"{num(i.estimate)} ms [{num(i.low)}, {num(i.high)}]"
 
 
-def runs_text(a: Architecture, evidence: str) -> str:
-    if evidence == "finalists":
+def runs_text(a: Architecture, evidence: Evidence) -> str:
+    if evidence is Evidence.FINALISTS:
         return f"mean of {a.n} run{'s' * (a.n != 1)} of a fixed {a.epochs:.0f} epochs"
     return f"one run of {a.epochs:.0f} epochs"
 

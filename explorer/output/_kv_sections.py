@@ -8,7 +8,7 @@ key/value heads or head widths, or one that measures decoding; a classic classif
 
 from __future__ import annotations
 
-from explorer.answer import Answer, Architecture, Contrast, attention_kind
+from explorer.answer import Answer, Architecture, Contrast, Evidence, attention_kind
 from explorer.output._fmt import claim, heads, is_bpb, latency_text, mib, pct, quality_text, runs_text
 from explorer.output._render import Span
 from explorer.spec import StudySpec
@@ -69,7 +69,7 @@ def modern_headline(ans: Answer, spec: StudySpec) -> list[Span]:
             f"{mib(rec.kv_cache_bytes)} MiB"
         )
     text += f"; {rec.params:,} parameters."
-    if ans.evidence == "finalists":
+    if ans.evidence is Evidence.FINALISTS:
         text += " It is " + claim(ans)
     return [("b", f"Use {layout_phrase(rec)}"), text]
 

@@ -25,6 +25,7 @@ from explorer.answer import (
     COST_COLUMNS,
     HV_REFERENCE,
     Answer,
+    Evidence,
     answer,
     architecture_table,
     architectures,
@@ -142,7 +143,7 @@ def _content(
     answer_section = answer_blocks(ans, spec)
     lead = next((blk for blk in answer_section if blk[0] == "p"), None)
     b.extend(answer_section)
-    if ans.evidence == "finalists":
+    if ans.evidence is Evidence.FINALISTS:
         b.append(
             (
                 "fig",
@@ -153,7 +154,7 @@ def _content(
             )
         )
     b.extend(evidence_blocks(ans, spec, records, data.retimings))
-    if ans.evidence == "finalists":
+    if ans.evidence is Evidence.FINALISTS:
         b.append(
             (
                 "fig",
@@ -178,7 +179,9 @@ def _content(
     if spec.task.name == "relations":
         b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2)), ans.recommended))
     b.extend(account_blocks(acct))
-    finals = architecture_table(ans.candidates) if ans.evidence == "finalists" else search.table.iloc[:0]
+    finals = (
+        architecture_table(ans.candidates) if ans.evidence is Evidence.FINALISTS else search.table.iloc[:0]
+    )
     trials = trials_table(records)
     # beside explorer's number (what --trial takes), the trial as Optuna's tools name it: NAME/finalists#4
     trials.insert(1, "optuna_trial", [trial_label(spec.name, int(n)) for n in trials["number"]])
@@ -223,7 +226,7 @@ def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str,
     spec, metric = data.spec, data.spec.metric
     floors = sorted({float(m) for m in spec.space.min_dk if m > 1})
     batch = spec.latency.batch_size
-    finals = architecture_table(ans.candidates) if ans.evidence == "finalists" else None
+    finals = architecture_table(ans.candidates) if ans.evidence is Evidence.FINALISTS else None
     rec_row = architecture_table([ans.recommended]).iloc[0] if ans.recommended is not None else None
     t, cost = search.table, search.cost
     figures: dict[str, Callable[[], Any]] = {
@@ -234,7 +237,7 @@ def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str,
         "pareto_heads": lambda: plots.heads_heatmap(search.front, metric, cost),
         "hypervolume": lambda: study_plots.hypervolume_figure(search.history),
     }
-    if ans.evidence == "finalists":
+    if ans.evidence is Evidence.FINALISTS:
         figures["evidence"] = lambda: evidence_figure(ans, batch)
         figures["curves"] = lambda: curves_figure(ans, data.records)
     if searches_kv(data.records):
@@ -258,7 +261,7 @@ def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -
             [
                 f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
                 f"{spec.task.epochs} epochs ({search.count} ran them all, {acct.stopped_early} stopped at a rung, "
-                f"{acct.over_budget} over budget); {len(ans.candidates) if ans.evidence == 'finalists' else 0} "
+                f"{acct.over_budget} over budget); {len(ans.candidates) if ans.evidence is Evidence.FINALISTS else 0} "
                 f"finalist layouts trained in {runs} paired runs. Generated "
                 f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."
             ],

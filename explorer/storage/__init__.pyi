@@ -39,6 +39,7 @@ from ._record import (
     closed_counts as closed_counts,
     closure_of as closure_of,
     epochs_done as epochs_done,
+    finalist_attrs as finalist_attrs,
     finalist_run as finalist_run,
     is_bookkeeping as is_bookkeeping,
     keeps_finalists_inside as keeps_finalists_inside,
@@ -64,4 +65,4 @@ from ._storage import (
     storage_writable as storage_writable,
     study_exists as study_exists,
 )
-from ._trial_kinds import Closure as Closure, Proposal as Proposal, Role as Role, Stage as Stage
+from ._trial_kinds import Closure as Closure, Proposal as Proposal, Role as Role

@@ -42,6 +42,7 @@ __all__ = [
     "closed_counts",
     "closure_of",
     "epochs_done",
+    "finalist_attrs",
     "finalist_run",
     "is_bookkeeping",
     "keeps_finalists_inside",
@@ -532,8 +533,14 @@ def keeps_finalists_inside(study: optuna.Study) -> bool:
     return any(role_of(t) is Role.FINALIST for t in study.get_trials(deepcopy=False))
 
 
+def finalist_attrs(run: FinalistRun) -> dict[str, Any]:
+    """The user attributes of the trial queued to run ``run``: a finalist, its seed and the run
+    (:func:`finalist_run` reads it back)."""
+    return stored(role=Role.FINALIST, seed=run.seed, finalist=run.attrs())
+
+
 def finalist_run(t: optuna.Trial | FrozenTrial) -> FinalistRun | None:
-    """The finalist run a queued trial carries (None: not a finalist run)."""
+    """The finalist run a queued trial carries (None: not a finalist run; :func:`finalist_attrs` writes it)."""
     a = t.user_attrs
     if _FINALIST not in a:
         return None
@@ -600,7 +607,7 @@ def note_failure(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     study.set_user_attr(_fail_note(trial.number), reason)
 
 
-def load_records(study: optuna.Study, roles: Sequence[str] = ROLES) -> list[TrialRecord]:
+def load_records(study: optuna.Study, roles: Sequence[Role] = ROLES) -> list[TrialRecord]:
     """Every trial of ``study`` and its companion (explorer.storage._companion: numbered FINALIST_BASE + n) with
     one of ``roles`` as a record, in trial-number order (bookkeeping left out)."""
     out = []

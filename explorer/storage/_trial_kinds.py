@@ -1,5 +1,5 @@
-"""What a trial is and how it came about, as enums: its role, the stage that runs it, how the search proposed
-it, and why it was closed without running.
+"""What a trial is and how it came about, as enums: its role (which is also the stage of a study's run that runs
+it), how the search proposed it, and why it was closed without running.
 
 Each member's value is the string stored in the study (a user attribute's value, or for :class:`Closure` the
 attribute's name), so studies written before these enums read the same. The members are ``str`` subclasses:
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Closure", "Proposal", "Role", "Stage"]
+__all__ = ["Closure", "Proposal", "Role"]
 
 
 class _Stored(str, Enum):
@@ -24,21 +24,11 @@ class _Stored(str, Enum):
 
 
 class Role(_Stored):
-    """What a trial is: a search trial (one new architecture) or a finalist run (a chosen one, a fresh seed)."""
+    """What a trial is: a search trial (one new architecture) or a finalist run (a chosen one, a fresh seed).
+    A study runs in stages named the same way: each stage runs the trials of its role."""
 
     SEARCH = "search"
     FINALIST = "finalist"
-
-
-class Stage(_Stored):
-    """A stage of a study's run: each runs the trials of the role of the same name."""
-
-    SEARCH = "search"
-    FINALIST = "finalist"
-
-    @property
-    def role(self) -> Role:
-        return Role(self.value)
 
 
 class Proposal(_Stored):

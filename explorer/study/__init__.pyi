@@ -15,7 +15,7 @@ from ._catalog import (
 )
 from ._claims import Claims as Claims, pop_waiting as pop_waiting
 from ._plan import PortableRunPlan as PortableRunPlan, RunPlan as RunPlan, plan_run as plan_run
-from ._progress import StopReason as StopReason
+from ._progress import Step as Step, StopReason as StopReason
 from ._rerun import check_rerun as check_rerun, differences as differences
 from ._retime import retime as retime
 from ._retrain import record_task as record_task, trained_model as trained_model

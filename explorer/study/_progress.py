@@ -1,7 +1,9 @@
-"""A stage's progress as a bar shows it: done, running, failed and stopped-early trials, and the best quality."""
+"""A stage's progress as a bar shows it: done, running, failed and stopped-early trials, and the best quality;
+and what a run announces as each stage (or step) starts."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 
@@ -9,9 +11,23 @@ import optuna
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
-from explorer.storage import Stage, epochs_done, is_bookkeeping, role_of, trials_of
+from explorer.storage import Role, epochs_done, is_bookkeeping, role_of, trials_of
 
-__all__ = ["Progress", "StopReason", "stage_progress"]
+__all__ = ["OnStage", "Progress", "Step", "StopReason", "stage_progress"]
+
+
+class Step(str, Enum):
+    """A step of a run that is announced as it starts, as each stage is, though it runs no trials."""
+
+    TIMING = "timing"  # the finalists' layouts re-timed in interleaved rounds, nothing training
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# on_stage(stage, total): a stage starts (named as the role of its trials; total: its trials), or a step
+# (total: its measurements)
+OnStage = Callable[[Role | Step, int], None]
 
 
 class StopReason(Enum):
@@ -32,7 +48,7 @@ class StopReason(Enum):
 class Progress:
     """What a progress bar shows for one stage."""
 
-    stage: str  # search | finalist (the stage is named as the role of the trials it runs)
+    stage: Role  # the stage is named as the role of the trials it runs
     done: int  # COMPLETE or PRUNED trials of the stage
     total: int  # the stage's total
     running: int
@@ -50,11 +66,10 @@ class Progress:
     )
 
 
-def stage_progress(study: optuna.Study, stage: str, total: int) -> Progress:
-    """The progress of ``stage`` in the explorer study ``study``: its trials wherever they live (the study
-    itself, or its companion: explorer.storage._companion)."""
-    role = Stage(stage).role  # a stage runs the trials of its role
-    trials = [t for t, _ in trials_of(study) if not is_bookkeeping(t) and role_of(t) is role]
+def stage_progress(study: optuna.Study, stage: Role, total: int) -> Progress:
+    """The progress of ``stage`` in the explorer study ``study``: its trials (those of its role) wherever they
+    live (the study itself, or its companion: explorer.storage._companion)."""
+    trials = [t for t, _ in trials_of(study) if not is_bookkeeping(t) and role_of(t) == stage]
     count = {s: sum(t.state == s for t in trials) for s in TrialState}
     complete = [
         t

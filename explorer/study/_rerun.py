@@ -15,7 +15,7 @@ import optuna
 
 from explorer.errors import EmptyStorageError, SpecError, StorageBusyError, StudyNotFoundError
 from explorer.spec import StudySpec, spec_from_dict
-from explorer.storage import load_records, mask_url, open_storage, sqlite_path, study_exists
+from explorer.storage import Role, load_records, mask_url, open_storage, sqlite_path, study_exists
 from explorer.study._catalog import missing_spec
 from explorer.study._run_options import check_total_reaches
 
@@ -63,7 +63,7 @@ def check_same_meaning(stored: StudySpec, given: StudySpec, masked: str) -> None
 
 def finished_search(study: Any) -> int:
     """The search trials a study has finished (COMPLETE or PRUNED): what a new total may not fall below."""
-    return sum(r.state in ("COMPLETE", "PRUNED") for r in load_records(study, roles=("search",)))
+    return sum(r.state in ("COMPLETE", "PRUNED") for r in load_records(study, roles=(Role.SEARCH,)))
 
 
 def _read_stored(name: str, url: str) -> tuple[optuna.Study, StudySpec]:

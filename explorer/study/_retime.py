@@ -41,6 +41,7 @@ from explorer.spec import StudySpec
 from explorer.storage import (
     RETIMED_ATTR,
     Retiming,
+    Role,
     load_records,
     load_retimings,
     rdb_storage,
@@ -60,7 +61,7 @@ SEARCH_RETIME_LIMIT = (
 def finalist_configs(study: optuna.Study) -> list[tuple[str, ModelConfig]]:
     """The distinct (key, architecture) of the study's COMPLETE finalist runs, by first trial number."""
     seen: dict[str, ModelConfig] = {}
-    for r in load_records(study, roles=("finalist",)):
+    for r in load_records(study, roles=(Role.FINALIST,)):
         if r.finished and r.key is not None and r.config is not None:
             seen.setdefault(r.key, r.config)
     return list(seen.items())
@@ -68,7 +69,7 @@ def finalist_configs(study: optuna.Study) -> list[tuple[str, ModelConfig]]:
 
 def search_configs(study: optuna.Study, limit: int = SEARCH_RETIME_LIMIT) -> list[tuple[str, ModelConfig]]:
     """The distinct (key, architecture) of the study's COMPLETE search trials, the ``limit`` best in quality."""
-    runs = [r for r in load_records(study, roles=("search",)) if r.finished and r.key and r.config]
+    runs = [r for r in load_records(study, roles=(Role.SEARCH,)) if r.finished and r.key and r.config]
     sign = -1.0 if runs and runs[0].metric.direction == "minimize" else 1.0
     runs.sort(key=lambda r: -sign * float(r.quality))  # type: ignore[arg-type]
     seen: dict[str, ModelConfig] = {}
@@ -148,7 +149,7 @@ def _time_round(
     ``builder``, storing each timing as it is made."""
     spec = handle.spec
     cfg = dataclasses.replace(spec.latency, device=str(device))
-    where = handle.stage_study("finalist")  # the re-timings live with the finalist runs
+    where = handle.stage_study(Role.FINALIST)  # the re-timings live with the finalist runs
     for key, config, kinds in todo:
         for kind in kinds:
             if kind == "forward":

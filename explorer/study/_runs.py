@@ -44,9 +44,9 @@ from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.layout import count_layouts
 from explorer.limits import TRIALS
 from explorer.spec import StudySpec, load_spec
-from explorer.storage import load_records, load_retimings
+from explorer.storage import Role, load_records, load_retimings
 from explorer.study._plan import RunPlan, plan_run
-from explorer.study._progress import StopReason, stage_progress
+from explorer.study._progress import OnStage, Step, StopReason, stage_progress
 from explorer.study._rerun import finished_search
 from explorer.study._retime import retime, search_configs
 from explorer.study._study import StudyHandle, note_artifact_location, record_bench, set_total
@@ -90,7 +90,7 @@ def run(
     options: RunOptions = DEFAULT_OPTIONS,
     finalists: bool = True,
     on_progress: Callable[[Progress], None] | None = None,
-    on_stage: Callable[[str, int], None] | None = None,
+    on_stage: OnStage | None = None,
     bench: bool = True,
     total_from: str = "--n-trials",
 ) -> RunSummary:
@@ -112,7 +112,7 @@ def run_planned(
     finalists: bool = True,
     bench: bool = True,
     on_progress: Callable[[Progress], None] | None = None,
-    on_stage: Callable[[str, int], None] | None = None,
+    on_stage: OnStage | None = None,
 ) -> RunSummary:
     """Run a planned study (:func:`explorer.study._plan.plan_run`: every input accepted) to its total, then its
     finalist stage; the plan's total and spec file are recorded with the study first."""
@@ -125,8 +125,8 @@ def run_planned(
         record_bench(handle, plan.context)
     if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
         searched_lr = isinstance(handle.spec.space.lr, tuple)  # then every draw is new
-        on_stage("search", total if searched_lr else min(total, count_layouts(handle.spec.space)))
-    search = run_stage(plan, "search", total, on_progress)
+        on_stage(Role.SEARCH, total if searched_lr else min(total, count_layouts(handle.spec.space)))
+    search = run_stage(plan, Role.SEARCH, total, on_progress)
     covered = search.reason is StopReason.EXHAUSTED  # a small space evaluated whole: the search is done
     if not covered and (search.reason is not None or search.done < total):
         return RunSummary(search, None, None, 0)
@@ -139,7 +139,7 @@ def _finalist_stage(
     run_plan: RunPlan,
     search: Progress,
     on_progress: Callable[[Progress], None] | None,
-    on_stage: Callable[[str, int], None] | None,
+    on_stage: OnStage | None,
     top: int | None = None,
     seeds: int | None = None,
     more: int | None = None,
@@ -154,25 +154,25 @@ def _finalist_stage(
     if spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
         configs = search_configs(handle.study)
         if on_stage:
-            on_stage("timing", len(configs) * rounds)
+            on_stage(Step.TIMING, len(configs) * rounds)
         retime(handle, configs, rounds, kinds=("decode",), context=context)
     plan = plan_finalists(
         load_records(handle.study), spec, top=top, seeds=seeds, retimings=load_retimings(handle.study)
     )
     configs = [(key, layout.config) for key, layout in zip(plan.keys, plan.layouts, strict=True)]
     if on_stage:
-        on_stage("timing", len(configs) * rounds)
+        on_stage(Step.TIMING, len(configs) * rounds)
     timed = retime(handle, configs, rounds, context=context)
     # the first rounds that ran on a busy machine are timed again, once (the answer leaves them out where the
     # others time every layout); counted from the first rounds alone, so a resume adds none
     busy = busy_rounds([t for t in timed if t.round < rounds], cost_axis(spec))
     if busy:
         if on_stage:
-            on_stage("timing", len(configs) * len(busy))
+            on_stage(Step.TIMING, len(configs) * len(busy))
         timed = retime(handle, configs, rounds + len(busy), context=context)
     times = rule_times(plan.keys, timed, cost_axis(spec))[0]  # as the answer reads them
     if on_stage:
-        on_stage("finalist", max(plan.budget, stage_progress(handle.study, "finalist", 0).done))
+        on_stage(Role.FINALIST, max(plan.budget, stage_progress(handle.study, Role.FINALIST, 0).done))
     stage_end = math.inf if spec.finalists.minutes is None else time.monotonic() + 60 * spec.finalists.minutes
     horizon, pilot = _pilot(run_plan, plan, times, on_progress)
     if pilot is not None:  # stopped before the horizon was chosen (Ctrl-C aside: a timeout, failures)
@@ -195,10 +195,10 @@ def _finalist_stage(
             on_progress(dataclasses.replace(p, to_decide=cost["runs"]))
 
     while True:
-        finals = run_stage(run_plan, "finalist", budget, progress)
+        finals = run_stage(run_plan, Role.FINALIST, budget, progress)
         if finals.reason is not None or seeds is not None:
             break
-        records = load_records(handle.study, roles=("finalist",))
+        records = load_records(handle.study, roles=(Role.FINALIST,))
         cost["runs"] = decision_cost(plan, records, spec, times)
         finals = dataclasses.replace(finals, to_decide=cost["runs"])
         progress(finals)
@@ -227,9 +227,9 @@ def _finalist_stage(
             break
         added += queued
     if finals.reason in (None, *UNDECIDED_STOPS):  # the deciding comparisons again, trained twice as long
-        records = load_records(handle.study, roles=("finalist",))
+        records = load_records(handle.study, roles=(Role.FINALIST,))
         if enqueue_runs(handle, check_runs(plan, records, spec, times, horizon)):
-            checked = run_stage(run_plan, "finalist", budget, progress)
+            checked = run_stage(run_plan, Role.FINALIST, budget, progress)
             finals = (
                 checked
                 if checked.reason is not None
@@ -243,7 +243,7 @@ def _finalist_stage(
             )
     if finals.reason in (None, *UNDECIDED_STOPS) and seeds is None:
         finals = _horizon_stop(handle, spec, finals)
-    records = load_records(handle.study, roles=("finalist",))
+    records = load_records(handle.study, roles=(Role.FINALIST,))
     horizon_runs = sum(r.finished for r in records) - sum(r.finished for r in plan.grid(records))
     return RunSummary(search, finals, plan, added, horizon_runs)
 
@@ -273,23 +273,23 @@ def _pilot(
     """The stage's horizon: chosen by its pilot (:mod:`explorer.answer._horizon`), whose runs are queued and run
     here until it is; with the progress of a pilot stopped short (None: it was not)."""
     handle, spec = run_plan.handle, run_plan.handle.spec
-    horizon = choose_horizon(load_records(handle.study, roles=("finalist",)), spec)
+    horizon = choose_horizon(load_records(handle.study, roles=(Role.FINALIST,)), spec)
     if horizon.chosen:
         return horizon, None
-    layouts = pilot_layouts(plan, load_records(handle.study, roles=("search",)), times)
+    layouts = pilot_layouts(plan, load_records(handle.study, roles=(Role.SEARCH,)), times)
     while not horizon.chosen:
         enqueue_runs(handle, pilot_runs(plan, layouts, horizon, spec))
-        progress = run_stage(run_plan, "finalist", plan.budget, on_progress)
+        progress = run_stage(run_plan, Role.FINALIST, plan.budget, on_progress)
         if progress.reason is not None:
             return horizon, progress
-        horizon = choose_horizon(load_records(handle.study, roles=("finalist",)), spec)
+        horizon = choose_horizon(load_records(handle.study, roles=(Role.FINALIST,)), spec)
     return horizon, None
 
 
 def _grid_runs(plan: Plan, handle: StudyHandle) -> int:
     """The grid's runs, finished or running: what the stage's budget counts (the pilot's runs at other horizons
     and the horizon check's are not the rule's spending)."""
-    return sum(r.state != "FAIL" for r in plan.grid(load_records(handle.study, roles=("finalist",))))
+    return sum(r.state != "FAIL" for r in plan.grid(load_records(handle.study, roles=(Role.FINALIST,))))
 
 
 def confirm(
@@ -301,7 +301,7 @@ def confirm(
     budget: int | None = None,
     options: RunOptions = DEFAULT_OPTIONS,
     on_progress: Callable[[Progress], None] | None = None,
-    on_stage: Callable[[str, int], None] | None = None,
+    on_stage: OnStage | None = None,
 ) -> RunSummary:
     """Run the finalist stage now: with more finalists (``top``) than the spec's, every finalist on a fixed grid
     of ``seeds`` replicates, or (``until_decided``) up to ``budget`` more runs (default: the stage's budget
@@ -323,13 +323,13 @@ def confirm(
     plan = plan_run(handle, options)
     if until_decided:  # a stopped run names the command that continues it
         plan = dataclasses.replace(plan, resume=f"explorer confirm {handle.name} --until-decided")
-    records = load_records(handle.study, roles=("search",))
+    records = load_records(handle.study, roles=(Role.SEARCH,))
     if not any(r.finished for r in records):
         raise NoCompletedTrialsError(
             f"study {handle.name!r} has no completed search trial to confirm; run it first."
         )
     # the search's own trials first (one worker, no deadline): a stopped one is finished before the finalists
-    search = run_stage(dataclasses.replace(plan, workers=1, deadline=None), "search", handle.spec.n_trials)
+    search = run_stage(dataclasses.replace(plan, workers=1, deadline=None), Role.SEARCH, handle.spec.n_trials)
     return _finalist_stage(
         plan, search, on_progress, on_stage, top, seeds, (budget or -1) if until_decided else None
     )
@@ -346,7 +346,7 @@ def run_study(
     spec_path: str | None = None,
     total_from: str = "--n-trials",
     on_start: Callable[[StudyHandle, str], None] | None = None,
-    on_stage: Callable[[str, int], None] | None = None,
+    on_stage: OnStage | None = None,
     on_progress: Callable[[Progress], None] | None = None,
 ) -> RunSummary:
     """Create (or resume) the study a spec file or :class:`StudySpec` describes and run it to its total: the

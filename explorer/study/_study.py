@@ -34,7 +34,7 @@ from explorer.meta import package_version
 from explorer.model import check_runtime
 from explorer.spec import SOURCES_ATTR, StudySpec, spec_from_dict
 from explorer.storage import (
-    Stage,
+    Role,
     companion_name,
     default_storage_url,
     find_companion,
@@ -135,11 +135,11 @@ class StudyHandle:
     tracking_warned: set[str] = field(default_factory=set, compare=False, repr=False)
     finalists: optuna.Study | None = field(default=None, init=False, compare=False, repr=False)
 
-    def stage_study(self, stage: str) -> optuna.Study:
+    def stage_study(self, stage: Role) -> optuna.Study:
         """The Optuna study the trials of ``stage`` run in, decided here alone: the search in the study itself;
         the finalist runs in its companion ``NAME/finalists`` (explorer.storage._companion; created and labelled
         when first needed), unless the study already holds finalist runs (made before they were kept apart)."""
-        if stage == Stage.SEARCH:
+        if stage == Role.SEARCH:
             return self.study
         if self.finalists is None:
             inside = keeps_finalists_inside(self.study)

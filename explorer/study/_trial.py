@@ -52,7 +52,6 @@ from explorer.storage import (
     Closure,
     Proposal,
     Role,
-    Stage,
     TrialRecord,
     arch_key,
     finalist_run,
@@ -98,9 +97,8 @@ class ClosedTrial(Exception):
     """A trial closed without running: beyond its stage's total, or its configuration held by another trial."""
 
 
-def live_trials(study: optuna.Study, role: Role | str) -> list[optuna.trial.FrozenTrial]:
+def live_trials(study: optuna.Study, role: Role) -> list[optuna.trial.FrozenTrial]:
     """The trials of ``role`` that count toward its total: COMPLETE, PRUNED or RUNNING, bookkeeping left out."""
-    role = Role(role)
     return [
         t
         for t in study.get_trials(deepcopy=False, states=LIVE_STATES)
@@ -141,7 +139,7 @@ class Objective:
         context: this process's run context (:mod:`explorer.study._context`): the device to time and train on,
             the task, the search space, the user's model builder and where completed trials' weights go
             (``context.store``; None: not kept).
-        stage: ``search`` (sample new architectures up to ``total``) or ``finalist`` (run queued finalist
+        stage: ``Role.SEARCH`` (sample new architectures up to ``total``) or ``Role.FINALIST`` (run queued finalist
             runs only; anything else is closed).
         total: the search stage's total (default: the spec's ``n_trials``; ignored in the finalist stage).
         on_epoch: called after every epoch of every trial (progress in this process).
@@ -153,11 +151,11 @@ class Objective:
         spec: StudySpec,
         context: RunContext,
         *,
-        stage: Stage | str = Stage.SEARCH,
+        stage: Role = Role.SEARCH,
         total: int | None = None,
         on_epoch: Callable[[], None] | None = None,
     ):
-        self.study, self.spec, self.context, self.stage = study, spec, context, Stage(stage)
+        self.study, self.spec, self.context, self.stage = study, spec, context, stage
         self.on_epoch = on_epoch
         self.total = spec.n_trials if total is None else total
         self.cache = LatencyCache()
@@ -210,7 +208,7 @@ class Objective:
     def _check_stage(self, trial: optuna.Trial, role: Role) -> None:
         """Close a trial its stage has no room for: not a finalist run in the finalist stage, or a search trial
         beyond the search total (counted over the live search trials numbered before it)."""
-        if self.stage is Stage.FINALIST and role is not Role.FINALIST:
+        if self.stage is Role.FINALIST and role is not Role.FINALIST:
             raise self._close(trial, Closure.SURPLUS, True, "the finalist queue is empty")
         if role is Role.SEARCH:
             before = [t for t in live_trials(self.study, Role.SEARCH) if t.number < trial.number]

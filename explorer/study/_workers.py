@@ -1,13 +1,14 @@
 """Running a stage of a study's trials with any number of workers on this machine.
 
-A study runs in stages: ``search`` (new architectures up to the spec's total) and ``finalist`` (the queued
-finalist runs). :func:`run_stage` runs one with the run plan's workers (:mod:`explorer.study._plan`): one works
-in the command's own process (:func:`_run_here`), more are processes forked from multiprocessing's fork server
-(spawned where there is none; :func:`_run_pool`), each given the plan's portable form and rebuilding its
-process-local parts once. Every worker loops in :func:`_work`: it fails stale trials (a dead worker's trial must
-neither hold the total nor be waited for), starts trials while the stage has some left, and otherwise waits for
-the trials still running elsewhere, so a stage ends only when it is really done. The command that ends first
-therefore never claims to have stopped short while another command's trials still run.
+A study runs in stages, each named as the role of the trials it runs: ``Role.SEARCH`` (new architectures up to
+the spec's total) and ``Role.FINALIST`` (the queued finalist runs). :func:`run_stage` runs one with the run
+plan's workers (:mod:`explorer.study._plan`): one works in the command's own process (:func:`_run_here`), more
+are processes forked from multiprocessing's fork server (spawned where there is none; :func:`_run_pool`), each
+given the plan's portable form and rebuilding its process-local parts once. Every worker loops in
+:func:`_work`: it fails stale trials (a dead worker's trial must neither hold the total nor be waited for),
+starts trials while the stage has some left, and otherwise waits for the trials still running elsewhere, so a
+stage ends only when it is really done. The command that ends first therefore never claims to have stopped
+short while another command's trials still run.
 """
 
 from __future__ import annotations
@@ -33,15 +34,14 @@ from explorer.layout import FinalistRun
 from explorer.storage import (
     Closure,
     Role,
-    Stage,
     arch_key,
     closure_of,
+    finalist_attrs,
     finalist_run,
     install_pop_waiting,
     is_bookkeeping,
     mask_url,
     role_of,
-    stored,
     trials_of,
 )
 from explorer.study._claims import pop_waiting
@@ -99,19 +99,19 @@ def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
             assert queued is not None, "a finalist trial is queued with its run"
             have.add((arch_key(queued.config, queued.lr), queued.seed, queued.epochs or default))
     added = 0
-    study = handle.stage_study("finalist")
+    study = handle.stage_study(Role.FINALIST)
     for run in runs:
         if (arch_key(run.config, run.lr), run.seed, run.epochs or default) in have:
             continue
-        study.enqueue_trial({}, user_attrs=stored(role=Role.FINALIST, seed=run.seed, finalist=run.attrs()))
+        study.enqueue_trial({}, user_attrs=finalist_attrs(run))
         added += 1
     return added
 
 
-def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
+def _remaining(study: optuna.Study, stage: Role, total: int) -> tuple[int, int]:
     """(trials the stage still has to start, trials of the stage running now)."""
-    if stage == Stage.SEARCH:
-        live = live_trials(study, "search")
+    if stage == Role.SEARCH:
+        live = live_trials(study, Role.SEARCH)
         running = sum(t.state == TrialState.RUNNING for t in live)
         return total - len(live), running
     waiting = running = 0
@@ -122,7 +122,7 @@ def _remaining(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
     return waiting, running
 
 
-def _settle(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
+def _settle(study: optuna.Study, stage: Role, total: int) -> tuple[int, int]:
     """:func:`_remaining`, after failing the stale trials (a dead worker's trial must not hold the total, nor be
     waited for)."""
     with warnings.catch_warnings():
@@ -131,7 +131,7 @@ def _settle(study: optuna.Study, stage: str, total: int) -> tuple[int, int]:
     return _remaining(study, stage, total)
 
 
-def _finished(study: optuna.Study, stage: str, total: int) -> bool:
+def _finished(study: optuna.Study, stage: Role, total: int) -> bool:
     """Whether a worker would stop at once: no trial of the stage left to start and none running."""
     left, running = _settle(study, stage, total)
     return left <= 0 and running == 0
@@ -141,7 +141,7 @@ class _StopRules:
     """Optuna callback: stop this worker when its stage has nothing left to start, when the space is used up,
     or after repeated failures (``reason`` and ``note`` say why, for the last two)."""
 
-    def __init__(self, stage: str, total: int, space_size: int, exhaustible: bool = True):
+    def __init__(self, stage: Role, total: int, space_size: int, exhaustible: bool = True):
         # exhaustible: every architecture is one trial (a searched learning rate makes each draw new)
         self.stage, self.total, self.space_size, self.exhaustible = stage, total, space_size, exhaustible
         self.failures = self.duplicates = 0
@@ -157,8 +157,8 @@ class _StopRules:
         covered = (
             closed is Closure.DUPLICATE
             and self.exhaustible
-            and self.stage == Stage.SEARCH
-            and len(live_trials(study, "search")) >= self.space_size
+            and self.stage == Role.SEARCH
+            and len(live_trials(study, Role.SEARCH)) >= self.space_size
         )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
         if closed is Closure.EXHAUSTED or covered:
             self.reason = StopReason.EXHAUSTED
@@ -180,7 +180,7 @@ class _StopRules:
 
 def _work(
     handle: StudyHandle,
-    stage: str,
+    stage: Role,
     total: int,
     context: RunContext,
     deadline: float | None,
@@ -218,13 +218,13 @@ def _work(
 
 
 def run_stage(
-    plan: RunPlan, stage: str, total: int, on_progress: Callable[[Progress], None] | None = None
+    plan: RunPlan, stage: Role, total: int, on_progress: Callable[[Progress], None] | None = None
 ) -> Progress:
-    """Run one stage of the planned study (``search`` to ``total`` trials, or the queued ``finalist`` runs) with
+    """Run one stage of the planned study (the search to ``total`` trials, or the queued finalist runs) with
     the plan's workers on this machine; return its progress. One worker works in this process, with the plan's
     context; more are spawned, each given the plan's portable form. Ctrl-C stops cleanly and re-raises. A study
     tracked in MLflow logs the stage's trials once it ends."""
-    if stage not in tuple(Stage):
+    if stage not in tuple(Role):
         raise ValueError(f"unknown stage {stage!r}")
     handle = plan.handle
     report = _start(handle, stage, total, plan.workers, plan.device, on_progress)
@@ -242,7 +242,7 @@ def run_stage(
 
 def _start(
     handle: StudyHandle,
-    stage: str,
+    stage: Role,
     total: int,
     workers: int,
     device: torch.device,
@@ -262,7 +262,7 @@ def _start(
         stage,
         handle.name,
         total,
-        "trials in total" if stage == Stage.SEARCH else "runs",
+        "trials in total" if stage == Role.SEARCH else "runs",
         workers,
         device,
     )
@@ -270,7 +270,7 @@ def _start(
 
 
 def _run_here(
-    plan: RunPlan, stage: str, total: int, report: Callable[[], Any]
+    plan: RunPlan, stage: Role, total: int, report: Callable[[], Any]
 ) -> tuple[StopReason | None, str]:
     """The stage's one worker, in this process, with the plan's torch threads while it works."""
     previous = torch.get_num_threads()
@@ -286,7 +286,7 @@ def _run_here(
 # --------------------------------------------------------------------------------------------- the pool
 
 
-def _run_pool(plan: RunPlan, stage: str, total: int, report: Callable[..., Progress]) -> Progress:
+def _run_pool(plan: RunPlan, stage: Role, total: int, report: Callable[..., Progress]) -> Progress:
     """The stage's workers, each a process of its own (:func:`_process_context`, :func:`_worker_main`) given the
     plan's portable form and the command's environment, spread over the plan's device kind; progress is reported
     while they work."""
@@ -341,7 +341,7 @@ def _wait_for(procs: list[Any], poll_interval: float, report: Callable[[], Any])
 
 def _pool_outcome(
     handle: StudyHandle,
-    stage: str,
+    stage: Role,
     total: int,
     procs: list[Any],
     results: list[tuple[StopReason | None, str] | WorkerError],
@@ -388,7 +388,7 @@ def _worker_devices(device: torch.device, workers: int) -> list[torch.device]:
 
 def _worker_main(
     portable: PortableRunPlan,
-    stage: str,
+    stage: Role,
     total: int,
     out: Any,
     log_level: int = logging.WARNING,

@@ -332,6 +332,20 @@ def test_the_answer_is_one_answer_with_a_candidate_for_each_layout():
     assert ans.to_dict()["verdicts"][0]["verdict"] == ans.verdicts[0].verdict
 
 
+def test_the_evidence_and_verdicts_are_enums_written_as_their_words():
+    from explorer.answer import Evidence, Verdict
+
+    finals = finalist_records(10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.948, 1.4, "knee")], seeds=6)
+    ans = answer(finals, SPEC)
+    assert ans.evidence is Evidence.FINALISTS and Verdict.BEST in [c.verdict for c in ans.verdicts]
+    doc = ans.to_dict()
+    assert type(doc["evidence"]) is str and doc["evidence"] == "finalists"
+    words = [v["verdict"] for v in doc["verdicts"]]
+    assert [type(w) for w in words] == [str, str] and words == [c.verdict.value for c in ans.verdicts]
+    assert "best" in words
+    assert f"{Verdict.UNTESTED}" == str(Verdict.UNTESTED) == "untested" and str(Evidence.NONE) == "none"
+
+
 def test_probabilities_are_written_without_claiming_more_than_was_computed():
     from explorer.answer import prob_text
 

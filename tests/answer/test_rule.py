@@ -7,12 +7,7 @@ import numpy as np
 from scipy import stats
 
 from explorer.answer import (
-    BEST,
-    BEYOND,
-    EDGE,
-    UNDECIDED,
-    UNTESTED,
-    WITHIN,
+    Verdict,
     decide,
     next_cells,
     next_layouts,
@@ -44,14 +39,14 @@ def test_each_term_is_the_paired_t_posterior_and_the_bound_sums_them():
     assert np.isclose(risks[1, 0], stats.t.cdf(t, len(d) - 1))
     decision = decide(scores, np.array([[3.0], [2.0], [1.0]]), MARGIN, RISK, TIE)
     assert np.isclose(decision.p_within[1], 1 - risks[1].sum())
-    assert decision.verdicts == (BEST, WITHIN, BEYOND)
+    assert decision.verdicts == (Verdict.BEST, Verdict.WITHIN, Verdict.BEYOND)
 
 
 def test_the_answer_is_the_fastest_layout_within_and_a_tie_in_latency_takes_the_more_accurate():
     scores = grid([0.95, 0.948, 0.947], 0.002, 10)
     times = np.array([[3.0, 3.1], [1.50, 1.52], [1.45, 1.47]])  # 2 is faster than 1, within the 5% tie
     d = decide(scores, times, MARGIN, RISK, TIE)
-    assert d.verdicts[1] == d.verdicts[2] == WITHIN and d.answer == 1 and d.decided
+    assert d.verdicts[1] == d.verdicts[2] == Verdict.WITHIN and d.answer == 1 and d.decided
     slow = decide(scores, np.array([[1.0], [2.0], [3.0]]), MARGIN, RISK, TIE)
     assert slow.answer == 0  # the best is also the fastest
 
@@ -68,7 +63,7 @@ def test_more_layouts_near_the_top_lower_the_probability_far_ones_do_not():
 def test_without_a_layout_placed_within_the_answer_is_the_best_and_not_decided():
     scores = grid([0.95, 0.949], 0.03, 2)  # two noisy runs: nothing is shown
     d = decide(scores, np.array([[2.0], [1.0]]), MARGIN, RISK, TIE)
-    assert d.answer == d.best and not d.decided and d.verdicts[1 - d.best] == UNDECIDED
+    assert d.answer == d.best and not d.decided and d.verdicts[1 - d.best] == Verdict.UNDECIDED
 
 
 def test_runs_go_where_they_decide_and_stop_once_decided():
@@ -76,7 +71,7 @@ def test_runs_go_where_they_decide_and_stop_once_decided():
     scores = grid([0.95, 0.945, 0.85, 0.93], 0.008, 3)
     times = np.array([[3.0], [1.5], [1.0], [4.0]])
     d = decide(scores, times, MARGIN, RISK, TIE)
-    assert d.verdicts[2] == BEYOND and d.verdicts[1] == UNDECIDED
+    assert d.verdicts[2] == Verdict.BEYOND and d.verdicts[1] == Verdict.UNDECIDED
     chosen = next_layouts(d, times, TIE)
     assert 1 in chosen and 0 in chosen and 2 not in chosen
     cells = next_cells(scores, times, MARGIN, RISK, TIE, start=3, step=2, left=100)
@@ -105,7 +100,7 @@ def test_the_first_cells_are_every_layout_on_its_first_units_and_a_run_set_apart
 def test_rounds_grow_with_the_evidence():
     scores = grid([0.95, 0.942, 0.93], 0.006, 10, seed=1)
     times = np.array([[3.0], [1.5], [4.0]])
-    assert decide(scores, times, MARGIN, RISK, TIE).verdicts[1] == UNDECIDED
+    assert decide(scores, times, MARGIN, RISK, TIE).verdicts[1] == Verdict.UNDECIDED
     cells = next_cells(scores, times, MARGIN, RISK, TIE, start=3, step=2, left=100, grow=0.5)
     assert cells and {u for _, u in cells} == set(range(10, 15))  # half the 10 units they have
     assert {u for _, u in next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 100)} == {10, 11}
@@ -146,9 +141,9 @@ def test_a_layout_shown_near_the_margin_is_at_its_edge_and_no_longer_holds_the_d
     scores = grid([0.95, 0.941], 0.002, 30, seed=2)
     times = np.array([[2.0], [1.0]])
     plain = decide(scores, times, MARGIN, RISK, TIE)
-    assert plain.verdicts[1] == UNDECIDED and not plain.decided
+    assert plain.verdicts[1] == Verdict.UNDECIDED and not plain.decided
     zoned = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
-    assert zoned.verdicts[1] == EDGE and zoned.decided and zoned.answer == 0
+    assert zoned.verdicts[1] == Verdict.EDGE and zoned.decided and zoned.answer == 0
     assert zoned.p_edge[1] >= 1 - RISK and zoned.p_within[1] < 1 - RISK
     assert next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 100, edge=MARGIN / 4, sized=True) == []
 
@@ -166,14 +161,14 @@ def test_with_an_edge_every_comparison_ends_within_the_units_its_spread_sets():
     best = 0.95 + rng.normal(0, 0.02, cap)
     scores = np.array([best, best - 0.875 * MARGIN + rng.normal(0, sd, cap)])
     d = decide(scores, np.array([[2.0], [1.0]]), MARGIN, RISK, TIE, edge=MARGIN / 4)
-    assert d.verdicts[1] in (WITHIN, EDGE, BEYOND) and d.decided
+    assert d.verdicts[1] in (Verdict.WITHIN, Verdict.EDGE, Verdict.BEYOND) and d.decided
 
 
 def test_sized_rounds_aim_at_what_decides_and_never_exceed_the_runs_left():
     scores = grid([0.95, 0.943, 0.90], 0.01, 6, seed=7)
     times = np.array([[3.0], [1.5], [4.0]])
     d = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
-    assert d.verdicts[1] == UNDECIDED
+    assert d.verdicts[1] == Verdict.UNDECIDED
     cells = next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 1000, edge=MARGIN / 4, sized=True)
     units = {u for _, u in cells}
     assert units and min(units) == 6 and 2 <= len(units) <= 6  # at least a step, at most doubling the six
@@ -232,14 +227,16 @@ def test_the_chain_tests_in_latency_order_and_stops_at_the_first_layout_not_plac
     d = decide(scores, times, MARGIN, RISK, TIE)
     assert d.p_within[3] >= 1 - RISK  # placed within by its own probability ...
     assert (
-        d.verdicts[1] == WITHIN and d.verdicts[2] == BEYOND and d.verdicts[3] == UNTESTED
+        d.verdicts[1] == Verdict.WITHIN
+        and d.verdicts[2] == Verdict.BEYOND
+        and d.verdicts[3] == Verdict.UNTESTED
     )  # ... but not tested
     assert d.stop == 2 and d.answer == 1 and d.decided  # the stop is closed: decided on the slower layout
     every = decide(scores, times, MARGIN, RISK, TIE, chain=False)  # the rule before: every layout at once
-    assert every.answer == 3 and every.verdicts[3] == WITHIN
+    assert every.answer == 3 and every.verdicts[3] == Verdict.WITHIN
     # an undecided stop holds the decision open, and the next runs go to it and the best
     open_ = decide(grid([0.95, 0.948, 0.943, 0.949], 0.01, 6, seed=4), times, MARGIN, RISK, TIE)
-    assert not open_.decided and open_.verdicts[open_.stop] == UNDECIDED
+    assert not open_.decided and open_.verdicts[open_.stop] == Verdict.UNDECIDED
 
 
 def test_the_chain_holds_the_risk_where_picking_the_fastest_of_many_placements_does_not():
@@ -273,7 +270,7 @@ def test_a_rival_closed_on_few_units_that_holds_a_placement_back_gets_units_and_
         scores[row, :3] = mean + unit[:3] + rng.normal(0, 0.015, 3)
     times = np.array([[4.0], [3.0], [2.0], [2.5]])
     d = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 2)
-    assert d.stop == 1 and d.verdicts[1] == UNDECIDED and not d.decided
+    assert d.stop == 1 and d.verdicts[1] == Verdict.UNDECIDED and not d.decided
     assert max(d.risks[1, 2], d.risks[1, 3]) > 0.2 * RISK  # a closed rival holds it back
     cells = next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, 100, edge=MARGIN / 2, sized=True)
     assert cells and {i for i, _ in cells} <= {2, 3}  # only the rivals holding it back, on units 8,8 ran

@@ -551,3 +551,19 @@ def test_progress_is_a_bar_on_a_terminal_and_one_plain_line_a_stage_elsewhere(mo
             "q search: 4/4 trials | 12 epochs | 1 running | best val 0.500 | pruned 0 | failed 0",
             "q finalists: 2/2 trials | 6 epochs | 1 running | best val 0.500 | pruned 0 | failed 0 | decided",
         ]
+
+
+def test_the_timing_step_is_one_line_not_a_bar(monkeypatch, capsys):
+    from explorer.cli._common import ProgressBars
+    from explorer.study import Step
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    bars = ProgressBars(as_json=False)
+    bars.start(types.SimpleNamespace(name="q", masked_url="sqlite:///q.db"))
+    bars.on_stage(Step.TIMING, 6)
+    bars.on_progress(_progress(1, 6))  # no bar to move
+    bars.close()
+    assert capsys.readouterr().err.splitlines() == [
+        "study 'q' in sqlite:///q.db",
+        "timing: 6 measurements in interleaved rounds, no training running",
+    ]

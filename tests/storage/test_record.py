@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState, create_trial
 
-from explorer.layout import ModelConfig, Purpose
+from explorer.layout import FinalistRun, ModelConfig, Purpose
 from explorer.measures import DecodeResult
 from explorer.storage import (
     RETIMED_ATTR,
@@ -17,9 +17,9 @@ from explorer.storage import (
     Closure,
     Proposal,
     Role,
-    Stage,
     TrialRecord,
     closure_of,
+    finalist_attrs,
     finalist_run,
     is_bookkeeping,
     load_records,
@@ -170,9 +170,18 @@ def test_a_retry_inherits_what_the_trial_is_not_what_it_measured():
     assert run is not None and (run.seed, run.lr, run.config.heads, run.fold) == (7, 0.01, (4, 4), None)
 
 
+def test_a_queued_finalist_run_reads_back_as_the_run_it_was_queued_with():
+    run = FinalistRun(ModelConfig(64, (4, 4)), 0.01, 7, "knee", fold=1, folds=2, fold_seed=3, epochs=4)
+    study = optuna.create_study()
+    study.enqueue_trial({}, user_attrs=finalist_attrs(run))
+    queued = study.trials[0]
+    assert role_of(queued) is Role.FINALIST and finalist_run(queued) == run
+    assert queued.user_attrs["role"] == "finalist" and closure_of(queued) is None
+
+
 def test_roles_and_stages_are_enums_that_read_as_their_stored_strings():
-    assert Role("search") is Role.SEARCH and Stage("finalist").role is Role.FINALIST
-    assert f"{Stage.SEARCH}" == str(Stage.SEARCH) == "search" and Role.FINALIST == "finalist"
+    assert Role("search") is Role.SEARCH and Role("finalist") is Role.FINALIST
+    assert f"{Role.SEARCH}" == str(Role.SEARCH) == "search" and Role.FINALIST == "finalist"
     assert [c.value for c in Closure] == ["surplus", "duplicate_of", "exhausted"]
     with pytest.raises(ValueError):
         Role("finalists")

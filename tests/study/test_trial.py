@@ -13,7 +13,7 @@ import explorer.measure._evaluate as evaluate_module
 import explorer.study._trial as trial_module
 from explorer.layout import FinalistRun, ModelConfig, search_seed
 from explorer.spec import _fidelity as fidelity, load_spec
-from explorer.storage import arch_key, load_records
+from explorer.storage import Role, arch_key, load_records
 from explorer.study import (
     ClosedTrial,
     Objective,
@@ -130,7 +130,7 @@ def test_the_finalist_stage_runs_queued_runs_with_their_seed_and_closes_the_rest
     assert finals.study_name == "tiny/finalists" and not handle.study.get_trials()
     finals.enqueue_trial(points(handle, 1)[0].params)  # a search trial: not this stage's
     context = run_context(handle).opened(handle.storage_url, None)
-    finals.optimize(Objective(finals, handle.spec, context, stage="finalist"), n_trials=3, catch=CATCH)
+    finals.optimize(Objective(finals, handle.spec, context, stage=Role.FINALIST), n_trials=3, catch=CATCH)
     runs, stray = finals.get_trials()[:2], finals.get_trials()[2]
     assert [t.state for t in runs] == [TrialState.COMPLETE] * 2
     assert [t.user_attrs["seed"] for t in runs] == [7, 8] and all(

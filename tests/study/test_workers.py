@@ -17,7 +17,7 @@ from optuna.trial import TrialState
 import explorer.study._workers as workers_module
 from explorer.errors import ExplorerError
 from explorer.spec import load_spec
-from explorer.storage import load_records, open_storage
+from explorer.storage import Role, load_records, open_storage
 from explorer.study import RunOptions, StopReason, plan_run, pop_waiting, prepare_study, run_stage
 from tests.fixtures import write_tiny_spec
 
@@ -36,7 +36,7 @@ def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path,
     ):  # every loading site
         monkeypatch.setattr(where, lambda *a, **k: pytest.fail("loaded a second time"))
     seen = []
-    progress = run_stage(plan, "search", 2, on_progress=seen.append)
+    progress = run_stage(plan, Role.SEARCH, 2, on_progress=seen.append)
     assert (progress.done, progress.total, progress.note, progress.reason) == (2, 2, "", None)
     records = load_records(handle.study)
     assert [r.state for r in records] == ["COMPLETE", "COMPLETE"] and len({r.key for r in records}) == 2
@@ -48,7 +48,7 @@ def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path,
 @pytest.mark.slow
 def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, monkeypatch, one_thread):
     handle = tiny(tmp_path, n_trials=5)
-    progress = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 5)
+    progress = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), Role.SEARCH, 5)
     assert (progress.done, progress.note, progress.reason) == (5, "", None)
     trials = handle.study.get_trials()
     finished = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
@@ -59,14 +59,14 @@ def test_a_pool_of_two_workers_finishes_exactly_the_total(tmp_path, monkeypatch,
         m.setattr(
             workers_module.multiprocessing, "get_context", lambda *_: pytest.fail("a process was spawned")
         )
-        again = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 5)
+        again = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), Role.SEARCH, 5)
     assert (again.done, again.note, again.reason) == (5, "", None) and len(handle.study.get_trials()) == len(
         trials
     )
     # a trial left to run: the pool is spawned (what the check above keeps from happening when it need not)
     with monkeypatch.context() as m, pytest.raises(RuntimeError, match="spawned"):
         m.setattr(workers_module.multiprocessing, "get_context", _refuse)
-        run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 6)
+        run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), Role.SEARCH, 6)
 
 
 @pytest.mark.slow
@@ -82,7 +82,7 @@ def test_forked_workers_see_the_commands_environment_as_it_is_now(tmp_path, monk
     spec = load_spec(write_tiny_spec(tmp_path, n_trials=2, epochs=1, early=False, extra=extra))
     monkeypatch.setenv("EXPLORER_TEST_WORKER_ENV", "1")
     handle = prepare_study(spec, f"sqlite:///{tmp_path / 's.db'}")
-    progress = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), "search", 2)
+    progress = run_stage(plan_run(handle, RunOptions(workers=2, poll_interval=0.2)), Role.SEARCH, 2)
     assert progress.done == 2 and [r.state for r in load_records(handle.study)] == ["COMPLETE", "COMPLETE"]
 
 
@@ -91,7 +91,7 @@ def _refuse(*_):
 
 
 def outcome(
-    handle, exitcodes: list[int], notes: list, total: int = 2, stage: str = "search", resume: str = ""
+    handle, exitcodes: list[int], notes: list, total: int = 2, stage: Role = Role.SEARCH, resume: str = ""
 ):
     """What the command makes of a pool whose workers exited with ``exitcodes`` and put ``notes`` (a stop:
     (StopReason | None, words); a failure: a WorkerError)."""
@@ -121,7 +121,7 @@ def test_a_pool_reports_how_its_workers_ended(tmp_path):
         outcome(handle, [0, -9], [(None, ""), (None, "")], resume="explorer confirm tiny --until-decided")
     # a finalist stage whose survivors finished every queued run ends as its work did: a budget of 30 runs is not
     # a total the stage must reach (rounds stop once the answer is decided)
-    done = outcome(handle, [0, -9], [(None, ""), (None, "")], total=30, stage="finalist")
+    done = outcome(handle, [0, -9], [(None, ""), (None, "")], total=30, stage=Role.FINALIST)
     assert done.reason is None and done.done == 0
 
 
@@ -133,7 +133,7 @@ def test_a_worker_that_fails_names_its_error_and_what_is_saved_in_one_line(tmp_p
     bad = "postgresql+psycopg://bob:hunter2@127.0.0.1:9/nowhere"
     broken = dataclasses.replace(plan, handle=dataclasses.replace(handle, storage_url=bad))
     with pytest.raises(ExplorerError) as info:
-        run_stage(broken, "search", 2)
+        run_stage(broken, Role.SEARCH, 2)
     message = str(info.value)
     assert message.startswith("2 worker(s) exited with an error (codes [1, 1]): StorageUnavailableError: ")
     assert "127.0.0.1:9" in message  # the worker's own reason, not only "rerun with -v"
