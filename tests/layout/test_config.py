@@ -174,3 +174,21 @@ def test_max_folds_is_the_most_folds_the_finalists_may_cut():
     assert _spec_with(finalists={"folds": MAX_FOLDS}).finalists.folds == MAX_FOLDS
     with pytest.raises(SpecError, match=f"at most {MAX_FOLDS} folds"):
         _spec_with(finalists={"folds": MAX_FOLDS + 1})
+
+
+def test_the_device_names_are_declared_once_and_every_surface_says_them():
+    from click.testing import CliRunner
+
+    from explorer.cli import main
+    from explorer.layout import DEVICE_CHOICES, DEVICE_NAMES, LatencyConfig
+
+    for name in (
+        *DEVICE_CHOICES,
+        "cuda:1",
+    ):  # a name is checked here; whether the device exists, where it runs
+        assert LatencyConfig(device=name).device == name
+    with pytest.raises(ConfigError, match=f"latency device must be {DEVICE_NAMES}, got 'tpu'"):
+        LatencyConfig(device="tpu")
+    for command in (["study", "run"], ["train"], ["bench", "model"]):
+        shown = " ".join(CliRunner().invoke(main, [*command, "--help"]).output.split())
+        assert DEVICE_NAMES in shown, command

@@ -6,13 +6,14 @@ import pytest
 import torch
 
 from explorer.errors import DeviceError
-from explorer.measure import as_device, cpu_model_name, device_label
+from explorer.measure import as_device, auto_device, cpu_model_name, device_label
 
 
 def test_as_device_takes_a_device_as_it_is_and_resolves_a_name():
     cpu = torch.device("cpu")
     assert as_device(cpu) is cpu and as_device("cpu") == cpu
     assert as_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    assert auto_device() == as_device("auto") and auto_device().index is None  # the default CUDA device
     with pytest.raises(DeviceError, match="unknown device 'tpu'"):
         as_device("tpu")
 

@@ -31,3 +31,16 @@ def test_a_plan_names_a_refused_size_as_its_caller_does():
     flags = {"epochs": ("--epochs", "lower it"), "batch_size": ("--batch-size", "lower it")}
     with pytest.raises(LimitError, match="--epochs is 1,000,000,000, .*; lower it"):
         plan_train(CFG, huge, latency=LAT, names=flags)
+
+
+def test_a_planned_run_trains_without_checking_again(monkeypatch, one_thread):
+    import explorer.measure._device as device_module
+    import explorer.measure._evaluate as evaluate_module
+    import explorer.measure._train_plan as plan_module
+    from explorer.measure import train_planned
+
+    plan = plan_train(CFG, TrainConfig(epochs=2, batch_size=128), latency=LAT, threads=1)
+    for module in (evaluate_module, device_module, plan_module):  # the device was resolved by the plan
+        monkeypatch.setattr(module, "resolve_device", lambda name: pytest.fail("resolved again"))
+    trained = train_planned(plan, stop_after=1)
+    assert trained.result.fit.epochs_run == 1 and trained.to_dict()["train"]["batch_size"] == 128
