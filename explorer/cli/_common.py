@@ -8,6 +8,7 @@ import logging
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from explorer.study import Step
 
 __all__ = [
+    "CliState",
     "answer_line",
     "artifacts_option",
     "check_readable",
@@ -30,6 +32,7 @@ __all__ = [
     "emit_json",
     "force_option",
     "heads_text",
+    "is_verbose",
     "json_option",
     "no_bench_option",
     "note",
@@ -78,12 +81,25 @@ def parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
     return options
 
 
+@dataclass(frozen=True)
+class CliState:
+    """What the ``explorer`` group passes down to its commands (click's ``ctx.obj``)."""
+
+    verbose: bool = False
+
+
+def is_verbose(ctx: click.Context | None = None) -> bool:
+    """Whether `-v` was given to the group of ``ctx`` (default: the current context); False outside the group,
+    as when a command is invoked on its own."""
+    state = (ctx or click.get_current_context()).find_object(CliState)
+    return state is not None and state.verbose
+
+
 def quiet_optuna() -> None:
     """Optuna's per-trial log lines would break the progress bar; `-v` turns them back on."""
     import optuna
 
-    root = click.get_current_context().find_root()
-    if not (root.obj or {}).get("verbose"):
+    if not is_verbose():
         optuna.logging.set_verbosity(optuna.logging.ERROR)
 
 

@@ -21,6 +21,7 @@ import click
 
 from explorer.cli._bench import bench
 from explorer.cli._cache import cache
+from explorer.cli._common import CliState, is_verbose
 from explorer.cli._model import space, train
 from explorer.cli._results import compare, confirm, export, heads, report
 from explorer.cli._spec import spec
@@ -69,7 +70,7 @@ class ExplorerGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ExplorerError as exc:
-            if ctx.obj and ctx.obj.get("verbose"):
+            if is_verbose(ctx):
                 traceback.print_exc(file=sys.stderr)  # -v: the traceback too, and still the documented code
             click.echo(f"error: {exc}", err=True)
             ctx.exit(exc.exit_code)
@@ -77,7 +78,7 @@ class ExplorerGroup(click.Group):
             click.echo("interrupted: nothing half-written was kept.", err=True)
             ctx.exit(EXIT_INTERRUPTED)
         except MemoryError:  # the limits of explorer.limits missed a case: still one line, not a traceback
-            if ctx.obj and ctx.obj.get("verbose"):
+            if is_verbose(ctx):
                 traceback.print_exc(file=sys.stderr)
             click.echo(
                 "error: this machine ran out of memory; choose smaller sizes, or lower EXPLORER_MAX_MEMORY_MB "
@@ -110,8 +111,7 @@ def main(ctx: click.Context, verbose: bool) -> None:
     Build encoder variants under the head rules, train them on a real task, time them on your device,
     search the trade-off with Optuna, and write a recommendation report.
     """
-    ctx.ensure_object(dict)
-    ctx.obj["verbose"] = verbose
+    ctx.obj = CliState(verbose=verbose)
     _log_to_stderr(logging.DEBUG if verbose else None)
 
 
