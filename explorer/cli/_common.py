@@ -16,7 +16,7 @@ import click
 
 from explorer.errors import ConfigError
 from explorer.layout import DEVICE_NAMES
-from explorer.storage import Role
+from explorer.storage import STORAGE_ENV, Role
 
 if TYPE_CHECKING:
     from explorer.study import Step
@@ -43,6 +43,7 @@ __all__ = [
     "run_options",
     "set_option",
     "storage_option",
+    "storage_option_with",
     "threads_option",
     "trial_option",
     "ProgressBars",
@@ -147,10 +148,25 @@ def heads_text(heads: Any) -> str:
     return ",".join(map(str, heads))
 
 
+def _env_storage(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--storage`` as given, else ``$EXPLORER_STORAGE`` stripped; None when that is blank too (the command's
+    own default applies). An empty ``--storage ""`` reads the variable, as an unset option does."""
+    source = ctx.get_parameter_source(param.name or "")
+    if value == "" and source is click.core.ParameterSource.COMMANDLINE:
+        value, source = param.resolve_envvar_value(ctx) or "", click.core.ParameterSource.ENVIRONMENT
+    if value is not None and source is click.core.ParameterSource.ENVIRONMENT:
+        return value.strip() or None
+    return value
+
+
+def storage_option_with(help: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A ``--storage`` option that defaults to ``$EXPLORER_STORAGE`` (a URL with a password stays out of argv)."""
+    return click.option("--storage", envvar=STORAGE_ENV, callback=_env_storage, help=help)
+
+
 # Options several commands share, declared once.
-storage_option = click.option(
-    "--storage",
-    help="Storage URL (default: $EXPLORER_STORAGE, else sqlite:///studies/NAME.db).",
+storage_option = storage_option_with(
+    "Storage URL (default: $EXPLORER_STORAGE, else sqlite:///studies/NAME.db)."
 )
 artifacts_option = click.option(
     "--artifacts",

@@ -18,6 +18,7 @@ from explorer.cli._common import (
     run_options,
     set_option,
     storage_option,
+    storage_option_with,
     with_progress,
 )
 
@@ -52,9 +53,8 @@ def _run_flags(n_trials_help: str) -> Callable[[Any], Any]:
 
 @study.command("run")
 @click.argument("spec_path", metavar="SPEC", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--storage",
-    help="Storage URL (default: $EXPLORER_STORAGE, else the spec's, else sqlite:///studies/NAME.db).",
+@storage_option_with(
+    "Storage URL (default: $EXPLORER_STORAGE, else the spec's, else sqlite:///studies/NAME.db)."
 )
 @set_option
 @_run_flags("The study's total of search trials (default: the spec's).")
@@ -112,19 +112,14 @@ def study_resume(name: str, storage: str | None, **run: Any) -> None:
 
 
 @study.command("list")
-@click.option(
-    "--storage", help="Storage URL (default: $EXPLORER_STORAGE, else every SQLite database in ./studies/)."
-)
+@storage_option_with("Storage URL (default: $EXPLORER_STORAGE, else every SQLite database in ./studies/).")
 @json_option
 def study_list(storage: str | None, as_json: bool) -> None:
     """List the studies in a storage (or in every studies/*.db) with their trial counts."""
-    import os
-
     from explorer.errors import ExplorerError
-    from explorer.storage import STORAGE_ENV, mask_url
+    from explorer.storage import mask_url
     from explorer.study import list_studies
 
-    storage = storage or os.environ.get(STORAGE_ENV, "").strip() or None
     if storage:
         rows = [{**r, "storage": mask_url(storage)} for r in list_studies(storage)]
     else:  # every studies/*.db: one that is not an Optuna database is named and passed over

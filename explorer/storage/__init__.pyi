@@ -15,6 +15,7 @@ from ._companion import (
 from ._heartbeat import RetryStaleTrial as RetryStaleTrial
 from ._locations import (
     ARTIFACTS_ENV as ARTIFACTS_ENV,
+    STORAGE_ENV as STORAGE_ENV,
     check_artifact_location as check_artifact_location,
     env_artifact_location as env_artifact_location,
 )
@@ -55,7 +56,6 @@ from ._record import (
 )
 from ._sqlite_files import is_wal as is_wal, readonly_url as readonly_url
 from ._storage import (
-    STORAGE_ENV as STORAGE_ENV,
     check_study_name as check_study_name,
     default_storage_url as default_storage_url,
     mask_url as mask_url,

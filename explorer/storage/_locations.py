@@ -1,6 +1,7 @@
 """Artifact locations (where trained weights and report figures go): the forms Optuna's stores take, checked
 before anything is written, whether given as ``--artifacts``, the spec's ``artifacts`` or
-``$EXPLORER_ARTIFACTS``."""
+``$EXPLORER_ARTIFACTS``; and the name of the storage URL's variable, here so the CLI reads it without
+importing Optuna."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ from pathlib import Path
 
 from explorer.errors import MissingExtraError, StorageError
 
-__all__ = ["ARTIFACTS_ENV", "ARTIFACT_FORMS", "check_artifact_location", "env_artifact_location"]
+__all__ = [
+    "ARTIFACTS_ENV",
+    "ARTIFACT_FORMS",
+    "STORAGE_ENV",
+    "check_artifact_location",
+    "env_artifact_location",
+]
 
 ARTIFACTS_ENV = "EXPLORER_ARTIFACTS"
+STORAGE_ENV = "EXPLORER_STORAGE"  # a storage URL for every command (keeps a password out of argv)
 ARTIFACT_FORMS = "a directory, file://PATH, s3://BUCKET or gs://BUCKET"
 _ARTIFACT_BACKENDS = {  # scheme -> (module to import, pip package, explorer extra)
     "s3://": ("boto3", "boto3", "s3"),

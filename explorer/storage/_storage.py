@@ -31,7 +31,7 @@ from explorer.errors import (
 )
 from explorer.storage._errors import storage_error
 from explorer.storage._heartbeat import STALE_REASON, RetryStaleTrial
-from explorer.storage._locations import ARTIFACT_FORMS, check_artifact_location
+from explorer.storage._locations import ARTIFACT_FORMS, STORAGE_ENV, check_artifact_location
 from explorer.storage._sqlite_files import is_wal, read_once_created, readonly_url, writable
 
 __all__ = [
@@ -52,7 +52,6 @@ __all__ = [
 ]
 
 DEFAULT_STORAGE_TEMPLATE = "sqlite:///studies/{name}.db"
-STORAGE_ENV = "EXPLORER_STORAGE"  # a storage URL for every command (keeps a password out of argv)
 CONNECT_TIMEOUT_S = 5  # a PostgreSQL server that does not answer fails in seconds, not minutes
 SQLITE_LOCK_TIMEOUT_S = 30  # SQLite's `timeout` is how long to wait for another worker's lock: be patient
 URL_FORMS = "sqlite:///path.db or postgresql+psycopg://user:pass@host/db"
