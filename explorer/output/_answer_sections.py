@@ -29,6 +29,7 @@ from explorer.output._fmt import (
     score_diff_text,
 )
 from explorer.output._kv_sections import is_modern, modern_headline, saving_blocks
+from explorer.output._render import Block, Bold, Bullets, Code, Heading, Para, Table
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord
 
@@ -59,18 +60,17 @@ def _units_text(ans: Answer) -> str:
     return f"{span} paired runs a layout"
 
 
-def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
+def _headline(ans: Answer, spec: StudySpec) -> list[Block]:
     rec = ans.recommended
     assert rec is not None
     if is_modern(ans, spec):
-        return [("p", modern_headline(ans, spec))]
+        return [Para(modern_headline(ans, spec))]
     c = rec.config
     if ans.evidence is not Evidence.FINALISTS:
         return [
-            (
-                "p",
+            Para(
                 [
-                    ("b", f"Provisional: {heads(c.heads)} heads per layer"),
+                    Bold(f"Provisional: {heads(c.heads)} heads per layer"),
                     f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}): the knee of "
                     f"the search's accuracy/latency front, {quality_text(rec)} validation accuracy "
                     f"({runs_text(rec, ans.evidence)}), {latency_text(rec)} per batch of {spec.latency.batch_size}. "
@@ -80,10 +80,9 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
         ]
     rounds = rec.latency.n
     return [
-        (
-            "p",
+        Para(
             [
-                ("b", f"Use {heads(c.heads)} heads per layer"),
+                Bold(f"Use {heads(c.heads)} heads per layer"),
                 f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
                 + claim(ans)
                 + f" Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% "
@@ -95,13 +94,13 @@ def _headline(ans: Answer, spec: StudySpec) -> list[tuple]:
     ]
 
 
-def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
+def _trade_off(ans: Answer, spec: StudySpec) -> list[Block]:
     """The trade-off, first: the answer against the best, and the next faster layout with what would decide it."""
     modern = is_modern(ans, spec)
     rec, best = ans.recommended, ans.best
     assert rec is not None and best is not None
     by_key = {c.arch.key: c for c in ans.verdicts}
-    spans: list[Any] = [("b", "The trade-off: ")]
+    spans: list[Any] = [Bold("The trade-off: ")]
     if rec.key == best.key:
         spans.append(f"{_layout(rec, modern)} is also the most accurate layout. ")
     else:
@@ -117,7 +116,7 @@ def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
     nxt = ans.next_faster
     if nxt is None:
         spans.append("No finalist is faster. ")
-        return [("p", spans + _cost_spans(ans, spec))]
+        return [Para(spans + _cost_spans(ans, spec))]
     spans.append(
         f"The next faster layout, {_layout(nxt.arch, modern)}, is {num(1 / nxt.latency_ratio, '.2f')}x "
         f"faster, within the margin with probability {prob(nxt.p_within)} ({_VERDICT_WORDS[nxt.verdict]}"
@@ -132,7 +131,7 @@ def _trade_off(ans: Answer, spec: StudySpec) -> list[tuple]:
         spans.append(
             f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured spread. "
         )
-    return [("p", spans + _cost_spans(ans, spec))]
+    return [Para(spans + _cost_spans(ans, spec))]
 
 
 def _edge_words(ans: Answer) -> str:
@@ -154,7 +153,7 @@ def _cost_spans(ans: Answer, spec: StudySpec) -> list[Any]:
         return [
             f"{budget}. Not decided: the verdict does not hold at {long} epochs. A study whose grid trains that "
             "long: ",
-            ("code", f"explorer study run SPEC --set name={spec.name}-{long} --set finalists.epochs={long}"),
+            Code(f"explorer study run SPEC --set name={spec.name}-{long} --set finalists.epochs={long}"),
             ". ",
         ]
     if ans.to_decide is None:
@@ -164,7 +163,7 @@ def _cost_spans(ans: Answer, spec: StudySpec) -> list[Any]:
         f"{budget}. Not decided: a decision needs about {ans.to_decide} more runs"
         + (f" ({took} at this study's pace)" if took else "")
         + ", from the measured spreads: ",
-        ("code", f"explorer confirm {spec.name} --until-decided --budget {ans.to_decide}"),
+        Code(f"explorer confirm {spec.name} --until-decided --budget {ans.to_decide}"),
         " runs them where the answer is still open. ",
     ]
 
@@ -173,7 +172,7 @@ def _level(ans: Answer) -> str:
     return f"{num(100 * (1 - 2 * ans.risk), '.3g')}%"
 
 
-def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
+def _class_paragraph(ans: Answer, spec: StudySpec) -> list[Block]:
     modern = is_modern(ans, spec)
     groups: dict[Verdict, list[Candidate]] = {}
     rec = ans.recommended.key if ans.recommended else None
@@ -189,7 +188,7 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
         (Verdict.BEYOND, "Beyond the margin: "),
     ):
         if groups.get(verdict):
-            spans += [("b", words), ", ".join(_layout(c.arch, modern) for c in groups[verdict]) + ". "]
+            spans += [Bold(words), ", ".join(_layout(c.arch, modern) for c in groups[verdict]) + ". "]
     asked = f"{num(100 * (1 - ans.risk), '.3g')}%"
     spans.append(
         "Each layout's probability of lying within the margin of the best is computed jointly over every other "
@@ -219,7 +218,7 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[tuple]:
         "the first faster layout not placed within ends the sequence and the faster ones are not tested. The "
         "answer is decided once that layout is beyond the margin or at its edge."
     )
-    return [("p", spans)]
+    return [Para(spans)]
 
 
 def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
@@ -238,21 +237,20 @@ def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
     }
 
 
-def _confidence(ans: Answer) -> list[tuple]:
+def _confidence(ans: Answer) -> list[Block]:
     if ans.confidence is None:
-        return [("p", [("b", "Confidence: "), ans.confidence_method + "."])]
+        return [Para([Bold("Confidence: "), ans.confidence_method + "."])]
     return [
-        (
-            "p",
+        Para(
             [
-                ("b", f"Confidence: {prob(ans.confidence)}"),
+                Bold(f"Confidence: {prob(ans.confidence)}"),
                 f" that the answer is within the margin of the best: the {ans.confidence_method}.",
             ],
         )
     ]
 
 
-def _collapsed(ans: Answer, modern: bool) -> list[tuple]:
+def _collapsed(ans: Answer, modern: bool) -> list[Block]:
     if not ans.collapsed:
         return []
     by_key = {a.key: a for a in ans.candidates}
@@ -264,15 +262,14 @@ def _collapsed(ans: Answer, modern: bool) -> list[tuple]:
         for c in ans.collapsed
     ]
     return [
-        (
-            "p",
+        Para(
             [
-                ("b", f"{len(items)} run(s) collapsed and are reported apart"),
+                Bold(f"{len(items)} run(s) collapsed and are reported apart"),
                 " (training failed: far below both its layout's other runs and the other layouts on its unit); "
                 "they are in no mean, interval or test above:",
             ],
         ),
-        ("ul", items),
+        Bullets(items),
     ]
 
 
@@ -305,7 +302,7 @@ def _contrast_row(c: Contrast, metric: QualityMetric, axis: str) -> dict[str, An
     }
 
 
-def _per_base(ans: Answer) -> list[tuple]:
+def _per_base(ans: Answer) -> list[Block]:
     if len(ans.per_base) <= 1:
         return []
     metric = ans.per_base[0][2].metric
@@ -322,38 +319,36 @@ def _per_base(ans: Answer) -> list[tuple]:
         for d, n, a in ans.per_base
     ]
     return [
-        (
-            "p",
+        Para(
             [
                 "The search's knee for each width and depth it tried (one run each; not the answer's "
                 "evidence):"
             ],
         ),
-        ("table", pd.DataFrame(rows)),
+        Table(pd.DataFrame(rows)),
     ]
 
 
-def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
+def answer_blocks(ans: Answer, spec: StudySpec) -> list[Block]:
     """The answer section: headline, class, verdicts, confidence, collapsed runs, alternatives, notes."""
-    b: list[tuple] = [("h", 2, "The answer")]
+    b: list[Block] = [Heading(2, "The answer")]
     if ans.recommended is None:
         why = ans.no_answer or "; ".join(ans.notes)
-        b.append(("p", [("b", "No answer: "), why + "."]))
-        return b + [("p", [("b", "Note: "), n + "."]) for n in ans.notes if n != why]
+        b.append(Para([Bold("No answer: "), why + "."]))
+        return b + [Para([Bold("Note: "), n + "."]) for n in ans.notes if n != why]
     modern = is_modern(ans, spec)
     b.extend(_headline(ans, spec))
     if ans.evidence is Evidence.FINALISTS:
         b.extend(_trade_off(ans, spec))
         b.extend(_class_paragraph(ans, spec))
-        b.append(("table", pd.DataFrame([_verdict_row(c, ans, modern) for c in ans.verdicts])))
+        b.append(Table(pd.DataFrame([_verdict_row(c, ans, modern) for c in ans.verdicts])))
     b.extend(_confidence(ans))
     b.extend(_collapsed(ans, modern))
     b.extend(saving_blocks(ans, spec))
     if ans.contrasts:
         metric = ans.recommended.metric
         b.append(
-            (
-                "p",
+            Para(
                 [
                     "What the named alternatives at this width and depth cost or gain against the answer "
                     "(other minus answer, paired on the runs both trained, 95% interval and p of one paired t statistic; "
@@ -361,9 +356,9 @@ def answer_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
                 ],
             )
         )
-        b.append(("table", pd.DataFrame([_contrast_row(x, metric, ans.cost_axis) for x in ans.contrasts])))
+        b.append(Table(pd.DataFrame([_contrast_row(x, metric, ans.cost_axis) for x in ans.contrasts])))
     for note in ans.notes:
-        b.append(("p", [("b", "Note: "), note + "."]))
+        b.append(Para([Bold("Note: "), note + "."]))
     return b + _per_base(ans)
 
 
@@ -427,7 +422,7 @@ def _arch(ans: Answer, key: str) -> Architecture | None:
     return next((a for a in ans.candidates if a.key == key), None)
 
 
-def check_blocks(ans: Answer) -> list[tuple]:
+def check_blocks(ans: Answer) -> list[Block]:
     """The horizon check: the deciding comparisons at the grid's horizon and at twice it."""
     c = ans.check
     if c is None or ans.evidence is not Evidence.FINALISTS:
@@ -440,7 +435,7 @@ def check_blocks(ans: Answer) -> list[tuple]:
             if not c.pending
             else f"its runs at {c.long} epochs have not all finished"
         )
-        return [("p", [("b", "Horizon check: "), f"nothing to compare: {what}."])]
+        return [Para([Bold("Horizon check: "), f"nothing to compare: {what}."])]
     rows = []
     for s in c.shifts:
         who = _arch(ans, s.layout)
@@ -471,7 +466,7 @@ def check_blocks(ans: Answer) -> list[tuple]:
         f"on the first paired units; how far each layout lies below the best ({unit}, best minus layout, paired "
         f"by unit, 90% t interval: each bound a one-sided test at the study's risk): {verdict}."
     )
-    return [("p", [("b", "Horizon check: "), text]), ("table", pd.DataFrame(rows))]
+    return [Para([Bold("Horizon check: "), text]), Table(pd.DataFrame(rows))]
 
 
 def _verdict_of(ans: Answer, key: str) -> str:
@@ -509,7 +504,7 @@ def _timing_method(retimings: Sequence[Retiming]) -> str:
 
 def evidence_blocks(
     ans: Answer, spec: StudySpec, records: Sequence[TrialRecord], retimings: Sequence[Retiming] = ()
-) -> list[tuple]:
+) -> list[Block]:
     """How the finalists were trained and timed, and their table."""
     if ans.evidence is not Evidence.FINALISTS:
         return []
@@ -552,7 +547,7 @@ def evidence_blocks(
             row["kv cache (MiB)"] = mib(a.kv_cache_bytes)
         rows.append(row | {"params": f"{a.params:,}"})
     return [
-        ("h", 3, f"Evidence: {len(finals)} layouts, {spent} paired runs"),
-        ("p", [method]),
-        ("table", pd.DataFrame(rows)),
+        Heading(3, f"Evidence: {len(finals)} layouts, {spent} paired runs"),
+        Para([method]),
+        Table(pd.DataFrame(rows)),
     ]

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from explorer.layout import HF_FAMILIES
+from explorer.output._render import Block, Bold, Code, Para, Span
 from explorer.spec import StudySpec
 
 __all__ = ["input_blocks"]
@@ -29,37 +30,37 @@ def _input_text(stored: Mapping[str, Any], own_model: bool) -> str:
     return f"{spec.get('seq_len')} positions of {spec.get('n_features')} features per example"
 
 
-def _hf_model(spec: StudySpec) -> list[Any]:
+def _hf_model(spec: StudySpec) -> list[Span]:
     """The transformers class that realised the layouts, and what each layout set in its config."""
     family = HF_FAMILIES[str(spec.model.hf)]
     cls = family.model_class(spec.task.kind == "language_model")
     heads = "num_attention_heads" + (" and num_key_value_heads" if family.kv_heads else "")
     return [
         "transformers' ",
-        ("code", cls),
+        Code(cls),
         f", built from a {family.config_class} (",
-        ("code", f'hf = "{family.model_type}"'),
+        Code(f'hf = "{family.model_type}"'),
         f") with each layout's {heads} and the study's config for the rest",
     ]
 
 
-def input_blocks(spec: StudySpec, stored: Mapping[str, Any] | None) -> list[tuple]:
+def input_blocks(spec: StudySpec, stored: Mapping[str, Any] | None) -> list[Block]:
     """One paragraph: the model (the user's builder, by name, or explorer's own) and the task's input; nothing
     for a study stored before these facts were (and using explorer's own model)."""
     if spec.model.build is None and spec.model.hf is None and not stored:
         return []
     if spec.model.hf is not None:
-        model: list[Any] = _hf_model(spec)
+        model: list[Span] = _hf_model(spec)
     elif spec.model.build is not None:
-        model = ["the user's model, built from each layout by ", ("code", spec.model.build)]
+        model = ["the user's model, built from each layout by ", Code(spec.model.build)]
     else:
         model = ["explorer's own encoder"]
     own = spec.model.build is None and spec.model.hf is None
-    parts: list[Any] = [("b", "Model: "), *model, "."]
+    parts: list[Span] = [Bold("Model: "), *model, "."]
     if stored:
         parts += [
             " ",
-            ("b", "Input: "),
+            Bold("Input: "),
             f"{_input_text(stored, own)} ({stored.get('description') or 'the task'}).",
         ]
-    return [("p", parts)]
+    return [Para(parts)]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from explorer.answer import Answer, Architecture, Contrast, Evidence, attention_kind
 from explorer.output._fmt import claim, heads, is_bpb, latency_text, mib, pct, quality_text, runs_text
-from explorer.output._render import Span
+from explorer.output._render import Block, Bold, Para, Span
 from explorer.spec import StudySpec
 
 __all__ = ["is_modern", "layout_phrase", "modern_headline", "saving_blocks"]
@@ -71,26 +71,25 @@ def modern_headline(ans: Answer, spec: StudySpec) -> list[Span]:
     text += f"; {rec.params:,} parameters."
     if ans.evidence is Evidence.FINALISTS:
         text += " It is " + claim(ans)
-    return [("b", f"Use {layout_phrase(rec)}"), text]
+    return [Bold(f"Use {layout_phrase(rec)}"), text]
 
 
 def _mha(ans: Answer) -> Contrast | None:
     return next((x for x in ans.contrasts if x.name.startswith("multi-head attention")), None)
 
 
-def saving_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
+def saving_blocks(ans: Answer, spec: StudySpec) -> list[Block]:
     """What the recommendation saves against multi-head attention at its heads, at equal quality or not."""
     rec, mha = ans.recommended, _mha(ans)
     if rec is None or mha is None:
         return []
     if mha.other is None:
-        return [("p", [("b", "Against multi-head attention: "), f"{mha.note}."])]
+        return [Para([Bold("Against multi-head attention: "), f"{mha.note}."])]
     if mha.note:  # the recommendation is multi-head attention itself
         return [
-            (
-                "p",
+            Para(
                 [
-                    ("b", "Against multi-head attention: "),
+                    Bold("Against multi-head attention: "),
                     "the recommendation is multi-head attention (kv_heads = heads); grouping saves nothing "
                     "here that the study could tell apart at its quality.",
                 ],
@@ -127,4 +126,4 @@ def saving_blocks(ans: Answer, spec: StudySpec) -> list[tuple]:
     parts.append(
         f"{cache} {mha.cache_ratio:.2f}x smaller (exact: 2 x kv_heads x d_k numbers per layer and position)."
     )
-    return [("p", [("b", "Saving against multi-head attention: "), " ".join(parts)])]
+    return [Para([Bold("Saving against multi-head attention: "), " ".join(parts)])]

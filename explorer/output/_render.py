@@ -1,9 +1,9 @@
 """Rendering a report's neutral blocks to Markdown and to a self-contained HTML page.
 
-A report is a list of blocks: ``("h", level, text)``, ``("p", spans)``, ``("ul", items)``, ``("code", text)``,
-``("fig", name, caption)`` and ``("table", DataFrame)``; a span is plain text or ``("b" | "code", text)``. Both
-renderers say the same thing; every piece of text that reaches the HTML goes through :func:`html.escape`, and
-figures are embedded as base64 PNG data URIs.
+A report is a list of :data:`Block`: :class:`Heading`, :class:`Para` (of spans), :class:`Bullets`,
+:class:`Code`, :class:`Figure` and :class:`Table`; a span is plain text, :class:`Bold` or :class:`Code` (inline
+there). Both renderers say the same thing; every piece of text that reaches the HTML goes through
+:func:`html.escape`, and figures are embedded as base64 PNG data URIs.
 """
 
 from __future__ import annotations
@@ -11,13 +11,74 @@ from __future__ import annotations
 import base64
 import html
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-__all__ = ["Span", "html_page", "markdown", "markdown_table"]
+__all__ = [
+    "Block",
+    "Bold",
+    "Bullets",
+    "Code",
+    "Figure",
+    "Heading",
+    "Para",
+    "Span",
+    "Table",
+    "html_page",
+    "markdown",
+    "markdown_table",
+]
 
-Span = str | tuple[str, str]  # plain text, or ("b" | "code", text)
+
+@dataclass(frozen=True)
+class Bold:
+    """Bold text in a paragraph."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Code:
+    """Code: a fenced block among blocks, inline in a paragraph."""
+
+    text: str
+
+
+Span = str | Bold | Code  # a piece of a paragraph
+
+
+@dataclass(frozen=True)
+class Heading:
+    level: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Para:
+    spans: list[Span]
+
+
+@dataclass(frozen=True)
+class Bullets:
+    items: list[str]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """The figure ``NAME.png`` of the report's folder, with its caption."""
+
+    name: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Table:
+    frame: pd.DataFrame
+
+
+Block = Heading | Para | Bullets | Code | Figure | Table
 
 
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")  # what a Markdown renderer could read as the start of raw HTML
@@ -34,30 +95,31 @@ def _md_text(s: str, cell: bool = False) -> str:
 def _md_spans(spans: list[Span]) -> str:
     out = []
     for s in spans:
-        if isinstance(s, tuple):
-            text = _md_text(s[1])
-            out.append(f"**{text.strip()}**" + " " * (text != text.rstrip()) if s[0] == "b" else f"`{s[1]}`")
+        if isinstance(s, Bold):
+            text = _md_text(s.text)
+            out.append(f"**{text.strip()}**" + " " * (text != text.rstrip()))
+        elif isinstance(s, Code):
+            out.append(f"`{s.text}`")
         else:
             out.append(_md_text(s))
     return "".join(out)
 
 
-def markdown(blocks: list[tuple]) -> str:
+def markdown(blocks: list[Block]) -> str:
     out = []
     for blk in blocks:
-        kind = blk[0]
-        if kind == "h":
-            out.append("#" * blk[1] + " " + _md_text(blk[2]))
-        elif kind == "p":
-            out.append(_md_spans(blk[1]))
-        elif kind == "ul":
-            out.append("\n".join(f"- {_md_text(x)}" for x in blk[1]))
-        elif kind == "code":
-            out.append(f"```\n{blk[1]}\n```")
-        elif kind == "fig":
-            out.append(f"![{_md_text(blk[2])}]({blk[1]}.png)\n\n*{_md_text(blk[2])}*")
-        elif kind == "table":
-            out.append(markdown_table(blk[1]))
+        if isinstance(blk, Heading):
+            out.append("#" * blk.level + " " + _md_text(blk.text))
+        elif isinstance(blk, Para):
+            out.append(_md_spans(blk.spans))
+        elif isinstance(blk, Bullets):
+            out.append("\n".join(f"- {_md_text(x)}" for x in blk.items))
+        elif isinstance(blk, Code):
+            out.append(f"```\n{blk.text}\n```")
+        elif isinstance(blk, Figure):
+            out.append(f"![{_md_text(blk.caption)}]({blk.name}.png)\n\n*{_md_text(blk.caption)}*")
+        elif isinstance(blk, Table):
+            out.append(markdown_table(blk.frame))
     return "\n\n".join(out) + "\n"
 
 
@@ -86,35 +148,36 @@ def _html_spans(spans: list[Span]) -> str:
     e = html.escape
     out = []
     for s in spans:
-        if isinstance(s, tuple):
-            out.append(f"<strong>{e(s[1])}</strong>" if s[0] == "b" else f"<code>{e(s[1])}</code>")
+        if isinstance(s, Bold):
+            out.append(f"<strong>{e(s.text)}</strong>")
+        elif isinstance(s, Code):
+            out.append(f"<code>{e(s.text)}</code>")
         else:
             out.append(e(str(s)))
     return "".join(out)
 
 
-def html_page(blocks: list[tuple], title: str, fig_dir: Path) -> str:
+def html_page(blocks: list[Block], title: str, fig_dir: Path) -> str:
     e = html.escape
     out = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{e(title)}</title>"]
     out.append(f"<style>{_CSS}</style></head><body>")
     for blk in blocks:
-        kind = blk[0]
-        if kind == "h":
-            out.append(f"<h{blk[1]}>{e(blk[2])}</h{blk[1]}>")
-        elif kind == "p":
-            out.append(f"<p>{_html_spans(blk[1])}</p>")
-        elif kind == "ul":
-            out.append("<ul>" + "".join(f"<li>{e(x)}</li>" for x in blk[1]) + "</ul>")
-        elif kind == "code":
-            out.append(f"<pre><code>{e(blk[1])}</code></pre>")
-        elif kind == "fig":
-            data = base64.b64encode((fig_dir / f"{blk[1]}.png").read_bytes()).decode("ascii")
+        if isinstance(blk, Heading):
+            out.append(f"<h{blk.level}>{e(blk.text)}</h{blk.level}>")
+        elif isinstance(blk, Para):
+            out.append(f"<p>{_html_spans(blk.spans)}</p>")
+        elif isinstance(blk, Bullets):
+            out.append("<ul>" + "".join(f"<li>{e(x)}</li>" for x in blk.items) + "</ul>")
+        elif isinstance(blk, Code):
+            out.append(f"<pre><code>{e(blk.text)}</code></pre>")
+        elif isinstance(blk, Figure):
+            data = base64.b64encode((fig_dir / f"{blk.name}.png").read_bytes()).decode("ascii")
             out.append(
-                f"<figure><img alt='{e(blk[2])}' src='data:image/png;base64,{data}'>"
-                f"<figcaption>{e(blk[2])}</figcaption></figure>"
+                f"<figure><img alt='{e(blk.caption)}' src='data:image/png;base64,{data}'>"
+                f"<figcaption>{e(blk.caption)}</figcaption></figure>"
             )
-        elif kind == "table":
-            t = blk[1]
+        elif isinstance(blk, Table):
+            t = blk.frame
             head = "".join(f"<th>{e(str(c))}</th>" for c in t.columns)
             rows = "".join(
                 "<tr>" + "".join(f"<td>{e(str(v))}</td>" for v in r) + "</tr>"

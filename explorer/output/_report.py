@@ -44,7 +44,7 @@ from explorer.output._evidence_plots import curves_figure, evidence_figure
 from explorer.output._files import OutputFolder
 from explorer.output._fmt import quality_column, quality_value
 from explorer.output._inputs import input_blocks
-from explorer.output._render import html_page, markdown
+from explorer.output._render import Block, Bold, Code, Figure, Heading, Para, Table, html_page, markdown
 from explorer.output._sections import (
     account_blocks,
     early_stopping_blocks,
@@ -127,7 +127,7 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
 
 def _content(
     data: ReportInput,
-) -> tuple[list[tuple], dict[str, Callable[[], Any]], dict[str, pd.DataFrame], tuple | None]:
+) -> tuple[list[Block], dict[str, Callable[[], Any]], dict[str, pd.DataFrame], Para | None]:
     """The report as blocks, the figures to draw (name -> function returning a Figure), the CSV tables and the
     answer section's first paragraph (its headline, or why there is no answer)."""
     spec, records = data.spec, data.records
@@ -141,12 +141,11 @@ def _content(
         verdicts.append(gqa_rule(evidence, data.retimings))
     b = _opening(data, ans, acct, search)
     answer_section = answer_blocks(ans, spec)
-    lead = next((blk for blk in answer_section if blk[0] == "p"), None)
+    lead = next((blk for blk in answer_section if isinstance(blk, Para)), None)
     b.extend(answer_section)
     if ans.evidence is Evidence.FINALISTS:
         b.append(
-            (
-                "fig",
+            Figure(
                 "evidence",
                 "The trade-off: every finalist's paired difference from the most accurate "
                 "layout against its latency relative to it, the margin drawn and the answer "
@@ -156,8 +155,7 @@ def _content(
     b.extend(evidence_blocks(ans, spec, records, data.retimings))
     if ans.evidence is Evidence.FINALISTS:
         b.append(
-            (
-                "fig",
+            Figure(
                 "curves",
                 "Learning curves: each finalist layout's validation score by epoch over its runs, where the "
                 "mean flattens marked: whether the runs the answer rests on had finished learning.",
@@ -167,10 +165,9 @@ def _content(
     b.extend(_search_blocks(data, search))
     b.extend(early_stopping_blocks(acct, spec, records))
     if data.bench:
-        b.append(("h", 3, "Attention benchmark"))
+        b.append(Heading(3, "Attention benchmark"))
         b.append(
-            (
-                "fig",
+            Figure(
                 "bench",
                 "Serial loop over heads vs merged and fused computation, from the study's bench.",
             )
@@ -247,17 +244,16 @@ def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str,
     return figures
 
 
-def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -> list[tuple]:
+def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -> list[Block]:
     spec, records = data.spec, data.records
     devices = ", ".join(acct.devices) or "an unrecorded device"
     searched = {
         r.key for r in records if r.role == Role.SEARCH and r.state in ("COMPLETE", "PRUNED") and r.key
     }
     runs = sum(r.role == Role.FINALIST and r.finished for r in records)
-    b: list[tuple] = [("h", 1, f"Head-count report: {spec.name}")]
+    b: list[Block] = [Heading(1, f"Head-count report: {spec.name}")]
     b.append(
-        (
-            "p",
+        Para(
             [
                 f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
                 f"{spec.task.epochs} epochs ({search.count} ran them all, {acct.stopped_early} stopped at a rung, "
@@ -270,12 +266,11 @@ def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -
     b.extend(input_blocks(spec, data.task_input))
     if acct.partial:
         b.append(
-            (
-                "p",
+            Para(
                 [
-                    ("b", "Partial study: "),
+                    Bold("Partial study: "),
                     f"{acct.partial_reason}. Everything below uses the trials finished so far; resume with ",
-                    ("code", acct.resume),
+                    Code(acct.resume),
                     ".",
                 ],
             )
@@ -283,7 +278,7 @@ def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -
     return b
 
 
-def _search_blocks(data: ReportInput, search: _SearchTables) -> list[tuple]:
+def _search_blocks(data: ReportInput, search: _SearchTables) -> list[Block]:
     """What the search found: its front, and its architectures by head count, d_k and schedule (one run each,
     at the search's budget: the report says so under each figure)."""
     spec, metric, cost = data.spec, data.spec.metric, search.cost
@@ -291,18 +286,16 @@ def _search_blocks(data: ReportInput, search: _SearchTables) -> list[tuple]:
     quality = "Bits per byte" if metric.direction == "minimize" else "Accuracy"
     latency = "decoding time per token" if cost == "decode_ms" else "latency"
     one_run = f"one run per architecture of up to {spec.task.epochs} epochs (some stopped at a rung)"
-    b: list[tuple] = [("h", 2, "Evidence from the search")]
+    b: list[Block] = [Heading(2, "Evidence from the search")]
     b.append(
-        (
-            "fig",
+        Figure(
             "pareto",
             f"{quality} against {latency} of every searched architecture ({one_run}); the black "
             "step line is the search's Pareto front; diamonds are the finalists' means.",
         )
     )
     b.append(
-        (
-            "p",
+        Para(
             [
                 "The search chooses which layouts become finalists (its knee, the front layouts nearest it, "
                 "reference layouts and the ladder of uniform head counts); the answer itself rests on the "
@@ -311,7 +304,7 @@ def _search_blocks(data: ReportInput, search: _SearchTables) -> list[tuple]:
             ],
         )
     )
-    b.append(("h", 3, f"The search's Pareto front ({len(search.front)} architectures; all in pareto.csv)"))
+    b.append(Heading(3, f"The search's Pareto front ({len(search.front)} architectures; all in pareto.csv)"))
     rows = []
     for r in search.front.head(25).itertuples():
         row = {"trial": int(r.number), "heads per layer": heads(r.heads)}
@@ -327,23 +320,20 @@ def _search_blocks(data: ReportInput, search: _SearchTables) -> list[tuple]:
         if spec.decode is not None:
             row["decoding (ms/token)"] = num(r.decode_ms)
         rows.append(row)
-    b.append(("table", pd.DataFrame(rows)))
+    b.append(Table(pd.DataFrame(rows)))
     for name, title, caption in (
         ("heads", "Head count", "against the largest head count in any layer, per d_model"),
         ("dk", "Head width d_k and the floor", "against the smallest d_k in the model"),
         ("family", "Schedule family", "by schedule: uniform, increasing (more heads deep), decreasing, free"),
     ):
-        b.append(("h", 3, title))
-        b.append(
-            ("fig", name, f"{quality} and latency of the searched architectures ({one_run}), {caption}.")
-        )
-    b.append(("h", 3, "Heads per layer on the front"))
-    b.append(("fig", "pareto_heads", "Per-layer heads of the search front's architectures."))
+        b.append(Heading(3, title))
+        b.append(Figure(name, f"{quality} and latency of the searched architectures ({one_run}), {caption}."))
+    b.append(Heading(3, "Heads per layer on the front"))
+    b.append(Figure("pareto_heads", "Per-layer heads of the search front's architectures."))
     if kv_study:
-        b.append(("h", 3, "Key/value heads"))
+        b.append(Heading(3, "Key/value heads"))
         b.append(
-            (
-                "fig",
+            Figure(
                 "kv",
                 "Quality, latency and decoding time of multi-query (1 key/value head), grouped-query "
                 f"and multi-head attention (as many key/value heads as query heads), {one_run}.",
@@ -351,10 +341,9 @@ def _search_blocks(data: ReportInput, search: _SearchTables) -> list[tuple]:
         )
     final = search.history["hypervolume"].iloc[-1] if len(search.history) else math.nan
     ref = HV_REFERENCE[0] * HV_REFERENCE[1]
-    b.append(("h", 3, "Search progress"))
+    b.append(Heading(3, "Search progress"))
     b.append(
-        (
-            "fig",
+        Figure(
             "hypervolume",
             f"Hypervolume after each finished search trial (final {num(final, '.3f')} of {ref:.2f}).",
         )

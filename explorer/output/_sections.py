@@ -16,6 +16,7 @@ from explorer.analysis import ALPHA, GQA_RULE, MIN_ARCHS, MIN_SPEEDUP, RuleVerdi
 from explorer.answer import Architecture, StudyAccount, UnitComparison, kendall_tau
 from explorer.measures import QualityMetric
 from explorer.output._fmt import heads, is_bpb, num, pct
+from explorer.output._render import Block, Bold, Bullets, Code, Heading, Para, Table
 from explorer.spec import StudySpec
 from explorer.storage import Role, TrialRecord
 
@@ -31,12 +32,11 @@ __all__ = [
 ]
 
 
-def rules_blocks(verdicts: Sequence[RuleVerdict], metric: QualityMetric | None = None) -> list[tuple]:
-    extra = []
+def rules_blocks(verdicts: Sequence[RuleVerdict], metric: QualityMetric | None = None) -> list[Block]:
+    extra: list[Block] = []
     if metric is not None and is_bpb(metric):
         extra.append(
-            (
-                "p",
+            Para(
                 [
                     "Here quality is validation bits per byte (lower is better): the tests compare it as "
                     "such, differences are in bits per byte, and the material difference that stands in "
@@ -46,8 +46,7 @@ def rules_blocks(verdicts: Sequence[RuleVerdict], metric: QualityMetric | None =
         )
     if any(v.rule == GQA_RULE for v in verdicts):
         extra.append(
-            (
-                "p",
+            Para(
                 [
                     "Grouped-query attention (Ainslie et al. 2023): grouped-query architectures (1 < "
                     "kv_heads < heads in every layer) against multi-head ones (kv_heads = heads) on quality, "
@@ -60,13 +59,13 @@ def rules_blocks(verdicts: Sequence[RuleVerdict], metric: QualityMetric | None =
             )
         )
     return [
-        ("h", 2, "Rules of thumb, checked on this study"),
-        (
-            "table",
+        Heading(2, "Rules of thumb, checked on this study"),
+        Table(
             pd.DataFrame([{"rule": v.rule, "verdict": v.verdict, "evidence": v.evidence} for v in verdicts]),
         ),
-        ("p", [_rules_method(verdicts)]),
-    ] + extra
+        Para([_rules_method(verdicts)]),
+        *extra,
+    ]
 
 
 def _rules_method(verdicts: Sequence[RuleVerdict]) -> str:
@@ -90,9 +89,9 @@ def _rules_method(verdicts: Sequence[RuleVerdict]) -> str:
     )
 
 
-def relations_blocks(records: Sequence[TrialRecord], k: int, rec: Architecture | None = None) -> list[tuple]:
+def relations_blocks(records: Sequence[TrialRecord], k: int, rec: Architecture | None = None) -> list[Block]:
     claim = relations_claim(records, k)
-    b: list[tuple] = [("h", 2, f"One head per relation? (relations task, k = {k})")]
+    b: list[Block] = [Heading(2, f"One head per relation? (relations task, k = {k})")]
     g = claim.accuracy
     if g is None:
         acc = (
@@ -116,16 +115,15 @@ def relations_blocks(records: Sequence[TrialRecord], k: int, rec: Architecture |
             )
             + "."
         )
-    b.append(("p", [acc]))
+    b.append(Para([acc]))
     if rec is not None and min(rec.heads) < k:
-        b.append(("p", [why_fewer_than_k(rec, k, claim.by_heads)]))
-    b.append(("p", [claim.description]))
+        b.append(Para([why_fewer_than_k(rec, k, claim.by_heads)]))
+    b.append(Para([claim.description]))
     if claim.held is not None:
         b.append(
-            (
-                "p",
+            Para(
                 [
-                    ("b", f"The claim {'held' if claim.held else 'did not hold'} on this study"),
+                    Bold(f"The claim {'held' if claim.held else 'did not hold'} on this study"),
                     f" (accuracy cost below k heads: {'yes' if claim.accuracy_held else 'no'}; at least k heads "
                     f"specialized, covering the k relations: {'yes' if claim.specialization_held else 'no'}).",
                 ],
@@ -167,10 +165,10 @@ def why_fewer_than_k(
     )
 
 
-def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence[TrialRecord]) -> list[tuple]:
+def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence[TrialRecord]) -> list[Block]:
     es = spec.early_stopping
     if not es.enabled:
-        return [("p", ["Early stopping was off: every search trial trained its full budget."])]
+        return [Para(["Early stopping was off: every search trial trained its full budget."])]
     rungs = ", ".join(map(str, es.rungs(spec.task.epochs)))
     planned = acct.epochs_run + acct.epochs_saved
     share = acct.epochs_saved / planned if planned else 0.0
@@ -191,8 +189,7 @@ def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence
         )
     floor = "the standard error of its per-window losses" if bpb else "the validation split's binomial noise"
     return [
-        (
-            "p",
+        Para(
             [
                 f"Early stopping: a search trial may stop only at a rung (epochs {rungs}), and only when a different "
                 "architecture that is at least as fast (latencies within their timing spread count as ties) was "
@@ -209,15 +206,14 @@ def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence
     ]
 
 
-def account_blocks(acct: StudyAccount) -> list[tuple]:
+def account_blocks(acct: StudyAccount) -> list[Block]:
     s = ", ".join(f"{k} {v}" for k, v in sorted(acct.search_states.items()))
     f = ", ".join(f"{k} {v}" for k, v in sorted(acct.finalist_states.items())) or "none"
     closed = ", ".join(f"{k} {v}" for k, v in sorted(acct.closed.items())) or "none"
     failed = ", ".join(f"{k} {v}" for k, v in sorted(acct.failed.items())) or "none"
     return [
-        ("h", 2, "Study account"),
-        (
-            "ul",
+        Heading(2, "Study account"),
+        Bullets(
             [
                 f"Task: {acct.task}; device(s): {', '.join(acct.devices) or 'not recorded'}",
                 f"Search trials (total {acct.search_total}): {s}; finalist runs: {f}",
@@ -232,6 +228,6 @@ def account_blocks(acct: StudyAccount) -> list[tuple]:
                 "Files: trials.csv (every trial), architectures.csv (per architecture and role), pareto.csv, *.png",
             ],
         ),
-        ("p", ["Reproduce, or resume this study from its database:"]),
-        ("code", f"{acct.reproduce}\n{acct.resume}"),
+        Para(["Reproduce, or resume this study from its database:"]),
+        Code(f"{acct.reproduce}\n{acct.resume}"),
     ]

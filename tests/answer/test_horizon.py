@@ -292,9 +292,10 @@ def test_the_report_and_the_answer_line_say_a_contradicted_verdict_is_no_decisio
     assert "the runs trained 20 epochs contradict that verdict" in claim(broken)
     line = answer_line("h", broken)
     assert "not decided: the verdict does not hold at 20 epochs" in line and "finalists.epochs=20" in line
-    (_, (_, text)), (_, table) = check_blocks(broken)
+    lead, table_block = check_blocks(broken)
+    text, table = lead.spans[1], table_block.frame
     assert "contradict the verdict, so the answer is not decided" in text
     assert list(table["holds"]) == ["no"] and list(table["its verdict"]) == ["within the margin"]
     holds = answer(search + grid_and_check(0.004, 0.003, units=10), spec)
-    (_, (_, text)), _ = check_blocks(holds)
+    text = check_blocks(holds)[0].spans[1]
     assert "do not contradict" in text and not holds.contradicted
