@@ -31,7 +31,7 @@ class Key:
     (a default the reader works out, such as the families a space can realise). ``table`` marks a key that is
     a table of its own (documented in its own section); ``scalar`` lets a list key take one value alone
     (``min_dk = 16`` for ``[16]``); ``cap`` is the size limit (:mod:`explorer.limits`) on its value, or on
-    each value of its list, checked before the spec is read (:mod:`explorer.spec._limits`)."""
+    each value of its list, checked before the spec is read (:mod:`explorer.spec._size_checks`)."""
 
     doc: str
     lo: float | None = None

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from explorer.answer._evidence import evidence_grid
+from explorer.answer._evidence_grid import evidence_grid
 from explorer.answer._horizon import Horizon, at_horizon, check_layouts
 from explorer.answer._pareto import knee, normalize, pareto_front
 from explorer.answer._rule import decide, next_cells, ratio, runs_to_decide, smallest_round

@@ -1,6 +1,6 @@
 """The public surface of :mod:`explorer.measure` (read by type checkers, and by its __init__ at run time)."""
 
-from ._bench import (
+from ._attention_bench import (
     BENCH_IMPLS as BENCH_IMPLS,
     DECODE_IMPLS as DECODE_IMPLS,
     bench_attention as bench_attention,

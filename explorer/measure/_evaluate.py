@@ -28,7 +28,7 @@ from explorer.measure._latency_cache import LatencyCache
 from explorer.measure._probe import relation_specialization
 from explorer.measure._train import EpochStats, TrainResult, fit
 from explorer.measure._train_plan import TrainPlan, plan_train
-from explorer.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
+from explorer.measurements import DecodeResult, LatencyResult, QualityMetric, quality_metric
 from explorer.model import (
     CHECK_BATCH,
     ModelBuilder,

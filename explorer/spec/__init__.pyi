@@ -15,4 +15,4 @@ from ._space import Sampled as Sampled, SearchSpace as SearchSpace
 from ._spec import load_spec as load_spec, spec_from_dict as spec_from_dict
 from ._study_spec import SAMPLERS as SAMPLERS, StudySpec as StudySpec
 from ._toml import read_table as read_table
-from ._tracking import MLFLOW_ENV as MLFLOW_ENV, tracking_uri as tracking_uri
+from ._tracking_spec import MLFLOW_ENV as MLFLOW_ENV, tracking_uri as tracking_uri

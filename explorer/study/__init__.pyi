@@ -14,6 +14,7 @@ from ._catalog import (
     study_status as study_status,
 )
 from ._claims import Claims as Claims, pop_waiting as pop_waiting
+from ._mlflow_tracking import log_answer as log_answer, sync_trials as sync_trials
 from ._plan import PortableRunPlan as PortableRunPlan, RunPlan as RunPlan, plan_run as plan_run
 from ._progress import Step as Step, StopReason as StopReason
 from ._rerun import check_rerun as check_rerun, differences as differences
@@ -39,7 +40,6 @@ from ._study import (
     reading_artifact_store as reading_artifact_store,
     run_context as run_context,
 )
-from ._tracking import log_answer as log_answer, sync_trials as sync_trials
 from ._trial import ClosedTrial as ClosedTrial, Objective as Objective, TrialFailed as TrialFailed
-from ._usercode import INPUT_ATTR as INPUT_ATTR, check_code as check_code
+from ._user_code_check import INPUT_ATTR as INPUT_ATTR, check_code as check_code
 from ._workers import enqueue_runs as enqueue_runs, run_stage as run_stage

@@ -29,7 +29,7 @@ from explorer.study._context import RunContext, resolve_context
 from explorer.study._rerun import check_rerun, finished_search
 from explorer.study._run_options import RunOptions, check_total, check_total_reaches
 from explorer.study._study import StudyHandle, artifact_store, check_study, open_checked, open_with_heartbeats
-from explorer.study._usercode import check_code
+from explorer.study._user_code_check import check_code
 
 __all__ = ["RunPlan", "PortableRunPlan", "plan_run"]
 

@@ -46,12 +46,12 @@ from explorer.storage import (
 )
 from explorer.study._claims import pop_waiting
 from explorer.study._context import RunContext
+from explorer.study._mlflow_tracking import sync_trials
 from explorer.study._plan import PortableRunPlan, RunPlan
 from explorer.study._progress import Progress, StopReason, stage_progress
 from explorer.study._run_options import RunOptions
 from explorer.study._sampling import make_sampler
 from explorer.study._study import StudyHandle
-from explorer.study._tracking import sync_trials
 from explorer.study._trial import ClosedTrial, Objective, TrialFailed, live_trials
 
 __all__ = [

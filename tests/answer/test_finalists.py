@@ -194,7 +194,7 @@ def test_the_cost_of_a_decision_is_known_once_every_layout_has_two_units_and_mat
 
 def test_rounds_timed_on_a_busy_machine_are_left_out_where_the_others_time_every_layout():
     from explorer.answer import busy_rounds, rule_times
-    from explorer.measures import LatencyResult
+    from explorer.measurements import LatencyResult
     from explorer.storage import Retiming
 
     def timing(key, r, ms, load):

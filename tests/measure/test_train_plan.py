@@ -14,7 +14,7 @@ CFG = ModelConfig(d_model=16, heads=(2, 4), mlp_ratio=1.0)
 
 
 def test_a_plan_trains_as_a_spec_and_the_train_command_do_by_default():
-    from explorer.cli._model import train as train_command
+    from explorer.cli._cmd_model import train as train_command
 
     plan = plan_train(CFG, latency=LAT, threads=2)
     assert isinstance(plan, TrainPlan) and plan.device == torch.device("cpu") and plan.threads == 2

@@ -22,7 +22,7 @@ import explorer.storage._storage as storage_module
 import explorer.study._capacity as capacity_module
 import explorer.study._rerun as rerun_module
 import explorer.study._run_options as options_module
-import explorer.study._usercode as usercode_module
+import explorer.study._user_code_check as usercode_module
 import explorer.study._workers as workers_module
 from explorer.cli import main
 from explorer.errors import ConfigError, DeviceError
