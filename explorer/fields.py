@@ -1,6 +1,6 @@
 """Spec keys declared once: a dataclass field that carries its default, its documentation, limits and choices.
 
-A study spec's tables are frozen dataclasses (``[space]`` is :class:`explorer.layout._feasibility.SpaceSpec`,
+A study spec's tables are frozen dataclasses (``[space]`` is :class:`explorer.layout._space_spec.SpaceSpec`,
 ``[latency]`` :class:`explorer.layout._config.LatencyConfig`, ...). Each field that is a key of the spec is made
 with :func:`key`; the generic reader (:func:`explorer.spec._toml.read_table`), the key list
 (:mod:`explorer.spec._keys`), the reference in docs/spec.md and the defaults of ``explorer train`` and
