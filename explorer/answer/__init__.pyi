@@ -10,7 +10,7 @@ from ._contrasts import Contrast as Contrast
 from ._evidence_grid import Grid as Grid
 from ._finalists import (
     COST_COLUMNS as COST_COLUMNS,
-    Plan as Plan,
+    FinalistPlan as FinalistPlan,
     busy_rounds as busy_rounds,
     check_runs as check_runs,
     cost_axis as cost_axis,

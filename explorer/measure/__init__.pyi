@@ -61,4 +61,4 @@ from ._train import (
     evaluate_split as evaluate_split,
     fit as fit,
 )
-from ._train_plan import TrainPlan as TrainPlan, plan_train as plan_train
+from ._train_plan import VariantTrainPlan as VariantTrainPlan, plan_train as plan_train
