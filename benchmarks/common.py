@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from explorer.measures import load_average
+from explorer.measurements import load_average
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -59,7 +59,7 @@ from explorer.answer import HV_REFERENCE, front_mask, hypervolume_2d, kendall_ta
 from explorer.data import load_task
 from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
 from explorer.measure import evaluate_variant
-from explorer.measures import binomial_se
+from explorer.measurements import binomial_se
 from explorer.spec import (
     EarlyStoppingSpec,
     Peer,

@@ -89,7 +89,7 @@ def _train(job: tuple[int, int, int]) -> dict[str, Any]:
 
 
 def _plateaued(run: dict[str, Any]) -> bool:
-    from explorer.measures import plateaued
+    from explorer.measurements import plateaued
 
     h = run["history"]
     return plateaued(h, run["val_size"], max(2, len(h) // 4))

@@ -2,7 +2,7 @@
 
 A relations study plants k relations (``n_relations`` in its spec), so layouts with at least k heads in every
 layer should be more accurate. This script reads a finished relations study and checks the report's claim
-(explorer.analysis._relations) against a permutation test written here independently: every relabelling of the
+(explorer.analysis._relations_claim) against a permutation test written here independently: every relabelling of the
 architectures within each width (the strata the report uses) is enumerated with ``itertools``, and p is the share
 of relabellings whose weighted mean difference is at least the observed one. It also states what the study
 recommends and whether that layout has at least k heads in every layer.

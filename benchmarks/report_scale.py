@@ -127,7 +127,7 @@ trials.csv, pareto.csv).
 
 Where the time goes (one cProfile run at this size, 17.6 s under the profiler, which inflates everything):
 fANOVA parameter importance for two objectives (16 trees of depth 8, seed 0) 6.0 s; rendering the 8 PNGs 4.1 s;
-importing torch for the bench chart (explorer.measure._bench draws it) 2.8 s; building the three effect figures 2.5 s;
+importing torch for the bench chart (explorer.measure._attention_bench draws it) 2.8 s; building the three effect figures 2.5 s;
 the tables, the Pareto front, the hypervolume history and the rule checks well under a second together.
 
 Readability at this size was checked by eye on the figures of this run: markers shrink (area 9) and turn

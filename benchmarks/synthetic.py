@@ -20,7 +20,7 @@ import optuna
 from optuna.trial import TrialState, create_trial
 
 from explorer.layout import ModelConfig, expand_schedule, unit_seed, valid_heads
-from explorer.measures import LatencyResult
+from explorer.measurements import LatencyResult
 from explorer.storage import TrialRecord, companion_name, label_companion
 
 __all__ = [

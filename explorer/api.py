@@ -240,7 +240,7 @@ def compare(
 ) -> tuple[pd.DataFrame, list[Path], dict[str, Answer]]:
     """Overlay the fronts of several studies (each in ``storage``, default its own ``studies/NAME.db``): one
     table and one figure written into ``out`` (default ``reports/compare-A-B``); see
-    :mod:`explorer.answer._compare`. Returns the table, the files and each study's answer (the one its report
+    :mod:`explorer.answer._compare_fronts`. Returns the table, the files and each study's answer (the one its report
     names). Every study is read before anything is written."""
     if len(names) < 2:
         raise ConfigError(f"compare needs at least two studies, got {len(names)}; name two or more.")

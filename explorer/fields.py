@@ -1,6 +1,6 @@
 """Spec keys declared once: a dataclass field that carries its default, its documentation, limits and choices.
 
-A study spec's tables are frozen dataclasses (``[space]`` is :class:`explorer.layout._feasibility.SpaceSpec`,
+A study spec's tables are frozen dataclasses (``[space]`` is :class:`explorer.layout._space_spec.SpaceSpec`,
 ``[latency]`` :class:`explorer.layout._config.LatencyConfig`, ...). Each field that is a key of the spec is made
 with :func:`key`; the generic reader (:func:`explorer.spec._toml.read_table`), the key list
 (:mod:`explorer.spec._keys`), the reference in docs/spec.md and the defaults of ``explorer train`` and
@@ -31,7 +31,7 @@ class Key:
     (a default the reader works out, such as the families a space can realise). ``table`` marks a key that is
     a table of its own (documented in its own section); ``scalar`` lets a list key take one value alone
     (``min_dk = 16`` for ``[16]``); ``cap`` is the size limit (:mod:`explorer.limits`) on its value, or on
-    each value of its list, checked before the spec is read (:mod:`explorer.spec._limits`)."""
+    each value of its list, checked before the spec is read (:mod:`explorer.spec._size_checks`)."""
 
     doc: str
     lo: float | None = None

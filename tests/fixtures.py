@@ -22,7 +22,7 @@ from benchmarks.synthetic import (  # the synthetic truth the benchmarks share
     synthetic_latency,
 )
 from explorer.layout import ModelConfig, unit_seed
-from explorer.measures import DecodeResult, LatencyResult
+from explorer.measurements import DecodeResult, LatencyResult
 from explorer.spec import spec_from_dict
 from explorer.storage import TrialRecord
 

@@ -219,7 +219,7 @@ def test_interrupt_is_one_line_and_exit_130(monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(explorer.api, "export", interrupted)
-    monkeypatch.setattr("explorer.cli._results.check_readable", lambda *a: None)  # no study needed
+    monkeypatch.setattr("explorer.cli._cmd_results.check_readable", lambda *a: None)  # no study needed
     result = CliRunner().invoke(main, ["export", "tiny", "--out", "x.json"])
     assert result.exit_code == errors.EXIT_INTERRUPTED == 130
     assert result.stderr.startswith("interrupted") and result.stderr.count("\n") == 1

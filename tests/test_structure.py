@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "explorer"
 # Each concept package and top-level module by rank: a module imports only from lower ranks or its own package.
 RANKS = {
     "limits": 0,
-    "measures": 0,
+    "measurements": 0,
     "hooks": 0,
     "fields": 1,
     "layout": 2,

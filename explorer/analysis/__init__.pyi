@@ -11,7 +11,7 @@ from ._heads import (
     specialized_heads as specialized_heads,
     suggest_layout as suggest_layout,
 )
-from ._relations import relations_claim as relations_claim
+from ._relations_claim import relations_claim as relations_claim
 from ._rules import (
     DK_FLOOR as DK_FLOOR,
     MIN_SPEEDUP as MIN_SPEEDUP,

@@ -18,7 +18,7 @@ from typing import Any
 
 from explorer.answer import Architecture, Comparison, architectures, common_epoch, compare
 from explorer.layout import ModelConfig
-from explorer.measures import QUALITY_METRICS, QualityMetric
+from explorer.measurements import QUALITY_METRICS, QualityMetric
 from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = [

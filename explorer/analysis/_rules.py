@@ -47,7 +47,7 @@ from explorer.answer import (
     unit_comparison,
 )
 from explorer.layout import ModelConfig
-from explorer.measures import QualityMetric
+from explorer.measurements import QualityMetric
 from explorer.storage import TrialRecord
 
 __all__ = [

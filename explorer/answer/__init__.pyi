@@ -1,16 +1,16 @@
 """The public surface of :mod:`explorer.answer` (read by type checkers, and by its __init__ at run time)."""
 
 from ._account import StudyAccount as StudyAccount, study_account as study_account
-from ._compare import (
+from ._compare_fronts import (
     COMPARE_COLUMNS as COMPARE_COLUMNS,
     compare_fronts as compare_fronts,
     study_setup as study_setup,
 )
 from ._contrasts import Contrast as Contrast
-from ._evidence import Grid as Grid
+from ._evidence_grid import Grid as Grid
 from ._finalists import (
     COST_COLUMNS as COST_COLUMNS,
-    Plan as Plan,
+    FinalistPlan as FinalistPlan,
     busy_rounds as busy_rounds,
     check_runs as check_runs,
     cost_axis as cost_axis,

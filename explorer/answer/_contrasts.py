@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from explorer.answer._evidence import Grid
+from explorer.answer._evidence_grid import Grid
 from explorer.answer._finalists import DEFAULT_HEADS, KV_REFERENCES, with_kv
 from explorer.answer._paired import PairedDifference, paired
 from explorer.answer._rule import ratio

@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from explorer.answer._evidence import evidence_grid
+from explorer.answer._evidence_grid import evidence_grid
 from explorer.answer._horizon import Horizon, at_horizon, check_layouts
 from explorer.answer._pareto import knee, normalize, pareto_front
 from explorer.answer._rule import decide, next_cells, ratio, runs_to_decide, smallest_round
@@ -51,7 +51,7 @@ __all__ = [
     "COST_COLUMNS",
     "DEFAULT_HEADS",
     "KV_REFERENCES",
-    "Plan",
+    "FinalistPlan",
     "Unit",
     "cost_axis",
     "budget_spent",
@@ -82,7 +82,7 @@ ROUND_UNITS = 2  # paired units a round of the finalist stage adds at least to e
 
 
 @dataclass(frozen=True)
-class Plan:
+class FinalistPlan:
     runs: tuple[FinalistRun, ...]  # the first runs: every layout on its first units
     knee: Architecture | None  # the search's knee
     notes: tuple[str, ...] = field(default_factory=tuple)  # references that could not be built, and why
@@ -97,7 +97,7 @@ class Plan:
     def keys(self) -> list[str]:
         return [arch_key(r.config, r.lr) for r in self.layouts]
 
-    def at(self, horizon: Horizon) -> Plan:
+    def at(self, horizon: Horizon) -> FinalistPlan:
         """This plan with its runs at ``horizon``'s epochs."""
         runs = tuple(dataclasses.replace(r, epochs=horizon.epochs) for r in self.runs)
         return dataclasses.replace(self, runs=runs, horizon=horizon)
@@ -199,7 +199,7 @@ def plan_finalists(
     top: int | None = None,
     seeds: int | None = None,
     retimings: Sequence[Retiming] = (),
-) -> Plan:
+) -> FinalistPlan:
     """The finalist layouts for the study's search so far, each on its first ``[finalists] start`` units, or on
     every unit of ``seeds`` replicates when ``seeds`` is given (a fixed grid: ``explorer confirm --seeds``);
     ``top`` overrides the spec's. The search's decoding times come from ``retimings`` where re-timed
@@ -208,7 +208,7 @@ def plan_finalists(
     top = fs.top if top is None else top
     pool = within_budgets(architectures(records, Role.SEARCH, retimings=decode_only(retimings)), spec)
     if not pool:
-        return Plan((), None, ("no feasible search trial within the budgets has finished yet",))
+        return FinalistPlan((), None, ("no feasible search trial within the budgets has finished yet",))
     cost = COST_COLUMNS[cost_axis(spec)]
     table = architecture_table(pool)
     front = pareto_front(table, cost)
@@ -230,7 +230,7 @@ def plan_finalists(
     first = max(1, min(fs.start, budget // max(1, len(layouts))))
     units = range(first if seeds is None else seeds * fs.folds)
     runs = tuple(_on(layout, unit_at(spec, u)) for layout in layouts for u in units)
-    return Plan(runs, knee_arch, tuple(notes), layouts, budget, first)
+    return FinalistPlan(runs, knee_arch, tuple(notes), layouts, budget, first)
 
 
 _Pick = tuple[Architecture | ModelConfig, str]  # a searched architecture or a built layout, and its label
@@ -324,7 +324,9 @@ def _on(
     )
 
 
-def pilot_layouts(plan: Plan, records: Sequence[TrialRecord], times: npt.NDArray[np.float64]) -> list[int]:
+def pilot_layouts(
+    plan: FinalistPlan, records: Sequence[TrialRecord], times: npt.NDArray[np.float64]
+) -> list[int]:
     """The pilot's layouts (indices into the plan's): the most accurate by the search's runs of the finalist
     layouts (the knee where none was searched) and the fastest by the re-timing rounds."""
     scores: dict[str, list[float]] = {}
@@ -339,7 +341,7 @@ def pilot_layouts(plan: Plan, records: Sequence[TrialRecord], times: npt.NDArray
 
 
 def pilot_runs(
-    plan: Plan, layouts: Sequence[int], horizon: Horizon, spec: StudySpec
+    plan: FinalistPlan, layouts: Sequence[int], horizon: Horizon, spec: StudySpec
 ) -> tuple[FinalistRun, ...]:
     """The pilot's runs for the horizon under test: each pilot layout on the plan's first units, at the horizon
     and at twice it."""
@@ -358,7 +360,7 @@ def _next_faster(times: npt.NDArray[np.float64], answer: int, tie: float) -> int
 
 
 def check_runs(
-    plan: Plan,
+    plan: FinalistPlan,
     records: Sequence[TrialRecord],
     spec: StudySpec,
     times: npt.NDArray[np.float64],
@@ -481,7 +483,7 @@ def budget_spent(
 
 
 def _stage_grid(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
+    plan: FinalistPlan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], bool]:
     """The stage's grid as the rule reads it, (scores, ran) of :func:`unit_grid`, and whether its budget is spent
     (:func:`budget_spent`)."""
@@ -490,7 +492,11 @@ def _stage_grid(
 
 
 def next_runs(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64], left: int
+    plan: FinalistPlan,
+    records: Sequence[TrialRecord],
+    spec: StudySpec,
+    times: npt.NDArray[np.float64],
+    left: int,
 ) -> tuple[FinalistRun, ...]:
     """The next round of the finalist stage (see the module docstring): where the answer is still open, on the
     evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
@@ -504,7 +510,7 @@ def next_runs(
 
 
 def next_round_size(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
+    plan: FinalistPlan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
 ) -> int:
     """The runs of the smallest round :func:`next_runs` would queue, whatever the budget left (0: the answer is
     decided)."""
@@ -516,7 +522,7 @@ def next_round_size(
 
 
 def decision_cost(
-    plan: Plan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
+    plan: FinalistPlan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
 ) -> int | None:
     """More finalist runs the answer needs to be decided, at the measured gaps and spreads (0: decided; None:
     not known yet, or no feasible number decides it)."""

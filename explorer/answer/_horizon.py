@@ -11,7 +11,7 @@ first horizon whose doubling gains neither is the grid's.
 A pilot run at that horizon is a grid run as well, and its runs at twice it serve the horizon check.
 
 **Each run.** A run *plateaued* when the best validation value of the last quarter of its schedule beats the best
-before it by no more than one binomial standard error (:func:`explorer.measures.plateaued`): its curve had
+before it by no more than one binomial standard error (:func:`explorer.measurements.plateaued`): its curve had
 flattened within its own noise. The report names the layouts with runs that had not.
 
 **The horizon check.** Once the stage stops, the comparisons that decide the answer (the answer against the best,
@@ -34,7 +34,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from explorer.layout import Purpose, unit_seed
-from explorer.measures import binomial_se, plateaued
+from explorer.measurements import binomial_se, plateaued
 from explorer.spec import StudySpec
 from explorer.storage import Role, TrialRecord
 

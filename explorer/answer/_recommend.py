@@ -1,7 +1,7 @@
 """The head-count answer: one function, :func:`answer`, that every command naming "the answer" calls.
 
 With finalist runs (the evidence grid: every finalist layout trained on the same paired units,
-:mod:`explorer.answer._evidence`), the answer is the fastest layout whose probability of being within the spec's
+:mod:`explorer.answer._evidence_grid`), the answer is the fastest layout whose probability of being within the spec's
 ``[answer] margin`` of the best is at least ``1 - risk`` (:mod:`explorer.answer._rule`); its confidence is that
 probability. Every other candidate is *within* the margin too (slower), *beyond* it, or *undecided*, with the
 paired units that would decide it from its measured spread. A study in which no layout beats the task's chance
@@ -27,7 +27,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from explorer.answer._contrasts import Contrast, Costs, contrasts, versus
-from explorer.answer._evidence import Collapse, Grid, evidence_grid
+from explorer.answer._evidence_grid import Collapse, Grid, evidence_grid
 from explorer.answer._finalists import (
     COST_COLUMNS,
     budget_spent,

@@ -5,7 +5,7 @@ The statistical unit of every comparison in the report is the *architecture* (wi
 key/value heads and d_k, learning rate): its runs (seeds) are averaged first, so a configuration tried three
 times counts once, and the spread between seeds is its uncertainty.
 
-Quality is the task's metric (:func:`explorer.measures.quality_metric`): validation accuracy, a fraction
+Quality is the task's metric (:func:`explorer.measurements.quality_metric`): validation accuracy, a fraction
 in [0, 1] of a split of ``val_size`` examples ("one point" is 0.01; bounded logit-scale intervals), or
 validation bits per byte for a language model (lower is better; t intervals on its own scale). Comparisons use a
 ``score``, the quality signed so that higher is better in both cases. Nothing here draws or prints.
@@ -33,7 +33,7 @@ from explorer.answer._intervals import (
 )
 from explorer.answer._latency_stats import block_spread, latency_interval, log_spread
 from explorer.layout import ModelConfig
-from explorer.measures import QUALITY_METRICS, LatencyResult, QualityMetric
+from explorer.measurements import QUALITY_METRICS, LatencyResult, QualityMetric
 from explorer.storage import Retiming, Role, TrialRecord
 
 __all__ = [

@@ -17,7 +17,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from explorer.answer._evidence import Grid
+from explorer.answer._evidence_grid import Grid
 from explorer.answer._paired import PairedDifference, paired
 from explorer.answer._tables import Architecture
 from explorer.layout import ModelConfig

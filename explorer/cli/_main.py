@@ -19,13 +19,13 @@ from typing import Any
 
 import click
 
-from explorer.cli._bench import bench
-from explorer.cli._cache import cache
+from explorer.cli._cmd_bench import bench
+from explorer.cli._cmd_cache import cache
+from explorer.cli._cmd_model import space, train
+from explorer.cli._cmd_results import compare, confirm, export, heads, report
+from explorer.cli._cmd_spec import spec
+from explorer.cli._cmd_study import study
 from explorer.cli._common import CliState, is_verbose
-from explorer.cli._model import space, train
-from explorer.cli._results import compare, confirm, export, heads, report
-from explorer.cli._spec import spec
-from explorer.cli._study import study
 from explorer.errors import (
     EXIT_BAD_INPUT,
     EXIT_ENVIRONMENT,

@@ -3,7 +3,7 @@
 ``load_task("digits")``, ``load_task("mnist", patch=7)``, ``load_task("relations", n_relations=4)``,
 ``load_task("text", context=128)`` (a byte-level language model on the Python standard library's source),
 ``load_task("path/to/data.npz")`` or a function of the user's: ``load_task("mypkg.data:load")`` or
-``load_task("path/to/data.py:load")`` (:mod:`explorer.data._usercode`). An ``.npz`` file or a function
+``load_task("path/to/data.py:load")`` (:mod:`explorer.data._user_task`). An ``.npz`` file or a function
 returning images takes ``patch`` (and ``layout``) to cut them into patches.
 """
 
@@ -18,9 +18,9 @@ from explorer.data._base import Task
 from explorer.data._digits import load_digits_task
 from explorer.data._mnist import load_mnist
 from explorer.data._npz import load_npz
-from explorer.data._relations import load_relations
+from explorer.data._relations_task import load_relations
 from explorer.data._text import load_text
-from explorer.data._usercode import load_code_task
+from explorer.data._user_task import load_code_task
 from explorer.errors import ConfigError
 from explorer.hooks import REFERENCE_FORM, is_reference
 

@@ -14,15 +14,6 @@ from ._config import (
     TrainConfig as TrainConfig,
 )
 from ._counting import count_layouts as count_layouts
-from ._feasibility import (
-    FACTORS as FACTORS,
-    Combo as Combo,
-    SpaceSpec as SpaceSpec,
-    check_space as check_space,
-    head_counts as head_counts,
-    realisable_families as realisable_families,
-    space_combos as space_combos,
-)
 from ._hf_families import (
     HEAD_KEYS as HEAD_KEYS,
     HF_FAMILIES as HF_FAMILIES,
@@ -47,6 +38,15 @@ from ._schedules import (
     valid_head_pairs as valid_head_pairs,
     valid_heads as valid_heads,
     valid_kv_heads as valid_kv_heads,
+)
+from ._space_spec import (
+    FACTORS as FACTORS,
+    Combo as Combo,
+    SpaceSpec as SpaceSpec,
+    check_space as check_space,
+    head_counts as head_counts,
+    realisable_families as realisable_families,
+    space_combos as space_combos,
 )
 from ._units import (
     UNIT_OFFSET as UNIT_OFFSET,

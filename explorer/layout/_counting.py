@@ -2,7 +2,7 @@
 
 A free family over ``L`` layers and ``n`` head counts holds ``n^L`` minus the monotone sequences; with key/value
 heads each layout multiplies again. :func:`count_layouts` gives the number
-:meth:`explorer.spec._space.SearchSpace.points` would yield, in arithmetic (big integers), so a space of 10^40
+:meth:`explorer.spec._search_space.SearchSpace.points` would yield, in arithmetic (big integers), so a space of 10^40
 architectures is refused at the door (explorer.limits.LAYOUTS) in microseconds instead of being listed.
 
 The counts, per realisable (family, d_model, min_dk, head_dim, n_layers) combination with ``n`` valid head
@@ -26,7 +26,7 @@ import math
 from functools import cache
 from typing import cast
 
-from explorer.layout._feasibility import SpaceSpec, space_combos
+from explorer.layout._space_spec import SpaceSpec, space_combos
 
 __all__ = ["count_layouts"]
 
@@ -97,7 +97,7 @@ def _kv_total(space: SpaceSpec, family: str, counts: tuple[int, ...], layers: in
 
 
 def count_layouts(space: SpaceSpec) -> int:
-    """The number of architectures :meth:`explorer.spec._space.SearchSpace.points` yields for ``space``."""
+    """The number of architectures :meth:`explorer.spec._search_space.SearchSpace.points` yields for ``space``."""
     counts, combos = space_combos(space)
     total = 0
     modern = space.kv_heads is not None or space.head_dim is not None

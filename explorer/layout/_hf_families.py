@@ -4,7 +4,7 @@ Each :class:`HFFamily` names a transformers model type, its config class, the mo
 each kind of task (sequence or image classification, causal language model), the ``AutoModelFor...`` class that
 loads an export back, and what its config can hold: one ``num_attention_heads`` for every layer (no stock class
 here holds a per-layer list), ``num_key_value_heads`` (grouped-query attention) and ``head_dim`` where the class
-has them. :mod:`explorer.spec._hf` checks a spec against this table before any work, and
+has them. :mod:`explorer.spec._hf_check` checks a spec against this table before any work, and
 :mod:`explorer.model._hfmodel` builds from it; keeping it free of torch keeps reading a spec instant.
 
 Config keys fall in three groups. The heads (``num_attention_heads``, ``num_key_value_heads``) are what the study

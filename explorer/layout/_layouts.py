@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from explorer.layout._feasibility import SpaceSpec
+from explorer.layout._space_spec import SpaceSpec
 
 __all__ = ["KV_SHARED", "candidate_heads", "kv_param_names", "kv_params", "kv_layout", "pick"]
 

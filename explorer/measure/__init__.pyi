@@ -1,6 +1,6 @@
 """The public surface of :mod:`explorer.measure` (read by type checkers, and by its __init__ at run time)."""
 
-from ._bench import (
+from ._attention_bench import (
     BENCH_IMPLS as BENCH_IMPLS,
     DECODE_IMPLS as DECODE_IMPLS,
     bench_attention as bench_attention,
@@ -61,4 +61,4 @@ from ._train import (
     evaluate_split as evaluate_split,
     fit as fit,
 )
-from ._train_plan import TrainPlan as TrainPlan, plan_train as plan_train
+from ._train_plan import VariantTrainPlan as VariantTrainPlan, plan_train as plan_train

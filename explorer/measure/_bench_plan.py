@@ -2,8 +2,8 @@
 
 :func:`plan_bench` checks the shape, the device, the runtime and the memory the benchmark needs, in that order,
 and returns a :class:`BenchPlan`; its :meth:`~BenchPlan.run` times the forward pass
-(:func:`explorer.measure._bench.bench_attention`) or, in decoding mode, one decoding step
-(:func:`explorer.measure._bench.bench_decode`).
+(:func:`explorer.measure._attention_bench.bench_attention`) or, in decoding mode, one decoding step
+(:func:`explorer.measure._attention_bench.bench_decode`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 
 from explorer.errors import ConfigError
 from explorer.limits import check_memory
-from explorer.measure._bench import bench_attention, bench_decode, check_bench_shape
+from explorer.measure._attention_bench import bench_attention, bench_decode, check_bench_shape
 from explorer.measure._device import resolve_device
 from explorer.model import attention_bytes, check_runtime
 
@@ -65,8 +65,8 @@ class BenchPlan:
         return shape | {"mode": "forward", "seq_len": self.seq_len, "runtime": self.runtime}
 
     def run(self) -> pd.DataFrame:
-        """Time it: one row per implementation (see :func:`~explorer.measure._bench.bench_attention` and
-        :func:`~explorer.measure._bench.bench_decode` for the columns)."""
+        """Time it: one row per implementation (see :func:`~explorer.measure._attention_bench.bench_attention` and
+        :func:`~explorer.measure._attention_bench.bench_decode` for the columns)."""
         common: dict[str, Any] = dict(
             d_model=self.d_model,
             heads=self.heads,

@@ -22,7 +22,7 @@ from explorer.layout import InputSpec, LatencyConfig, ModelConfig
 from explorer.measure._device import device_label
 from explorer.measure._latency import check_dtype, time_call
 from explorer.measure._latency_cache import LatencyCache
-from explorer.measures import DecodeResult
+from explorer.measurements import DecodeResult
 from explorer.model import CausalLM
 
 __all__ = ["BYTE_VOCAB", "decode_key", "decode_latency", "decoder_spec"]

@@ -27,8 +27,8 @@ from explorer.measure._latency import model_latency
 from explorer.measure._latency_cache import LatencyCache
 from explorer.measure._probe import relation_specialization
 from explorer.measure._train import EpochStats, TrainResult, fit
-from explorer.measure._train_plan import TrainPlan, plan_train
-from explorer.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
+from explorer.measure._train_plan import VariantTrainPlan, plan_train
+from explorer.measurements import DecodeResult, LatencyResult, QualityMetric, quality_metric
 from explorer.model import (
     CHECK_BATCH,
     ModelBuilder,
@@ -360,7 +360,7 @@ def train_variant(
 
 
 def train_planned(
-    plan: TrainPlan,
+    plan: VariantTrainPlan,
     task: str = "digits",
     task_options: Mapping[str, Any] | None = None,
     *,

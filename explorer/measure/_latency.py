@@ -27,7 +27,7 @@ from explorer.layout import InputSpec, LatencyConfig, ModelConfig
 from explorer.limits import usable_cpus
 from explorer.measure._device import device_label
 from explorer.measure._latency_cache import LatencyCache
-from explorer.measures import LatencyResult, load_average
+from explorer.measurements import LatencyResult, load_average
 from explorer.model import ModelBuilder, build_model, check_runtime, prepare_runner, runtime_version
 
 __all__ = [

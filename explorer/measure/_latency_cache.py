@@ -41,7 +41,7 @@ from typing import Any
 
 from explorer.errors import ConfigError, EnvironmentLackError
 from explorer.limits import usable_cpus
-from explorer.measures import LatencyResult, load_average
+from explorer.measurements import LatencyResult, load_average
 
 __all__ = [
     "MAX_AGE_ENV",

@@ -1,6 +1,6 @@
 """Timing a model `explorer export` wrote: `explorer bench model PATH`, next to the study's figure for it.
 
-The file is loaded by :mod:`explorer.model._files` (onnx on ONNX Runtime, pt2 as the torch.export program,
+The file is loaded by :mod:`explorer.model._export_files` (onnx on ONNX Runtime, pt2 as the torch.export program,
 state eagerly) and timed like the study timed the trial, at its batch size and thread count unless given.
 """
 
@@ -17,7 +17,7 @@ from explorer.errors import ConfigError
 from explorer.layout import LatencyConfig
 from explorer.limits import BATCH, RUN_TIME_S, THREADS
 from explorer.measure._latency import random_input, time_call
-from explorer.measures import LatencyResult
+from explorer.measurements import LatencyResult
 from explorer.model import Exported, check_model_fits, declared_config, load_exported
 
 __all__ = ["ModelBench", "bench_model"]

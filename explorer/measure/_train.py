@@ -27,7 +27,7 @@ from explorer.data import Task
 from explorer.errors import TrainingDivergedError
 from explorer.layout import ModelConfig, TrainConfig
 from explorer.measure._device import autocast
-from explorer.measures import QualityMetric, plateaued, quality_metric
+from explorer.measurements import QualityMetric, plateaued, quality_metric
 from explorer.model import ModelBuilder, build_model
 
 __all__ = ["EpochStats", "SplitScore", "TrainResult", "evaluate", "evaluate_split", "fit"]

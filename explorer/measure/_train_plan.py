@@ -20,7 +20,7 @@ from explorer.measure._device import resolve_device
 from explorer.model import check_config_limits, check_runtime
 from explorer.spec import StudySpec, TaskSpec
 
-__all__ = ["TrainPlan", "plan_train"]
+__all__ = ["VariantTrainPlan", "plan_train"]
 
 # How a refused size is named and what to do instead: the library's words (`explorer train` names its flags).
 SIZE_NAMES: Mapping[str, tuple[str, str]] = {
@@ -30,7 +30,7 @@ SIZE_NAMES: Mapping[str, tuple[str, str]] = {
 
 
 @dataclass(frozen=True)
-class TrainPlan:
+class VariantTrainPlan:
     """One variant to train and time, every input resolved and checked once (:func:`plan_train`)."""
 
     model: ModelConfig
@@ -59,7 +59,7 @@ def plan_train(
     decode_context: int | None = None,
     threads: int | None = None,
     names: Mapping[str, tuple[str, str]] | None = None,
-) -> TrainPlan:
+) -> VariantTrainPlan:
     """The plan of training ``model`` with ``train`` (default: a spec's, :func:`spec_train_config`), timed as
     ``latency`` says (default: :class:`LatencyConfig`'s) and, with ``decode_context``, decoding too.
 
@@ -76,4 +76,4 @@ def plan_train(
     EPOCHS.check(train.epochs, *names["epochs"])
     BATCH.check(train.batch_size, *names["batch_size"])
     check_config_limits(model)
-    return TrainPlan(model, train, latency, device, threads, decode)
+    return VariantTrainPlan(model, train, latency, device, threads, decode)

@@ -7,7 +7,7 @@ from ._attention import (
     causal_mask as causal_mask,
     set_attention_impl as set_attention_impl,
 )
-from ._files import (
+from ._export_files import (
     EXPORT_VERSION as EXPORT_VERSION,
     FORMAT_SUFFIX as FORMAT_SUFFIX,
     META_KEY as META_KEY,

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from explorer.answer import Answer, Architecture, Candidate, Contrast, Evidence, Verdict, minutes_text
-from explorer.measures import QualityMetric
+from explorer.measurements import QualityMetric
 from explorer.output._fmt import (
     claim,
     heads,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from explorer.output._files import OutputFolder
 from explorer.output._plots import save_png
+from explorer.output._result_folders import OutputFolder
 from explorer.output._study_plots import bench_figure
 
 __all__ = ["write_bench"]

@@ -8,7 +8,7 @@ Formats (:data:`EXPORT_FORMATS`):
 * ``onnx``: an ONNX graph with the weights (``torch.onnx.export(dynamo=True)``; batch dimension dynamic);
 * ``hf``: for a ``[model] hf`` study, the trained transformers model (``config.json`` and ``model.safetensors``,
   parity-checked through ``from_pretrained``); for explorer's own models, a Hugging Face ``config.json`` of the
-  layout only (:mod:`explorer.output._hf`; the ``hf`` extra).
+  layout only (:mod:`explorer.output._hf_export`; the ``hf`` extra).
 
 The weights come from the study's artifact store (:func:`explorer.study._retrain.trained_model`; a trial whose
 weights were evicted is retrained exactly). Every model file carries the run config, the input shape and the
@@ -53,8 +53,8 @@ from explorer.model import (
     quiet_torch,
     require_onnx,
 )
-from explorer.output._files import as_user_made
-from explorer.output._hf import hf_config, write_hf_config, write_hf_model
+from explorer.output._hf_export import hf_config, write_hf_config, write_hf_model
+from explorer.output._result_folders import as_user_made
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord
 from explorer.study import ArtifactStore, trained_model
@@ -240,7 +240,7 @@ def _export_hf_model(
     retimings: Sequence[Retiming],
 ) -> ExportResult:
     """The trained transformers model of a ``[model] hf`` study, saved for ``from_pretrained`` and checked
-    (:func:`explorer.output._hf.write_hf_model`)."""
+    (:func:`explorer.output._hf_export.write_hf_model`)."""
     if store is None:
         raise ValueError("exporting a model needs the study's artifact store")
     record = resolve_trial(records, spec, which, retimings)

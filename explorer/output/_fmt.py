@@ -20,7 +20,7 @@ from explorer.answer import (
     attention_kind,
     prob_text as prob,
 )
-from explorer.measures import QualityMetric
+from explorer.measurements import QualityMetric
 
 __all__ = [
     "claim",

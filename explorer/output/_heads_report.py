@@ -2,7 +2,7 @@
 
 The analysis (weights loaded or the trial retrained, probes run and interpreted) is
 :func:`explorer.analysis.analyse_heads`; this module writes it into a folder through
-:class:`~explorer.output._files.OutputFolder`.
+:class:`~explorer.output._result_folders.OutputFolder`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pandas as pd
 import torch
 
 from explorer.analysis import REDUNDANT, SPECIALIZED, TOLERANCE, HeadsAnalysis, HeadsReport, analyse_heads
-from explorer.output._files import OutputFolder
 from explorer.output._heads_plots import (
     attention_figure,
     attention_stats_figure,
@@ -24,6 +23,7 @@ from explorer.output._heads_plots import (
 )
 from explorer.output._plots import save_png
 from explorer.output._render import markdown_table
+from explorer.output._result_folders import OutputFolder
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord, trial_label
 from explorer.study import ArtifactStore

@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.measures import QualityMetric
+from explorer.measurements import QualityMetric
 
 __all__ = [
     "FAMILY_ORDER",

@@ -27,7 +27,7 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from explorer.analysis import DK_FLOOR
-from explorer.measures import QUALITY_METRICS, QualityMetric
+from explorer.measurements import QUALITY_METRICS, QualityMetric
 from explorer.output._plot_data import (
     FAMILY_ORDER,
     KneePoint,

@@ -14,7 +14,7 @@ import pandas as pd
 
 from explorer.analysis import ALPHA, GQA_RULE, MIN_ARCHS, MIN_SPEEDUP, RuleVerdict, relations_claim
 from explorer.answer import Architecture, StudyAccount, UnitComparison, kendall_tau
-from explorer.measures import QualityMetric
+from explorer.measurements import QualityMetric
 from explorer.output._fmt import heads, is_bpb, num, pct
 from explorer.output._render import Block, Bold, Bullets, Code, Heading, Para, Table
 from explorer.spec import StudySpec

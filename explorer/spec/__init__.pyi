@@ -11,8 +11,8 @@ from ._fidelity import (
 from ._goals import MB as MB, TASK_KINDS as TASK_KINDS, TaskSpec as TaskSpec
 from ._keys import SPEC_KEYS as SPEC_KEYS, TABLE_CLASSES as TABLE_CLASSES, TABLES as TABLES
 from ._overrides import SOURCES_ATTR as SOURCES_ATTR, parse_override as parse_override, spec_rows as spec_rows
-from ._space import Sampled as Sampled, SearchSpace as SearchSpace
+from ._search_space import Sampled as Sampled, SearchSpace as SearchSpace
 from ._spec import load_spec as load_spec, spec_from_dict as spec_from_dict
 from ._study_spec import SAMPLERS as SAMPLERS, StudySpec as StudySpec
 from ._toml import read_table as read_table
-from ._tracking import MLFLOW_ENV as MLFLOW_ENV, tracking_uri as tracking_uri
+from ._tracking_spec import MLFLOW_ENV as MLFLOW_ENV, tracking_uri as tracking_uri

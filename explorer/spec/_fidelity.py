@@ -31,7 +31,7 @@ scored on the same windows, so the peer's is taken to be the same). Where that s
 of the value stands in.
 
 The spec's ``[early_stopping]`` table is read into :class:`EarlyStoppingSpec`, defined here with the rule it
-configures. Finalists never stop early: they train a fixed schedule (:mod:`explorer.spec._evidence`).
+configures. Finalists never stop early: they train a fixed schedule (:mod:`explorer.spec._evidence_spec`).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 from explorer.fields import key
 from explorer.limits import EPOCHS
-from explorer.measures import binomial_se
+from explorer.measurements import binomial_se
 
 __all__ = [
     "RELATIVE_SE",

@@ -1,7 +1,7 @@
 """What a study's task and model are and what it optimizes and limits: the [task], [model], [objectives],
 [budgets] and [decode] tables of a spec (explorer.spec._spec reads the rest and re-exports these).
 
-The task's kind decides the quality metric (:func:`explorer.measures.quality_metric`): a classification
+The task's kind decides the quality metric (:func:`explorer.measurements.quality_metric`): a classification
 task is scored by validation accuracy (maximized), a language-model task (text) by validation bits per byte
 (minimized). Decoding latency and key/value-cache budgets exist only for language-model tasks.
 """
@@ -17,7 +17,7 @@ from explorer.fields import key
 from explorer.hooks import REFERENCE_FORM, is_reference
 from explorer.layout import DecodeConfig
 from explorer.limits import BATCH, EPOCHS
-from explorer.measures import quality_metric
+from explorer.measurements import quality_metric
 from explorer.spec._toml import is_list, kind, read_table
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ def read_budgets(data: Any, task: TaskSpec) -> BudgetsSpec:
 
 def read_model(data: Any, task: TaskSpec, decode: DecodeConfig | None) -> ModelSpec:
     """The [model] table: ``build``, the user's model function (checked for its form here, imported later), or
-    ``hf`` with its ``config`` (checked against the space by :mod:`explorer.spec._hf`)."""
+    ``hf`` with its ``config`` (checked against the space by :mod:`explorer.spec._hf_check`)."""
     model = read_table(ModelSpec, data, "[model]")
     build, hf, config = model.build, model.hf, model.config
     if hf is not None:
@@ -232,7 +232,7 @@ def read_model(data: Any, task: TaskSpec, decode: DecodeConfig | None) -> ModelS
             raise SpecError(
                 "[model] has both build and hf; keep one: your function, or a transformers model."
             )
-        return ModelSpec(hf=hf, config=dict(config))  # checked against the space by explorer.spec._hf
+        return ModelSpec(hf=hf, config=dict(config))  # checked against the space by explorer.spec._hf_check
     if config:
         raise SpecError(
             "'config' in [model] configures a transformers model; add hf = \"bert\" (or another type)."

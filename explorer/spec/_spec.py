@@ -32,7 +32,7 @@ from explorer.layout import (
     realisable_families,
 )
 from explorer.limits import check_file_size
-from explorer.spec._evidence import AnswerSpec, FinalistsSpec, read_answer, read_finalists
+from explorer.spec._evidence_spec import AnswerSpec, FinalistsSpec, read_answer, read_finalists
 from explorer.spec._fidelity import EarlyStoppingSpec
 from explorer.spec._goals import (
     MB,
@@ -48,12 +48,12 @@ from explorer.spec._goals import (
     read_objectives,
     read_task,
 )
-from explorer.spec._hf import check_hf, space_defaults
-from explorer.spec._limits import check_layouts, check_raw
+from explorer.spec._hf_check import check_hf, space_defaults
 from explorer.spec._overrides import apply_overrides, key_sources, parse_override
+from explorer.spec._size_checks import check_layouts, check_raw
 from explorer.spec._study_spec import SAMPLERS, StudySpec
 from explorer.spec._toml import Table, is_list, is_number, read_table, table_keys
-from explorer.spec._tracking import read_tracking
+from explorer.spec._tracking_spec import read_tracking
 from explorer.storage import check_artifact_location, check_study_name, mask_url
 
 __all__ = [

@@ -15,11 +15,11 @@ from typing import Any, Literal
 from explorer.fields import key
 from explorer.layout import DecodeConfig, LatencyConfig, SpaceSpec
 from explorer.limits import TRIALS
-from explorer.measures import QualityMetric, quality_metric
-from explorer.spec._evidence import AnswerSpec, FinalistsSpec
+from explorer.measurements import QualityMetric, quality_metric
+from explorer.spec._evidence_spec import AnswerSpec, FinalistsSpec
 from explorer.spec._fidelity import EarlyStoppingSpec
 from explorer.spec._goals import BudgetsSpec, ModelSpec, ObjectivesSpec, TaskSpec
-from explorer.spec._tracking import TrackingSpec
+from explorer.spec._tracking_spec import TrackingSpec
 
 __all__ = ["SAMPLERS", "StudySpec"]
 

@@ -25,7 +25,7 @@ import optuna
 from optuna.trial import FrozenTrial
 
 from explorer.layout import FinalistRun, ModelConfig, Purpose, TrainConfig
-from explorer.measures import DecodeResult, LatencyResult, QualityMetric, quality_metric
+from explorer.measurements import DecodeResult, LatencyResult, QualityMetric, quality_metric
 from explorer.storage import _optuna_private as optuna_private
 from explorer.storage._companion import study_parts, trials_of
 from explorer.storage._trial_kinds import Closure, Proposal, Role
@@ -401,7 +401,7 @@ class TrialRecord:
 
     @property
     def metric(self) -> QualityMetric:
-        """How this trial's task is scored (explorer.measures.quality_metric of its task kind)."""
+        """How this trial's task is scored (explorer.measurements.quality_metric of its task kind)."""
         return quality_metric(self.task_kind)
 
     @property

@@ -29,9 +29,9 @@ from explorer.errors import (
     StorageBusyError,
     StorageError,
 )
-from explorer.storage._errors import storage_error
 from explorer.storage._heartbeat import STALE_REASON, RetryStaleTrial
 from explorer.storage._locations import ARTIFACT_FORMS, STORAGE_ENV, check_artifact_location
+from explorer.storage._open_errors import storage_error
 from explorer.storage._sqlite_files import is_wal, read_once_created, readonly_url, writable
 
 __all__ = [

@@ -14,12 +14,17 @@ from ._catalog import (
     study_status as study_status,
 )
 from ._claims import Claims as Claims, pop_waiting as pop_waiting
-from ._plan import PortableRunPlan as PortableRunPlan, RunPlan as RunPlan, plan_run as plan_run
+from ._mlflow_tracking import log_answer as log_answer, sync_trials as sync_trials
 from ._progress import Step as Step, StopReason as StopReason
 from ._rerun import check_rerun as check_rerun, differences as differences
 from ._retime import retime as retime
 from ._retrain import record_task as record_task, trained_model as trained_model
 from ._run_options import RunOptions as RunOptions, check_total as check_total
+from ._run_plan import (
+    PortableStudyRunPlan as PortableStudyRunPlan,
+    StudyRunPlan as StudyRunPlan,
+    plan_run as plan_run,
+)
 from ._runs import RunSummary as RunSummary, confirm as confirm, run as run, run_study as run_study
 from ._sampling import (
     UniqueSampler as UniqueSampler,
@@ -39,7 +44,6 @@ from ._study import (
     reading_artifact_store as reading_artifact_store,
     run_context as run_context,
 )
-from ._tracking import log_answer as log_answer, sync_trials as sync_trials
 from ._trial import ClosedTrial as ClosedTrial, Objective as Objective, TrialFailed as TrialFailed
-from ._usercode import INPUT_ATTR as INPUT_ATTR, check_code as check_code
+from ._user_code_check import INPUT_ATTR as INPUT_ATTR, check_code as check_code
 from ._workers import enqueue_runs as enqueue_runs, run_stage as run_stage

@@ -4,10 +4,10 @@ A run asks the same questions at every step: which device (a name such as ``auto
 machine), which task (loading it reads and checks the data, or runs the user's function), which search space
 (built from the spec and checked), which model builder, where the study lives and where trained weights go.
 :func:`resolve_context` answers the first four once, before the storage is touched (the run's plan,
-:func:`explorer.study._plan.plan_run`); :meth:`RunContext.opened` adds the storage URL and the artifact store once
+:func:`explorer.study._run_plan.plan_run`); :meth:`RunContext.opened` adds the storage URL and the artifact store once
 the study is open. The attention bench, the workers, the objective and the re-timing take their answers from the
 context. A spawned worker rebuilds the process-local parts of its plan's context (task, device, model builder)
-without checking them again (:meth:`explorer.study._plan.PortablePlan.rebuild`).
+without checking them again (:meth:`explorer.study._run_plan.PortableStudyRunPlan.rebuild`).
 """
 
 from __future__ import annotations

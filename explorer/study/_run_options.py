@@ -1,6 +1,6 @@
 """How a command runs a study's trials (workers, threads, device, timeout, artifacts), valid by construction.
 Torch-free, so a refused option is answered before PyTorch is imported; the device it names is resolved once,
-by the run's plan (:func:`explorer.study._plan.plan_run`)."""
+by the run's plan (:func:`explorer.study._run_plan.plan_run`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Running a study: :func:`run_study` (a spec to a finished study), :func:`run` (an open study to its total:
 the search, then the finalists and their re-timing) and :func:`confirm` (the finalist stage again, with more
-finalists or seeds). Each first plans the run (:func:`explorer.study._plan.plan_run`: every check once, before
+finalists or seeds). Each first plans the run (:func:`explorer.study._run_plan.plan_run`: every check once, before
 anything is written), then works from the plan alone (:func:`run_planned`). Each reports through
 ``on_stage(stage, total)`` and ``on_progress(Progress)``; the command line draws them as progress bars.
 Re-exported by :mod:`explorer.api`.
@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from explorer.answer import (
+    FinalistPlan,
     Horizon,
-    Plan,
     answer,
     busy_rounds,
     check_runs,
@@ -45,10 +45,10 @@ from explorer.layout import count_layouts
 from explorer.limits import TRIALS
 from explorer.spec import StudySpec, load_spec
 from explorer.storage import Role, load_records, load_retimings
-from explorer.study._plan import RunPlan, plan_run
 from explorer.study._progress import OnStage, Step, StopReason, stage_progress
 from explorer.study._rerun import finished_search
 from explorer.study._retime import retime, search_configs
+from explorer.study._run_plan import StudyRunPlan, plan_run
 from explorer.study._study import StudyHandle, note_artifact_location, record_bench, set_total
 from explorer.study._workers import Progress, RunOptions, enqueue_runs, run_stage
 
@@ -65,7 +65,7 @@ class RunSummary:
 
     search: Progress
     finalists: Progress | None  # None when the stage did not run (switched off, or the search did not finish)
-    plan: Plan | None
+    plan: FinalistPlan | None
     added: int  # finalist runs queued by this run
     horizon_runs: int = 0  # finished finalist runs outside the grid: the pilot's other horizons, the check's
 
@@ -107,14 +107,14 @@ def run(
 
 
 def run_planned(
-    plan: RunPlan,
+    plan: StudyRunPlan,
     *,
     finalists: bool = True,
     bench: bool = True,
     on_progress: Callable[[Progress], None] | None = None,
     on_stage: OnStage | None = None,
 ) -> RunSummary:
-    """Run a planned study (:func:`explorer.study._plan.plan_run`: every input accepted) to its total, then its
+    """Run a planned study (:func:`explorer.study._run_plan.plan_run`: every input accepted) to its total, then its
     finalist stage; the plan's total and spec file are recorded with the study first."""
     handle, total = plan.handle, plan.total
     set_total(handle, total)  # only now: every input of this command has been accepted
@@ -136,7 +136,7 @@ def run_planned(
 
 
 def _finalist_stage(
-    run_plan: RunPlan,
+    run_plan: StudyRunPlan,
     search: Progress,
     on_progress: Callable[[Progress], None] | None,
     on_stage: OnStage | None,
@@ -268,7 +268,10 @@ def _horizon_stop(handle: StudyHandle, spec: StudySpec, finals: Progress) -> Pro
 
 
 def _pilot(
-    run_plan: RunPlan, plan: Plan, times: np.ndarray, on_progress: Callable[[Progress], None] | None
+    run_plan: StudyRunPlan,
+    plan: FinalistPlan,
+    times: np.ndarray,
+    on_progress: Callable[[Progress], None] | None,
 ) -> tuple[Horizon, Progress | None]:
     """The stage's horizon: chosen by its pilot (:mod:`explorer.answer._horizon`), whose runs are queued and run
     here until it is; with the progress of a pilot stopped short (None: it was not)."""
@@ -286,7 +289,7 @@ def _pilot(
     return horizon, None
 
 
-def _grid_runs(plan: Plan, handle: StudyHandle) -> int:
+def _grid_runs(plan: FinalistPlan, handle: StudyHandle) -> int:
     """The grid's runs, finished or running: what the stage's budget counts (the pilot's runs at other horizons
     and the horizon check's are not the rule's spending)."""
     return sum(r.state != "FAIL" for r in plan.grid(load_records(handle.study, roles=(Role.FINALIST,))))

@@ -16,7 +16,7 @@ from explorer.spec import SOURCES_ATTR, StudySpec, load_spec, spec_rows
 from explorer.storage import mask_url, resolve_storage_url
 from explorer.study._artifacts import absolute_location, artifact_root_for
 from explorer.study._catalog import read_study
-from explorer.study._usercode import INPUT_ATTR
+from explorer.study._user_code_check import INPUT_ATTR
 
 __all__ = ["DERIVED", "is_spec_file", "resolved_spec"]
 

@@ -53,9 +53,9 @@ from explorer.study._capacity import check_study_fits
 from explorer.study._catalog import CREATED_MARK, existing_study_url, missing_spec
 from explorer.study._claims import Claims
 from explorer.study._context import RunContext, resolve_context
+from explorer.study._mlflow_tracking import TRACKING_ATTR
 from explorer.study._rerun import check_same_meaning
-from explorer.study._tracking import TRACKING_ATTR
-from explorer.study._usercode import (
+from explorer.study._user_code_check import (
     CODE_ATTR,
     INPUT_ATTR,
     check_code,
@@ -131,7 +131,7 @@ class StudyHandle:
     spec: StudySpec
     storage_url: str
     context: RunContext | None = field(default=None, compare=False, repr=False)
-    # the tracking URIs this command has already warned about (explorer.study._tracking): one warning each
+    # the tracking URIs this command has already warned about (explorer.study._mlflow_tracking): one warning each
     tracking_warned: set[str] = field(default_factory=set, compare=False, repr=False)
     finalists: optuna.Study | None = field(default=None, init=False, compare=False, repr=False)
 

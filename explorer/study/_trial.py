@@ -46,7 +46,7 @@ from explorer.answer import curve_plateaued
 from explorer.data import Task, chance_level
 from explorer.layout import FinalistRun, ModelConfig, TrainConfig, search_seed
 from explorer.measure import EpochStats, LatencyCache, VariantFailed, VariantResult, evaluate_variant
-from explorer.measures import DecodeResult, LatencyResult
+from explorer.measurements import DecodeResult, LatencyResult
 from explorer.spec import MB, Peer, StudySpec, dominated_at_rung
 from explorer.storage import (
     Closure,

@@ -2,7 +2,7 @@
 
 A study runs in stages, each named as the role of the trials it runs: ``Role.SEARCH`` (new architectures up to
 the spec's total) and ``Role.FINALIST`` (the queued finalist runs). :func:`run_stage` runs one with the run
-plan's workers (:mod:`explorer.study._plan`): one works in the command's own process (:func:`_run_here`), more
+plan's workers (:mod:`explorer.study._run_plan`): one works in the command's own process (:func:`_run_here`), more
 are processes forked from multiprocessing's fork server (spawned where there is none; :func:`_run_pool`), each
 given the plan's portable form and rebuilding its process-local parts once. Every worker loops in
 :func:`_work`: it fails stale trials (a dead worker's trial must neither hold the total nor be waited for),
@@ -46,12 +46,12 @@ from explorer.storage import (
 )
 from explorer.study._claims import pop_waiting
 from explorer.study._context import RunContext
-from explorer.study._plan import PortableRunPlan, RunPlan
+from explorer.study._mlflow_tracking import sync_trials
 from explorer.study._progress import Progress, StopReason, stage_progress
 from explorer.study._run_options import RunOptions
+from explorer.study._run_plan import PortableStudyRunPlan, StudyRunPlan
 from explorer.study._sampling import make_sampler
 from explorer.study._study import StudyHandle
-from explorer.study._tracking import sync_trials
 from explorer.study._trial import ClosedTrial, Objective, TrialFailed, live_trials
 
 __all__ = [
@@ -218,7 +218,7 @@ def _work(
 
 
 def run_stage(
-    plan: RunPlan, stage: Role, total: int, on_progress: Callable[[Progress], None] | None = None
+    plan: StudyRunPlan, stage: Role, total: int, on_progress: Callable[[Progress], None] | None = None
 ) -> Progress:
     """Run one stage of the planned study (the search to ``total`` trials, or the queued finalist runs) with
     the plan's workers on this machine; return its progress. One worker works in this process, with the plan's
@@ -270,7 +270,7 @@ def _start(
 
 
 def _run_here(
-    plan: RunPlan, stage: Role, total: int, report: Callable[[], Any]
+    plan: StudyRunPlan, stage: Role, total: int, report: Callable[[], Any]
 ) -> tuple[StopReason | None, str]:
     """The stage's one worker, in this process, with the plan's torch threads while it works."""
     previous = torch.get_num_threads()
@@ -286,7 +286,7 @@ def _run_here(
 # --------------------------------------------------------------------------------------------- the pool
 
 
-def _run_pool(plan: RunPlan, stage: Role, total: int, report: Callable[..., Progress]) -> Progress:
+def _run_pool(plan: StudyRunPlan, stage: Role, total: int, report: Callable[..., Progress]) -> Progress:
     """The stage's workers, each a process of its own (:func:`_process_context`, :func:`_worker_main`) given the
     plan's portable form and the command's environment, spread over the plan's device kind; progress is reported
     while they work."""
@@ -387,7 +387,7 @@ def _worker_devices(device: torch.device, workers: int) -> list[torch.device]:
 
 
 def _worker_main(
-    portable: PortableRunPlan,
+    portable: PortableStudyRunPlan,
     stage: Role,
     total: int,
     out: Any,

@@ -126,10 +126,10 @@ def test_a_budget_below_the_start_units_starts_every_layout_on_what_it_holds():
 
 
 def test_the_plan_lists_its_layouts_and_the_first_runs_on_each():
-    from explorer.answer import Plan
+    from explorer.answer import FinalistPlan
 
     plan = plan_finalists(search(), SPEC)
-    assert isinstance(plan, Plan) and plan.knee is not None and plan.knee.heads == (4, 4)
+    assert isinstance(plan, FinalistPlan) and plan.knee is not None and plan.knee.heads == (4, 4)
     assert len(plan.keys) == len(plan.layouts) and {r.label for r in plan.runs} == {
         r.label for r in plan.layouts
     }
@@ -185,7 +185,7 @@ def test_the_cost_of_a_decision_is_known_once_every_layout_has_two_units_and_mat
     margin, edge = a.margin_for(True), a.edge_for(True)
     decision = decide(scores, times, margin, a.risk, a.latency_tie, edge)
     expected = runs_to_decide(scores, decision, times, a.latency_tie, margin)
-    plan = finalists.Plan((), None)
+    plan = finalists.FinalistPlan((), None)
     for grid, want in ((scores, expected), (scores[:, :1], None)):  # one unit a layout: no spread yet
         monkeypatch.setattr(finalists, "unit_grid", lambda *_, grid=grid: (grid, ~np.isnan(grid)))
         assert decision_cost(plan, [], SPEC, times) == want
@@ -194,7 +194,7 @@ def test_the_cost_of_a_decision_is_known_once_every_layout_has_two_units_and_mat
 
 def test_rounds_timed_on_a_busy_machine_are_left_out_where_the_others_time_every_layout():
     from explorer.answer import busy_rounds, rule_times
-    from explorer.measures import LatencyResult
+    from explorer.measurements import LatencyResult
     from explorer.storage import Retiming
 
     def timing(key, r, ms, load):
@@ -233,4 +233,4 @@ def test_the_next_round_size_is_what_the_rule_would_queue(monkeypatch):
         edge=a.edge_for(True),
         sized=True,
     )
-    assert next_round_size(finalists.Plan((), None), [], SPEC, times) == want == 2
+    assert next_round_size(finalists.FinalistPlan((), None), [], SPEC, times) == want == 2

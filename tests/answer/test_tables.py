@@ -90,7 +90,7 @@ def test_decode_only_keeps_the_decoding_retimings():
 
 def test_quality_margin_is_one_accuracy_point_or_one_percent_of_the_bits_per_byte():
     from explorer.answer import quality_margin
-    from explorer.measures import QUALITY_METRICS
+    from explorer.measurements import QUALITY_METRICS
 
     accuracy, bpb = QUALITY_METRICS["classification"], QUALITY_METRICS["language_model"]
     assert quality_margin(accuracy, 0.5) == quality_margin(accuracy, 0.9) == pytest.approx(0.01)

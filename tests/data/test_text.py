@@ -12,7 +12,7 @@ from explorer.data import SKIP_DIRS, build_corpus, corpus_files, load_task, load
 from explorer.errors import ConfigError, DataError
 from explorer.layout import ModelConfig, TrainConfig
 from explorer.measure import evaluate_split, fit
-from explorer.measures import quality_metric
+from explorer.measurements import quality_metric
 from explorer.model import CausalLM
 
 

@@ -11,7 +11,7 @@ import pytest
 from explorer.errors import LimitError, SpecError
 from explorer.layout import SpaceSpec, count_layouts
 from explorer.spec import SearchSpace, load_spec, spec_from_dict
-from tests.spec.test_space import STUDIES
+from tests.spec.test_search_space import STUDIES
 
 
 def _random_space(rng: random.Random) -> SpaceSpec:

@@ -27,7 +27,7 @@ from explorer.measure import (
     evaluate_variant,
     latency_key,
 )
-from explorer.measures import DecodeResult
+from explorer.measurements import DecodeResult
 
 CPU = torch.device("cpu")
 FAST = LatencyConfig(batch_size=2, threads=1, min_run_time=0.02)

@@ -25,7 +25,7 @@ from explorer.measure import (
     model_latency,
     result_age_s,
 )
-from explorer.measures import LatencyResult
+from explorer.measurements import LatencyResult
 
 KEY = "d16_h2-4|tokens_T8|b2|t1|float32|cpu (test)|torch-test"
 QUIET = MachineState(cpus=2, load=0.2, runnable=0)

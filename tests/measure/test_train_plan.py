@@ -7,17 +7,17 @@ import torch
 
 from explorer.errors import LimitError
 from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
-from explorer.measure import TrainPlan, plan_train
+from explorer.measure import VariantTrainPlan, plan_train
 
 LAT = LatencyConfig(device="cpu", batch_size=4, threads=1, min_run_time=0.02)
 CFG = ModelConfig(d_model=16, heads=(2, 4), mlp_ratio=1.0)
 
 
 def test_a_plan_trains_as_a_spec_and_the_train_command_do_by_default():
-    from explorer.cli._model import train as train_command
+    from explorer.cli._cmd_model import train as train_command
 
     plan = plan_train(CFG, latency=LAT, threads=2)
-    assert isinstance(plan, TrainPlan) and plan.device == torch.device("cpu") and plan.threads == 2
+    assert isinstance(plan, VariantTrainPlan) and plan.device == torch.device("cpu") and plan.threads == 2
     flags = {p.name: p.default for p in train_command.params}
     defaults = (plan.train.epochs, plan.train.batch_size, plan.train.lr, plan.train.seed)
     assert defaults == (flags["epochs"], flags["batch_size"], flags["lr"], flags["seed"]) == (10, 64, 3e-3, 0)

@@ -13,7 +13,7 @@ from explorer.answer import COMPARE_COLUMNS, compare_fronts, study_setup
 from explorer.cli import main
 from explorer.errors import EXIT_BAD_INPUT, EXIT_NO_RESULT
 from explorer.layout import ModelConfig
-from explorer.measures import LatencyResult
+from explorer.measurements import LatencyResult
 from explorer.output import compare_figure, save_png
 from explorer.spec import spec_from_dict
 from explorer.storage import TrialRecord, record_from_trial

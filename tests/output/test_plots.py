@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from explorer.measures import QUALITY_METRICS
+from explorer.measurements import QUALITY_METRICS
 from explorer.output import _plots as plots, effect_data, pareto_data, quality
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from explorer.analysis import relations_claim
 from explorer.answer import architectures
 from explorer.output import why_fewer_than_k
-from tests.analysis.test_relations import runs
+from tests.analysis.test_relations_claim import runs
 
 
 def test_why_fewer_than_k_counts_the_runs_on_each_side_within_a_point_of_the_answer():

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from explorer.measures import binomial_se, plateaued
+from explorer.measurements import binomial_se, plateaued
 from explorer.spec import Peer, dominated_at_rung
 
 N = 270  # validation examples

@@ -10,7 +10,7 @@ import pytest
 from optuna.trial import TrialState, create_trial
 
 from explorer.layout import FinalistRun, ModelConfig, Purpose
-from explorer.measures import DecodeResult
+from explorer.measurements import DecodeResult
 from explorer.storage import (
     RETIMED_ATTR,
     STORED_KEYS,

@@ -6,7 +6,7 @@ import optuna
 
 from explorer.spec import SOURCES_ATTR, load_spec
 from explorer.study import resolved_spec
-from explorer.study._usercode import INPUT_ATTR
+from explorer.study._user_code_check import INPUT_ATTR
 
 
 def test_a_created_study_keeps_where_each_key_came_from(created_study):

@@ -21,7 +21,7 @@ import explorer
 from explorer.cli import main
 from explorer.spec import MLFLOW_ENV
 from explorer.storage import FINALIST_BASE
-from explorer.study import _tracking as tracking, log_answer, note_tracking, read_study, sync_trials
+from explorer.study import _mlflow_tracking as tracking, log_answer, note_tracking, read_study, sync_trials
 from tests.fixtures import make_study, write_tiny_spec
 
 mlflow = pytest.importorskip("mlflow")

@@ -32,7 +32,7 @@ def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path,
     plan = plan_run(handle, RunOptions(threads=2))
     for where in (
         "explorer.study._context.load_task",
-        "explorer.study._plan.load_task",
+        "explorer.study._run_plan.load_task",
     ):  # every loading site
         monkeypatch.setattr(where, lambda *a, **k: pytest.fail("loaded a second time"))
     seen = []

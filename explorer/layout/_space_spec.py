@@ -1,5 +1,5 @@
-"""The declared design space (:class:`SpaceSpec`), which of its combinations can be realised, and the check
-that every listed value is usable.
+"""The spec's ``[space]`` table (:class:`SpaceSpec`): the declared design space, which of its combinations
+can be realised, and the check that every listed value is usable.
 
 A family needs enough layers (free: 3) and enough valid head counts (ramps: 2) for a width, d_k floor and head
 width; :func:`space_combos` lists the realisable (family, d_model, min_dk, head_dim, n_layers) combinations and
@@ -36,7 +36,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SpaceSpec:
-    """The declared design space; explorer.spec._space turns it into a fixed Optuna search space."""
+    """The spec's ``[space]`` table: the declared design space, which explorer.spec._search_space turns into a
+    fixed Optuna search space (its SearchSpace)."""
 
     d_model: tuple[int, ...] = key(
         doc="widths, a list of integers; one value fixes the base model's width", cap=D_MODEL

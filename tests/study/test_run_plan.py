@@ -1,4 +1,4 @@
-"""A run is planned once (explorer.study._plan): on one `explorer study run`, every check runs exactly once and the
+"""A run is planned once (explorer.study._run_plan): on one `explorer study run`, every check runs exactly once and the
 device, the task and the space are resolved once in the command's process; a spawned worker rebuilds its plan's
 process-local parts from the portable form and checks nothing again."""
 
@@ -22,12 +22,12 @@ import explorer.storage._storage as storage_module
 import explorer.study._capacity as capacity_module
 import explorer.study._rerun as rerun_module
 import explorer.study._run_options as options_module
-import explorer.study._usercode as usercode_module
+import explorer.study._user_code_check as usercode_module
 import explorer.study._workers as workers_module
 from explorer.cli import main
 from explorer.errors import ConfigError, DeviceError
 from explorer.spec import SearchSpace, load_spec
-from explorer.study import PortableRunPlan, RunOptions, RunPlan, StopReason, open_study, plan_run
+from explorer.study import PortableStudyRunPlan, RunOptions, StopReason, StudyRunPlan, open_study, plan_run
 from tests.fixtures import write_tiny_spec
 
 # Every check a run makes, by the name explorer's modules hold it under, and where it is defined. (The engine's
@@ -151,7 +151,7 @@ def test_a_spawned_worker_rebuilds_its_plan_without_checking_anything(tmp_path, 
     spec = load_spec(write_tiny_spec(tmp_path, n_trials=1, epochs=1))
     plan = plan_run(spec, RunOptions(workers=2), f"sqlite:///{tmp_path / 's.db'}")
     portable = pickle.loads(pickle.dumps(plan.portable(plan.device)))  # as a spawned process receives it
-    assert isinstance(portable, PortableRunPlan) and portable.device == "cpu"
+    assert isinstance(portable, PortableStudyRunPlan) and portable.device == "cpu"
     calls.clear()
     out: list[Any] = []
     workers_module._worker_main(
@@ -167,7 +167,7 @@ def test_a_spawned_worker_rebuilds_its_plan_without_checking_anything(tmp_path, 
 def test_the_plan_holds_the_final_spec_the_device_and_the_deadline(tmp_path):
     spec = load_spec(write_tiny_spec(tmp_path, n_trials=3, epochs=1))
     plan = plan_run(spec, RunOptions(timeout=60, device="cpu"), f"sqlite:///{tmp_path / 's.db'}", n_trials=5)
-    assert isinstance(plan, RunPlan) and (plan.total, plan.spec.timeout, plan.total_from) == (
+    assert isinstance(plan, StudyRunPlan) and (plan.total, plan.spec.timeout, plan.total_from) == (
         5,
         60,
         "--n-trials",

@@ -1,4 +1,4 @@
-"""explorer.model._files: model files `explorer export` writes, read back: the metadata they carry, the config
+"""explorer.model._export_files: model files `explorer export` writes, read back: the metadata they carry, the config
 they declare, and how close their logits are to PyTorch's."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""explorer.layout._feasibility: which (family, d_model, min_dk, head_dim, n_layers) combinations a space can
+"""explorer.layout._space_spec: which (family, d_model, min_dk, head_dim, n_layers) combinations a space can
 realise, and the check that names a listed value no valid configuration uses."""
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """The plan of a run: what one command's run of a study works with, checked once, before any work.
 
-:func:`plan_run` turns (a spec or a stored study, the run options, the storage) into a frozen :class:`RunPlan`: the
-open study and its final spec (this run's total and timeout), the storage URL, the run context (the device as a
-``torch.device``, the task, the space, the model builder, the artifact store), the deadline, the workers and the
-threads. The stages (:mod:`explorer.study._runs`), the workers and confirm take the plan and check nothing again. A
-spawned worker gets the plan's portable form (:class:`PortableRunPlan`: plain, picklable data) and rebuilds only what
-belongs to its process (the task's tensors, the torch device, the model builder, its storage connection), without
-validating again.
+:func:`plan_run` turns (a spec or a stored study, the run options, the storage) into a frozen
+:class:`StudyRunPlan`: the open study and its final spec (this run's total and timeout), the storage URL, the run
+context (the device as a ``torch.device``, the task, the space, the model builder, the artifact store), the
+deadline, the workers and the threads. The stages (:mod:`explorer.study._runs`), the workers and confirm take the
+plan and check nothing again. A spawned worker gets the plan's portable form (:class:`PortableStudyRunPlan`:
+plain, picklable data) and rebuilds only what belongs to its process (the task's tensors, the torch device, the
+model builder, its storage connection), without validating again.
 """
 
 from __future__ import annotations
@@ -29,13 +29,13 @@ from explorer.study._context import RunContext, resolve_context
 from explorer.study._rerun import check_rerun, finished_search
 from explorer.study._run_options import RunOptions, check_total, check_total_reaches
 from explorer.study._study import StudyHandle, artifact_store, check_study, open_checked, open_with_heartbeats
-from explorer.study._usercode import check_code
+from explorer.study._user_code_check import check_code
 
-__all__ = ["RunPlan", "PortableRunPlan", "plan_run"]
+__all__ = ["StudyRunPlan", "PortableStudyRunPlan", "plan_run"]
 
 
 @dataclass(frozen=True)
-class RunPlan:
+class StudyRunPlan:
     """What a run of a study works with, every part checked (see the module docstring)."""
 
     handle: StudyHandle  # the open study; its spec is the stored one (with the file's timeout and artifacts)
@@ -73,10 +73,10 @@ class RunPlan:
     def name(self) -> str:
         return self.handle.name
 
-    def portable(self, device: torch.device) -> PortableRunPlan:
+    def portable(self, device: torch.device) -> PortableStudyRunPlan:
         """This plan as a spawned worker on ``device`` receives it."""
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
-        return PortableRunPlan(
+        return PortableStudyRunPlan(
             self.handle.spec,
             self.context.space,
             self.storage_url,
@@ -89,9 +89,9 @@ class RunPlan:
 
 
 @dataclass(frozen=True)
-class PortableRunPlan:
-    """A :class:`RunPlan` as plain, picklable data for a spawned worker, which :meth:`rebuild` s the parts that
-    belong to its process; nothing in it is checked again."""
+class PortableStudyRunPlan:
+    """A :class:`StudyRunPlan` as plain, picklable data for a spawned worker, which :meth:`rebuild` s the parts
+    that belong to its process; nothing in it is checked again."""
 
     spec: StudySpec  # the study's spec, as the command's plan holds it
     space: SearchSpace  # the space the plan built and checked
@@ -102,7 +102,7 @@ class PortableRunPlan:
     poll_interval: float
     artifacts: str | None
 
-    def rebuild(self) -> RunPlan:
+    def rebuild(self) -> StudyRunPlan:
         """The plan in this process: its own storage connection, task tensors, torch device, model builder and
         artifact store."""
         study = optuna.load_study(study_name=self.spec.name, storage=open_with_heartbeats(self.storage_url))
@@ -111,7 +111,7 @@ class PortableRunPlan:
         store = artifact_store(handle, self.artifacts)
         context = RunContext(torch.device(self.device), task, self.space, self.spec.model.builder())
         deadline = None if self.seconds_left is None else time.monotonic() + self.seconds_left
-        return RunPlan(
+        return StudyRunPlan(
             handle,
             self.spec,
             "",
@@ -132,7 +132,7 @@ def plan_run(
     n_trials: int | None = None,
     total_from: str = "--n-trials",
     spec_path: str | None = None,
-) -> RunPlan:
+) -> StudyRunPlan:
     """The plan of a run of ``source`` (a spec, whose study is created or resumed in ``storage``; or a stored
     study, opened) with ``options`` to ``n_trials`` search trials (default: the spec's; ``total_from`` names it
     in errors). Every check runs once, here, in this order, and a refused run writes nothing:
@@ -186,7 +186,7 @@ def plan_run(
         check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
     context = context.opened(handle.storage_url, artifact_store(handle, options.artifacts))
     timeout = handle.spec.timeout if options.timeout is None else options.timeout
-    return RunPlan(
+    return StudyRunPlan(
         handle,
         dataclasses.replace(handle.spec, n_trials=total, timeout=timeout),
         total_from,

@@ -1,4 +1,4 @@
-"""explorer.analysis._relations: "one head learns one relation", checked on a study's runs and attention."""
+"""explorer.analysis._relations_claim: "one head learns one relation", checked on a study's runs and attention."""
 
 from __future__ import annotations
 

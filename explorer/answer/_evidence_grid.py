@@ -24,7 +24,7 @@ from typing import cast
 import numpy as np
 import numpy.typing as npt
 
-from explorer.measures import QualityMetric
+from explorer.measurements import QualityMetric
 from explorer.storage import Role, TrialRecord
 
 __all__ = ["COLLAPSE_FLOOR", "COLLAPSE_SDS", "Collapse", "Grid", "collapsed_runs", "evidence_grid"]

@@ -1,4 +1,4 @@
-"""explorer.spec._tracking: where a run logs to MLflow, the environment over the spec."""
+"""explorer.spec._tracking_spec: where a run logs to MLflow, the environment over the spec."""
 
 from __future__ import annotations
 

@@ -39,7 +39,7 @@ from explorer.data import Task
 from explorer.errors import ConfigError, ExportMismatchError
 from explorer.layout import InputSpec, ModelConfig
 from explorer.model import HFModel, hf_inputs, logit_parity, quiet_transformers, require_transformers
-from explorer.output._files import as_user_made
+from explorer.output._result_folders import as_user_made
 from explorer.spec import StudySpec
 from explorer.storage import TrialRecord
 

@@ -1,6 +1,6 @@
 """`explorer compare`: the fronts of several studies overlaid in one seaborn figure, and one table (CSV and
 markdown), each study labelled with its device and runtime. The rows come from
-:func:`explorer.answer._compare.compare_fronts`; this module only draws and writes."""
+:func:`explorer.answer._compare_fronts.compare_fronts`; this module only draws and writes."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import seaborn as sns
 from matplotlib.figure import Figure
 
 from explorer.answer import csv_ready
-from explorer.output._files import OutputFolder
 from explorer.output._plots import save_png
 from explorer.output._render import markdown_table
+from explorer.output._result_folders import OutputFolder
 
 __all__ = ["compare_figure", "compare_markdown", "write_compare"]
 

@@ -3,7 +3,7 @@
 Optuna fails a trial whose categorical choices differ from earlier trials', and a multivariate sampler learns
 only from parameters every trial shares. So every trial suggests the *same* parameters with the *same*
 distributions, and each combination of them decodes to a valid architecture by construction: nothing is
-rejected, repaired or wasted (every sample is a valid, buildable config; ``tests/spec/test_space.py`` holds it).
+rejected, repaired or wasted (every sample is a valid, buildable config; ``tests/spec/test_search_space.py`` holds it).
 
 The parameters, in order:
 

@@ -1,4 +1,4 @@
-"""explorer.answer._evidence: the finalists' scores laid out by layout and unit, as the rule reads them."""
+"""explorer.answer._evidence_grid: the finalists' scores laid out by layout and unit, as the rule reads them."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from explorer.answer import Grid, answer
-from explorer.measures import QUALITY_METRICS
+from explorer.measurements import QUALITY_METRICS
 from tests.answer.test_recommend import SPEC, finalist_records
 
 

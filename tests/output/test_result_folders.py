@@ -10,7 +10,7 @@ import pytest
 
 from explorer.errors import ConfigError
 from explorer.output import MANIFEST, OutputFolder
-from explorer.output._files import as_user_made
+from explorer.output._result_folders import as_user_made
 
 
 def tree(root) -> list[str]:
