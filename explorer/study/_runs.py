@@ -264,6 +264,7 @@ def _horizon_stop(handle: StudyHandle, spec: StudySpec, finals: Progress) -> Pro
         f"decide it; a study whose grid trains that long can: explorer study run SPEC --set "
         f"name={spec.name}-{long} --set finalists.epochs={long}",
         need=0,
+        to_decide=None,  # no number of runs at this horizon decides it
     )
 
 

@@ -216,8 +216,14 @@ def test_two_workers_run_the_finalist_stage_in_the_companion_on_each_storage(
     # the search's own trials (and those it closed without running, beyond its total: no role)
     assert {t.user_attrs.get("role") for t in study.trials if not is_bookkeeping(t)} == {"search"}
     done = [t for t in companion.trials if t.state == TrialState.COMPLETE]
+    # a run is its layout, its seed and its horizon (the horizon check retrains a unit at twice the grid's)
     runs = [
-        (json.dumps(t.user_attrs["finalist"]["model"], sort_keys=True), t.user_attrs["seed"]) for t in done
+        (
+            json.dumps(t.user_attrs["finalist"]["model"], sort_keys=True),
+            t.user_attrs["seed"],
+            t.user_attrs["finalist"].get("epochs"),
+        )
+        for t in done
     ]
     assert done and len(runs) == len(set(runs))  # no finalist run trained twice
     assert not [

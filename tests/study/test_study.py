@@ -726,6 +726,7 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     assert stopped.exit_code == 6, stopped.stderr
     fin = json.loads(stopped.stdout)["finalists"]
     assert fin["reason"] == "horizon" and "--set finalists.epochs=4" in fin["note"] and fin["need"] == 0
+    assert fin["to_decide"] is None  # no number of runs at this horizon decides it
     # confirm --seeds 3: every finalist on every unit of 3 replicates (a fixed grid)
     result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
     assert result.exit_code == 0, result.stderr
