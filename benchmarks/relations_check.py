@@ -60,7 +60,7 @@ def main() -> None:
     from explorer.output import why_fewer_than_k
 
     data = explorer.load(args.study, args.storage)
-    spec = data.handle.spec
+    spec = data.study.spec
     k = int(spec.task.options.get("n_relations", 4))
     claim = relations_claim(data.records, k)
     if claim.accuracy is None:

@@ -75,7 +75,7 @@ def main() -> None:
     from explorer.measure import model_latency, resolve_device
 
     data = explorer.load(args.study, args.storage)
-    spec = data.handle.spec
+    spec = data.study.spec
     ans = answer(data.records, spec, data.report_input().retimings)
     rec = ans.recommended
     if rec is None or ans.evidence != "finalists":

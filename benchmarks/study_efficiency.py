@@ -25,18 +25,21 @@ import torch
 
 from benchmarks.common import ROOT, append_record, load_average, load_text, machine, record_block
 from explorer.spec import SearchSpace, load_spec
-from explorer.storage import TrialRecord, load_records
-from explorer.study import RunOptions, prepare_study, run
+from explorer.storage import TrialRecord
+from explorer.study import RunOptions, plan_run, run
 
 QUICKSTART = ROOT / "studies" / "quickstart.toml"
 
 
 def _run(spec, tmp: Path, workers: int = 1) -> tuple[list[TrialRecord], float]:
-    handle = prepare_study(spec, f"sqlite:///{tmp / (spec.name + '.db')}")
+    options = RunOptions(workers=workers, threads=1)
+    study = plan_run(
+        spec, options, f"sqlite:///{tmp / (spec.name + '.db')}"
+    ).study  # created, every input checked
     t0 = time.perf_counter()
-    run(handle, options=RunOptions(workers=workers, threads=1), finalists=False, bench=False)
+    run(study, options=options, finalists=False, bench=False)
     wall = time.perf_counter() - t0
-    return [r for r in load_records(handle.study) if r.state in ("COMPLETE", "PRUNED")], wall
+    return [r for r in study.records() if r.state in ("COMPLETE", "PRUNED")], wall
 
 
 def overhead(tmp: Path) -> str:

@@ -41,18 +41,15 @@ from explorer.output import (
     write_report,
 )
 from explorer.spec import tracking_uri
-from explorer.storage import Retiming, Role, TrialRecord, closed_counts, load_records, load_retimings
+from explorer.storage import Retiming, Role, TrialRecord, closed_counts
 from explorer.study import (
     INPUT_ATTR,
     RunSummary,
-    StudyHandle,
+    Study,
+    artifact_store,
     check_code,
     confirm,
     log_answer,
-    note_answer,
-    note_tracking,
-    read_study,
-    reading_artifact_store,
     run,
     run_study,
 )
@@ -89,26 +86,26 @@ train = train_variant
 
 @dataclass(frozen=True)
 class StudyData:
-    """A study's handle, records and re-timings, read once, and its answer, computed once from them: every
+    """A study (opened read-only), its records and re-timings, read once, and its answer, computed once from them: every
     command that names the answer (report, recommend, export, heads, confirm, compare) reads it here."""
 
-    handle: StudyHandle
+    study: Study
     records: tuple[TrialRecord, ...]
     retimings: tuple[Retiming, ...] = ()
 
     @functools.cached_property
     def answer(self) -> Answer:
-        return answer(self.records, self.handle.spec, self.retimings)
+        return answer(self.records, self.study.spec, self.retimings)
 
     def report_input(self) -> ReportInput:
-        attrs = self.handle.study.user_attrs
+        attrs = self.study.user_attrs
         return ReportInput(
-            spec=self.handle.spec,
+            spec=self.study.spec,
             records=self.records,
             bench=tuple(attrs.get("bench") or ()),
-            storage=None if self.handle.is_default_storage else self.handle.masked_url,
+            storage=None if self.study.is_default_storage else self.study.masked_url,
             spec_path=attrs.get("spec_path"),
-            closed=closed_counts(self.handle.study),
+            closed=closed_counts(self.study.optuna_study),
             retimings=self.retimings,
             answer=self.answer,
             task_input=attrs.get(INPUT_ATTR),
@@ -118,9 +115,8 @@ class StudyData:
 def load(name: str, storage: str | None = None) -> StudyData:
     """Open a study by name (default storage: ``studies/NAME.db``) read-only and read its records and
     re-timings: nothing is created or changed, and a study explorer did not create is refused at once."""
-    study, spec, url = read_study(name, storage)
-    handle = StudyHandle(study, spec, url)
-    return StudyData(handle, tuple(load_records(handle.study)), tuple(load_retimings(handle.study)))
+    study = Study.open(name, storage)
+    return StudyData(study, tuple(study.records()), tuple(study.retimings()))
 
 
 def trials(name: str, storage: str | None = None) -> pd.DataFrame:
@@ -146,7 +142,7 @@ def report(
     optuna-dashboard and other machines see them."""
     data = load(name, storage)
     # a bad location fails first; a read-only storage keeps no figure (the command says so)
-    store = reading_artifact_store(data.handle, artifacts) if keep_figures else None
+    store = artifact_store(data.study, artifacts) if keep_figures else None
     if store is not None and not store.writable:
         store = None
     out = Path(out or Path("reports") / name)
@@ -159,8 +155,8 @@ def report(
         log.info("kept %d figures with the study in %s", len(figures), store.write_location)
         # the answer as a study attribute too, for optuna-dashboard and optuna.load_study readers
         rec = data.answer.recommended
-        note_answer(data.handle, None if rec is None else tuple(rec.heads), paths.opening)
-    if tracking_uri(data.handle.spec.tracking) is not None:
+        data.study.note_answer(None if rec is None else tuple(rec.heads), paths.opening)
+    if tracking_uri(data.study.spec.tracking) is not None:
         _log_answer(data, paths, storage)
     return paths
 
@@ -172,14 +168,14 @@ def _log_answer(data: StudyData, paths: ReportPaths, storage: str | None) -> Non
     with tempfile.TemporaryDirectory(prefix="explorer-answer-") as tmp:
         config = Path(tmp) / "answer-config.json"
         with contextlib.suppress(ExplorerError):  # nothing learned: no answer, no config
-            export(data.handle.name, config, storage=storage)
+            export(data.study.name, config, storage=storage)
         extra = [config] if config.is_file() else []
         log_answer(
-            data.handle.study,
-            data.handle.spec,
+            data.study.optuna_study,
+            data.study.spec,
             data.answer,
             files + extra,
-            keep=lambda result: note_tracking(data.handle, result),  # an outage over (or begun): recorded
+            keep=lambda result: data.study.note_tracking(result),  # an outage over (or begun): recorded
         )
 
 
@@ -194,12 +190,12 @@ def export(
     """Export a trial (knee, most-accurate, fastest or a number) as a run config or a trained model file
     (``format``: config, state, pt2, onnx; see :mod:`explorer.output._export`)."""
     data = load(name, storage)
-    masked = None if data.handle.is_default_storage else data.handle.masked_url
-    weights = format not in ("config", "hf") or (format == "hf" and data.handle.spec.model.hf is not None)
-    store = reading_artifact_store(data.handle, artifacts) if weights else None
+    masked = None if data.study.is_default_storage else data.study.masked_url
+    weights = format not in ("config", "hf") or (format == "hf" and data.study.spec.model.hf is not None)
+    store = artifact_store(data.study, artifacts) if weights else None
     if store is not None:  # weights are retrained or loaded into the study's own model code: unchanged
-        check_code(data.handle.study.user_attrs, data.handle.spec)
-    result = export_trial(data.records, data.handle.spec, which, out, format, store, masked, data.retimings)
+        check_code(data.study.user_attrs, data.study.spec)
+    result = export_trial(data.records, data.study.spec, which, out, format, store, masked, data.retimings)
     return dataclasses.replace(result, answer=data.answer)
 
 
@@ -217,16 +213,16 @@ def heads(
     from the study's artifact store (``artifacts`` overrides where), else the trial is retrained exactly. ``device``:
     a torch.device, or auto, cpu, cuda or cuda:N."""
     data = load(name, storage)
-    check_code(data.handle.study.user_attrs, data.handle.spec)
+    check_code(data.study.user_attrs, data.study.spec)
     return analyse_trial(
         data.records,
-        data.handle.spec,
-        data.handle.storage_url,
+        data.study.spec,
+        data.study.url,
         which,
         as_device(device),
         out or Path("reports") / f"{name}-heads",
         force=force,
-        store=reading_artifact_store(data.handle, artifacts),
+        store=artifact_store(data.study, artifacts),
         on_start=on_start,
         retimings=data.retimings,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
@@ -26,11 +26,16 @@ from explorer.measurements import DecodeResult, LatencyResult
 from explorer.spec import spec_from_dict
 from explorer.storage import TrialRecord
 
+if TYPE_CHECKING:
+    from explorer.spec import StudySpec
+    from explorer.study import StudyRunPlan
+
 __all__ = [
     "LM_SPEC",
     "lm",
     "lm_search",
     "make_study",
+    "plan_study",
     "record",
     "synthetic_accuracy",
     "synthetic_latency",
@@ -186,3 +191,12 @@ def lm_finalists(start: int = 100, seeds: int = 6) -> list[TrialRecord]:
             finals.append(lm(n, 4, kv, value, dec, role="finalist", seed=unit_seed(0, s), label=label))
             n += 1
     return finals
+
+
+def plan_study(spec: StudySpec, url: str | None = None, **options: Any) -> StudyRunPlan:
+    """The plan of a run of ``spec`` in ``url`` with :class:`explorer.study.RunOptions` ``options``: its study
+    created (or loaded), every input checked, nothing run (``.study``: the study; ``.context``: its task and
+    space)."""
+    from explorer.study import RunOptions, plan_run  # torch: only for the tests that create a study
+
+    return plan_run(spec, RunOptions(**options), url)

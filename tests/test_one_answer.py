@@ -64,9 +64,7 @@ def _names_everywhere(url: str, name: str, tmp_path) -> set[tuple[int, ...]]:
         heads.add(tuple(doc["heads"]))
         heads.add(tuple(doc["answer"]["answer"]["heads"]))
     data = explorer.load(name, url)
-    heads.add(
-        resolve_trial(data.records, data.handle.spec, "answer", data.retimings).heads
-    )  # what heads uses
+    heads.add(resolve_trial(data.records, data.study.spec, "answer", data.retimings).heads)  # what heads uses
     return heads
 
 

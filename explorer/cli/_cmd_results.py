@@ -239,13 +239,13 @@ def confirm(
     runs already done are kept (resumable)."""
     check_readable([name], storage)
     from explorer import api
-    from explorer.study import open_study
+    from explorer.study import Study
 
     quiet_optuna()
-    handle = open_study(name, storage)
+    study = Study.open(name, storage, write=True)
     summary = with_progress(
         lambda bars: api.confirm(
-            handle,
+            study,
             top=top,
             seeds=seeds,
             until_decided=until_decided,
@@ -254,7 +254,7 @@ def confirm(
             **bars.callbacks,
         ),
         as_json,
-        handle,
+        study,
     )
     if until_decided and summary.added == 0 and summary.undecided:
         sys.exit(EXIT_NOT_DECIDED)  # nothing could be queued: the line above says what the next round needs

@@ -89,17 +89,15 @@ def study_run(spec_path: Path, storage: str | None, overrides: tuple[str, ...], 
 @_run_flags("A new total of search trials (stored with the study).")
 def study_resume(name: str, storage: str | None, **run: Any) -> None:
     """Resume a study from its database alone (its spec is stored with it)."""
-    from explorer.study import read_study
+    from explorer.study import Study
 
-    url = read_study(name, storage)[2]  # a missing or foreign study is answered before PyTorch loads
+    stored = Study.open(name, storage)  # a missing or foreign study is answered before PyTorch loads
     from explorer import api
-    from explorer.study import open_stored
 
     quiet_optuna()
-    handle = open_stored(name, url)
     with_progress(
         lambda bars: api.run(
-            handle,
+            stored,  # opened to write by the run's plan
             n_trials=run["n_trials"],
             options=run["options"],
             finalists=not run["no_finalists"],
@@ -107,7 +105,7 @@ def study_resume(name: str, storage: str | None, **run: Any) -> None:
             **bars.callbacks,
         ),
         run["as_json"],
-        handle,
+        stored,
     )
 
 

@@ -19,7 +19,7 @@ from explorer.layout import DEVICE_NAMES
 from explorer.storage import STORAGE_ENV, Role
 
 if TYPE_CHECKING:
-    from explorer.study import Step
+    from explorer.study import Step, Study
 
 __all__ = [
     "CliState",
@@ -217,10 +217,10 @@ trial_option = click.option(
 def check_readable(names: list[str] | tuple[str, ...], storage: str | None) -> None:
     """Every named study exists and was created by explorer, checked read-only before PyTorch loads (the command
     then opens it for real): a missing or foreign study is answered in a second."""
-    from explorer.study import read_study
+    from explorer.study import Study
 
     for name in names:
-        read_study(name, storage)
+        Study.open(name, storage)
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
@@ -316,20 +316,26 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
 class ProgressBars:
     """One tqdm bar per stage on stderr when it is a terminal, else one plain line per stage as it ends (a log
     file gets no redrawn bar); nothing with ``--json``. Fed by a run's ``on_stage`` and ``on_progress``.
-    ``start(handle, notice)`` comes once the study is open and every input accepted; the first stage then names
+    ``start(study, notice)`` comes once the study is open and every input accepted; the first stage then names
     the study (and ``notice``), so a refused run stays one line."""
 
     def __init__(self, as_json: bool) -> None:
         self.as_json = as_json
-        self.handle: Any = None
+        self.study: Study | None = None
         self.notice = ""
         self._bar: Any = None
         self._announced = False
         self._stage: tuple[str, int] | None = None  # without a terminal: the stage running and its total
         self._status = ""  # its progress, as the bar's text says it
 
-    def start(self, handle: Any, notice: str = "") -> None:
-        self.handle, self.notice = handle, notice
+    def start(self, study: Study, notice: str = "") -> None:
+        self.study, self.notice = study, notice
+
+    @property
+    def opened(self) -> Study:
+        """The study, once :meth:`start` has named it (before any stage or progress)."""
+        assert self.study is not None, "a run starts its study before its first stage"
+        return self.study
 
     @property
     def callbacks(self) -> dict[str, Any]:
@@ -355,13 +361,13 @@ class ProgressBars:
             return
         if not self._announced:
             self._announced = True
-            note(f"study {self.handle.name!r} in {self.handle.masked_url}")
+            note(f"study {self.opened.name!r} in {self.opened.masked_url}")
             if self.notice:
                 note(self.notice)
         if stage == Step.TIMING:
             note(f"timing: {total} measurements in interleaved rounds, no training running")
             return
-        desc = f"{self.handle.name} {'search' if stage == Role.SEARCH else 'finalists'}"
+        desc = f"{self.opened.name} {'search' if stage == Role.SEARCH else 'finalists'}"
         if not sys.stderr.isatty():
             self._stage = (desc, total)
             return
@@ -370,7 +376,7 @@ class ProgressBars:
     def on_progress(self, p: Any) -> None:
         if self._bar is None and self._stage is None:
             return
-        unit = "" if self.handle.spec.metric.name == "val_accuracy" else " bits/byte"
+        unit = "" if self.opened.spec.metric.name == "val_accuracy" else " bits/byte"
         best = f"best val {p.best_score:.3f}{unit}" if p.best_score is not None else "no result yet"
         decision = ""
         if p.to_decide == 0:
@@ -386,13 +392,13 @@ class ProgressBars:
         self._bar.refresh()
 
 
-def _storage_flag(handle: Any) -> str:
+def _storage_flag(study: Study) -> str:
     """`` --storage 'URL'`` (password masked) for a study outside the default storage, else nothing."""
-    return "" if handle.is_default_storage else f" --storage '{handle.masked_url}'"
+    return "" if study.is_default_storage else f" --storage '{study.masked_url}'"
 
 
-def _resume_command(handle: Any) -> str:
-    return f"explorer study resume {handle.name}{_storage_flag(handle)}"
+def _resume_command(study: Study) -> str:
+    return f"explorer study resume {study.name}{_storage_flag(study)}"
 
 
 def _progress_doc(progress: Any) -> dict[str, Any]:
@@ -408,32 +414,30 @@ def _progress_doc(progress: Any) -> dict[str, Any]:
     return doc
 
 
-def summary_doc(handle: Any, summary: Any) -> dict[str, Any]:
+def summary_doc(study: Study, summary: Any) -> dict[str, Any]:
     return {
-        "study": handle.name,
-        "storage": handle.masked_url,
+        "study": study.name,
+        "storage": study.masked_url,
         "complete": summary.complete,
         "search": _progress_doc(summary.search),
         "finalists": None if summary.finalists is None else _progress_doc(summary.finalists),
         "finalist_runs_queued": summary.added,
-        "tracking": handle.study.user_attrs.get(
-            "tracking"
-        ),  # the last MLflow sync, when the study is tracked
-        "next": f"explorer report {handle.name}{_storage_flag(handle)}",
+        "tracking": study.user_attrs.get("tracking"),  # the last MLflow sync, when the study is tracked
+        "next": f"explorer report {study.name}{_storage_flag(study)}",
     }
 
 
-def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any = None) -> Any:
+def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, study: Study | None = None) -> Any:
     """Run a study action with progress bars: ``run(bars)`` calls it with ``bars.callbacks`` (and ``bars.start``
-    as its ``on_start``, unless the caller opened the study: ``handle``). Ctrl-C stops cleanly and says how to
+    as its ``on_start``, unless the caller opened the study: ``study``). Ctrl-C stops cleanly and says how to
     resume; then the summary (or its JSON) is printed."""
     from tqdm.contrib.logging import logging_redirect_tqdm
 
     from explorer.study import StopReason
 
     bars = ProgressBars(as_json)
-    if handle is not None:
-        bars.start(handle)
+    if study is not None:
+        bars.start(study)
     try:
         # explorer's warnings (a tracking server down...) print above the bar, not into it
         with logging_redirect_tqdm(loggers=[logging.getLogger("explorer")]):
@@ -441,15 +445,15 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
     except KeyboardInterrupt:
         bars.close()
         note("interrupted: finished trials are saved and the running one will be retried on resume.")
-        if bars.handle is not None:
-            note(f"resume with: {_resume_command(bars.handle)}")
+        if bars.study is not None:
+            note(f"resume with: {_resume_command(bars.study)}")
         sys.exit(130)
     bars.close()
-    handle = bars.handle
+    study = bars.opened
     if as_json:
-        emit_json(summary_doc(handle, summary))
+        emit_json(summary_doc(study, summary))
         return summary
-    resume = _resume_command(handle)
+    resume = _resume_command(study)
     s, f = summary.search, summary.finalists
     if s.reason is StopReason.EXHAUSTED:
         note(f"search: {s.note}, fewer than the {s.total} trials asked for")
@@ -462,8 +466,8 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
         cost = f"; a decision needs about {f.to_decide} more runs" if f.to_decide else ""
         budget = f" --budget {f.need}" if f.reason is StopReason.BUDGET else ""  # the round that moves it
         note(
-            f"finalists: {f.note}{cost}: `explorer confirm {handle.name} --until-decided{budget}"
-            f"{_storage_flag(handle)}` goes on"
+            f"finalists: {f.note}{cost}: `explorer confirm {study.name} --until-decided{budget}"
+            f"{_storage_flag(study)}` goes on"
         )
     elif f is not None and f.reason is not None:
         note(f"stopped the finalists at {f.done}/{f.total} runs ({f.note}); resume with: {resume}")
@@ -473,5 +477,5 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, handle: Any
         line += f"; finalists: {grid} runs of a budget of {f.total} ({f.failed} failed)"
         if summary.horizon_runs:
             line += f", and {summary.horizon_runs} runs of the pilot and the horizon check"
-    note(f"{line}. Next: explorer report {handle.name}{_storage_flag(handle)}")
+    note(f"{line}. Next: explorer report {study.name}{_storage_flag(study)}")
     return summary

@@ -52,8 +52,11 @@ from explorer.storage import (
     env_artifact_location,
     local_number,
     open_storage,
+    storage_of,
+    storage_writable,
     trial_label,
 )
+from explorer.study._study import Study
 
 __all__ = [
     "ARTIFACTS_ENV",
@@ -62,6 +65,7 @@ __all__ = [
     "ArtifactStore",
     "absolute_location",
     "artifact_root_for",
+    "artifact_store",
     "open_backend",
     "store_for",
 ]
@@ -397,4 +401,21 @@ def store_for(
     """The artifact store that belongs to a study storage (see :class:`ArtifactStore` for the arguments)."""
     return ArtifactStore(
         storage_url, location, max_bytes, storage=storage, spec_location=spec_location, writable=writable
+    )
+
+
+def artifact_store(study: Study, location: str | None = None) -> ArtifactStore:
+    """The artifact store a study's weights go to and come from; ``location`` overrides ``$EXPLORER_ARTIFACTS``
+    and the spec's. A writable study's store shares its storage connection; a study opened read-only (a report,
+    an export) reads through its connection and writes (retrained weights, report figures) through a writable
+    one of its own, unless the storage cannot be written (a read-only SQLite file or folder): then nothing is
+    kept."""
+    can_write = study.writable or storage_writable(study.url)
+    shared = study.writable or not can_write
+    return store_for(
+        study.url,
+        location=location,
+        storage=storage_of(study.optuna_study) if shared else None,
+        spec_location=study.spec.artifacts,
+        writable=can_write,
     )

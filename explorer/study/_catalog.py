@@ -10,81 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-import optuna
 from optuna.trial import TrialState
 
-from explorer.errors import SpecError, StudyNotFoundError
-from explorer.spec import StudySpec, spec_from_dict
 from explorer.storage import (
     Role,
-    check_study_name,
     closed_counts,
     find_companion,
     is_bookkeeping,
     keeps_finalists_inside,
-    load_records,
-    mask_url,
     open_storage,
     parent_name,
-    resolve_storage_url,
-    sqlite_path,
-    study_exists,
 )
+from explorer.study._study import Study
 
-__all__ = [
-    "CREATED_MARK",
-    "INSIDE_NOTE",
-    "existing_study_url",
-    "list_studies",
-    "missing_spec",
-    "read_study",
-    "study_status",
-]
-
-
-def existing_study_url(name: str, storage_url: str | None = None) -> str:
-    """The storage URL of the existing study ``name`` (see :func:`resolve_storage_url`); a SQLite file that is
-    not there raises StudyNotFoundError rather than being created empty."""
-    check_study_name(name)
-    url = resolve_storage_url(name, storage_url)
-    path = sqlite_path(url)
-    if path is not None and not path.exists():
-        raise StudyNotFoundError(
-            f"no study {name!r}: the database {path} does not exist; start it with `explorer study run SPEC`."
-        )
-    return url
-
-
-CREATED_MARK = "explorer_version"  # the user attr explorer writes first when it creates a study
-
-
-def missing_spec(name: str, masked: str, attrs: dict[str, Any]) -> SpecError:
-    """The error for a study without a stored spec: one whose creation by explorer was cut short, or one explorer
-    did not create (a plain Optuna study), which explorer reads and changes no further."""
-    if CREATED_MARK in attrs:
-        return SpecError(
-            f"study {name!r} in {masked} has no stored spec: its creation was interrupted; run `explorer study "
-            "run SPEC` again to finish creating it, or use another name."
-        )
-    return SpecError(
-        f"study {name!r} in {masked} was not created by explorer (it has no explorer spec); read it with Optuna "
-        "itself (optuna.load_study), or give your study another name."
-    )
-
-
-def read_study(name: str, storage_url: str | None = None) -> tuple[optuna.Study, StudySpec, str]:
-    """The study ``name``, its stored spec and its storage URL, opened read-only: nothing is created or changed,
-    and a study without explorer's spec is refused at once."""
-    url = existing_study_url(name, storage_url)
-    storage = open_storage(url, readonly=True)
-    if not study_exists(storage, name):
-        raise StudyNotFoundError(
-            f"no study {name!r} in {mask_url(url)}; `explorer study list --storage URL` shows the studies there."
-        )
-    study = optuna.load_study(study_name=name, storage=storage)
-    if "spec" not in study.user_attrs:
-        raise missing_spec(name, mask_url(url), study.user_attrs)
-    return study, spec_from_dict(study.user_attrs["spec"], stored=True), url
+__all__ = ["INSIDE_NOTE", "list_studies", "study_status"]
 
 
 def list_studies(storage_url: str) -> list[dict[str, Any]]:
@@ -135,8 +74,9 @@ INSIDE_NOTE = (
 
 def study_status(name: str, storage_url: str | None = None, best: int = 5) -> dict[str, Any]:
     """A JSON-ready summary: trials by role and state, early stopping, and the most accurate finished trials."""
-    study, spec, url = read_study(name, storage_url)
-    records = load_records(study)  # the study's and its companion's (explorer.storage._companion)
+    opened = Study.open(name, storage_url)
+    study, spec = opened.optuna_study, opened.spec
+    records = opened.records()  # the study's and its companion's (explorer.storage._companion)
     companion = find_companion(study)
     trials: dict[str, dict[str, int]] = {"search": {}, "finalist": {}}
     for r in records:
@@ -147,7 +87,7 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
     top = sorted((r for r in records if r.finished), key=lambda r: -sign * float(r.quality or 0.0))[:best]
     return {
         "name": name,
-        "storage": mask_url(url),
+        "storage": opened.masked_url,
         "total": spec.n_trials,
         "trials": trials,
         "closed": closed_counts(study),

@@ -41,11 +41,10 @@ from explorer.storage import (
     mask_url,
     sqlite_path,
 )
+from explorer.study._study import TRACKING_ATTR
 
-__all__ = ["TRACKING_ATTR", "answer_metrics", "log_answer", "logged_runs", "sync_trials"]
+__all__ = ["answer_metrics", "log_answer", "logged_runs", "sync_trials"]
 
-# the study attribute of the last sync: where it logged, which finished trials MLflow holds and which not yet
-TRACKING_ATTR = "tracking"
 _TAG = "explorer."  # explorer's tags on MLflow runs: explorer.study, explorer.trial, explorer.role, ...
 _STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
 # a server that does not answer fails a sync in seconds, not after MLflow's default minutes of retries

@@ -1,5 +1,6 @@
-"""A spec run again on its existing study: what differs from the stored spec and which wins, and a total below
-what is already done, answered read-only and before PyTorch loads (``explorer study run SPEC``).
+"""A spec run again on its existing study: what differs from the stored spec and which wins, and the search
+trials already done, which a new total may not fall below (compared read-only by
+:func:`explorer.study._run_plan.check_rerun` before anything is created or changed).
 
 What a study means (its task, space, objectives, measurement...) is fixed when it is created: a spec file that
 differs there is refused, naming the first difference, and the stored spec wins. Its total (``n_trials``), its
@@ -11,15 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import optuna
+from explorer.errors import SpecError
+from explorer.spec import StudySpec
+from explorer.storage import Role, load_records
 
-from explorer.errors import EmptyStorageError, SpecError, StorageBusyError, StudyNotFoundError
-from explorer.spec import StudySpec, spec_from_dict
-from explorer.storage import Role, load_records, mask_url, open_storage, sqlite_path, study_exists
-from explorer.study._catalog import missing_spec
-from explorer.study._run_options import check_total_reaches
-
-__all__ = ["check_rerun", "check_same_meaning", "comparable", "differences", "finished_search"]
+__all__ = ["check_same_meaning", "comparable", "differences", "finished_search"]
 
 
 def comparable(spec: StudySpec) -> dict[str, Any]:
@@ -64,32 +61,3 @@ def check_same_meaning(stored: StudySpec, given: StudySpec, masked: str) -> None
 def finished_search(study: Any) -> int:
     """The search trials a study has finished (COMPLETE or PRUNED): what a new total may not fall below."""
     return sum(r.state in ("COMPLETE", "PRUNED") for r in load_records(study, roles=(Role.SEARCH,)))
-
-
-def _read_stored(name: str, url: str) -> tuple[optuna.Study, StudySpec]:
-    """The study ``name`` at ``url`` (resolved) and its stored spec, opened read-only (as
-    :func:`explorer.study._catalog.read_study`, without resolving the URL again)."""
-    storage = open_storage(url, readonly=True)
-    if not study_exists(storage, name):
-        raise StudyNotFoundError(f"no study {name!r} in {mask_url(url)}")
-    study = optuna.load_study(study_name=name, storage=storage)
-    if "spec" not in study.user_attrs:
-        raise missing_spec(name, mask_url(url), study.user_attrs)
-    return study, spec_from_dict(study.user_attrs["spec"], stored=True)
-
-
-def check_rerun(spec: StudySpec, url: str, total: int, total_from: str) -> StudySpec | None:
-    """For a spec whose study already exists at ``url`` (resolved) with a stored spec: refuse a changed meaning,
-    or a ``total`` below the search trials finished; return the stored spec so compared. A new study, or one
-    without a spec (its creation is finished, or refused, by explorer.study._study.open_checked), passes: None."""
-    path = sqlite_path(url)
-    if path is not None and (not path.is_file() or path.stat().st_size == 0):
-        return None  # a new database: open_checked creates it
-    try:
-        study, stored = _read_stored(spec.name, url)
-    # busy: another command is creating it right now; empty: a new database (PostgreSQL), which open_checked fills
-    except (StudyNotFoundError, SpecError, StorageBusyError, EmptyStorageError):
-        return None
-    check_same_meaning(stored, spec, mask_url(url))
-    check_total_reaches(total, finished_search(study), spec.name, total_from)
-    return stored

@@ -43,13 +43,12 @@ from explorer.storage import (
     Retiming,
     Role,
     load_records,
-    load_retimings,
     rdb_storage,
     sqlite_path,
     storage_of,
 )
 from explorer.study._context import RunContext, resolve_context
-from explorer.study._study import StudyHandle, open_study
+from explorer.study._study import Study
 
 __all__ = ["SEARCH_RETIME_LIMIT", "finalist_configs", "retime", "search_configs"]
 
@@ -80,7 +79,7 @@ def search_configs(study: optuna.Study, limit: int = SEARCH_RETIME_LIMIT) -> lis
 
 
 def retime(
-    handle: StudyHandle,
+    study: Study,
     configs: Sequence[tuple[str, ModelConfig]],
     rounds: int = 3,
     device: torch.device | None = None,
@@ -102,13 +101,13 @@ def retime(
     Raises:
         ExplorerError: a round's process failed (its error, in one line) or was killed.
     """
-    spec = handle.spec
+    spec = study.spec
     if context is not None:
         context = context.on(device)
     where = context.device if context is not None else device  # None: the spec's, resolved once it is needed
     if kinds is None:
         kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
-    done = {(t.key, t.round, t.kind) for t in load_retimings(handle.study)}
+    done = {(t.key, t.round, t.kind) for t in study.retimings()}
     rng = random.Random(spec.seed)
     for r in range(rounds):
         order = list(configs)
@@ -119,14 +118,14 @@ def retime(
             continue
         if where is None:  # resolved once, for every round
             where = resolve_device(spec.latency.device)
-        if fresh_processes and not _in_memory(handle.storage_url):
+        if fresh_processes and not _in_memory(study.url):
             inputs = context.task.spec if context is not None else None  # the round's process loads no data
-            _round_in_fresh_process(handle, r, todo, str(where), inputs)
+            _round_in_fresh_process(study, r, todo, str(where), inputs)
         else:
             # one context for every round timed in this process
             context = context or resolve_context(spec, str(where))
-            _time_round(handle, r, todo, context.device, context.task.spec, context.builder)
-    return load_retimings(handle.study)
+            _time_round(study, r, todo, context.device, context.task.spec, context.builder)
+    return study.retimings()
 
 
 def _in_memory(url: str) -> bool:
@@ -138,7 +137,7 @@ _Todo = list[tuple[str, ModelConfig, list[str]]]  # (key, architecture, kinds st
 
 
 def _time_round(
-    handle: StudyHandle,
+    study: Study,
     r: int,
     todo: _Todo,
     device: torch.device,
@@ -147,9 +146,9 @@ def _time_round(
 ) -> None:
     """Time one round's architectures in order on ``device``, for the task's ``inputs`` and with the spec's model
     ``builder``, storing each timing as it is made."""
-    spec = handle.spec
+    spec = study.spec
     cfg = dataclasses.replace(spec.latency, device=str(device))
-    where = handle.stage_study(Role.FINALIST)  # the re-timings live with the finalist runs
+    where = study.stage_study(Role.FINALIST)  # the re-timings live with the finalist runs
     for key, config, kinds in todo:
         for kind in kinds:
             if kind == "forward":
@@ -178,30 +177,30 @@ def _round_main(
     command (else load the task) and time the round; put "" or the error, then exit at once (see
     :func:`_exit_now`)."""
     optuna.logging.set_verbosity(optuna.logging.ERROR)
-    handle = None
+    study = None
     try:
-        handle = open_study(spec.name, storage_url, spec)
+        study = Study.open_at(spec.name, storage_url, write=True, spec=spec)
         if inputs is None:
             context = resolve_context(spec, device)
             where, inputs, builder = context.device, context.task.spec, context.builder
         else:
             where, builder = torch.device(device), spec.model.builder()
         configs = [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo]
-        _time_round(handle, r, configs, where, inputs, builder)
+        _time_round(study, r, configs, where, inputs, builder)
         out.put("")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the command reports
     except Exception as exc:  # one line for the command to show
         out.put(f"{type(exc).__name__}: {exc}")
-    _exit_now(handle)
+    _exit_now(study)
 
 
-def _exit_now(handle: StudyHandle | None) -> None:
+def _exit_now(study: Study | None) -> None:
     """End a round's process once its timings are stored and its answer sent: close its database connections
     and exit without the interpreter's teardown (of torch's modules among others), which has nothing left to
     save and would cost every round's process CPU time for nothing (multiprocessing's forked children end the
     same way)."""
-    database = rdb_storage(storage_of(handle.study)) if handle is not None else None
+    database = rdb_storage(storage_of(study.optuna_study)) if study is not None else None
     if database is not None:
         database.engine.dispose()
     sys.stdout.flush()
@@ -209,13 +208,11 @@ def _exit_now(handle: StudyHandle | None) -> None:
     os._exit(0)
 
 
-def _round_in_fresh_process(
-    handle: StudyHandle, r: int, todo: _Todo, device: str, inputs: InputSpec | None
-) -> None:
+def _round_in_fresh_process(study: Study, r: int, todo: _Todo, device: str, inputs: InputSpec | None) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.SimpleQueue()
     items = [(key, config.to_dict(), ks) for key, config, ks in todo]
-    args = (handle.storage_url, handle.spec, r, items, device, inputs, out)
+    args = (study.url, study.spec, r, items, device, inputs, out)
     proc = ctx.Process(target=_round_main, args=args)
     proc.start()
     try:
@@ -229,5 +226,5 @@ def _round_in_fresh_process(
     if error:
         raise ExplorerError(
             f"re-timing round {r + 1} failed: {error}; the timings made so far are kept, and "
-            f"`explorer study resume {handle.name}` takes it up again."
+            f"`explorer study resume {study.name}` takes it up again."
         )

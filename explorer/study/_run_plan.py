@@ -11,35 +11,36 @@ model builder, its storage connection), without validating again.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-import optuna
 import torch
 
 from explorer.data import load_task
-from explorer.measure import CachePolicy, resolve_device
+from explorer.errors import EmptyStorageError, SpecError, StorageBusyError, StudyNotFoundError
+from explorer.measure import CachePolicy
 from explorer.model import check_runtime
 from explorer.spec import SearchSpace, StudySpec
-from explorer.storage import env_artifact_location, resolve_storage_url
-from explorer.study._artifacts import ArtifactStore
+from explorer.storage import env_artifact_location, mask_url, resolve_storage_url, sqlite_path
+from explorer.study._artifacts import ArtifactStore, artifact_store
 from explorer.study._capacity import check_study_fits
+from explorer.study._code_record import CODE_ATTR, check_code, code_record
 from explorer.study._context import RunContext, resolve_context
-from explorer.study._rerun import check_rerun, finished_search
+from explorer.study._rerun import check_same_meaning, finished_search
 from explorer.study._run_options import RunOptions, check_total, check_total_reaches
-from explorer.study._study import StudyHandle, artifact_store, check_study, open_checked, open_with_heartbeats
-from explorer.study._user_code_check import check_code
+from explorer.study._study import Study
+from explorer.study._user_code_check import INPUT_ATTR, check_user_model, input_record
 
-__all__ = ["StudyRunPlan", "PortableStudyRunPlan", "plan_run"]
+__all__ = ["StudyRunPlan", "PortableStudyRunPlan", "check_rerun", "check_study", "plan_run"]
 
 
 @dataclass(frozen=True)
 class StudyRunPlan:
     """What a run of a study works with, every part checked (see the module docstring)."""
 
-    handle: StudyHandle  # the open study; its spec is the stored one (with the file's timeout and artifacts)
-    spec: StudySpec  # the final spec: the study's, with this run's total (n_trials) and timeout
+    study: Study  # the open study, writable; its spec has this run's total (stored once the run is accepted)
+    timeout: float | None  # this run's timeout in seconds (--timeout, else the spec's); None: none
     total_from: str  # where the total came from, as errors name it (--n-trials, n_trials in FILE)
     context: RunContext  # device, task, space, model builder, storage URL and artifact store
     workers: int  # worker processes on this machine
@@ -50,6 +51,13 @@ class StudyRunPlan:
     notice: str = ""  # that the spec file's total replaced the stored one, or ""
     spec_path: str | None = None  # the spec file the study came from, recorded once the run is accepted
     resume: str = ""  # the command that continues this run, as a stopped run names it ("": study resume)
+    # the MLflow tracking URIs this command has warned about (explorer.study._mlflow_tracking): one warning each
+    tracking_warned: set[str] = field(default_factory=set, compare=False, repr=False)
+
+    @property
+    def spec(self) -> StudySpec:
+        """The study's spec with this run's total."""
+        return self.study.spec
 
     @property
     def total(self) -> int:
@@ -67,17 +75,17 @@ class StudyRunPlan:
 
     @property
     def storage_url(self) -> str:
-        return self.handle.storage_url
+        return self.study.url
 
     @property
     def name(self) -> str:
-        return self.handle.name
+        return self.study.name
 
     def portable(self, device: torch.device) -> PortableStudyRunPlan:
         """This plan as a spawned worker on ``device`` receives it."""
         left = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
         return PortableStudyRunPlan(
-            self.handle.spec,
+            self.spec,
             self.context.space,
             self.storage_url,
             str(device),
@@ -105,15 +113,15 @@ class PortableStudyRunPlan:
     def rebuild(self) -> StudyRunPlan:
         """The plan in this process: its own storage connection, task tensors, torch device, model builder and
         artifact store."""
-        study = optuna.load_study(study_name=self.spec.name, storage=open_with_heartbeats(self.storage_url))
-        handle = StudyHandle(study, self.spec, self.storage_url)  # its spec read and checked by the command
+        # its spec read and checked by the command
+        study = Study.open_at(self.spec.name, self.storage_url, write=True, spec=self.spec)
         task = load_task(self.spec.task.name, **self.spec.task.options)
-        store = artifact_store(handle, self.artifacts)
+        store = artifact_store(study, self.artifacts)
         context = RunContext(torch.device(self.device), task, self.space, self.spec.model.builder())
         deadline = None if self.seconds_left is None else time.monotonic() + self.seconds_left
         return StudyRunPlan(
-            handle,
-            self.spec,
+            study,
+            self.seconds_left,
             "",
             context.opened(self.storage_url, store),
             1,
@@ -125,7 +133,7 @@ class PortableStudyRunPlan:
 
 
 def plan_run(
-    source: StudySpec | StudyHandle,
+    source: StudySpec | Study,
     options: RunOptions,
     storage: str | None = None,
     *,
@@ -144,13 +152,14 @@ def plan_run(
     4. an existing study, read-only: the same meaning, a total not below its finished search trials
        (:func:`~explorer.study._rerun.check_rerun`);
     5. the study's name, space, task and device, the user's model, the runtime on that device and the memory of
-       the largest model in ``options.workers`` processes (:func:`~explorer.study._study.check_study`);
+       the largest model in ``options.workers`` processes (:func:`check_study`);
     6. the study opened or created (a study created since step 4 is compared then, and its user code checked:
-       :func:`~explorer.study._study.open_checked`), and its total checked against it when step 4 found none;
+       :meth:`~explorer.study._study.Study.create_or_load`), and its total checked against it when step 4 found
+       none;
     for a stored study:
-    3. the user code it was created with, unchanged (first: loading the task runs it);
-    4. its space, task and device (reused when the handle was prepared in this process), the runtime on that
-       device and the memory of its largest model in ``options.workers`` processes;
+    3. the user code it was created with, unchanged (first: loading the task runs that code);
+    4. its space, task and device, the runtime on that device and the memory of its largest model in
+       ``options.workers`` processes;
     5. the total against its finished search trials;
     then the artifact store (``options.artifacts``, else ``$EXPLORER_ARTIFACTS``, the spec's, the default) and
     the deadline (``options.timeout``, else the spec's timeout).
@@ -168,27 +177,27 @@ def plan_run(
         url = resolve_storage_url(spec.name, storage, spec.storage)
         compared = check_rerun(spec, url, total, total_from)
         context, facts = check_study(spec, options.device, options.workers)
-        handle = open_checked(spec, url, context, facts, compared)
+        study = Study.create_or_load(spec, url, facts, compared)
         if compared is None:
-            check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
-        if n_trials is None and total != handle.spec.n_trials:  # the file's total wins over the stored one
+            check_total_reaches(total, finished_search(study.optuna_study), study.name, total_from)
+        if n_trials is None and total != study.spec.n_trials:  # the file's total wins over the stored one
             notice = (
-                f"the total is {spec_path or 'the spec'}'s n_trials = {total} (it was {handle.spec.n_trials})"
+                f"the total is {spec_path or 'the spec'}'s n_trials = {total} (it was {study.spec.n_trials})"
             )
     else:
-        handle = source
-        total = handle.spec.n_trials if n_trials is None else n_trials
+        study = source.writable_copy()
+        total = study.spec.n_trials if n_trials is None else n_trials
         check_total(total, total_from)
-        check_code(handle.study.user_attrs, handle.spec)  # first: loading the task runs that code
-        context = _stored_context(handle, options.device)
-        check_runtime(handle.spec.latency.runtime, context.device)
-        check_study_fits(handle.spec, context.task.spec, options.workers, context.device)
-        check_total_reaches(total, finished_search(handle.study), handle.name, total_from)
-    context = context.opened(handle.storage_url, artifact_store(handle, options.artifacts))
-    timeout = handle.spec.timeout if options.timeout is None else options.timeout
+        check_code(study.user_attrs, study.spec)  # first: loading the task runs that code
+        context = resolve_context(study.spec, options.device)
+        check_runtime(study.spec.latency.runtime, context.device)
+        check_study_fits(study.spec, context.task.spec, options.workers, context.device)
+        check_total_reaches(total, finished_search(study.optuna_study), study.name, total_from)
+    context = context.opened(study.url, artifact_store(study, options.artifacts))
+    timeout = study.spec.timeout if options.timeout is None else options.timeout
     return StudyRunPlan(
-        handle,
-        dataclasses.replace(handle.spec, n_trials=total, timeout=timeout),
+        study.with_total(total),
+        timeout,
         total_from,
         context,
         options.workers,
@@ -201,11 +210,35 @@ def plan_run(
     )
 
 
-def _stored_context(handle: StudyHandle, device: str | None) -> RunContext:
-    """The run context of a stored study: the one its handle was prepared with in this process, on ``device``
-    when it names one, else one resolved now."""
-    if handle.context is None:
-        return resolve_context(handle.spec, device)
-    if device is None:
-        return handle.context
-    return handle.context.on(resolve_device(device))
+def check_study(
+    spec: StudySpec, device: str | None = None, workers: int = 1
+) -> tuple[RunContext, dict[str, Any]]:
+    """What this machine must do for ``spec`` (named and read by the spec's reader), checked in this order before
+    the storage is touched: its space, task and ``device`` (:func:`explorer.study._context.resolve_context`), the
+    user's model, the latency runtime on that device, the memory of the largest model in ``workers`` processes.
+    Returns the run context and the facts a new study records (its code and its input)."""
+    context = resolve_context(spec, device)
+    check_user_model(spec, context.task)
+    facts = {CODE_ATTR: code_record(spec), INPUT_ATTR: input_record(context.task)}
+    check_runtime(spec.latency.runtime, context.device)
+    check_study_fits(spec, context.task.spec, workers, context.device)
+    return context, facts
+
+
+def check_rerun(spec: StudySpec, url: str, total: int, total_from: str) -> StudySpec | None:
+    """For a spec whose study already exists at ``url`` (resolved) with a stored spec: refuse a changed meaning,
+    or a ``total`` below the search trials finished; return the stored spec so compared. A new study, or one
+    without a spec (its creation is finished, or refused, by :meth:`Study.create_or_load`), passes: None.
+    Read-only, and before PyTorch loads."""
+    path = sqlite_path(url)
+    if path is not None and (not path.is_file() or path.stat().st_size == 0):
+        return None  # a new database: Study.create_or_load creates it
+    try:
+        stored = Study.open_at(spec.name, url)
+    # busy: another command is creating it right now; empty: a new database (PostgreSQL), which
+    # Study.create_or_load fills
+    except (StudyNotFoundError, SpecError, StorageBusyError, EmptyStorageError):
+        return None
+    check_same_meaning(stored.spec, spec, mask_url(url))
+    check_total_reaches(total, finished_search(stored.optuna_study), spec.name, total_from)
+    return stored.spec

@@ -15,7 +15,7 @@ from explorer.errors import ConfigError
 from explorer.spec import SOURCES_ATTR, StudySpec, load_spec, spec_rows
 from explorer.storage import mask_url, resolve_storage_url
 from explorer.study._artifacts import absolute_location, artifact_root_for
-from explorer.study._catalog import read_study
+from explorer.study._study import Study
 from explorer.study._user_code_check import INPUT_ATTR
 
 __all__ = ["DERIVED", "is_spec_file", "resolved_spec"]
@@ -46,10 +46,11 @@ def resolved_spec(target: str, storage: str | None = None, overrides: Sequence[s
                 f"--set changes a spec file, and {target!r} names a stored study; give the spec file instead "
                 "(a stored study's spec is fixed when it is created)."
             )
-        study, spec, url = read_study(target, storage)
+        study = Study.open(target, storage)
+        spec, url = study.spec, study.url
         sources = study.user_attrs.get(SOURCES_ATTR)
         task_input = study.user_attrs.get(INPUT_ATTR)
-        where = {"study": target, "storage": mask_url(url)}
+        where = {"study": target, "storage": study.masked_url}
     resolved = spec.to_dict()
     if "storage" in resolved:
         resolved["storage"] = mask_url(resolved["storage"])

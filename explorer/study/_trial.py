@@ -135,7 +135,7 @@ class Objective:
 
     Args:
         study, spec: the Optuna study the stage's trials run in (the study, or its finalists' companion:
-            ``StudyHandle.stage_study``) and the study's spec.
+            ``Study.stage_study``) and the study's spec.
         context: this process's run context (:mod:`explorer.study._context`): the device to time and train on,
             the task, the search space, the user's model builder and where completed trials' weights go
             (``context.store``; None: not kept).

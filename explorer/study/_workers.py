@@ -51,7 +51,7 @@ from explorer.study._progress import Progress, StopReason, stage_progress
 from explorer.study._run_options import RunOptions
 from explorer.study._run_plan import PortableStudyRunPlan, StudyRunPlan
 from explorer.study._sampling import make_sampler
-from explorer.study._study import StudyHandle
+from explorer.study._study import Study
 from explorer.study._trial import ClosedTrial, Objective, TrialFailed, live_trials
 
 __all__ = [
@@ -82,28 +82,28 @@ log = logging.getLogger(__name__)
 # --------------------------------------------------------------------------------------------- running
 
 
-def enqueue_runs(handle: StudyHandle, runs: Sequence[FinalistRun]) -> int:
+def enqueue_runs(study: Study, runs: Sequence[FinalistRun]) -> int:
     """Queue the finalist runs not already queued, running or done (wherever they are: the study's companion,
     or the study itself for one made before finalists were kept apart) where the finalist stage runs them
-    (``handle.stage_study``); return how many were added.
+    (``study.stage_study``); return how many were added.
 
     A run is identified by its configuration, seed and horizon, so planning again (after a resume, or
     `explorer confirm` with more seeds) queues only what is new.
     """
-    spec = handle.spec
+    spec = study.spec
     default = spec.finalists.run_epochs(spec.task.epochs)  # the horizon of a run queued without one
     have = set()
-    for t, _ in trials_of(handle.study):
+    for t, _ in trials_of(study.optuna_study):
         if role_of(t) is Role.FINALIST and t.state != TrialState.FAIL and not is_bookkeeping(t):
             queued = finalist_run(t)
             assert queued is not None, "a finalist trial is queued with its run"
             have.add((arch_key(queued.config, queued.lr), queued.seed, queued.epochs or default))
     added = 0
-    study = handle.stage_study(Role.FINALIST)
+    where = study.stage_study(Role.FINALIST)
     for run in runs:
         if (arch_key(run.config, run.lr), run.seed, run.epochs or default) in have:
             continue
-        study.enqueue_trial({}, user_attrs=finalist_attrs(run))
+        where.enqueue_trial({}, user_attrs=finalist_attrs(run))
         added += 1
     return added
 
@@ -179,7 +179,7 @@ class _StopRules:
 
 
 def _work(
-    handle: StudyHandle,
+    opened: Study,
     stage: Role,
     total: int,
     context: RunContext,
@@ -189,13 +189,14 @@ def _work(
 ) -> tuple[StopReason | None, str]:
     """One worker's loop over a stage, with this process's run context; returns (None, "") when the stage is
     done, else why it stopped (as a value, and in words)."""
-    study = handle.stage_study(stage)  # the study itself, or its companion for the finalist runs
+    study = opened.stage_study(stage)  # the study itself, or its companion for the finalist runs
+    spec = opened.spec
     # Seeded samplers built alike draw alike: every worker process gets a stream of its own.
-    study.sampler = make_sampler(handle.spec, os.getpid(), uuid.uuid4().int % 2**31, space=context.space)
-    objective = Objective(study, handle.spec, context, stage=stage, total=total, on_epoch=on_trial)
+    study.sampler = make_sampler(spec, os.getpid(), uuid.uuid4().int % 2**31, space=context.space)
+    objective = Objective(study, spec, context, stage=stage, total=total, on_epoch=on_trial)
     install_pop_waiting(study, pop_waiting)  # one worker per queued trial, also on SQLite
     callbacks: list[Callable[..., None]] = []
-    stop = _StopRules(stage, total, context.space.size(), not isinstance(handle.spec.space.lr, tuple))
+    stop = _StopRules(stage, total, context.space.size(), not isinstance(spec.space.lr, tuple))
     callbacks.append(stop)
     if on_trial is not None:
         callbacks.append(lambda _study, _trial: on_trial())
@@ -226,22 +227,20 @@ def run_stage(
     tracked in MLflow logs the stage's trials once it ends."""
     if stage not in tuple(Role):
         raise ValueError(f"unknown stage {stage!r}")
-    handle = plan.handle
-    report = _start(handle, stage, total, plan.workers, plan.device, on_progress)
+    study = plan.study
+    report = _start(study, stage, total, plan.workers, plan.device, on_progress)
     if plan.workers == 1:
         progress = report(*_run_here(plan, stage, total, report))
-    elif _finished(handle.stage_study(stage), stage, total):
+    elif _finished(study.stage_study(stage), stage, total):
         progress = report()  # nothing to start or wait for: no process is spawned to find that out
     else:
         progress = _run_pool(plan, stage, total, report)
-    sync_trials(
-        handle.study, handle.spec, warned=handle.tracking_warned
-    )  # MLflow, when tracked: costs no trial
+    sync_trials(study.optuna_study, study.spec, warned=plan.tracking_warned)  # MLflow, when tracked: no trial
     return progress
 
 
 def _start(
-    handle: StudyHandle,
+    study: Study,
     stage: Role,
     total: int,
     workers: int,
@@ -251,7 +250,7 @@ def _start(
     """Log the stage's start and report its progress so far; return what reports it again (with a note)."""
 
     def report(reason: StopReason | None = None, note: str = "") -> Progress:
-        p = dataclasses.replace(stage_progress(handle.study, stage, total), note=note, reason=reason)
+        p = dataclasses.replace(stage_progress(study.optuna_study, stage, total), note=note, reason=reason)
         if on_progress is not None:
             on_progress(p)
         return p
@@ -260,7 +259,7 @@ def _start(
     log.info(
         "%s stage of %s: %d %s, %d worker(s) on %s",
         stage,
-        handle.name,
+        study.name,
         total,
         "trials in total" if stage == Role.SEARCH else "runs",
         workers,
@@ -277,7 +276,7 @@ def _run_here(
     torch.set_num_threads(plan.threads)
     try:
         return _work(
-            plan.handle, stage, total, plan.context, plan.deadline, plan.poll_interval, on_trial=report
+            plan.study, stage, total, plan.context, plan.deadline, plan.poll_interval, on_trial=report
         )
     finally:
         torch.set_num_threads(previous)
@@ -304,7 +303,7 @@ def _run_pool(plan: StudyRunPlan, stage: Role, total: int, report: Callable[...,
     results: list[tuple[StopReason | None, str] | WorkerError] = []  # each worker's stop, or its error
     while not queue.empty():
         results.append(queue.get())
-    return _pool_outcome(plan.handle, stage, total, procs, results, report, plan.resume)
+    return _pool_outcome(plan.study, stage, total, procs, results, report, plan.resume)
 
 
 def _process_context() -> Any:
@@ -340,7 +339,7 @@ def _wait_for(procs: list[Any], poll_interval: float, report: Callable[[], Any])
 
 
 def _pool_outcome(
-    handle: StudyHandle,
+    opened: Study,
     stage: Role,
     total: int,
     procs: list[Any],
@@ -352,7 +351,7 @@ def _pool_outcome(
     is one ExplorerError naming its error, as is one killed before the stage finished for no other reason (what
     the survivors finished counts: a stage with nothing left to start or wait for is finished). ``resume``: the
     command that continues the run."""
-    study = handle.study
+    study = opened.optuna_study
     errors = [r.line for r in results if isinstance(r, WorkerError)]
     stops = [
         r for r in results if not isinstance(r, WorkerError)
@@ -363,17 +362,17 @@ def _pool_outcome(
             f"{len(failed)} worker(s) exited with an error (codes {failed})"
             + (f": {errors[0]}" if errors else "")
             + f"; {stage_progress(study, stage, total).done} of {total} {stage} trials are finished and saved: "
-            f"continue with `{resume or f'explorer study resume {handle.name}'}` (add -v for the traceback)."
+            f"continue with `{resume or f'explorer study resume {opened.name}'}` (add -v for the traceback)."
         )
     progress = report(*next((n for n in stops if n[0] is not None), (None, "")))
     # A worker killed by a signal (the OOM killer, a stray kill) loses nothing: the others fail its trial once
     # it goes stale and retry it. Only a stage left unfinished for no other reason (timeout, space used up) is
     # worth an error.
     killed = [-p.exitcode for p in procs if p.exitcode is not None and p.exitcode < 0]
-    if killed and progress.reason is None and not _finished(handle.stage_study(stage), stage, total):
+    if killed and progress.reason is None and not _finished(opened.stage_study(stage), stage, total):
         raise ExplorerError(
             f"{len(killed)} worker(s) were killed (signal {', '.join(map(str, killed))}) before the {stage} stage "
-            f"finished; finished trials are saved: continue with `{resume or f'explorer study resume {handle.name}'}`."
+            f"finished; finished trials are saved: continue with `{resume or f'explorer study resume {opened.name}'}`."
         )
     return progress
 
@@ -408,7 +407,7 @@ def _worker_main(
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     try:
         plan = portable.rebuild()
-        out.put(_work(plan.handle, stage, total, plan.context, plan.deadline, plan.poll_interval))
+        out.put(_work(plan.study, stage, total, plan.context, plan.deadline, plan.poll_interval))
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the parent reports
     except Exception as exc:  # the parent names it in its one-line error; the traceback follows on stderr

@@ -21,7 +21,7 @@ from explorer.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, DataError
 from explorer.measure import bench_model, load_run_config
 from explorer.model import check_pt2, load_exported
 from explorer.output import PARITY_TOLERANCE
-from explorer.study import artifact_store, open_study
+from explorer.study import Study, artifact_store
 from tests.deploy_helpers import run_tiny_study
 
 has_onnx = all(importlib.util.find_spec(p) for p in ("onnx", "onnxruntime", "onnxscript"))
@@ -62,8 +62,8 @@ def test_state_export_carries_the_weights_config_and_the_study_figure(study, tmp
         doc["max_abs_logit_diff"] == 0.0 and doc["test_examples"] > 100 and doc["prediction_agreement"] == 1.0
     )
     exported = load_exported(out)
-    handle = open_study("tiny", url)
-    stored = artifact_store(handle).load_state("tiny", doc["trial"])
+    opened = Study.open("tiny", url, write=True)
+    stored = artifact_store(opened).load_state("tiny", doc["trial"])
     model = exported.make_runner(torch.zeros(1, 16, 4), torch.device("cpu"), 1)  # builds without error
     assert model.runtime == "eager"
     assert exported.meta["run_config"]["model"]["heads"] == doc["heads"]
@@ -95,8 +95,8 @@ def test_config_export_is_the_run_config(study, tmp_path):
 
 def test_evicted_weights_are_retrained_exactly(study, tmp_path):
     url, _ = study
-    handle = open_study("tiny", url)
-    store = artifact_store(handle)
+    opened = Study.open("tiny", url, write=True)
+    store = artifact_store(opened)
     before = store.load_state("tiny", 1)
     assert store.prune("tiny", keep=set()) == [0, 1]
     result = api.export("tiny", tmp_path / "t1.pt", "1", url, "state")
@@ -211,12 +211,12 @@ def test_onnx_export_matches_pytorch_on_the_test_split(study, tmp_path):
 def test_export_trial_writes_a_numbered_trials_weights_that_match_pytorch(study, tmp_path):
     from explorer.output import export_trial
     from explorer.storage import load_records
-    from explorer.study import read_study
 
     url, _ = study
-    stored, spec, url = read_study("tiny", url)
+    opened = Study.open("tiny", url)
+    stored, spec, url = opened.optuna_study, opened.spec, opened.url
     records = load_records(stored)
-    store = artifact_store(open_study("tiny", url))
+    store = artifact_store(Study.open("tiny", url, write=True))
     result = export_trial(records, spec, "1", tmp_path / "one.pt", fmt="state", store=store, storage=url)
     assert result.record.number == 1 and result.path == tmp_path / "one.pt" and result.format == "state"
     assert result.max_abs_diff == 0.0 and result.agreement == 1.0 and result.examples > 100

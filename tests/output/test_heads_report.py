@@ -54,13 +54,14 @@ def test_heads_of_a_real_trial_are_analysed_first_and_then_written(tmp_path):
     from explorer.analysis import analyse_heads
     from explorer.output import OutputFolder, write_heads
     from explorer.storage import load_records
-    from explorer.study import read_study
+    from explorer.study import Study
     from tests.deploy_helpers import run_tiny_study
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EXPLORER_HEARTBEAT_INTERVAL", "1")
         url, _ = run_tiny_study(tmp_path)
-    study, spec, url = read_study("tiny", url)
+    opened = Study.open("tiny", url)
+    study, spec, url = opened.optuna_study, opened.spec, opened.url
     before = sorted(p.name for p in tmp_path.iterdir())
     analysis = analyse_heads(load_records(study), spec, url, "knee", torch.device("cpu"))
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # nothing written by the analysis

@@ -25,7 +25,7 @@ from explorer.storage import (
     local_number,
     parent_name,
 )
-from explorer.study import ANSWER_ATTR, INSIDE_NOTE, ArtifactStore, list_studies, open_study, study_status
+from explorer.study import ANSWER_ATTR, INSIDE_NOTE, ArtifactStore, Study, list_studies, study_status
 from tests.fixtures import latency, make_study, write_tiny_spec
 
 
@@ -115,21 +115,24 @@ def test_the_finalist_stage_writes_to_one_place_and_keeps_an_old_study_where_it_
     inside, apart = f"sqlite:///{tmp_path / 'inside.db'}", f"sqlite:///{tmp_path / 'apart.db'}"
     make_study(10, storage=inside, name="syn", finalists=2)
     make_study(10, storage=apart, name="syn")
-    old, new = open_study("syn", inside), open_study("syn", apart)
-    assert old.stage_study("finalist") is old.study and old.stage_study("search") is old.study
+    old, new = Study.open("syn", inside, write=True), Study.open("syn", apart, write=True)
+    assert old.stage_study("finalist") is old.optuna_study and old.stage_study("search") is old.optuna_study
     assert [s.study_name for s in optuna.get_all_study_summaries(inside)] == ["syn"]
     companion = new.stage_study("finalist")
     assert companion.study_name == "syn/finalists" and companion.user_attrs["finalists_of"] == "syn"
-    assert companion.directions == new.study.directions and companion.metric_names == new.study.metric_names
     assert (
-        open_study("syn", apart).stage_study("finalist")._study_id == companion._study_id
+        companion.directions == new.optuna_study.directions
+        and companion.metric_names == new.optuna_study.metric_names
+    )
+    assert (
+        Study.open("syn", apart, write=True).stage_study("finalist")._study_id == companion._study_id
     )  # found, not made
 
 
 def test_weights_and_notes_of_a_companion_trial_go_by_explorer_number(tmp_path):
     url = f"sqlite:///{tmp_path / 's.db'}"
     make_study(3, storage=url, name="syn")
-    companion = open_study("syn", url).stage_study("finalist")
+    companion = Study.open("syn", url, write=True).stage_study("finalist")
     companion.add_trial(
         create_trial(state=TrialState.COMPLETE, values=[0.5, 1.0], user_attrs={"role": "finalist"})
     )
@@ -193,9 +196,9 @@ def test_a_study_run_keeps_its_finalists_apart_and_every_command_reads_them(tmp_
     )
     assert out.exit_code == 0, out.output
     assert f"trial tiny/finalists#{finals[0].number} " in out.output and (tmp_path / "w.pt").is_file()
-    handle = open_study("tiny", url)
+    opened = Study.open("tiny", url, write=True)
     assert ArtifactStore(url).has("tiny", number)  # its weights, stored by the run in the companion
-    assert handle.stage_study("finalist").study_name == "tiny/finalists"
+    assert opened.stage_study("finalist").study_name == "tiny/finalists"
 
 
 @pytest.mark.slow

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from explorer.spec import load_spec
-from explorer.study import prepare_study
-from tests.fixtures import write_tiny_spec
+from tests.fixtures import plan_study, write_tiny_spec
 
 
 @pytest.fixture(scope="session")
@@ -16,5 +15,5 @@ def created_study(tmp_path_factory):
     folder = tmp_path_factory.mktemp("created-study")
     path = write_tiny_spec(folder)
     url = f"sqlite:///{folder / 'tiny.db'}"
-    prepare_study(load_spec(path, ["n_trials=3"]), url)
+    plan_study(load_spec(path, ["n_trials=3"]), url)
     return path, url

@@ -44,9 +44,9 @@ def test_claims_are_per_study_and_pass_from_a_failed_trial(storage_url, study_na
 
 
 def test_a_study_deleted_and_made_again_starts_with_no_claims(tmp_path):
-    """SQLite gives the new study the old one's id; prepare_study clears the claims of a study it creates."""
+    """SQLite gives the new study the old one's id; creating a study clears its claims."""
     from explorer.spec import spec_from_dict
-    from explorer.study import prepare_study
+    from tests.fixtures import plan_study
 
     url = f"sqlite:///{tmp_path / 'c.db'}"
     spec = spec_from_dict(
@@ -58,8 +58,8 @@ def test_a_study_deleted_and_made_again_starts_with_no_claims(tmp_path):
             "space": {"d_model": [16], "n_layers": [1], "heads": [1, 2]},
         }
     )
-    handle = prepare_study(spec, url)
-    Claims(handle.study._storage, "s").claim("cfg", 0)
+    study = plan_study(spec, url).study
+    Claims(study.optuna_study._storage, "s").claim("cfg", 0)
     optuna.delete_study(study_name="s", storage=url)
-    again = prepare_study(spec, url)
-    assert Claims(again.study._storage, "s").taken() == {}
+    again = plan_study(spec, url).study
+    assert Claims(again.optuna_study._storage, "s").taken() == {}

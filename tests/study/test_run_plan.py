@@ -20,14 +20,16 @@ import explorer.measure._device as device_module
 import explorer.model._runtime as runtime_module
 import explorer.storage._storage as storage_module
 import explorer.study._capacity as capacity_module
+import explorer.study._code_record as code_module
 import explorer.study._rerun as rerun_module
 import explorer.study._run_options as options_module
+import explorer.study._run_plan as plan_module
 import explorer.study._user_code_check as usercode_module
 import explorer.study._workers as workers_module
 from explorer.cli import main
 from explorer.errors import ConfigError, DeviceError
 from explorer.spec import SearchSpace, load_spec
-from explorer.study import PortableStudyRunPlan, RunOptions, StopReason, StudyRunPlan, open_study, plan_run
+from explorer.study import PortableStudyRunPlan, RunOptions, StopReason, Study, StudyRunPlan, plan_run
 from tests.fixtures import write_tiny_spec
 
 # Every check a run makes, by the name explorer's modules hold it under, and where it is defined. (The engine's
@@ -37,10 +39,10 @@ CHECKS: dict[str, Any] = {
     "check_total": options_module,
     "check_total_reaches": options_module,
     "resolve_storage_url": storage_module,
-    "check_rerun": rerun_module,
+    "check_rerun": plan_module,
     "check_same_meaning": rerun_module,
     "check_user_model": usercode_module,
-    "check_code": usercode_module,
+    "check_code": code_module,
     "check_runtime": runtime_module,
     "check_study_fits": capacity_module,
 }
@@ -126,7 +128,7 @@ def test_one_study_run_checks_each_input_once_and_resolves_device_task_and_space
     calls.clear()
     _study_run(spec, url, "--n-trials", "2")  # the same study again: compared with the stored spec and code
     assert calls == Counter(dict.fromkeys(once | {"check_same_meaning", "check_code"}, 1)), calls
-    assert open_study("tiny", url).spec.n_trials == 2
+    assert Study.open("tiny", url).spec.n_trials == 2
     calls.clear()
     result = CliRunner().invoke(main, ["study", "resume", "tiny", "--storage", url, "--n-trials", "3"])
     assert result.exit_code == 0, result.output
@@ -161,19 +163,21 @@ def test_a_spawned_worker_rebuilds_its_plan_without_checking_anything(tmp_path, 
     assert calls == Counter(load_task=1), (
         calls
     )  # the task's tensors are all it loads; no check, no resolution
-    assert open_study("tiny", plan.storage_url).study.trials[0].state.name == "COMPLETE"
+    assert Study.open("tiny", plan.storage_url).optuna_study.trials[0].state.name == "COMPLETE"
 
 
 def test_the_plan_holds_the_final_spec_the_device_and_the_deadline(tmp_path):
     spec = load_spec(write_tiny_spec(tmp_path, n_trials=3, epochs=1))
     plan = plan_run(spec, RunOptions(timeout=60, device="cpu"), f"sqlite:///{tmp_path / 's.db'}", n_trials=5)
-    assert isinstance(plan, StudyRunPlan) and (plan.total, plan.spec.timeout, plan.total_from) == (
+    assert isinstance(plan, StudyRunPlan) and (plan.total, plan.timeout, plan.total_from) == (
         5,
         60,
         "--n-trials",
     )
     assert plan.device.type == "cpu" and plan.context.store is not None and plan.deadline is not None
-    assert plan.handle.spec.n_trials == 3  # the stored total changes only when the run starts (run_planned)
+    assert plan.spec.n_trials == 5 and plan.study.writable
+    # the stored total changes only when the run starts (run_planned)
+    assert Study.open(plan.name, plan.storage_url).spec.n_trials == 3
 
 
 def test_a_refused_plan_writes_nothing(tmp_path):

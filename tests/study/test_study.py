@@ -44,8 +44,8 @@ from explorer.layout import unit_seed
 from explorer.measure import fit as real_fit
 from explorer.spec import load_spec
 from explorer.storage import FINALIST_BASE, is_bookkeeping, load_records, load_retimings, open_storage
-from explorer.study import ArtifactStore, RunOptions, StopReason, open_study, prepare_study
-from tests.fixtures import write_tiny_spec as write_spec
+from explorer.study import ArtifactStore, RunOptions, StopReason, Study
+from tests.fixtures import plan_study, write_tiny_spec as write_spec
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -75,10 +75,10 @@ def sqlite_url(tmp_path: Path) -> str:
 
 @pytest.mark.slow
 def test_run_records_typed_trials_unique_architectures_and_keeps_totals(tmp_path, sqlite_url, one_thread):
-    handle = prepare_study(load_spec(write_spec(tmp_path, n_trials=3)), sqlite_url)
-    summary = api.run(handle)
+    study = plan_study(load_spec(write_spec(tmp_path, n_trials=3)), sqlite_url).study
+    summary = api.run(study)
     assert summary.search.done == 3 and summary.finalists is None  # finalists off in this spec
-    records = load_records(handle.study)
+    records = load_records(study.optuna_study)
     assert len(records) == 3 and len({r.key for r in records}) == 3  # three different architectures
     for r in records:
         assert r.role == "search" and r.config is not None and r.seed == r.number  # spec seed 0 + number
@@ -86,33 +86,33 @@ def test_run_records_typed_trials_unique_architectures_and_keeps_totals(tmp_path
         assert r.latency is not None and r.latency.median_ms > 0 and r.params and r.flops
         assert r.history and r.val_size == 270 and r.device and r.torch_version == torch.__version__
         assert r.proposal in ("sampler", "random", "unevaluated") and r.rejected >= 0
-        a = handle.study.trials[r.number].user_attrs  # readable for Optuna's own tools
+        a = study.optuna_study.trials[r.number].user_attrs  # readable for Optuna's own tools
         assert a["heads"] == list(r.heads) and a["d_model"] == r.config.d_model and a["family"] == r.family
-        curve = handle.study.trials[r.number].intermediate_values  # the dashboard's learning curve
+        curve = study.optuna_study.trials[r.number].intermediate_values  # the dashboard's learning curve
         assert curve == dict(enumerate(r.history, start=1))
-    assert handle.study.metric_names == ["accuracy", "latency"]
+    assert study.optuna_study.metric_names == ["accuracy", "latency"]
     store = ArtifactStore(sqlite_url)  # weights kept for explorer heads, in the folder beside the database
     assert store.write_location.endswith("studies.artifacts") and (tmp_path / "studies.artifacts").is_dir()
-    for t in handle.study.get_trials(states=(TrialState.COMPLETE,)):
+    for t in study.optuna_study.get_trials(states=(TrialState.COMPLETE,)):
         assert store.has("tiny", t.number)
     # Running the same spec again does nothing: the total is reached.
-    again = prepare_study(load_spec(tmp_path / "tiny.toml"), sqlite_url)
+    again = plan_study(load_spec(tmp_path / "tiny.toml"), sqlite_url).study
     api.run(again)
-    assert len(handle.study.get_trials()) == 3
+    assert len(study.optuna_study.get_trials()) == 3
     # Resuming from the database alone with a higher total tops it up to exactly that total.
-    resumed = open_study("tiny", sqlite_url)
-    assert resumed.spec == handle.spec
+    resumed = Study.open("tiny", sqlite_url)
+    assert resumed.spec == study.spec
     api.run(resumed, n_trials=5)
-    assert len(finished(resumed.study)) == 5 and len(set(keys(resumed.study))) == 5
-    assert open_study("tiny", sqlite_url).spec.n_trials == 5  # the new total is stored with the study
+    assert len(finished(resumed.optuna_study)) == 5 and len(set(keys(resumed.optuna_study))) == 5
+    assert Study.open("tiny", sqlite_url).spec.n_trials == 5  # the new total is stored with the study
 
 
 @pytest.mark.slow
 def test_a_small_space_is_covered_once_then_the_study_says_so(tmp_path, sqlite_url, one_thread):
     spec = write_spec(tmp_path, n_trials=30, epochs=1, sampler="tpe")  # 24 architectures exist
-    handle = prepare_study(load_spec(spec), sqlite_url)
-    summary = api.run(handle)
-    assert len(set(keys(handle.study))) == len(keys(handle.study)) == 24
+    study = plan_study(load_spec(spec), sqlite_url).study
+    summary = api.run(study)
+    assert len(set(keys(study.optuna_study))) == len(keys(study.optuna_study)) == 24
     assert summary.search.done == 24 and summary.search.note  # it stopped short of 30, and says why
     assert summary.search.reason is StopReason.EXHAUSTED
 
@@ -130,14 +130,14 @@ def test_nan_and_oom_fail_one_trial_and_the_study_goes_on(tmp_path, sqlite_url, 
         return real_fit(*args, **kwargs)
 
     monkeypatch.setattr(evaluate_module, "fit", flaky_fit)
-    handle = prepare_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url)
-    api.run(handle)
-    failed = [r for r in load_records(handle.study) if r.state == "FAIL"]
+    study = plan_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url).study
+    api.run(study)
+    failed = [r for r in load_records(study.optuna_study) if r.state == "FAIL"]
     assert [r.fail_reason.split(":")[0] for r in failed] == [
         "diverged",
         "out of memory on cpu while training",
     ]
-    assert len(finished(handle.study)) == 2
+    assert len(finished(study.optuna_study)) == 2
 
 
 def test_bad_input_creates_nothing(tmp_path):
@@ -145,20 +145,20 @@ def test_bad_input_creates_nothing(tmp_path):
     url = f"sqlite:///{db}"
     bad = write_spec(tmp_path, name="bad", extra="\n[space2]\nfoo = 1\n")
     with pytest.raises(SpecError, match="space2"):
-        prepare_study(load_spec(bad), url)
+        plan_study(load_spec(bad), url)
     impossible = write_spec(tmp_path, name="imp")
     impossible.write_text(impossible.read_text().replace("heads = [1, 2, 4]", "heads = [3, 5]"))
     with pytest.raises(SpecError):
-        prepare_study(load_spec(impossible), url)
+        plan_study(load_spec(impossible), url)
     with pytest.raises(StudyNotFoundError, match="does not exist"):
-        open_study("nope", url)
+        Study.open("nope", url)
     with pytest.raises(StorageError):
-        prepare_study(load_spec(write_spec(tmp_path)), "postgresql+psycopg://u:secret@127.0.0.1:1/db")
+        plan_study(load_spec(write_spec(tmp_path)), "postgresql+psycopg://u:secret@127.0.0.1:1/db")
     if not torch.cuda.is_available():
         gpu = write_spec(tmp_path, name="gpu")
         gpu.write_text(gpu.read_text().replace('device = "cpu"', 'device = "cuda"'))
         with pytest.raises(DeviceError, match="CUDA is not available"):
-            prepare_study(load_spec(gpu), url)
+            plan_study(load_spec(gpu), url)
     for bad_options in ({"workers": 0}, {"timeout": -1}, {"threads": 0}):
         with pytest.raises(ConfigError):
             api.run_study(write_spec(tmp_path, name="opts"), url, options=RunOptions(**bad_options))
@@ -193,13 +193,13 @@ def test_a_malformed_cache_age_is_refused_before_the_storage_is_touched(tmp_path
 
 @pytest.mark.slow
 def test_a_total_below_what_is_done_is_refused_and_stores_nothing(tmp_path, sqlite_url, one_thread):
-    handle = prepare_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url)
-    api.run(handle)
+    study = plan_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url).study
+    api.run(study)
     with pytest.raises(ConfigError, match="below the 2 search trials"):
-        api.run(open_study("tiny", sqlite_url), n_trials=1)
+        api.run(Study.open("tiny", sqlite_url), n_trials=1)
     with pytest.raises(DeviceError):  # a bad option in the same command: the new total is not stored either
-        api.run(open_study("tiny", sqlite_url), n_trials=9, options=RunOptions(device="tpu"))
-    assert open_study("tiny", sqlite_url).spec.n_trials == 2
+        api.run(Study.open("tiny", sqlite_url), n_trials=9, options=RunOptions(device="tpu"))
+    assert Study.open("tiny", sqlite_url).spec.n_trials == 2
 
 
 def test_cli_errors_are_one_line(tmp_path):
@@ -220,8 +220,8 @@ def test_cli_errors_are_one_line(tmp_path):
 
 def test_a_sqlite_url_with_a_query_is_found(tmp_path):
     url = f"sqlite:///{tmp_path / 'q.db'}?timeout=5"
-    prepare_study(load_spec(write_spec(tmp_path, name="q")), url)
-    assert open_study("q", url).spec.name == "q"  # it used to be reported missing
+    plan_study(load_spec(write_spec(tmp_path, name="q")), url)
+    assert Study.open("q", url).spec.name == "q"  # it used to be reported missing
 
 
 def test_a_spec_storage_password_is_never_stored(tmp_path, sqlite_url):
@@ -229,19 +229,19 @@ def test_a_spec_storage_password_is_never_stored(tmp_path, sqlite_url):
     spec.write_text(
         f'storage = "{sqlite_url}"\n' + spec.read_text().replace(f'\nstorage = "{sqlite_url}"\n', "")
     )
-    handle = prepare_study(load_spec(spec))
-    assert "storage" not in handle.study.user_attrs["spec"]
+    study = plan_study(load_spec(spec)).study
+    assert "storage" not in study.optuna_study.user_attrs["spec"]
     pg = write_spec(tmp_path, name="pw2")
     pg.write_text('storage = "postgresql+psycopg://me:hunter2@db/x"\n' + pg.read_text())
     assert "hunter2" not in json.dumps(load_spec(pg).stored())
 
 
 def test_a_changed_spec_under_the_same_name_is_refused(tmp_path, sqlite_url):
-    prepare_study(load_spec(write_spec(tmp_path, n_trials=2)), sqlite_url)
+    plan_study(load_spec(write_spec(tmp_path, n_trials=2)), sqlite_url)
     changed = write_spec(tmp_path, n_trials=2, epochs=5)
     with pytest.raises(SpecError, match="different spec"):
-        prepare_study(load_spec(changed), sqlite_url)
-    prepare_study(load_spec(write_spec(tmp_path, n_trials=7)), sqlite_url)  # a new total alone is fine
+        plan_study(load_spec(changed), sqlite_url)
+    plan_study(load_spec(write_spec(tmp_path, n_trials=7)), sqlite_url)  # a new total alone is fine
 
 
 def test_a_creation_killed_before_the_spec_was_stored_is_finished_by_running_the_spec_again(
@@ -257,10 +257,10 @@ def test_a_creation_killed_before_the_spec_was_stored_is_finished_by_running_the
     half = optuna.create_study(study_name="halfmade", storage=sqlite_url, directions=["maximize", "minimize"])
     half.set_user_attr("explorer_version", "0")  # what the killed command had written
     with pytest.raises(SpecError, match="run `explorer study run SPEC` again"):
-        open_study("halfmade", sqlite_url)
-    handle = prepare_study(load_spec(spec), sqlite_url)
-    assert handle.spec == load_spec(spec)
-    assert open_study("halfmade", sqlite_url).spec.stored() == load_spec(spec).stored()
+        Study.open("halfmade", sqlite_url)
+    study = plan_study(load_spec(spec), sqlite_url).study
+    assert study.spec == load_spec(spec)
+    assert Study.open("halfmade", sqlite_url).spec.stored() == load_spec(spec).stored()
     assert optuna.load_study(study_name="halfmade", storage=sqlite_url).user_attrs["task"] == "digits"
     # Not adopted: a spec-less study that already holds trials, or whose objectives differ from the spec's.
     for name, directions, trials in (("used", ["maximize", "minimize"], 1), ("other", ["minimize"], 0)):
@@ -268,7 +268,7 @@ def test_a_creation_killed_before_the_spec_was_stored_is_finished_by_running_the
         for _ in range(trials):
             s.enqueue_trial({})
         with pytest.raises(SpecError, match="was not created by explorer"):
-            prepare_study(load_spec(write_spec(tmp_path, name=name)), sqlite_url)
+            plan_study(load_spec(write_spec(tmp_path, name=name)), sqlite_url)
         assert "spec" not in optuna.load_study(study_name=name, storage=sqlite_url).user_attrs
 
 
@@ -513,18 +513,19 @@ def test_budgets_become_constraints_and_over_budget_trials_are_not_trained(tmp_p
         sampler="random",
         extra="\n[budgets]\nmax_params = 6000\n",
     )
-    handle = prepare_study(load_spec(spec), sqlite_url)
+    plan = plan_study(load_spec(spec), sqlite_url)
+    study = plan.study
     # the sampler draws a stream of its own on each run, so 6 random draws could all fall on one side (~1.4%):
     # one layout of each width goes first, the rest are drawn
-    space = handle.context.space
+    space = plan.context.space
     for width in (16, 32):
         point = next(p for p in space.points() if p.config.d_model == width)
-        handle.study.enqueue_trial(point.params)
-    api.run(handle)
-    trials = finished(handle.study)
+        study.optuna_study.enqueue_trial(point.params)
+    api.run(study)
+    trials = finished(study.optuna_study)
     assert len(trials) == 6
     assert all(set(t.constraints) == {"params"} for t in trials)  # the same key on every trial
-    records = {r.number: r for r in load_records(handle.study)}
+    records = {r.number: r for r in load_records(study.optuna_study)}
     over = [t for t in trials if records[t.number].params > 6000]
     under = [t for t in trials if records[t.number].params <= 6000]
     assert over and under, "the budget should split this space"
@@ -546,10 +547,10 @@ def test_a_pilot_chooses_the_horizon_the_grid_trains_and_the_deciding_comparison
         pilot=True,
         extra="timing_rounds = 1\nhorizon_cap = 8\nbudget = 12\n",
     )
-    handle = prepare_study(load_spec(spec), sqlite_url)
-    summary = api.run(handle)
+    study = plan_study(load_spec(spec), sqlite_url).study
+    summary = api.run(study)
     plan = summary.plan
-    finals = [r for r in load_records(handle.study) if r.role == "finalist" and r.finished]
+    finals = [r for r in load_records(study.optuna_study) if r.role == "finalist" and r.finished]
     ans = explorer.recommend("pil", sqlite_url)
     h = ans.horizon
     assert h.piloted and h.chosen and h.epochs in (2, 4, 8) and h.cap == 8
@@ -582,9 +583,9 @@ def test_a_pilot_chooses_the_horizon_the_grid_trains_and_the_deciding_comparison
         assert roles <= checked and ans.check is not None and not ans.check.pending
         assert {s.layout for s in ans.check.shifts} == roles - {ans.best.key}
     # resuming runs nothing more: the pilot, the grid and the check are pure functions of the records
-    before = len([r for r in load_records(handle.study) if r.role == "finalist"])
-    assert api.run(open_study("pil", sqlite_url)).added == 0
-    assert len([r for r in load_records(handle.study) if r.role == "finalist"]) == before
+    before = len([r for r in load_records(study.optuna_study) if r.role == "finalist"])
+    assert api.run(Study.open("pil", sqlite_url)).added == 0
+    assert len([r for r in load_records(study.optuna_study) if r.role == "finalist"]) == before
 
 
 @pytest.mark.slow
@@ -594,8 +595,8 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     spec = write_spec(
         tmp_path, name="fin", n_trials=4, epochs=1, finalists=True, folds=2, extra="timing_rounds = 2\n"
     )
-    handle = prepare_study(load_spec(spec), sqlite_url)
-    summary = api.run(handle)
+    study = plan_study(load_spec(spec), sqlite_url).study
+    summary = api.run(study)
     plan = summary.plan
     assert plan is not None and plan.knee is not None
     n_archs = len(plan.layouts)
@@ -604,7 +605,7 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     # the one-head reference at the knee's width and depth, unless the knee (measured, so it varies) is that layout
     one_head_knee = set(plan.knee.config.heads) == {1}
     assert "knee" in labels and ("1 head" in labels or one_head_knee)
-    every = [r for r in load_records(handle.study) if r.role == "finalist"]
+    every = [r for r in load_records(study.optuna_study) if r.role == "finalist"]
     assert all(r.state == "COMPLETE" for r in every) and len(every) == summary.finalists.done
     # the horizon check's runs (twice as long, on the first units) are not the grid's, nor its budget's
     finals = [r for r in every if r.purpose != "horizon check"]
@@ -640,10 +641,10 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     # the fixed schedule (by default twice a search trial's epochs), never cut
     assert all(r.epochs_planned == 2 and r.epochs_run == 2 for r in finals)
     assert all(not r.latency.cached for r in finals)  # timed afresh, each its own measurement
-    assert len(set(keys(handle.study, "finalist"))) == len(every)
+    assert len(set(keys(study.optuna_study, "finalist"))) == len(every)
     # every finalist is timed again in interleaved rounds with nothing else running, before the stage trains
     # them: the rounds say which layouts are faster, and so where the runs decide
-    retimed = load_retimings(handle.study)
+    retimed = load_retimings(study.optuna_study)
     busy = {t.round for t in retimed if t.latency.busy} & {0, 1}  # timed on a busy machine: re-timed once
     rounds = set(range(2 + len(busy)))
     assert len(retimed) == len(rounds) * n_archs and {t.round for t in retimed} == rounds
@@ -656,7 +657,7 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     )
     assert os.getpid() not in {t.pid for t in retimed}
     # Resuming plans the same runs: nothing new.
-    assert api.run(open_study("fin", sqlite_url)).added == 0
+    assert api.run(Study.open("fin", sqlite_url)).added == 0
     # confirm --until-decided spends at most its budget, where the answer is still open (nothing once decided).
     # 3 runs a layout fit any next round this stage can leave (its smallest: one unit more than the most any
     # layout has, each filling the units it lacks); a smaller budget may fit none, and then nothing runs.
@@ -675,7 +676,7 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     }  # a confirm that moves the answer checks its new deciding comparisons too
     checks = sum(
         r.purpose == "horizon check" and r.number not in seen
-        for r in load_records(handle.study, roles=("finalist",))
+        for r in load_records(study.optuna_study, roles=("finalist",))
     )
     assert (
         doc["finalist_runs_queued"] <= budget
@@ -731,7 +732,7 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     result = CliRunner().invoke(main, ["confirm", "fin", "--storage", sqlite_url, "--seeds", "3", "--json"])
     assert result.exit_code == 0, result.stderr
     grid = {}
-    for r in load_records(handle.study, roles=("finalist",)):
+    for r in load_records(study.optuna_study, roles=("finalist",)):
         grid.setdefault(r.key, set()).add(r.seed)
     assert all({unit_seed(0, u) for u in range(6)} <= seeds for seeds in grid.values())
     refused = CliRunner().invoke(
@@ -821,8 +822,7 @@ def test_a_text_study_with_kv_heads_runs_end_to_end(tmp_path, sqlite_url, one_th
     path = tmp_path / "lm.toml"
     path.write_text(TEXT_KV_SPEC.format(name="lm"))
     summary = api.run_study(path, sqlite_url)
-    handle = open_study("lm", sqlite_url)
-    study = handle.study
+    study = Study.open("lm", sqlite_url).optuna_study
     assert [d.name for d in study.directions] == ["MINIMIZE", "MINIMIZE", "MINIMIZE"]
     assert summary.search.done == 5 and not summary.search.note  # the whole space, each architecture once
     search = [r for r in load_records(study) if r.role == "search" and r.finished]
@@ -855,20 +855,23 @@ def test_a_failed_retiming_round_is_one_error_line_and_keeps_what_was_timed(tmp_
     from explorer.storage import arch_key
     from explorer.study import retime
 
-    handle = prepare_study(load_spec(write_spec(tmp_path, name="rt")), sqlite_url)
+    study = plan_study(load_spec(write_spec(tmp_path, name="rt")), sqlite_url).study
     config = ModelConfig(d_model=16, heads=(2,))
     key = arch_key(config, 1e-3)
     # in this process: one timing per round, stored as it is made
-    timed = retime(handle, [(key, config)], rounds=2, device=torch.device("cpu"), fresh_processes=False)
+    timed = retime(study, [(key, config)], rounds=2, device=torch.device("cpu"), fresh_processes=False)
     assert [(t.key, t.round, t.pid) for t in timed] == [(key, 0, os.getpid()), (key, 1, os.getpid())]
     # a round whose process cannot open the study: one line naming the round, the stored timings untouched
-    lost = dataclasses.replace(handle, storage_url=f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    lost = dataclasses.replace(study, url=f"sqlite:///{tmp_path / 'elsewhere.db'}")
     with pytest.raises(ExplorerError, match=r"^re-timing round 3 failed: \w+: .*resume rt") as info:
         retime(lost, [(key, config)], rounds=3, device=torch.device("cpu"))
     assert "\n" not in str(info.value)
-    assert [(t.round, t.pid) for t in load_retimings(handle.study)] == [(0, os.getpid()), (1, os.getpid())]
+    assert [(t.round, t.pid) for t in load_retimings(study.optuna_study)] == [
+        (0, os.getpid()),
+        (1, os.getpid()),
+    ]
     # a study in an in-memory database, which no other process can open, is timed in this one
-    memory = prepare_study(load_spec(write_spec(tmp_path, name="rt-mem")), "sqlite:///:memory:")
+    memory = plan_study(load_spec(write_spec(tmp_path, name="rt-mem")), "sqlite:///:memory:").study
     assert {t.pid for t in retime(memory, [(key, config)], rounds=2, device=torch.device("cpu"))} == {
         os.getpid()
     }
@@ -898,7 +901,9 @@ def test_a_space_of_one_architecture_stops_because_it_is_used_up(tmp_path, sqlit
     path = tmp_path / "one.toml"
     path.write_text(spec[0] + extra + "\n[latency]" + rest)
     stages = []
-    summary = api.run(prepare_study(load_spec(path), sqlite_url), on_stage=lambda s, n: stages.append((s, n)))
+    summary = api.run(
+        plan_study(load_spec(path), sqlite_url).study, on_stage=lambda s, n: stages.append((s, n))
+    )
     assert summary.search.done == 1 and summary.search.note.startswith(
         "the search space has no architecture left"
     )
@@ -906,31 +911,32 @@ def test_a_space_of_one_architecture_stops_because_it_is_used_up(tmp_path, sqlit
     assert stages[0] == ("search", 1)
 
 
-def test_open_stored_loads_the_study_and_its_spec_and_refuses_a_missing_name(created_study):
+def test_a_study_opens_read_only_or_to_write_with_its_spec_and_refuses_a_missing_name(created_study):
     from explorer.errors import StudyNotFoundError
-    from explorer.study import open_stored
 
     _, url = created_study
-    handle = open_stored("tiny", url)
-    assert handle.name == "tiny" and handle.spec.n_trials == 3 and handle.storage_url == url
-    with pytest.raises(StudyNotFoundError, match="no study 'other'"):
-        open_stored("other", url)
+    for write in (False, True):
+        study = Study.open("tiny", url, write=write)
+        assert study.name == "tiny" and study.spec.n_trials == 3 and study.url == url
+        assert study.writable is write and study.writable_copy().writable
+        with pytest.raises(StudyNotFoundError, match="no study 'other'"):
+            Study.open("other", url, write=write)
 
 
 def test_note_answer_keeps_the_answer_with_the_study(created_study):
-    from explorer.study import ANSWER_ATTR, note_answer, open_stored
+    from explorer.study import ANSWER_ATTR
 
     _, url = created_study
-    assert note_answer(open_stored("tiny", url), (2, 2), "**The answer**")
+    assert Study.open("tiny", url).note_answer((2, 2), "**The answer**")
     kept = optuna.load_study(study_name="tiny", storage=url).user_attrs[ANSWER_ATTR]
     assert kept["heads"] == [2, 2] and kept["opening"] == "**The answer**"
 
 
 def test_the_artifact_store_of_a_study_opened_to_read_writes_where_it_is_told(created_study, tmp_path):
-    from explorer.study import open_stored, reading_artifact_store
+    from explorer.study import artifact_store
 
     _, url = created_study
-    store = reading_artifact_store(open_stored("tiny", url), location=str(tmp_path / "weights"))
+    store = artifact_store(Study.open("tiny", url), location=str(tmp_path / "weights"))
     assert isinstance(store, ArtifactStore) and not store.has("tiny", 0)
     assert store.writable  # a writable storage: weights retrained for a report are kept
     assert store.write_location == str(tmp_path / "weights") and store.storage_url == url

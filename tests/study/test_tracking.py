@@ -21,7 +21,7 @@ import explorer
 from explorer.cli import main
 from explorer.spec import MLFLOW_ENV
 from explorer.storage import FINALIST_BASE
-from explorer.study import _mlflow_tracking as tracking, log_answer, note_tracking, read_study, sync_trials
+from explorer.study import Study, _mlflow_tracking as tracking, log_answer, sync_trials
 from tests.fixtures import make_study, write_tiny_spec
 
 mlflow = pytest.importorskip("mlflow")
@@ -32,7 +32,7 @@ def _study(tmp_path, monkeypatch, uri: str, apart: bool = False):
     make_study(6, storage=url, name="tracked", finalists=2, states={"PRUNED": 2, "FAIL": 1}, apart=apart)
     monkeypatch.setenv(MLFLOW_ENV, uri)
     study = optuna.load_study(study_name="tracked", storage=url)
-    return study, read_study("tracked", url)[1]
+    return study, Study.open("tracked", url).spec
 
 
 def _runs(uri: str) -> list:
@@ -190,8 +190,8 @@ def test_a_report_that_logs_what_an_outage_left_clears_the_studys_record_of_it(t
     status = CliRunner().invoke(main, ["study", "status", "tracked", "--storage", url])
     assert status.exit_code == 0 and "not logged" not in status.output
     # what the report used: a study opened to read gets the record through a writable connection of its own
-    handle = explorer.api.load("tracked", url).handle
-    assert note_tracking(handle, record | {"not_logged": [7]})
+    opened = explorer.api.load("tracked", url).study
+    assert not opened.writable and opened.note_tracking(record | {"not_logged": [7]})
     assert optuna.load_study(study_name="tracked", storage=url).user_attrs["tracking"]["not_logged"] == [7]
 
 
