@@ -34,22 +34,23 @@ from explorer.meta import package_version
 
 __version__ = package_version()
 
-# name -> module that defines it; resolved on first attribute access (PEP 562)
+# name -> the surface it comes through (a package's __init__, or explorer.api); resolved on first attribute
+# access (PEP 562)
 _LAZY = {
-    "run_study": "explorer.study._runs",
+    "run_study": "explorer.study",
     "trials": "explorer.api",
     "recommend": "explorer.api",
     "export": "explorer.api",
     "report": "explorer.api",
     "heads": "explorer.api",
     "compare": "explorer.api",
-    "confirm": "explorer.study._runs",
+    "confirm": "explorer.study",
     "load": "explorer.api",
-    "RunOptions": "explorer.study._run_options",
+    "RunOptions": "explorer.study",
     # for your own model ([model] build): the attention explorer can read and analyse, and what a builder gets
-    "MultiHeadAttention": "explorer.model._attention",
-    "ModelConfig": "explorer.layout._config",
-    "InputSpec": "explorer.layout._config",
+    "MultiHeadAttention": "explorer.model",
+    "ModelConfig": "explorer.layout",
+    "InputSpec": "explorer.layout",
 }
 
 __all__ = ["__version__", *_LAZY]

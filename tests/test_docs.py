@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from explorer.spec import SPEC_KEYS, TABLES, TOP_LEVEL, marked_tables, spec_reference
+from explorer.spec._docs import TOP_LEVEL, marked_tables, spec_reference
+from explorer.spec._keys import SPEC_KEYS, TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -1,4 +1,5 @@
-"""Every public name is tested: each name in a package's ``__all__`` is named, as a word, in some test file."""
+"""Every public name is tested: each name a package's ``__init__.pyi`` lists (its ``__all__``) is named, as a word,
+in some test file."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def untested(names: dict[str, tuple[str, ...]], tests: Path = TESTS) -> list[str
 
 def test_every_public_name_is_named_in_a_test():
     names = public_names()
-    assert sum(map(len, names.values())) > 300, "the packages' surfaces were not read"
+    assert all(names.values()) and sum(map(len, names.values())) > 100, "the packages' surfaces were not read"
     missing = untested(names)
     assert not missing, f"{len(missing)} public names no test names: {', '.join(missing)}"
 

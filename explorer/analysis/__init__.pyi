@@ -1,15 +1,13 @@
 """The public surface of :mod:`explorer.analysis` (read by type checkers, and by its __init__ at run time)."""
 
 from ._gqa import GQA_RULE as GQA_RULE, gqa_rule as gqa_rule, searches_kv as searches_kv
-from ._groups import ALPHA as ALPHA, MIN_ARCHS as MIN_ARCHS, NOT_ENOUGH as NOT_ENOUGH
+from ._groups import ALPHA as ALPHA, MIN_ARCHS as MIN_ARCHS
 from ._heads import (
     REDUNDANT as REDUNDANT,
     SPECIALIZED as SPECIALIZED,
     TOLERANCE as TOLERANCE,
     HeadsReport as HeadsReport,
-    heads_needed as heads_needed,
     specialized_heads as specialized_heads,
-    suggest_layout as suggest_layout,
 )
 from ._relations_claim import relations_claim as relations_claim
 from ._rules import (

@@ -32,8 +32,6 @@ from explorer.answer import Architecture, attention_kind, decode_only, quality_m
 from explorer.layout import ModelConfig
 from explorer.storage import Retiming, Role, TrialRecord
 
-__all__ = ["CLOSE", "GQA_RULE", "gqa_rule", "searches_kv"]
-
 GQA_RULE = "Grouped-query attention keeps multi-head quality at close to multi-query decoding cost"
 CLOSE = 1.25  # grouped-query decoding at most this many times multi-query's time counts as close to it
 

@@ -21,17 +21,6 @@ from explorer.layout import ModelConfig
 from explorer.measurements import QUALITY_METRICS, QualityMetric
 from explorer.storage import Retiming, Role, TrialRecord
 
-__all__ = [
-    "ALPHA",
-    "MIN_ARCHS",
-    "NOT_ENOUGH",
-    "GroupComparison",
-    "evidence",
-    "group_comparison",
-    "no_difference",
-    "records_metric",
-]
-
 NOT_ENOUGH = "not enough data"
 ALPHA = 0.05
 MIN_ARCHS = 2  # architectures needed on each side of a comparison

@@ -19,21 +19,6 @@ import pandas as pd
 
 from explorer.layout import valid_heads
 
-__all__ = [
-    "REDUNDANT",
-    "SPECIALIZED",
-    "TOLERANCE",
-    "HeadsReport",
-    "Layout",
-    "describe_specialization",
-    "heads_needed",
-    "head_table",
-    "redundant_pairs",
-    "relations_followed",
-    "specialized_heads",
-    "suggest_layout",
-]
-
 TOLERANCE = 0.01  # one accuracy point: how much a layer may lose before its heads count as needed
 REDUNDANT = 0.9  # JS similarity above which two heads of a layer are called redundant
 SPECIALIZED = 0.3  # attention a head puts on a relation's target (either direction) to count as following it

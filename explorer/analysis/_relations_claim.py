@@ -24,8 +24,6 @@ from explorer.analysis._heads import (
 from explorer.answer import architectures
 from explorer.storage import Role, TrialRecord
 
-__all__ = ["RelationsClaim", "relations_claim"]
-
 
 @dataclass(frozen=True)
 class RelationsClaim:

@@ -50,22 +50,6 @@ from explorer.layout import ModelConfig
 from explorer.measurements import QualityMetric
 from explorer.storage import TrialRecord
 
-__all__ = [
-    "ALPHA",
-    "DK_FLOOR",
-    "MIN_ARCHS",
-    "MIN_SPEEDUP",
-    "NOT_ENOUGH",
-    "RuleVerdict",
-    "UnitComparison",
-    "evidence",
-    "group_comparison",
-    "no_difference",
-    "records_metric",
-    "rules_of_thumb",
-    "unit_evidence",
-]
-
 DK_FLOOR = 16  # the tutorial's d_k floor
 MIN_SPEEDUP = 1.10  # merged must beat serial by at least 10% (and outside the spread) to count as faster
 

@@ -44,8 +44,6 @@ from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord
 from explorer.study import ArtifactStore, record_task, store_for, trained_model
 
-__all__ = ["HeadsAnalysis", "analyse_heads"]
-
 
 @dataclass(frozen=True)
 class HeadsAnalysis:

@@ -1,11 +1,7 @@
 """The public surface of :mod:`explorer.answer` (read by type checkers, and by its __init__ at run time)."""
 
 from ._account import StudyAccount as StudyAccount, study_account as study_account
-from ._compare_fronts import (
-    COMPARE_COLUMNS as COMPARE_COLUMNS,
-    compare_fronts as compare_fronts,
-    study_setup as study_setup,
-)
+from ._compare_fronts import compare_fronts as compare_fronts
 from ._contrasts import Contrast as Contrast
 from ._evidence_grid import Grid as Grid
 from ._finalists import (
@@ -15,8 +11,6 @@ from ._finalists import (
     check_runs as check_runs,
     cost_axis as cost_axis,
     decision_cost as decision_cost,
-    evidence_units as evidence_units,
-    finalist_times as finalist_times,
     next_round_size as next_round_size,
     next_runs as next_runs,
     pilot_layouts as pilot_layouts,
@@ -32,51 +26,28 @@ from ._horizon import (
     learning_curves as learning_curves,
     run_plateaued as run_plateaued,
 )
-from ._intervals import (
-    Interval as Interval,
-    accuracy_mean_ci as accuracy_mean_ci,
-    median_ci as median_ci,
-    proportion_ci as proportion_ci,
-)
-from ._latency_stats import block_spread as block_spread, latency_interval as latency_interval
+from ._intervals import Interval as Interval
 from ._paired import PairedDifference as PairedDifference
 from ._pareto import (
     HV_REFERENCE as HV_REFERENCE,
     front_mask as front_mask,
     hypervolume_2d as hypervolume_2d,
     hypervolume_history as hypervolume_history,
-    knee as knee,
     knee_index as knee_index,
     pareto_front as pareto_front,
 )
 from ._recommend import (
-    PICK_NAMES as PICK_NAMES,
     Answer as Answer,
     Candidate as Candidate,
     Evidence as Evidence,
     answer as answer,
     finalist_pace as finalist_pace,
     minutes_text as minutes_text,
-    pick as pick,
     prob_text as prob_text,
     resolve_trial as resolve_trial,
-    select_run as select_run,
 )
-from ._rule import (
-    Verdict as Verdict,
-    decide as decide,
-    next_cells as next_cells,
-    next_layouts as next_layouts,
-    pair_risks as pair_risks,
-    units_to_decide as units_to_decide,
-)
-from ._significance import (
-    Comparison as Comparison,
-    compare as compare,
-    kendall_tau as kendall_tau,
-    permutation_test as permutation_test,
-    stratified_permutation_test as stratified_permutation_test,
-)
+from ._rule import Verdict as Verdict, decide as decide, next_cells as next_cells
+from ._significance import Comparison as Comparison, compare as compare, kendall_tau as kendall_tau
 from ._tables import (
     Architecture as Architecture,
     architecture_table as architecture_table,

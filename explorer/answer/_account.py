@@ -11,8 +11,6 @@ from dataclasses import dataclass
 from explorer.spec import StudySpec
 from explorer.storage import Role, TrialRecord
 
-__all__ = ["StudyAccount", "study_account"]
-
 
 @dataclass(frozen=True)
 class StudyAccount:

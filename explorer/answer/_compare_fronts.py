@@ -13,8 +13,6 @@ from explorer.answer._pareto import knee, pareto_front
 from explorer.answer._tables import architecture_table, architectures
 from explorer.storage import Role, TrialRecord
 
-__all__ = ["COMPARE_COLUMNS", "StudySetup", "compare_fronts", "study_setup"]
-
 COMPARE_COLUMNS = [
     "study",
     "label",

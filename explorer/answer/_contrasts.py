@@ -23,8 +23,6 @@ from explorer.answer._rule import ratio
 from explorer.answer._tables import Architecture
 from explorer.layout import ModelConfig
 
-__all__ = ["Contrast", "Costs", "contrasts", "find", "versus"]
-
 
 @dataclass(frozen=True)
 class Costs:

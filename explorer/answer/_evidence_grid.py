@@ -27,8 +27,6 @@ import numpy.typing as npt
 from explorer.measurements import QualityMetric
 from explorer.storage import Role, TrialRecord
 
-__all__ = ["COLLAPSE_FLOOR", "COLLAPSE_SDS", "Collapse", "Grid", "collapsed_runs", "evidence_grid"]
-
 COLLAPSE_SDS = 6.0  # robust standard deviations of the residuals below which a run is called collapsed
 COLLAPSE_FLOOR = 0.05  # ... and at least this far below (5 accuracy points; 5% of the bits per byte)
 

@@ -47,31 +47,6 @@ from explorer.layout import (
 from explorer.spec import MB, StudySpec
 from explorer.storage import Retiming, Role, TrialRecord, arch_key
 
-__all__ = [
-    "COST_COLUMNS",
-    "DEFAULT_HEADS",
-    "KV_REFERENCES",
-    "FinalistPlan",
-    "Unit",
-    "cost_axis",
-    "budget_spent",
-    "decision_cost",
-    "decision_runs",
-    "busy_rounds",
-    "check_runs",
-    "evidence_units",
-    "pilot_layouts",
-    "pilot_runs",
-    "rule_times",
-    "finalist_times",
-    "next_round_size",
-    "next_runs",
-    "plan_finalists",
-    "unit_at",
-    "with_kv",
-    "within_budgets",
-]
-
 COST_COLUMNS = {"latency": "latency_ms", "decode": "decode_ms"}  # cost axis -> architecture-table column
 KV_REFERENCES = ("multi-head", "multi-query")  # the labels of a kv study's two extra references
 

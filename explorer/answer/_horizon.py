@@ -38,24 +38,6 @@ from explorer.measurements import binomial_se, plateaued
 from explorer.spec import StudySpec
 from explorer.storage import Role, TrialRecord
 
-__all__ = [
-    "PILOT_LEVEL",
-    "Curve",
-    "Doubling",
-    "Horizon",
-    "HorizonCheck",
-    "Shift",
-    "at_horizon",
-    "check_horizon",
-    "check_layouts",
-    "curve_plateaued",
-    "choose_horizon",
-    "horizon_check",
-    "learning_curves",
-    "run_plateaued",
-    "unplateaued",
-]
-
 PILOT_LEVEL = 0.95  # one-sided: a gain beyond the noise when the lower bound of the mean gain is above zero
 
 

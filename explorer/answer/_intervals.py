@@ -18,21 +18,6 @@ import numpy.typing as npt
 from scipy import stats
 from scipy.special import expit, logit
 
-__all__ = [
-    "Interval",
-    "Spread",
-    "accuracy_mean_ci",
-    "accuracy_rerun_interval",
-    "logit_spread",
-    "mean_ci",
-    "median_ci",
-    "pool",
-    "proportion_ci",
-    "raw_spread",
-    "rerun_interval",
-    "t_quantile",
-]
-
 
 @dataclass(frozen=True)
 class Interval:

@@ -14,8 +14,6 @@ from scipy import stats
 
 from explorer.answer._intervals import Interval, Spread, t_quantile
 
-__all__ = ["block_spread", "latency_interval", "log_spread"]
-
 
 def log_spread(medians: Sequence[float]) -> Spread:
     """Spread of timings on the log scale with its degrees of freedom (0 for one timing)."""

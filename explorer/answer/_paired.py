@@ -24,8 +24,6 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-__all__ = ["MAX_UNITS_NEEDED", "PairedDifference", "paired", "units_needed"]
-
 MAX_UNITS_NEEDED = 10_000  # beyond this a margin question is called undecidable ("at the margin")
 
 

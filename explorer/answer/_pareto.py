@@ -16,18 +16,6 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-__all__ = [
-    "HV_REFERENCE",
-    "front_mask",
-    "hypervolume_2d",
-    "hypervolume_history",
-    "knee",
-    "knee_index",
-    "normalize",
-    "pareto_front",
-    "quality_column",
-]
-
 HV_REFERENCE = (1.1, 1.1)  # reference point in normalized objective space (0 = best observed, 1 = worst)
 LATENCY = "latency_ms"
 

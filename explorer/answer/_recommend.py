@@ -62,22 +62,6 @@ from explorer.errors import ConfigError, NoAnswerError, NoCompletedTrialsError
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, Role, TrialRecord, trial_label
 
-__all__ = [
-    "ANSWER_NAMES",
-    "Answer",
-    "Candidate",
-    "Contrast",
-    "Evidence",
-    "Picks",
-    "answer",
-    "finalist_pace",
-    "minutes_text",
-    "pick",
-    "prob_text",
-    "resolve_trial",
-    "select_run",
-]
-
 ANSWER_NAMES = ("answer", "knee")  # what --trial calls the recommendation ("knee": its name before classes)
 PICK_NAMES = (*ANSWER_NAMES, "most-accurate", "fastest")
 

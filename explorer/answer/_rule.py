@@ -74,25 +74,6 @@ from scipy import stats
 
 from explorer.answer._paired import units_needed
 
-__all__ = [
-    "CLOSED",
-    "Decision",
-    "Verdict",
-    "coherent",
-    "decide",
-    "fastest",
-    "forced_units",
-    "joint_within",
-    "next_cells",
-    "next_layouts",
-    "pair_risks",
-    "ratio",
-    "row_means",
-    "runs_to_decide",
-    "smallest_round",
-    "units_to_decide",
-]
-
 
 class Verdict(str, Enum):
     """A layout's standing against the best (step 3 of the rule, and the chain's untested); the values are the

@@ -18,15 +18,6 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-__all__ = [
-    "Comparison",
-    "Strata",
-    "compare",
-    "kendall_tau",
-    "permutation_test",
-    "stratified_permutation_test",
-]
-
 _ALTERNATIVES = ("two-sided", "greater", "less")
 _EPS = np.finfo(float).eps * 100  # relative tolerance for ties in a null distribution (as scipy uses)
 _CHUNK = 2000  # Monte Carlo resamples drawn at once

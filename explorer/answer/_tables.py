@@ -36,19 +36,6 @@ from explorer.layout import ModelConfig
 from explorer.measurements import QUALITY_METRICS, LatencyResult, QualityMetric
 from explorer.storage import Retiming, Role, TrialRecord
 
-__all__ = [
-    "ACC_POINT",
-    "BPB_MARGIN",
-    "Architecture",
-    "architecture_table",
-    "architectures",
-    "attention_kind",
-    "common_epoch",
-    "decode_only",
-    "quality_margin",
-    "score",
-]
-
 ACC_POINT = 0.01  # one accuracy point
 BPB_MARGIN = 0.01  # a bits-per-byte difference that matters: 1% of the value (a loss has no natural "point")
 CLASSIFICATION = QUALITY_METRICS["classification"]

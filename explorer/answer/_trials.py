@@ -11,8 +11,6 @@ import pandas as pd
 from explorer.answer._tables import attention_kind
 from explorer.storage import TrialRecord
 
-__all__ = ["csv_ready", "trials_table"]
-
 
 def _heads_text(heads: Sequence[int]) -> str:
     return ",".join(map(str, heads))

@@ -22,8 +22,6 @@ from explorer.answer._paired import PairedDifference, paired
 from explorer.answer._tables import Architecture
 from explorer.layout import ModelConfig
 
-__all__ = ["UnitComparison", "unit_comparison"]
-
 
 @dataclass(frozen=True)
 class UnitComparison:

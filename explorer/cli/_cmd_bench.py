@@ -19,9 +19,6 @@ from explorer.cli._common import (
 from explorer.errors import ConfigError
 from explorer.layout import DEVICE_NAMES, LATENCY_RUNTIMES
 
-__all__ = ["bench"]
-
-
 # --------------------------------------------------------------------------------------------- bench
 
 

@@ -10,8 +10,6 @@ import click
 from explorer.cli._common import emit_json, json_option
 from explorer.errors import ConfigError
 
-__all__ = ["cache"]
-
 
 @click.group()
 def cache() -> None:

@@ -15,8 +15,6 @@ from explorer.fields import option_default
 from explorer.layout import ATTENTION_IMPLS, DEVICE_NAMES, LATENCY_RUNTIMES, LatencyConfig, SpaceSpec
 from explorer.spec import StudySpec, TaskSpec
 
-__all__ = ["SPEC_OPTIONS", "space", "train"]
-
 # The options of `space` and `train` that are spec keys: (the table's dataclass, the key). Each takes the key's
 # default, so `--help`, docs/spec.md and a spec without the key agree.
 SPEC_OPTIONS: dict[str, tuple[type, str]] = {

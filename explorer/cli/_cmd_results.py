@@ -29,9 +29,6 @@ from explorer.cli._common import (
 from explorer.errors import EXIT_NOT_DECIDED
 from explorer.layout import DEVICE_NAMES
 
-__all__ = ["compare", "confirm", "export", "heads", "report"]
-
-
 # --------------------------------------------------------------------------------------------- report
 
 

@@ -8,8 +8,6 @@ import click
 
 from explorer.cli._common import emit_json, json_option, note, set_option, storage_option
 
-__all__ = ["spec"]
-
 
 @click.group()
 def spec() -> None:

@@ -21,35 +21,6 @@ from explorer.storage import STORAGE_ENV, Role
 if TYPE_CHECKING:
     from explorer.study import Step, Study
 
-__all__ = [
-    "CliState",
-    "answer_line",
-    "artifacts_option",
-    "check_readable",
-    "check_run_time",
-    "check_threads",
-    "choice_option",
-    "emit_json",
-    "force_option",
-    "heads_text",
-    "is_verbose",
-    "json_option",
-    "no_bench_option",
-    "note",
-    "out_option",
-    "out_path",
-    "parse_options",
-    "quiet_optuna",
-    "run_options",
-    "set_option",
-    "storage_option",
-    "storage_option_with",
-    "threads_option",
-    "trial_option",
-    "ProgressBars",
-    "with_progress",
-]
-
 
 def emit_json(doc: Any) -> None:
     def plain(v: Any) -> Any:

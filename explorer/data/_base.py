@@ -10,8 +10,6 @@ import torch
 from explorer.errors import ConfigError
 from explorer.layout import InputSpec
 
-__all__ = ["Task", "check_int"]
-
 
 def check_int(task: str, name: str, value: object, lo: int, hi: int | None = None) -> int:
     """``value`` as an int in ``[lo, hi]`` (no upper end when ``hi`` is None), else a ConfigError naming the

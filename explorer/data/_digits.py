@@ -20,8 +20,6 @@ from explorer.data._images import patch_images, with_image
 from explorer.data._npz import task_from_arrays
 from explorer.errors import ConfigError
 
-__all__ = ["PATCHES", "load_digits_task", "patchify"]
-
 PATCHES = (1, 2, 4)  # patch sizes that tile an 8x8 image
 _SIDE = 8
 

@@ -26,8 +26,6 @@ from explorer.data._base import Task
 from explorer.errors import ConfigError, DataError
 from explorer.layout import MAX_FOLDS
 
-__all__ = ["MAX_FOLDS", "chance_level", "fold_task", "labelled"]
-
 
 def labelled(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
     """The task's training and validation examples, pooled (the test split is not among them)."""

@@ -18,8 +18,6 @@ import numpy as np
 from explorer.data._base import Task
 from explorer.errors import ConfigError, DataError
 
-__all__ = ["IMAGE_LAYOUTS", "MAX_SIDE", "MAX_TOKENS", "patch_images", "valid_patches", "with_image"]
-
 IMAGE_LAYOUTS = ("hwc", "chw")  # [n, H, W, C] (channels last, the default) or [n, C, H, W] (PyTorch's)
 MAX_SIDE = 4096  # pixels per image side
 MAX_TOKENS = 16384  # patches per image: the encoder attends over every pair of them

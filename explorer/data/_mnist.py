@@ -16,8 +16,6 @@ from explorer.data._images import patch_images, with_image
 from explorer.data._npz import task_from_arrays
 from explorer.errors import MissingExtraError
 
-__all__ = ["SIDE", "load_mnist"]
-
 SIDE = 28
 
 

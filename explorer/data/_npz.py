@@ -31,21 +31,6 @@ from explorer.errors import ConfigError, DataError
 from explorer.layout import InputSpec
 from explorer.limits import CLASSES, SEQ_LEN, VOCAB, check_memory
 
-__all__ = [
-    "ALLOWED_KEYS",
-    "check_array_sizes",
-    "declared_shapes",
-    "MAX_CLASSES",
-    "MAX_VOCAB",
-    "MIN_CLASS_COVERAGE",
-    "MIN_EVAL",
-    "MIN_TRAIN",
-    "arrays_to_task",
-    "load_npz",
-    "split_indices",
-    "task_from_arrays",
-]
-
 ALLOWED_KEYS = ("X", "y", "X_val", "y_val", "X_test", "y_test")
 HOLDOUT = 0.15  # fraction of the training arrays carved out for each missing split
 MIN_TRAIN = 10  # training examples needed at least

@@ -24,8 +24,6 @@ from explorer.data._user_task import load_code_task
 from explorer.errors import ConfigError
 from explorer.hooks import REFERENCE_FORM, is_reference
 
-__all__ = ["DATA_SEED", "TASKS", "Task", "load_task"]
-
 DATA_SEED = 0  # the seed a study loads its task with: the data and the fixed splits it cuts
 
 TASKS = ("digits", "mnist", "relations", "text")  # built-in names; a path ending in .npz is a user file

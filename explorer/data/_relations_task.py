@@ -52,8 +52,6 @@ from explorer.errors import ConfigError
 from explorer.layout import InputSpec
 from explorer.limits import EXAMPLES, SEQ_LEN, VOCAB, check_memory
 
-__all__ = ["MAX_RELATIONS", "OFFSETS", "load_relations", "min_seq_len", "relation_rules"]
-
 OFFSETS = (1, -1, 2, -2, 3, -3, 4, -4)  # relation r looks OFFSETS[r] positions away from its marker
 MAX_RELATIONS = len(OFFSETS)
 _RULE_SEED = 7_351  # fixes each relation's token set S_r; independent of the data seed on purpose

@@ -35,8 +35,6 @@ from explorer.errors import ConfigError, DataError
 from explorer.layout import InputSpec
 from explorer.limits import check_memory
 
-__all__ = ["SKIP_DIRS", "SPLIT_FRACTIONS", "Corpus", "build_corpus", "corpus_files", "load_text", "windows"]
-
 SKIP_DIRS = frozenset({"site-packages", "dist-packages", "__pycache__", "test", "tests", "idle_test"})
 SPLIT_FRACTIONS = {"val": 0.1, "test": 0.1}  # of max_bytes; training gets the rest
 VOCAB = 256  # byte values

@@ -24,8 +24,6 @@ from explorer.data._npz import ALLOWED_KEYS, arrays_to_task
 from explorer.errors import ConfigError, DataError, ExplorerError
 from explorer.hooks import resolve
 
-__all__ = ["IMAGE_OPTIONS", "load_code_task"]
-
 IMAGE_OPTIONS = ("patch", "layout")  # explorer's own options of a user task (never passed to the function)
 
 

@@ -31,10 +31,7 @@ from ._layouts import (
 )
 from ._schedules import (
     SCHEDULE_FAMILIES as SCHEDULE_FAMILIES,
-    expand_head_dim as expand_head_dim,
-    expand_kv_schedule as expand_kv_schedule,
     expand_schedule as expand_schedule,
-    schedule_family as schedule_family,
     valid_head_pairs as valid_head_pairs,
     valid_heads as valid_heads,
     valid_kv_heads as valid_kv_heads,

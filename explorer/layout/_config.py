@@ -38,22 +38,6 @@ from explorer.layout._schedules import (
 )
 from explorer.limits import BATCH, RUN_TIME_S, SEQ_LEN, THREADS
 
-__all__ = [
-    "MAX_FOLDS",
-    "ATTENTION_IMPLS",
-    "DEVICE_CHOICES",
-    "DEVICE_NAMES",
-    "DTYPE_BYTES",
-    "LATENCY_DTYPES",
-    "LATENCY_RUNTIMES",
-    "TASK_KINDS",
-    "DecodeConfig",
-    "InputSpec",
-    "LatencyConfig",
-    "ModelConfig",
-    "TrainConfig",
-]
-
 ATTENTION_IMPLS = ("fused", "merged", "serial")
 MAX_FOLDS = 20  # cross-validation folds at most: more leave too few validation examples per fold
 TASK_KINDS = ("classification", "language_model")  # what a task's targets are: one label, or the next token

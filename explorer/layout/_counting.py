@@ -28,8 +28,6 @@ from typing import cast
 
 from explorer.layout._space_spec import SpaceSpec, space_combos
 
-__all__ = ["count_layouts"]
-
 
 def _non_monotone(n: int, layers: int) -> int:
     """Sequences of ``layers`` picks from ``n`` ordered values that are neither non-decreasing nor

@@ -18,16 +18,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = [
-    "HEAD_KEYS",
-    "HF_FAMILIES",
-    "HF_TYPES",
-    "LAYOUT_KEYS",
-    "TASK_KEYS",
-    "HFFamily",
-    "canonical_key",
-]
-
 HEAD_KEYS = ("num_attention_heads", "num_key_value_heads")  # what the study searches
 LAYOUT_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "head_dim")  # set from [space]
 TASK_KEYS = (

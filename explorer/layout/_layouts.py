@@ -21,8 +21,6 @@ from typing import Any
 
 from explorer.layout._space_spec import SpaceSpec
 
-__all__ = ["KV_SHARED", "candidate_heads", "kv_param_names", "kv_params", "kv_layout", "pick"]
-
 KV_SHARED = "kv_q"  # the one position every layer reads (kv_per_layer = false)
 _RAMP = re.compile(r"^(increasing|decreasing):(\d+)-(\d+)$")
 

@@ -22,20 +22,6 @@ from typing import NamedTuple
 from explorer.errors import ConfigError
 from explorer.limits import HEADS
 
-__all__ = [
-    "SCHEDULE_FAMILIES",
-    "HeadPair",
-    "check_heads",
-    "check_kv",
-    "expand_head_dim",
-    "expand_kv_schedule",
-    "expand_schedule",
-    "schedule_family",
-    "valid_head_pairs",
-    "valid_heads",
-    "valid_kv_heads",
-]
-
 SCHEDULE_FAMILIES = ("uniform", "increasing", "decreasing", "free")
 
 

@@ -23,16 +23,6 @@ from explorer.layout._config import ATTENTION_IMPLS
 from explorer.layout._schedules import SCHEDULE_FAMILIES, valid_heads
 from explorer.limits import D_MODEL, HEAD_DIM, HEADS, LAYERS
 
-__all__ = [
-    "FACTORS",
-    "MIN_COUNTS",
-    "MIN_LAYERS",
-    "SpaceSpec",
-    "check_space",
-    "realisable_families",
-    "space_combos",
-]
-
 
 @dataclass(frozen=True)
 class SpaceSpec:

@@ -16,18 +16,6 @@ from typing import Any, TypedDict
 
 from explorer.layout._config import ModelConfig
 
-__all__ = [
-    "FOLD_OFFSET",
-    "SEED_BLOCK",
-    "UNIT_OFFSET",
-    "FinalistAttrs",
-    "FinalistRun",
-    "Purpose",
-    "fold_seed",
-    "search_seed",
-    "unit_seed",
-]
-
 SEED_BLOCK = 1_000_000
 UNIT_OFFSET = 500_000  # search trial numbers stay below this (explorer.study.check_total refuses a total that reaches it)
 FOLD_OFFSET = 900_000

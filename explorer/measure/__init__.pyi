@@ -1,14 +1,8 @@
 """The public surface of :mod:`explorer.measure` (read by type checkers, and by its __init__ at run time)."""
 
-from ._attention_bench import (
-    BENCH_IMPLS as BENCH_IMPLS,
-    DECODE_IMPLS as DECODE_IMPLS,
-    bench_attention as bench_attention,
-    bench_decode as bench_decode,
-    peak_memory_mb as peak_memory_mb,
-)
-from ._bench_plan import DEFAULT_CONTEXT as DEFAULT_CONTEXT, plan_bench as plan_bench
-from ._decode import decode_key as decode_key, decode_latency as decode_latency, decoder_spec as decoder_spec
+from ._attention_bench import bench_attention as bench_attention
+from ._bench_plan import plan_bench as plan_bench
+from ._decode import decode_latency as decode_latency
 from ._device import (
     as_device as as_device,
     auto_device as auto_device,
@@ -25,7 +19,6 @@ from ._evaluate import (
 )
 from ._latency import (
     deployment_spec as deployment_spec,
-    latency_key as latency_key,
     model_latency as model_latency,
     random_input as random_input,
     time_call as time_call,
@@ -34,7 +27,6 @@ from ._latency import (
 from ._latency_cache import (
     CachePolicy as CachePolicy,
     LatencyCache as LatencyCache,
-    MachineState as MachineState,
     describe_age as describe_age,
     result_age_s as result_age_s,
 )
@@ -54,11 +46,5 @@ from ._runconfig import (
     load_run_config as load_run_config,
     write_run_config as write_run_config,
 )
-from ._train import (
-    EpochStats as EpochStats,
-    TrainResult as TrainResult,
-    evaluate as evaluate,
-    evaluate_split as evaluate_split,
-    fit as fit,
-)
-from ._train_plan import VariantTrainPlan as VariantTrainPlan, plan_train as plan_train
+from ._train import EpochStats as EpochStats, fit as fit
+from ._train_plan import plan_train as plan_train

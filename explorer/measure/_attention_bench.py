@@ -33,16 +33,6 @@ from explorer.measure._device import auto_device
 from explorer.measure._latency import time_call, time_forward
 from explorer.model import KVCache, MultiHeadAttention, attention_flops, check_runtime, set_attention_impl
 
-__all__ = [
-    "BENCH_IMPLS",
-    "DECODE_IMPLS",
-    "bench_attention",
-    "bench_decode",
-    "check_bench_shape",
-    "matmul_peak_gflops",
-    "peak_memory_mb",
-]
-
 BENCH_IMPLS = ("serial", "merged", "fused", "torch_mha")
 DECODE_IMPLS = ATTENTION_IMPLS[::-1]  # serial, merged, fused: torch.nn.MultiheadAttention keeps no cache
 _MATMUL_SIZE = {"cpu": 1024, "cuda": 8192}  # square fp32 matmuls that keep each kind of device fully busy

@@ -20,8 +20,6 @@ from explorer.measure._attention_bench import bench_attention, bench_decode, che
 from explorer.measure._device import resolve_device
 from explorer.model import attention_bytes, check_runtime
 
-__all__ = ["DEFAULT_CONTEXT", "BenchPlan", "plan_bench"]
-
 DEFAULT_CONTEXT = 512  # cached positions in decoding mode when none are given
 
 

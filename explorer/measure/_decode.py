@@ -25,8 +25,6 @@ from explorer.measure._latency_cache import LatencyCache
 from explorer.measurements import DecodeResult
 from explorer.model import CausalLM
 
-__all__ = ["BYTE_VOCAB", "decode_key", "decode_latency", "decoder_spec"]
-
 BYTE_VOCAB = 256  # the text task's vocabulary (bytes)
 
 

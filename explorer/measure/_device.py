@@ -12,8 +12,6 @@ import torch
 from explorer.errors import DeviceError
 from explorer.layout import DEVICE_CHOICES
 
-__all__ = ["as_device", "auto_device", "autocast", "cpu_model_name", "device_label", "resolve_device"]
-
 _ONE_OF = ", ".join((*DEVICE_CHOICES, "cuda:N"))  # the names resolve_device takes, as its errors list them
 
 

@@ -38,16 +38,6 @@ from explorer.model import (
     model_cost,
 )
 
-__all__ = [
-    "TrainedVariant",
-    "VariantFailed",
-    "VariantResult",
-    "evaluate_variant",
-    "is_out_of_memory",
-    "train_planned",
-    "train_variant",
-]
-
 
 class VariantFailed(ExplorerError):
     """A variant could not be evaluated: its loss diverged or it ran out of memory (``kind`` says which)."""

@@ -30,16 +30,6 @@ from explorer.measure._latency_cache import LatencyCache
 from explorer.measurements import LatencyResult, load_average
 from explorer.model import ModelBuilder, build_model, check_runtime, prepare_runner, runtime_version
 
-__all__ = [
-    "check_dtype",
-    "deployment_spec",
-    "latency_key",
-    "model_latency",
-    "random_input",
-    "time_call",
-    "time_forward",
-]
-
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _WARMUP_CALLS = 3  # untimed calls first: one-off allocations, kernel selection, lazy initialisation
 

@@ -43,16 +43,6 @@ from explorer.errors import ConfigError, EnvironmentLackError
 from explorer.limits import usable_cpus
 from explorer.measurements import LatencyResult, load_average
 
-__all__ = [
-    "MAX_AGE_ENV",
-    "CacheEntry",
-    "CachePolicy",
-    "LatencyCache",
-    "MachineState",
-    "describe_age",
-    "result_age_s",
-]
-
 log = logging.getLogger(__name__)
 
 MAX_AGE_ENV = "EXPLORER_CACHE_MAX_AGE"

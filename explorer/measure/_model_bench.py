@@ -20,8 +20,6 @@ from explorer.measure._latency import random_input, time_call
 from explorer.measurements import LatencyResult
 from explorer.model import Exported, check_model_fits, declared_config, load_exported
 
-__all__ = ["ModelBench", "bench_model"]
-
 
 @dataclass(frozen=True)
 class ModelBench:

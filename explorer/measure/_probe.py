@@ -34,21 +34,6 @@ from explorer.errors import ConfigError
 from explorer.measure._train import evaluate
 from explorer.model import MultiHeadAttention, set_attention_impl
 
-__all__ = [
-    "attention_maps",
-    "attention_modules",
-    "attention_pairs",
-    "attention_statistics",
-    "attention_stats",
-    "head_counts",
-    "head_importance",
-    "masked_accuracy",
-    "masking_curves",
-    "relation_specialization",
-    "specialization_from_maps",
-    "unpatchify",
-]
-
 
 def attention_modules(model: nn.Module) -> list[MultiHeadAttention]:
     """The model's attention layers that probes can mask and read, in order; a ConfigError when it has none."""

@@ -16,8 +16,6 @@ from explorer.errors import ConfigError
 from explorer.layout import ModelConfig, TrainConfig
 from explorer.limits import check_file_size
 
-__all__ = ["RUN_CONFIG_VERSION", "RunConfig", "load_run_config", "write_run_config"]
-
 RUN_CONFIG_VERSION = 1
 
 

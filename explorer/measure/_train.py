@@ -30,8 +30,6 @@ from explorer.measure._device import autocast
 from explorer.measurements import QualityMetric, plateaued, quality_metric
 from explorer.model import ModelBuilder, build_model
 
-__all__ = ["EpochStats", "SplitScore", "TrainResult", "evaluate", "evaluate_split", "fit"]
-
 _LN2 = math.log(2.0)
 
 

@@ -20,8 +20,6 @@ from explorer.measure._device import resolve_device
 from explorer.model import check_config_limits, check_runtime
 from explorer.spec import StudySpec, TaskSpec
 
-__all__ = ["VariantTrainPlan", "plan_train"]
-
 # How a refused size is named and what to do instead: the library's words (`explorer train` names its flags).
 SIZE_NAMES: Mapping[str, tuple[str, str]] = {
     "epochs": ("the epochs", "train for fewer epochs"),

@@ -4,7 +4,6 @@ from ._attention import (
     KVCache as KVCache,
     MultiHeadAttention as MultiHeadAttention,
     attention_flops as attention_flops,
-    causal_mask as causal_mask,
     set_attention_impl as set_attention_impl,
 )
 from ._export_files import (
@@ -13,7 +12,6 @@ from ._export_files import (
     META_KEY as META_KEY,
     PT2_EXTRA as PT2_EXTRA,
     Exported as Exported,
-    check_pt2 as check_pt2,
     declared_config as declared_config,
     load_exported as load_exported,
     logit_parity as logit_parity,
@@ -25,25 +23,16 @@ from ._footprint import (
     check_config_limits as check_config_limits,
     check_model_fits as check_model_fits,
     inference_bytes as inference_bytes,
-    param_count as param_count,
-    shape_of as shape_of,
     training_bytes as training_bytes,
 )
 from ._hfmodel import (
     HFBuilder as HFBuilder,
     HFModel as HFModel,
     hf_inputs as hf_inputs,
-    pixel_values as pixel_values,
     quiet_transformers as quiet_transformers,
     require_transformers as require_transformers,
 )
-from ._model import (
-    Block as Block,
-    CausalLM as CausalLM,
-    Encoder as Encoder,
-    build_model as build_model,
-    model_cost as model_cost,
-)
+from ._model import Block as Block, CausalLM as CausalLM, build_model as build_model, model_cost as model_cost
 from ._runtime import (
     check_runtime as check_runtime,
     onnx_bytes as onnx_bytes,
@@ -52,10 +41,4 @@ from ._runtime import (
     require_onnx as require_onnx,
     runtime_version as runtime_version,
 )
-from ._usermodel import (
-    CHECK_BATCH as CHECK_BATCH,
-    ModelBuilder as ModelBuilder,
-    attention_layout as attention_layout,
-    check_model as check_model,
-    count_flops as count_flops,
-)
+from ._usermodel import CHECK_BATCH as CHECK_BATCH, ModelBuilder as ModelBuilder, check_model as check_model

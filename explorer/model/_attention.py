@@ -39,8 +39,6 @@ from torch import nn
 from explorer.errors import ConfigError
 from explorer.layout import ATTENTION_IMPLS
 
-__all__ = ["KVCache", "LayerKV", "MultiHeadAttention", "attention_flops", "causal_mask", "set_attention_impl"]
-
 # scaled_dot_product_attention takes enable_gqa from torch 2.5; before that, key/value heads are repeated.
 _SDPA_GQA = tuple(int(part) for part in torch.__version__.split(".")[:2]) >= (2, 5)
 

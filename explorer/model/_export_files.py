@@ -39,19 +39,6 @@ from explorer.model._model import build_model
 from explorer.model._runtime import Runner, ort_runner, ort_session, quiet_torch, require_onnx
 from explorer.model._usermodel import ModelBuilder
 
-__all__ = [
-    "EXPORT_VERSION",
-    "META_KEY",
-    "PT2_EXTRA",
-    "FORMAT_SUFFIX",
-    "Exported",
-    "check_pt2",
-    "declared_config",
-    "load_exported",
-    "logit_parity",
-    "pt2_archive_constants",
-]
-
 EXPORT_VERSION = 1
 
 

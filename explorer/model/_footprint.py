@@ -21,17 +21,6 @@ from dataclasses import dataclass
 from explorer.layout import InputSpec, ModelConfig
 from explorer.limits import D_MODEL, HEAD_DIM, HEADS, LAYERS, MLP_WIDTH, check_memory
 
-__all__ = [
-    "Shape",
-    "attention_bytes",
-    "check_config_limits",
-    "check_model_fits",
-    "inference_bytes",
-    "param_count",
-    "shape_of",
-    "training_bytes",
-]
-
 FLOAT = 4  # bytes per float32 element
 
 

@@ -39,8 +39,6 @@ from explorer.errors import ConfigError, MissingExtraError
 from explorer.layout import HF_FAMILIES, HF_TYPES, HFFamily, InputSpec, ModelConfig, canonical_key
 from explorer.model._usermodel import ModelBuilder
 
-__all__ = ["HFBuilder", "HFModel", "hf_inputs", "pixel_values", "quiet_transformers", "require_transformers"]
-
 _ATTENTION = {
     "fused": "sdpa",
     "merged": "eager",

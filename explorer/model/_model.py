@@ -26,8 +26,6 @@ from explorer.layout import InputSpec, ModelConfig
 from explorer.model._attention import KVCache, MultiHeadAttention, attention_flops
 from explorer.model._usermodel import ModelBuilder, count_flops
 
-__all__ = ["Block", "CausalLM", "Encoder", "MLP", "build_model", "model_cost"]
-
 
 def _hidden(d_model: int, mlp_ratio: float) -> int:
     """MLP hidden width; at least 1 so a tiny ratio still builds."""

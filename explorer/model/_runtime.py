@@ -34,19 +34,6 @@ from torch import nn
 from explorer.errors import ConfigError, DeviceError, MissingExtraError, RuntimeUnavailableError
 from explorer.layout import LATENCY_RUNTIMES
 
-__all__ = [
-    "ONNX_PACKAGES",
-    "Runner",
-    "check_runtime",
-    "onnx_bytes",
-    "ort_runner",
-    "ort_session",
-    "prepare_runner",
-    "quiet_torch",
-    "require_onnx",
-    "runtime_version",
-]
-
 log = logging.getLogger(__name__)
 
 ONNX_PACKAGES = ("onnx", "onnxruntime", "onnxscript")  # the `onnx` extra: torch's exporter needs onnxscript

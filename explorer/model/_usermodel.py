@@ -32,8 +32,6 @@ from explorer.hooks import fingerprint, resolve
 from explorer.layout import InputSpec, ModelConfig
 from explorer.model._attention import MultiHeadAttention
 
-__all__ = ["CHECK_BATCH", "ModelBuilder", "attention_layout", "check_model", "count_flops", "expected_output"]
-
 WHAT = "model builder"
 CHECK_BATCH = 8  # examples of the batch a user's model is checked on before any training
 

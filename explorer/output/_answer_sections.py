@@ -33,8 +33,6 @@ from explorer.output._render import Block, Bold, Bullets, Code, Heading, Para, T
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord
 
-__all__ = ["answer_blocks", "check_blocks", "evidence_blocks"]
-
 _VERDICT_WORDS = {
     Verdict.BEST: "the best",
     Verdict.WITHIN: "within the margin",

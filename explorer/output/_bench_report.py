@@ -11,8 +11,6 @@ from explorer.output._plots import save_png
 from explorer.output._result_folders import OutputFolder
 from explorer.output._study_plots import bench_figure
 
-__all__ = ["write_bench"]
-
 
 def write_bench(df: pd.DataFrame, folder: OutputFolder, decode: bool = False) -> list[Path]:
     """Write ``bench.csv`` and, for the forward pass, ``bench.png`` (no figure for the decoding table yet) into

@@ -16,8 +16,6 @@ from explorer.output._plots import save_png
 from explorer.output._render import markdown_table
 from explorer.output._result_folders import OutputFolder
 
-__all__ = ["compare_figure", "compare_markdown", "write_compare"]
-
 
 def compare_figure(df: pd.DataFrame) -> Figure:
     """Validation accuracy (%) against latency (ms per batch, log scale): one step line per study's front,

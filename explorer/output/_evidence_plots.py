@@ -18,8 +18,6 @@ from explorer.answer import Answer, Evidence, Verdict, at_horizon, learning_curv
 from explorer.output._plots import empty_figure, new_figure
 from explorer.storage import TrialRecord
 
-__all__ = ["curves_figure", "evidence_figure"]
-
 _COLORS = {
     Verdict.BEST: "C2",
     Verdict.WITHIN: "C2",

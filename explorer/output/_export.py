@@ -59,16 +59,6 @@ from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord
 from explorer.study import ArtifactStore, trained_model
 
-__all__ = [
-    "EXPORT_FORMATS",
-    "PARITY_TOLERANCE",
-    "ExportResult",
-    "check_out_path",
-    "export_trial",
-    "run_config_of",
-    "study_latency",
-]
-
 log = logging.getLogger(__name__)
 
 EXPORT_FORMATS = ("config", "state", "pt2", "onnx", "hf")

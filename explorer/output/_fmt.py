@@ -22,25 +22,6 @@ from explorer.answer import (
 )
 from explorer.measurements import QualityMetric
 
-__all__ = [
-    "claim",
-    "diff_text",
-    "heads",
-    "interval_text",
-    "is_bpb",
-    "kv_text",
-    "latency_text",
-    "margin_text",
-    "mib",
-    "num",
-    "pct",
-    "quality_column",
-    "quality_text",
-    "quality_value",
-    "runs_text",
-    "score_diff_text",
-]
-
 
 def pct(x: float | None) -> str:
     return "n/a" if x is None or pd.isna(x) else f"{x * 100:.2f}"

@@ -17,8 +17,6 @@ from matplotlib.figure import Figure
 from explorer.analysis import TOLERANCE
 from explorer.output._plots import DPI
 
-__all__ = ["attention_figure", "attention_stats_figure", "importance_figure", "masking_figure"]
-
 
 def _fig(w: float, h: float) -> Figure:
     return Figure(figsize=(w, h), dpi=DPI, layout="constrained")

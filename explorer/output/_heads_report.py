@@ -28,8 +28,6 @@ from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord, trial_label
 from explorer.study import ArtifactStore
 
-__all__ = ["analyse_trial", "heads_markdown", "write_heads"]
-
 
 def analyse_trial(
     records: Sequence[TrialRecord],

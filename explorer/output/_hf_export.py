@@ -43,8 +43,6 @@ from explorer.output._result_folders import as_user_made
 from explorer.spec import StudySpec
 from explorer.storage import TrialRecord
 
-__all__ = ["CONFIG_FAMILIES", "hf_config", "nearest_uniform", "write_hf_config", "write_hf_model"]
-
 CONFIG_FAMILIES = ("vit", "bert", "llama")  # the stock families a config-only export describes
 
 

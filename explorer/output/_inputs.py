@@ -10,8 +10,6 @@ from explorer.layout import HF_FAMILIES
 from explorer.output._render import Block, Bold, Code, Para, Span
 from explorer.spec import StudySpec
 
-__all__ = ["input_blocks"]
-
 
 def _input_text(stored: Mapping[str, Any], own_model: bool) -> str:
     spec = stored.get("spec") or {}

@@ -13,8 +13,6 @@ from explorer.output._fmt import claim, heads, is_bpb, latency_text, mib, pct, q
 from explorer.output._render import Block, Bold, Para, Span
 from explorer.spec import StudySpec
 
-__all__ = ["is_modern", "layout_phrase", "modern_headline", "saving_blocks"]
-
 
 def is_modern(ans: Answer, spec: StudySpec) -> bool:
     """Whether the answer needs the modern wording."""

@@ -14,17 +14,6 @@ import pandas as pd
 
 from explorer.measurements import QualityMetric
 
-__all__ = [
-    "FAMILY_ORDER",
-    "EffectData",
-    "KneePoint",
-    "ParetoData",
-    "effect_data",
-    "pareto_data",
-    "quality",
-    "shows_bpb",
-]
-
 FAMILY_ORDER = ("uniform", "increasing", "decreasing", "free")
 
 

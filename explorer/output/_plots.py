@@ -38,18 +38,6 @@ from explorer.output._plot_data import (
     shows_bpb,
 )
 
-__all__ = [
-    "dk_figure",
-    "empty_figure",
-    "family_figure",
-    "heads_figure",
-    "heads_heatmap",
-    "kv_figure",
-    "new_figure",
-    "pareto_figure",
-    "save_png",
-]
-
 CLASSIFICATION = QUALITY_METRICS["classification"]
 
 

@@ -16,21 +16,6 @@ from pathlib import Path
 
 import pandas as pd
 
-__all__ = [
-    "Block",
-    "Bold",
-    "Bullets",
-    "Code",
-    "Figure",
-    "Heading",
-    "Para",
-    "Span",
-    "Table",
-    "html_page",
-    "markdown",
-    "markdown_table",
-]
-
 
 @dataclass(frozen=True)
 class Bold:

@@ -41,22 +41,13 @@ from explorer.errors import NoCompletedTrialsError
 from explorer.output import _plots as plots, _study_plots as study_plots
 from explorer.output._answer_sections import answer_blocks, check_blocks, evidence_blocks
 from explorer.output._evidence_plots import curves_figure, evidence_figure
-from explorer.output._fmt import quality_column, quality_value
+from explorer.output._fmt import heads, num, quality_column, quality_value
 from explorer.output._inputs import input_blocks
 from explorer.output._render import Block, Bold, Code, Figure, Heading, Para, Table, html_page, markdown
 from explorer.output._result_folders import OutputFolder
-from explorer.output._sections import (
-    account_blocks,
-    early_stopping_blocks,
-    heads,
-    num,
-    relations_blocks,
-    rules_blocks,
-)
+from explorer.output._sections import account_blocks, early_stopping_blocks, relations_blocks, rules_blocks
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, Role, TrialRecord, trial_label
-
-__all__ = ["ReportInput", "ReportPaths", "write_report"]
 
 
 @dataclass(frozen=True)

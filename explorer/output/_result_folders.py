@@ -16,8 +16,6 @@ from pathlib import Path
 
 from explorer.errors import ConfigError
 
-__all__ = ["MANIFEST", "OutputFolder", "as_user_made"]
-
 MANIFEST = ".explorer-report"
 
 

@@ -15,21 +15,10 @@ import pandas as pd
 from explorer.analysis import ALPHA, GQA_RULE, MIN_ARCHS, MIN_SPEEDUP, RuleVerdict, relations_claim
 from explorer.answer import Architecture, StudyAccount, UnitComparison, kendall_tau
 from explorer.measurements import QualityMetric
-from explorer.output._fmt import heads, is_bpb, num, pct
+from explorer.output._fmt import heads, is_bpb, pct
 from explorer.output._render import Block, Bold, Bullets, Code, Heading, Para, Table
 from explorer.spec import StudySpec
 from explorer.storage import Role, TrialRecord
-
-__all__ = [
-    "account_blocks",
-    "early_stopping_blocks",
-    "heads",
-    "num",
-    "pct",
-    "relations_blocks",
-    "why_fewer_than_k",
-    "rules_blocks",
-]
 
 
 def rules_blocks(verdicts: Sequence[RuleVerdict], metric: QualityMetric | None = None) -> list[Block]:

@@ -12,8 +12,6 @@ from matplotlib.figure import Figure
 from explorer.answer import HV_REFERENCE
 from explorer.output._plots import empty_figure, new_figure
 
-__all__ = ["bench_figure", "hypervolume_figure"]
-
 
 def hypervolume_figure(history: pd.DataFrame) -> Figure:
     """Hypervolume of the accuracy/latency front after each completed trial."""

@@ -19,8 +19,6 @@ from explorer.fields import REQUIRED, default_of, key_of, spec_fields
 from explorer.spec._keys import TABLE_CLASSES
 from explorer.spec._study_spec import StudySpec
 
-__all__ = ["TOP_LEVEL", "key_table", "marked_tables", "shown_default", "spec_reference"]
-
 TOP_LEVEL = "top level"  # the marker's name for the spec's top-level keys
 _REGION = re.compile(
     r"(<!-- keys of (?P<table>top level|\[\w+\]) -->\n).*?(<!-- end of keys -->)", flags=re.S

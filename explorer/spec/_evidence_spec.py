@@ -30,7 +30,6 @@ from explorer.limits import EPOCHS, TRIALS
 from explorer.spec._goals import TaskSpec
 from explorer.spec._toml import Table, is_number, read_table, table_keys
 
-__all__ = ["AnswerSpec", "FinalistsSpec", "read_answer", "read_finalists"]
 LEGACY_FINALIST_KEYS = ("max_epochs", "patience")  # plateau training, before the fixed schedule
 LEGACY_ANSWER_KEYS = ("alpha",)  # the error of the equivalence tests, before the rule weighed latency
 

@@ -44,15 +44,6 @@ from explorer.fields import key
 from explorer.limits import EPOCHS
 from explorer.measurements import binomial_se
 
-__all__ = [
-    "RELATIVE_SE",
-    "EarlyStoppingSpec",
-    "Peer",
-    "Verdict",
-    "dominated_at_rung",
-    "tie_tolerance",
-]
-
 RELATIVE_SE = 0.005  # a loss's standard error where none was measured: 0.5% of the value
 
 

@@ -23,20 +23,6 @@ from explorer.spec._toml import is_list, kind, read_table
 if TYPE_CHECKING:
     from explorer.model import ModelBuilder
 
-__all__ = [
-    "MB",
-    "TASK_KINDS",
-    "TASK_NAMES",
-    "BudgetsSpec",
-    "ModelSpec",
-    "ObjectivesSpec",
-    "TaskSpec",
-    "read_budgets",
-    "read_decode",
-    "read_model",
-    "read_objectives",
-    "read_task",
-]
 
 # explorer.data._registry.TASKS and each task's kind; not imported, so parsing a spec stays torch-free (a test
 # checks they agree). A user .npz file and a user function are classification tasks.

@@ -31,8 +31,6 @@ from explorer.layout import (
 )
 from explorer.spec._goals import ModelSpec, TaskSpec
 
-__all__ = ["check_hf", "family_of", "space_defaults"]
-
 
 def family_of(model: ModelSpec) -> HFFamily:
     """The :class:`HFFamily` of ``[model] hf``; an unknown type is one SpecError listing the known ones."""

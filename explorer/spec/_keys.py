@@ -14,8 +14,6 @@ from explorer.fields import key_of, spec_fields
 from explorer.spec._study_spec import StudySpec
 from explorer.spec._toml import table_keys
 
-__all__ = ["SPEC_KEYS", "TABLES", "TABLE_CLASSES"]
-
 
 def _table_classes() -> dict[str, type]:
     """Each table of the spec (by its key) -> the dataclass it is read into."""

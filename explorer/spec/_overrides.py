@@ -23,17 +23,6 @@ from explorer.errors import SpecError
 from explorer.spec._keys import SPEC_KEYS, TABLES
 from explorer.storage import mask_url
 
-__all__ = [
-    "SOURCES",
-    "SOURCES_ATTR",
-    "Override",
-    "SpecRow",
-    "apply_overrides",
-    "key_sources",
-    "parse_override",
-    "spec_rows",
-]
-
 # where a value came from; "stored": a study created before explorer recorded it
 SOURCES = ("file", "override", "default", "stored")
 # read as a string when it is not TOML: random, data.py:load, ./data.npz, http://127.0.0.1:5000

@@ -69,9 +69,6 @@ from explorer.layout import (
     valid_heads,
 )
 
-__all__ = ["SearchSpace", "Sampled"]
-
-
 _pick = pick
 
 

@@ -21,8 +21,6 @@ from explorer.spec._keys import TABLE_CLASSES
 from explorer.spec._study_spec import StudySpec
 from explorer.spec._toml import is_int, is_number
 
-__all__ = ["SPEC_LIMITS", "check_layouts", "check_raw"]
-
 
 def _caps(cls: type) -> dict[str, Limit]:
     return {f.name: cap for f in spec_fields(cls) if (cap := key_of(f).cap) is not None}

@@ -32,16 +32,9 @@ from explorer.layout import (
     realisable_families,
 )
 from explorer.limits import check_file_size
-from explorer.spec._evidence_spec import AnswerSpec, FinalistsSpec, read_answer, read_finalists
+from explorer.spec._evidence_spec import read_answer, read_finalists
 from explorer.spec._fidelity import EarlyStoppingSpec
 from explorer.spec._goals import (
-    MB,
-    TASK_KINDS,
-    TASK_NAMES,
-    BudgetsSpec,
-    ModelSpec,
-    ObjectivesSpec,
-    TaskSpec,
     read_budgets,
     read_decode,
     read_model,
@@ -51,28 +44,10 @@ from explorer.spec._goals import (
 from explorer.spec._hf_check import check_hf, space_defaults
 from explorer.spec._overrides import apply_overrides, key_sources, parse_override
 from explorer.spec._size_checks import check_layouts, check_raw
-from explorer.spec._study_spec import SAMPLERS, StudySpec
+from explorer.spec._study_spec import StudySpec
 from explorer.spec._toml import Table, is_list, is_number, read_table, table_keys
 from explorer.spec._tracking_spec import read_tracking
 from explorer.storage import check_artifact_location, check_study_name, mask_url
-
-__all__ = [
-    "MB",
-    "AnswerSpec",
-    "SAMPLERS",
-    "TASK_KINDS",
-    "TASK_NAMES",
-    "BudgetsSpec",
-    "EarlyStoppingSpec",
-    "FinalistsSpec",
-    "ModelSpec",
-    "ObjectivesSpec",
-    "SpaceSpec",
-    "StudySpec",
-    "TaskSpec",
-    "load_spec",
-    "spec_from_dict",
-]
 
 # --------------------------------------------------------------------------------------------- reading
 

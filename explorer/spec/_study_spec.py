@@ -21,8 +21,6 @@ from explorer.spec._fidelity import EarlyStoppingSpec
 from explorer.spec._goals import BudgetsSpec, ModelSpec, ObjectivesSpec, TaskSpec
 from explorer.spec._tracking_spec import TrackingSpec
 
-__all__ = ["SAMPLERS", "StudySpec"]
-
 SAMPLERS = ("tpe", "nsga2", "gp", "random", "qmc")
 _STORAGE = "see [Storage](studies.md#storage)"
 

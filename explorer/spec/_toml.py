@@ -19,8 +19,6 @@ from typing import Any, TypeGuard, TypeVar
 from explorer.errors import SpecError
 from explorer.fields import default_of, key_of, spec_fields
 
-__all__ = ["MISSING", "Table", "is_int", "is_list", "is_number", "kind", "read_table", "table_keys"]
-
 T = TypeVar("T")
 
 

@@ -16,8 +16,6 @@ from explorer.errors import SpecError
 from explorer.fields import key
 from explorer.spec._toml import read_table
 
-__all__ = ["MLFLOW_ENV", "TrackingSpec", "read_tracking", "tracking_uri"]
-
 MLFLOW_ENV = "EXPLORER_MLFLOW"  # a tracking URI for every command, over the spec's [tracking] mlflow
 
 

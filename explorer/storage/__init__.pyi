@@ -12,7 +12,6 @@ from ._companion import (
     trial_label as trial_label,
     trials_of as trials_of,
 )
-from ._heartbeat import RetryStaleTrial as RetryStaleTrial
 from ._locations import (
     ARTIFACTS_ENV as ARTIFACTS_ENV,
     STORAGE_ENV as STORAGE_ENV,
@@ -33,7 +32,6 @@ from ._optuna_private import (
 )
 from ._record import (
     RETIMED_ATTR as RETIMED_ATTR,
-    STORED_KEYS as STORED_KEYS,
     Retiming as Retiming,
     TrialRecord as TrialRecord,
     arch_key as arch_key,
@@ -51,10 +49,8 @@ from ._record import (
     retry_attrs as retry_attrs,
     role_of as role_of,
     seed_of as seed_of,
-    stored as stored,
     write as write,
 )
-from ._sqlite_files import is_wal as is_wal, readonly_url as readonly_url
 from ._storage import (
     check_study_name as check_study_name,
     default_storage_url as default_storage_url,

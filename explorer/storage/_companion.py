@@ -22,22 +22,6 @@ from optuna.trial import FrozenTrial
 
 from explorer.storage import _optuna_private as optuna_private
 
-__all__ = [
-    "COMPANION_ATTR",
-    "FINALIST_BASE",
-    "SUFFIX",
-    "companion_name",
-    "companion_of",
-    "find_companion",
-    "label_companion",
-    "local_number",
-    "number_base",
-    "parent_name",
-    "study_parts",
-    "trial_label",
-    "trials_of",
-]
-
 SUFFIX = "/finalists"  # NAME/finalists: the companion of study NAME
 FINALIST_BASE = 1_000_000_000  # a companion trial n is trial FINALIST_BASE + n to explorer's readers
 COMPANION_ATTR = "finalists_of"  # the companion's user attribute naming the study it belongs to

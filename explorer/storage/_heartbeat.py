@@ -11,9 +11,6 @@ from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from explorer.storage._record import note_failure, retry_attrs
 
-__all__ = ["STALE_REASON", "RetryStaleTrial"]
-
-
 STALE_REASON = "its worker stopped sending heartbeats (killed, or its machine was lost)"
 
 

@@ -11,14 +11,6 @@ from pathlib import Path
 
 from explorer.errors import MissingExtraError, StorageError
 
-__all__ = [
-    "ARTIFACTS_ENV",
-    "ARTIFACT_FORMS",
-    "STORAGE_ENV",
-    "check_artifact_location",
-    "env_artifact_location",
-]
-
 ARTIFACTS_ENV = "EXPLORER_ARTIFACTS"
 STORAGE_ENV = "EXPLORER_STORAGE"  # a storage URL for every command (keeps a password out of argv)
 ARTIFACT_FORMS = "a directory, file://PATH, s3://BUCKET or gs://BUCKET"

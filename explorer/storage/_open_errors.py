@@ -7,8 +7,6 @@ from sqlalchemy.engine import URL
 
 from explorer.errors import StorageError, StorageUnavailableError
 
-__all__ = ["storage_error"]
-
 
 def storage_error(exc: Exception, parsed: URL, masked: str, readonly: bool) -> StorageError:
     """A missing driver, a failed connection, or (RuntimeError) Optuna's "table schema is not compatible" check,

@@ -18,21 +18,6 @@ from optuna.distributions import BaseDistribution
 from optuna.storages import BaseStorage, RDBStorage
 from optuna.trial import FrozenTrial
 
-__all__ = [
-    "enqueued_params",
-    "install_pop_waiting",
-    "optuna_pop_waiting",
-    "rdb_storage",
-    "report_epoch",
-    "set_stored_param",
-    "set_stored_user_attr",
-    "storage_of",
-    "stored_user_attrs",
-    "study_id_of",
-    "trial_id_of",
-    "trials_table",
-]
-
 
 def storage_of(study: optuna.Study) -> BaseStorage:
     """The storage a loaded study lives in. Uses ``Study._storage``: Optuna has no public accessor, and a

@@ -30,34 +30,6 @@ from explorer.storage import _optuna_private as optuna_private
 from explorer.storage._companion import study_parts, trials_of
 from explorer.storage._trial_kinds import Closure, Proposal, Role
 
-__all__ = [
-    "RECORD_VERSION",
-    "RETRY_ATTRS",
-    "RETIMED_ATTR",
-    "Retiming",
-    "ROLES",
-    "STORED_KEYS",
-    "TrialRecord",
-    "arch_key",
-    "closed_counts",
-    "closure_of",
-    "epochs_done",
-    "finalist_attrs",
-    "finalist_run",
-    "is_bookkeeping",
-    "keeps_finalists_inside",
-    "load_records",
-    "load_retimings",
-    "note_failure",
-    "proposal_of",
-    "record_from_trial",
-    "retry_attrs",
-    "role_of",
-    "seed_of",
-    "stored",
-    "write",
-]
-
 RECORD_VERSION = 4  # 3: kv_heads, head_dim, the task kind, bits per byte, decoding; 4: folds, chance level
 ROLES = tuple(Role)
 RETIMED_ATTR = "retimed"  # study attribute holding the finalists' re-timings (explorer.study._retime)

@@ -24,8 +24,6 @@ from urllib.parse import quote
 
 from explorer.errors import StorageError
 
-__all__ = ["CREATION_WAIT_S", "SQLITE_MAGIC", "is_wal", "read_once_created", "readonly_url", "writable"]
-
 T = TypeVar("T")
 CREATION_WAIT_S = 3.0  # how long a read waits for another command to finish creating a new SQLite file
 

@@ -29,27 +29,10 @@ from explorer.errors import (
     StorageBusyError,
     StorageError,
 )
-from explorer.storage._heartbeat import STALE_REASON, RetryStaleTrial
-from explorer.storage._locations import ARTIFACT_FORMS, STORAGE_ENV, check_artifact_location
+from explorer.storage._heartbeat import RetryStaleTrial
+from explorer.storage._locations import STORAGE_ENV
 from explorer.storage._open_errors import storage_error
 from explorer.storage._sqlite_files import is_wal, read_once_created, readonly_url, writable
-
-__all__ = [
-    "ARTIFACT_FORMS",
-    "DEFAULT_STORAGE_TEMPLATE",
-    "STORAGE_ENV",
-    "STALE_REASON",
-    "RetryStaleTrial",
-    "check_artifact_location",
-    "check_study_name",
-    "default_storage_url",
-    "mask_url",
-    "open_storage",
-    "resolve_storage_url",
-    "sqlite_path",
-    "storage_writable",
-    "study_exists",
-]
 
 DEFAULT_STORAGE_TEMPLATE = "sqlite:///studies/{name}.db"
 CONNECT_TIMEOUT_S = 5  # a PostgreSQL server that does not answer fails in seconds, not minutes

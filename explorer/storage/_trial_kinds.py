@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from enum import Enum
 
-__all__ = ["Closure", "Proposal", "Role"]
-
 
 class _Stored(str, Enum):
     """An enum whose members are the strings a study stores (printed as them, too)."""

@@ -8,7 +8,8 @@ import math
 
 import pytest
 
-from explorer.analysis import NOT_ENOUGH, _gqa as gqa, rules_of_thumb
+from explorer.analysis import _gqa as gqa, rules_of_thumb
+from explorer.analysis._groups import NOT_ENOUGH
 from explorer.answer import answer, architecture_table, architectures, attention_kind, plan_finalists
 from explorer.layout import ModelConfig
 from explorer.storage import Retiming

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from explorer.analysis import heads_needed, suggest_layout
+from explorer.analysis._heads import heads_needed, suggest_layout
 from explorer.layout import valid_heads
 
 

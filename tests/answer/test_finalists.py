@@ -7,7 +7,8 @@ import dataclasses
 
 import numpy as np
 
-from explorer.answer import evidence_units, plan_finalists
+from explorer.answer import plan_finalists
+from explorer.answer._finalists import evidence_units
 from explorer.spec import spec_from_dict
 from tests.fixtures import record
 
@@ -137,7 +138,7 @@ def test_the_plan_lists_its_layouts_and_the_first_runs_on_each():
 
 
 def test_finalist_times_lays_out_each_layouts_retimings_by_round_on_its_axis():
-    from explorer.answer import finalist_times
+    from explorer.answer._finalists import finalist_times
     from explorer.storage import Retiming
     from tests.fixtures import latency
 
@@ -154,7 +155,8 @@ def test_finalist_times_lays_out_each_layouts_retimings_by_round_on_its_axis():
 
 
 def test_next_runs_spends_at_most_what_is_left_on_the_plans_layouts():
-    from explorer.answer import finalist_times, next_runs
+    from explorer.answer import next_runs
+    from explorer.answer._finalists import finalist_times
 
     plan = plan_finalists(search(), SPEC)
     times = finalist_times(plan.keys, [])

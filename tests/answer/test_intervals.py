@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from explorer.answer import Interval, accuracy_mean_ci, median_ci, proportion_ci
+from explorer.answer import Interval
+from explorer.answer._intervals import accuracy_mean_ci, median_ci, proportion_ci
 
 
 @pytest.mark.parametrize("k,n", [(0, 10), (10, 10), (7, 20), (270, 270)])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from explorer.answer import block_spread, latency_interval
+from explorer.answer._latency_stats import block_spread, latency_interval
 
 
 def test_latency_interval_basic():

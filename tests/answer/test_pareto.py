@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from explorer.answer import front_mask, hypervolume_2d, hypervolume_history, knee, knee_index, pareto_front
+from explorer.answer import front_mask, hypervolume_2d, hypervolume_history, knee_index, pareto_front
+from explorer.answer._pareto import knee
 
 
 def table(acc, lat) -> pd.DataFrame:

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from explorer.answer import answer, pick, resolve_trial, select_run
+from explorer.answer import answer, resolve_trial
+from explorer.answer._recommend import pick, select_run
 from explorer.errors import ConfigError, NoAnswerError
 from explorer.layout import unit_seed
 from explorer.spec import spec_from_dict
@@ -109,7 +110,7 @@ def test_the_answer_is_the_fastest_layout_placed_within_the_margin():
     assert two.versus_best.high < -ans.margin  # its interval at 1 - 2 risk lies wholly beyond the margin
     doc = ans.to_dict()["verdicts"]
     assert [d["p_within_margin"] for d in doc] == [c.p_within for c in ans.verdicts]
-    from explorer.output import answer_blocks
+    from explorer.output._answer_sections import answer_blocks
 
     text = str(
         answer_blocks(ans, SPEC)
@@ -159,7 +160,7 @@ def test_a_collapsed_run_is_reported_apart_and_pooled_nowhere():
     four = next(a for a in ans.candidates if a.heads == (4, 4))
     assert four.n == 7 and broken.number not in four.numbers and four.quality.low > 0.9
     assert {a.heads for a in ans.members} >= {(8, 8), (4, 4)}
-    from explorer.output import answer_blocks
+    from explorer.output._answer_sections import answer_blocks
 
     assert "collapsed and are reported apart" in str(answer_blocks(ans, SPEC))
 
@@ -175,7 +176,7 @@ def test_no_layout_beating_chance_is_no_answer_and_export_refuses_it():
     assert ans.recommended is None and "nothing was learned" in ans.no_answer and "epochs" in ans.no_answer
     with pytest.raises(NoAnswerError, match="no answer to export"):
         resolve_trial(finals, SPEC, "answer")
-    from explorer.output import answer_blocks
+    from explorer.output._answer_sections import answer_blocks
 
     assert "No answer" in str(answer_blocks(ans, SPEC))
 
@@ -264,7 +265,7 @@ def test_picks_and_the_run_that_stands_for_an_architecture():
 def test_a_relations_answer_with_fewer_than_k_heads_says_why_from_the_same_runs():
     """k = 4 planted relations: one 1,1 run learned them (the fastest, so the knee), another did not; the report's
     relations section says why the answer has fewer than k heads, counting the runs that came near it."""
-    from explorer.output import relations_blocks
+    from explorer.output._sections import relations_blocks
 
     rows = [
         ((1, 1), 0.997, 1.0, 32),
@@ -300,7 +301,7 @@ def test_an_unbalanced_grid_is_read_without_a_warning_reaching_the_terminal():
     import warnings
 
     from explorer.answer import unit_comparison
-    from explorer.output import answer_blocks
+    from explorer.output._answer_sections import answer_blocks
 
     full = finalist_records(
         10, [((8, 8), 0.95, 2.4, "8 heads"), ((4, 4), 0.947, 1.4, "knee")], seeds=9, noise=0.004
@@ -419,7 +420,7 @@ def test_once_the_stages_budget_is_spent_the_decision_settles_at_the_wider_edge(
     assert late.p_edge >= 1 - spent.risk > late.p_within  # shown below half the margin, never within it
     assert spent.confidence == running.confidence  # the answer's own claim does not move
     assert spent.to_dict()["settled"] is True
-    from explorer.output import answer_blocks
+    from explorer.output._answer_sections import answer_blocks
 
     assert "[answer] settle" in str(answer_blocks(spent, spec))
     assert "[answer] settle" not in str(answer_blocks(running, spec))

@@ -6,17 +6,13 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from explorer.answer import (
-    Verdict,
-    decide,
-    next_cells,
-    next_layouts,
-    pair_risks,
-)
+from explorer.answer import Verdict, decide, next_cells
 from explorer.answer._rule import (
     coherent,
     forced_units,
     joint_within,
+    next_layouts,
+    pair_risks,
     runs_to_decide,
     smallest_round,
     units_to_decide,

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from explorer.answer import compare, kendall_tau, permutation_test, stratified_permutation_test
+from explorer.answer import compare, kendall_tau
+from explorer.answer._significance import permutation_test, stratified_permutation_test
 
 
 def test_permutation_test_exact_hand_case():

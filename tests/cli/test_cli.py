@@ -122,9 +122,10 @@ def documented_defaults(text: str) -> dict[str, dict[str, str]]:
 
 def spec_defaults_problems(docs: str) -> list[str]:
     """Where `train`/`space`'s option defaults, the spec's fields, a spec without the key and ``docs`` disagree."""
-    from explorer.cli import SPEC_OPTIONS
+    from explorer.cli._cmd_model import SPEC_OPTIONS
     from explorer.fields import option_default
-    from explorer.spec import TABLE_CLASSES, spec_from_dict
+    from explorer.spec import spec_from_dict
+    from explorer.spec._keys import TABLE_CLASSES
 
     problems = []
     if {flag: (cls.__name__, name) for flag, (cls, name) in SPEC_OPTIONS.items()} != SHARED_WITH_THE_SPEC:
@@ -235,7 +236,7 @@ def _make_trusted(cache_dir, hours: float) -> None:
     """Rewrite every cached latency as a clean measurement made ``hours`` ago on this idle machine."""
     import datetime as dt
 
-    from explorer.measure import MachineState
+    from explorer.measure._latency_cache import MachineState
 
     when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(hours=hours)
     for path in cache_dir.glob("*.json"):
@@ -270,7 +271,8 @@ def _cache_files(directory) -> dict[str, bytes]:
 
 
 def test_cache_list_and_clear(tmp_path, monkeypatch):
-    from explorer.measure import LatencyCache, MachineState
+    from explorer.measure import LatencyCache
+    from explorer.measure._latency_cache import MachineState
     from tests.measure.test_latency_cache import ago, result
 
     cache_dir = tmp_path / "cache"

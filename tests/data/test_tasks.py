@@ -7,7 +7,9 @@ import pytest
 import torch
 from sklearn.linear_model import LogisticRegression
 
-from explorer.data import TASKS, Task, load_task, relation_rules
+from explorer.data import Task, load_task
+from explorer.data._registry import TASKS
+from explorer.data._relations_task import relation_rules
 from explorer.errors import ConfigError, DataError
 
 
@@ -58,7 +60,7 @@ def test_digits_patch_sizes(patch: int, shape: tuple[int, int], digits: Task) ->
 def test_digits_patch_layout_is_row_major() -> None:
     from sklearn.datasets import load_digits
 
-    from explorer.data import patchify
+    from explorer.data._digits import patchify
 
     img = load_digits().images[:1] / 16.0
     patches = patchify(img, 2)

@@ -8,10 +8,12 @@ import math
 import pytest
 import torch
 
-from explorer.data import SKIP_DIRS, build_corpus, corpus_files, load_task, load_text, windows
+from explorer.data import load_task
+from explorer.data._text import SKIP_DIRS, build_corpus, corpus_files, load_text, windows
 from explorer.errors import ConfigError, DataError
 from explorer.layout import ModelConfig, TrainConfig
-from explorer.measure import evaluate_split, fit
+from explorer.measure import fit
+from explorer.measure._train import evaluate_split
 from explorer.measurements import quality_metric
 from explorer.model import CausalLM
 

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.data import load_task, patch_images, valid_patches
+from explorer.data import load_task
+from explorer.data._images import patch_images, valid_patches
 from explorer.errors import ConfigError, DataError, MissingExtraError
 from explorer.hooks import fingerprint, is_reference, resolve
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from explorer.errors import ConfigError
-from explorer.layout import InputSpec, ModelConfig, TrainConfig, expand_schedule, schedule_family, valid_heads
+from explorer.layout import InputSpec, ModelConfig, TrainConfig, expand_schedule, valid_heads
+from explorer.layout._schedules import schedule_family
 
 
 @pytest.mark.parametrize(

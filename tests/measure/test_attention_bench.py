@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from explorer.errors import ConfigError
-from explorer.measure import BENCH_IMPLS, bench_attention, peak_memory_mb
+from explorer.measure import bench_attention
+from explorer.measure._attention_bench import BENCH_IMPLS, peak_memory_mb
 
 TINY = dict(d_model=32, heads=4, seq_len=12, batch=2, min_run_time=0.02, threads=1, matmul_size=128)
 
@@ -85,7 +86,8 @@ def test_bench_on_cuda() -> None:
 
 
 def test_a_plan_is_checked_before_it_runs_and_says_what_it_times() -> None:
-    from explorer.measure import DEFAULT_CONTEXT, plan_bench
+    from explorer.measure import plan_bench
+    from explorer.measure._bench_plan import DEFAULT_CONTEXT
 
     forward = plan_bench(32, 4, None, 12, 2, device="cpu")
     assert forward.what == "attention at batch 2, seq 12, d_model 32, 4 heads"

@@ -14,19 +14,11 @@ from explorer.cli import main
 from explorer.data import Task, load_task
 from explorer.errors import ConfigError
 from explorer.layout import DecodeConfig, InputSpec, LatencyConfig, ModelConfig, TrainConfig
-from explorer.measure import (
-    DECODE_IMPLS,
-    CachePolicy,
-    LatencyCache,
-    MachineState,
-    bench_attention,
-    bench_decode,
-    decode_key,
-    decode_latency,
-    decoder_spec,
-    evaluate_variant,
-    latency_key,
-)
+from explorer.measure import CachePolicy, LatencyCache, bench_attention, decode_latency, evaluate_variant
+from explorer.measure._attention_bench import DECODE_IMPLS, bench_decode
+from explorer.measure._decode import decode_key, decoder_spec
+from explorer.measure._latency import latency_key
+from explorer.measure._latency_cache import MachineState
 from explorer.measurements import DecodeResult
 
 CPU = torch.device("cpu")

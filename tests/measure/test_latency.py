@@ -11,8 +11,10 @@ from torch import nn
 import explorer.measure._latency as latency
 from explorer.errors import ConfigError
 from explorer.layout import InputSpec, LatencyConfig, ModelConfig
-from explorer.measure import CachePolicy, LatencyCache, MachineState, latency_key, model_latency, time_forward
-from explorer.measure._latency import LatencyResult
+from explorer.measure import CachePolicy, LatencyCache, model_latency, time_forward
+from explorer.measure._latency import latency_key
+from explorer.measure._latency_cache import MachineState
+from explorer.measurements import LatencyResult
 
 FAST = LatencyConfig(batch_size=2, threads=1, min_run_time=0.02)
 TOKENS = InputSpec(kind="tokens", seq_len=8, n_classes=3, vocab_size=11)

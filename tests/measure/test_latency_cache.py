@@ -16,15 +16,9 @@ import torch
 import explorer.measure._latency as latency
 from explorer.errors import ConfigError
 from explorer.layout import InputSpec, LatencyConfig, ModelConfig
-from explorer.measure import (
-    CachePolicy,
-    LatencyCache,
-    MachineState,
-    describe_age,
-    latency_key,
-    model_latency,
-    result_age_s,
-)
+from explorer.measure import CachePolicy, LatencyCache, describe_age, model_latency, result_age_s
+from explorer.measure._latency import latency_key
+from explorer.measure._latency_cache import MachineState
 from explorer.measurements import LatencyResult
 
 KEY = "d16_h2-4|tokens_T8|b2|t1|float32|cpu (test)|torch-test"

@@ -11,7 +11,8 @@ import torch
 
 from explorer.analysis import _heads as heads
 from explorer.layout import ModelConfig, TrainConfig
-from explorer.measure import _probe as probe, evaluate, fit
+from explorer.measure import _probe as probe, fit
+from explorer.measure._train import evaluate
 from tests.heads_models import SPEC, data, kill_head, structured_task, tiny_model
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -126,7 +127,7 @@ def test_uniform_attention_has_entropy_log_t_and_identical_heads_are_maximally_s
 
 
 def test_unpatchify_inverts_the_digits_patches():
-    from explorer.data import patchify
+    from explorer.data._digits import patchify
 
     img = np.arange(2 * 64, dtype=np.float32).reshape(2, 8, 8)
     for p in (1, 2, 4):

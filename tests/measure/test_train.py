@@ -8,8 +8,8 @@ import torch
 from explorer.data import Task
 from explorer.errors import ConfigError, TrainingDivergedError
 from explorer.layout import InputSpec, ModelConfig, TrainConfig
-from explorer.measure import EpochStats, TrainResult, evaluate, fit
-from explorer.measure._train import _lr_lambda
+from explorer.measure import EpochStats, fit
+from explorer.measure._train import TrainResult, _lr_lambda, evaluate
 
 CPU = torch.device("cpu")
 MODEL = ModelConfig(d_model=16, heads=(2, 4))

@@ -7,7 +7,8 @@ import torch
 
 from explorer.errors import LimitError
 from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
-from explorer.measure import VariantTrainPlan, plan_train
+from explorer.measure import plan_train
+from explorer.measure._train_plan import VariantTrainPlan
 
 LAT = LatencyConfig(device="cpu", batch_size=4, threads=1, min_run_time=0.02)
 CFG = ModelConfig(d_model=16, heads=(2, 4), mlp_ratio=1.0)

@@ -8,15 +8,8 @@ import torch
 
 from explorer.errors import LimitError
 from explorer.layout import InputSpec, ModelConfig
-from explorer.model import (
-    attention_bytes,
-    build_model,
-    check_config_limits,
-    inference_bytes,
-    param_count,
-    shape_of,
-    training_bytes,
-)
+from explorer.model import attention_bytes, build_model, check_config_limits, inference_bytes, training_bytes
+from explorer.model._footprint import param_count, shape_of
 
 TOKENS = InputSpec(kind="tokens", seq_len=12, n_classes=5, vocab_size=30)
 FEATURES = InputSpec(kind="features", seq_len=16, n_classes=10, n_features=4)

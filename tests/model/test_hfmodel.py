@@ -8,14 +8,17 @@ import numpy as np
 import pytest
 import torch
 
-from explorer.data import patch_images
+from explorer.data._images import patch_images
 from explorer.errors import ConfigError
 from explorer.layout import InputSpec, LatencyConfig, ModelConfig
-from explorer.measure import decode_latency, decoder_spec
-from explorer.model import attention_layout, check_model
+from explorer.measure import decode_latency
+from explorer.measure._decode import decoder_spec
+from explorer.model import check_model
+from explorer.model._usermodel import attention_layout
 
 transformers = pytest.importorskip("transformers")
-from explorer.model import HFBuilder, pixel_values  # noqa: E402
+from explorer.model import HFBuilder  # noqa: E402
+from explorer.model._hfmodel import pixel_values  # noqa: E402
 
 TOKENS = InputSpec(kind="tokens", seq_len=8, n_classes=3, vocab_size=11)
 LM = InputSpec(kind="tokens", seq_len=8, n_classes=11, vocab_size=11, task_kind="language_model")

@@ -14,24 +14,11 @@ import torch
 import torch.nn.functional as F
 
 from explorer.errors import ConfigError
-from explorer.layout import (
-    InputSpec,
-    ModelConfig,
-    expand_head_dim,
-    expand_kv_schedule,
-    valid_head_pairs,
-    valid_heads,
-    valid_kv_heads,
-)
-from explorer.model import (
-    CausalLM,
-    Encoder,
-    KVCache,
-    MultiHeadAttention,
-    attention_flops,
-    build_model,
-    causal_mask,
-)
+from explorer.layout import InputSpec, ModelConfig, valid_head_pairs, valid_heads, valid_kv_heads
+from explorer.layout._schedules import expand_head_dim, expand_kv_schedule
+from explorer.model import CausalLM, KVCache, MultiHeadAttention, attention_flops, build_model
+from explorer.model._attention import causal_mask
+from explorer.model._model import Encoder
 
 IMPLS = ("fused", "merged", "serial")
 LM_SPEC = InputSpec(kind="tokens", seq_len=16, n_classes=40, vocab_size=40, task_kind="language_model")

@@ -5,7 +5,8 @@ import torch
 
 from explorer.errors import DataError
 from explorer.layout import InputSpec, ModelConfig
-from explorer.model import Encoder, build_model, set_attention_impl
+from explorer.model import build_model, set_attention_impl
+from explorer.model._model import Encoder
 
 TOKENS = InputSpec(kind="tokens", seq_len=7, n_classes=5, vocab_size=11)
 FEATURES = InputSpec(kind="features", seq_len=6, n_classes=3, n_features=4)

@@ -14,7 +14,8 @@ import explorer.model._runtime as runtime
 from explorer.cli import main
 from explorer.errors import EXIT_ENVIRONMENT, ConfigError, MissingExtraError, SpecError
 from explorer.layout import InputSpec, LatencyConfig, ModelConfig
-from explorer.measure import latency_key, model_latency
+from explorer.measure import model_latency
+from explorer.measure._latency import latency_key
 from explorer.model import build_model
 from explorer.spec import spec_from_dict
 

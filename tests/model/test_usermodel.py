@@ -11,8 +11,10 @@ import torch
 from explorer.data import load_task
 from explorer.errors import ConfigError
 from explorer.layout import LatencyConfig, ModelConfig, TrainConfig
-from explorer.measure import VariantFailed, evaluate_variant, latency_key
-from explorer.model import ModelBuilder, attention_layout, build_model, check_model, count_flops
+from explorer.measure import VariantFailed, evaluate_variant
+from explorer.measure._latency import latency_key
+from explorer.model import ModelBuilder, build_model, check_model
+from explorer.model._usermodel import attention_layout, count_flops
 
 MODELS = Path(__file__).resolve().parents[1] / "usermodels.py"
 LAYOUT = ModelConfig(d_model=16, heads=(2, 4))

@@ -9,12 +9,14 @@ import pytest
 from click.testing import CliRunner
 from optuna.trial import TrialState, create_trial
 
-from explorer.answer import COMPARE_COLUMNS, compare_fronts, study_setup
+from explorer.answer import compare_fronts
+from explorer.answer._compare_fronts import COMPARE_COLUMNS, study_setup
 from explorer.cli import main
 from explorer.errors import EXIT_BAD_INPUT, EXIT_NO_RESULT
 from explorer.layout import ModelConfig
 from explorer.measurements import LatencyResult
-from explorer.output import compare_figure, save_png
+from explorer.output._compare_figure import compare_figure
+from explorer.output._plots import save_png
 from explorer.spec import spec_from_dict
 from explorer.storage import TrialRecord, record_from_trial
 

@@ -19,8 +19,9 @@ from explorer import api
 from explorer.cli import main
 from explorer.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, DataError
 from explorer.measure import bench_model, load_run_config
-from explorer.model import check_pt2, load_exported
-from explorer.output import PARITY_TOLERANCE
+from explorer.model import load_exported
+from explorer.model._export_files import check_pt2
+from explorer.output._export import PARITY_TOLERANCE
 from explorer.study import Study, artifact_store
 from tests.deploy_helpers import run_tiny_study
 

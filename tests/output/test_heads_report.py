@@ -10,7 +10,8 @@ import torch
 
 from explorer.layout import ModelConfig, TrainConfig
 from explorer.measure import _probe as probe, fit
-from explorer.output import _heads_plots as heads_plots, save_png
+from explorer.output import _heads_plots as heads_plots
+from explorer.output._plots import save_png
 from tests.heads_models import structured_task
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -52,7 +53,8 @@ def test_figures_render(trained, tmp_path):
 def test_heads_of_a_real_trial_are_analysed_first_and_then_written(tmp_path):
     """The analysis (explorer.analysis) writes nothing; write_heads writes what it computed."""
     from explorer.analysis import analyse_heads
-    from explorer.output import OutputFolder, write_heads
+    from explorer.output import OutputFolder
+    from explorer.output._heads_report import write_heads
     from explorer.storage import load_records
     from explorer.study import Study
     from tests.deploy_helpers import run_tiny_study

@@ -10,7 +10,7 @@ import pytest
 
 from explorer.errors import ConfigError, MissingExtraError
 from explorer.layout import InputSpec, ModelConfig
-from explorer.output import hf_config, nearest_uniform, write_hf_config
+from explorer.output._hf_export import hf_config, nearest_uniform, write_hf_config
 from explorer.spec import spec_from_dict
 from explorer.storage import TrialRecord
 

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from explorer.measurements import QUALITY_METRICS
-from explorer.output import _plots as plots, effect_data, pareto_data, quality
+from explorer.output import _plots as plots
+from explorer.output._plot_data import effect_data, pareto_data, quality
 
 
 def table() -> pd.DataFrame:

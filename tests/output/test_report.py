@@ -11,7 +11,8 @@ import pytest
 
 from explorer.analysis import _rules as rules
 from explorer.errors import ConfigError, NoCompletedTrialsError
-from explorer.output import MANIFEST, ReportInput, _plots as plots, write_report
+from explorer.output import ReportInput, _plots as plots, write_report
+from explorer.output._result_folders import MANIFEST
 from explorer.spec import spec_from_dict
 from explorer.storage import load_records
 from tests.fixtures import LM_SPEC, lm_finalists, lm_search, make_study

@@ -9,8 +9,8 @@ import stat
 import pytest
 
 from explorer.errors import ConfigError
-from explorer.output import MANIFEST, OutputFolder
-from explorer.output._result_folders import as_user_made
+from explorer.output import OutputFolder
+from explorer.output._result_folders import MANIFEST, as_user_made
 
 
 def tree(root) -> list[str]:

@@ -10,7 +10,8 @@ from click.testing import CliRunner
 
 from explorer.cli import main
 from explorer.errors import SpecError
-from explorer.spec import load_spec, parse_override, spec_rows
+from explorer.spec import load_spec, spec_rows
+from explorer.spec._overrides import parse_override
 from tests.fixtures import make_study, write_tiny_spec
 
 

@@ -12,7 +12,8 @@ import optuna
 import pytest
 
 from explorer.errors import ConfigError
-from explorer.layout import ModelConfig, schedule_family, valid_heads
+from explorer.layout import ModelConfig, valid_heads
+from explorer.layout._schedules import schedule_family
 from explorer.spec import SearchSpace, StudySpec, load_spec, spec_from_dict
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"

@@ -12,7 +12,9 @@ import pytest
 
 from explorer.errors import SpecError
 from explorer.fields import REQUIRED, default_of, key, key_of, spec_fields
-from explorer.spec import SPEC_KEYS, TABLE_CLASSES, StudySpec, load_spec, read_table, spec_from_dict
+from explorer.spec import StudySpec, load_spec, spec_from_dict
+from explorer.spec._keys import SPEC_KEYS, TABLE_CLASSES
+from explorer.spec._toml import read_table
 
 ROOT = Path(__file__).resolve().parents[2]
 STUDIES = ROOT / "studies"
@@ -453,8 +455,9 @@ def test_every_new_key_refuses_bad_input_in_one_line(data, fragments):
 
 
 def test_the_task_kinds_a_spec_knows_are_the_tasks_own():
-    from explorer.data import TASKS, load_task
-    from explorer.spec import TASK_KINDS
+    from explorer.data import load_task
+    from explorer.data._registry import TASKS
+    from explorer.spec._goals import TASK_KINDS
 
     assert set(TASK_KINDS) == set(TASKS)
     small = {"text": {"context": 16, "max_bytes": 20000}, "relations": {"n_samples": 200}}

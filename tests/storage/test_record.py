@@ -13,7 +13,6 @@ from explorer.layout import FinalistRun, ModelConfig, Purpose
 from explorer.measurements import DecodeResult
 from explorer.storage import (
     RETIMED_ATTR,
-    STORED_KEYS,
     Closure,
     Proposal,
     Role,
@@ -27,9 +26,9 @@ from explorer.storage import (
     record_from_trial,
     retry_attrs,
     role_of,
-    stored as checked_attrs,
     write,
 )
+from explorer.storage._record import STORED_KEYS, stored as checked_attrs
 from tests.fixtures import latency, record
 
 

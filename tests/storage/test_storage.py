@@ -22,14 +22,8 @@ from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 from optuna.trial import TrialState
 
 from explorer.errors import SpecError, StorageError
-from explorer.storage import (
-    RetryStaleTrial,
-    check_study_name,
-    default_storage_url,
-    mask_url,
-    open_storage,
-    study_exists,
-)
+from explorer.storage import check_study_name, default_storage_url, mask_url, open_storage, study_exists
+from explorer.storage._heartbeat import RetryStaleTrial
 from explorer.study import list_studies
 
 REPO = Path(__file__).resolve().parents[2]
@@ -250,7 +244,7 @@ def test_read_only_opening_creates_nothing_and_refuses_what_is_not_optuna(tmp_pa
 
 
 def test_only_files_explorer_creates_are_switched_to_wal(tmp_path: Path, opened) -> None:
-    from explorer.storage import is_wal
+    from explorer.storage._sqlite_files import is_wal
 
     new = tmp_path / "new.db"
     optuna.create_study(study_name="s", storage=opened(f"sqlite:///{new}"))
@@ -411,7 +405,7 @@ def test_a_read_only_url_reads_a_quiet_database_immutable_and_a_busy_one_through
     """immutable=1 needs no -wal/-shm (a read-only folder); with a writer's log beside it, mode=ro reads that log."""
     import sqlite3
 
-    from explorer.storage import readonly_url
+    from explorer.storage._sqlite_files import readonly_url
 
     db = tmp_path / "a b%.db"  # a path that needs percent-encoding
     con = sqlite3.connect(db)
