@@ -1,10 +1,10 @@
 """The workflows a user runs, composed from the stages: what the command line calls, and a notebook can too.
 
-A study runs in two stages (:func:`run`, from :mod:`explorer.study._runs` with :func:`run_study` and :func:`confirm`):
+A study runs in two stages (:func:`run`, from :mod:`explorer.study` with :func:`run_study` and :func:`confirm`):
 the search (``n_trials`` architectures, one run each, rungs stopping the clearly beaten), then the finalists
-(:mod:`explorer.answer._finalists` picks the knee, its neighbours and the reference layouts; each is trained on
-the same cross-validation folds with the same seeds, a fixed schedule). Reading a study (:func:`load`) and
-everything that works from its records (the answer, the report, export, heads, compare) are here.
+(:mod:`explorer.answer` picks the knee, its neighbours and the reference layouts; each is trained on the same
+cross-validation folds with the same seeds, a fixed schedule). Reading a study (:func:`load`) and everything that
+works from its records (the answer, the report, export, heads, compare) are here.
 
     >>> import explorer
     >>> summary = explorer.run_study("studies/quickstart.toml")
@@ -12,6 +12,10 @@ everything that works from its records (the answer, the report, export, heads, c
     >>> answer = explorer.recommend("quickstart")   # the head-count answer, with its evidence
 
 One variant alone is :func:`train` (what `explorer train` runs).
+
+Importing this module loads no torch, Optuna or pandas: each workflow imports what it uses when it is called,
+and the study's workflows (:func:`run_study`, :func:`run`, :func:`confirm`) and :func:`train` are taken from their
+packages on first use.
 """
 
 from __future__ import annotations
@@ -19,43 +23,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import importlib
 import logging
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-
-from explorer.answer import Answer, answer, compare_fronts, trials_table
 from explorer.errors import ConfigError, ExplorerError, NoCompletedTrialsError
-from explorer.measure import as_device, train_variant
-from explorer.output import (
-    ExportResult,
-    ReportInput,
-    ReportPaths,
-    analyse_trial,
-    export_trial,
-    write_compare,
-    write_report,
-)
-from explorer.spec import tracking_uri
-from explorer.storage import Retiming, Role, TrialRecord, closed_counts
-from explorer.study import (
-    INPUT_ATTR,
-    RunSummary,
-    Study,
-    artifact_store,
-    check_code,
-    confirm,
-    log_answer,
-    run,
-    run_study,
-)
 
 if TYPE_CHECKING:
+    import pandas as pd
     import torch
+
+    from explorer.answer import Answer
+    from explorer.measure import train_variant as train
+    from explorer.output import ExportResult, ReportInput, ReportPaths
+    from explorer.storage import Retiming, TrialRecord
+    from explorer.study import RunSummary, Study, confirm, run, run_study
 
 __all__ = [
     "RunSummary",
@@ -75,10 +61,27 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# One variant trained and timed, every input checked first: what `explorer train` runs, through the same plan
-# (explorer.measure.plan_train: a spec's training defaults, the device resolved, the runtime and sizes checked
-# once). It composes the engine alone (the task, the memory check, evaluate_variant), so it is defined there.
-train = train_variant
+# Names this module takes from the packages on first use (PEP 562), so importing it stays light:
+# the study's workflows, and one variant trained and timed, every input checked first: what `explorer train` runs,
+# through the same plan (explorer.measure.plan_train: a spec's training defaults, the device resolved, the runtime
+# and sizes checked once). It composes the engine alone (the task, the memory check, evaluate_variant), so it is
+# defined there.
+_FROM = {
+    "run": ("explorer.study", "run"),
+    "run_study": ("explorer.study", "run_study"),
+    "confirm": ("explorer.study", "confirm"),
+    "RunSummary": ("explorer.study", "RunSummary"),
+    "train": ("explorer.measure", "train_variant"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM:
+        module, attr = _FROM[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module 'explorer.api' has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------------------------- reading
@@ -95,9 +98,15 @@ class StudyData:
 
     @functools.cached_property
     def answer(self) -> Answer:
+        from explorer.answer import answer
+
         return answer(self.records, self.study.spec, self.retimings)
 
     def report_input(self) -> ReportInput:
+        from explorer.output import ReportInput
+        from explorer.storage import closed_counts
+        from explorer.study import INPUT_ATTR
+
         attrs = self.study.user_attrs
         return ReportInput(
             spec=self.study.spec,
@@ -115,12 +124,16 @@ class StudyData:
 def load(name: str, storage: str | None = None) -> StudyData:
     """Open a study by name (default storage: ``studies/NAME.db``) read-only and read its records and
     re-timings: nothing is created or changed, and a study explorer did not create is refused at once."""
+    from explorer.study import Study
+
     study = Study.open(name, storage)
     return StudyData(study, tuple(study.records()), tuple(study.retimings()))
 
 
 def trials(name: str, storage: str | None = None) -> pd.DataFrame:
     """One row per trial of the study (every state and role), as a DataFrame."""
+    from explorer.answer import trials_table
+
     return trials_table(load(name, storage).records)
 
 
@@ -140,6 +153,10 @@ def report(
     """Write the study's report into ``out`` (default ``reports/NAME``); with ``keep_figures`` its figures are
     also kept with the study through optuna.artifacts (at ``artifacts``, default the study's location), so
     optuna-dashboard and other machines see them."""
+    from explorer.output import write_report
+    from explorer.spec import tracking_uri
+    from explorer.study import artifact_store
+
     data = load(name, storage)
     # a bad location fails first; a read-only storage keeps no figure (the command says so)
     store = artifact_store(data.study, artifacts) if keep_figures else None
@@ -164,6 +181,8 @@ def report(
 def _log_answer(data: StudyData, paths: ReportPaths, storage: str | None) -> None:
     """The answer logged to the study's MLflow experiment: report.md, the figures and the exported run config
     (none when the study has no answer to export)."""
+    from explorer.study import log_answer
+
     files = [p for p in paths.files if p.name == "report.md" or p.suffix == ".png"]
     with tempfile.TemporaryDirectory(prefix="explorer-answer-") as tmp:
         config = Path(tmp) / "answer-config.json"
@@ -189,6 +208,9 @@ def export(
 ) -> ExportResult:
     """Export a trial (knee, most-accurate, fastest or a number) as a run config or a trained model file
     (``format``: config, state, pt2, onnx; see :mod:`explorer.output._export`)."""
+    from explorer.output import export_trial
+    from explorer.study import artifact_store, check_code
+
     data = load(name, storage)
     masked = None if data.study.is_default_storage else data.study.masked_url
     weights = format not in ("config", "hf") or (format == "hf" and data.study.spec.model.hf is not None)
@@ -212,6 +234,10 @@ def heads(
     """Analyse the heads of one trial; see :func:`explorer.output._heads_report.analyse_trial`. The weights come
     from the study's artifact store (``artifacts`` overrides where), else the trial is retrained exactly. ``device``:
     a torch.device, or auto, cpu, cuda or cuda:N."""
+    from explorer.measure import as_device
+    from explorer.output import analyse_trial
+    from explorer.study import artifact_store, check_code
+
     data = load(name, storage)
     check_code(data.study.user_attrs, data.study.spec)
     return analyse_trial(
@@ -238,6 +264,10 @@ def compare(
     table and one figure written into ``out`` (default ``reports/compare-A-B``); see
     :mod:`explorer.answer._compare_fronts`. Returns the table, the files and each study's answer (the one its report
     names). Every study is read before anything is written."""
+    from explorer.answer import compare_fronts
+    from explorer.output import write_compare
+    from explorer.storage import Role
+
     if len(names) < 2:
         raise ConfigError(f"compare needs at least two studies, got {len(names)}; name two or more.")
     twice = sorted({n for n in names if list(names).count(n) > 1})

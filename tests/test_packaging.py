@@ -122,6 +122,31 @@ def test_import_explorer_is_lazy_and_exposes_the_workflows(tmp_path):
     assert {"run_study", "trials", "recommend", "export", "report", "heads", "compare"} <= names
 
 
+def test_import_explorer_api_loads_only_what_it_needs(tmp_path):
+    """Importing the workflows module loads no torch, Optuna or pandas and none of explorer's packages' modules:
+    each workflow imports what it uses when called; the study's workflows and train come from their packages on
+    first use."""
+    code = (
+        "import sys, explorer.api as api\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith('explorer'))\n"
+        "assert not {'torch', 'optuna', 'pandas'} & set(sys.modules), sorted(sys.modules)\n"
+        "print(loaded)\n"
+        "from explorer.measure import train_variant\n"
+        "from explorer.study import confirm, run, run_study, RunSummary\n"
+        "assert (api.train, api.run, api.run_study, api.confirm, api.RunSummary) == "
+        "(train_variant, run, run_study, confirm, RunSummary)\n"
+        "assert all(callable(getattr(api, n)) for n in api.__all__)\n"
+    )
+    done = run_python(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.replace("'", '"')) == [
+        "explorer",
+        "explorer.api",
+        "explorer.errors",
+        "explorer.meta",
+    ]
+
+
 @pytest.mark.slow
 def test_python_api_runs_a_two_trial_study_and_returns_a_dataframe(tmp_path):
     write_tiny_spec(tmp_path)

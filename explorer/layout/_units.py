@@ -17,7 +17,7 @@ from typing import Any, TypedDict
 from explorer.layout._config import ModelConfig
 
 SEED_BLOCK = 1_000_000
-UNIT_OFFSET = 500_000  # search trial numbers stay below this (explorer.study.check_total refuses a total that reaches it)
+UNIT_OFFSET = 500_000  # search trial numbers stay below this (explorer.study._run_options.check_total refuses a total that reaches it)
 FOLD_OFFSET = 900_000
 
 

@@ -58,18 +58,6 @@ from explorer.storage import (
 )
 from explorer.study._study import Study
 
-__all__ = [
-    "ARTIFACTS_ENV",
-    "ARTIFACT_DIR_ENV",
-    "DEFAULT_MAX_BYTES",
-    "ArtifactStore",
-    "absolute_location",
-    "artifact_root_for",
-    "artifact_store",
-    "open_backend",
-    "store_for",
-]
-
 log = logging.getLogger(__name__)
 
 ARTIFACT_DIR_ENV = ARTIFACTS_ENV  # the name this module exported before artifacts went through Optuna

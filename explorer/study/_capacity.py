@@ -20,8 +20,6 @@ from explorer.spec import StudySpec
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["PROCESS_BYTES", "check_study_fits", "largest_shape"]
-
 PROCESS_BYTES = 500 * 10**6  # what one more worker process takes before its model: Python, torch, Optuna
 
 

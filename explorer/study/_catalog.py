@@ -23,8 +23,6 @@ from explorer.storage import (
 )
 from explorer.study._study import Study
 
-__all__ = ["INSIDE_NOTE", "list_studies", "study_status"]
-
 
 def list_studies(storage_url: str) -> list[dict[str, Any]]:
     """Every study in a storage with its trial counts by state (bookkeeping trials left out), sorted by name.

@@ -31,8 +31,6 @@ from explorer.storage import (
     trials_table,
 )
 
-__all__ = ["Claims", "pop_waiting"]
-
 _METADATA = sa.MetaData()
 _TABLE = sa.Table(
     "explorer_claims",

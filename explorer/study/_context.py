@@ -24,8 +24,6 @@ from explorer.model import ModelBuilder
 from explorer.spec import SearchSpace, StudySpec
 from explorer.study._artifacts import ArtifactStore
 
-__all__ = ["RunContext", "resolve_context"]
-
 
 @dataclass(frozen=True)
 class RunContext:

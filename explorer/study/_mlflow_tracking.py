@@ -43,8 +43,6 @@ from explorer.storage import (
 )
 from explorer.study._study import TRACKING_ATTR
 
-__all__ = ["answer_metrics", "log_answer", "logged_runs", "sync_trials"]
-
 _TAG = "explorer."  # explorer's tags on MLflow runs: explorer.study, explorer.trial, explorer.role, ...
 _STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
 # a server that does not answer fails a sync in seconds, not after MLflow's default minutes of retries

@@ -13,8 +13,6 @@ from optuna.trial import TrialState
 
 from explorer.storage import Role, epochs_done, is_bookkeeping, role_of, trials_of
 
-__all__ = ["OnStage", "Progress", "Step", "StopReason", "stage_progress"]
-
 
 class Step(str, Enum):
     """A step of a run that is announced as it starts, as each stage is, though it runs no trials."""

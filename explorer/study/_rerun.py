@@ -16,8 +16,6 @@ from explorer.errors import SpecError
 from explorer.spec import StudySpec
 from explorer.storage import Role, load_records
 
-__all__ = ["check_same_meaning", "comparable", "differences", "finished_search"]
-
 
 def comparable(spec: StudySpec) -> dict[str, Any]:
     """The parts of a spec that define the study's meaning (a new total, timeout, artifact location or tracking

@@ -50,8 +50,6 @@ from explorer.storage import (
 from explorer.study._context import RunContext, resolve_context
 from explorer.study._study import Study
 
-__all__ = ["SEARCH_RETIME_LIMIT", "finalist_configs", "retime", "search_configs"]
-
 SEARCH_RETIME_LIMIT = (
     64  # search architectures whose decoding is re-timed (the best ones, when there are more)
 )

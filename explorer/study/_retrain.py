@@ -15,8 +15,6 @@ from explorer.model import ModelBuilder, build_model
 from explorer.storage import TrialRecord, trial_label
 from explorer.study._artifacts import ArtifactStore
 
-__all__ = ["record_task", "run_task", "trained_model"]
-
 log = logging.getLogger(__name__)
 
 

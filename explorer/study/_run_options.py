@@ -11,8 +11,6 @@ from explorer.layout import DEVICE_NAMES, UNIT_OFFSET
 from explorer.limits import THREADS, TRIALS, WORKERS
 from explorer.storage import check_artifact_location
 
-__all__ = ["RunOptions", "check_total", "check_total_reaches"]
-
 
 def check_total(total: int, total_from: str = "--n-trials") -> int:
     """A search total (``--n-trials`` or a spec's ``n_trials``) of at least 1 and within the limit; never

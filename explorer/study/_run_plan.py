@@ -32,8 +32,6 @@ from explorer.study._run_options import RunOptions, check_total, check_total_rea
 from explorer.study._study import Study
 from explorer.study._user_code_check import INPUT_ATTR, check_user_model, input_record
 
-__all__ = ["StudyRunPlan", "PortableStudyRunPlan", "check_rerun", "check_study", "plan_run"]
-
 
 @dataclass(frozen=True)
 class StudyRunPlan:

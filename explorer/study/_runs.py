@@ -53,11 +53,10 @@ from explorer.study._artifacts import LOCATION_ATTR
 from explorer.study._progress import OnStage, Step, StopReason, stage_progress
 from explorer.study._rerun import finished_search
 from explorer.study._retime import retime, search_configs
+from explorer.study._run_options import RunOptions
 from explorer.study._run_plan import StudyRunPlan, plan_run
 from explorer.study._study import Study
-from explorer.study._workers import Progress, RunOptions, enqueue_runs, run_stage
-
-__all__ = ["DEFAULT_OPTIONS", "RunSummary", "confirm", "run", "run_planned", "run_study"]
+from explorer.study._workers import Progress, enqueue_runs, run_stage
 
 # the stage did what it could, not decided (HORIZON: the grid's verdict does not hold at the longer horizon)
 UNDECIDED_STOPS = (StopReason.BUDGET, StopReason.MINUTES, StopReason.HORIZON)

@@ -32,8 +32,6 @@ from explorer.storage import (
     write as write_record,
 )
 
-__all__ = ["UniqueSampler", "make_sampler", "stream_seed", "suggest_readable"]
-
 _TAKEN_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING, TrialState.WAITING)
 _RETRIES = {"tpe": 32, "nsga2": 32, "random": 0, "qmc": 1, "gp": 1}  # asks before falling back
 

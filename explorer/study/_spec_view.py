@@ -18,8 +18,6 @@ from explorer.study._artifacts import absolute_location, artifact_root_for
 from explorer.study._study import Study
 from explorer.study._user_code_check import INPUT_ATTR
 
-__all__ = ["DERIVED", "is_spec_file", "resolved_spec"]
-
 DERIVED = "derived"  # the source of an unset key shown as a run works it out from the others
 
 

@@ -57,8 +57,6 @@ from explorer.study._claims import Claims
 from explorer.study._code_record import check_code
 from explorer.study._rerun import check_same_meaning
 
-__all__ = ["ANSWER_ATTR", "CREATED_MARK", "TRACKING_ATTR", "Study", "existing_study_url", "missing_spec"]
-
 ANSWER_ATTR = "answer"  # the study attribute the report keeps the answer in (Study.note_answer)
 # the study attribute of the last MLflow sync (explorer.study._mlflow_tracking): where it logged, which finished
 # trials MLflow holds and which not yet

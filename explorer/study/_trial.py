@@ -72,18 +72,6 @@ from explorer.study._context import RunContext
 from explorer.study._retrain import run_task
 from explorer.study._sampling import suggest_readable
 
-__all__ = [
-    "LIVE_STATES",
-    "ClosedTrial",
-    "Objective",
-    "OverBudget",
-    "TrialFailed",
-    "TrialWatch",
-    "budget_constraints",
-    "layout_params",
-    "live_trials",
-]
-
 LIVE_STATES = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)  # what counts toward a total
 
 log = logging.getLogger(__name__)

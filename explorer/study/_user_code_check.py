@@ -20,8 +20,6 @@ from explorer.layout import ModelConfig
 from explorer.model import CHECK_BATCH, check_model
 from explorer.spec import SearchSpace, StudySpec
 
-__all__ = ["INPUT_ATTR", "check_user_model", "input_record"]
-
 INPUT_ATTR = "task_input"  # study user attribute: the task's input spec and description
 
 

@@ -48,22 +48,10 @@ from explorer.study._claims import pop_waiting
 from explorer.study._context import RunContext
 from explorer.study._mlflow_tracking import sync_trials
 from explorer.study._progress import Progress, StopReason, stage_progress
-from explorer.study._run_options import RunOptions
 from explorer.study._run_plan import PortableStudyRunPlan, StudyRunPlan
 from explorer.study._sampling import make_sampler
 from explorer.study._study import Study
 from explorer.study._trial import ClosedTrial, Objective, TrialFailed, live_trials
-
-__all__ = [
-    "MAX_CONSECUTIVE_DUPLICATES",
-    "MAX_CONSECUTIVE_FAILURES",
-    "Progress",
-    "RunOptions",
-    "StopReason",
-    "enqueue_runs",
-    "run_stage",
-    "stage_progress",
-]
 
 MAX_CONSECUTIVE_FAILURES = 5  # a worker gives up after this many failed trials in a row
 MAX_CONSECUTIVE_DUPLICATES = 50  # ... or after this many configurations in a row that another worker held

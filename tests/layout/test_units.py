@@ -17,7 +17,7 @@ def test_a_units_seed_is_past_every_search_trial_below_the_offset(study_seed):
 
 def test_the_trials_limit_keeps_search_seeds_below_the_units(monkeypatch):
     from explorer.errors import ConfigError
-    from explorer.study import check_total
+    from explorer.study._run_options import check_total
 
     assert TRIALS.value() < UNIT_OFFSET  # the default limit
     monkeypatch.setenv(TRIALS.env, str(10 * UNIT_OFFSET))  # raised past the units: still refused there

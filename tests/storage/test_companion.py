@@ -25,7 +25,9 @@ from explorer.storage import (
     local_number,
     parent_name,
 )
-from explorer.study import ANSWER_ATTR, INSIDE_NOTE, ArtifactStore, Study, list_studies, study_status
+from explorer.study import ArtifactStore, Study, list_studies, study_status
+from explorer.study._catalog import INSIDE_NOTE
+from explorer.study._study import ANSWER_ATTR
 from tests.fixtures import latency, make_study, write_tiny_spec
 
 

@@ -484,7 +484,7 @@ def _stamp(path: Path, version: tuple) -> None:
 
 def test_a_run_started_while_another_command_creates_its_database_goes_on_to_create_or_join_it(tmp_path):
     from explorer.spec import load_spec
-    from explorer.study import check_rerun
+    from explorer.study._run_plan import check_rerun
     from tests.fixtures import write_tiny_spec
 
     path = _being_created(tmp_path)

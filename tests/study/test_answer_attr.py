@@ -6,7 +6,7 @@ import optuna
 import pytest
 
 from explorer import api
-from explorer.study import ANSWER_ATTR
+from explorer.study._study import ANSWER_ATTR
 from tests.fixtures import make_study
 
 

@@ -15,7 +15,8 @@ from torch import nn
 
 from explorer.errors import DataError, MissingExtraError, StorageError
 from explorer.storage import ARTIFACTS_ENV, check_artifact_location, open_storage
-from explorer.study import ArtifactStore, artifact_root_for, open_backend
+from explorer.study import ArtifactStore
+from explorer.study._artifacts import artifact_root_for, open_backend
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 

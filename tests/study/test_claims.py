@@ -5,7 +5,7 @@ from __future__ import annotations
 import optuna
 
 from explorer.storage import open_storage
-from explorer.study import Claims
+from explorer.study._claims import Claims
 from explorer.study._workers import _process_context
 
 

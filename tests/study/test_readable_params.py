@@ -7,7 +7,7 @@ import optuna
 import pytest
 
 from explorer.spec import SearchSpace, spec_from_dict
-from explorer.study import make_sampler, suggest_readable
+from explorer.study._sampling import make_sampler, suggest_readable
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import explorer.api  # noqa: F401 - imported before counting: its defaults (RunOptions()) are made on import
 import explorer.data._registry as tasks_module
 import explorer.measure._device as device_module
 import explorer.model._runtime as runtime_module
@@ -24,12 +23,14 @@ import explorer.study._code_record as code_module
 import explorer.study._rerun as rerun_module
 import explorer.study._run_options as options_module
 import explorer.study._run_plan as plan_module
+import explorer.study._runs  # noqa: F401 - imported before counting: its defaults (RunOptions()) are made on import
 import explorer.study._user_code_check as usercode_module
 import explorer.study._workers as workers_module
 from explorer.cli import main
 from explorer.errors import ConfigError, DeviceError
 from explorer.spec import SearchSpace, load_spec
-from explorer.study import PortableStudyRunPlan, RunOptions, StopReason, Study, StudyRunPlan, plan_run
+from explorer.study import RunOptions, StopReason, Study, StudyRunPlan, plan_run
+from explorer.study._run_plan import PortableStudyRunPlan
 from tests.fixtures import write_tiny_spec
 
 # Every check a run makes, by the name explorer's modules hold it under, and where it is defined. (The engine's

@@ -9,7 +9,7 @@ import pytest
 
 from explorer.spec import SearchSpace, StudySpec, load_spec, spec_from_dict
 from explorer.storage import arch_key, report_epoch
-from explorer.study import UniqueSampler, make_sampler
+from explorer.study._sampling import UniqueSampler, make_sampler
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 optuna.logging.set_verbosity(optuna.logging.WARNING)

@@ -853,7 +853,7 @@ def test_a_text_study_with_kv_heads_runs_end_to_end(tmp_path, sqlite_url, one_th
 def test_a_failed_retiming_round_is_one_error_line_and_keeps_what_was_timed(tmp_path, sqlite_url):
     from explorer.layout import ModelConfig
     from explorer.storage import arch_key
-    from explorer.study import retime
+    from explorer.study._retime import retime
 
     study = plan_study(load_spec(write_spec(tmp_path, name="rt")), sqlite_url).study
     config = ModelConfig(d_model=16, heads=(2,))
@@ -878,7 +878,7 @@ def test_a_failed_retiming_round_is_one_error_line_and_keeps_what_was_timed(tmp_
 
 
 def test_a_changed_spec_says_what_differs_and_which_wins():
-    from explorer.study import differences
+    from explorer.study._rerun import differences
 
     stored = {"seed": 0, "space": {"heads": [1, 2], "d_model": [16]}, "task": {"options": {"k": 1}}}
     given = {"seed": 1, "space": {"heads": [1, 2, 4], "d_model": [16]}, "task": {"options": {"k": 1, "j": 2}}}
@@ -924,7 +924,7 @@ def test_a_study_opens_read_only_or_to_write_with_its_spec_and_refuses_a_missing
 
 
 def test_note_answer_keeps_the_answer_with_the_study(created_study):
-    from explorer.study import ANSWER_ATTR
+    from explorer.study._study import ANSWER_ATTR
 
     _, url = created_study
     assert Study.open("tiny", url).note_answer((2, 2), "**The answer**")

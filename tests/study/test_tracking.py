@@ -21,7 +21,8 @@ import explorer
 from explorer.cli import main
 from explorer.spec import MLFLOW_ENV
 from explorer.storage import FINALIST_BASE
-from explorer.study import Study, _mlflow_tracking as tracking, log_answer, sync_trials
+from explorer.study import Study, _mlflow_tracking as tracking, log_answer
+from explorer.study._mlflow_tracking import sync_trials
 from tests.fixtures import make_study, write_tiny_spec
 
 mlflow = pytest.importorskip("mlflow")

@@ -14,13 +14,9 @@ import explorer.study._trial as trial_module
 from explorer.layout import FinalistRun, ModelConfig, search_seed
 from explorer.spec import _fidelity as fidelity, load_spec
 from explorer.storage import Role, arch_key, load_records
-from explorer.study import (
-    ClosedTrial,
-    Objective,
-    StudyRunPlan,
-    TrialFailed,
-    enqueue_runs,
-)
+from explorer.study import StudyRunPlan
+from explorer.study._trial import ClosedTrial, Objective, TrialFailed
+from explorer.study._workers import enqueue_runs
 from tests.fixtures import latency, plan_study, write_tiny_spec
 
 CATCH = (TrialFailed, ClosedTrial)

@@ -18,7 +18,9 @@ import explorer.study._workers as workers_module
 from explorer.errors import ExplorerError
 from explorer.spec import load_spec
 from explorer.storage import Role, load_records, open_storage
-from explorer.study import RunOptions, StopReason, plan_run, pop_waiting, run_stage
+from explorer.study import RunOptions, StopReason, plan_run
+from explorer.study._claims import pop_waiting
+from explorer.study._workers import run_stage
 from tests.fixtures import plan_study, write_tiny_spec
 
 
