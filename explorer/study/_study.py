@@ -13,6 +13,17 @@ trial's life is :class:`explorer.study._trial.Objective`, running stages with wo
 * **Immutable.** A study's spec changes only through :meth:`Study.with_total`, which returns a new value; the
   total is written to the storage (:meth:`Study.store_total`) only once the command that asks for it has been
   fully checked, so bad input changes nothing.
+
+And what the trials run in it are organised around:
+
+* **Totals are exact.** A search trial counts the live search trials numbered before it (numbers are given by
+  the storage in creation order), so the spec's ``n_trials`` holds under any number of racing workers, across
+  resumes and machines. The finalist stage runs exactly the runs queued for it.
+* **No completed work is lost, nothing is stuck.** Heartbeats mark a dead worker's trial FAIL (with the reason)
+  and queue its configuration again. Before deciding that a stage is done, a worker fails stale trials and waits
+  for trials still running elsewhere, so a study killed during its last trials resumes to its total.
+* **Bad input changes nothing.** The spec, the task, the space, the device and every option are checked before
+  the storage is touched (:func:`explorer.study._run_plan.plan_run`).
 """
 
 from __future__ import annotations
@@ -74,9 +85,8 @@ class Study:
     file's timeout, artifact location and tracking when a file opened it) and the storage it lives in, opened
     read-only or writable (see the module docstring). Make one with :meth:`open` or :meth:`create_or_load`."""
 
-    optuna_study: (
-        optuna.Study
-    )  # the study itself (NAME): the search trials, the spec and the study's attributes
+    # the study itself (NAME): its search trials, its spec and its other attributes
+    optuna_study: optuna.Study
     spec: StudySpec
     url: str  # the storage URL, resolved (it may hold a password: show masked_url)
     writable: bool
