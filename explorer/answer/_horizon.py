@@ -212,6 +212,11 @@ class HorizonCheck:
     def holds(self) -> bool:
         return all(s.holds for s in self.shifts)
 
+    def longer_study(self, name: str) -> str:
+        """The command that runs study ``name``'s spec again as a study whose grid trains at the check's
+        horizon: what decides an answer the check contradicts (more runs at this horizon cannot)."""
+        return f"explorer study run SPEC --set name={name}-{self.long} --set finalists.epochs={self.long}"
+
 
 def _scores(records: Sequence[TrialRecord], key: str, epochs: int) -> dict[int, float]:
     out = {}

@@ -102,8 +102,7 @@ def answer_line(name: str, ans: Any) -> str:
     if ans.contradicted:
         return (
             f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided: the verdict does not hold "
-            f"at {ans.check.long} epochs (a study whose grid trains that long: explorer study run SPEC --set "
-            f"name={name}-{ans.check.long} --set finalists.epochs={ans.check.long})"
+            f"at {ans.check.long} epochs (a study whose grid trains that long: {ans.check.longer_study(name)})"
         )
     if ans.to_decide is None:
         return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided (no feasible number of runs decides it)"

@@ -151,7 +151,7 @@ def _cost_spans(ans: Answer, spec: StudySpec) -> list[Any]:
         return [
             f"{budget}. Not decided: the verdict does not hold at {long} epochs. A study whose grid trains that "
             "long: ",
-            Code(f"explorer study run SPEC --set name={spec.name}-{long} --set finalists.epochs={long}"),
+            Code(ans.check.longer_study(spec.name)),
             ". ",
         ]
     if ans.to_decide is None:

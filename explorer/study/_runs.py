@@ -305,8 +305,7 @@ def _horizon_stop(study: Study, finals: Progress) -> Progress:
         finals,
         reason=StopReason.HORIZON,
         note=f"not decided: the verdict does not hold at {long} epochs, and more runs at {short} epochs cannot "
-        f"decide it; a study whose grid trains that long can: explorer study run SPEC --set "
-        f"name={spec.name}-{long} --set finalists.epochs={long}",
+        f"decide it; a study whose grid trains that long can: {found.check.longer_study(spec.name)}",
         need=0,
         to_decide=None,  # no number of runs at this horizon decides it
     )

@@ -292,6 +292,11 @@ def test_the_report_and_the_answer_line_say_a_contradicted_verdict_is_no_decisio
     assert "the runs trained 20 epochs contradict that verdict" in claim(broken)
     line = answer_line("h", broken)
     assert "not decided: the verdict does not hold at 20 epochs" in line and "finalists.epochs=20" in line
+    # one command names the longer study, wherever it is said (the answer line, the report, the stage's stop)
+    assert (
+        broken.check.longer_study("h") == "explorer study run SPEC --set name=h-20 --set finalists.epochs=20"
+    )
+    assert broken.check.longer_study("h") in line
     lead, table_block = check_blocks(broken)
     text, table = lead.spans[1], table_block.frame
     assert "contradict the verdict, so the answer is not decided" in text
