@@ -24,7 +24,6 @@ from ._horizon import (
     choose_horizon as choose_horizon,
     curve_plateaued as curve_plateaued,
     learning_curves as learning_curves,
-    run_plateaued as run_plateaued,
 )
 from ._intervals import Interval as Interval
 from ._paired import PairedDifference as PairedDifference

@@ -12,4 +12,4 @@ from ._overrides import SOURCES_ATTR as SOURCES_ATTR, spec_rows as spec_rows
 from ._search_space import Sampled as Sampled, SearchSpace as SearchSpace
 from ._spec import load_spec as load_spec, spec_from_dict as spec_from_dict
 from ._study_spec import SAMPLERS as SAMPLERS, StudySpec as StudySpec
-from ._tracking_spec import MLFLOW_ENV as MLFLOW_ENV, tracking_uri as tracking_uri
+from ._tracking_spec import tracking_uri as tracking_uri

@@ -9,15 +9,8 @@ import numpy as np
 import pytest
 
 from benchmarks.synthetic import N_VAL
-from explorer.answer import (
-    answer,
-    at_horizon,
-    choose_horizon,
-    curve_plateaued,
-    learning_curves,
-    run_plateaued,
-)
-from explorer.answer._horizon import Horizon, check_horizon, unplateaued
+from explorer.answer import answer, at_horizon, choose_horizon, curve_plateaued, learning_curves
+from explorer.answer._horizon import Horizon, check_horizon, run_plateaued, unplateaued
 from explorer.layout import Purpose, unit_seed
 from explorer.spec import spec_from_dict
 from tests.fixtures import record

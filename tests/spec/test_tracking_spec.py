@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from explorer.spec import MLFLOW_ENV, spec_from_dict, tracking_uri
+from explorer.spec import spec_from_dict, tracking_uri
+from explorer.spec._tracking_spec import MLFLOW_ENV
 
 DOC = {
     "name": "t",

@@ -177,7 +177,7 @@ def test_every_family_exports_a_folder_that_loads_with_the_same_logits(
     from explorer.data import Task
     from explorer.layout import InputSpec, ModelConfig
     from explorer.model import HFBuilder
-    from explorer.output import write_hf_model
+    from explorer.output._hf_export import write_hf_model
 
     if family == "vit":
         spec = InputSpec(kind="features", seq_len=4, n_classes=3, n_features=12, image=(4, 4, 3), patch=2)
@@ -204,7 +204,7 @@ def test_an_export_that_does_not_match_writes_nothing(tmp_path: Path) -> None:
     from explorer.errors import ExportMismatchError
     from explorer.layout import InputSpec, ModelConfig
     from explorer.model import HFBuilder
-    from explorer.output import write_hf_model
+    from explorer.output._hf_export import write_hf_model
 
     spec = InputSpec(kind="tokens", seq_len=8, n_classes=3, vocab_size=11)
     X, y = torch.randint(11, (4, 8)), torch.randint(3, (4,))

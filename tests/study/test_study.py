@@ -28,8 +28,7 @@ import explorer.measure._evaluate as evaluate_module
 import explorer.study._runs as runs_module
 from benchmarks._chaos.processes import workers as worker_pids
 from explorer import api
-from explorer.answer import run_plateaued
-from explorer.answer._horizon import HorizonCheck, Shift
+from explorer.answer._horizon import HorizonCheck, Shift, run_plateaued
 from explorer.cli import main
 from explorer.errors import (
     ConfigError,

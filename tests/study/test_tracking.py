@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 import explorer
 from explorer.cli import main
-from explorer.spec import MLFLOW_ENV
+from explorer.spec._tracking_spec import MLFLOW_ENV
 from explorer.storage import FINALIST_BASE
 from explorer.study import Study, _mlflow_tracking as tracking, log_answer
 from explorer.study._mlflow_tracking import sync_trials
