@@ -227,15 +227,22 @@ def test_a_device_is_resolved_where_the_users_words_come_in():
     assert device_names_below_the_entries() == []
 
 
+def plant(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, code: str) -> None:
+    """The checks read ``module`` from a copy of it with ``code`` appended (a violation planted there)."""
+    planted = tmp_path / f"{module.rsplit('.', 1)[-1]}.py"
+    planted.write_text(MODULES[module].read_text() + code)
+    monkeypatch.setitem(MODULES, module, planted)
+
+
 def test_the_device_test_can_fail(tmp_path, monkeypatch):
     """A name-or-device parameter and an as_device call planted in a copy of a module are both found."""
     low = "explorer.measure._latency"
-    planted = tmp_path / "latency.py"
-    planted.write_text(
-        MODULES[low].read_text()
-        + "\n\ndef planted(device: str | torch.device) -> torch.device:\n    return as_device(device)\n"
+    plant(
+        tmp_path,
+        monkeypatch,
+        low,
+        "\n\ndef planted(device: str | torch.device) -> torch.device:\n    return as_device(device)\n",
     )
-    monkeypatch.setitem(MODULES, low, planted)
     found = device_names_below_the_entries()
     assert any(f.startswith(f"{low}:") and "planted(device: str | torch.device)" in f for f in found)
     assert any(f.startswith(f"{low}:") and f.endswith("calls as_device") for f in found)
@@ -244,9 +251,7 @@ def test_the_device_test_can_fail(tmp_path, monkeypatch):
 def test_the_structure_test_can_fail(tmp_path, monkeypatch):
     """The checks above really look: an upward import planted in a copy of a module is found."""
     low = "explorer.layout._schedules"
-    planted = tmp_path / "schedules.py"
-    planted.write_text(MODULES[low].read_text() + "\nfrom explorer.output import write_report\n")
-    monkeypatch.setitem(MODULES, low, planted)
+    plant(tmp_path, monkeypatch, low, "\nfrom explorer.output import write_report\n")
     with pytest.raises(AssertionError, match="explorer.layout._schedules:.* imports explorer.output"):
         test_packages_import_downward_only()
 
@@ -312,12 +317,12 @@ def test_stages_roles_verdicts_and_evidence_are_typed_below_the_entry_points():
 def test_the_typing_test_can_fail(tmp_path, monkeypatch):
     """A parameter ``stage: str`` and a field ``role: Role | str`` planted in a copy of a module are found."""
     module = "explorer.study._progress"
-    planted = tmp_path / "progress.py"
-    planted.write_text(
-        MODULES[module].read_text()
-        + "\n\ndef planted(stage: str) -> None: ...\n\n\nclass Planted:\n    role: 'Role | str'\n"
+    plant(
+        tmp_path,
+        monkeypatch,
+        module,
+        "\n\ndef planted(stage: str) -> None: ...\n\n\nclass Planted:\n    role: 'Role | str'\n",
     )
-    monkeypatch.setitem(MODULES, module, planted)
     assert str_typed(module) == [f"{module}:planted(stage)", f"{module}:Planted.role"]
     with pytest.raises(AssertionError, match=r"explorer.study._progress:planted\(stage\)"):
         test_stages_roles_verdicts_and_evidence_are_typed_below_the_entry_points()

@@ -234,15 +234,15 @@ def confirm(
 ) -> None:
     """Run the finalist stage now: more finalists, a fixed grid of seeds, or runs until the answer is decided;
     runs already done are kept (resumable)."""
-    check_readable([name], storage)
-    from explorer import api
     from explorer.study import Study
 
+    study = Study.open(name, storage)  # a missing or foreign study is answered before PyTorch loads
+    from explorer import api
+
     quiet_optuna()
-    study = Study.open(name, storage, write=True)
     summary = with_progress(
         lambda bars: api.confirm(
-            study,
+            study,  # opened to write by the run's plan
             top=top,
             seeds=seeds,
             until_decided=until_decided,
