@@ -341,14 +341,18 @@ def check_runs(
     times: npt.NDArray[np.float64],
     horizon: Horizon,
 ) -> tuple[FinalistRun, ...]:
-    """The horizon check's runs (:mod:`explorer.answer._horizon`): the best, the answer and the next faster
-    layout on the first ``[finalists] check_units`` units at twice the grid's horizon."""
+    """The horizon check's runs (:mod:`explorer.answer._horizon`) once the grid has decided: the best, the answer
+    and the next faster layout on the first ``[finalists] check_units`` units at twice the grid's horizon. None
+    while the answer is open: the check tests a verdict, and the runs that decide it come first (the confirm that
+    decides the answer runs its check)."""
     n = spec.finalists.check_units
     scores, _, settled = _stage_grid(plan, records, spec, times)
     if n == 0 or not scores.size:
         return ()
     margin, risk, tie, edge = _rule_args(spec, settled)
     decision = decide(scores, times, margin, risk, tie, edge)
+    if not decision.decided:  # nothing to check yet: an open comparison has no verdict that could fail to hold
+        return ()
     faster = _next_faster(times, decision.answer, tie)
     keys = plan.keys
     roles = check_layouts(

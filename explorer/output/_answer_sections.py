@@ -428,11 +428,13 @@ def check_blocks(ans: Answer) -> list[Block]:
     bpb = ans.recommended is not None and is_bpb(ans.recommended.metric)
     unit = "bits per byte" if bpb else "points"
     if not c.shifts:
-        what = (
-            "the answer is the best and no finalist is faster"
-            if not c.pending
-            else f"its runs at {c.long} epochs have not all finished"
-        )
+        if not c.pending:
+            what = "the answer is the best and no finalist is faster"
+        elif not ans.decided:  # the stage checks a verdict once the grid reaches one
+            what = f"the answer is still open, and its runs at {c.long} epochs come once the grid decides it"
+        else:
+            what = f"its runs at {c.long} epochs have not all finished"
+
         return [Para([Bold("Horizon check: "), f"nothing to compare: {what}."])]
     rows = []
     for s in c.shifts:

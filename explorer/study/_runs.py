@@ -269,7 +269,7 @@ def _finalist_stage(
                 )
             break
         added += queued
-    if finals.reason in (None, *UNDECIDED_STOPS):  # the deciding comparisons again, trained twice as long
+    if finals.reason is None:  # decided: the deciding comparisons again, trained twice as long
         records = study.records(Role.FINALIST)
         if enqueue_runs(study, check_runs(plan, records, spec, times, horizon)):
             checked = run_stage(run_plan, Role.FINALIST, budget, progress)

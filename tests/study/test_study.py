@@ -606,6 +606,9 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     assert "knee" in labels and ("1 head" in labels or one_head_knee)
     every = [r for r in load_records(study.optuna_study) if r.role == "finalist"]
     assert all(r.state == "COMPLETE" for r in every) and len(every) == summary.finalists.done
+    # the horizon check tests a verdict: a stage that ended undecided queued none of its runs
+    if summary.finalists.reason in (StopReason.BUDGET, StopReason.MINUTES):
+        assert not any(r.purpose == "horizon check" for r in every)
     # the horizon check's runs (twice as long, on the first units) are not the grid's, nor its budget's
     finals = [r for r in every if r.purpose != "horizon check"]
     assert len(finals) <= plan.budget
