@@ -7,17 +7,20 @@ from ._evidence_grid import Grid as Grid
 from ._finalists import (
     COST_COLUMNS as COST_COLUMNS,
     FinalistPlan as FinalistPlan,
+    Outlook as Outlook,
     busy_rounds as busy_rounds,
     check_runs as check_runs,
     cost_axis as cost_axis,
-    decision_cost as decision_cost,
+    finalist_pace as finalist_pace,
     next_round_size as next_round_size,
     next_runs as next_runs,
     pilot_layouts as pilot_layouts,
     pilot_runs as pilot_runs,
     plan_finalists as plan_finalists,
     rule_times as rule_times,
+    stage_outlook as stage_outlook,
 )
+from ._forecast import Forecast as Forecast
 from ._horizon import (
     Horizon as Horizon,
     at_horizon as at_horizon,
@@ -40,7 +43,6 @@ from ._recommend import (
     Candidate as Candidate,
     Evidence as Evidence,
     answer as answer,
-    finalist_pace as finalist_pace,
     minutes_text as minutes_text,
     prob_text as prob_text,
     resolve_trial as resolve_trial,

@@ -30,9 +30,10 @@ import numpy.typing as npt
 import pandas as pd
 
 from explorer.answer._evidence_grid import evidence_grid
+from explorer.answer._forecast import Forecast, forecast
 from explorer.answer._horizon import Horizon, at_horizon, check_layouts
 from explorer.answer._pareto import knee, normalize, pareto_front
-from explorer.answer._rule import decide, next_cells, ratio, runs_to_decide, smallest_round
+from explorer.answer._rule import decide, next_cells, open_comparisons, ratio, smallest_round
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only
 from explorer.layout import (
     UNIT_OFFSET,
@@ -351,7 +352,9 @@ def check_runs(
         return ()
     margin, risk, tie, edge = _rule_args(spec, settled)
     decision = decide(scores, times, margin, risk, tie, edge)
-    if not decision.decided:  # nothing to check yet: an open comparison has no verdict that could fail to hold
+    if (
+        not decision.decided
+    ):  # nothing to check yet: an open comparison has no verdict that could fail to hold
         return ()
     faster = _next_faster(times, decision.answer, tie)
     keys = plan.keys
@@ -500,33 +503,69 @@ def next_round_size(
     )
 
 
-def decision_cost(
-    plan: FinalistPlan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
-) -> int | None:
-    """More finalist runs the answer needs to be decided, at the measured gaps and spreads (0: decided; None:
-    not known yet, or no feasible number decides it)."""
-    scores, ran, settled = _stage_grid(plan, records, spec, times)
-    if not scores.size or (~np.isnan(scores)).sum(axis=1).min() < 2:  # a spread needs two units a layout
+def finalist_pace(records: Sequence[TrialRecord]) -> float | None:
+    """Seconds of wall clock per finished finalist run: the time some finalist run was training (the union of
+    their intervals, so the gaps between commands do not count) over the runs (None before two runs)."""
+    spans = sorted(
+        (r.started, r.completed)
+        for r in records
+        if r.role == Role.FINALIST and r.finished and r.started is not None and r.completed is not None
+    )
+    if len(spans) < 2:
         return None
-    margin, risk, tie, edge = _rule_args(spec, settled)
-    cost = runs_to_decide(scores, decide(scores, times, margin, risk, tie, edge), times, tie, margin)
-    return decision_runs(cost, scores, times, spec, ran, settled)
+    busy, (start, end) = 0.0, spans[0]
+    for s, e in spans[1:]:
+        if s > end:
+            busy += (end - start).total_seconds()
+            start, end = s, e
+        else:
+            end = max(end, e)
+    busy += (end - start).total_seconds()
+    return busy / len(spans)
 
 
-def decision_runs(
-    cost: int | None,
+def stage_forecast(
     scores: npt.NDArray[np.float64],
+    ran: npt.NDArray[np.bool_],
     times: npt.NDArray[np.float64],
     spec: StudySpec,
-    ran: npt.NDArray[np.bool_] | None = None,
-    settled: bool = False,
-) -> int | None:
-    """``cost`` (:func:`explorer.answer._rule.runs_to_decide`), never below the next round the stage would queue,
-    so a budget of that many runs always moves the study."""
-    if not cost:
-        return cost
+    settled: bool,
+    budget: int,
+    pace_s: float | None,
+) -> Forecast | None:
+    """What deciding costs from the unit grid ``scores`` (:func:`unit_grid`) under the stage's rule
+    (:func:`explorer.answer._forecast.forecast`; None: fewer than two units a layout)."""
     margin, risk, tie, edge = _rule_args(spec, settled)
-    start = spec.finalists.start
-    return max(
-        cost, smallest_round(scores, times, margin, risk, tie, start, ROUND_UNITS, ran, edge=edge, sized=True)
+    return forecast(
+        scores, times, ran, margin, risk, tie, edge, spec.finalists.start, ROUND_UNITS, budget, pace_s
     )
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """Where the stage stands after a round: the comparisons still open, and what deciding costs from here."""
+
+    open: int  # comparisons the rule still has open (0: decided)
+    forecast: Forecast | None  # None: decided, or fewer than two units a layout
+
+    @property
+    def runs(self) -> int | None:
+        """The runs to ask for (the forecast's 80th percentile; 0: decided; None: unknown or unaffordable)."""
+        if self.open == 0:
+            return 0
+        return None if self.forecast is None else self.forecast.likely
+
+
+def stage_outlook(
+    plan: FinalistPlan, records: Sequence[TrialRecord], spec: StudySpec, times: npt.NDArray[np.float64]
+) -> Outlook:
+    """The stage's :class:`Outlook` on its grid (the rule's settings as :func:`next_runs` reads them)."""
+    scores, ran, settled = _stage_grid(plan, records, spec, times)
+    if not scores.size:
+        return Outlook(0, None)
+    margin, risk, tie, edge = _rule_args(spec, settled)
+    decision = decide(scores, times, margin, risk, tie, edge)
+    if decision.decided:
+        return Outlook(0, None)
+    found = stage_forecast(scores, ran, times, spec, settled, plan.budget, finalist_pace(records))
+    return Outlook(max(1, len(open_comparisons(decision, times, tie))), found)

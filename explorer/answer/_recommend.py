@@ -32,11 +32,13 @@ from explorer.answer._finalists import (
     COST_COLUMNS,
     budget_spent,
     cost_axis,
-    decision_runs,
+    finalist_pace,
     rule_times,
+    stage_forecast,
     unit_grid,
     within_budgets,
 )
+from explorer.answer._forecast import Forecast
 from explorer.answer._horizon import (
     Horizon,
     HorizonCheck,
@@ -54,7 +56,6 @@ from explorer.answer._rule import (
     coherent,
     decide,
     ratio,
-    runs_to_decide,
     units_to_decide,
 )
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only, score
@@ -132,7 +133,8 @@ class Answer:
     edge: float = 0.0  # the indifference zone below the margin, on the quality's scale
     settled: bool = False  # the stage's budget is spent: the edge is [answer] settle
     tie: float = StudySpec.answer.latency_tie  # latency ratios closer to 1 than this count as equally fast
-    to_decide: int | None = None  # more finalist runs a decision needs at the measured spread (0: decided)
+    # what deciding costs from here: simulated continuations of the stage (None: decided, or not known yet)
+    forecast: Forecast | None = None
     pace_s: float | None = None  # wall-clock seconds of the finalist stage per finished run
     budget: int | None = None  # the finalist stage's budget of runs, as the spec states it
     minutes: float | None = None  # ... and in minutes (None: no limit)
@@ -145,6 +147,33 @@ class Answer:
         """The layout just faster than the answer (beyond the latency tie), whatever its verdict: the one the
         report's text, its table of alternatives and ``--json`` name (None: no finalist is faster)."""
         return next_faster(self.verdicts, self.tie)
+
+    @property
+    def to_decide(self) -> int | None:
+        """The finalist runs more within which the answer is decided in 80% of the simulated continuations of
+        the stage (:mod:`explorer.answer._forecast`): the ``--budget`` to ask for (0: decided; None: not known
+        yet, or no affordable budget decides it)."""
+        if self.decided:
+            return 0
+        return None if self.forecast is None else self.forecast.likely
+
+    def cost_text(self) -> str:
+        """What deciding the answer costs, in words, as the answer line and the report say it ("" once decided)."""
+        if self.decided:
+            return ""
+        f = self.forecast
+        if f is None:
+            return "what deciding costs is known once every finalist has two paired runs"
+        if f.likely is None:
+            return (
+                f"no affordable budget decides it: {f.decided_share:.0%} of {f.draws} simulated continuations of "
+                f"the stage decided within {f.cap:,} more runs, fewer than the 80% a budget is named for"
+            )
+        took = minutes_text(f.likely, self.pace_s)
+        return (
+            f"a decision needs about {f.median} more runs (the median of {f.draws} simulated continuations of the "
+            f"stage), {f.likely} in 80% of them" + (f", {took} at this study's pace" if took else "")
+        )
 
     @property
     def to_decide_minutes(self) -> float | None:
@@ -230,6 +259,17 @@ class Answer:
             "settled": self.settled,
             "runs_to_decide": self.to_decide,
             "minutes_to_decide": self.to_decide_minutes,
+            "decision_forecast": None
+            if self.forecast is None
+            else {
+                "median_runs": self.forecast.median,
+                "likely_runs": self.forecast.likely,
+                "median_minutes": self.forecast.minutes(self.forecast.median),
+                "likely_minutes": self.forecast.minutes(self.forecast.likely),
+                "decided_share": self.forecast.decided_share,
+                "simulated_studies": self.forecast.draws,
+                "cap_runs": self.forecast.cap,
+            },
             "seconds_per_run": self.pace_s,
             "budget_runs": self.budget,
             "budget_minutes": self.minutes,
@@ -556,6 +596,7 @@ def _from_finalists(
     edge = spec.answer.settle_for(maximize) if settled else spec.answer.edge_for(maximize)
     decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie, edge)
     best, chance = order[decision.best], _chance(records, Role.FINALIST)
+    pace = finalist_pace(kept)
     front = _knee_of(order, axis)[1]
     base = _FinalistCommon(
         candidates=tuple(order),
@@ -611,14 +652,8 @@ def _from_finalists(
         edge=edge,
         settled=settled,
         tie=spec.answer.latency_tie,
-        to_decide=decision_runs(
-            runs_to_decide(grid.scores, decision, times, spec.answer.latency_tie, margin),
-            grid.scores,
-            times,
-            spec,
-            settled=settled,
-        ),
-        pace_s=finalist_pace(kept),
+        forecast=None if decision.decided else stage_forecast(units, ran, times, spec, settled, budget, pace),
+        pace_s=pace,
         budget=budget,
         minutes=spec.finalists.minutes,
         **base,
@@ -637,27 +672,6 @@ def _horizon_dict(h: Horizon) -> dict[str, Any]:
             for d in h.doublings
         ],
     }
-
-
-def finalist_pace(records: Sequence[TrialRecord]) -> float | None:
-    """Seconds of wall clock per finished finalist run: the time some finalist run was training (the union of
-    their intervals, so the gaps between commands do not count) over the runs (None before two runs)."""
-    spans = sorted(
-        (r.started, r.completed)
-        for r in records
-        if r.role == Role.FINALIST and r.finished and r.started is not None and r.completed is not None
-    )
-    if len(spans) < 2:
-        return None
-    busy, (start, end) = 0.0, spans[0]
-    for s, e in spans[1:]:
-        if s > end:
-            busy += (end - start).total_seconds()
-            start, end = s, e
-        else:
-            end = max(end, e)
-    busy += (end - start).total_seconds()
-    return busy / len(spans)
 
 
 def prob_text(p: float | None) -> str:

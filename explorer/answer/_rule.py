@@ -182,13 +182,28 @@ def _draws(k: int, dfs: tuple[int, ...]) -> tuple[npt.NDArray[np.float64], npt.N
     chi-square(``dfs[j]``) over its degrees of freedom, all from one uniform per draw (so the rivals' scales move
     together and each rival's marginal is exactly a t on its own units), on every call: a grid's statement is a
     function of the grid, not of a random stream (cached, read-only)."""
+    z, _ = _stream(k)
+    w = np.stack([_scale(k, df) for df in dfs], axis=1)  # [draws, k]
+    w.flags.writeable = False
+    return z, w
+
+
+@functools.lru_cache(maxsize=16)
+def _stream(k: int) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """The normals (antithetic pairs) and the uniforms of :func:`_draws` for ``k`` rivals (cached, read-only)."""
     rng = np.random.default_rng(20261204)
     half = rng.standard_normal((JOINT_DRAWS // 2, k))
     u = rng.uniform(size=JOINT_DRAWS)
     z = np.vstack([half, -half])
-    w = np.stack([stats.chi2.ppf(u, df) / df for df in dfs], axis=1)  # [draws, k]
-    z.flags.writeable = w.flags.writeable = False
-    return z, w
+    z.flags.writeable = u.flags.writeable = False
+    return z, u
+
+
+@functools.lru_cache(maxsize=1024)
+def _scale(k: int, df: int) -> npt.NDArray[np.float64]:
+    """A rival's chi-square(``df``) over ``df`` on :func:`_stream`'s uniforms (cached: the inverse CDF is the costly
+    part of a statement, and a study meets few degrees of freedom)."""
+    return cast(npt.NDArray[np.float64], stats.chi2.ppf(_stream(k)[1], df) / df)
 
 
 def _corr(scores: npt.NDArray[np.float64], lay: int, rivals: Sequence[int]) -> npt.NDArray[np.float64]:
@@ -226,16 +241,23 @@ def joint_within(
     margin: float,
     risks: npt.NDArray[np.float64] | None = None,
     paired_stats: _PairedStats | None = None,
+    level: float | None = None,
 ) -> float:
     """``P(mu_lay >= max_j mu_j - margin)``: the joint posterior over every rival ``j`` (see the module docstring),
     never below the union bound ``1 - sum_j risks[lay, j]``. Rivals whose pairwise term is below
     :data:`JOINT_FLOOR` enter by the union bound alone (their share is subtracted). ``risks`` and
-    ``paired_stats`` (:func:`_paired_stats`) may be passed when already computed."""
+    ``paired_stats`` (:func:`_paired_stats`) may be passed when already computed. With ``level``, only which side
+    of ``level`` the probability lies on is asked for: a bound that settles it is returned instead (the union bound
+    from below, the nearest rival's own probability from above), and the posterior draws are spared."""
     risks = pair_risks(scores, margin) if risks is None else risks
     bonferroni = float(np.clip(1.0 - risks[lay].sum(), 0.0, 1.0))
     rivals = [j for j in range(len(scores)) if j != lay and risks[lay, j] > JOINT_FLOOR]
     if not rivals or np.isnan(scores[lay]).all():
         return bonferroni
+    if level is not None:
+        above = float(1.0 - risks[lay, rivals].max())  # the joint probability is below each rival's own
+        if bonferroni >= level or above < level:
+            return bonferroni if bonferroni >= level else above
     rest = float(sum(risks[lay, j] for j in range(len(scores)) if j != lay and j not in rivals))
     n, mean, sd, _ = _paired_stats(scores) if paired_stats is None else paired_stats
     if any(n[lay, j] < 2 or not sd[lay, j] > 0 for j in rivals):  # a rival no spread bounds: no sharpening
@@ -302,16 +324,22 @@ def decide(
     edge: float = 0.0,
     joint: bool = True,
     chain: bool = True,
+    verdicts_only: bool = False,
 ) -> Decision:
     """The rule (see the module docstring) on a grid of ``scores`` and ``times``; ``edge``: the indifference
     zone below the margin (0: none); ``joint=False`` states the union bound alone (the rule before the joint
-    statement, kept for the benchmark's side-by-side)."""
+    statement, kept for the benchmark's side-by-side). ``verdicts_only``: the same verdicts, answer and
+    decision, but a probability within the margin that a bound settles is that bound (the forecast's
+    simulations, which read only the verdicts)."""
     means = row_means(scores)
     best = 0 if np.isnan(means).all() else _best(means, times)
     risks = pair_risks(scores, margin)
     if joint:
         stats_ = _paired_stats(scores)
-        p_within = np.array([joint_within(scores, i, margin, risks, stats_) for i in range(len(scores))])
+        level = 1 - risk if verdicts_only else None
+        p_within = np.array(
+            [joint_within(scores, i, margin, risks, stats_, level) for i in range(len(scores))]
+        )
     else:
         p_within = np.clip(1.0 - risks.sum(axis=1), 0.0, 1.0)
     p_beyond = risks[:, best].copy()
@@ -435,6 +463,15 @@ def units_to_decide(gap: float, sd: float, margin: float, risk: float, edge: flo
     return min(found) if found else None
 
 
+def open_comparisons(decision: Decision, times: npt.NDArray[np.float64], tie: float) -> list[int]:
+    """The layouts whose comparison with the best still holds the decision open: the faster undecided layout
+    (:func:`_open`) and the answer while its own probability is short of ``1 - risk``."""
+    out = _open(decision, times, tie)
+    if decision.p_within[decision.answer] < 1 - decision.risk and decision.answer != decision.best:
+        out.append(decision.answer)
+    return out
+
+
 def _open_needs(
     scores: npt.NDArray[np.float64],
     decision: Decision,
@@ -445,9 +482,7 @@ def _open_needs(
     """Each open comparison's layout (a faster undecided layout, and the answer while it is short of
     ``1 - risk``) and the paired units that would decide it against the best at its measured gap and spread
     (None: fewer than two shared units, or no feasible number decides it)."""
-    open_ = _open(decision, times, tie)
-    if decision.p_within[decision.answer] < 1 - decision.risk and decision.answer != decision.best:
-        open_.append(decision.answer)
+    open_ = open_comparisons(decision, times, tie)
     n, mean, sd, _ = _paired_stats(scores)
     b = decision.best
     return {
@@ -468,30 +503,6 @@ def _open_need(
     """The paired units the nearest open comparison needs (:func:`_open_needs`); None when none can say."""
     needs = [n for n in _open_needs(scores, decision, times, tie, margin).values() if n is not None]
     return min(needs) if needs else None
-
-
-def runs_to_decide(
-    scores: npt.NDArray[np.float64],
-    decision: Decision,
-    times: npt.NDArray[np.float64],
-    tie: float,
-    margin: float,
-) -> int | None:
-    """More runs the open comparisons need to be decided if their measured gaps and spreads hold: each faster
-    undecided layout (and the answer while it is short of ``1 - risk``) up to the paired units that decide it,
-    the best up to the most of those, each at least one more while the answer is open (0 once decided; None when
-    a comparison cannot be decided: no edge and a gap at the margin)."""
-    if decision.decided:
-        return 0
-    needs: dict[int, int] = {}
-    for i, need in _open_needs(scores, decision, times, tie, margin).items():
-        if need is None:
-            return None
-        needs[i] = need
-    have = (~np.isnan(scores)).sum(axis=1)
-    runs = sum(max(1, need - int(have[i])) for i, need in needs.items())
-    most = max(needs.values(), default=0)
-    return runs + max(1, most - int(have[decision.best]))  # each open one at least a unit more, and the best
 
 
 def _cells(layouts: Sequence[int], upto: int, filled: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
@@ -519,6 +530,7 @@ def round_plans(
     joint: bool = True,
     sized: bool = False,
     chain: bool = True,
+    verdicts_only: bool = False,
 ) -> list[list[tuple[int, int]]]:
     """The next round's candidate (layout, unit) cells, largest first, each smaller one a fallback when the
     larger does not fit the runs left (see :func:`next_cells`); none once the answer is decided. ``ran`` marks the
@@ -527,7 +539,7 @@ def round_plans(
     first = _cells(range(len(scores)), start, filled)
     if first:  # every layout's first units, in any number that fits
         return [first[:k] for k in range(len(first), 0, -1)]
-    decision = decide(scores, times, margin, risk, tie, edge, joint, chain)
+    decision = decide(scores, times, margin, risk, tie, edge, joint, chain, verdicts_only)
     chosen = next_layouts(decision, times, tie)
     if not chosen:
         return []
@@ -598,6 +610,7 @@ def next_cells(
     joint: bool = True,
     sized: bool = False,
     chain: bool = True,
+    verdicts_only: bool = False,
 ) -> list[tuple[int, int]]:
     """The (layout, unit) cells to run next on a grid whose columns are the units in order: first every
     layout's first ``start`` units; then more units for each layout :func:`next_layouts` names, on the same units
@@ -606,7 +619,9 @@ def next_cells(
     more. At most ``left`` cells (a smaller round when the round does not fit); none once the answer is decided
     or nothing fits (:func:`smallest_round` then says what the next round needs). ``ran`` marks the cells
     already run (default: those with a score), so a run set apart is not run again."""
-    plans = round_plans(scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized, chain)
+    plans = round_plans(
+        scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized, chain, verdicts_only
+    )
     return next((p for p in plans if len(p) <= left), [])
 
 

@@ -25,6 +25,7 @@ from explorer.cli._common import (
     threads_option,
     trial_option,
     with_progress,
+    workers_as_before,
 )
 from explorer.errors import EXIT_NOT_DECIDED
 from explorer.layout import DEVICE_NAMES
@@ -237,6 +238,7 @@ def confirm(
     from explorer.study import Study
 
     study = Study.open(name, storage)  # a missing or foreign study is answered before PyTorch loads
+    options = workers_as_before(options, study)
     from explorer import api
 
     quiet_optuna()

@@ -20,6 +20,7 @@ from explorer.cli._common import (
     storage_option,
     storage_option_with,
     with_progress,
+    workers_as_before,
 )
 
 # --------------------------------------------------------------------------------------------- study
@@ -89,6 +90,7 @@ def study_resume(name: str, storage: str | None, **run: Any) -> None:
     from explorer.study import Study
 
     stored = Study.open(name, storage)  # a missing or foreign study is answered before PyTorch loads
+    run["options"] = workers_as_before(run["options"], stored)
     from explorer import api
 
     quiet_optuna()

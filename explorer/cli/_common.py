@@ -7,6 +7,7 @@ import json
 import logging
 import math
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,7 @@ def answer_line(name: str, ans: Any) -> str:
     """The answer in one line, as every command that names it prints it."""
     if ans.recommended is None:
         return f"{name}: no answer ({ans.no_answer or 'no feasible trial finished'})"
-    from explorer.answer import Evidence, minutes_text, prob_text as prob
+    from explorer.answer import Evidence, prob_text as prob
 
     rec = ans.recommended
     if ans.evidence is not Evidence.FINALISTS:
@@ -104,14 +105,10 @@ def answer_line(name: str, ans: Any) -> str:
             f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided: the verdict does not hold "
             f"at {ans.check.long} epochs (a study whose grid trains that long: {ans.check.longer_study(name)})"
         )
+    line = f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided: {ans.cost_text()}"
     if ans.to_decide is None:
-        return f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided (no feasible number of runs decides it)"
-    took = minutes_text(ans.to_decide, ans.pace_s)
-    cost = f"about {ans.to_decide} more runs" + (f", {took}" if took else "")
-    return (
-        f"{name}: answer {heads_text(rec.heads)} heads per layer, {how}; not decided: a decision needs {cost} "
-        f"(explorer confirm {name} --until-decided --budget {ans.to_decide})"
-    )
+        return line
+    return f"{line} (explorer confirm {name} --until-decided --budget {ans.to_decide})"
 
 
 def heads_text(heads: Any) -> str:
@@ -271,7 +268,11 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     decorators = [
         click.option("--timeout", type=float, help="Stop starting new trials after this many seconds."),
         click.option(
-            "--workers", type=int, default=1, show_default=True, help="Worker processes on this machine."
+            "--workers",
+            type=int,
+            default=1,
+            help="Worker processes on this machine [default: 1; study resume and confirm: as many as the "
+            "study's last run].",
         ),
         click.option("--device", help=f"Override the spec's device ({DEVICE_NAMES})."),
         threads_option,
@@ -281,6 +282,31 @@ def run_options(f: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(decorators):
         command = option(command)
     return command
+
+
+def workers_as_before(options: Any, study: Study) -> Any:
+    """``options`` with the worker count the study's last run used, where ``--workers`` was not given: a
+    command that continues a study (the one its answer line names) runs at the pace that line quotes."""
+    import dataclasses
+
+    from explorer.errors import ConfigError
+    from explorer.study import WORKERS_ATTR
+
+    given = click.get_current_context().get_parameter_source("workers")
+    stored = study.user_attrs.get(WORKERS_ATTR)
+    if (
+        given is not click.core.ParameterSource.DEFAULT
+        or not isinstance(stored, int)
+        or stored == options.workers
+    ):
+        return options
+    try:
+        return dataclasses.replace(options, workers=stored)
+    except ConfigError:  # above this machine's limit now: the default stands
+        return options
+
+
+LOG_EVERY_S = 120.0  # without a terminal, a stage's progress is printed at least this often
 
 
 class ProgressBars:
@@ -297,6 +323,8 @@ class ProgressBars:
         self._announced = False
         self._stage: tuple[str, int] | None = None  # without a terminal: the stage running and its total
         self._status = ""  # its progress, as the bar's text says it
+        self._rounds = 0  # the finalist rounds a line was printed for
+        self._logged = time.monotonic()  # when the last line was printed
 
     def start(self, study: Study, notice: str = "") -> None:
         self.study, self.notice = study, notice
@@ -319,7 +347,7 @@ class ProgressBars:
         if self._stage is not None:
             desc, total = self._stage
             note(f"{desc}: {self._status or f'0/{total} trials'}")
-            self._stage, self._status = None, ""
+            self._stage, self._status, self._rounds = None, "", 0
 
     def on_stage(self, stage: Role | Step, total: int) -> None:
         from tqdm import tqdm
@@ -343,6 +371,36 @@ class ProgressBars:
             return
         self._bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
 
+    def _log_line(self, p: Any) -> None:
+        """Without a terminal: a line for each finalist round the stage finishes (runs done, comparisons still
+        open, what deciding costs from here), and one for any stage at least every :data:`LOG_EVERY_S` seconds,
+        so a log shows motion."""
+        assert self._stage is not None
+        desc = self._stage[0]
+        now = time.monotonic()
+        if p.rounds > self._rounds:
+            self._rounds = p.rounds
+            if p.open_comparisons == 0:
+                outlook = "decided"
+            else:
+                outlook = f"{p.open_comparisons} comparison(s) open"
+                if p.to_decide is not None:
+                    took = (
+                        f", about {p.minutes_to_decide:.0f} minutes"
+                        if p.minutes_to_decide is not None
+                        else ""
+                    )
+                    outlook += (
+                        f"; a decision needs about {p.median_to_decide} more runs ({p.to_decide} in 80% of "
+                        f"simulated continuations{took})"
+                    )
+            note(f"{desc}: round {p.rounds}: {p.done} runs done | {outlook}")
+        elif now - self._logged < LOG_EVERY_S:
+            return
+        else:
+            note(f"{desc}: {self._status}")
+        self._logged = now
+
     def on_progress(self, p: Any) -> None:
         if self._bar is None and self._stage is None:
             return
@@ -352,10 +410,11 @@ class ProgressBars:
         if p.to_decide == 0:
             decision = " | decided"
         elif p.to_decide is not None:
-            decision = f" | a decision needs ~{p.to_decide} more runs"
+            decision = f" | a decision needs ~{p.median_to_decide} more runs ({p.to_decide} in 80%)"
         status = f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}{decision}"
         if self._bar is None:
             self._status = f"{min(p.done, p.total)}/{p.total} trials | {status}"
+            self._log_line(p)
             return
         self._bar.n = min(p.done, p.total)
         self._bar.set_postfix_str(status)

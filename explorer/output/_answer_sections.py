@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.answer import Answer, Architecture, Candidate, Contrast, Evidence, Verdict, minutes_text
+from explorer.answer import Answer, Architecture, Candidate, Contrast, Evidence, Verdict
 from explorer.measurements import QualityMetric
 from explorer.output._fmt import (
     claim,
@@ -154,13 +154,11 @@ def _cost_spans(ans: Answer, spec: StudySpec) -> list[Any]:
             Code(ans.check.longer_study(spec.name)),
             ". ",
         ]
+    cost = ans.cost_text()
     if ans.to_decide is None:
-        return [f"{budget}. Not decided, and no feasible number of runs decides it at its measured spread."]
-    took = minutes_text(ans.to_decide, ans.pace_s)
+        return [f"{budget}. Not decided: {cost}. "]
     return [
-        f"{budget}. Not decided: a decision needs about {ans.to_decide} more runs"
-        + (f" ({took} at this study's pace)" if took else "")
-        + ", from the measured spreads: ",
+        f"{budget}. Not decided: {cost}: ",
         Code(f"explorer confirm {spec.name} --until-decided --budget {ans.to_decide}"),
         " runs them where the answer is still open. ",
     ]

@@ -10,7 +10,7 @@ from ._code_record import check_code as check_code
 from ._mlflow_tracking import log_answer as log_answer
 from ._progress import Step as Step, StopReason as StopReason
 from ._retrain import record_task as record_task, trained_model as trained_model
-from ._run_options import RunOptions as RunOptions
+from ._run_options import WORKERS_ATTR as WORKERS_ATTR, RunOptions as RunOptions
 from ._run_plan import StudyRunPlan as StudyRunPlan, plan_run as plan_run
 from ._runs import RunSummary as RunSummary, confirm as confirm, run as run, run_study as run_study
 from ._spec_view import resolved_spec as resolved_spec

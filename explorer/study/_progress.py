@@ -59,9 +59,13 @@ class Progress:
     note: str = ""  # why a stage ended short, when it did, in words
     reason: StopReason | None = None  # ... and as a value (None: the stage did not stop short)
     need: int = 0  # with reason BUDGET: the runs of the next round that would decide the answer
-    to_decide: int | None = (
-        None  # finalists: more runs a decision needs at the measured spread (None: unknown)
-    )
+    # finalists, after each round: the runs within which 80% of the simulated continuations decided (the budget
+    # to ask for), their median, its minutes at the stage's pace, and the comparisons the rule still has open
+    to_decide: int | None = None
+    median_to_decide: int | None = None
+    minutes_to_decide: float | None = None
+    open_comparisons: int | None = None
+    rounds: int = 0  # the finalist rounds this command has finished
 
 
 def stage_progress(study: optuna.Study, stage: Role, total: int) -> Progress:

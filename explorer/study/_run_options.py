@@ -36,6 +36,9 @@ def check_total_reaches(total: int, done: int, name: str, total_from: str = "--n
         )
 
 
+WORKERS_ATTR = "workers"  # the study's user attribute: the worker processes its last run on a machine used
+
+
 @dataclass(frozen=True)
 class RunOptions:
     """How a command runs a study's trials: checked once, as a whole, when made (so nothing checks it again)."""

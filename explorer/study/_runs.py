@@ -28,12 +28,12 @@ import torch
 from explorer.answer import (
     FinalistPlan,
     Horizon,
+    Outlook,
     answer,
     busy_rounds,
     check_runs,
     choose_horizon,
     cost_axis,
-    decision_cost,
     finalist_pace,
     minutes_text,
     next_round_size,
@@ -42,6 +42,7 @@ from explorer.answer import (
     pilot_runs,
     plan_finalists,
     rule_times,
+    stage_outlook,
 )
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.layout import count_layouts, valid_heads
@@ -53,7 +54,7 @@ from explorer.study._artifacts import LOCATION_ATTR
 from explorer.study._progress import OnStage, Step, StopReason, stage_progress
 from explorer.study._rerun import finished_search
 from explorer.study._retime import retime, search_configs
-from explorer.study._run_options import RunOptions
+from explorer.study._run_options import WORKERS_ATTR, RunOptions
 from explorer.study._run_plan import StudyRunPlan, plan_run
 from explorer.study._study import Study
 from explorer.study._workers import Progress, enqueue_runs, run_stage
@@ -129,6 +130,7 @@ def run_planned(
     # where this run writes weights, for people and benchmarks/dashboard_check.py (each weight's own index entry
     # names its location too)
     study.note(LOCATION_ATTR, plan.store.write_location)
+    study.note(WORKERS_ATTR, plan.workers)  # what the commands this run names run with by default
     if bench and finished_search(study.optuna_study) < total:
         _record_bench(plan)
     if on_stage:  # a bar (and its ETA) for the trials the space can hold, when fewer than the total
@@ -231,19 +233,19 @@ def _finalist_stage(
     if minutes is None:
         stage_end = math.inf
     added = enqueue_runs(study, plan.runs if seeds is not None else plan.runs[: max(0, budget - done)])
-    cost: dict[str, int | None] = {"runs": None}  # what a decision costs, as the last round left it
+    last = _Outlook()  # where the last round left the answer
 
     def progress(p: Progress) -> None:
         if on_progress is not None:
-            on_progress(dataclasses.replace(p, to_decide=cost["runs"]))
+            on_progress(last.on(p))
 
     while True:
         finals = run_stage(run_plan, Role.FINALIST, budget, progress)
         if finals.reason is not None or seeds is not None:
             break
         records = study.records(Role.FINALIST)
-        cost["runs"] = decision_cost(plan, records, spec, times)
-        finals = dataclasses.replace(finals, to_decide=cost["runs"])
+        last = _Outlook(stage_outlook(plan, records, spec, times), last.rounds + 1)
+        finals = last.on(finals)
         progress(finals)
         if time.monotonic() >= stage_end:
             if next_round_size(plan, records, spec, times):
@@ -289,6 +291,29 @@ def _finalist_stage(
     records = study.records(Role.FINALIST)
     horizon_runs = sum(r.finished for r in records) - sum(r.finished for r in plan.grid(records))
     return RunSummary(search, finals, plan, added, horizon_runs)
+
+
+@dataclass(frozen=True)
+class _Outlook:
+    """The stage's outlook after its last round (:func:`explorer.answer.stage_outlook`), and the rounds so far."""
+
+    outlook: Outlook | None = None
+    rounds: int = 0
+
+    def on(self, p: Progress) -> Progress:
+        """``p`` with what the last round said of the decision."""
+        o = self.outlook
+        if o is None:
+            return p
+        found = o.forecast
+        return dataclasses.replace(
+            p,
+            to_decide=o.runs,
+            median_to_decide=0 if o.open == 0 else None if found is None else found.median,
+            minutes_to_decide=None if found is None else found.minutes(o.runs),
+            open_comparisons=o.open,
+            rounds=self.rounds,
+        )
 
 
 def _horizon_stop(study: Study, finals: Progress) -> Progress:
@@ -374,6 +399,7 @@ def confirm(
         raise NoCompletedTrialsError(
             f"study {study.name!r} has no completed search trial to confirm; run it first."
         )
+    plan.study.note(WORKERS_ATTR, plan.workers)
     # the search's own trials first (one worker, no deadline): a stopped one is finished before the finalists
     search = run_stage(dataclasses.replace(plan, workers=1, deadline=None), Role.SEARCH, plan.total)
     return _finalist_stage(

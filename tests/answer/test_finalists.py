@@ -175,23 +175,36 @@ def test_each_cost_axis_reads_its_column_of_the_architecture_table():
         assert table[column].notna().all(), column
 
 
-def test_the_cost_of_a_decision_is_known_once_every_layout_has_two_units_and_matches_the_rule(monkeypatch):
+def test_the_stage_outlook_counts_the_open_comparisons_and_forecasts_from_two_units_a_layout(monkeypatch):
     import explorer.answer._finalists as finalists
-    from explorer.answer import decision_cost
-    from explorer.answer._rule import decide, runs_to_decide
+    from explorer.answer import stage_outlook
+    from explorer.answer._forecast import forecast
 
     rng = np.random.default_rng(1)
     scores = np.array([0.95 + rng.normal(0, 0.01, 6), 0.943 + rng.normal(0, 0.01, 6)])
     times = np.array([[2.0], [1.0]])
     a = SPEC.answer
-    margin, edge = a.margin_for(True), a.edge_for(True)
-    decision = decide(scores, times, margin, a.risk, a.latency_tie, edge)
-    expected = runs_to_decide(scores, decision, times, a.latency_tie, margin)
-    plan = finalists.FinalistPlan((), None)
-    for grid, want in ((scores, expected), (scores[:, :1], None)):  # one unit a layout: no spread yet
+    plan = finalists.FinalistPlan((), None, budget=40)
+    expected = forecast(
+        scores,
+        times,
+        ~np.isnan(scores),
+        a.margin_for(True),
+        a.risk,
+        a.latency_tie,
+        a.edge_for(True),
+        SPEC.finalists.start,
+        finalists.ROUND_UNITS,
+        40,
+    )
+    outlook = {}
+    for name, grid in (("open", scores), ("one unit", scores[:, :1]), ("decided", scores[:1])):
         monkeypatch.setattr(finalists, "unit_grid", lambda *_, grid=grid: (grid, ~np.isnan(grid)))
-        assert decision_cost(plan, [], SPEC, times) == want
-    assert expected is not None and expected > 0 and not decision.decided
+        outlook[name] = stage_outlook(plan, [], SPEC, times[: len(grid)])
+    assert outlook["open"].open == 1 and outlook["open"].forecast == expected
+    assert outlook["open"].runs == expected.likely and expected.likely > 0
+    assert outlook["one unit"].forecast is None and outlook["one unit"].runs is None  # no spread yet
+    assert outlook["decided"].open == 0 and outlook["decided"].runs == 0  # the best alone: decided
 
 
 def test_rounds_timed_on_a_busy_machine_are_left_out_where_the_others_time_every_layout():

@@ -13,7 +13,6 @@ from explorer.answer._rule import (
     joint_within,
     next_layouts,
     pair_risks,
-    runs_to_decide,
     smallest_round,
     units_to_decide,
 )
@@ -177,17 +176,6 @@ def test_sized_rounds_aim_at_what_decides_and_never_exceed_the_runs_left():
     assert len(next_cells(scores, times, MARGIN, RISK, TIE, 3, 2, need, edge=MARGIN / 4, sized=True)) == need
 
 
-def test_runs_to_decide_add_up_what_each_open_comparison_needs():
-    scores = grid([0.95, 0.943], 0.01, 6, seed=7)
-    times = np.array([[3.0], [1.5]])
-    d = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
-    d_sd = np.std(scores[0] - scores[1], ddof=1)
-    need = units_to_decide(float(np.mean(scores[0] - scores[1])), float(d_sd), MARGIN, RISK, MARGIN / 4)
-    assert runs_to_decide(scores, d, times, TIE, MARGIN) == 2 * (need - 6)
-    done = decide(grid([0.95, 0.80], 0.002, 6), times, MARGIN, RISK, TIE)
-    assert runs_to_decide(grid([0.95, 0.80], 0.002, 6), done, times, TIE, MARGIN) == 0
-
-
 def test_of_two_layouts_measured_as_accurate_the_faster_is_the_best():
     row = grid([0.95], 0.01, 5)[0]
     scores = np.vstack([row, row])  # the same scores on every unit
@@ -203,17 +191,6 @@ def test_rounds_that_disagree_on_which_is_faster_withhold_the_latency_comparison
     assert coherent(agree, 0, 1, TIE) and not coherent(split, 0, 1, TIE)
     assert decide(scores, agree, MARGIN, RISK, TIE).answer == 1  # within the margin and faster
     assert decide(scores, split, MARGIN, RISK, TIE).answer == 0  # withheld: a tie, the more accurate
-
-
-def test_an_open_answer_never_costs_zero_runs():
-    # 1 is faster and undecided, though the spread says its units already suffice: still at least a unit each
-    scores = grid([0.95, 0.941], 0.004, 12, seed=11)
-    times = np.array([[2.0], [1.0]])
-    d = decide(scores, times, MARGIN, RISK, TIE)  # no edge: a shortfall near the margin stays open
-    if not d.decided:
-        assert runs_to_decide(scores, d, times, TIE, MARGIN) in (None, *range(2, 10_000))
-    decided = decide(scores, times, MARGIN, RISK, TIE, edge=MARGIN / 4)
-    assert decided.decided == (runs_to_decide(scores, decided, times, TIE, MARGIN) == 0)
 
 
 def test_the_chain_tests_in_latency_order_and_stops_at_the_first_layout_not_placed_within():
