@@ -77,7 +77,7 @@ def test_every_relative_link_and_record_a_page_names_exists(page):
 
 # --- the README stays a README, and the index pages stay complete --------------------------------------------
 
-README_MAX_LINES = 200
+README_MAX_LINES = 100
 
 
 def readme_problems(text: str) -> list[str]:
@@ -184,3 +184,18 @@ def test_committed_markdown_holds_no_html_escapes():
     escaped = {str(p.relative_to(ROOT)) for p in pages if html_escapes(p.read_text(encoding="utf-8"))}
     assert not escaped, f"Markdown should read as Markdown, not HTML: {sorted(escaped)}"
     assert html_escapes("d_k &lt; 16") == ["&lt;"]  # the check can fail
+
+
+DATE_OR_COMMIT = re.compile(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}|\b[0-9a-f]{7}\b")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_no_page_names_a_date_or_a_commit(page):
+    """The pages say what the tool does now; dated records and the commits they ran at live in benchmarks/*.md."""
+    assert DATE_OR_COMMIT.findall(page.read_text()) == []
+
+
+def test_the_date_and_commit_check_can_fail():
+    assert DATE_OR_COMMIT.findall("recorded 2026-12-05 04:06") == ["2026-12-05"]
+    assert DATE_OR_COMMIT.findall("at commit 8b76815") == ["8b76815"]
+    assert not DATE_OR_COMMIT.findall("16,16 at 97.08%, 1,527 images, [method.md](method.md#4-what-the-rule-costs)")
