@@ -49,8 +49,9 @@ from typing import Any
 
 import numpy as np
 
+from benchmarks._earlier_rules import Variant, decide_as, next_cells_as
 from benchmarks.common import append_record, command, commit, machine, markdown_table, stamp
-from explorer.answer import decide, next_cells
+from explorer.answer._rule import Rule as Settings
 
 RECORDS = Path(__file__).with_name("calibration.json")
 ORACLE_SLACK = 0.05  # an answer at most this much slower than the oracle counts as a hit
@@ -71,6 +72,14 @@ class Rule:
     sized: bool = False  # rounds sized to what decides (False: rounds of step, or growing by grow)
     chain: bool = False  # layouts tested in latency order from the best (False: every layout at once)
     settle: float = 0.0  # the edge, as a share of the margin, the rule settles at when the budget is spent
+
+    @property
+    def variant(self) -> Variant:
+        return Variant(joint=self.joint, chain=self.chain, sized=self.sized, grow=self.grow)
+
+    def settings(self, margin: float, tie: float) -> Settings:
+        """The rule's settings as the library takes them, at ``margin`` and latency ``tie``."""
+        return Settings(margin, self.risk, tie, self.edge * margin, self.start, self.step)
 
 
 def _heads(layout: dict[str, Any]) -> str:
@@ -184,30 +193,17 @@ def run_rule(
         spent = layouts * units
     else:
         while True:
-            cells = next_cells(
-                scores,
-                times,
-                margin,
-                rule.risk,
-                tie,
-                rule.start,
-                rule.step,
-                budget - spent,
-                grow=rule.grow,
-                edge=rule.edge * margin,
-                joint=rule.joint,
-                sized=rule.sized,
-                chain=rule.chain,
-            )
+            cells = next_cells_as(rule.variant, scores, times, rule.settings(margin, tie), budget - spent)
             cells = [(i, u) for i, u in cells if u < width]
             if not cells:
                 break
             for i, u in cells:
                 scores[i, u] = draw(i, u)
             spent += len(cells)
-    d = decide(scores, times, margin, rule.risk, tie, rule.edge * margin, rule.joint, rule.chain)
+    settings = rule.settings(margin, tie)
+    d = decide_as(rule.variant, scores, times, settings)
     if not d.decided and rule.settle > rule.edge:
-        d = decide(scores, times, margin, rule.risk, tie, rule.settle * margin, rule.joint, rule.chain)
+        d = decide_as(rule.variant, scores, times, settings.with_edge(rule.settle * margin))
     return d.answer, d.p_within[d.answer], spent, d.decided
 
 

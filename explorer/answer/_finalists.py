@@ -33,7 +33,7 @@ from explorer.answer._evidence_grid import evidence_grid
 from explorer.answer._forecast import Forecast, forecast
 from explorer.answer._horizon import Horizon, at_horizon, check_layouts
 from explorer.answer._pareto import knee, normalize, pareto_front
-from explorer.answer._rule import decide, next_cells, open_comparisons, ratio, smallest_round
+from explorer.answer._rule import Rule, decide, next_cells, open_comparisons, ratio, smallest_round
 from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only
 from explorer.layout import (
     UNIT_OFFSET,
@@ -350,13 +350,12 @@ def check_runs(
     scores, _, settled = _stage_grid(plan, records, spec, times)
     if n == 0 or not scores.size:
         return ()
-    margin, risk, tie, edge = _rule_args(spec, settled)
-    decision = decide(scores, times, margin, risk, tie, edge)
-    if (
-        not decision.decided
-    ):  # nothing to check yet: an open comparison has no verdict that could fail to hold
+    rule = stage_rule(spec, settled)
+    decision = decide(scores, times, rule)
+    # nothing to check yet: an open comparison has no verdict that could fail to hold
+    if not decision.decided:
         return ()
-    faster = _next_faster(times, decision.answer, tie)
+    faster = _next_faster(times, decision.answer, rule.tie)
     keys = plan.keys
     roles = check_layouts(
         keys[decision.answer], keys[decision.best], None if faster is None else keys[faster]
@@ -427,12 +426,19 @@ def unit_grid(
     return scores, ran
 
 
-def _rule_args(spec: StudySpec, settled: bool = False) -> tuple[float, float, float, float]:
-    """(margin, risk, latency tie, edge) on the quality's scale; the edge is ``[answer] settle`` once the
-    stage's budget is spent (``settled``: :func:`budget_spent`)."""
+def stage_rule(spec: StudySpec, settled: bool = False, start: int | None = None) -> Rule:
+    """The rule as the spec states it, on the quality's scale; its edge is ``[answer] settle`` once the stage's
+    budget is spent (``settled``: :func:`budget_spent`); ``start``: the units every layout trains first (the
+    spec's ``[finalists] start``, or a plan's fewer)."""
     a, maximize = spec.answer, spec.metric.direction == "maximize"
-    edge = a.settle_for(maximize) if settled else a.edge_for(maximize)
-    return a.margin_for(maximize), a.risk, a.latency_tie, edge
+    return Rule(
+        margin=a.margin_for(maximize),
+        risk=a.risk,
+        tie=a.latency_tie,
+        edge=a.settle_for(maximize) if settled else a.edge_for(maximize),
+        start=spec.finalists.start if start is None else start,
+        step=ROUND_UNITS,
+    )
 
 
 def budget_spent(
@@ -459,8 +465,7 @@ def budget_spent(
             return True
     if not scores.size:
         return False
-    margin, risk, tie, edge = _rule_args(spec)
-    need = smallest_round(scores, times, margin, risk, tie, f.start, ROUND_UNITS, ran, edge=edge, sized=True)
+    need = smallest_round(scores, times, stage_rule(spec), ran)
     return need > 0 and int(ran.sum()) + need > budget
 
 
@@ -484,10 +489,7 @@ def next_runs(
     evidence the study's finished runs hold, at most ``left`` runs; none once the answer is decided or nothing
     fits. ``times``: ``[layouts, rounds]`` in the plan's order."""
     scores, ran, settled = _stage_grid(plan, records, spec, times)
-    margin, risk, tie, edge = _rule_args(spec, settled)
-    cells = next_cells(
-        scores, times, margin, risk, tie, plan.start, ROUND_UNITS, left, ran, edge=edge, sized=True
-    )
+    cells = next_cells(scores, times, stage_rule(spec, settled, plan.start), left, ran)
     return tuple(_on(plan.layouts[i], unit_at(spec, u), plan.epochs) for i, u in cells)
 
 
@@ -497,10 +499,7 @@ def next_round_size(
     """The runs of the smallest round :func:`next_runs` would queue, whatever the budget left (0: the answer is
     decided)."""
     scores, ran, settled = _stage_grid(plan, records, spec, times)
-    margin, risk, tie, edge = _rule_args(spec, settled)
-    return smallest_round(
-        scores, times, margin, risk, tie, plan.start, ROUND_UNITS, ran, edge=edge, sized=True
-    )
+    return smallest_round(scores, times, stage_rule(spec, settled, plan.start), ran)
 
 
 def finalist_pace(records: Sequence[TrialRecord]) -> float | None:
@@ -535,10 +534,7 @@ def stage_forecast(
 ) -> Forecast | None:
     """What deciding costs from the unit grid ``scores`` (:func:`unit_grid`) under the stage's rule
     (:func:`explorer.answer._forecast.forecast`; None: fewer than two units a layout)."""
-    margin, risk, tie, edge = _rule_args(spec, settled)
-    return forecast(
-        scores, times, ran, margin, risk, tie, edge, spec.finalists.start, ROUND_UNITS, budget, pace_s
-    )
+    return forecast(scores, times, ran, stage_rule(spec, settled), budget, pace_s)
 
 
 @dataclass(frozen=True)
@@ -563,9 +559,8 @@ def stage_outlook(
     scores, ran, settled = _stage_grid(plan, records, spec, times)
     if not scores.size:
         return Outlook(0, None)
-    margin, risk, tie, edge = _rule_args(spec, settled)
-    decision = decide(scores, times, margin, risk, tie, edge)
+    decision = decide(scores, times, stage_rule(spec, settled))
     if decision.decided:
         return Outlook(0, None)
     found = stage_forecast(scores, ran, times, spec, settled, plan.budget, finalist_pace(records))
-    return Outlook(max(1, len(open_comparisons(decision, times, tie))), found)
+    return Outlook(max(1, len(open_comparisons(decision))), found)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from explorer.answer._rule import decide, next_cells
+from explorer.answer._rule import Rule, decide, next_cells
 
 DRAWS = 48  # simulated continuations (each a few calls of the rule: a few seconds in all)
 QUANTILE = 0.8  # the forecast's budget: decided within it in this share of the simulated studies
@@ -103,25 +103,19 @@ def forecast(
     scores: npt.NDArray[np.float64],
     times: npt.NDArray[np.float64],
     ran: npt.NDArray[np.bool_],
-    margin: float,
-    risk: float,
-    tie: float,
-    edge: float,
-    start: int,
-    step: int,
+    rule: Rule,
     budget: int,
     pace_s: float | None = None,
     draws: int = DRAWS,
 ) -> Forecast | None:
     """The forecast (see the module docstring) for the grid ``scores`` (layouts x units in unit order, higher is
-    better, NaN where not run; ``ran`` marks the cells run, set-apart ones too) and ``times``, under the rule's
-    settings; ``budget``: the stage's budget of runs (the cap is :data:`CAP_BUDGETS` of it). None: fewer than two
+    better, NaN where not run; ``ran`` marks the cells run, set-apart ones too) and ``times``, under ``rule``; ``budget``: the stage's budget of runs (the cap is :data:`CAP_BUDGETS` of it). None: fewer than two
     units a layout, so no spread to draw from."""
     counts = (~np.isnan(scores)).sum(axis=1)
     if not scores.size or counts.min() < 2:
         return None
     cap = max(1, CAP_BUDGETS * budget)
-    if decide(scores, times, margin, risk, tie, edge).decided:
+    if decide(scores, times, rule).decided:
         return Forecast((0.0,), cap, pace_s)
     rng = np.random.default_rng(_seed(scores, times))
     k = len(scores)
@@ -140,20 +134,7 @@ def forecast(
         x, r = scores.copy(), ran.copy()
         spent = 0
         while True:
-            cells = next_cells(
-                x,
-                times,
-                margin,
-                risk,
-                tie,
-                start,
-                step,
-                cap - spent,
-                r,
-                edge=edge,
-                sized=True,
-                verdicts_only=True,
-            )
+            cells = next_cells(x, times, rule, cap - spent, r, verdicts_only=True)
             if not cells:
                 break
             width = max(u for _, u in cells) + 1
@@ -168,6 +149,6 @@ def forecast(
                 x[i, u] = draw[u][i]
                 r[i, u] = True
             spent += len(cells)
-        decided = decide(x, times, margin, risk, tie, edge, verdicts_only=True).decided
+        decided = decide(x, times, rule, verdicts_only=True).decided
         out.append(float(spent) if decided else math.inf)
     return Forecast(tuple(sorted(out)), cap, pace_s)

@@ -35,6 +35,7 @@ from explorer.answer._finalists import (
     finalist_pace,
     rule_times,
     stage_forecast,
+    stage_rule,
     unit_grid,
     within_budgets,
 )
@@ -592,9 +593,8 @@ def _from_finalists(
     budget = spec.finalists.runs_budget(len(order))
     units, ran = unit_grid(records, keys, spec)
     settled = budget_spent(stage_records or records, spec, units, times, ran, budget)
-    maximize = spec.metric.direction == "maximize"
-    edge = spec.answer.settle_for(maximize) if settled else spec.answer.edge_for(maximize)
-    decision = decide(grid.scores, times, margin, spec.answer.risk, spec.answer.latency_tie, edge)
+    rule = stage_rule(spec, settled)
+    decision = decide(grid.scores, times, rule)
     best, chance = order[decision.best], _chance(records, Role.FINALIST)
     pace = finalist_pace(kept)
     front = _knee_of(order, axis)[1]
@@ -649,7 +649,7 @@ def _from_finalists(
         confidence_method=method,
         verdicts=verdicts,
         decided=decision.decided,
-        edge=edge,
+        edge=rule.edge,
         settled=settled,
         tie=spec.answer.latency_tie,
         forecast=None if decision.decided else stage_forecast(units, ran, times, spec, settled, budget, pace),

@@ -34,11 +34,9 @@ the layouts' timings (layouts x re-timing rounds):
    of the adaptive rounds is another such chance: benchmarks/decisions.md measures what they add). When no
    layout reaches ``1 - risk`` the
    answer is the best, and it is *not decided*; it is *decided* once the answer reaches ``1 - risk`` and the
-   stop (if any) is beyond the margin or at its edge. ``chain=False``: every layout placed at once and the
-   answer decided once every faster layout is beyond or at the edge (the rule before the chain, kept for the
-   benchmark's side-by-side).
+   stop (if any) is beyond the margin or at its edge.
 5. **Where the next runs go** (:func:`next_layouts`, :func:`next_cells`): to the stop while it is undecided
-   (with ``chain=False``, to every undecided layout faster than the answer), to the answer while its own probability is short of ``1 - risk``, and to
+   to the answer while its own probability is short of ``1 - risk``, and to
    every layout whose comparison with those still carries risk (the best among them). Layouts beyond the margin
    or at its edge, and slower layouts that weigh on no open comparison, get no more runs. A round is sized to
    what decides (:func:`units_to_decide`: half the paired units the nearest open comparison still needs at its
@@ -53,9 +51,11 @@ the layouts' timings (layouts x re-timing rounds):
 With an edge, every comparison ends: once a paired interval is narrower than the edge, the layout is within the
 margin, beyond it or at its edge (:func:`forced_units`), so the number of runs a decision can take is bounded.
 
-Pure numpy and scipy: :func:`explorer.answer._recommend.answer`, the finalist stage's allocation
-(:mod:`explorer.answer._finalists`) and the calibration benchmark all call :func:`decide`, so they can never
-disagree on what the rule is.
+The rule's settings are one value, :class:`Rule`. Pure numpy and scipy: :func:`explorer.answer._recommend.answer`,
+the finalist stage's allocation (:mod:`explorer.answer._finalists`), the forecast of what deciding costs
+(:mod:`explorer.answer._forecast`) and the benchmarks all call :func:`decide`, so they can never disagree on what
+the rule is. The rules before this one (the union bound alone, every layout placed at once, rounds that grow by a
+share) live with the benchmark that compares them (``benchmarks/_earlier_rules.py``).
 """
 
 from __future__ import annotations
@@ -103,23 +103,37 @@ _PairedStats = tuple[
 
 
 @dataclass(frozen=True)
+class Rule:
+    """The rule's settings, on the quality's own scale (0.01 is one accuracy point)."""
+
+    margin: float  # the answer is the fastest layout placed within this of the best ...
+    risk: float  # ... with probability at least 1 - risk
+    tie: float  # latency ratios closer to 1 than this count as equally fast
+    edge: float = 0.0  # the indifference zone below the margin (0: none)
+    start: int = 3  # paired units every layout trains first
+    step: int = 2  # paired units a round adds at least to each layout it goes to
+
+    def with_edge(self, edge: float) -> Rule:
+        """This rule with another indifference zone (the stage's ``[answer] settle`` once its budget is spent)."""
+        return dataclasses.replace(self, edge=edge)
+
+
+@dataclass(frozen=True)
 class Decision:
     """Every layout's standing against the best, and the answer (indices into the grid's rows)."""
 
     best: int
     answer: int
-    p_within: tuple[
-        float, ...
-    ]  # P(within the margin of the best), joint over the rivals, never below the union bound
+    # P(within the margin of the best), joint over the rivals, never below the union bound
+    p_within: tuple[float, ...]
     p_beyond: tuple[float, ...]  # P(the best beats it by more than the margin); NaN for the best
     verdicts: tuple[Verdict, ...]
     risks: npt.NDArray[np.float64]  # [l, j] = P(mu_j - mu_l > margin) (0 on the diagonal)
-    decided: bool  # the answer reaches 1 - risk and the stop (chain=False: every faster layout) is closed
+    decided: bool  # the answer reaches 1 - risk and the chain's stop (if any) is closed
     risk: float
     p_edge: tuple[float, ...] = ()  # P(the best beats it by more than margin - edge); NaN for the best
     edge: float = 0.0  # the indifference zone below the margin (0: none)
     stop: int | None = None  # the chain's first layout not placed within (None: none faster is left)
-    chain: bool = True  # the answer tested in latency order from the best (False: every layout at once)
 
     @property
     def members(self) -> list[int]:
@@ -318,30 +332,45 @@ def _best(means: npt.NDArray[np.float64], times: npt.NDArray[np.float64]) -> int
 def decide(
     scores: npt.NDArray[np.float64],
     times: npt.NDArray[np.float64],
-    margin: float,
-    risk: float,
-    tie: float,
-    edge: float = 0.0,
-    joint: bool = True,
-    chain: bool = True,
+    rule: Rule,
     verdicts_only: bool = False,
 ) -> Decision:
-    """The rule (see the module docstring) on a grid of ``scores`` and ``times``; ``edge``: the indifference
-    zone below the margin (0: none); ``joint=False`` states the union bound alone (the rule before the joint
-    statement, kept for the benchmark's side-by-side). ``verdicts_only``: the same verdicts, answer and
-    decision, but a probability within the margin that a bound settles is that bound (the forecast's
-    simulations, which read only the verdicts)."""
+    """The rule (see the module docstring) on a grid of ``scores`` and ``times``. ``verdicts_only``: the same
+    verdicts, answer and decision, but a probability within the margin that a bound settles is that bound (the
+    forecast's simulations, which read only the verdicts)."""
+    placed = place(scores, times, rule, verdicts_only)
+    order = _chain_order(placed.best, times, rule.tie)
+    verdicts = list(placed.verdicts)
+    stop = next((i for i in order if verdicts[i] is not Verdict.WITHIN), None)
+    if stop is not None:  # past the stop a placement would be a second test at the full risk: none is made
+        past = set(order[order.index(stop) + 1 :])
+        verdicts = [
+            Verdict.UNTESTED if i in past and v in (Verdict.WITHIN, Verdict.UNDECIDED) else v
+            for i, v in enumerate(verdicts)
+        ]
+    placed = dataclasses.replace(placed, verdicts=tuple(verdicts), stop=stop)
+    if not placed.members:  # nothing reaches 1 - risk: the best, not decided
+        return placed
+    answer = fastest(placed.members, times, row_means(scores), rule.tie)
+    decided = stop is None or verdicts[stop] in CLOSED
+    return dataclasses.replace(placed, answer=answer, decided=decided)
+
+
+def place(
+    scores: npt.NDArray[np.float64],
+    times: npt.NDArray[np.float64],
+    rule: Rule,
+    verdicts_only: bool = False,
+) -> Decision:
+    """Steps 1-3 of the rule: the best, every layout's probabilities and its verdict, each layout on its own
+    (before the chain); the answer is the best and nothing is decided yet."""
+    margin, risk, edge = rule.margin, rule.risk, rule.edge
     means = row_means(scores)
     best = 0 if np.isnan(means).all() else _best(means, times)
     risks = pair_risks(scores, margin)
-    if joint:
-        stats_ = _paired_stats(scores)
-        level = 1 - risk if verdicts_only else None
-        p_within = np.array(
-            [joint_within(scores, i, margin, risks, stats_, level) for i in range(len(scores))]
-        )
-    else:
-        p_within = np.clip(1.0 - risks.sum(axis=1), 0.0, 1.0)
+    stats_ = _paired_stats(scores)
+    level = 1 - risk if verdicts_only else None
+    p_within = np.array([joint_within(scores, i, margin, risks, stats_, level) for i in range(len(scores))])
     p_beyond = risks[:, best].copy()
     p_beyond[best] = np.nan
     p_edge = pair_risks(scores, margin - edge)[:, best].copy() if edge > 0 else np.full(len(scores), 0.0)
@@ -358,40 +387,18 @@ def decide(
             verdicts.append(Verdict.EDGE)
         else:
             verdicts.append(Verdict.UNDECIDED)
-    placed = Decision(
-        best,
-        best,
-        tuple(map(float, p_within)),
-        tuple(map(float, p_beyond)),
-        tuple(verdicts),
-        risks,
-        False,
-        risk,
-        tuple(map(float, p_edge)),
-        edge,
-        None,
-        chain,
+    return Decision(
+        best=best,
+        answer=best,
+        p_within=tuple(map(float, p_within)),
+        p_beyond=tuple(map(float, p_beyond)),
+        verdicts=tuple(verdicts),
+        risks=risks,
+        decided=False,
+        risk=risk,
+        p_edge=tuple(map(float, p_edge)),
+        edge=edge,
     )
-    if not chain:
-        if not placed.members:  # nothing reaches 1 - risk: the best, not decided
-            return placed
-        answer = fastest(placed.members, times, means, tie)
-        decided = not _faster_undecided(answer, verdicts, times, tie)
-        return dataclasses.replace(placed, answer=answer, decided=decided)
-    order = _chain_order(best, times, tie)
-    stop = next((i for i in order if verdicts[i] is not Verdict.WITHIN), None)
-    if stop is not None:  # past the stop a placement would be a second test at the full risk: none is made
-        past = set(order[order.index(stop) + 1 :])
-        verdicts = [
-            Verdict.UNTESTED if i in past and v in (Verdict.WITHIN, Verdict.UNDECIDED) else v
-            for i, v in enumerate(verdicts)
-        ]
-    placed = dataclasses.replace(placed, verdicts=tuple(verdicts), stop=stop)
-    if not placed.members:  # nothing reaches 1 - risk: the best, not decided
-        return placed
-    answer = fastest(placed.members, times, means, tie)
-    decided = stop is None or verdicts[stop] in CLOSED
-    return dataclasses.replace(placed, answer=answer, decided=decided)
 
 
 def _chain_order(best: int, times: npt.NDArray[np.float64], tie: float) -> list[int]:
@@ -401,37 +408,20 @@ def _chain_order(best: int, times: npt.NDArray[np.float64], tie: float) -> list[
     return sorted(faster, key=lambda i: (-ratio(times, i, best), i))
 
 
-def _open(decision: Decision, times: npt.NDArray[np.float64], tie: float) -> list[int]:
-    """The layouts still open against the answer: the chain's stop while undecided (with ``chain``), else every
-    undecided layout faster than it (:func:`_faster_undecided`)."""
-    if decision.chain:
-        s = decision.stop
-        if s is None or decision.verdicts[s] is not Verdict.UNDECIDED or decision.decided:
-            return []
-        return [s]
-    return _faster_undecided(decision.answer, decision.verdicts, times, tie)
+def _open(decision: Decision) -> list[int]:
+    """The layout still open against the answer: the chain's stop while it is undecided."""
+    s = decision.stop
+    if s is None or decision.verdicts[s] is not Verdict.UNDECIDED or decision.decided:
+        return []
+    return [s]
 
 
-def _faster_undecided(
-    answer: int, verdicts: Sequence[Verdict], times: npt.NDArray[np.float64], tie: float
-) -> list[int]:
-    """The undecided layouts faster than ``answer`` by more than the latency tie, in rounds that agree on it:
-    each could still become it."""
-    return [
-        i
-        for i, v in enumerate(verdicts)
-        if v is Verdict.UNDECIDED
-        and ratio(times, i, answer) < 1 / (1 + tie)
-        and coherent(times, i, answer, tie)
-    ]
-
-
-def next_layouts(decision: Decision, times: npt.NDArray[np.float64], tie: float) -> list[int]:
+def next_layouts(decision: Decision) -> list[int]:
     """The layouts the next paired units should go to (see the module docstring); none once decided."""
     if decision.decided:
         return []
     ans, risk = decision.answer, decision.risk
-    open_ = _open(decision, times, tie)
+    open_ = _open(decision)
     focus = set(open_)
     if decision.p_within[ans] < 1 - risk or open_:
         focus.add(ans)
@@ -463,55 +453,42 @@ def units_to_decide(gap: float, sd: float, margin: float, risk: float, edge: flo
     return min(found) if found else None
 
 
-def open_comparisons(decision: Decision, times: npt.NDArray[np.float64], tie: float) -> list[int]:
-    """The layouts whose comparison with the best still holds the decision open: the faster undecided layout
+def open_comparisons(decision: Decision) -> list[int]:
+    """The layouts whose comparison with the best still holds the decision open: the chain's undecided stop
     (:func:`_open`) and the answer while its own probability is short of ``1 - risk``."""
-    out = _open(decision, times, tie)
+    out = _open(decision)
     if decision.p_within[decision.answer] < 1 - decision.risk and decision.answer != decision.best:
         out.append(decision.answer)
     return out
 
 
-def _open_needs(
-    scores: npt.NDArray[np.float64],
-    decision: Decision,
-    times: npt.NDArray[np.float64],
-    tie: float,
-    margin: float,
-) -> dict[int, int | None]:
-    """Each open comparison's layout (a faster undecided layout, and the answer while it is short of
-    ``1 - risk``) and the paired units that would decide it against the best at its measured gap and spread
-    (None: fewer than two shared units, or no feasible number decides it)."""
-    open_ = open_comparisons(decision, times, tie)
+def _open_need(scores: npt.NDArray[np.float64], decision: Decision, margin: float) -> int | None:
+    """The paired units the nearest open comparison (:func:`open_comparisons`) would be decided at against the
+    best, at its measured gap and spread (None: none can say: fewer than two shared units, or no feasible number
+    decides it)."""
     n, mean, sd, _ = _paired_stats(scores)
     b = decision.best
-    return {
-        i: None
-        if n[i, b] < 2
-        else units_to_decide(float(mean[i, b]), float(sd[i, b]), margin, decision.risk, decision.edge)
-        for i in open_
-    }
-
-
-def _open_need(
-    scores: npt.NDArray[np.float64],
-    decision: Decision,
-    times: npt.NDArray[np.float64],
-    tie: float,
-    margin: float,
-) -> int | None:
-    """The paired units the nearest open comparison needs (:func:`_open_needs`); None when none can say."""
-    needs = [n for n in _open_needs(scores, decision, times, tie, margin).values() if n is not None]
-    return min(needs) if needs else None
+    needs = [
+        units_to_decide(float(mean[i, b]), float(sd[i, b]), margin, decision.risk, decision.edge)
+        for i in open_comparisons(decision)
+        if n[i, b] >= 2
+    ]
+    found = [k for k in needs if k is not None]
+    return min(found) if found else None
 
 
 def _cells(layouts: Sequence[int], upto: int, filled: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
     return [(i, u) for i in layouts for u in range(upto) if u >= filled.shape[1] or not filled[i, u]]
 
 
-def _core(decision: Decision, times: npt.NDArray[np.float64], tie: float, chosen: list[int]) -> list[int]:
+def _have(filled: npt.NDArray[np.bool_], layouts: Sequence[int]) -> int:
+    """The units the furthest of ``layouts`` reaches (its last run unit, plus one)."""
+    return max(int(np.flatnonzero(filled[i]).max()) + 1 if filled[i].any() else 0 for i in layouts)
+
+
+def _core(decision: Decision, times: npt.NDArray[np.float64], chosen: list[int]) -> list[int]:
     """The layouts the nearest decision needs: the fastest open layout (or the answer) and the best."""
-    open_ = _open(decision, times, tie)
+    open_ = _open(decision)
     lead = min(open_, key=lambda i: ratio(times, i, decision.answer)) if open_ else decision.answer
     return sorted({lead, decision.best} & set(chosen) | {decision.best})
 
@@ -519,69 +496,46 @@ def _core(decision: Decision, times: npt.NDArray[np.float64], tie: float, chosen
 def round_plans(
     scores: npt.NDArray[np.float64],
     times: npt.NDArray[np.float64],
-    margin: float,
-    risk: float,
-    tie: float,
-    start: int,
-    step: int,
+    rule: Rule,
     ran: npt.NDArray[np.bool_] | None = None,
-    grow: float = 0.0,
-    edge: float = 0.0,
-    joint: bool = True,
-    sized: bool = False,
-    chain: bool = True,
     verdicts_only: bool = False,
 ) -> list[list[tuple[int, int]]]:
     """The next round's candidate (layout, unit) cells, largest first, each smaller one a fallback when the
     larger does not fit the runs left (see :func:`next_cells`); none once the answer is decided. ``ran`` marks the
     cells already run (default: those with a score)."""
     filled = ~np.isnan(scores) if ran is None else ran
-    first = _cells(range(len(scores)), start, filled)
+    first = _cells(range(len(scores)), rule.start, filled)
     if first:  # every layout's first units, in any number that fits
         return [first[:k] for k in range(len(first), 0, -1)]
-    decision = decide(scores, times, margin, risk, tie, edge, joint, chain, verdicts_only)
-    chosen = next_layouts(decision, times, tie)
+    decision = decide(scores, times, rule, verdicts_only)
+    chosen = next_layouts(decision)
     if not chosen:
         return []
-
-    def have(layouts: Sequence[int]) -> int:
-        return max(int(np.flatnonzero(filled[i]).max()) + 1 if filled[i].any() else 0 for i in layouts)
-
-    if (
-        sized
-    ):  # at least half the units they have (looks stay few whatever the data), more if a decision needs it
-        need = _open_need(scores, decision, times, tie, margin)
-        h = have(chosen)
-        extra = max(step, h // 2, 0 if need is None else min(h, math.ceil((need - h) / 2)))
-    else:  # rounds that grow with the evidence (the rule before rounds were sized)
-        extra = max(step, int(have(chosen) * grow))
-    plans = [_cells(chosen, have(chosen) + e, filled) for e in range(extra, 0, -1)]
-    if sized:  # then only what the nearest decision needs
-        core = _core(decision, times, tie, chosen)
-        if core != chosen:
-            plans += [_cells(core, have(core) + e, filled) for e in range(extra, 0, -1)]
-        behind = _catch_up(decision, filled, times, tie, step, have(chosen))
-        if behind and need is not None and need <= h:  # the focus layouts have what decides them: only the
-            return [behind]  # rivals that hold them back need runs
-        if behind:  # else every round first brings those rivals up, then the focus layouts
-            plans = [behind + [c for c in p if c not in behind] for p in plans] + [behind]
+    # at least half the units they have (looks stay few whatever the data), more if a decision needs it
+    need = _open_need(scores, decision, rule.margin)
+    h = _have(filled, chosen)
+    extra = max(rule.step, h // 2, 0 if need is None else min(h, math.ceil((need - h) / 2)))
+    plans = [_cells(chosen, h + e, filled) for e in range(extra, 0, -1)]
+    core = _core(decision, times, chosen)  # then only what the nearest decision needs
+    if core != chosen:
+        plans += [_cells(core, _have(filled, core) + e, filled) for e in range(extra, 0, -1)]
+    behind = _catch_up(decision, filled, rule.step, h)
+    if behind and need is not None and need <= h:  # the focus layouts have what decides them: only the
+        return [behind]  # rivals that hold them back need runs
+    if behind:  # else every round first brings those rivals up, then the focus layouts
+        plans = [behind + [c for c in p if c not in behind] for p in plans] + [behind]
     return [p for p in plans if p]
 
 
 def _catch_up(
-    decision: Decision,
-    filled: npt.NDArray[np.bool_],
-    times: npt.NDArray[np.float64],
-    tie: float,
-    step: int,
-    upto: int,
+    decision: Decision, filled: npt.NDArray[np.bool_], step: int, upto: int
 ) -> list[tuple[int, int]]:
     """Cells for the rivals that hold an open placement back: a layout whose chance of beating a focus layout
     (the stop, or the answer while short) by more than the margin is above a share of the risk, on fewer than
     half the units the focus layouts have (closed early, on its first units), gets as many units again (at least
     ``step``) among those the focus layouts ran. Without them the joint statement of a layout measured on many
     units stays held by a rival measured on few, and no round on the focus layouts alone would move it."""
-    focus = set(_open(decision, times, tie))
+    focus = set(_open(decision))
     if decision.p_within[decision.answer] < 1 - decision.risk:
         focus.add(decision.answer)
     out: list[tuple[int, int]] = []
@@ -598,49 +552,27 @@ def _catch_up(
 def next_cells(
     scores: npt.NDArray[np.float64],
     times: npt.NDArray[np.float64],
-    margin: float,
-    risk: float,
-    tie: float,
-    start: int,
-    step: int,
+    rule: Rule,
     left: int,
     ran: npt.NDArray[np.bool_] | None = None,
-    grow: float = 0.0,
-    edge: float = 0.0,
-    joint: bool = True,
-    sized: bool = False,
-    chain: bool = True,
     verdicts_only: bool = False,
 ) -> list[tuple[int, int]]:
     """The (layout, unit) cells to run next on a grid whose columns are the units in order: first every
-    layout's first ``start`` units; then more units for each layout :func:`next_layouts` names, on the same units
-    for all of them (the pairing), each also filling any earlier unit it lacks: a round sized to what decides
-    (``sized``; see the module docstring), else ``step`` units or ``grow`` times the units they have if that is
-    more. At most ``left`` cells (a smaller round when the round does not fit); none once the answer is decided
-    or nothing fits (:func:`smallest_round` then says what the next round needs). ``ran`` marks the cells
-    already run (default: those with a score), so a run set apart is not run again."""
-    plans = round_plans(
-        scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized, chain, verdicts_only
-    )
+    layout's first ``rule.start`` units; then more units for each layout :func:`next_layouts` names, on the same
+    units for all of them (the pairing), each also filling any earlier unit it lacks, in a round sized to what
+    decides (see the module docstring). At most ``left`` cells (a smaller round when the round does not fit);
+    none once the answer is decided or nothing fits (:func:`smallest_round` then says what the next round needs).
+    ``ran`` marks the cells already run (default: those with a score), so a run set apart is not run again."""
+    plans = round_plans(scores, times, rule, ran, verdicts_only)
     return next((p for p in plans if len(p) <= left), [])
 
 
 def smallest_round(
     scores: npt.NDArray[np.float64],
     times: npt.NDArray[np.float64],
-    margin: float,
-    risk: float,
-    tie: float,
-    start: int,
-    step: int,
+    rule: Rule,
     ran: npt.NDArray[np.bool_] | None = None,
-    grow: float = 0.0,
-    edge: float = 0.0,
-    joint: bool = True,
-    sized: bool = False,
-    chain: bool = True,
 ) -> int:
     """The runs of the smallest round :func:`next_cells` would queue, whatever the runs left (0: none, the
     answer is decided)."""
-    plans = round_plans(scores, times, margin, risk, tie, start, step, ran, grow, edge, joint, sized, chain)
-    return min((len(p) for p in plans), default=0)
+    return min((len(p) for p in round_plans(scores, times, rule, ran)), default=0)

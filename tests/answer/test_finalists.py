@@ -179,24 +179,15 @@ def test_the_stage_outlook_counts_the_open_comparisons_and_forecasts_from_two_un
     import explorer.answer._finalists as finalists
     from explorer.answer import stage_outlook
     from explorer.answer._forecast import forecast
+    from explorer.answer._rule import Rule
 
     rng = np.random.default_rng(1)
     scores = np.array([0.95 + rng.normal(0, 0.01, 6), 0.943 + rng.normal(0, 0.01, 6)])
     times = np.array([[2.0], [1.0]])
     a = SPEC.answer
     plan = finalists.FinalistPlan((), None, budget=40)
-    expected = forecast(
-        scores,
-        times,
-        ~np.isnan(scores),
-        a.margin_for(True),
-        a.risk,
-        a.latency_tie,
-        a.edge_for(True),
-        SPEC.finalists.start,
-        finalists.ROUND_UNITS,
-        40,
-    )
+    rule = Rule(a.margin_for(True), a.risk, a.latency_tie, a.edge_for(True), SPEC.finalists.start, 2)
+    expected = forecast(scores, times, ~np.isnan(scores), rule, 40)
     outlook = {}
     for name, grid in (("open", scores), ("one unit", scores[:, :1]), ("decided", scores[:1])):
         monkeypatch.setattr(finalists, "unit_grid", lambda *_, grid=grid: (grid, ~np.isnan(grid)))
@@ -230,22 +221,13 @@ def test_rounds_timed_on_a_busy_machine_are_left_out_where_the_others_time_every
 def test_the_next_round_size_is_what_the_rule_would_queue(monkeypatch):
     import explorer.answer._finalists as finalists
     from explorer.answer import next_round_size
-    from explorer.answer._rule import smallest_round
+    from explorer.answer._rule import Rule, smallest_round
 
     rng = np.random.default_rng(3)
     scores = np.array([0.95 + rng.normal(0, 0.01, 6), 0.943 + rng.normal(0, 0.01, 6)])
     times = np.array([[2.0], [1.0]])
     monkeypatch.setattr(finalists, "unit_grid", lambda *_: (scores, ~np.isnan(scores)))
     a = SPEC.answer
-    want = smallest_round(
-        scores,
-        times,
-        a.margin_for(True),
-        a.risk,
-        a.latency_tie,
-        SPEC.finalists.start,
-        2,
-        edge=a.edge_for(True),
-        sized=True,
-    )
+    rule = Rule(a.margin_for(True), a.risk, a.latency_tie, a.edge_for(True), SPEC.finalists.start, 2)
+    want = smallest_round(scores, times, rule)
     assert next_round_size(finalists.FinalistPlan((), None), [], SPEC, times) == want == 2

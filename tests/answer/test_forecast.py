@@ -8,10 +8,10 @@ import math
 import numpy as np
 import pytest
 
-from explorer.answer._forecast import Forecast, forecast, unit_covariance
-from explorer.answer._rule import decide, next_cells
+from explorer.answer._forecast import DRAWS, Forecast, forecast, unit_covariance
+from explorer.answer._rule import Rule, decide, next_cells
 
-MARGIN, RISK, TIE, EDGE, START, STEP = 0.01, 0.05, 0.05, 0.0025, 3, 2
+RULE = Rule(margin=0.01, risk=0.05, tie=0.05, edge=0.0025, start=3, step=2)
 TIMES = np.array([[2.0, 2.0], [1.4, 1.4], [1.0, 1.0]])  # the best slowest, then two faster layouts
 
 
@@ -22,9 +22,8 @@ def grid(means, sd, units, seed, shared=0.01):
     return np.asarray(means)[:, None] + rng.normal(0, shared, units) + rng.normal(0, sd, (len(means), units))
 
 
-def run(scores, **kw):
-    args = dict(margin=MARGIN, risk=RISK, tie=TIE, edge=EDGE, start=START, step=STEP, budget=60)
-    return forecast(scores, TIMES, ~np.isnan(scores), **{**args, **kw})
+def run(scores, draws=DRAWS, rule=RULE, budget=60):
+    return forecast(scores, TIMES[: len(scores)], ~np.isnan(scores), rule, budget, draws=draws)
 
 
 def test_a_forecast_is_a_function_of_the_grid():
@@ -36,7 +35,7 @@ def test_a_forecast_is_a_function_of_the_grid():
 
 def test_a_decided_grid_costs_nothing_and_a_grid_without_spread_is_not_forecast():
     decided = grid([0.96, 0.959, 0.90], 0.001, 8, seed=2, shared=0.001)
-    assert decide(decided, TIMES, MARGIN, RISK, TIE, EDGE).decided
+    assert decide(decided, TIMES, RULE).decided
     found = run(decided)
     assert found is not None and found.likely == 0 and found.median == 0
     assert run(decided[:, :1]) is None  # one unit a layout: no spread to draw from
@@ -54,7 +53,7 @@ def test_without_an_edge_a_layout_at_the_margin_has_no_affordable_budget():
     says so rather than naming a budget."""
     common = np.random.default_rng(4).normal(0, 0.01, 4)
     scores = np.array([0.96 + common, 0.95 + common + np.array([0.004, -0.004, 0.004, -0.004])])  # gap: 0.01
-    found = forecast(scores, TIMES[:2], ~np.isnan(scores), MARGIN, RISK, TIE, 0.0, START, STEP, budget=10)
+    found = run(scores, rule=RULE.with_edge(0.0), budget=10)
     assert found is not None and found.likely is None and found.decided_share < 0.8
 
 
@@ -62,7 +61,7 @@ def test_the_simulated_studies_run_the_stages_own_rounds():
     """The first simulated round is the round the stage would queue now: a forecast never names fewer runs than
     that round (a --budget of the forecast always moves the study)."""
     scores = grid([0.96, 0.954, 0.94], 0.01, 3, seed=5)
-    first = next_cells(scores, TIMES, MARGIN, RISK, TIE, START, STEP, 10**6, edge=EDGE, sized=True)
+    first = next_cells(scores, TIMES, RULE, 10**6)
     found = run(scores)
     assert first and found is not None and min(found.runs) >= len(first)
 
@@ -100,7 +99,7 @@ def test_studies_that_go_on_decide_within_the_forecast_budget_about_as_often_as_
         assert found is not None
         spent = 0
         while True:
-            cells = next_cells(scores, TIMES, MARGIN, RISK, TIE, START, STEP, 10**6, edge=EDGE, sized=True)
+            cells = next_cells(scores, TIMES, RULE, 10**6)
             if not cells or spent > 2000:
                 break
             width = max(u for _, u in cells) + 1
