@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 import torch
 
+import explorer.storage._storage as storage_module
 from explorer.layout import ModelConfig
 from explorer.spec import load_spec
 from explorer.storage import arch_key, load_retimings, open_storage, rdb_storage, storage_of
 from explorer.storage._sqlite_files import is_wal, readonly_url
-from explorer.study import Study, artifact_store
+from explorer.study import RunOptions, Study, artifact_store, plan_run
 from explorer.study._retime import retime
 from tests.fixtures import plan_study, write_tiny_spec
 
@@ -98,3 +99,45 @@ def test_no_code_path_drops_the_lock_a_live_connection_holds(tmp_path: Path, one
     reread = Study.open_at("locks", url)
     assert (reread.user_attrs["before"], reread.user_attrs["after"]) == (1, 2)
     rdb_storage(storage_of(reread.optuna_study)).engine.dispose()
+
+
+def test_a_process_opens_one_writable_storage_per_study_after_closing_its_read_only_view(
+    storage_url: str, study_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_thread
+) -> None:
+    """What `explorer confirm` and `study resume` do (a read-only look, then a run's plan: its study, its artifact
+    store, its writer) and what `explorer report` does (a read-only look, then figures and the answer kept): each
+    opens one writable storage, and only once its read-only connections are closed."""
+    created = plan_study(load_spec(write_tiny_spec(tmp_path, name=study_name)), storage_url).study
+    created.close()
+    opened: list[tuple[bool, object]] = []  # (writable, engine) of each storage opened from here on
+
+    def recorded(url: str, engine_kwargs: dict, kwargs: dict):
+        writable = "skip_table_creation" not in kwargs
+        if writable:  # every read-only connection of this process is closed by now
+            assert all(e.pool.checkedin() + e.pool.checkedout() == 0 for _, e in opened), "a reader is open"
+        storage = real(url, engine_kwargs, kwargs)
+        opened.append((writable, storage.engine))
+        return storage
+
+    real = storage_module._rdb_storage
+    monkeypatch.setattr(storage_module, "_rdb_storage", recorded)
+
+    # confirm / study resume: read-only first, then the run's plan
+    stored = Study.open_at(study_name, storage_url)
+    plan = plan_run(stored, RunOptions())
+    plan.study.note("kept", 1)  # through the plan's study
+    assert plan.store.storage is storage_of(plan.study.optuna_study)  # the artifact store's
+    assert plan.study._writer() is plan.study.optuna_study  # the writer's
+    assert stored.user_attrs["kept"] == 1  # the read-only view now reads through that storage
+    assert [w for w, _ in opened] == [False, True]
+    plan.study.close()
+
+    # report: read-only, then its figures and its answer kept
+    opened.clear()
+    report = Study.open_at(study_name, storage_url)
+    store = artifact_store(report)
+    assert [w for w, _ in opened] == [False]  # nothing written yet: no writable storage
+    assert store.index(study_name) == {} and report.note_answer((2,), "two heads")
+    assert store.storage is storage_of(report.optuna_study)
+    assert report.note_tracking({"synced": 0}) and [w for w, _ in opened] == [False, True]
+    assert Study.open_at(study_name, storage_url).user_attrs["answer"]["heads"] == [2]
