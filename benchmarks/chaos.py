@@ -10,11 +10,15 @@ killed trial goes stale in seconds, and then reads the study back through Optuna
               RUNNING/WAITING (a study that cannot finish)
   deleted     files that existed before the scenario and are gone after it
   tracebacks  Python tracebacks printed by any command of the scenario
+  corrupt     SQLite files whose PRAGMA integrity_check is not "ok" afterwards
+  misreported the recovering command's own summary ("search: N trials; finalists: M runs") unlike the storage
 
 Scenarios: SIGKILL of a single-worker run while the study is being created (round 0 as soon as the database
 file appears, later rounds as soon as the study's row exists, after 0, 10, 20... ms), mid-trial, during the last
-trial and during the finalist stage, each followed by `explorer study resume` (and `study run SPEC` again, as a
-user would, when the kill left no study to resume); SIGKILL of one of 2 workers; Ctrl-C (SIGINT to the process group, as a terminal sends it) with 1
+trial, during the finalist stage, during the finalists' re-timing and during the horizon check, each followed by
+`explorer study resume` (and `study run SPEC` again, as a
+user would, when the kill left no study to resume); a reader polling the study from another process (as optuna-dashboard does) while
+`study run` writes it, on SQLite and on PostgreSQL; SIGKILL of one of 2 workers; Ctrl-C (SIGINT to the process group, as a terminal sends it) with 1
 and 2 workers; two separate `study run` commands started together on a new SQLite file and on the PostgreSQL
 test server (EXPLORER_TEST_POSTGRES_URL; skipped with a note when unset); `explorer report --out` onto folders
 holding a user's file; and a list of bad inputs, each checked for exactly one `error:` line on stderr, a non-zero
@@ -42,13 +46,26 @@ import optuna
 
 from benchmarks._chaos.audit import Outcome
 from benchmarks._chaos.bad_input import bad_inputs, report_onto_user_files
-from benchmarks._chaos.kills import ctrl_c, kill_one_of_two, kill_single, race
+from benchmarks._chaos.kills import ctrl_c, kill_one_of_two, kill_single, race, reader_while_writing
 from benchmarks._chaos.processes import STARTED, base_env, kill_group
 from benchmarks._chaos.record import markdown, versions
 from benchmarks.common import append_record, command, commit, load_average, load_text, machine, stamp
 
 PG_ENV = "EXPLORER_TEST_POSTGRES_URL"
-SCENARIOS = ("create", "mid", "last", "finalists", "workers", "ctrlc", "race", "report", "bad")
+SCENARIOS = (
+    "create",
+    "mid",
+    "last",
+    "finalists",
+    "retime",
+    "horizon",
+    "reader",
+    "workers",
+    "ctrlc",
+    "race",
+    "report",
+    "bad",
+)
 
 
 def main() -> None:
@@ -84,7 +101,8 @@ def main() -> None:
             outcomes.append(o)
             print(
                 f"[{time.perf_counter() - s:6.1f} s] {o.scenario} ({o.storage}): rounds {o.rounds}, lost {o.lost}, "
-                f"duplicated {o.duplicated}, stuck {o.stuck}, deleted {o.deleted}, tracebacks {o.tracebacks}",
+                f"duplicated {o.duplicated}, stuck {o.stuck}, deleted {o.deleted}, tracebacks {o.tracebacks}, "
+                f"corrupt {o.corrupt}, misreported {o.misreported}",
                 file=sys.stderr,
                 flush=True,
             )
@@ -97,6 +115,16 @@ def main() -> None:
         step("mid", lambda: kill_single(folder, env, "mid-trial", "mid"))
         step("last", lambda: kill_single(folder, env, "during the last trial", "last"))
         step("finalists", lambda: kill_single(folder, env, "during the finalist stage", "finalists"))
+        step("retime", lambda: kill_single(folder, env, "during re-timing", "retime"))
+        step("horizon", lambda: kill_single(folder, env, "during the horizon check", "horizon"))
+
+        def readers() -> list[Outcome]:
+            got = [reader_while_writing(folder, env, "sqlite", None)]
+            if pg_url:
+                got.append(reader_while_writing(folder, env, "postgres", pg_url))
+            return got
+
+        step("reader", readers)
         step("workers", lambda: kill_one_of_two(folder, env, "sqlite", None))
         step("ctrlc", lambda: [ctrl_c(folder, env, 1), ctrl_c(folder, env, 2)])
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import re
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from explorer.storage import load_records, trials_of
+from explorer.storage import load_records, load_retimings, sqlite_path, trials_of
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
 
@@ -29,6 +30,8 @@ class Outcome:
     stuck: int = 0
     deleted: int = 0
     tracebacks: int = 0
+    corrupt: int = 0  # SQLite files whose PRAGMA integrity_check is not "ok"
+    misreported: int = 0  # commands whose own summary differs from what the storage holds
     notes: list[str] = field(default_factory=list)
 
     def add(self, **counts: int) -> None:
@@ -71,11 +74,15 @@ class Audit:
     """A study read back after a scenario."""
 
     lost: int  # finished before, missing or changed now
-    duplicated: int  # finished trials beyond the first with the same role, configuration and seed
+    # finished trials beyond the first with the same role, configuration, seed and horizon, and re-timings
+    # beyond the first of the same layout, round and kind
+    duplicated: int
     stuck: int  # 1 when the study is below its search total or holds RUNNING/WAITING trials
     search_done: int
     total: int
     text: str
+    finalists_done: int = 0
+    corrupt: int = 0  # 1 when a SQLite file fails PRAGMA integrity_check
 
 
 def audit(name: str, url: str, before: dict[int, tuple]) -> Audit:
@@ -87,22 +94,64 @@ def audit(name: str, url: str, before: dict[int, tuple]) -> Audit:
     after = finished_snapshot(name, url)
     lost = sum(1 for n, v in before.items() if after.get(n) != v)
     records = load_records(study)
-    seen = collections.Counter((r.role, r.key, r.seed) for r in records if r.state in ("COMPLETE", "PRUNED"))
-    duplicated = sum(c - 1 for c in seen.values() if c > 1)
+    seen = collections.Counter(
+        (r.role, r.key, r.seed, r.epochs_planned) for r in records if r.state in ("COMPLETE", "PRUNED")
+    )
+    rounds = collections.Counter((t.key, t.round, t.kind) for t in load_retimings(study))
+    duplicated = sum(c - 1 for c in [*seen.values(), *rounds.values()] if c > 1)
+    corrupt = int(integrity(url) != "ok")
     stored = study.user_attrs.get("spec")
     total = int((stored or {}).get("n_trials", 0))
     search_done = sum(r.role == "search" and r.state in ("COMPLETE", "PRUNED") for r in records)
+    finalists_done = sum(r.role == "finalist" and r.state in ("COMPLETE", "PRUNED") for r in records)
     open_trials = [t for t, _ in trials_of(study, states=(TrialState.RUNNING, TrialState.WAITING))]
     stuck = int(stored is None or search_done < total or bool(open_trials))
     if stored is None:
-        return Audit(
-            lost, duplicated, stuck, search_done, total, "no stored spec: the study cannot be resumed"
-        )
+        text = "no stored spec: the study cannot be resumed"
+        return Audit(lost, duplicated, stuck, search_done, total, text, finalists_done, corrupt)
     by_state = collections.Counter(f"{r.role} {r.state}" for r in records)
     text = f"search {search_done}/{total}; " + ", ".join(f"{k} {v}" for k, v in sorted(by_state.items()))
+    text += f"; re-timings {sum(rounds.values())} in {len(rounds)} (layout, round, kind)"
     if open_trials:
         text += f"; left open: {[t.state.name for t in open_trials]}"
-    return Audit(lost, duplicated, stuck, search_done, total, text)
+    if corrupt:
+        text += f"; integrity_check: {integrity(url)}"
+    return Audit(lost, duplicated, stuck, search_done, total, text, finalists_done, corrupt)
+
+
+def integrity(url: str) -> str:
+    """SQLite's PRAGMA integrity_check of the file at ``url`` ("ok" for other databases, and when it is
+    whole)."""
+    path = sqlite_path(url)
+    if path is None:
+        return "ok"
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+    try:
+        return "; ".join(row[0] for row in con.execute("PRAGMA integrity_check"))
+    except sqlite3.Error as exc:
+        return f"{type(exc).__name__}: {exc}"
+    finally:
+        con.close()
+
+
+_SUMMARY_RE = re.compile(
+    r"search: (?P<search>\d+) trials \(.*?\)(?:; finalists: (?P<grid>\d+) runs of .*? \(\d+ failed\)"
+    r"(?:, and (?P<more>\d+) runs of the pilot and the horizon check)?)?\. Next:"
+)
+
+
+def summary_differs(stderr: str, a: Audit) -> str:
+    """Where a command's closing summary ("search: N trials ...; finalists: M runs ...") differs from what the
+    storage holds, in words ("": it agrees, or the command printed none)."""
+    found = list(_SUMMARY_RE.finditer(stderr.replace("\r", "\n")))
+    if not found:
+        return ""
+    m = found[-1]
+    said = (int(m["search"]), int(m["grid"] or 0) + int(m["more"] or 0))
+    held = (a.search_done, a.finalists_done if m["grid"] is not None else 0)
+    return (
+        "" if said == held else f"the summary says {said} (search, finalist runs), the storage holds {held}"
+    )
 
 
 def files_of(root: Path) -> set[str]:

@@ -6,18 +6,32 @@ from __future__ import annotations
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from benchmarks._chaos.audit import Outcome, audit, files_of, finished_snapshot, load, running
-from benchmarks._chaos.processes import Runner, kill_group, last_message, wait_for, workers
+from benchmarks._chaos.audit import (
+    Audit,
+    Outcome,
+    audit,
+    files_of,
+    finished_snapshot,
+    load,
+    running,
+    summary_differs,
+)
+from benchmarks._chaos.processes import STARTED, Runner, kill_group, last_message, wait_for, workers
 from benchmarks.synthetic import write_tiny_spec
+from explorer.layout import Purpose
+from explorer.storage import load_records, load_retimings
 
 
-def recover(r: Runner, name: str, url: str, spec: Path, outcome: Outcome) -> None:
-    """`explorer study resume`; when the kill left no usable study, `explorer study run SPEC` as a user would."""
+def recover(r: Runner, name: str, url: str, spec: Path, outcome: Outcome) -> str:
+    """`explorer study resume`; when the kill left no usable study, `explorer study run SPEC` as a user would.
+    Returns the stderr of the last command (its summary)."""
     res = r.run("study", "resume", name, "--storage", url)
     if res.returncode != 0:
         outcome.notes.append(f"resume exit {res.returncode}: {last_message(res.stderr)}")
@@ -26,6 +40,22 @@ def recover(r: Runner, name: str, url: str, spec: Path, outcome: Outcome) -> Non
             outcome.notes.append(f"run again exit {res.returncode}: {last_message(res.stderr)}")
     if "stopped the" in res.stderr:
         outcome.notes.append("a recovery claimed to stop short: " + last_message(res.stderr))
+    return res.stderr
+
+
+def checked(outcome: Outcome, a: Audit, stderr: str, what: str) -> None:
+    """Count what an audit found, and a command's summary that differs from what the storage holds."""
+    differs = summary_differs(stderr, a)
+    if differs:
+        outcome.notes.append(f"{what}: {differs}")
+    outcome.add(
+        rounds=1,
+        lost=a.lost,
+        duplicated=a.duplicated,
+        stuck=a.stuck,
+        corrupt=a.corrupt,
+        misreported=bool(differs),
+    )
 
 
 def kill_single(folder: Path, env: dict[str, str], label: str, trigger: str, rounds: int = 1) -> Outcome:
@@ -39,6 +69,8 @@ def kill_single(folder: Path, env: dict[str, str], label: str, trigger: str, rou
         url = f"sqlite:///{db}"
         if trigger == "create":
             spec = write_tiny_spec(work, name, n_trials=2, epochs=2)
+        elif trigger in ("retime", "horizon"):
+            spec = write_tiny_spec(work, name, n_trials=3, epochs=2, finalists=True)
         elif trigger == "finalists":
             spec = write_tiny_spec(work, name, n_trials=3, epochs=15, early=False, finalists=True)
         else:
@@ -63,10 +95,10 @@ def kill_single(folder: Path, env: dict[str, str], label: str, trigger: str, rou
             _creation_state(name, url, db) if trigger == "create" else f"{len(before)} finished at the kill"
         )
         out.notes.append(f"round {k}: killed with {state}")
-        recover(r, name, url, spec, out)
+        said = recover(r, name, url, spec, out)
         a = audit(name, url, before)
         out.notes.append(f"round {k} after recovery: {a.text}")
-        out.add(rounds=1, lost=a.lost, duplicated=a.duplicated, stuck=a.stuck)
+        checked(out, a, said, f"round {k}")
         out.add(deleted=len(files_before - files_of(work)))
         out.tracebacks += r.tracebacks()
     return out
@@ -80,6 +112,13 @@ def _trigger(trigger: str, name: str, url: str, db: Path) -> Callable[[], bool]:
         return lambda: _study_row(db, name)
     if trigger == "finalists":
         return lambda: running(name, url, "finalist")
+    if trigger == "retime":  # the finalists' re-timing has stored its first timing
+        return lambda: bool(load_retimings(load(name, url)))
+    if trigger == "horizon":  # a run of the horizon check trains
+        return lambda: any(
+            r.role == "finalist" and r.state == "RUNNING" and r.purpose == Purpose.CHECK
+            for r in load_records(load(name, url))
+        )
     return lambda: running(name, url, "search", 1 if trigger == "mid" else 2)
 
 
@@ -107,13 +146,18 @@ def _creation_state(name: str, url: str, db: Path) -> str:
     return "the study and its spec" if "spec" in study.user_attrs else "a study without its spec"
 
 
+def _new_study(folder: Path, where: str, stem: str, url: str | None) -> tuple[Path, str, str]:
+    """A scenario's own working folder, a study name no other scenario uses, and its storage (``url``, else a
+    SQLite file in that folder)."""
+    work = folder / where
+    work.mkdir(parents=True)
+    return work, f"{stem}-{uuid.uuid4().hex[:8]}", url or f"sqlite:///{work / 's.db'}"
+
+
 def kill_one_of_two(folder: Path, env: dict[str, str], storage: str, url: str | None) -> Outcome:
     """SIGKILL of one of two worker processes mid-trial; the other carries on; then a resume."""
     out = Outcome("SIGKILL of 1 of 2 workers", storage)
-    work = folder / f"two-workers-{storage}"
-    work.mkdir(parents=True)
-    name = f"two-{uuid.uuid4().hex[:8]}"
-    url = url or f"sqlite:///{work / 's.db'}"
+    work, name, url = _new_study(folder, f"two-workers-{storage}", "two", url)
     spec = write_tiny_spec(work, name, n_trials=4, epochs=40, early=False)
     r = Runner(work, env)
     proc = r.start("study", "run", str(spec), "--storage", url, "--workers", "2")
@@ -128,10 +172,10 @@ def kill_one_of_two(folder: Path, env: dict[str, str], storage: str, url: str | 
     before = finished_snapshot(name, url)
     err = r.collect(proc)
     out.notes.append(f"the run exited {proc.returncode}: {last_message(err)}")
-    recover(r, name, url, spec, out)
+    said = recover(r, name, url, spec, out)
     a = audit(name, url, before)
     out.notes.append(f"after resume: {a.text}")
-    out.add(rounds=1, lost=a.lost, duplicated=a.duplicated, stuck=a.stuck)
+    checked(out, a, said, "the resume")
     out.tracebacks += r.tracebacks()
     return out
 
@@ -154,10 +198,11 @@ def ctrl_c(folder: Path, env: dict[str, str], workers: int) -> Outcome:
     ok = proc.returncode == 130 and "resume with: explorer study resume" in err
     out.notes.append(f"exit {proc.returncode}, resume command printed: {ok}")
     before = finished_snapshot(name, url)
-    recover(r, name, url, spec, out)
+    said = recover(r, name, url, spec, out)
     a = audit(name, url, before)
     out.notes.append(f"after resume: {a.text}")
-    out.add(rounds=1, lost=a.lost, duplicated=a.duplicated, stuck=a.stuck + (not ok))
+    checked(out, a, said, "the resume")
+    out.add(stuck=int(not ok))
     out.tracebacks += r.tracebacks()
     return out
 
@@ -185,4 +230,57 @@ def race(folder: Path, env: dict[str, str], storage: str, url: str | None, round
             out.notes.append(f"round {k}: {short} command(s) claimed to stop short")
         out.add(rounds=1, duplicated=a.duplicated + extra, stuck=a.stuck + len(bad) + short)
         out.tracebacks += r.tracebacks()
+    return out
+
+
+READER = """
+import sys, time
+from pathlib import Path
+import optuna
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+storage = optuna.storages.RDBStorage(sys.argv[1])  # one storage polled, as optuna-dashboard keeps one
+polls = 0
+while not Path(sys.argv[2]).exists():
+    for summary in optuna.get_all_study_summaries(storage):
+        optuna.load_study(study_name=summary.study_name, storage=storage).get_trials(deepcopy=False)
+    polls += 1
+    time.sleep(0.2)
+print(polls)
+"""
+
+
+def reader_while_writing(folder: Path, env: dict[str, str], storage: str, url: str | None) -> Outcome:
+    """A study open in another process that polls it (as optuna-dashboard does) while `study run` writes it,
+    search, re-timing and finalists; then the file, the counts and the command's own summary."""
+    out = Outcome("a reader polling while a run writes", storage)
+    work, name, url = _new_study(folder, f"reader-{storage}", "read", url)
+    spec = write_tiny_spec(work, name, n_trials=3, epochs=2, finalists=True)
+    r = Runner(work, env)
+    writer = r.start("study", "run", str(spec), "--storage", url)
+    if wait_for(lambda: load(name, url), writer, "the study") is None:
+        out.notes.append("the study was never created")
+    stop = work / "stop-reading"
+    reader = subprocess.Popen(
+        [sys.executable, "-c", READER, url, str(stop)],
+        cwd=work,
+        env=r.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    STARTED.append(reader)
+    said = r.collect(writer)
+    stop.touch()
+    polls, err = reader.communicate(timeout=120)
+    r.stderr.append(err)
+    out.notes.append(
+        f"the run exited {writer.returncode}: {last_message(said)}; the reader exited {reader.returncode} after "
+        f"{polls.strip() or 0} polls"
+    )
+    a = audit(name, url, {})
+    out.notes.append(f"after the run: {a.text}")
+    checked(out, a, said, "the run")
+    out.add(stuck=int(writer.returncode != 0) + int(reader.returncode != 0))
+    out.tracebacks += r.tracebacks()
     return out

@@ -21,7 +21,7 @@ def markdown(outcomes: Iterable[Outcome], rows: list[dict[str, Any]], header: di
     """The record block: ``header`` (its date the heading, the rest a list), the counts per scenario with their
     total, the notes, and the bad inputs one by one."""
     outcomes = list(outcomes)
-    keys = ("rounds", "lost", "duplicated", "stuck", "deleted", "tracebacks")
+    keys = ("rounds", "lost", "duplicated", "stuck", "deleted", "tracebacks", "corrupt", "misreported")
     counts = [[o.scenario, o.storage, *(getattr(o, k) for k in keys)] for o in outcomes]
     counts.append(["**total**", "", *(sum(getattr(o, k) for o in outcomes) for k in keys)])
     lines = [f"## {header['date']}", ""]
@@ -29,7 +29,18 @@ def markdown(outcomes: Iterable[Outcome], rows: list[dict[str, Any]], header: di
     lines += [
         "",
         markdown_table(
-            ["scenario", "storage", "rounds", "lost", "duplicated", "stuck", "files deleted", "tracebacks"],
+            [
+                "scenario",
+                "storage",
+                "rounds",
+                "lost",
+                "duplicated",
+                "stuck",
+                "files deleted",
+                "tracebacks",
+                "integrity_check failed",
+                "summary misreported",
+            ],
             counts,
         ),
         "",

@@ -113,7 +113,7 @@ def export(
     """Export a trial: its run config (`explorer train --config` retrains it exactly), or its trained model
     with the config, checked against PyTorch on the test split (`explorer bench model` times it)."""
     check_threads(threads)
-    check_readable([name], storage)
+    check_readable([name], storage, which)
     from explorer import api
 
     quiet_optuna()

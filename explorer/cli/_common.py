@@ -135,8 +135,18 @@ def storage_option_with(help: str) -> Callable[[Callable[..., Any]], Callable[..
 storage_option = storage_option_with(
     "Storage URL (default: $EXPLORER_STORAGE, else sqlite:///studies/NAME.db)."
 )
+
+
+def _artifacts(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """``--artifacts`` checked by form before anything loads (an unknown scheme, a bucket with a path, a file)."""
+    from explorer.storage import check_artifact_location
+
+    return None if value is None else check_artifact_location(value)
+
+
 artifacts_option = click.option(
     "--artifacts",
+    callback=_artifacts,
     help="Where trained weights and figures are kept: a directory, file://, s3://BUCKET or gs://BUCKET "
     "(default: $EXPLORER_ARTIFACTS, else where the study recorded them).",
 )
@@ -181,13 +191,20 @@ trial_option = click.option(
 )
 
 
-def check_readable(names: list[str] | tuple[str, ...], storage: str | None) -> None:
-    """Every named study exists and was created by explorer, checked read-only before PyTorch loads (the command
-    then opens it for real): a missing or foreign study is answered in a second."""
+def check_readable(names: list[str] | tuple[str, ...], storage: str | None, which: str | None = None) -> None:
+    """Every named study exists and was created by explorer, and holds the finished trial ``which`` where it
+    names one by number, checked read-only before PyTorch loads (the command then opens it for real): a missing
+    or foreign study, or a trial it does not hold, is answered in a second."""
+    from explorer.answer import resolve_trial
     from explorer.study import Study
 
     for name in names:
-        Study.open(name, storage)
+        study = Study.open(name, storage)
+        try:
+            if which is not None and which.isascii() and which.isdigit():
+                resolve_trial(study.records(), study.spec, which)
+        finally:
+            study.close()
 
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document on stdout.")
@@ -493,7 +510,9 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, study: Stud
         note(f"finalists: {f.note}")
     elif f is not None and f.reason in (StopReason.BUDGET, StopReason.MINUTES):  # undecided: say the cost
         cost = f"; a decision needs about {f.to_decide} more runs" if f.to_decide else ""
-        budget = f" --budget {f.need}" if f.reason is StopReason.BUDGET else ""  # the round that moves it
+        # what decides it, as the report names it (else the next round, which moves it)
+        runs = f.to_decide or (f.need if f.reason is StopReason.BUDGET else None)
+        budget = f" --budget {runs}" if runs else ""
         note(
             f"finalists: {f.note}{cost}: `explorer confirm {study.name} --until-decided{budget}"
             f"{_storage_flag(study)}` goes on"
@@ -503,7 +522,10 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, study: Stud
     line = f"search: {s.done} trials ({s.pruned} stopped early, {s.failed} failed)"
     if f is not None:
         grid = f.done - summary.horizon_runs
-        line += f"; finalists: {grid} runs of a budget of {f.total} ({f.failed} failed)"
+        spent = f"a budget of {f.total}"
+        if grid > f.total:  # the stage's budget, run again by a resume after confirms that went beyond it
+            spent = f"the stage's budget of {f.total} and {grid - f.total} more from `explorer confirm`"
+        line += f"; finalists: {grid} runs of {spent} ({f.failed} failed)"
         if summary.horizon_runs:
             line += f", and {summary.horizon_runs} runs of the pilot and the horizon check"
     note(f"{line}. Next: explorer report {study.name}{_storage_flag(study)}")

@@ -4,7 +4,8 @@ Each command (a thin layer over :mod:`explorer.api` and the stage packages) pars
 happen inside the commands so ``explorer --help`` and read-only commands start fast. Every
 :class:`~explorer.errors.ExplorerError` becomes one line on stderr and its exit code, never a traceback (``-v``
 shows one). ``--json`` prints exactly one JSON document on stdout; progress and notes go to stderr. Exit codes
-are those of :mod:`explorer.errors` (2: usage, 3: bad input, 4: no result, 5: environment, 130: interrupted).
+are those of :mod:`explorer.errors` (2: usage, 3: bad input, 4: no result, 5: environment, 6: not decided,
+130: interrupted).
 ``-v`` shows explorer's own steps (the ``explorer`` logger) and tracebacks, not other libraries' debug output.
 Shell completion is click's: ``eval "$(_EXPLORER_COMPLETE=bash_source explorer)"`` (see the README).
 """
@@ -32,6 +33,7 @@ from explorer.errors import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_NO_RESULT,
+    EXIT_NOT_DECIDED,
     EXIT_USAGE,
     ExplorerError,
 )
@@ -97,6 +99,7 @@ Exit codes:
   {EXIT_BAD_INPUT}    bad input: a wrong value, spec, file, study name or storage URL; nothing written
   {EXIT_NO_RESULT}    no result: nothing to give (no completed trial, an export that does not match)
   {EXIT_ENVIRONMENT}    environment: a missing package, device, runtime or database
+  {EXIT_NOT_DECIDED}    not decided: confirm --until-decided could queue nothing that decides the answer
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); finished work is kept
 """
 

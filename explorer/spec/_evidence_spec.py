@@ -88,6 +88,7 @@ class FinalistsSpec:
         "paired units on which the comparisons that decide the answer (against the best, and against the next "
         "faster layout) train again at twice the horizon; the report says whether the verdict holds there, and "
         "a verdict the longer runs contradict is no answer; `0` skips the check",
+        lo=0,
         cap=TRIALS,
     )
     # interleaved re-timing rounds of every finalist, with no training running

@@ -11,6 +11,10 @@
   when they cannot).
 * :func:`is_wal`: whether a file is in write-ahead-log mode (explorer switches only the databases it creates,
   and keeps the ones already in that mode fast; another program's rollback-journal file is left as it is).
+
+A file's header is read through one descriptor per file kept open for the life of the process, never one opened
+and closed: a close would drop the locks of the process's SQLite connections to that file (see
+:func:`_kept_descriptor`).
 """
 
 from __future__ import annotations
@@ -29,23 +33,45 @@ CREATION_WAIT_S = 3.0  # how long a read waits for another command to finish cre
 
 SQLITE_MAGIC = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite 3 database file
 _WAL_VERSION = 2  # header bytes 18 and 19 (write and read format versions) are 2 in WAL mode
+# (device, inode) -> the descriptor this process reads that SQLite file through, never closed (_kept_descriptor)
+_KEPT: dict[tuple[int, int], int] = {}
 
 
 def _header(path: Path) -> bytes:
+    """The first 100 bytes of the SQLite file at ``path``, read through the descriptor this process keeps of it
+    (:func:`_kept_descriptor`), never through one opened and closed for the purpose."""
     try:
-        with path.open("rb") as f:
-            return f.read(100)
+        return os.pread(_kept_descriptor(path), 100, 0)
     except OSError as exc:
         raise StorageError(
             f"cannot read the SQLite file {str(path)!r} ({exc.strerror}); check its permissions."
         ) from None
 
 
+def _kept_descriptor(path: Path) -> int:
+    """A read-only descriptor of the file at ``path``: one a file (by device and inode), opened the first time this
+    process reads that file and never closed.
+
+    SQLite's locks are POSIX locks, held per process and file: closing *any* descriptor of a database file drops
+    every lock the process holds on it, those of its live SQLite connections included. Another process then
+    takes itself for the last connection, checkpoints, and deletes the ``-wal`` and ``-shm`` those connections
+    still use (SQLite's "How To Corrupt An SQLite Database File", section 2.2; SQLite itself keeps such a
+    descriptor open until its locks are released). Opening a file drops nothing; only a close does, and this
+    one never comes. A file replaced at the same path is another inode and gets a descriptor of its own."""
+    st = path.stat()
+    fd = _KEPT.get((st.st_dev, st.st_ino))
+    if fd is None:
+        fd = os.open(path, os.O_RDONLY)  # not inherited by child processes (PEP 446)
+        opened = os.fstat(fd)  # the file as opened: replaced since the stat, it is the new one
+        fd = _KEPT.setdefault((opened.st_dev, opened.st_ino), fd)  # a second one of an inode is kept, unused
+    return fd
+
+
 def is_wal(path: Path) -> bool:
     """Whether the SQLite file at ``path`` is in write-ahead-log mode (False for a missing or foreign file)."""
     try:
-        header = path.open("rb").read(100)
-    except OSError:
+        header = _header(path)
+    except StorageError:  # missing or unreadable
         return False
     return header.startswith(SQLITE_MAGIC) and len(header) >= 20 and header[18] == _WAL_VERSION
 

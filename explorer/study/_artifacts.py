@@ -31,7 +31,7 @@ import logging
 import pickle
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +124,8 @@ class ArtifactStore:
         location: where to write and (overriding what the index recorded) read; None: ``$EXPLORER_ARTIFACTS``,
             else the study spec's ``artifacts``, else the default (:func:`artifact_root_for`).
         max_bytes: the most one study's weights may take together; the oldest are removed first.
-        storage: the open storage object (a study's own; an in-memory database has no second connection).
+        storage: the open storage object (a study's own; an in-memory database has no second connection), or what
+            opens it when the store is first used.
         spec_location: the study spec's ``artifacts`` key, used when neither ``location`` nor the env is set.
     """
 
@@ -134,7 +135,7 @@ class ArtifactStore:
         location: str | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         *,
-        storage: BaseStorage | None = None,
+        storage: BaseStorage | Callable[[], BaseStorage] | None = None,
         spec_location: str | None = None,
         writable: bool = True,
     ):
@@ -155,9 +156,13 @@ class ArtifactStore:
 
     @property
     def storage(self) -> BaseStorage:
-        if self._storage is None:
-            self._storage = open_storage(self.storage_url, heartbeat=False)
-        return self._storage
+        storage = self._storage
+        if storage is None:
+            storage = open_storage(self.storage_url, heartbeat=False)
+        elif callable(storage):  # the study's writable storage, opened now
+            storage = storage()
+        self._storage = storage
+        return storage
 
     def backend(self, location: str, create: bool = False) -> Any:
         """The store at ``location``; ``create`` makes its directory (for writing)."""
@@ -382,7 +387,7 @@ def store_for(
     max_bytes: int = DEFAULT_MAX_BYTES,
     *,
     location: str | None = None,
-    storage: BaseStorage | None = None,
+    storage: BaseStorage | Callable[[], BaseStorage] | None = None,
     spec_location: str | None = None,
     writable: bool = True,
 ) -> ArtifactStore:
@@ -394,16 +399,15 @@ def store_for(
 
 def artifact_store(study: Study, location: str | None = None) -> ArtifactStore:
     """The artifact store a study's weights go to and come from; ``location`` overrides ``$EXPLORER_ARTIFACTS``
-    and the spec's. A writable study's store shares its storage connection; a study opened read-only (a report,
-    an export) reads through its connection and writes (retrained weights, report figures) through a writable
-    one of its own, unless the storage cannot be written (a read-only SQLite file or folder): then nothing is
-    kept."""
+    and the spec's. The store reads and writes through the study's one writable storage in this process (opened
+    when the store is first used: a report that keeps no figure opens none), unless the storage cannot be written
+    (a read-only SQLite file or folder): then it reads through the study's read-only connection and keeps
+    nothing."""
     can_write = study.writable or storage_writable(study.url)
-    shared = study.writable or not can_write
     return store_for(
         study.url,
         location=location,
-        storage=storage_of(study.optuna_study) if shared else None,
+        storage=study.write_storage if can_write else storage_of(study.optuna_study),
         spec_location=study.spec.artifacts,
         writable=can_write,
     )

@@ -43,9 +43,7 @@ from explorer.storage import (
     Retiming,
     Role,
     load_records,
-    rdb_storage,
     sqlite_path,
-    storage_of,
 )
 from explorer.study._context import RunContext, resolve_context
 from explorer.study._study import Study
@@ -198,9 +196,8 @@ def _exit_now(study: Study | None) -> None:
     and exit without the interpreter's teardown (of torch's modules among others), which has nothing left to
     save and would cost every round's process CPU time for nothing (multiprocessing's forked children end the
     same way)."""
-    database = rdb_storage(storage_of(study.optuna_study)) if study is not None else None
-    if database is not None:
-        database.engine.dispose()
+    if study is not None:
+        study.close()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

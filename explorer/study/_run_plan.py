@@ -227,7 +227,7 @@ def check_rerun(spec: StudySpec, url: str, total: int, total_from: str) -> Study
     """For a spec whose study already exists at ``url`` (resolved) with a stored spec: refuse a changed meaning,
     or a ``total`` below the search trials finished; return the stored spec so compared. A new study, or one
     without a spec (its creation is finished, or refused, by :meth:`Study.create_or_load`), passes: None.
-    Read-only: nothing is created or changed."""
+    Read-only: nothing is created or changed, and the read-only connection is closed again."""
     path = sqlite_path(url)
     if path is not None and (not path.is_file() or path.stat().st_size == 0):
         return None  # a new database: Study.create_or_load creates it
@@ -237,6 +237,9 @@ def check_rerun(spec: StudySpec, url: str, total: int, total_from: str) -> Study
     # Study.create_or_load fills
     except (StudyNotFoundError, SpecError, StorageBusyError, EmptyStorageError):
         return None
-    check_same_meaning(stored.spec, spec, mask_url(url))
-    check_total_reaches(total, finished_search(stored.optuna_study), spec.name, total_from)
+    try:
+        check_same_meaning(stored.spec, spec, mask_url(url))
+        check_total_reaches(total, finished_search(stored.optuna_study), spec.name, total_from)
+    finally:
+        stored.close()  # before the study is opened to write (Study.create_or_load)
     return stored.spec

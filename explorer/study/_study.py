@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
+from optuna.storages import BaseStorage
 
 from explorer.errors import SpecError, StorageError, StudyNotFoundError
 from explorer.meta import package_version
@@ -57,6 +58,7 @@ from explorer.storage import (
     load_retimings,
     mask_url,
     open_storage,
+    rdb_storage,
     resolve_storage_url,
     sqlite_path,
     storage_of,
@@ -176,8 +178,37 @@ class Study:
         return cls(study, found, url, True)
 
     def writable_copy(self) -> Study:
-        """This study opened again to write (with heartbeats), its spec as read."""
-        return self if self.writable else Study.open_at(self.name, self.url, write=True, spec=self.spec)
+        """This study to write (with heartbeats), its spec as read, through its one writable storage in this
+        process (:attr:`_write_view`)."""
+        return (
+            self if self.writable else dataclasses.replace(self, optuna_study=self._write_view, writable=True)
+        )
+
+    @functools.cached_property
+    def _write_view(self) -> optuna.Study:
+        """This study through the one writable storage (with heartbeats) it has in this process, opened on first
+        use, shared by the run's plan, its artifact store and :meth:`_writer`. A study opened read-only closes its
+        read-only connections first and reads through the writable storage from then on: a reader opened
+        ``immutable=1`` (a quiet SQLite file) assumes that nothing writes the file, this process included."""
+        if self.writable:
+            return self.optuna_study
+        self.close()
+        view = Study.open_at(self.name, self.url, write=True, spec=self.spec).optuna_study
+        object.__setattr__(
+            self, "optuna_study", view
+        )  # frozen: its meaning is unchanged, only its connection
+        self.__dict__.pop("_finalists", None)  # the companion, loaded again through the writable storage
+        return view
+
+    def write_storage(self) -> BaseStorage:
+        """The study's one writable storage in this process (:attr:`_write_view`), opened now if it is not yet."""
+        return storage_of(self._write_view)
+
+    def close(self) -> None:
+        """Close this study's database connections (a later read opens them again)."""
+        database = rdb_storage(storage_of(self.optuna_study))
+        if database is not None:
+            database.engine.dispose()
 
     # ----------------------------------------------------------------------------------------- what it is
 
@@ -242,8 +273,8 @@ class Study:
     def note_answer(self, heads: tuple[int, ...] | None, opening: str) -> bool:
         """Keep the answer with the study and its companion as the user attribute ``answer`` (the layout and the
         report's opening), so optuna-dashboard and ``optuna.load_study(...).user_attrs`` show it; where
-        optuna-dashboard is installed, also as the study's dashboard note. Goes through a writable connection of
-        its own (a report opens the study read-only); a storage that cannot be written keeps nothing (False)."""
+        optuna-dashboard is installed, also as the study's dashboard note. Goes through the study's writable storage
+        (a report opens the study read-only); a storage that cannot be written keeps nothing (False)."""
         writer = self._writer()
         if writer is None:
             return False
@@ -257,8 +288,8 @@ class Study:
         return True
 
     def note_tracking(self, result: dict[str, Any]) -> bool:
-        """Store the result of a MLflow sync as the study's ``tracking`` attribute, through a writable connection
-        of its own as :meth:`note_answer`; False where the storage cannot be written."""
+        """Store the result of a MLflow sync as the study's ``tracking`` attribute, through the study's writable
+        storage as :meth:`note_answer`; False where the storage cannot be written."""
         writer = self._writer()
         if writer is None:
             return False
@@ -266,10 +297,11 @@ class Study:
         return True
 
     def _writer(self) -> optuna.Study | None:
-        """The study through a writable connection without heartbeats (None: its storage cannot be written)."""
-        if not storage_writable(self.url):
+        """The study through its one writable storage (:attr:`_write_view`); None: its storage cannot be
+        written."""
+        if not self.writable and not storage_writable(self.url):
             return None
-        return optuna.load_study(study_name=self.name, storage=open_storage(self.url, heartbeat=False))
+        return self._write_view
 
 
 # --------------------------------------------------------------------------------------------- helpers

@@ -11,6 +11,7 @@ import pytest
 from benchmarks.synthetic import N_VAL
 from explorer.answer import answer, at_horizon, choose_horizon, curve_plateaued, learning_curves
 from explorer.answer._horizon import Horizon, check_horizon, run_plateaued, unplateaued
+from explorer.errors import SpecError
 from explorer.layout import Purpose, unit_seed
 from explorer.spec import spec_from_dict
 from tests.fixtures import record
@@ -207,6 +208,31 @@ def test_an_answer_the_longer_runs_contradict_is_not_decided_and_says_why():
     assert any("does not hold at 20 epochs" in n for n in broken.notes)
     doc = broken.to_dict()
     assert doc["decided"] is False and doc["horizon_check"]["shifts"][0]["holds"] is False
+
+
+def test_check_units_0_in_a_spec_file_switches_the_horizon_check_off():
+    """docs/spec.md: `0` skips the check; the reader takes it, and the contradicted verdict above stands."""
+    document = {
+        "name": "h",
+        "n_trials": 4,
+        "task": {"name": "digits", "epochs": 5},
+        "latency": {"device": "cpu"},
+        "space": {"d_model": [64], "n_layers": [2], "heads": [2, 8]},
+        "finalists": {
+            "epochs": 10,
+            "horizon_cap": 40,
+            "folds": 5,
+            "seeds": 2,
+            "check_units": 0,
+            "pilot": False,
+        },
+    }
+    spec = spec_from_dict(document)
+    search = [record(100 + i, h, 0.9, lat) for i, (h, lat) in enumerate(LAYOUTS.items())]
+    unchecked = answer(search + grid_and_check(0.004, 0.03, units=10), spec)
+    assert spec.finalists.check_units == 0 and unchecked.check is None and unchecked.decided
+    with pytest.raises(SpecError, match=r"'check_units' in \[finalists\] must be an integer >= 0"):
+        spec_from_dict({**document, "finalists": {**document["finalists"], "check_units": -1}})
 
 
 def test_the_pilot_trains_the_most_accurate_and_the_fastest_layouts_and_the_check_the_deciding_ones():

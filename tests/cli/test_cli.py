@@ -62,7 +62,7 @@ def test_the_top_help_lists_every_exit_code():
     text = CliRunner().invoke(main, ["--help"]).output
     listed = text[text.index("Exit codes:") :]
     codes = [errors.EXIT_FAILED, errors.EXIT_USAGE, errors.EXIT_BAD_INPUT, errors.EXIT_NO_RESULT]
-    codes += [errors.EXIT_ENVIRONMENT, errors.EXIT_INTERRUPTED]
+    codes += [errors.EXIT_ENVIRONMENT, errors.EXIT_NOT_DECIDED, errors.EXIT_INTERRUPTED]
     found = [int(m) for m in re.findall(r"^\s+(\d+)\s", listed, re.MULTILINE)]
     assert found == [0, *codes]
 
@@ -569,3 +569,39 @@ def test_the_timing_step_is_one_line_not_a_bar(monkeypatch, capsys):
         "study 'q' in sqlite:///q.db",
         "timing: 6 measurements in interleaved rounds, no training running",
     ]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--trial", "99999"], "has no trial synth#99999"),
+        (["--artifacts", "ftp://x"], "artifact location 'ftp://x' has an unknown scheme"),
+    ],
+    ids=["no-such-trial", "unknown-artifact-scheme"],
+)
+def test_export_refuses_a_missing_trial_and_a_bad_artifact_location_before_pytorch_loads(
+    args: list[str], says: str, tmp_path: Path
+) -> None:
+    import subprocess
+
+    from explorer.storage import open_storage
+    from tests.fixtures import make_study
+
+    url = f"sqlite:///{tmp_path / 'synth.db'}"
+    storage = open_storage(url, heartbeat=False)
+    make_study(5, storage=storage, name="synth")
+    storage.engine.dispose()
+    probe = (
+        "import sys\n"
+        "from explorer.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as exc:\n"
+        "    print('torch' in sys.modules, exc.code)\n"
+    )
+    command = ["export", "synth", "--storage", url, "--out", str(tmp_path / "x.json"), *args]
+    proc = subprocess.run(
+        [sys.executable, "-c", probe, *command], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
+    assert proc.stdout.split() == ["False", str(errors.EXIT_BAD_INPUT)], proc.stderr
+    assert proc.stderr.count("\n") == 1 and says in proc.stderr and "Traceback" not in proc.stderr

@@ -1,0 +1,38 @@
+"""A fast subset of benchmarks/chaos.py, run by the test suite: a study run killed with SIGKILL while it re-times
+its finalists, then resumed with `explorer study resume`; and a study polled by a reader in another process while
+a run writes it. Each on SQLite and PostgreSQL: the file whole (PRAGMA integrity_check), nothing lost,
+duplicated (a unit or a re-timing round) or left stuck, the command's summary what the storage holds, no
+traceback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks._chaos.audit import Outcome
+from benchmarks._chaos.kills import kill_single, reader_while_writing
+from benchmarks._chaos.processes import base_env
+
+
+def clean(outcome: Outcome) -> None:
+    counts = {
+        k: getattr(outcome, k)
+        for k in ("lost", "duplicated", "stuck", "deleted", "tracebacks", "corrupt", "misreported")
+    }
+    assert outcome.rounds == 1 and not any(counts.values()), (counts, outcome.notes)
+
+
+@pytest.mark.slow
+def test_a_run_killed_while_it_re_times_its_finalists_resumes_whole(tmp_path: Path) -> None:
+    outcome = kill_single(tmp_path, base_env(tmp_path / "cache"), "during re-timing", "retime")
+    assert not any("was not reached" in n for n in outcome.notes), outcome.notes
+    clean(outcome)
+
+
+@pytest.mark.slow
+def test_a_reader_polling_while_a_run_writes_changes_nothing_it_reads(
+    tmp_path: Path, storage_kind: str, storage_url: str
+) -> None:
+    url = None if storage_kind == "sqlite" else storage_url
+    clean(reader_while_writing(tmp_path, base_env(tmp_path / "cache"), storage_kind, url))
