@@ -509,7 +509,12 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, study: Stud
     elif f is not None and f.reason is StopReason.HORIZON:  # more runs here cannot decide: say what can
         note(f"finalists: {f.note}")
     elif f is not None and f.reason in (StopReason.BUDGET, StopReason.MINUTES):  # undecided: say the cost
-        cost = f"; a decision needs about {f.to_decide} more runs" if f.to_decide else ""
+        cost = (
+            f"; a decision needs about {f.median_to_decide} more runs ({f.to_decide} in 80% of simulated "
+            "continuations of the stage)"
+            if f.to_decide
+            else ""
+        )
         # what decides it, as the report names it (else the next round, which moves it)
         runs = f.to_decide or (f.need if f.reason is StopReason.BUDGET else None)
         budget = f" --budget {runs}" if runs else ""
