@@ -1323,7 +1323,7 @@ def test_a_plain_optuna_study_is_refused_at_once_and_left_as_it_was(
 
 
 def test_the_trial_names_checked_before_torch_are_the_answers():
-    from explorer.answer._recommend import PICK_NAMES
+    from explorer.answer._pick import PICK_NAMES
     from explorer.cli._common import TRIAL_NAMES
 
     assert TRIAL_NAMES == PICK_NAMES

@@ -1,6 +1,7 @@
 """The public surface of :mod:`explorer.answer` (read by type checkers, and by its __init__ at run time)."""
 
 from ._account import StudyAccount as StudyAccount, study_account as study_account
+from ._answer import Answer as Answer, Candidate as Candidate, Evidence as Evidence
 from ._compare_fronts import compare_fronts as compare_fronts
 from ._contrasts import Contrast as Contrast
 from ._evidence_grid import Grid as Grid
@@ -38,15 +39,8 @@ from ._pareto import (
     knee_index as knee_index,
     pareto_front as pareto_front,
 )
-from ._recommend import (
-    Answer as Answer,
-    Candidate as Candidate,
-    Evidence as Evidence,
-    answer as answer,
-    minutes_text as minutes_text,
-    prob_text as prob_text,
-    resolve_trial as resolve_trial,
-)
+from ._pick import resolve_trial as resolve_trial
+from ._recommend import answer as answer
 from ._rule import Verdict as Verdict, decide as decide, next_cells as next_cells
 from ._significance import Comparison as Comparison, compare as compare, kendall_tau as kendall_tau
 from ._tables import (
@@ -60,3 +54,4 @@ from ._tables import (
 )
 from ._trials import csv_ready as csv_ready, trials_table as trials_table
 from ._unit_groups import UnitComparison as UnitComparison, unit_comparison as unit_comparison
+from ._words import minutes_text as minutes_text, prob_text as prob_text

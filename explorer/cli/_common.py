@@ -160,7 +160,7 @@ TRIAL_NAMES = (
     "knee",
     "most-accurate",
     "fastest",
-)  # explorer.answer._recommend.PICK_NAMES, torch-free
+)  # explorer.answer._pick.PICK_NAMES, torch-free
 
 
 def _trial(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -306,7 +306,7 @@ def workers_as_before(options: Any, study: Study) -> Any:
     command that continues a study (the one its answer line names) runs at the pace that line quotes."""
     import dataclasses
 
-    from explorer.errors import ConfigError
+    from explorer.errors import BadInputError
     from explorer.study import WORKERS_ATTR
 
     given = click.get_current_context().get_parameter_source("workers")
@@ -319,7 +319,7 @@ def workers_as_before(options: Any, study: Study) -> Any:
         return options
     try:
         return dataclasses.replace(options, workers=stored)
-    except ConfigError:  # above this machine's limit now: the default stands
+    except BadInputError:  # above this machine's limit now: the default stands
         return options
 
 

@@ -1,7 +1,7 @@
 """The report's lead: the answer and the trade-off it makes (how sure it is within the margin, its latency
 against the best, the next faster layout and what would decide it), every candidate's verdict, what the
 alternatives cost, and how the evidence behind it was gathered. Blocks for :mod:`explorer.output._render`,
-from :class:`explorer.answer._recommend.Answer` only: every figure here is one the answer computed."""
+from :class:`explorer.answer._answer.Answer` only: every figure here is one the answer computed."""
 
 from __future__ import annotations
 

@@ -15,34 +15,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from explorer.answer import (
     FinalistPlan,
-    Horizon,
-    Outlook,
-    answer,
-    busy_rounds,
-    check_runs,
-    choose_horizon,
-    cost_axis,
-    finalist_pace,
-    minutes_text,
-    next_round_size,
-    next_runs,
-    pilot_layouts,
-    pilot_runs,
-    plan_finalists,
-    rule_times,
-    stage_outlook,
 )
 from explorer.errors import ConfigError, NoCompletedTrialsError
 from explorer.layout import count_layouts, valid_heads
@@ -51,16 +33,14 @@ from explorer.measure import bench_attention
 from explorer.spec import StudySpec, load_spec
 from explorer.storage import Role
 from explorer.study._artifacts import LOCATION_ATTR
-from explorer.study._progress import OnStage, Step, StopReason, stage_progress
+from explorer.study._finalist_stage import UNDECIDED_STOPS, FinalistRequest, StageResult, run_finalist_stage
+from explorer.study._progress import OnStage, StopReason
 from explorer.study._rerun import finished_search
-from explorer.study._retime import retime, search_configs
 from explorer.study._run_options import WORKERS_ATTR, RunOptions
 from explorer.study._run_plan import StudyRunPlan, plan_run
 from explorer.study._study import Study
-from explorer.study._workers import Progress, enqueue_runs, run_stage
+from explorer.study._workers import Progress, run_stage
 
-# the stage did what it could, not decided (HORIZON: the grid's verdict does not hold at the longer horizon)
-UNDECIDED_STOPS = (StopReason.BUDGET, StopReason.MINUTES, StopReason.HORIZON)
 DEFAULT_OPTIONS = RunOptions()  # one worker, one thread, the spec's device, no timeout
 
 log = logging.getLogger(__name__)
@@ -142,7 +122,11 @@ def run_planned(
         return RunSummary(search, None, None, 0)
     if not (finalists and study.spec.finalists.enabled):
         return RunSummary(search, None, None, 0)
-    return _finalist_stage(plan, search, on_progress, on_stage)
+    return _summary(search, run_finalist_stage(plan, FinalistRequest(), on_progress, on_stage))
+
+
+def _summary(search: Progress, stage: StageResult) -> RunSummary:
+    return RunSummary(search, stage.finals, stage.plan, stage.added, stage.horizon_runs)
 
 
 def _record_bench(plan: StudyRunPlan) -> bool:
@@ -183,187 +167,6 @@ def attention_bench(spec: StudySpec, seq_len: int, device: torch.device) -> list
     return df.to_dict(orient="records")
 
 
-def _finalist_stage(
-    run_plan: StudyRunPlan,
-    search: Progress,
-    on_progress: Callable[[Progress], None] | None,
-    on_stage: OnStage | None,
-    top: int | None = None,
-    seeds: int | None = None,
-    more: int | None = None,
-) -> RunSummary:
-    """The finalist stage: its layouts re-timed first (with nothing else running, so the rounds say which are
-    faster), their first units run, then rounds of paired runs where the answer is still open until it is
-    decided or the budget is spent (``seeds``: a fixed grid instead; ``more``: a budget of that many runs on
-    top of those finished, -1 for the stage's budget again: ``explorer confirm --until-decided``)."""
-    study, context, spec = run_plan.study, run_plan.context, run_plan.spec
-    rounds = spec.finalists.timing_rounds
-    if spec.decode is not None:  # decoding re-timed with nothing else running before the knee is taken
-        configs = search_configs(study.optuna_study)
-        if on_stage:
-            on_stage(Step.TIMING, len(configs) * rounds)
-        retime(study, configs, rounds, kinds=("decode",), context=context)
-    plan = plan_finalists(study.records(), spec, top=top, seeds=seeds, retimings=study.retimings())
-    configs = [(key, layout.config) for key, layout in zip(plan.keys, plan.layouts, strict=True)]
-    if on_stage:
-        on_stage(Step.TIMING, len(configs) * rounds)
-    timed = retime(study, configs, rounds, context=context)
-    # the first rounds that ran on a busy machine are timed again, once (the answer leaves them out where the
-    # others time every layout); counted from the first rounds alone, so a resume adds none
-    busy = busy_rounds([t for t in timed if t.round < rounds], cost_axis(spec))
-    if busy:
-        if on_stage:
-            on_stage(Step.TIMING, len(configs) * len(busy))
-        timed = retime(study, configs, rounds + len(busy), context=context)
-    times = rule_times(plan.keys, timed, cost_axis(spec))[0]  # as the answer reads them
-    if on_stage:
-        on_stage(Role.FINALIST, max(plan.budget, stage_progress(study.optuna_study, Role.FINALIST, 0).done))
-    stage_end = math.inf if spec.finalists.minutes is None else time.monotonic() + 60 * spec.finalists.minutes
-    horizon, pilot = _pilot(run_plan, plan, times, on_progress)
-    if pilot is not None:  # stopped before the horizon was chosen (Ctrl-C aside: a timeout, failures)
-        return RunSummary(search, pilot, plan, 0)
-    plan = plan.at(horizon)
-    done = _grid_runs(plan, study)
-    if more is not None:  # --until-decided: that many runs more (-1: the stage's budget again)
-        budget = done + (plan.budget if more < 0 else more)
-    else:
-        budget = len(plan.runs) if seeds is not None else plan.budget
-    # no new round starts past the stage's minutes, unless a --budget of runs was given for this confirm
-    minutes = spec.finalists.minutes if more is None or more < 0 else None
-    if minutes is None:
-        stage_end = math.inf
-    added = enqueue_runs(study, plan.runs if seeds is not None else plan.runs[: max(0, budget - done)])
-    last = _Outlook()  # where the last round left the answer
-
-    def progress(p: Progress) -> None:
-        if on_progress is not None:
-            on_progress(last.on(p))
-
-    while True:
-        finals = run_stage(run_plan, Role.FINALIST, budget, progress)
-        if finals.reason is not None or seeds is not None:
-            break
-        records = study.records(Role.FINALIST)
-        last = _Outlook(stage_outlook(plan, records, spec, times), last.rounds + 1)
-        finals = last.on(finals)
-        progress(finals)
-        if time.monotonic() >= stage_end:
-            if next_round_size(plan, records, spec, times):
-                finals = dataclasses.replace(
-                    finals,
-                    reason=StopReason.MINUTES,
-                    note=f"not decided when the stage's {minutes:g} minutes were spent",
-                )
-            break
-        left = budget - _grid_runs(plan, study)
-        queued = enqueue_runs(study, next_runs(plan, records, spec, times, left))
-        if not queued:
-            need = next_round_size(plan, records, spec, times)
-            if need:  # undecided, and the budget left cannot hold the next round that decides
-                took = minutes_text(need, finalist_pace(records))
-                finals = dataclasses.replace(
-                    finals,
-                    reason=StopReason.BUDGET,
-                    note=f"not decided: the next round that decides needs {need} runs"
-                    + (f" ({took})" if took else "")
-                    + f" and {max(0, left)} of the budget are left",
-                    need=need,
-                )
-            break
-        added += queued
-    if finals.reason is None:  # decided: the deciding comparisons again, trained twice as long
-        records = study.records(Role.FINALIST)
-        if enqueue_runs(study, check_runs(plan, records, spec, times, horizon)):
-            checked = run_stage(run_plan, Role.FINALIST, budget, progress)
-            finals = (
-                checked
-                if checked.reason is not None
-                else dataclasses.replace(
-                    checked,
-                    reason=finals.reason,
-                    note=finals.note,
-                    need=finals.need,
-                    to_decide=finals.to_decide,
-                )
-            )
-    if finals.reason in (None, *UNDECIDED_STOPS) and seeds is None:
-        finals = _horizon_stop(study, finals)
-    records = study.records(Role.FINALIST)
-    horizon_runs = sum(r.finished for r in records) - sum(r.finished for r in plan.grid(records))
-    return RunSummary(search, finals, plan, added, horizon_runs)
-
-
-@dataclass(frozen=True)
-class _Outlook:
-    """The stage's outlook after its last round (:func:`explorer.answer.stage_outlook`), and the rounds so far."""
-
-    outlook: Outlook | None = None
-    rounds: int = 0
-
-    def on(self, p: Progress) -> Progress:
-        """``p`` with what the last round said of the decision."""
-        o = self.outlook
-        if o is None:
-            return p
-        found = o.forecast
-        return dataclasses.replace(
-            p,
-            to_decide=o.runs,
-            median_to_decide=0 if o.open == 0 else None if found is None else found.median,
-            minutes_to_decide=None if found is None else found.minutes(o.runs),
-            open_comparisons=o.open,
-            rounds=self.rounds,
-        )
-
-
-def _horizon_stop(study: Study, finals: Progress) -> Progress:
-    """``finals`` stopped for :attr:`StopReason.HORIZON` where the answer every command reads
-    (:func:`explorer.answer.answer`) is contradicted by its horizon check: the grid's rounds may have decided,
-    but no more runs at its horizon decide the answer, so the stage says what does rather than stopping as if
-    decided."""
-    spec = study.spec
-    found = answer(study.records(), spec, study.retimings())
-    if not found.contradicted or found.check is None:
-        return finals
-    short, long = found.check.epochs, found.check.long
-    return dataclasses.replace(
-        finals,
-        reason=StopReason.HORIZON,
-        note=f"not decided: the verdict does not hold at {long} epochs, and more runs at {short} epochs cannot "
-        f"decide it; a study whose grid trains that long can: {found.check.longer_study(spec.name)}",
-        need=0,
-        to_decide=None,  # no number of runs at this horizon decides it
-    )
-
-
-def _pilot(
-    run_plan: StudyRunPlan,
-    plan: FinalistPlan,
-    times: np.ndarray,
-    on_progress: Callable[[Progress], None] | None,
-) -> tuple[Horizon, Progress | None]:
-    """The stage's horizon: chosen by its pilot (:mod:`explorer.answer._horizon`), whose runs are queued and run
-    here until it is; with the progress of a pilot stopped short (None: it was not)."""
-    study, spec = run_plan.study, run_plan.spec
-    horizon = choose_horizon(study.records(Role.FINALIST), spec)
-    if horizon.chosen:
-        return horizon, None
-    layouts = pilot_layouts(plan, study.records(Role.SEARCH), times)
-    while not horizon.chosen:
-        enqueue_runs(study, pilot_runs(plan, layouts, horizon, spec))
-        progress = run_stage(run_plan, Role.FINALIST, plan.budget, on_progress)
-        if progress.reason is not None:
-            return horizon, progress
-        horizon = choose_horizon(study.records(Role.FINALIST), spec)
-    return horizon, None
-
-
-def _grid_runs(plan: FinalistPlan, study: Study) -> int:
-    """The grid's runs, finished or running: what the stage's budget counts (the pilot's runs at other horizons
-    and the horizon check's are not the rule's spending)."""
-    return sum(r.state != "FAIL" for r in plan.grid(study.records(Role.FINALIST)))
-
-
 def confirm(
     study: Study,
     *,
@@ -402,9 +205,8 @@ def confirm(
     plan.study.note(WORKERS_ATTR, plan.workers)
     # the search's own trials first (one worker, no deadline): a stopped one is finished before the finalists
     search = run_stage(dataclasses.replace(plan, workers=1, deadline=None), Role.SEARCH, plan.total)
-    return _finalist_stage(
-        plan, search, on_progress, on_stage, top, seeds, (budget or -1) if until_decided else None
-    )
+    request = FinalistRequest(top, seeds, until_decided, budget)
+    return _summary(search, run_finalist_stage(plan, request, on_progress, on_stage))
 
 
 def run_study(

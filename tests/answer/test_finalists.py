@@ -177,7 +177,7 @@ def test_each_cost_axis_reads_its_column_of_the_architecture_table():
 
 def test_the_stage_outlook_counts_the_open_comparisons_and_forecasts_from_two_units_a_layout(monkeypatch):
     import explorer.answer._finalists as finalists
-    from explorer.answer import stage_outlook
+    from explorer.answer import Outlook, stage_outlook
     from explorer.answer._forecast import forecast
     from explorer.answer._rule import Rule
 
@@ -192,7 +192,8 @@ def test_the_stage_outlook_counts_the_open_comparisons_and_forecasts_from_two_un
     for name, grid in (("open", scores), ("one unit", scores[:, :1]), ("decided", scores[:1])):
         monkeypatch.setattr(finalists, "unit_grid", lambda *_, grid=grid: (grid, ~np.isnan(grid)))
         outlook[name] = stage_outlook(plan, [], SPEC, times[: len(grid)])
-    assert outlook["open"].open == 1 and outlook["open"].forecast == expected
+    assert isinstance(outlook["open"], Outlook) and outlook["open"].open == 1
+    assert outlook["open"].forecast == expected
     assert outlook["open"].runs == expected.likely and expected.likely > 0
     assert outlook["one unit"].forecast is None and outlook["one unit"].runs is None  # no spread yet
     assert outlook["decided"].open == 0 and outlook["decided"].runs == 0  # the best alone: decided

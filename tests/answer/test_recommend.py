@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from explorer.answer import answer, resolve_trial
-from explorer.answer._recommend import pick, select_run
+from explorer.answer._pick import pick, select_run
 from explorer.errors import ConfigError, NoAnswerError
 from explorer.layout import unit_seed
 from explorer.spec import spec_from_dict

@@ -605,3 +605,25 @@ def test_export_refuses_a_missing_trial_and_a_bad_artifact_location_before_pytor
     )
     assert proc.stdout.split() == ["False", str(errors.EXIT_BAD_INPUT)], proc.stderr
     assert proc.stderr.count("\n") == 1 and says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_confirm_and_resume_default_to_the_workers_of_the_studys_last_run():
+    """The command an answer line names runs at the pace it quotes: `--workers` left out takes the worker count
+    the study's last run used (stored as WORKERS_ATTR); given, it wins."""
+    from explorer.cli._common import workers_as_before
+    from explorer.study import WORKERS_ATTR, RunOptions
+
+    @click.command()
+    @click.option("--workers", type=int, default=1)
+    @click.option("--stored", type=int)
+    def continue_study(workers: int, stored: int | None) -> None:
+        study = types.SimpleNamespace(user_attrs={} if stored is None else {WORKERS_ATTR: stored})
+        click.echo(workers_as_before(RunOptions(workers=workers), study).workers)
+
+    def workers(*args: str) -> int:
+        return int(CliRunner().invoke(continue_study, list(args)).output)
+
+    assert workers("--stored", "2") == 2
+    assert workers("--stored", "2", "--workers", "1") == 1  # given: kept
+    assert workers() == 1  # nothing stored: the default
+    assert workers("--stored", "100000") == 1  # above the limit now: the default stands

@@ -25,7 +25,7 @@ from optuna.trial import TrialState
 
 import explorer
 import explorer.measure._evaluate as evaluate_module
-import explorer.study._runs as runs_module
+import explorer.study._finalist_stage as stage_module
 from benchmarks._chaos.processes import workers as worker_pids
 from explorer import api
 from explorer.answer._horizon import HorizonCheck, Shift, run_plateaued
@@ -722,7 +722,7 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     )
     contradicted = dataclasses.replace(real, check=HorizonCheck(2, 4, (shift,)), decided=False)
     with monkeypatch.context() as patched:
-        patched.setattr(runs_module, "answer", lambda *args, **kwargs: contradicted)
+        patched.setattr(stage_module, "answer", lambda *args, **kwargs: contradicted)
         stopped = CliRunner().invoke(
             main, ["confirm", "fin", "--storage", sqlite_url, "--until-decided", "--budget", "1", "--json"]
         )
