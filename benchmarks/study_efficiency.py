@@ -25,7 +25,7 @@ import torch
 
 from benchmarks.common import ROOT, append_record, load_average, load_text, machine, record_block
 from explorer.spec import SearchSpace, load_spec
-from explorer.storage import TrialRecord
+from explorer.storage import DONE_STATES, TrialRecord
 from explorer.study import RunOptions, plan_run, run
 
 QUICKSTART = ROOT / "studies" / "quickstart.toml"
@@ -39,7 +39,7 @@ def _run(spec, tmp: Path, workers: int = 1) -> tuple[list[TrialRecord], float]:
     t0 = time.perf_counter()
     run(study, options=options, finalists=False, bench=False)
     wall = time.perf_counter() - t0
-    return [r for r in study.records() if r.state in ("COMPLETE", "PRUNED")], wall
+    return [r for r in study.records() if r.state in DONE_STATES], wall
 
 
 def overhead(tmp: Path) -> str:

@@ -12,9 +12,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from explorer.storage import load_records, trials_of
-
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+from explorer.storage import DONE_STATES, load_records, trials_of
 
 
 @dataclass
@@ -48,14 +46,14 @@ def finished_snapshot(name: str, url: str) -> dict[int, tuple]:
         return {}
     return {
         base + t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True))
-        for t, base in trials_of(study, states=FINISHED)
+        for t, base in trials_of(study, states=DONE_STATES)
     }
 
 
 def running(name: str, url: str, role: str, at_least_done: int = 0) -> bool:
     """A trial of ``role`` is running past its latency measurement, with ``at_least_done`` search trials done."""
     trials = [t for t, _ in trials_of(load(name, url))]  # the study's and its finalists' companion's
-    done = sum(t.state in FINISHED and t.user_attrs.get("role", "search") == "search" for t in trials)
+    done = sum(t.state in DONE_STATES and t.user_attrs.get("role", "search") == "search" for t in trials)
     busy = [
         t
         for t in trials
@@ -87,18 +85,18 @@ def audit(name: str, url: str, before: dict[int, tuple]) -> Audit:
     after = finished_snapshot(name, url)
     lost = sum(1 for n, v in before.items() if after.get(n) != v)
     records = load_records(study)
-    seen = collections.Counter((r.role, r.key, r.seed) for r in records if r.state in ("COMPLETE", "PRUNED"))
+    seen = collections.Counter((r.role, r.key, r.seed) for r in records if r.state in DONE_STATES)
     duplicated = sum(c - 1 for c in seen.values() if c > 1)
     stored = study.user_attrs.get("spec")
     total = int((stored or {}).get("n_trials", 0))
-    search_done = sum(r.role == "search" and r.state in ("COMPLETE", "PRUNED") for r in records)
+    search_done = sum(r.role == "search" and r.state in DONE_STATES for r in records)
     open_trials = [t for t, _ in trials_of(study, states=(TrialState.RUNNING, TrialState.WAITING))]
     stuck = int(stored is None or search_done < total or bool(open_trials))
     if stored is None:
         return Audit(
             lost, duplicated, stuck, search_done, total, "no stored spec: the study cannot be resumed"
         )
-    by_state = collections.Counter(f"{r.role} {r.state}" for r in records)
+    by_state = collections.Counter(f"{r.role} {r.state.name}" for r in records)
     text = f"search {search_done}/{total}; " + ", ".join(f"{k} {v}" for k, v in sorted(by_state.items()))
     if open_trials:
         text += f"; left open: {[t.state.name for t in open_trials]}"

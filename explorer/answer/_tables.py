@@ -34,7 +34,7 @@ from explorer.answer._intervals import (
 from explorer.answer._latency_stats import block_spread, latency_interval, log_spread
 from explorer.layout import ModelConfig
 from explorer.measurements import QUALITY_METRICS, LatencyResult, QualityMetric
-from explorer.storage import Retiming, Role, TrialRecord
+from explorer.storage import DONE_STATES, Retiming, Role, TimingKind, TrialRecord
 
 ACC_POINT = 0.01  # one accuracy point
 BPB_MARGIN = 0.01  # a bits-per-byte difference that matters: 1% of the value (a loss has no natural "point")
@@ -55,7 +55,7 @@ def quality_margin(metric: QualityMetric, value: float) -> float:
 def decode_only(retimings: Sequence[Retiming]) -> list[Retiming]:
     """The re-timed decoding steps: what the search's architectures take from the re-timings (their forward
     latency stays the one measured by their own runs)."""
-    return [t for t in retimings if t.kind == "decode"]
+    return [t for t in retimings if t.kind is TimingKind.DECODE]
 
 
 def attention_kind(config: ModelConfig) -> str:
@@ -165,7 +165,7 @@ def architectures(
     retimed: dict[str, list[LatencyResult]] = defaultdict(list)
     redecoded: dict[str, list[LatencyResult]] = defaultdict(list)
     for t in retimings:
-        (redecoded if t.kind == "decode" else retimed)[t.key].append(t.latency)
+        (redecoded if t.kind is TimingKind.DECODE else retimed)[t.key].append(t.latency)
     timings = {key: retimed.get(key) or _timings(g) for key, g in groups.items()}
     decodes = {key: redecoded.get(key) or _timings(g, decode=True) for key, g in groups.items()}
     # Seed-to-seed and timing-to-timing spreads pooled over the role's architectures: a few seeds each give
@@ -203,7 +203,7 @@ def _runs_by_architecture(
             continue
         if epoch is None and not r.finished:
             continue
-        if epoch is not None and (r.state not in ("COMPLETE", "PRUNED") or r.epochs_run < epoch):
+        if epoch is not None and (r.state not in DONE_STATES or r.epochs_run < epoch):
             continue
         groups[r.key].append(r)
     return groups
@@ -355,9 +355,6 @@ def common_epoch(
     epochs = [
         r.epochs_run
         for r in records
-        if r.role == role
-        and r.state in ("COMPLETE", "PRUNED")
-        and r.epochs_run > 0
-        and (keys is None or r.key in keys)
+        if r.role == role and r.state in DONE_STATES and r.epochs_run > 0 and (keys is None or r.key in keys)
     ]
     return min(epochs) if epochs else None

@@ -377,7 +377,7 @@ def train_planned(
         loaded.spec,
         train_batch=train_cfg.batch_size,
         infer_batch=latency.batch_size,
-        device=str(device),
+        device=device,
         decode_context=None if decode is None else decode.context,
     )  # before anything is built: a model this machine cannot hold is one line, not a traceback
     builder = None if build is None and hf is None else _checked_builder(build, hf, cfg, loaded, decode)

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 import torch
 
 from explorer.data import Task, load_task
-from explorer.layout import LatencyConfig
 from explorer.measure import resolve_device
 from explorer.model import ModelBuilder
 from explorer.spec import SearchSpace, StudySpec
@@ -44,10 +43,6 @@ class RunContext:
         """This context on ``device`` (None or the same device: this context itself)."""
         return self if device is None or device == self.device else dataclasses.replace(self, device=device)
 
-    def latency(self, spec: StudySpec) -> LatencyConfig:
-        """The spec's ``[latency]`` on this context's device."""
-        return dataclasses.replace(spec.latency, device=str(self.device))
-
 
 def resolve_context(spec: StudySpec, device: str | None = None) -> RunContext:
     """Build ``spec``'s search space, load its task, and resolve the device named ``device`` (default: the spec's
@@ -56,3 +51,10 @@ def resolve_context(spec: StudySpec, device: str | None = None) -> RunContext:
     space = SearchSpace(spec.space)
     task = load_task(spec.task.name, **spec.task.options)
     return RunContext(resolve_device(device or spec.latency.device), task, space, spec.model.builder())
+
+
+def context_on(spec: StudySpec, device: torch.device) -> RunContext:
+    """``spec``'s context on ``device``, resolved already by the command that checked the run (a re-timing
+    round's process, or rounds timed in the command's own): nothing is checked again."""
+    task = load_task(spec.task.name, **spec.task.options)
+    return RunContext(device, task, SearchSpace(spec.space), spec.model.builder())

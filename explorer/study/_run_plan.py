@@ -86,7 +86,7 @@ class StudyRunPlan:
             self.spec,
             self.context.space,
             self.storage_url,
-            str(device),
+            device,
             self.threads,
             left,
             self.poll_interval,
@@ -102,7 +102,7 @@ class PortableStudyRunPlan:
     spec: StudySpec  # the study's spec, as the command's plan holds it
     space: SearchSpace  # the space the plan built and checked
     storage_url: str
-    device: str  # this worker's device, resolved by the plan (cuda:N spreads workers over the GPUs)
+    device: torch.device  # this worker's device, resolved by the plan (cuda:N spreads workers over the GPUs)
     threads: int
     seconds_left: float | None  # until the plan's deadline, when the worker was started
     poll_interval: float
@@ -115,7 +115,7 @@ class PortableStudyRunPlan:
         study = Study.open_at(self.spec.name, self.storage_url, write=True, spec=self.spec)
         task = load_task(self.spec.task.name, **self.spec.task.options)
         store = artifact_store(study, self.artifacts)
-        context = RunContext(torch.device(self.device), task, self.space, self.spec.model.builder())
+        context = RunContext(self.device, task, self.space, self.spec.model.builder())
         deadline = None if self.seconds_left is None else time.monotonic() + self.seconds_left
         return StudyRunPlan(
             study,

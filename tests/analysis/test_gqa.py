@@ -12,7 +12,7 @@ from explorer.analysis import _gqa as gqa, rules_of_thumb
 from explorer.analysis._groups import NOT_ENOUGH
 from explorer.answer import answer, architecture_table, architectures, attention_kind, plan_finalists
 from explorer.layout import ModelConfig
-from explorer.storage import Retiming
+from explorer.storage import Retiming, TimingKind
 from tests.fixtures import LM_SPEC as SPEC, latency, lm, lm_finalists, lm_search
 
 
@@ -111,7 +111,7 @@ def test_the_rule_reads_re_timed_decoding_where_the_study_has_it():
                 if attention_kind(r.config) == "grouped-query"
                 else (1.0 if r.config.kv_per_layer[0] == 1 else 2.0)
             ),
-            "decode",
+            TimingKind.DECODE,
         )
         for r in recs
         for k in range(3)

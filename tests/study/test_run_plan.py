@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from optuna.trial import TrialState
 
 import explorer.data._registry as tasks_module
 import explorer.measure._device as device_module
@@ -164,7 +165,7 @@ def test_a_spawned_worker_rebuilds_its_plan_without_checking_anything(tmp_path, 
     assert calls == Counter(load_task=1), (
         calls
     )  # the task's tensors are all it loads; no check, no resolution
-    assert Study.open("tiny", plan.storage_url).optuna_study.trials[0].state.name == "COMPLETE"
+    assert Study.open("tiny", plan.storage_url).optuna_study.trials[0].state is TrialState.COMPLETE
 
 
 def test_the_plan_holds_the_final_spec_the_device_and_the_deadline(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 from click.testing import CliRunner
+from optuna.trial import TrialState
 
 from explorer.cli import main
 from explorer.errors import SpecError
@@ -217,7 +218,7 @@ def test_two_spawned_workers_import_module_references_from_the_working_directory
     )
     assert done.returncode == 0, done.stderr[-3000:]
     study = optuna.load_study(study_name="mine", storage=f"sqlite:///{tmp_path}/w.db")
-    done_trials = [t for t in study.trials if t.state.name == "COMPLETE"]
+    done_trials = [t for t in study.trials if t.state is TrialState.COMPLETE]
     assert len(done_trials) == 3 and study.user_attrs["code"]["task"]["ref"] == "loader:load"
 
 
