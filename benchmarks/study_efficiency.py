@@ -33,9 +33,8 @@ QUICKSTART = ROOT / "studies" / "quickstart.toml"
 
 def _run(spec, tmp: Path, workers: int = 1) -> tuple[list[TrialRecord], float]:
     options = RunOptions(workers=workers, threads=1)
-    study = plan_run(
-        spec, options, f"sqlite:///{tmp / (spec.name + '.db')}"
-    ).study  # created, every input checked
+    # created, every input checked
+    study = plan_run(spec, options, f"sqlite:///{tmp / (spec.name + '.db')}").study
     t0 = time.perf_counter()
     run(study, options=options, finalists=False, bench=False)
     wall = time.perf_counter() - t0

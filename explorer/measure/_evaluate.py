@@ -70,9 +70,8 @@ class VariantResult:
     relations: pd.DataFrame | None = field(default=None, compare=False, repr=False)  # relations task only
     model: nn.Module | None = field(default=None, compare=False, repr=False)
     decode: DecodeResult | None = None  # decoding latency, when asked for (language-model tasks)
-    kv_cache_bytes_per_token: int = (
-        0  # key/value bytes one position takes while decoding, at the latency dtype
-    )
+    # key/value bytes one position takes while decoding, at the latency dtype
+    kv_cache_bytes_per_token: int = 0
 
     # The training figures, read through from ``fit``.
     val_accuracy = property(lambda self: self.fit.val_accuracy)

@@ -346,7 +346,7 @@ class TrialRecord:
     fold: int | None = _kept(_START_INT, None)
     folds: int | None = _kept(_START_INT, None)  # how many folds its replicate was cut into
     fold_seed: int | None = _kept(_START_INT, None)  # the seed that cut its replicate's folds
-    # what learning nothing scores on its validation split (engine.tasks.folds)
+    # what learning nothing scores on its validation split (explorer.data._folds.chance_level)
     chance: float | None = _kept(_START_FLOAT, None)
     # why it was closed without running (None: it ran, or runs)
     closed: Closure | None = _kept(_Closed(), None)

@@ -6,8 +6,9 @@ machine), which task (loading it reads and checks the data, or runs the user's f
 :func:`resolve_context` answers the first four once, before the storage is touched (the run's plan,
 :func:`explorer.study._run_plan.plan_run`); :meth:`RunContext.opened` adds the storage URL and the artifact store once
 the study is open. The attention bench, the workers, the objective and the re-timing take their answers from the
-context. A spawned worker rebuilds the process-local parts of its plan's context (task, device, model builder)
-without checking them again (:meth:`explorer.study._run_plan.PortableStudyRunPlan.rebuild`).
+context. A spawned worker rebuilds the process-local parts of its plan's context (task, model builder) on the
+device its plan carries, without checking them again (:meth:`explorer.study._run_plan.PortableStudyRunPlan.rebuild`),
+and a re-timing round builds its own on the command's device (:func:`context_on`).
 """
 
 from __future__ import annotations

@@ -55,15 +55,6 @@ from explorer.study._study import Study
 SEARCH_RETIME_LIMIT = 64
 
 
-def finalist_configs(study: optuna.Study) -> list[tuple[str, ModelConfig]]:
-    """The distinct (key, architecture) of the study's COMPLETE finalist runs, by first trial number."""
-    seen: dict[str, ModelConfig] = {}
-    for r in load_records(study, roles=(Role.FINALIST,)):
-        if r.finished and r.key is not None and r.config is not None:
-            seen.setdefault(r.key, r.config)
-    return list(seen.items())
-
-
 def search_configs(study: optuna.Study, limit: int = SEARCH_RETIME_LIMIT) -> list[tuple[str, ModelConfig]]:
     """The distinct (key, architecture) of the study's COMPLETE search trials, the ``limit`` best in quality."""
     runs = [r for r in load_records(study, roles=(Role.SEARCH,)) if r.finished and r.key and r.config]

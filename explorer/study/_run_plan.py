@@ -5,8 +5,8 @@
 context (the device as a ``torch.device``, the task, the space, the model builder, the artifact store), the
 deadline, the workers and the threads. The stages (:mod:`explorer.study._runs`), the workers and confirm take the
 plan and check nothing again. A spawned worker gets the plan's portable form (:class:`PortableStudyRunPlan`:
-plain, picklable data) and rebuilds only what belongs to its process (the task's tensors, the torch device, the
-model builder, its storage connection), without validating again.
+picklable data, its device a ``torch.device``) and rebuilds only what belongs to its process (the task's
+tensors, the model builder, its storage connection), without validating again.
 """
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ class StudyRunPlan:
 
 @dataclass(frozen=True)
 class PortableStudyRunPlan:
-    """A :class:`StudyRunPlan` as plain, picklable data for a spawned worker, which :meth:`rebuild` s the parts
-    that belong to its process; nothing in it is checked again."""
+    """A :class:`StudyRunPlan` as picklable data for a spawned worker, which :meth:`rebuild` s the parts that
+    belong to its process; nothing in it is checked again."""
 
     spec: StudySpec  # the study's spec, as the command's plan holds it
     space: SearchSpace  # the space the plan built and checked
@@ -109,8 +109,8 @@ class PortableStudyRunPlan:
     artifacts: str | None
 
     def rebuild(self) -> StudyRunPlan:
-        """The plan in this process: its own storage connection, task tensors, torch device, model builder and
-        artifact store."""
+        """The plan in this process: its own storage connection, task tensors, model builder and artifact store,
+        on the worker's device."""
         # its spec read and checked by the command
         study = Study.open_at(self.spec.name, self.storage_url, write=True, spec=self.spec)
         task = load_task(self.spec.task.name, **self.spec.task.options)
@@ -148,7 +148,7 @@ def plan_run(
     for a spec:
     3. the storage URL, resolved (``storage``, else ``$EXPLORER_STORAGE``, the spec's, the default);
     4. an existing study, read-only: the same meaning, a total not below its finished search trials
-       (:func:`~explorer.study._rerun.check_rerun`);
+       (:func:`check_rerun`);
     5. the study's name, space, task and device, the user's model, the runtime on that device and the memory of
        the largest model in ``options.workers`` processes (:func:`check_study`);
     6. the study opened or created (a study created since step 4 is compared then, and its user code checked:

@@ -80,15 +80,13 @@ def test_the_horizon_doubles_while_twice_as_long_gains_and_stops_at_the_first_th
 
 def test_a_mean_gain_above_the_edge_doubles_the_horizon_though_the_noise_hides_it():
     noisy = choose_horizon(pilot([0.0, 0.006, 0.0], noise=0.02), SPEC).doublings[0]
-    assert (
-        noisy.lower < 0 < noisy.edge < noisy.mean and noisy.gained
-    )  # 0.6 points on average: worth training for
+    # 0.6 points on average: worth training for
+    assert noisy.lower < 0 < noisy.edge < noisy.mean and noisy.gained
     small = choose_horizon(pilot([0.0, 0.001, 0.0], noise=0.01), SPEC)
     assert small.doublings[0].lower < 0 and small.doublings[0].mean < small.doublings[0].edge
     assert not small.doublings[0].gained and small.epochs == 10
-    assert small.doublings[0].edge == pytest.approx(
-        0.0025
-    )  # the answer's edge: a quarter of the 1-point margin
+    # the answer's edge: a quarter of the 1-point margin
+    assert small.doublings[0].edge == pytest.approx(0.0025)
 
 
 def test_no_gain_keeps_the_first_horizon_and_a_gain_at_the_cap_is_said_to_be_capped():

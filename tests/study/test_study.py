@@ -406,9 +406,8 @@ def _sigkill_then_resume(tmp_path: Path, url: str, name: str, total: int, kill_a
         victim = _wait_for(
             lambda: _running_after_latency(name, url, kill_after_done), proc, "a running trial"
         )
-        _wait_for(
-            lambda: _heartbeat_landed(url, victim._trial_id), proc, "its heartbeat"
-        )  # then kill at once
+        # then kill at once
+        _wait_for(lambda: _heartbeat_landed(url, victim._trial_id), proc, "its heartbeat")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -680,9 +679,8 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     queued, reason = doc["finalist_runs_queued"], doc["finalists"]["reason"]
     # exit 6 only where nothing could be queued and the answer is not decided (the stop reason says why)
     assert result.exit_code == (6 if queued == 0 and reason is not None else 0), result.stderr
-    seen = {
-        r.number for r in every
-    }  # a confirm that moves the answer checks its new deciding comparisons too
+    # a confirm that moves the answer checks its new deciding comparisons too
+    seen = {r.number for r in every}
     checks = sum(
         r.purpose == "horizon check" and r.number not in seen
         for r in load_records(study.optuna_study, roles=("finalist",))

@@ -182,9 +182,8 @@ def test_a_server_down_after_a_sync_keeps_what_was_logged_and_the_answer_warns_o
     assert again["error"] == "ConnectionError: refused"
     assert again["not_logged"] == [] and again["logged"] == first["logged"]  # as the last sync found them
     lines = [r.getMessage() for r in caplog.records if "MLflow" in r.getMessage()]
-    assert (
-        len(lines) == 2 and "and the answer not logged" in lines[1]
-    )  # one per command: the sync, the report
+    # one per command: the sync, the report
+    assert len(lines) == 2 and "and the answer not logged" in lines[1]
 
 
 def test_a_report_that_logs_what_an_outage_left_clears_the_studys_record_of_it(tmp_path, monkeypatch):

@@ -193,9 +193,8 @@ def test_two_spawned_workers_import_module_references_from_the_working_directory
 
     shutil.copy(MODELS, tmp_path / "mymodels.py")
     spec = user_spec(tmp_path, task="loader", build="mymodels:good", n_trials=3, epochs=1)
-    env = {
-        k: v for k, v in os.environ.items() if k != "PYTHONPATH"
-    }  # the modules are found from the cwd alone
+    # the modules are found from the cwd alone
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [
             sys.executable,
