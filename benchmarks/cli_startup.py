@@ -67,7 +67,7 @@ def make_study(folder: Path) -> str:
     study = optuna.create_study(study_name="startup", storage=url, directions=["maximize", "minimize"])
     study.set_user_attr("spec", spec.stored())
     for i, h in enumerate((1, 2, 4, 8)):
-        r = TrialRecord(i, "COMPLETE", "search", ModelConfig(d_model=32, heads=(h, h)), 3e-3, i, 4)
+        r = TrialRecord(i, TrialState.COMPLETE, "search", ModelConfig(d_model=32, heads=(h, h)), 3e-3, i, 4)
         attrs = {**r.arch_attrs(), "val_accuracy": 0.8 + 0.01 * i, "history": [0.8], "val_size": 270}
         attrs["latency"] = {
             "median_ms": 1.0 + i,

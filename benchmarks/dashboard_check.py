@@ -117,6 +117,7 @@ def main() -> None:
     import optuna
     import optuna_dashboard
     import torch
+    from optuna.trial import TrialState
 
     from explorer.storage import FINALIST_BASE
     from explorer.study import ArtifactStore
@@ -256,9 +257,9 @@ def main() -> None:
             )
         )
         constraints_dashboard = {t["number"]: t["constraints"] for t in complete}
-        constraints_optuna = {t.number: t.constraints for t in study.trials if t.state.name == "COMPLETE"}
+        constraints_optuna = {t.number: t.constraints for t in study.trials if t.state is TrialState.COMPLETE}
         feasible_attr = {
-            t.number: t.user_attrs.get("feasible") for t in study.trials if t.state.name == "COMPLETE"
+            t.number: t.user_attrs.get("feasible") for t in study.trials if t.state is TrialState.COMPLETE
         }
     finally:
         server.terminate()
@@ -283,7 +284,7 @@ def main() -> None:
         shown[which] = ", ".join(
             f"{y} {float(x):.2f}" for x, y in sorted(zip(bars.x, bars.y, strict=True), reverse=True)
         )
-    searched = sum(t.state.name == "COMPLETE" for t in quick.trials)
+    searched = sum(t.state is TrialState.COMPLETE for t in quick.trials)
     checks.append(
         (
             "plot_param_importances on the quickstart study names each layer's head count",

@@ -429,9 +429,8 @@ def main() -> None:
     ap.add_argument("--label", default="after")
     ap.add_argument("--record", type=Path, help="append the table to this markdown file")
     ap.add_argument("--only", nargs="*", help="case ids to run")
-    ap.add_argument(
-        "--build", type=Path, help=argparse.SUPPRESS
-    )  # (the sandbox, built in a process of its own)
+    # (the sandbox, built in a process of its own)
+    ap.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.build:
         build_sandbox(args.build, sys.executable)

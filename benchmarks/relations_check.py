@@ -85,7 +85,7 @@ def main() -> None:
         f"study {args.study!r}, k = {k}",
         [
             f"machine: {machine()}; the study ran on {devices}, {len(data.records)} trials "
-            f"({', '.join(sorted({r.state for r in data.records}))})",
+            f"({', '.join(sorted({r.state.name for r in data.records}))})",
             f"architectures (validation accuracy after epoch {g.epoch}): " + "; ".join(rows),
             f"the report: difference {g.comparison.diff * 100:+.1f} points, p = {g.comparison.p_value:.4g} "
             f"({'exact' if g.comparison.exact else 'Monte Carlo'}); accuracy half of the claim "

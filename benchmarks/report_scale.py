@@ -49,13 +49,14 @@ print(f"{t3 - t0:.3f} {t1 - t0:.3f} {t2 - t1:.3f} {t3 - t2:.3f}")
 
 def build(url: str, n: int) -> None:
     import optuna
+    from optuna.trial import TrialState
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     make_study(
         n,
         storage=url,
         name="scale",
-        states={"FAIL": 20, "PRUNED": 60},
+        states={TrialState.FAIL: 20, TrialState.PRUNED: 60},
         max_latency_ms=3.0,
         bench=BENCH,
         finalists=3,

@@ -25,7 +25,7 @@ import torch
 
 from benchmarks.common import ROOT, append_record, load_average, load_text, machine, record_block
 from explorer.spec import SearchSpace, load_spec
-from explorer.storage import TrialRecord
+from explorer.storage import DONE_STATES, TrialRecord
 from explorer.study import RunOptions, plan_run, run
 
 QUICKSTART = ROOT / "studies" / "quickstart.toml"
@@ -33,13 +33,12 @@ QUICKSTART = ROOT / "studies" / "quickstart.toml"
 
 def _run(spec, tmp: Path, workers: int = 1) -> tuple[list[TrialRecord], float]:
     options = RunOptions(workers=workers, threads=1)
-    study = plan_run(
-        spec, options, f"sqlite:///{tmp / (spec.name + '.db')}"
-    ).study  # created, every input checked
+    # created, every input checked
+    study = plan_run(spec, options, f"sqlite:///{tmp / (spec.name + '.db')}").study
     t0 = time.perf_counter()
     run(study, options=options, finalists=False, bench=False)
     wall = time.perf_counter() - t0
-    return [r for r in study.records() if r.state in ("COMPLETE", "PRUNED")], wall
+    return [r for r in study.records() if r.state in DONE_STATES], wall
 
 
 def overhead(tmp: Path) -> str:

@@ -34,6 +34,7 @@ LAYERS = (2, 4)
 HEADS = (1, 2, 4, 8, 16, 32)
 BASE = dt.datetime(2025, 1, 1, 12, 0, 0)
 N_VAL = 270
+_LIVE = (TrialState.PRUNED, TrialState.RUNNING)  # besides the n complete ones, what counts towards a total
 
 
 def synthetic_accuracy(heads: tuple[int, ...], d_model: int) -> float:
@@ -64,7 +65,7 @@ def _record(
     lat: float,
     *,
     d_model: int,
-    state: str = "COMPLETE",
+    state: TrialState = TrialState.COMPLETE,
     role: str = "search",
     seed: int | None = None,
     epochs: int = 10,
@@ -134,7 +135,7 @@ def make_study(
     *,
     storage: str | optuna.storages.BaseStorage | None,
     name: str,
-    states: dict[str, int] | None = None,
+    states: dict[TrialState, int] | None = None,
     max_latency_ms: float | None = None,
     bench: list[dict] | None = None,
     finalists: int = 0,
@@ -144,38 +145,38 @@ def make_study(
     apart: bool = False,
 ) -> optuna.Study:
     """A study of ``n`` COMPLETE search trials over distinct synthetic architectures, plus trials in ``states``
-    (e.g. ``{"FAIL": 20, "PRUNED": 60}``), plus ``finalists`` seeds of the four most accurate architectures, an
+    (e.g. ``{TrialState.FAIL: 20, TrialState.PRUNED: 60}``), plus ``finalists`` seeds of the four most accurate architectures, an
     attention ``bench`` table when given, and a latency budget whose constraints the trials carry. Its spec's
     total is ``n_trials_target``, else the trials that count towards one (complete, stopped early, running).
     The finalist runs are trials of the study itself (as explorer kept them before they were kept apart), or with
     ``apart`` of its companion study ``NAME/finalists`` (explorer.storage._companion), as explorer keeps them now."""
     rng = np.random.default_rng(seed)
     archs = architectures()
-    kinds = ["COMPLETE"] * n + [s for s, k in (states or {}).items() for _ in range(k)]
+    kinds = [TrialState.COMPLETE] * n + [s for s, k in (states or {}).items() for _ in range(k)]
     if len(kinds) > len(archs):
         raise ValueError(f"only {len(archs)} synthetic architectures exist")
     picks = rng.permutation(len(archs))[: len(kinds)]
     study = optuna.create_study(study_name=name, storage=storage, directions=["maximize", "minimize"])
-    live = n + sum(k for s, k in (states or {}).items() if s in ("PRUNED", "RUNNING"))
+    live = n + sum(k for s, k in (states or {}).items() if s in _LIVE)
     study.set_user_attr("spec", _spec(name, n_trials_target or live, max_latency_ms))
     study.set_user_attr("task", "digits")
     if bench is not None:
         study.set_user_attr("bench", bench)
-    made: list[tuple[TrialRecord, str]] = []
+    made: list[TrialRecord] = []
     for i, (kind, a) in enumerate(zip(kinds, picks, strict=True)):
         d, heads = archs[a]
         acc = float(np.clip(synthetic_accuracy(heads, d) + rng.normal(0, noise), 0, 1))
         lat = synthetic_latency(heads, d) * (1 + rng.normal(0, 0.02))
-        ran = 4 if kind == "PRUNED" else 0 if kind == "FAIL" else 10
+        ran = 4 if kind is TrialState.PRUNED else 0 if kind is TrialState.FAIL else 10
         history = tuple(acc * (0.6 + 0.04 * (e + 1)) for e in range(ran))
         changes: dict[str, Any] = {}
-        if kind == "PRUNED":
+        if kind is TrialState.PRUNED:
             changes["stop"] = "stopped at epoch 4"
-        if kind == "FAIL":
+        if kind is TrialState.FAIL:
             changes["fail_reason"] = "diverged: loss nan"
-        made.append((_record(i, heads, acc, lat, d_model=d, state=kind, history=history, **changes), kind))
+        made.append(_record(i, heads, acc, lat, d_model=d, state=kind, history=history, **changes))
     if finalists:
-        best = sorted((r for r, k in made if k == "COMPLETE"), key=lambda r: -r.val_accuracy)[:4]
+        best = sorted((r for r in made if r.state is TrialState.COMPLETE), key=lambda r: -r.val_accuracy)[:4]
         number = len(made)
         for r in best:
             for s in range(finalists):
@@ -195,7 +196,7 @@ def make_study(
                     history=history,
                     label="front",
                 )
-                made.append((f, "COMPLETE"))
+                made.append(f)
                 number += 1
     companion = None
     if apart and finalists:
@@ -203,18 +204,19 @@ def make_study(
             study_name=companion_name(name), storage=study._storage, directions=["maximize", "minimize"]
         )
         label_companion(companion, study)
-    for i, (r, kind) in enumerate(made):
+    for i, r in enumerate(made):
+        running = r.state is TrialState.RUNNING
         constraints = None
-        if max_latency_ms is not None and kind != "RUNNING":
+        if max_latency_ms is not None and not running:
             constraints = {"latency_ms": r.latency.median_ms - max_latency_ms}
         t = create_trial(
-            state=TrialState[kind],
-            values=[r.val_accuracy, r.latency.median_ms] if kind == "COMPLETE" else None,
+            state=r.state,
+            values=[r.val_accuracy, r.latency.median_ms] if r.state is TrialState.COMPLETE else None,
             user_attrs=r.to_attrs(),
             constraints=constraints,
         )
         t.datetime_start = BASE + dt.timedelta(seconds=10 * i)
-        if kind != "RUNNING":
+        if not running:
             t.datetime_complete = t.datetime_start + dt.timedelta(seconds=8)
         (companion if companion is not None and r.role == "finalist" else study).add_trial(t)
     return study

@@ -61,11 +61,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Names this module takes from the packages on first use (PEP 562), so importing it stays light:
-# the study's workflows, and one variant trained and timed, every input checked first: what `explorer train` runs,
-# through the same plan (explorer.measure.plan_train: a spec's training defaults, the device resolved, the runtime
-# and sizes checked once). It composes the engine alone (the task, the memory check, evaluate_variant), so it is
-# defined there.
+# Names this module takes from the packages on first use (PEP 562), so importing it stays light: the study's
+# workflows, and ``train``: one variant trained and timed, every input checked first, through the plan `explorer
+# train` runs too (explorer.measure.plan_train: a spec's training defaults, the device resolved, the runtime and
+# sizes checked once). ``train`` is explorer.measure.train_variant, as it needs nothing beyond that package.
 _FROM = {
     "run": ("explorer.study", "run"),
     "run_study": ("explorer.study", "run_study"),

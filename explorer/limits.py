@@ -45,8 +45,12 @@ import resource
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from explorer.errors import LimitError
+
+if TYPE_CHECKING:  # torch is imported where CUDA memory is asked for: this module is read by every command
+    import torch
 
 __all__ = [
     "BATCH",
@@ -121,15 +125,15 @@ def _address_space_room() -> int | None:
     return max(0, soft - used)
 
 
-def available_memory(device: str = "cpu") -> int:
-    """Bytes this process can still take: on CUDA the device's free memory; otherwise the least of the
-    machine's available memory, a cgroup's room and RLIMIT_AS's room (1 GiB where none can be read)."""
-    if device.startswith("cuda"):
+def available_memory(device: torch.device | None = None) -> int:
+    """Bytes this process can still take: on a CUDA ``device`` its free memory; otherwise (None: the CPU) the
+    least of the machine's available memory, a cgroup's room and RLIMIT_AS's room (1 GiB where none can be
+    read)."""
+    if device is not None and device.type == "cuda":
         import torch
 
         if torch.cuda.is_available():
-            index = torch.device(device).index
-            return int(torch.cuda.mem_get_info(0 if index is None else index)[0])
+            return int(torch.cuda.mem_get_info(0 if device.index is None else device.index)[0])
     candidates = [_proc_kib("/proc/meminfo", "MemAvailable"), _cgroup_room(), _address_space_room()]
     if candidates[0] is None:
         try:
@@ -241,13 +245,13 @@ LIMITS = (
 )
 
 
-def check_memory(estimate: int, what: str, fix: str, device: str = "cpu") -> int:
+def check_memory(estimate: int, what: str, fix: str, device: torch.device | None = None) -> int:
     """``estimate`` (bytes ``what`` would take) if it fits the memory limit, else a LimitError naming both and
     ``fix``. On CUDA the limit is the device's free memory unless ``EXPLORER_MAX_MEMORY_MB`` is set."""
     overridden = bool(os.environ.get(MEMORY_MB.env, "").strip())
     budget = MEMORY_MB.value() * MB if overridden else available_memory(device)
     if estimate > budget:
-        where = "on the device" if device.startswith("cuda") else "here"
+        where = "on the device" if device is not None and device.type == "cuda" else "here"
         raise LimitError(
             f"{what} needs about {_size(estimate)}, but {_size(budget)} of memory is available {where}; "
             f"{fix}, or set {MEMORY_MB.env}={_num(-(-estimate // MB), plain=True)} if you mean it."

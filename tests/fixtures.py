@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import optuna
+from optuna.trial import TrialState
 
 from benchmarks import synthetic
 from benchmarks.synthetic import (  # the synthetic truth the benchmarks share
@@ -57,7 +58,7 @@ def record(
     *,
     d_model: int = 64,
     role: str = "search",
-    state: str = "COMPLETE",
+    state: TrialState = TrialState.COMPLETE,
     seed: int | None = None,
     epochs: int = 10,
     history: tuple[float, ...] | None = None,

@@ -1,4 +1,4 @@
-"""Small models and data shared by the head-analysis tests (engine probes, insight, output)."""
+"""Small models and data shared by the head-analysis tests (the probes of explorer.measure, the analysis, the output)."""
 
 from __future__ import annotations
 

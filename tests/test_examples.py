@@ -130,9 +130,8 @@ def test_the_example_answer_as_a_hugging_face_config(vit_study) -> None:
     url, tmp = vit_study
     done = command("export", "example-vit", "--storage", url, "--format", "hf", "--out", str(tmp / "hf"))
     assert done.exit_code == 0, done.stderr[-3000:]
-    assert (
-        "AutoConfig.from_pretrained" in done.stdout and "A config only" in done.stdout
-    )  # says the weights stay
+    # says the weights stay
+    assert "AutoConfig.from_pretrained" in done.stdout and "A config only" in done.stdout
     config = transformers.AutoConfig.from_pretrained(tmp / "hf")
     heads = json.loads((tmp / "hf" / "config.json").read_text())["explorer"]["heads"]
     assert config.model_type == "vit" and config.patch_size == 2 and config.image_size == 8

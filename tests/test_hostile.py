@@ -1144,9 +1144,8 @@ CACHE_CASES = [
     case("cache-age-nan", "cache clear --older-than nan", match="--older-than must be a number of days >= 0"),
     case("cache-age-inf", "cache clear --older-than inf", match="--older-than must be a number of days >= 0"),
     case("cache-age-text", "cache clear --older-than soon", 2, match="'soon' is not a valid float"),
-    case(
-        "cache-clear-keeps", "cache clear", 0, stdout_empty=False
-    ),  # a user's .tmp-abcdefgh.json and 0*64.json stay
+    # a user's .tmp-abcdefgh.json and 0*64.json stay
+    case("cache-clear-keeps", "cache clear", 0, stdout_empty=False),
     case("cache-list-keeps", "cache list", 0, stdout_empty=False),
     case(
         "cache-max-age", "cache list", match="EXPLORER_CACHE_MAX_AGE", env={"EXPLORER_CACHE_MAX_AGE": "soon"}

@@ -13,9 +13,7 @@ from pathlib import Path
 import optuna
 from optuna.trial import TrialState
 
-from explorer.storage import load_records, load_retimings, sqlite_path, trials_of
-
-FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+from explorer.storage import DONE_STATES, load_records, load_retimings, sqlite_path, trials_of
 
 
 @dataclass
@@ -51,14 +49,14 @@ def finished_snapshot(name: str, url: str) -> dict[int, tuple]:
         return {}
     return {
         base + t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True))
-        for t, base in trials_of(study, states=FINISHED)
+        for t, base in trials_of(study, states=DONE_STATES)
     }
 
 
 def running(name: str, url: str, role: str, at_least_done: int = 0) -> bool:
     """A trial of ``role`` is running past its latency measurement, with ``at_least_done`` search trials done."""
     trials = [t for t, _ in trials_of(load(name, url))]  # the study's and its finalists' companion's
-    done = sum(t.state in FINISHED and t.user_attrs.get("role", "search") == "search" for t in trials)
+    done = sum(t.state in DONE_STATES and t.user_attrs.get("role", "search") == "search" for t in trials)
     busy = [
         t
         for t in trials
@@ -95,21 +93,21 @@ def audit(name: str, url: str, before: dict[int, tuple]) -> Audit:
     lost = sum(1 for n, v in before.items() if after.get(n) != v)
     records = load_records(study)
     seen = collections.Counter(
-        (r.role, r.key, r.seed, r.epochs_planned) for r in records if r.state in ("COMPLETE", "PRUNED")
+        (r.role, r.key, r.seed, r.epochs_planned) for r in records if r.state in DONE_STATES
     )
     rounds = collections.Counter((t.key, t.round, t.kind) for t in load_retimings(study))
     duplicated = sum(c - 1 for c in [*seen.values(), *rounds.values()] if c > 1)
     corrupt = int(integrity(url) != "ok")
     stored = study.user_attrs.get("spec")
     total = int((stored or {}).get("n_trials", 0))
-    search_done = sum(r.role == "search" and r.state in ("COMPLETE", "PRUNED") for r in records)
-    finalists_done = sum(r.role == "finalist" and r.state in ("COMPLETE", "PRUNED") for r in records)
+    search_done = sum(r.role == "search" and r.state in DONE_STATES for r in records)
+    finalists_done = sum(r.role == "finalist" and r.state in DONE_STATES for r in records)
     open_trials = [t for t, _ in trials_of(study, states=(TrialState.RUNNING, TrialState.WAITING))]
     stuck = int(stored is None or search_done < total or bool(open_trials))
     if stored is None:
         text = "no stored spec: the study cannot be resumed"
         return Audit(lost, duplicated, stuck, search_done, total, text, finalists_done, corrupt)
-    by_state = collections.Counter(f"{r.role} {r.state}" for r in records)
+    by_state = collections.Counter(f"{r.role} {r.state.name}" for r in records)
     text = f"search {search_done}/{total}; " + ", ".join(f"{k} {v}" for k, v in sorted(by_state.items()))
     text += f"; re-timings {sum(rounds.values())} in {len(rounds)} (layout, round, kind)"
     if open_trials:

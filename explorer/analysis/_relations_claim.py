@@ -31,9 +31,8 @@ class RelationsClaim:
     accuracy: GroupComparison | None  # >= k heads in every layer vs fewer
     n_at_least: int
     n_fewer: int
-    by_heads: tuple[
-        tuple[tuple[int, ...], tuple[float, ...]], ...
-    ]  # every architecture's accuracy, by layout
+    # every architecture's accuracy, by layout
+    by_heads: tuple[tuple[tuple[int, ...], tuple[float, ...]], ...]
     best_number: int | None  # the trial whose heads were read
     best_heads: tuple[int, ...]
     best_accuracy: float | None

@@ -6,7 +6,6 @@ from ._compare_fronts import compare_fronts as compare_fronts
 from ._contrasts import Contrast as Contrast
 from ._evidence_grid import Grid as Grid
 from ._finalists import (
-    COST_COLUMNS as COST_COLUMNS,
     FinalistPlan as FinalistPlan,
     Outlook as Outlook,
     busy_rounds as busy_rounds,
@@ -45,6 +44,7 @@ from ._rule import Verdict as Verdict, decide as decide, next_cells as next_cell
 from ._significance import Comparison as Comparison, compare as compare, kendall_tau as kendall_tau
 from ._tables import (
     Architecture as Architecture,
+    CostAxis as CostAxis,
     architecture_table as architecture_table,
     architectures as architectures,
     attention_kind as attention_kind,

@@ -8,8 +8,10 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from optuna.trial import TrialState
+
 from explorer.spec import StudySpec
-from explorer.storage import Role, TrialRecord
+from explorer.storage import DONE_STATES, Role, TrialRecord
 
 
 @dataclass(frozen=True)
@@ -19,8 +21,8 @@ class StudyAccount:
     name: str
     task: str
     devices: tuple[str, ...]
-    search_states: Mapping[str, int]
-    finalist_states: Mapping[str, int]
+    search_states: Mapping[str, int]  # search trials by state, named as Optuna names it (COMPLETE, PRUNED...)
+    finalist_states: Mapping[str, int]  # finalist runs by state, named so
     search_total: int
     partial: bool
     partial_reason: str
@@ -65,18 +67,18 @@ def study_account(
     finals = [r for r in records if r.role == Role.FINALIST]
     s_states = Counter(r.state for r in search)
     f_states = Counter(r.state for r in finals)
-    finished = s_states.get("COMPLETE", 0) + s_states.get("PRUNED", 0)
+    finished = sum(s_states[s] for s in DONE_STATES)
     reasons = []
-    running = s_states.get("RUNNING", 0) + f_states.get("RUNNING", 0)
-    waiting = f_states.get("WAITING", 0)
+    running = s_states[TrialState.RUNNING] + f_states[TrialState.RUNNING]
+    waiting = f_states[TrialState.WAITING]
     if running:
         reasons.append(f"{running} trial(s) still RUNNING")
     if finished < spec.n_trials:
         reasons.append(f"{finished} of the spec's {spec.n_trials} search trials finished")
     if waiting:
         reasons.append(f"{waiting} finalist run(s) queued")
-    stopped = [r for r in search if r.state == "PRUNED" and r.epochs_run > 0]
-    over = [r for r in search if r.state == "PRUNED" and r.epochs_run == 0]
+    stopped = [r for r in search if r.state is TrialState.PRUNED and r.epochs_run > 0]
+    over = [r for r in search if r.state is TrialState.PRUNED and r.epochs_run == 0]
     starts = [r.started for r in records if r.started is not None]
     ends = [r.completed for r in records if r.completed is not None]
     wall = (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
@@ -87,8 +89,8 @@ def study_account(
         name=spec.name,
         task=task_label or spec.task.name,
         devices=tuple(sorted({r.device for r in records if r.device})),
-        search_states=dict(s_states),
-        finalist_states=dict(f_states),
+        search_states={s.name: n for s, n in s_states.items()},
+        finalist_states={s.name: n for s, n in f_states.items()},
         search_total=spec.n_trials,
         partial=bool(reasons),
         partial_reason="; ".join(reasons),
@@ -99,7 +101,7 @@ def study_account(
         proposals_rejected=sum(r.rejected for r in search),
         fallbacks=sum(r.proposal == "unevaluated" for r in search),
         closed=dict(closed or {}),
-        failed=dict(Counter(_fail_kind(r.fail_reason) for r in records if r.state == "FAIL")),
+        failed=dict(Counter(_fail_kind(r.fail_reason) for r in records if r.state is TrialState.FAIL)),
         wall_time_s=max(wall, 0.0),
         trial_time_s=sum(r.duration_s or 0.0 for r in records),
         reproduce=reproduce,

@@ -20,7 +20,7 @@ from explorer.answer._forecast import Forecast
 from explorer.answer._horizon import Horizon, HorizonCheck
 from explorer.answer._paired import PairedDifference
 from explorer.answer._rule import Verdict
-from explorer.answer._tables import Architecture
+from explorer.answer._tables import Architecture, CostAxis
 from explorer.answer._words import minutes_text
 from explorer.spec import StudySpec
 
@@ -76,7 +76,7 @@ class Answer:
     per_base: tuple[tuple[int, int, Architecture], ...]  # (d_model, n_layers, the knee there), search level
     search: Picks
     notes: tuple[str, ...] = field(default_factory=tuple)
-    cost_axis: str = "latency"  # what the rule weighs against quality: latency (forward) | decode (per token)
+    cost_axis: CostAxis = CostAxis.LATENCY  # what the rule weighs against quality
     best: Architecture | None = None  # the highest mean quality
     verdicts: tuple[Candidate, ...] = ()  # every candidate: the class first, then by verdict and latency
     margin: float = math.nan  # on the quality's own scale (0.01 = one accuracy point)
@@ -268,7 +268,7 @@ def _horizon_dict(h: Horizon) -> dict[str, Any]:
     }
 
 
-def cost_estimate(a: Architecture, axis: str) -> float:
+def cost_estimate(a: Architecture, axis: CostAxis) -> float:
     """``a``'s estimate on the cost axis (inf where it has none)."""
     c = a.cost(axis)
     return math.inf if c is None else c.estimate

@@ -20,7 +20,7 @@ from explorer.answer._evidence_grid import Grid
 from explorer.answer._finalists import DEFAULT_HEADS, KV_REFERENCES, with_kv
 from explorer.answer._paired import PairedDifference, paired
 from explorer.answer._rule import ratio
-from explorer.answer._tables import Architecture
+from explorer.answer._tables import Architecture, CostAxis
 from explorer.layout import ModelConfig
 
 
@@ -60,7 +60,7 @@ def find(archs: Sequence[Architecture], want: ModelConfig) -> Architecture | Non
     return None
 
 
-def _ratio_of(a: Architecture, b: Architecture, costs: Costs, axis: str) -> float:
+def _ratio_of(a: Architecture, b: Architecture, costs: Costs, axis: CostAxis) -> float:
     if a.key in costs.keys and b.key in costs.keys:
         r = ratio(costs.times, costs.keys.index(a.key), costs.keys.index(b.key))
         if not math.isnan(r):
@@ -82,7 +82,7 @@ def versus(
 
 
 def _contrast(
-    name: str, rec: Architecture, other: Architecture | None, missing: str, costs: Costs, axis: str
+    name: str, rec: Architecture, other: Architecture | None, missing: str, costs: Costs, axis: CostAxis
 ) -> Contrast:
     if other is None:
         return Contrast(name, None, None, math.nan, math.nan, False, missing)
@@ -130,7 +130,7 @@ def contrasts(
     measured: Sequence[Architecture],
     next_faster: Architecture | None,
     costs: Costs,
-    axis: str,
+    axis: CostAxis,
     kv_study: bool,
 ) -> tuple[Contrast, ...]:
     """The named alternatives to ``rec`` among ``measured`` (its width and depth), each against it, and

@@ -126,9 +126,8 @@ def _median_polish(x: npt.NDArray[np.float64], sweeps: int = 10) -> npt.NDArray[
     """Tukey's median polish of a matrix with missing cells: the fitted overall + row + column effects."""
     rows = np.zeros(x.shape[0])
     cols = np.zeros(x.shape[1])
-    with (
-        warnings.catch_warnings()
-    ):  # a layout with no run yet is an all-NaN row: its effect is 0, said quietly
+    # a layout with no run yet is an all-NaN row: its effect is 0, said quietly
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         overall = float(np.nanmedian(x))
         resid = x - overall

@@ -34,7 +34,7 @@ from explorer.answer._forecast import Forecast, forecast
 from explorer.answer._horizon import Horizon, at_horizon, check_layouts
 from explorer.answer._pareto import knee, normalize, pareto_front
 from explorer.answer._rule import Rule, decide, next_cells, open_comparisons, ratio, smallest_round
-from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only
+from explorer.answer._tables import Architecture, CostAxis, architecture_table, architectures, decode_only
 from explorer.layout import (
     UNIT_OFFSET,
     FinalistRun,
@@ -48,7 +48,6 @@ from explorer.layout import (
 from explorer.spec import MB, StudySpec
 from explorer.storage import Retiming, Role, TrialRecord, arch_key
 
-COST_COLUMNS = {"latency": "latency_ms", "decode": "decode_ms"}  # cost axis -> architecture-table column
 KV_REFERENCES = ("multi-head", "multi-query")  # the labels of a kv study's two extra references
 
 DEFAULT_HEADS = (8, 16)  # the tutorial's "8-16 heads usually suffice; start at 8"
@@ -87,10 +86,10 @@ class FinalistPlan:
         return list(records) if self.horizon is None else at_horizon(records, self.horizon)
 
 
-def cost_axis(spec: StudySpec) -> str:
+def cost_axis(spec: StudySpec) -> CostAxis:
     """What the knee trades quality against: ``decode`` (ms per token) when decoding is an objective, else
     ``latency`` (the forward pass)."""
-    return "decode" if spec.objectives.decode else "latency"
+    return CostAxis.DECODE if spec.objectives.decode else CostAxis.LATENCY
 
 
 def within_budgets(archs: Sequence[Architecture], spec: StudySpec) -> list[Architecture]:
@@ -185,7 +184,7 @@ def plan_finalists(
     pool = within_budgets(architectures(records, Role.SEARCH, retimings=decode_only(retimings)), spec)
     if not pool:
         return FinalistPlan((), None, ("no feasible search trial within the budgets has finished yet",))
-    cost = COST_COLUMNS[cost_axis(spec)]
+    cost = cost_axis(spec).column
     table = architecture_table(pool)
     front = pareto_front(table, cost)
     by_key = {a.key: a for a in pool}
@@ -371,13 +370,12 @@ def check_runs(
 
 
 def finalist_times(
-    keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency"
+    keys: Sequence[str], retimings: Sequence[Retiming], axis: CostAxis = CostAxis.LATENCY
 ) -> npt.NDArray[np.float64]:
     """``[layouts, rounds]``: each layout's re-timed ms by round on the cost axis (NaN where not timed)."""
-    kind = "decode" if axis == "decode" else "forward"
     by: dict[str, dict[int, float]] = {}
     for t in retimings:
-        if t.kind == kind:
+        if t.kind is CostAxis(axis).timing:
             by.setdefault(t.key, {})[t.round] = t.latency.median_ms
     rounds = sorted({r for key in keys for r in by.get(key, {})})
     return np.array([[by.get(k, {}).get(r, np.nan) for r in rounds] for k in keys], dtype=float).reshape(
@@ -385,15 +383,14 @@ def finalist_times(
     )
 
 
-def busy_rounds(retimings: Sequence[Retiming], axis: str = "latency") -> set[int]:
+def busy_rounds(retimings: Sequence[Retiming], axis: CostAxis = CostAxis.LATENCY) -> set[int]:
     """The re-timing rounds on the cost axis taken while the machine was busy (a load average above its CPUs,
     in any of the round's timings)."""
-    kind = "decode" if axis == "decode" else "forward"
-    return {t.round for t in retimings if t.kind == kind and t.latency.busy}
+    return {t.round for t in retimings if t.kind is CostAxis(axis).timing and t.latency.busy}
 
 
 def rule_times(
-    keys: Sequence[str], retimings: Sequence[Retiming], axis: str = "latency"
+    keys: Sequence[str], retimings: Sequence[Retiming], axis: CostAxis = CostAxis.LATENCY
 ) -> tuple[npt.NDArray[np.float64], set[int], bool]:
     """What the rule reads as the layouts' times: :func:`finalist_times` without the busy rounds
     (:func:`busy_rounds`) where the other rounds time every layout; with the busy rounds and whether they were

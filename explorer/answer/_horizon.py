@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+from optuna.trial import TrialState
 from scipy import stats
 
 from explorer.layout import Purpose, unit_seed
@@ -123,7 +124,7 @@ def choose_horizon(records: Sequence[TrialRecord], spec: StudySpec) -> Horizon:
         if r.role == Role.FINALIST
         and r.purpose != Purpose.CHECK
         and (r.key, r.seed) in set(cells)
-        and (r.finished or r.state == "FAIL")
+        and (r.finished or r.state is TrialState.FAIL)
     }
     doublings: list[Doubling] = []
     h = first

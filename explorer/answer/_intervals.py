@@ -171,9 +171,8 @@ def _raw_interval(
     elif m > 1 and float(x.std(ddof=1)) > 0:
         s, df = float(x.std(ddof=1)), m - 1
         method = f"t, {m} seeds"
-    elif (
-        se is not None and se > 0
-    ):  # one run (or identical ones): the run's own noise over its evaluation split
+    elif se is not None and se > 0:
+        # one run (or identical ones): the run's own noise over its evaluation split
         half = float(stats.norm.ppf(0.5 + level / 2)) * se * math.sqrt(1 / m + extra)
         return Interval(
             est, est - half, est + half, m, f"{what} from one run's standard error over its split"

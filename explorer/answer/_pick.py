@@ -71,6 +71,6 @@ def resolve_trial(
     r = by_number[number]
     if not r.finished:
         raise ConfigError(
-            f"trial {trial_label(spec.name, number)} is {r.state}, not COMPLETE; pick a completed trial."
+            f"trial {trial_label(spec.name, number)} is {r.state.name}, not COMPLETE; pick a completed trial."
         )
     return r

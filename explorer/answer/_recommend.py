@@ -28,7 +28,6 @@ from explorer.answer._answer import Answer, Candidate, Evidence, Picks, cost_est
 from explorer.answer._contrasts import Costs, contrasts, versus
 from explorer.answer._evidence_grid import Collapse, Grid, evidence_grid
 from explorer.answer._finalists import (
-    COST_COLUMNS,
     budget_spent,
     cost_axis,
     finalist_pace,
@@ -48,20 +47,22 @@ from explorer.answer._horizon import (
 )
 from explorer.answer._pareto import knee, pareto_front
 from explorer.answer._rule import Decision, Verdict, coherent, decide, ratio, units_to_decide
-from explorer.answer._tables import Architecture, architecture_table, architectures, decode_only
+from explorer.answer._tables import Architecture, CostAxis, architecture_table, architectures, decode_only
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, Role, TrialRecord
 
 
-def _knee_of(archs: Sequence[Architecture], axis: str = "latency") -> tuple[Architecture, list[Architecture]]:
+def _knee_of(
+    archs: Sequence[Architecture], axis: CostAxis = CostAxis.LATENCY
+) -> tuple[Architecture, list[Architecture]]:
     table = architecture_table(archs)
-    front = pareto_front(table, COST_COLUMNS[axis])
-    k = knee(front, bounds=table, cost=COST_COLUMNS[axis])
+    front = pareto_front(table, CostAxis(axis).column)
+    k = knee(front, bounds=table, cost=CostAxis(axis).column)
     by_key = {a.key: a for a in archs}
     return by_key[k["key"]], [by_key[key] for key in front["key"]]
 
 
-def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
+def _picks(archs: Sequence[Architecture], axis: CostAxis = CostAxis.LATENCY) -> Picks:
     if not archs:
         return Picks(None, None, None)
     k, front = _knee_of(archs, axis)
@@ -70,7 +71,7 @@ def _picks(archs: Sequence[Architecture], axis: str = "latency") -> Picks:
 
 
 def _times(
-    archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: str
+    archs: Sequence[Architecture], retimings: Sequence[Retiming], axis: CostAxis
 ) -> tuple[npt.NDArray[np.float64], list[str]]:
     """[layouts, rounds] re-timed ms on the cost axis as the rule reads them (:func:`rule_times`: without the
     rounds taken while the machine was busy, where the others time every layout), with a note saying so; one
@@ -171,7 +172,7 @@ def _verdicts(
 class _Common(TypedDict):  # the fields of every answer, whatever its evidence (search picks, rule settings)
     per_base: tuple[tuple[int, int, Architecture], ...]
     search: Picks
-    cost_axis: str
+    cost_axis: CostAxis
     risk: float
     margin: float
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import pandas as pd
@@ -34,7 +35,7 @@ from explorer.answer._intervals import (
 from explorer.answer._latency_stats import block_spread, latency_interval, log_spread
 from explorer.layout import ModelConfig
 from explorer.measurements import QUALITY_METRICS, LatencyResult, QualityMetric
-from explorer.storage import Retiming, Role, TrialRecord
+from explorer.storage import DONE_STATES, Retiming, Role, TimingKind, TrialRecord
 
 ACC_POINT = 0.01  # one accuracy point
 BPB_MARGIN = 0.01  # a bits-per-byte difference that matters: 1% of the value (a loss has no natural "point")
@@ -55,7 +56,7 @@ def quality_margin(metric: QualityMetric, value: float) -> float:
 def decode_only(retimings: Sequence[Retiming]) -> list[Retiming]:
     """The re-timed decoding steps: what the search's architectures take from the re-timings (their forward
     latency stays the one measured by their own runs)."""
-    return [t for t in retimings if t.kind == "decode"]
+    return [t for t in retimings if t.kind is TimingKind.DECODE]
 
 
 def attention_kind(config: ModelConfig) -> str:
@@ -69,6 +70,27 @@ def attention_kind(config: ModelConfig) -> str:
     if all(1 < k < h for h, k in pairs):
         return "grouped-query"
     return "mixed"
+
+
+class CostAxis(str, Enum):
+    """What the rule weighs against quality: the forward pass (ms per batch), or decoding (ms per token) where
+    the spec makes decoding an objective. The value is the word the answer's JSON prints."""
+
+    LATENCY = "latency"
+    DECODE = "decode"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @property
+    def column(self) -> str:
+        """The architecture table's column of this cost."""
+        return f"{self.value}_ms"
+
+    @property
+    def timing(self) -> TimingKind:
+        """The re-timing kind that measures this cost."""
+        return TimingKind.DECODE if self is CostAxis.DECODE else TimingKind.FORWARD
 
 
 @dataclass(frozen=True)
@@ -102,9 +124,9 @@ class Architecture:
         """The mean quality signed so that higher is better."""
         return score(self.metric, self.quality.estimate)
 
-    def cost(self, axis: str = "latency") -> Interval | None:
+    def cost(self, axis: CostAxis = CostAxis.LATENCY) -> Interval | None:
         """The latency the knee trades quality against: ``latency`` (forward) or ``decode`` (per token)."""
-        return self.decode if axis == "decode" else self.latency
+        return self.decode if axis == CostAxis.DECODE else self.latency
 
     @property
     def heads(self) -> tuple[int, ...]:
@@ -165,7 +187,7 @@ def architectures(
     retimed: dict[str, list[LatencyResult]] = defaultdict(list)
     redecoded: dict[str, list[LatencyResult]] = defaultdict(list)
     for t in retimings:
-        (redecoded if t.kind == "decode" else retimed)[t.key].append(t.latency)
+        (redecoded if t.kind is TimingKind.DECODE else retimed)[t.key].append(t.latency)
     timings = {key: retimed.get(key) or _timings(g) for key, g in groups.items()}
     decodes = {key: redecoded.get(key) or _timings(g, decode=True) for key, g in groups.items()}
     # Seed-to-seed and timing-to-timing spreads pooled over the role's architectures: a few seeds each give
@@ -203,7 +225,7 @@ def _runs_by_architecture(
             continue
         if epoch is None and not r.finished:
             continue
-        if epoch is not None and (r.state not in ("COMPLETE", "PRUNED") or r.epochs_run < epoch):
+        if epoch is not None and (r.state not in DONE_STATES or r.epochs_run < epoch):
             continue
         groups[r.key].append(r)
     return groups
@@ -355,9 +377,6 @@ def common_epoch(
     epochs = [
         r.epochs_run
         for r in records
-        if r.role == role
-        and r.state in ("COMPLETE", "PRUNED")
-        and r.epochs_run > 0
-        and (keys is None or r.key in keys)
+        if r.role == role and r.state in DONE_STATES and r.epochs_run > 0 and (keys is None or r.key in keys)
     ]
     return min(epochs) if epochs else None

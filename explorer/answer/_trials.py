@@ -35,7 +35,7 @@ def _row(r: TrialRecord) -> dict[str, Any]:
     lat = r.latency
     row = {
         "number": r.number,
-        "state": r.state,
+        "state": r.state.name,
         "role": r.role,
         "label": r.label,
         "d_model": r.config.d_model if r.config else np.nan,

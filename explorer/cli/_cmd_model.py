@@ -188,8 +188,8 @@ def train(
     as_json: bool,
 ) -> None:
     """Train one variant; report accuracy (bits per byte for text), latency, parameters, FLOPs and time."""
-    # Long only by its signature: click hands each of the command's options to it as a parameter; the body
-    # checks them, plans the run as explorer.train does (explorer.measure.plan_train), runs it and prints.
+    # click hands each of the command's options to it as a parameter: the body checks them, plans the run as
+    # explorer.api.train does (explorer.measure.plan_train), runs it and prints.
     check_threads(threads)
     _check_train_sizes(d_model, layers, latency_batch, latency_threads, decode_context)
     from explorer.layout import LatencyConfig, ModelConfig, TrainConfig

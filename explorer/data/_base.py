@@ -41,11 +41,11 @@ class Task:
     test: tuple[torch.Tensor, torch.Tensor]  # (X, y), reported, never used to choose
     description: str = ""  # one line for reports
     # Planted relations (the relations task): relation r links marker token r to the token offsets[r] away.
-    # Where set, every trained model is probed for which heads follow which relation (engine.probe).
+    # Where set, every trained model is probed for which heads follow which relation
+    # (explorer.measure._probe.relation_specialization).
     relation_offsets: tuple[int, ...] = ()
-    corpus_hash: str = (
-        ""  # sha256 of the text a language-model task was built from (results compare if equal)
-    )
+    # sha256 of the text a language-model task was built from (results compare if equal)
+    corpus_hash: str = ""
 
     @property
     def kind(self) -> str:

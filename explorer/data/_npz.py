@@ -8,9 +8,9 @@ Every problem is a one-sentence :class:`DataError` naming the fix. :func:`task_f
 and split for arrays already in memory (the digits task uses it).
 
 Sizes follow from the values: the vocabulary is the largest token id + 1 and the classes the largest label + 1,
-so both are bounded before anything is built (token ids below :data:`MAX_VOCAB`, labels below
-:data:`MAX_CLASSES`: a stray id of 2**40 would otherwise ask for a 140 TB embedding), and labels must be dense
-enough that most of those classes exist (:data:`MIN_CLASS_COVERAGE`): labels {0, 1, 5000} would train a
+so both are bounded before anything is built (token ids below :data:`explorer.limits.VOCAB`, labels below
+:data:`explorer.limits.CLASSES`, each raised by its environment variable: a stray id of 2**40 would otherwise
+ask for a 140 TB embedding), and labels must be dense enough that most of those classes exist (:data:`MIN_CLASS_COVERAGE`): labels {0, 1, 5000} would train a
 5001-way classifier for three classes. Both are fixed by renumbering with ``np.unique(..., return_inverse=True)``.
 """
 
@@ -35,10 +35,6 @@ ALLOWED_KEYS = ("X", "y", "X_val", "y_val", "X_test", "y_test")
 HOLDOUT = 0.15  # fraction of the training arrays carved out for each missing split
 MIN_TRAIN = 10  # training examples needed at least
 MIN_EVAL = 2  # validation and test examples needed at least
-MAX_VOCAB = VOCAB.default  # token ids must be below this (1,048,576; EXPLORER_MAX_VOCAB): max id + 1 rows
-MAX_CLASSES = (
-    CLASSES.default
-)  # labels must be below this (65,536; EXPLORER_MAX_CLASSES): max label + 1 outputs
 MIN_CLASS_COVERAGE = 0.5  # at least this share of the classes 0..max label must occur in the data
 
 Split = tuple[np.ndarray, np.ndarray]

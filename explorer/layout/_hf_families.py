@@ -19,7 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 HEAD_KEYS = ("num_attention_heads", "num_key_value_heads")  # what the study searches
-LAYOUT_KEYS = ("hidden_size", "num_hidden_layers", "intermediate_size", "head_dim")  # set from [space]
 TASK_KEYS = (
     "vocab_size",
     "num_labels",
@@ -47,9 +46,8 @@ class HFFamily:
     per_layer: bool = False  # the config holds a head count per layer
     aliases: dict[str, str] = field(default_factory=dict)  # the config's own names -> the canonical ones
     mlp_key: str = "intermediate_size"  # the config's name for the MLP width
-    dropout_keys: tuple[
-        str, ...
-    ] = ()  # the config's dropout settings (for the message refusing [space] dropout)
+    # the config's dropout settings (for the message refusing [space] dropout)
+    dropout_keys: tuple[str, ...] = ()
 
     @property
     def decoder(self) -> bool:

@@ -142,9 +142,8 @@ def check_space(s: SpaceSpec) -> None:
             raise SpecError(_unusable_heads(s, h, floor))
 
 
-Counts = dict[
-    tuple[int, int, "int | None"], tuple[int, ...]
-]  # (d_model, min_dk, head_dim) -> head candidates
+# (d_model, min_dk, head_dim) -> head candidates
+Counts = dict[tuple[int, int, "int | None"], tuple[int, ...]]
 
 
 def _check_some_heads_valid(s: SpaceSpec, counts: Counts, floor: int) -> None:

@@ -78,9 +78,8 @@ class FinalistRun:
     fold: int | None = None  # which cross-validation fold it validates on (None: the task's fixed split)
     folds: int = 1  # how many folds its replicate is cut into
     fold_seed: int | None = None  # the seed that cut them
-    epochs: int | None = (
-        None  # the horizon it trains (None: the spec's [finalists] epochs, as runs before pilots)
-    )
+    # the horizon it trains (None: the spec's [finalists] epochs, as runs before pilots)
+    epochs: int | None = None
     purpose: Purpose = Purpose.GRID
 
     def attrs(self) -> FinalistAttrs:

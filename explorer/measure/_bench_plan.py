@@ -108,7 +108,7 @@ def plan_bench(
         attention_bytes(d_model, heads, kv_heads or heads, positions, batch, decode),
         f"the attention bench at batch {batch} and {positions} positions",
         "lower --batch or --seq-len (--context)",
-        str(dev),
+        dev,
     )
     return BenchPlan(
         d_model, heads, kv_heads, seq_len, batch, decode, context, dev, threads, min_run_time, runtime

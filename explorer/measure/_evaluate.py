@@ -70,9 +70,8 @@ class VariantResult:
     relations: pd.DataFrame | None = field(default=None, compare=False, repr=False)  # relations task only
     model: nn.Module | None = field(default=None, compare=False, repr=False)
     decode: DecodeResult | None = None  # decoding latency, when asked for (language-model tasks)
-    kv_cache_bytes_per_token: int = (
-        0  # key/value bytes one position takes while decoding, at the latency dtype
-    )
+    # key/value bytes one position takes while decoding, at the latency dtype
+    kv_cache_bytes_per_token: int = 0
 
     # The training figures, read through from ``fit``.
     val_accuracy = property(lambda self: self.fit.val_accuracy)
@@ -377,7 +376,7 @@ def train_planned(
         loaded.spec,
         train_batch=train_cfg.batch_size,
         infer_batch=latency.batch_size,
-        device=str(device),
+        device=device,
         decode_context=None if decode is None else decode.context,
     )  # before anything is built: a model this machine cannot hold is one line, not a traceback
     builder = None if build is None and hf is None else _checked_builder(build, hf, cfg, loaded, decode)

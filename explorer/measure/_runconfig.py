@@ -27,17 +27,15 @@ class RunConfig:
     task_options: dict[str, Any]
     model: ModelConfig
     train: TrainConfig
-    stop_after: int | None = (
-        None  # the epoch training stopped at (early stopping or a plateau), if before the end
-    )
+    # the epoch training stopped at (early stopping or a plateau), if before the end
+    stop_after: int | None = None
     source: dict[str, Any] = dataclasses.field(default_factory=dict)  # where it came from (study, trial...)
     build: str | None = None  # the user's model function ([model] build); None: explorer's own model
     hf: dict[str, Any] | None = None  # [model] hf: {"model_type": ..., "config": {...}}
 
     def to_dict(self) -> dict[str, Any]:
-        build: dict[str, Any] = (
-            {"build": self.build} if self.build else {}
-        )  # absent for explorer's models (files as before)
+        # absent for explorer's models (files as before)
+        build: dict[str, Any] = {"build": self.build} if self.build else {}
         build |= {"hf": dict(self.hf)} if self.hf else {}
         return {
             "explorer_run_config": RUN_CONFIG_VERSION,

@@ -1,7 +1,7 @@
 """One variant's training planned: its configs with a spec's defaults, its device resolved, its runtime and sizes
 checked, once, before any data is loaded or any model built.
 
-`explorer train` and :func:`explorer.train` both go through :func:`plan_train`, so a variant trained either way
+`explorer train` and :func:`explorer.api.train` both go through :func:`plan_train`, so a variant trained either way
 takes the same defaults (a spec's ``[task] epochs`` and ``batch_size``, ``[space] lr`` and the study's ``seed``)
 and is refused for the same reasons; :func:`explorer.measure._evaluate.train_planned` runs the plan.
 """

@@ -17,9 +17,13 @@ with the machine through :func:`explorer.limits.check_memory`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from explorer.layout import InputSpec, ModelConfig
 from explorer.limits import D_MODEL, HEAD_DIM, HEADS, LAYERS, MLP_WIDTH, check_memory
+
+if TYPE_CHECKING:
+    import torch
 
 FLOAT = 4  # bytes per float32 element
 
@@ -103,12 +107,13 @@ def check_model_fits(
     *,
     train_batch: int | None,
     infer_batch: int,
-    device: str = "cpu",
+    device: torch.device | None = None,
     decode_context: int | None = None,
     what: str = "the model",
 ) -> int:
     """The bytes the largest of training (at ``train_batch``; None: no training), timing (``infer_batch``) and
-    decoding (``decode_context``) ``cfg`` takes on ``spec``, if that fits this machine's memory."""
+    decoding (``decode_context``) ``cfg`` takes on ``spec``, if that fits the memory of ``device`` (None: the
+    CPU's)."""
     shape = shape_of(cfg)
     estimate = max(
         0 if train_batch is None else training_bytes(shape, spec, train_batch),

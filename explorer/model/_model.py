@@ -288,9 +288,8 @@ class CausalLM(_Trunk):
         context), on the model's device and dtype unless given."""
         ref = self.pos
         return KVCache(
-            [
-                (m.n_kv_heads, m.d_k) for m in self.modules() if isinstance(m, MultiHeadAttention)
-            ],  # one a block
+            # one a block
+            [(m.n_kv_heads, m.d_k) for m in self.modules() if isinstance(m, MultiHeadAttention)],
             batch_size,
             max_len or self.spec.seq_len,
             device=ref.device if device is None else device,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.answer import Answer, Architecture, Candidate, Contrast, Evidence, Verdict
+from explorer.answer import Answer, Architecture, Candidate, Contrast, CostAxis, Evidence, Verdict
 from explorer.measurements import QualityMetric
 from explorer.output._fmt import (
     claim,
@@ -31,7 +31,7 @@ from explorer.output._fmt import (
 from explorer.output._kv_sections import is_modern, modern_headline, saving_blocks
 from explorer.output._render import Block, Bold, Bullets, Code, Heading, Para, Table
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, TimingKind, TrialRecord
 
 _VERDICT_WORDS = {
     Verdict.BEST: "the best",
@@ -269,7 +269,7 @@ def _collapsed(ans: Answer, modern: bool) -> list[Block]:
     ]
 
 
-def _contrast_row(c: Contrast, metric: QualityMetric, axis: str) -> dict[str, Any]:
+def _contrast_row(c: Contrast, metric: QualityMetric, axis: CostAxis) -> dict[str, Any]:
     col = quality_column(metric)
     if c.other is None:
         return {
@@ -487,7 +487,7 @@ def _timing_method(retimings: Sequence[Retiming]) -> str:
     fresh = all(t.pid is not None for t in retimings) and len({t.pid for t in retimings}) == len(rounds)
     extra = (
         " (its forward pass and one decoding step alike)"
-        if any(t.kind == "decode" for t in retimings)
+        if any(t.kind is TimingKind.DECODE for t in retimings)
         else ""
     )
     loads = [value for t in retimings if (value := t.latency.load) is not None]
@@ -541,7 +541,7 @@ def evidence_blocks(
             "latency (ms) [95% for a new timing]": latency_text(a),
         }
         if a.decode is not None:
-            row["decoding (ms/token)"] = latency_text(a, "decode")
+            row["decoding (ms/token)"] = latency_text(a, CostAxis.DECODE)
             row["kv cache (MiB)"] = mib(a.kv_cache_bytes)
         rows.append(row | {"params": f"{a.params:,}"})
     return [

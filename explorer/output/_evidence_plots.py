@@ -14,7 +14,7 @@ import seaborn as sns
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from explorer.answer import Answer, Evidence, Verdict, at_horizon, learning_curves
+from explorer.answer import Answer, CostAxis, Evidence, Verdict, at_horizon, learning_curves
 from explorer.output._plots import empty_figure, new_figure
 from explorer.storage import TrialRecord
 
@@ -81,7 +81,7 @@ def evidence_figure(ans: Answer, batch: int) -> Figure:
         if not bpb
         else "paired difference from the best (minus bits per byte; higher is better)"
     )
-    what = "decoding time per token" if ans.cost_axis == "decode" else f"latency per batch of {batch}"
+    what = "decoding time per token" if ans.cost_axis == CostAxis.DECODE else f"latency per batch of {batch}"
     ax.set_xlabel(f"{what}, relative to the best (within-round ratio; left is faster)")
     level = f"{100 * (1 - 2 * ans.risk):.3g}%"
     note = (

@@ -14,6 +14,7 @@ import pandas as pd
 from explorer.answer import (
     Answer,
     Architecture,
+    CostAxis,
     Evidence,
     Interval,
     PairedDifference,
@@ -73,7 +74,7 @@ def quality_text(a: Architecture) -> str:
     return interval_text(a.metric, a.quality)
 
 
-def latency_text(a: Architecture, axis: str = "latency") -> str:
+def latency_text(a: Architecture, axis: CostAxis = CostAxis.LATENCY) -> str:
     i = a.cost(axis)
     if i is None:
         return "not measured"

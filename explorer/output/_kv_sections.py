@@ -8,7 +8,7 @@ key/value heads or head widths, or one that measures decoding; a classic classif
 
 from __future__ import annotations
 
-from explorer.answer import Answer, Architecture, Contrast, Evidence, attention_kind
+from explorer.answer import Answer, Architecture, Contrast, CostAxis, Evidence, attention_kind
 from explorer.output._fmt import claim, heads, is_bpb, latency_text, mib, pct, quality_text, runs_text
 from explorer.output._render import Block, Bold, Para, Span
 from explorer.spec import StudySpec
@@ -62,7 +62,7 @@ def modern_headline(ans: Answer, spec: StudySpec) -> list[Span]:
     if rec.decode is not None and spec.decode is not None:
         d = spec.decode
         text += (
-            f"; {latency_text(rec, 'decode')} per generated token decoding {d.batch_size} sequence"
+            f"; {latency_text(rec, CostAxis.DECODE)} per generated token decoding {d.batch_size} sequence"
             f"{'s' * (d.batch_size != 1)} against a key/value cache of {d.context} positions, which holds "
             f"{mib(rec.kv_cache_bytes)} MiB"
         )

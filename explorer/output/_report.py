@@ -22,9 +22,9 @@ import pandas as pd
 
 from explorer.analysis import gqa_rule, rules_of_thumb, searches_kv
 from explorer.answer import (
-    COST_COLUMNS,
     HV_REFERENCE,
     Answer,
+    CostAxis,
     Evidence,
     answer,
     architecture_table,
@@ -47,7 +47,7 @@ from explorer.output._render import Block, Bold, Code, Figure, Heading, Para, Ta
 from explorer.output._result_folders import OutputFolder
 from explorer.output._sections import account_blocks, early_stopping_blocks, relations_blocks, rules_blocks
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, Role, TrialRecord, trial_label
+from explorer.storage import DONE_STATES, Retiming, Role, TrialRecord, trial_label
 
 
 @dataclass(frozen=True)
@@ -195,7 +195,7 @@ class _SearchTables:
 
     @classmethod
     def of(cls, data: ReportInput, ans: Answer) -> _SearchTables:
-        cost = COST_COLUMNS[ans.cost_axis]
+        cost = CostAxis(ans.cost_axis).column
         archs = architectures(data.records, Role.SEARCH, retimings=decode_only(data.retimings))
         table = architecture_table(archs)
         feasible = table[table["feasible"].astype(bool)] if len(table) else table
@@ -238,9 +238,7 @@ def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str,
 def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -> list[Block]:
     spec, records = data.spec, data.records
     devices = ", ".join(acct.devices) or "an unrecorded device"
-    searched = {
-        r.key for r in records if r.role == Role.SEARCH and r.state in ("COMPLETE", "PRUNED") and r.key
-    }
+    searched = {r.key for r in records if r.role == Role.SEARCH and r.state in DONE_STATES and r.key}
     runs = sum(r.role == Role.FINALIST and r.finished for r in records)
     b: list[Block] = [Heading(1, f"Head-count report: {spec.name}")]
     b.append(

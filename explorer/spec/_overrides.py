@@ -23,8 +23,6 @@ from explorer.errors import SpecError
 from explorer.spec._keys import SPEC_KEYS, TABLES
 from explorer.storage import mask_url
 
-# where a value came from; "stored": a study created before explorer recorded it
-SOURCES = ("file", "override", "default", "stored")
 # read as a string when it is not TOML: random, data.py:load, ./data.npz, http://127.0.0.1:5000
 _BARE_WORD = re.compile(r"^[A-Za-z_./~][^\s\"'\[\]{},]*$")
 SOURCES_ATTR = "spec_sources"  # the study attribute: {dotted key: "file" | "override"}
@@ -141,6 +139,7 @@ def spec_rows(resolved: Mapping[str, Any], sources: Mapping[str, str] | None) ->
                 continue
             dotted = f"{table}.{key}" if table else key
             values = (resolved.get(table) or {}) if table else resolved
+            # file, override or default; stored: a study created before explorer recorded where values came from
             source = "stored" if sources is None else sources.get(dotted, "default")
             rows.append({"key": dotted, "value": values.get(key), "source": source})
     return rows

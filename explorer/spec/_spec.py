@@ -156,9 +156,8 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         tracking=read_tracking(t.raw("tracking", {})),
     )
     spec = dataclasses.replace(spec, artifacts=_artifacts(spec.artifacts))
-    check_hf(
-        spec.model, spec.space, task, spec.latency
-    )  # what a transformers class cannot hold, before the space
+    # what a transformers class cannot hold, before the space
+    check_hf(spec.model, spec.space, task, spec.latency)
     check_space(spec.space)  # an empty or impossible space is a spec error, found here
     if not stored:
         check_layouts(spec.space)

@@ -31,6 +31,7 @@ from ._optuna_private import (
     trials_table as trials_table,
 )
 from ._record import (
+    DONE_STATES as DONE_STATES,
     RETIMED_ATTR as RETIMED_ATTR,
     Retiming as Retiming,
     TrialRecord as TrialRecord,
@@ -61,4 +62,9 @@ from ._storage import (
     storage_writable as storage_writable,
     study_exists as study_exists,
 )
-from ._trial_kinds import Closure as Closure, Proposal as Proposal, Role as Role
+from ._trial_kinds import (
+    Closure as Closure,
+    Proposal as Proposal,
+    Role as Role,
+    TimingKind as TimingKind,
+)

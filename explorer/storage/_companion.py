@@ -68,11 +68,6 @@ def find_companion(study: optuna.Study) -> optuna.Study | None:
     return optuna.load_study(study_name=name, storage=storage)
 
 
-def companion_of(study: optuna.Study) -> str | None:
-    """The study a companion study belongs to, as it says itself (None: not a companion)."""
-    return study.user_attrs.get(COMPANION_ATTR)
-
-
 def study_parts(study: optuna.Study) -> list[tuple[optuna.Study, int]]:
     """Every Optuna study an explorer study's trials live in, each with its number base: the study itself (0)
     and its companion (FINALIST_BASE) when there is one."""

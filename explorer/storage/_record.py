@@ -22,19 +22,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial
+from optuna.trial import FrozenTrial, TrialState
 
 from explorer.layout import FinalistRun, ModelConfig, Purpose, TrainConfig
 from explorer.measurements import DecodeResult, LatencyResult, QualityMetric, quality_metric
 from explorer.storage import _optuna_private as optuna_private
 from explorer.storage._companion import study_parts, trials_of
-from explorer.storage._trial_kinds import Closure, Proposal, Role
+from explorer.storage._trial_kinds import Closure, Proposal, Role, TimingKind
 
 RECORD_VERSION = 4  # 3: kv_heads, head_dim, the task kind, bits per byte, decoding; 4: folds, chance level
 ROLES = tuple(Role)
 RETIMED_ATTR = "retimed"  # study attribute holding the finalists' re-timings (explorer.study._retime)
 _FINALIST = "finalist"  # the attribute a queued finalist run carries (FinalistRun.attrs)
 _SCHEMA = "stored"  # the metadata entry of a TrialRecord field: its _Attr
+# A trial that ran to its end or was stopped early (pruned): done, as a stage's total and progress count it.
+DONE_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
 
 
 def arch_key(config: ModelConfig, lr: float) -> str:
@@ -287,7 +289,7 @@ class TrialRecord:
     """One trial of a study, typed. Fields a trial had not reached (a failure, a pruned trial) are None."""
 
     number: int = _kept(_Optuna(lambda t: t.number))
-    state: str = _kept(_Optuna(lambda t: t.state.name))  # COMPLETE | PRUNED | FAIL | RUNNING | WAITING
+    state: TrialState = _kept(_Optuna(lambda t: t.state))  # Optuna's, as the trial has it
     role: Role = _kept(_Attr(Role, default=Role.SEARCH, start=True, retry=True))  # search: from before roles
     # the architecture (None only if the trial failed before sampling)
     config: ModelConfig | None = _kept(_Config(start=True))
@@ -344,7 +346,7 @@ class TrialRecord:
     fold: int | None = _kept(_START_INT, None)
     folds: int | None = _kept(_START_INT, None)  # how many folds its replicate was cut into
     fold_seed: int | None = _kept(_START_INT, None)  # the seed that cut its replicate's folds
-    # what learning nothing scores on its validation split (engine.tasks.folds)
+    # what learning nothing scores on its validation split (explorer.data._folds.chance_level)
     chance: float | None = _kept(_START_FLOAT, None)
     # why it was closed without running (None: it ran, or runs)
     closed: Closure | None = _kept(_Closed(), None)
@@ -405,7 +407,7 @@ class TrialRecord:
     @property
     def finished(self) -> bool:
         """COMPLETE with its quality and latency measured."""
-        return self.state == "COMPLETE" and self.quality is not None and self.latency is not None
+        return self.state is TrialState.COMPLETE and self.quality is not None and self.latency is not None
 
     @property
     def duration_s(self) -> float | None:
@@ -589,7 +591,7 @@ def load_records(study: optuna.Study, roles: Sequence[Role] = ROLES) -> list[Tri
             if is_bookkeeping(t) or role_of(t) not in roles:
                 continue
             r = record_from_trial(t)
-            if r.state == "FAIL" and r.fail_reason is None and _fail_note(r.number) in notes:
+            if r.state is TrialState.FAIL and r.fail_reason is None and _fail_note(r.number) in notes:
                 r = dataclasses.replace(r, fail_reason=str(notes[_fail_note(r.number)]))
             if base:
                 retry = None if r.retry_of is None else r.retry_of + base
@@ -610,7 +612,7 @@ class Retiming:
     key: str  # arch_key of the configuration
     round: int
     latency: LatencyResult  # a decoding step: ms per token, ``seq_len`` = the cache's context
-    kind: str = "forward"  # forward | decode
+    kind: TimingKind = TimingKind.FORWARD
     pid: int | None = None  # the process that timed it (each round has one of its own; None: not recorded)
 
 
@@ -623,7 +625,7 @@ def load_retimings(study: optuna.Study) -> list[Retiming]:
             str(r["key"]),
             int(r["round"]),
             LatencyResult.from_dict(r["latency"]),
-            str(r.get("kind", "forward")),
+            TimingKind(r.get("kind", TimingKind.FORWARD)),
             None if r.get("pid") is None else int(r["pid"]),
         )
         for r in rows

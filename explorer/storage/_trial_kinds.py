@@ -1,5 +1,6 @@
 """What a trial is and how it came about, as enums: its role (which is also the stage of a study's run that runs
-it), how the search proposed it, and why it was closed without running.
+it), how the search proposed it, and why it was closed without running; and what a re-timing of its architecture
+timed.
 
 Each member's value is the string stored in the study (a user attribute's value, or for :class:`Closure` the
 attribute's name), so studies written before these enums read the same. The members are ``str`` subclasses:
@@ -45,3 +46,11 @@ class Closure(_Stored):
     SURPLUS = "surplus"  # beyond its stage's total (True)
     DUPLICATE = "duplicate_of"  # its configuration is another trial's (that trial's number)
     EXHAUSTED = "exhausted"  # every architecture of the space is taken (True)
+
+
+class TimingKind(_Stored):
+    """What a re-timing timed (:class:`explorer.storage._record.Retiming`): a forward pass, or one decoding step
+    against a key/value cache."""
+
+    FORWARD = "forward"
+    DECODE = "decode"

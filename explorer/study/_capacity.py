@@ -55,5 +55,5 @@ def check_study_fits(spec: StudySpec, task: InputSpec, workers: int, device: tor
         estimate,
         what,
         "lower d_model, n_layers, heads or the batch sizes, or use fewer --workers",
-        str(device),
+        device,
     )

@@ -38,16 +38,16 @@ def list_studies(storage_url: str) -> list[dict[str, Any]]:
     rows: dict[str, dict[str, Any]] = {}
     for s in sorted(storage.get_all_studies(), key=lambda s: s.study_name):
         sid = storage.get_study_id_from_name(s.study_name)
-        counts = {state.name: storage.get_n_trials(sid, state) for state in TrialState}
+        counts = {state: storage.get_n_trials(sid, state) for state in TrialState}
         failed = storage.get_all_trials(sid, deepcopy=False, states=(TrialState.FAIL,))
-        counts["FAIL"] -= sum(is_bookkeeping(t) for t in failed)
+        counts[TrialState.FAIL] -= sum(is_bookkeeping(t) for t in failed)
         started = None
         if storage.get_n_trials(sid) > 0:
             first = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(sid, 0))
             started = first.datetime_start
         rows[s.study_name] = {
             "name": s.study_name,
-            "trials": {k: v for k, v in counts.items() if v},
+            "trials": {state.name: n for state, n in counts.items() if n},
             "total": (s.user_attrs.get("spec") or {}).get("n_trials"),
             "started": started.isoformat(timespec="seconds") if started else None,
             "finalists": None,
@@ -78,8 +78,10 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
     companion = find_companion(study)
     trials: dict[str, dict[str, int]] = {"search": {}, "finalist": {}}
     for r in records:
-        trials[r.role][r.state] = trials[r.role].get(r.state, 0) + 1
-    stopped = [r for r in records if r.role == Role.SEARCH and r.state == "PRUNED" and r.epochs_run > 0]
+        trials[r.role][r.state.name] = trials[r.role].get(r.state.name, 0) + 1
+    stopped = [
+        r for r in records if r.role == Role.SEARCH and r.state is TrialState.PRUNED and r.epochs_run > 0
+    ]
     metric = spec.metric
     sign = 1.0 if metric.direction == "maximize" else -1.0
     top = sorted((r for r in records if r.finished), key=lambda r: -sign * float(r.quality or 0.0))[:best]

@@ -6,8 +6,9 @@ machine), which task (loading it reads and checks the data, or runs the user's f
 :func:`resolve_context` answers the first four once, before the storage is touched (the run's plan,
 :func:`explorer.study._run_plan.plan_run`); :meth:`RunContext.opened` adds the storage URL and the artifact store once
 the study is open. The attention bench, the workers, the objective and the re-timing take their answers from the
-context. A spawned worker rebuilds the process-local parts of its plan's context (task, device, model builder)
-without checking them again (:meth:`explorer.study._run_plan.PortableStudyRunPlan.rebuild`).
+context. A spawned worker rebuilds the process-local parts of its plan's context (task, model builder) on the
+device its plan carries, without checking them again (:meth:`explorer.study._run_plan.PortableStudyRunPlan.rebuild`),
+and a re-timing round builds its own on the command's device (:func:`context_on`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 import torch
 
 from explorer.data import Task, load_task
-from explorer.layout import LatencyConfig
 from explorer.measure import resolve_device
 from explorer.model import ModelBuilder
 from explorer.spec import SearchSpace, StudySpec
@@ -44,10 +44,6 @@ class RunContext:
         """This context on ``device`` (None or the same device: this context itself)."""
         return self if device is None or device == self.device else dataclasses.replace(self, device=device)
 
-    def latency(self, spec: StudySpec) -> LatencyConfig:
-        """The spec's ``[latency]`` on this context's device."""
-        return dataclasses.replace(spec.latency, device=str(self.device))
-
 
 def resolve_context(spec: StudySpec, device: str | None = None) -> RunContext:
     """Build ``spec``'s search space, load its task, and resolve the device named ``device`` (default: the spec's
@@ -56,3 +52,10 @@ def resolve_context(spec: StudySpec, device: str | None = None) -> RunContext:
     space = SearchSpace(spec.space)
     task = load_task(spec.task.name, **spec.task.options)
     return RunContext(resolve_device(device or spec.latency.device), task, space, spec.model.builder())
+
+
+def context_on(spec: StudySpec, device: torch.device) -> RunContext:
+    """``spec``'s context on ``device``, resolved already by the command that checked the run (a re-timing
+    round's process, or rounds timed in the command's own): nothing is checked again."""
+    task = load_task(spec.task.name, **spec.task.options)
+    return RunContext(device, task, SearchSpace(spec.space), spec.model.builder())

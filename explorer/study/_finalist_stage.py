@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from optuna.trial import TrialState
 
 from explorer.answer import (
     FinalistPlan,
@@ -46,7 +47,7 @@ from explorer.answer import (
     rule_times,
     stage_outlook,
 )
-from explorer.storage import Role
+from explorer.storage import Role, TimingKind
 from explorer.study._progress import OnStage, Step, StopReason, stage_progress
 from explorer.study._retime import retime, search_configs
 from explorer.study._run_plan import StudyRunPlan
@@ -172,7 +173,7 @@ def retimed_plan(
         configs = search_configs(study.optuna_study)
         if on_stage:
             on_stage(Step.TIMING, len(configs) * rounds_)
-        retime(study, configs, rounds_, kinds=("decode",), context=context)
+        retime(study, configs, rounds_, kinds=(TimingKind.DECODE,), context=context)
     plan = plan_finalists(
         study.records(), spec, top=request.top, seeds=request.seeds, retimings=study.retimings()
     )
@@ -313,7 +314,7 @@ def horizon_stop(study: Study, finals: Progress) -> Progress:
 def grid_runs(plan: FinalistPlan, study: Study) -> int:
     """The grid's runs, finished or running: what the stage's budget counts (the pilot's runs at other horizons
     and the horizon check's are not the rule's spending)."""
-    return sum(r.state != "FAIL" for r in plan.grid(study.records(Role.FINALIST)))
+    return sum(r.state is not TrialState.FAIL for r in plan.grid(study.records(Role.FINALIST)))
 
 
 def _reporting(last: RoundOutlook, on_progress: OnProgress | None) -> OnProgress | None:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import optuna
+from optuna.trial import TrialState
 
 from explorer.answer import Answer, architectures, at_horizon, choose_horizon
 from explorer.spec import tracking_uri
@@ -44,7 +45,7 @@ from explorer.storage import (
 from explorer.study._study import TRACKING_ATTR
 
 _TAG = "explorer."  # explorer's tags on MLflow runs: explorer.study, explorer.trial, explorer.role, ...
-_STATUS = {"COMPLETE": "FINISHED", "PRUNED": "FINISHED", "FAIL": "FAILED"}
+_STATUS = {TrialState.COMPLETE: "FINISHED", TrialState.PRUNED: "FINISHED", TrialState.FAIL: "FAILED"}
 # a server that does not answer fails a sync in seconds, not after MLflow's default minutes of retries
 _QUICK = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 _NO_URLS = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"  # MLflow's own switch for its "View run" lines
@@ -164,7 +165,7 @@ def _trial_tags(study: str, r: TrialRecord) -> dict[str, str]:
     where, local = local_number(study, r.number)  # a finalist run: its number in the companion study
     tags = {f"{_TAG}study": study, f"{_TAG}trial": str(r.number), f"{_TAG}role": r.role}
     tags[f"{_TAG}optuna_trial"] = f"{where}#{local}"
-    tags |= {f"{_TAG}state": r.state, f"{_TAG}layout": _layout(r)}
+    tags |= {f"{_TAG}state": r.state.name, f"{_TAG}layout": _layout(r)}
     if r.label:
         tags[f"{_TAG}label"] = r.label
     return tags

@@ -37,9 +37,8 @@ class StopReason(Enum):
     DUPLICATES = "duplicates"  # too many proposals in a row were taken by other workers
     BUDGET = "budget"  # the finalist stage's budget left cannot hold the next round that decides the answer
     MINUTES = "minutes"  # the finalist stage's minutes are spent, the answer not decided
-    HORIZON = (
-        "horizon"  # the horizon check's longer runs contradict the verdict: more runs here cannot decide
-    )
+    # the horizon check's longer runs contradict the verdict: more runs here cannot decide
+    HORIZON = "horizon"
 
 
 @dataclass(frozen=True)

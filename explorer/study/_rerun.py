@@ -14,7 +14,7 @@ from typing import Any
 
 from explorer.errors import SpecError
 from explorer.spec import StudySpec
-from explorer.storage import Role, load_records
+from explorer.storage import DONE_STATES, Role, load_records
 
 
 def comparable(spec: StudySpec) -> dict[str, Any]:
@@ -58,4 +58,4 @@ def check_same_meaning(stored: StudySpec, given: StudySpec, masked: str) -> None
 
 def finished_search(study: Any) -> int:
     """The search trials a study has finished (COMPLETE or PRUNED): what a new total may not fall below."""
-    return sum(r.state in ("COMPLETE", "PRUNED") for r in load_records(study, roles=(Role.SEARCH,)))
+    return sum(r.state in DONE_STATES for r in load_records(study, roles=(Role.SEARCH,)))

@@ -13,8 +13,8 @@ latency intervals are built from (never narrower than the timer's own block spre
 :func:`explorer.answer._latency_stats.block_spread`). Each (architecture, round) is stored with the finalist
 runs as it is measured (user attribute ``retimed`` of the study's companion, ``NAME/finalists``), so an
 interrupted re-timing continues where it stopped. A study that measures decoding (``[decode]``) re-times one
-decoding step of every finalist in the same rounds (``kind = "decode"``), and, before its finalists are chosen,
-the decoding of the search's architectures (:func:`search_configs`): a decoding step of a small model is short,
+decoding step of every finalist in the same rounds (timing kind ``decode``), and, before its finalists are
+chosen, the decoding of the search's architectures (:func:`search_configs`): a decoding step of a small model is short,
 so a figure taken while another worker trains says more about that worker than about the architecture, and the
 knee and the grouped-query rule compare decoding times.
 """
@@ -42,24 +42,15 @@ from explorer.storage import (
     RETIMED_ATTR,
     Retiming,
     Role,
+    TimingKind,
     load_records,
     sqlite_path,
 )
-from explorer.study._context import RunContext, resolve_context
+from explorer.study._context import RunContext, context_on
 from explorer.study._study import Study
 
-SEARCH_RETIME_LIMIT = (
-    64  # search architectures whose decoding is re-timed (the best ones, when there are more)
-)
-
-
-def finalist_configs(study: optuna.Study) -> list[tuple[str, ModelConfig]]:
-    """The distinct (key, architecture) of the study's COMPLETE finalist runs, by first trial number."""
-    seen: dict[str, ModelConfig] = {}
-    for r in load_records(study, roles=(Role.FINALIST,)):
-        if r.finished and r.key is not None and r.config is not None:
-            seen.setdefault(r.key, r.config)
-    return list(seen.items())
+# search architectures whose decoding is re-timed (the best ones, when there are more)
+SEARCH_RETIME_LIMIT = 64
 
 
 def search_configs(study: optuna.Study, limit: int = SEARCH_RETIME_LIMIT) -> list[tuple[str, ModelConfig]]:
@@ -86,13 +77,14 @@ def retime(
 ) -> list[Retiming]:
     """Time ``configs`` in ``rounds`` interleaved rounds (see the module docstring); return every stored timing.
 
-    ``kinds``: forward and/or decode (default: forward, and decode when the spec measures decoding). Timings
-    already stored for a (key, round, kind) are kept, so a rerun only measures what is missing. Threads, batch
-    and dtype are the spec's ``[latency]`` (a decoding step: ``[decode]``'s batch and context); the device is
-    ``device``, else the run context's, else the spec's. ``context``: the run's context (device, task, model
-    builder) for rounds timed in this process; a fresh process builds its own. ``fresh_processes=False`` times
-    every round in this process (for a caller that cannot spawn one; its spread then misses the differences
-    between processes), as does a study in an in-memory database, which no other process can open.
+    ``kinds``: forward and/or decode (:class:`~explorer.storage.TimingKind`, or their stored names; default:
+    forward, and decode when the spec measures decoding). Timings already stored for a (key, round, kind) are
+    kept, so a rerun only measures what is missing. Threads, batch and dtype are the spec's ``[latency]`` (a
+    decoding step: ``[decode]``'s batch and context); the device is ``device``, else the run context's, else the
+    spec's. ``context``: the run's context (device, task, model builder) for rounds timed in this process; a
+    fresh process builds its own. ``fresh_processes=False`` times every round in this process (for a caller that
+    cannot spawn one; its spread then misses the differences between processes), as does a study in an
+    in-memory database, which no other process can open.
 
     Raises:
         ExplorerError: a round's process failed (its error, in one line) or was killed.
@@ -102,13 +94,14 @@ def retime(
         context = context.on(device)
     where = context.device if context is not None else device  # None: the spec's, resolved once it is needed
     if kinds is None:
-        kinds = ("forward", "decode") if spec.decode is not None else ("forward",)
+        kinds = tuple(TimingKind) if spec.decode is not None else (TimingKind.FORWARD,)
+    timed = [TimingKind(k) for k in kinds]
     done = {(t.key, t.round, t.kind) for t in study.retimings()}
     rng = random.Random(spec.seed)
     for r in range(rounds):
         order = list(configs)
         rng.shuffle(order)  # drawn for every round, done or not, so a rerun keeps the same orders
-        todo = [(key, config, [k for k in kinds if (key, r, k) not in done]) for key, config in order]
+        todo = [(key, config, [k for k in timed if (key, r, k) not in done]) for key, config in order]
         todo = [(key, config, ks) for key, config, ks in todo if ks]
         if not todo:
             continue
@@ -116,10 +109,10 @@ def retime(
             where = resolve_device(spec.latency.device)
         if fresh_processes and not _in_memory(study.url):
             inputs = context.task.spec if context is not None else None  # the round's process loads no data
-            _round_in_fresh_process(study, r, todo, str(where), inputs)
+            _round_in_fresh_process(study, r, todo, where, inputs)
         else:
             # one context for every round timed in this process
-            context = context or resolve_context(spec, str(where))
+            context = context or context_on(spec, where)
             _time_round(study, r, todo, context.device, context.task.spec, context.builder)
     return study.retimings()
 
@@ -129,7 +122,8 @@ def _in_memory(url: str) -> bool:
     return url.startswith("sqlite:") and sqlite_path(url) is None
 
 
-_Todo = list[tuple[str, ModelConfig, list[str]]]  # (key, architecture, kinds still to time) in timing order
+# (key, architecture, kinds still to time) in timing order
+_Todo = list[tuple[str, ModelConfig, list[TimingKind]]]
 
 
 def _time_round(
@@ -143,11 +137,11 @@ def _time_round(
     """Time one round's architectures in order on ``device``, for the task's ``inputs`` and with the spec's model
     ``builder``, storing each timing as it is made."""
     spec = study.spec
-    cfg = dataclasses.replace(spec.latency, device=str(device))
+    cfg = spec.latency  # timed on ``device``, whatever device the spec names
     where = study.stage_study(Role.FINALIST)  # the re-timings live with the finalist runs
     for key, config, kinds in todo:
         for kind in kinds:
-            if kind == "forward":
+            if kind is TimingKind.FORWARD:
                 lat = model_latency(config, inputs, cfg, device, cache=None, builder=builder)
             else:
                 assert spec.decode is not None
@@ -163,8 +157,8 @@ def _round_main(
     storage_url: str,
     spec: StudySpec,
     r: int,
-    todo: list[tuple[str, dict, list[str]]],
-    device: str,
+    todo: list[tuple[str, dict, list[TimingKind]]],
+    device: torch.device,
     inputs: InputSpec | None,
     out: Any,
 ) -> None:
@@ -177,12 +171,12 @@ def _round_main(
     try:
         study = Study.open_at(spec.name, storage_url, write=True, spec=spec)
         if inputs is None:
-            context = resolve_context(spec, device)
-            where, inputs, builder = context.device, context.task.spec, context.builder
+            context = context_on(spec, device)
+            inputs, builder = context.task.spec, context.builder
         else:
-            where, builder = torch.device(device), spec.model.builder()
+            builder = spec.model.builder()
         configs = [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo]
-        _time_round(study, r, configs, where, inputs, builder)
+        _time_round(study, r, configs, device, inputs, builder)
         out.put("")
     except KeyboardInterrupt:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # exit quietly; the command reports
@@ -203,7 +197,9 @@ def _exit_now(study: Study | None) -> None:
     os._exit(0)
 
 
-def _round_in_fresh_process(study: Study, r: int, todo: _Todo, device: str, inputs: InputSpec | None) -> None:
+def _round_in_fresh_process(
+    study: Study, r: int, todo: _Todo, device: torch.device, inputs: InputSpec | None
+) -> None:
     ctx = multiprocessing.get_context("spawn")
     out = ctx.SimpleQueue()
     items = [(key, config.to_dict(), ks) for key, config, ks in todo]

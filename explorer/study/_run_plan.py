@@ -5,8 +5,8 @@
 context (the device as a ``torch.device``, the task, the space, the model builder, the artifact store), the
 deadline, the workers and the threads. The stages (:mod:`explorer.study._runs`), the workers and confirm take the
 plan and check nothing again. A spawned worker gets the plan's portable form (:class:`PortableStudyRunPlan`:
-plain, picklable data) and rebuilds only what belongs to its process (the task's tensors, the torch device, the
-model builder, its storage connection), without validating again.
+picklable data, its device a ``torch.device``) and rebuilds only what belongs to its process (the task's
+tensors, the model builder, its storage connection), without validating again.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class StudyRunPlan:
             self.spec,
             self.context.space,
             self.storage_url,
-            str(device),
+            device,
             self.threads,
             left,
             self.poll_interval,
@@ -96,26 +96,26 @@ class StudyRunPlan:
 
 @dataclass(frozen=True)
 class PortableStudyRunPlan:
-    """A :class:`StudyRunPlan` as plain, picklable data for a spawned worker, which :meth:`rebuild` s the parts
-    that belong to its process; nothing in it is checked again."""
+    """A :class:`StudyRunPlan` as picklable data for a spawned worker, which :meth:`rebuild` s the parts that
+    belong to its process; nothing in it is checked again."""
 
     spec: StudySpec  # the study's spec, as the command's plan holds it
     space: SearchSpace  # the space the plan built and checked
     storage_url: str
-    device: str  # this worker's device, resolved by the plan (cuda:N spreads workers over the GPUs)
+    device: torch.device  # this worker's device, resolved by the plan (cuda:N spreads workers over the GPUs)
     threads: int
     seconds_left: float | None  # until the plan's deadline, when the worker was started
     poll_interval: float
     artifacts: str | None
 
     def rebuild(self) -> StudyRunPlan:
-        """The plan in this process: its own storage connection, task tensors, torch device, model builder and
-        artifact store."""
+        """The plan in this process: its own storage connection, task tensors, model builder and artifact store,
+        on the worker's device."""
         # its spec read and checked by the command
         study = Study.open_at(self.spec.name, self.storage_url, write=True, spec=self.spec)
         task = load_task(self.spec.task.name, **self.spec.task.options)
         store = artifact_store(study, self.artifacts)
-        context = RunContext(torch.device(self.device), task, self.space, self.spec.model.builder())
+        context = RunContext(self.device, task, self.space, self.spec.model.builder())
         deadline = None if self.seconds_left is None else time.monotonic() + self.seconds_left
         return StudyRunPlan(
             study,
@@ -148,7 +148,7 @@ def plan_run(
     for a spec:
     3. the storage URL, resolved (``storage``, else ``$EXPLORER_STORAGE``, the spec's, the default);
     4. an existing study, read-only: the same meaning, a total not below its finished search trials
-       (:func:`~explorer.study._rerun.check_rerun`);
+       (:func:`check_rerun`);
     5. the study's name, space, task and device, the user's model, the runtime on that device and the memory of
        the largest model in ``options.workers`` processes (:func:`check_study`);
     6. the study opened or created (a study created since step 4 is compared then, and its user code checked:

@@ -147,7 +147,6 @@ class Objective:
         self.on_epoch = on_epoch
         self.total = spec.n_trials if total is None else total
         self.cache = LatencyCache()
-        self.latency_cfg = context.latency(spec)
         # per Optuna study, as trial numbers are
         self.claims = Claims(storage_of(study), study.study_name)
         self.base = number_base(study.study_name)  # a companion's trial n is trial base + n to explorer
@@ -242,7 +241,7 @@ class Objective:
         on_fold = run if run is not None and run.fold is not None else None  # a finalist run on a fold
         started = TrialRecord(
             number=trial.number,
-            state="RUNNING",
+            state=TrialState.RUNNING,
             role=plan.role,
             config=plan.config,
             lr=plan.lr,
@@ -297,8 +296,8 @@ class Objective:
                 plan.config,
                 plan.task,
                 train_cfg,
-                self.latency_cfg,
-                self.context.device,
+                self.spec.latency,
+                self.context.device,  # where it is timed and trained, whatever device the spec names
                 # finalists are timed afresh: independent timings give the latency its real spread
                 cache=self.cache if plan.role is Role.SEARCH else None,
                 on_measured=watch.on_measured,

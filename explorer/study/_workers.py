@@ -341,9 +341,8 @@ def _pool_outcome(
     command that continues the run."""
     study = opened.optuna_study
     errors = [r.line for r in results if isinstance(r, WorkerError)]
-    stops = [
-        r for r in results if not isinstance(r, WorkerError)
-    ]  # (StopReason | None, note) of each finisher
+    # (StopReason | None, note) of each finisher
+    stops = [r for r in results if not isinstance(r, WorkerError)]
     failed = [p.exitcode for p in procs if p.exitcode is not None and p.exitcode > 0]
     if failed:
         raise ExplorerError(

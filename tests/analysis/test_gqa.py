@@ -12,7 +12,7 @@ from explorer.analysis import _gqa as gqa, rules_of_thumb
 from explorer.analysis._groups import NOT_ENOUGH
 from explorer.answer import answer, architecture_table, architectures, attention_kind, plan_finalists
 from explorer.layout import ModelConfig
-from explorer.storage import Retiming
+from explorer.storage import Retiming, TimingKind
 from tests.fixtures import LM_SPEC as SPEC, latency, lm, lm_finalists, lm_search
 
 
@@ -34,9 +34,8 @@ def test_bits_per_byte_are_a_minimized_quality_with_intervals_on_their_own_scale
     assert a.quality.low < 3.50 < a.quality.high and a.quality.high > 1  # not squeezed into [0, 1]
     assert a.score == pytest.approx(-3.50) and a.rerun.width > a.quality.width
     (one,) = architectures(runs[:1], "finalist")
-    assert one.quality.width == pytest.approx(
-        2 * 1.959964 * 0.01, rel=1e-3
-    )  # one run: its own standard error
+    # one run: its own standard error
+    assert one.quality.width == pytest.approx(2 * 1.959964 * 0.01, rel=1e-3)
     row = architecture_table([a]).iloc[0]
     assert row["quality"] == pytest.approx(3.5) and math.isnan(row["val_accuracy"])
     assert row["decode_ms"] == pytest.approx(1.0, rel=0.05) and row["attention_kind"] == "grouped-query"
@@ -99,9 +98,8 @@ def test_noisy_quality_leaves_a_stated_bound_and_missing_groups_are_not_enough_d
 
 
 def test_the_rule_reads_re_timed_decoding_where_the_study_has_it():
-    recs = lm_search(
-        gqa_cost=2.0, noise=0.002
-    )  # timed during the search: grouped-query looked as slow as MHA
+    # timed during the search: grouped-query looked as slow as MHA
+    recs = lm_search(gqa_cost=2.0, noise=0.002)
     clean = [
         Retiming(
             r.key,
@@ -111,7 +109,7 @@ def test_the_rule_reads_re_timed_decoding_where_the_study_has_it():
                 if attention_kind(r.config) == "grouped-query"
                 else (1.0 if r.config.kv_per_layer[0] == 1 else 2.0)
             ),
-            "decode",
+            TimingKind.DECODE,
         )
         for r in recs
         for k in range(3)

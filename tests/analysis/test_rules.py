@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from optuna.trial import TrialState
 from scipy import stats
 
 from explorer.analysis import _rules as rules
@@ -125,7 +126,7 @@ def test_the_verdict_agrees_with_an_exact_permutation_test():
 
 def test_stopped_runs_are_compared_where_every_architecture_still_ran():
     recs = study()
-    stopped = record(99, (1, 1), 0.2, 0.9, state="PRUNED", history=(0.15, 0.2, 0.25), lr=0.5)
+    stopped = record(99, (1, 1), 0.2, 0.9, state=TrialState.PRUNED, history=(0.15, 0.2, 0.25), lr=0.5)
     g, *_ = rules.group_comparison([*recs, stopped], lambda c: min(c.heads) >= 2, lambda c: max(c.heads) == 1)
     assert g.epoch == 3 and g.comparison.n_b == 3  # read at epoch 3; the stopped one-head run is counted
 

@@ -50,9 +50,8 @@ def test_the_analysis_of_a_trial_holds_its_report_and_what_its_figures_draw(anal
 
 def test_the_report_lists_as_redundant_only_pairs_at_the_threshold_or_above(analysis):
     table, redundant = analysis.report.table, analysis.report.redundant
-    assert (
-        len(redundant) and (redundant["similarity"] >= REDUNDANT).all()
-    )  # an untrained model's heads look alike
+    # an untrained model's heads look alike
+    assert len(redundant) and (redundant["similarity"] >= REDUNDANT).all()
     in_pairs = {(r.layer, h) for r in redundant.itertuples() for h in (r.head_a, r.head_b)}
     at_threshold = {(r.layer, r.head) for r in table.itertuples() if r.similarity_max >= REDUNDANT}
     assert in_pairs == at_threshold

@@ -139,14 +139,14 @@ def test_the_plan_lists_its_layouts_and_the_first_runs_on_each():
 
 def test_finalist_times_lays_out_each_layouts_retimings_by_round_on_its_axis():
     from explorer.answer._finalists import finalist_times
-    from explorer.storage import Retiming
+    from explorer.storage import Retiming, TimingKind
     from tests.fixtures import latency
 
     timed = [
         Retiming("a", 0, latency(1.0)),
         Retiming("a", 1, latency(1.5)),
         Retiming("b", 1, latency(2.0)),
-        Retiming("b", 0, latency(9.0), kind="decode"),
+        Retiming("b", 0, latency(9.0), kind=TimingKind.DECODE),
     ]
     forward = finalist_times(["a", "b", "c"], timed)
     assert forward.shape == (3, 2) and forward[0].tolist() == [1.0, 1.5] and forward[1, 1] == 2.0
@@ -166,12 +166,12 @@ def test_next_runs_spends_at_most_what_is_left_on_the_plans_layouts():
 
 
 def test_each_cost_axis_reads_its_column_of_the_architecture_table():
-    from explorer.answer import COST_COLUMNS, architecture_table, architectures, cost_axis
+    from explorer.answer import CostAxis, architecture_table, architectures, cost_axis
     from tests.fixtures import LM_SPEC, lm_search
 
-    assert cost_axis(SPEC) in COST_COLUMNS and cost_axis(LM_SPEC) in COST_COLUMNS
+    assert (cost_axis(SPEC), cost_axis(LM_SPEC)) == (CostAxis.LATENCY, CostAxis.DECODE)
     table = architecture_table(architectures(lm_search(), "search"))
-    for column in COST_COLUMNS.values():
+    for column in (axis.column for axis in CostAxis):
         assert table[column].notna().all(), column
 
 

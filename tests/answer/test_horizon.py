@@ -7,6 +7,7 @@ import dataclasses
 
 import numpy as np
 import pytest
+from optuna.trial import TrialState
 
 from benchmarks.synthetic import N_VAL
 from explorer.answer import answer, at_horizon, choose_horizon, curve_plateaued, learning_curves
@@ -29,7 +30,7 @@ SPEC = spec_from_dict(
 LAYOUTS = {(2, 2): 1.0, (8, 8): 2.0}  # heads -> latency (ms)
 
 
-def run(n, heads, acc, epochs, unit, purpose=Purpose.GRID, state="COMPLETE"):
+def run(n, heads, acc, epochs, unit, purpose=Purpose.GRID, state=TrialState.COMPLETE):
     """A finalist run of ``heads`` on grid unit ``unit`` at ``epochs`` epochs that ends at ``acc``."""
     return record(
         n,
@@ -80,15 +81,13 @@ def test_the_horizon_doubles_while_twice_as_long_gains_and_stops_at_the_first_th
 
 def test_a_mean_gain_above_the_edge_doubles_the_horizon_though_the_noise_hides_it():
     noisy = choose_horizon(pilot([0.0, 0.006, 0.0], noise=0.02), SPEC).doublings[0]
-    assert (
-        noisy.lower < 0 < noisy.edge < noisy.mean and noisy.gained
-    )  # 0.6 points on average: worth training for
+    # 0.6 points on average: worth training for
+    assert noisy.lower < 0 < noisy.edge < noisy.mean and noisy.gained
     small = choose_horizon(pilot([0.0, 0.001, 0.0], noise=0.01), SPEC)
     assert small.doublings[0].lower < 0 and small.doublings[0].mean < small.doublings[0].edge
     assert not small.doublings[0].gained and small.epochs == 10
-    assert small.doublings[0].edge == pytest.approx(
-        0.0025
-    )  # the answer's edge: a quarter of the 1-point margin
+    # the answer's edge: a quarter of the 1-point margin
+    assert small.doublings[0].edge == pytest.approx(0.0025)
 
 
 def test_no_gain_keeps_the_first_horizon_and_a_gain_at_the_cap_is_said_to_be_capped():
@@ -103,14 +102,16 @@ def test_the_pilot_is_pending_until_every_run_of_the_doubling_under_test_has_end
     h = choose_horizon(runs, SPEC)
     assert not h.chosen and h.epochs == 20 and len(h.doublings) == 1
     # a failed run ends its pair: the doubling is judged on the pairs both horizons finished
-    failed = [dataclasses.replace(r, state="FAIL") if r.number == runs[1].number else r for r in runs]
+    failed = [
+        dataclasses.replace(r, state=TrialState.FAIL) if r.number == runs[1].number else r for r in runs
+    ]
     h2 = choose_horizon(failed, SPEC)
     assert len(h2.doublings[0].gains) == 5
 
 
 def test_a_running_pilot_run_holds_the_choice():
     runs = pilot([0.0, 0.0])
-    running = [dataclasses.replace(runs[-1], state="RUNNING")]
+    running = [dataclasses.replace(runs[-1], state=TrialState.RUNNING)]
     assert choose_horizon(runs, SPEC).chosen
     assert not choose_horizon(runs[:-1] + running, SPEC).chosen
 
@@ -324,7 +325,7 @@ def test_a_grid_run_at_a_horizon_the_pilot_tries_counts_as_its_run():
     grid = [dataclasses.replace(r, purpose=Purpose.GRID) if r.epochs_planned == 10 else r for r in runs]
     h = choose_horizon(grid, SPEC)
     assert h.chosen and h.epochs == 10 and len(h.doublings[0].gains) == 6
-    queued = [dataclasses.replace(r, state="WAITING") if r.epochs_planned == 20 else r for r in grid]
+    queued = [dataclasses.replace(r, state=TrialState.WAITING) if r.epochs_planned == 20 else r for r in grid]
     assert not choose_horizon(queued, SPEC).chosen  # queued runs of the doubling hold the choice
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from optuna.trial import TrialState
 
 from explorer.answer import architecture_table, architectures, common_epoch, csv_ready, trials_table
 from tests.fixtures import latency, record
@@ -50,17 +51,20 @@ def test_a_cached_latency_reused_by_several_runs_is_one_measurement():
 
 def test_accuracy_at_a_common_epoch_includes_runs_stopped_early():
     full = record(0, (4, 4), 0.9, 1.0, epochs=6)
-    stopped = record(1, (1, 1), 0.5, 0.5, epochs=6, state="PRUNED", history=(0.3, 0.4))
+    stopped = record(1, (1, 1), 0.5, 0.5, epochs=6, state=TrialState.PRUNED, history=(0.3, 0.4))
     assert [a.heads for a in architectures([full, stopped], "search")] == [(4, 4)]  # final: COMPLETE only
     at2 = {a.heads: a.values for a in architectures([full, stopped], "search", epoch=2)}
     assert at2 == {(4, 4): (full.history[1],), (1, 1): (0.4,)}
     assert common_epoch([full, stopped]) == 2
-    over_budget = record(2, (8, 8), 0.0, 9.0, state="PRUNED", history=())
+    over_budget = record(2, (8, 8), 0.0, 9.0, state=TrialState.PRUNED, history=())
     assert common_epoch([full, stopped, over_budget]) == 2  # untrained trials do not drag it to 0
 
 
 def test_tables_keep_tuples_and_the_csv_edge_writes_strings():
-    recs = [record(0, (4, 2), 0.8, 1.0), record(1, (1, 1), 0.5, 0.5, state="FAIL", fail_reason="diverged")]
+    recs = [
+        record(0, (4, 2), 0.8, 1.0),
+        record(1, (1, 1), 0.5, 0.5, state=TrialState.FAIL, fail_reason="diverged"),
+    ]
     t = trials_table(recs)
     assert t.loc[0, "heads"] == (4, 2) and t.loc[0, "d_k"] == (16, 32) and t.loc[1, "state"] == "FAIL"
     out = csv_ready(t)
@@ -82,9 +86,9 @@ def test_architectures_summarizes_the_runs_of_one_configuration():
 
 def test_decode_only_keeps_the_decoding_retimings():
     from explorer.answer import decode_only
-    from explorer.storage import Retiming
+    from explorer.storage import Retiming, TimingKind
 
-    forward, decode = Retiming("a", 0, latency(1.0)), Retiming("a", 0, latency(2.0), kind="decode")
+    forward, decode = Retiming("a", 0, latency(1.0)), Retiming("a", 0, latency(2.0), kind=TimingKind.DECODE)
     assert decode_only([forward, decode, forward]) == [decode]
 
 

@@ -1,4 +1,4 @@
-"""Decoding latency (engine and cache), the decoding bench, evaluate_variant's decoding and metric, and the
+"""Decoding latency (timed and cached), the decoding bench, evaluate_variant's decoding and metric, and the
 new command-line options, each with a bad-input case: one line, a non-zero exit, nothing written."""
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-# ------------------------------------------------------------------------------------ engine
+# ------------------------------------------------------------------------------------ timing
 
 
 def test_decode_latency_measures_and_counts_the_cache(tmp_path, counted):

@@ -102,9 +102,8 @@ def test_corrupt_cache_file_is_measured_again(tmp_path, counted) -> None:
     cache.path(key).write_text('{"key": "trunc')
     res = model_latency(SMALL, FEATURES, FAST, CPU, cache=cache)
     assert len(counted) == 1 and not res.cached
-    assert cache.get(key) == LatencyResult.from_dict(
-        {**res.to_dict(), "cached": True}
-    )  # overwritten, readable
+    # overwritten, readable
+    assert cache.get(key) == LatencyResult.from_dict({**res.to_dict(), "cached": True})
 
 
 def test_no_cache_measures_every_time(counted) -> None:

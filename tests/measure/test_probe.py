@@ -89,9 +89,8 @@ def test_masking_curves_and_heads_needed_agree(trained):
     needed = [heads.heads_needed(layer_curves, (4, 2), tolerance=t) for t in tolerances]
     assert needed[0] == [4, 2] and needed[-1] == [0, 0]  # nothing may go / anything may go
     for looser, stricter in zip(needed[1:], needed[:-1], strict=True):
-        assert all(
-            a <= b for a, b in zip(looser, stricter, strict=True)
-        )  # more tolerance, fewer heads needed
+        # more tolerance, fewer heads needed
+        assert all(a <= b for a, b in zip(looser, stricter, strict=True))
     base = curve["accuracy"].iloc[0]
     for layer, (n_heads, need) in enumerate(zip((4, 2), needed[2], strict=True)):
         assert 0 <= need <= n_heads

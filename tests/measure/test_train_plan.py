@@ -1,4 +1,4 @@
-"""plan_train: one variant's training planned once, with a spec's defaults, for explorer.train and `explorer train`."""
+"""plan_train: one variant's training planned once, with a spec's defaults, for explorer.api.train and `explorer train`."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ def test_a_plan_trains_as_a_spec_and_the_train_command_do_by_default():
     defaults = (plan.train.epochs, plan.train.batch_size, plan.train.lr, plan.train.seed)
     assert defaults == (flags["epochs"], flags["batch_size"], flags["lr"], flags["seed"]) == (10, 64, 3e-3, 0)
     assert plan_train(CFG, TrainConfig(batch_size=8), latency=LAT).train == TrainConfig(batch_size=8)
+    assert TrainConfig() == plan.train  # the library's own default trains as a study does
 
 
 def test_a_plan_names_a_refused_size_as_its_caller_does():

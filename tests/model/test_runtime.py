@@ -81,9 +81,8 @@ def test_spec_reads_runtime_and_seq_len_strictly():
 
 def test_latency_key_names_the_runtime_and_the_deployment_shape():
     eager = latency_key(SMALL, TOKENS, FAST, CPU)
-    assert (
-        "eager" not in eager and "compile" not in eager
-    )  # figures cached before runtimes existed stay valid
+    # figures cached before runtimes existed stay valid
+    assert "eager" not in eager and "compile" not in eager
     compiled = latency_key(SMALL, TOKENS, LatencyConfig(batch_size=2, runtime="compile"), CPU)
     longer = latency_key(SMALL, TOKENS, LatencyConfig(batch_size=2, seq_len=16), CPU)
     same = latency_key(SMALL, TOKENS, LatencyConfig(batch_size=2, seq_len=8), CPU)  # the task's own length

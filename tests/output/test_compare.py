@@ -32,7 +32,7 @@ def record(number: int, heads, acc: float, ms: float, device: str, runtime: str)
     )
     return TrialRecord(
         number=number,
-        state="COMPLETE",
+        state=TrialState.COMPLETE,
         role="search",
         config=ModelConfig(d_model=16, heads=heads),
         lr=3e-3,

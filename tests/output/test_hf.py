@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from optuna.trial import TrialState
 
 from explorer.errors import ConfigError, MissingExtraError
 from explorer.layout import InputSpec, ModelConfig
@@ -31,7 +32,7 @@ TEXT = InputSpec("tokens", 12, 20, vocab_size=20, task_kind="language_model")
 
 def record(cfg: ModelConfig) -> TrialRecord:
     return TrialRecord(
-        number=7, state="COMPLETE", role="finalist", config=cfg, lr=1e-3, seed=0, epochs_planned=3
+        number=7, state=TrialState.COMPLETE, role="finalist", config=cfg, lr=1e-3, seed=0, epochs_planned=3
     )
 
 

@@ -8,6 +8,7 @@ import struct
 
 import pandas as pd
 import pytest
+from optuna.trial import TrialState
 
 from explorer.analysis import _rules as rules
 from explorer.errors import ConfigError, NoCompletedTrialsError
@@ -37,7 +38,7 @@ def png_size(path) -> tuple[int, int]:
 
 
 def test_report_writes_every_file_and_leads_with_the_answer(tmp_path):
-    study = make_study(80, states={"FAIL": 3, "PRUNED": 5}, bench=BENCH, finalists=3)
+    study = make_study(80, states={TrialState.FAIL: 3, TrialState.PRUNED: 5}, bench=BENCH, finalists=3)
     paths = write_report(data_of(study, "sqlite:///x.db"), tmp_path / "out")
     names = {p.name for p in paths.files}
     figures = {
@@ -91,7 +92,7 @@ def test_every_interval_in_the_report_stays_inside_0_to_100_percent(tmp_path):
 
 
 def test_html_and_markdown_escape_user_text(tmp_path):
-    study = make_study(25, states={"FAIL": 1})
+    study = make_study(25, states={TrialState.FAIL: 1})
     records = tuple(
         r.__class__(**{**r.__dict__, "fail_reason": EVIL, "device": EVIL}) for r in load_records(study)
     )
@@ -105,14 +106,14 @@ def test_html_and_markdown_escape_user_text(tmp_path):
 
 
 def test_partial_study_is_stated(tmp_path):
-    study = make_study(20, states={"RUNNING": 2}, n_trials_target=40)
+    study = make_study(20, states={TrialState.RUNNING: 2}, n_trials_target=40)
     md = write_report(data_of(study), tmp_path / "out").markdown.read_text()
     assert "Partial study" in md
     assert "2 trial(s) still RUNNING" in md and "20 of the spec's 40 search trials finished" in md
 
 
 def test_no_completed_trial_raises_and_writes_nothing(tmp_path):
-    study = make_study(0, states={"FAIL": 2}, n_trials_target=5)
+    study = make_study(0, states={TrialState.FAIL: 2}, n_trials_target=5)
     with pytest.raises(NoCompletedTrialsError, match="no completed search trial yet"):
         write_report(data_of(study), tmp_path / "out")
     assert list(tmp_path.iterdir()) == []

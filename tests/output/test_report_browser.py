@@ -6,6 +6,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+from optuna.trial import TrialState
 
 from explorer.output import write_report
 from tests.browser import Page, find_chromium
@@ -27,7 +28,9 @@ TABLES_JS = (
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on PATH: apt-get install chromium (.ci/run does)")
 def test_the_report_opens_in_a_browser_with_every_figure_and_table_and_no_request_out(tmp_path):
-    study = make_study(40, states={"FAIL": 2, "PRUNED": 3}, bench=BENCH, finalists=3, name="browser")
+    study = make_study(
+        40, states={TrialState.FAIL: 2, TrialState.PRUNED: 3}, bench=BENCH, finalists=3, name="browser"
+    )
     paths = write_report(data_of(study), tmp_path / "out")
     html = paths.html.read_text()
     n_figures = html.count("<img ")

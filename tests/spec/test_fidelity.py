@@ -250,9 +250,8 @@ def test_the_rungs_of_early_stopping_multiply_from_the_first_below_the_planned_e
         "task": {"name": "digits"},
         "space": {"d_model": [32], "n_layers": [1], "heads": [1, 2]},
     }
-    assert (
-        spec_from_dict(doc).early_stopping == EarlyStoppingSpec()
-    )  # the spec's defaults are the dataclass's
+    # the spec's defaults are the dataclass's
+    assert spec_from_dict(doc).early_stopping == EarlyStoppingSpec()
     on = spec_from_dict({**doc, "early_stopping": {"min_epochs": 4}}).early_stopping
     assert isinstance(on, EarlyStoppingSpec) and on.min_epochs == 4
 

@@ -130,9 +130,8 @@ def test_quickstart_parametrization():
 
 def test_free_needs_three_layers_so_depth_becomes_a_position():
     space = SearchSpace(small(families=["uniform", "free"]).space)
-    assert (
-        "n_layers_q" in space.distributions
-    )  # free cannot use 2 layers: depth is a position among usable ones
+    # free cannot use 2 layers: depth is a position among usable ones
+    assert "n_layers_q" in space.distributions
     free = space.decode(
         {
             "family": "free",

@@ -126,9 +126,8 @@ def test_the_finalist_stage_writes_to_one_place_and_keeps_an_old_study_where_it_
         companion.directions == new.optuna_study.directions
         and companion.metric_names == new.optuna_study.metric_names
     )
-    assert (
-        Study.open("syn", apart, write=True).stage_study("finalist")._study_id == companion._study_id
-    )  # found, not made
+    # found, not made
+    assert Study.open("syn", apart, write=True).stage_study("finalist")._study_id == companion._study_id
 
 
 def test_weights_and_notes_of_a_companion_trial_go_by_explorer_number(tmp_path):

@@ -16,6 +16,7 @@ from explorer.storage import (
     Closure,
     Proposal,
     Role,
+    TimingKind,
     TrialRecord,
     closure_of,
     finalist_attrs,
@@ -121,7 +122,7 @@ def test_retimings_carry_their_kind_and_old_ones_are_forward_passes():
             {"key": "a", "round": 0, "latency": lat, "kind": "decode"},
         ],
     )
-    assert [t.kind for t in load_retimings(study)] == ["forward", "decode"]
+    assert [t.kind for t in load_retimings(study)] == [TimingKind.FORWARD, TimingKind.DECODE]
 
 
 def test_the_record_is_written_through_one_function_that_refuses_unknown_keys(tmp_path):

@@ -489,9 +489,8 @@ def test_a_run_started_while_another_command_creates_its_database_goes_on_to_cre
 
     path = _being_created(tmp_path)
     spec = load_spec(write_tiny_spec(tmp_path, name="racing"))
-    assert (
-        check_rerun(spec, f"sqlite:///{path}", None, "n_trials") is None
-    )  # not refused: prepare_study joins
+    # not refused: prepare_study joins
+    assert check_rerun(spec, f"sqlite:///{path}", None, "n_trials") is None
 
 
 def test_sqlite_path_is_the_file_of_a_sqlite_url_and_none_for_others(tmp_path: Path) -> None:

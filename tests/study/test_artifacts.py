@@ -11,6 +11,7 @@ import optuna
 import pytest
 import torch
 from optuna.artifacts import get_all_artifact_meta
+from optuna.trial import TrialState
 from torch import nn
 
 from explorer.errors import DataError, MissingExtraError, StorageError
@@ -210,7 +211,7 @@ def test_heads_from_a_third_process_reads_weights_two_workers_stored(postgres_ur
     storage = open_storage(postgres_url, heartbeat=False)
     study = optuna.load_study(study_name=study_name, storage=storage)
     index = ArtifactStore(postgres_url, storage=storage).index(study_name)
-    assert sorted(index) == [t.number for t in study.trials if t.state.name == "COMPLETE"]
+    assert sorted(index) == [t.number for t in study.trials if t.state is TrialState.COMPLETE]
     assert {e["location"] for e in index.values()} == {str(shared)}
     writers = {m.artifact_id for t in study.trials for m in get_all_artifact_meta(t, storage=storage)}
     assert writers == {e["artifact_id"] for e in index.values()}  # each on the trial that trained it

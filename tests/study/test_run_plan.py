@@ -12,7 +12,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import torch
 from click.testing import CliRunner
+from optuna.trial import TrialState
 
 import explorer.data._registry as tasks_module
 import explorer.measure._device as device_module
@@ -33,9 +35,9 @@ from explorer.study import RunOptions, StopReason, Study, StudyRunPlan, plan_run
 from explorer.study._run_plan import PortableStudyRunPlan
 from tests.fixtures import write_tiny_spec
 
-# Every check a run makes, by the name explorer's modules hold it under, and where it is defined. (The engine's
-# timing functions also check the runtime they are handed at every measurement, as public functions of their own:
-# calls from explorer are not the run's and are not counted.)
+# Every check a run makes, by the name explorer's modules hold it under, and where it is defined. (The timing
+# functions of explorer.measure also check the runtime they are handed at every measurement, as public functions of
+# their own: calls from explorer are not the run's and are not counted.)
 CHECKS: dict[str, Any] = {
     "check_total": options_module,
     "check_total_reaches": options_module,
@@ -145,26 +147,23 @@ def test_one_study_run_checks_each_input_once_and_resolves_device_task_and_space
         "check_study_fits",
         "check_total_reaches",
     }
-    assert calls == Counter(dict.fromkeys(resumed, 1)), (
-        calls
-    )  # from the database alone: no spec file to compare
+    # from the database alone: no spec file to compare
+    assert calls == Counter(dict.fromkeys(resumed, 1)), calls
 
 
 def test_a_spawned_worker_rebuilds_its_plan_without_checking_anything(tmp_path, calls, one_thread):
     spec = load_spec(write_tiny_spec(tmp_path, n_trials=1, epochs=1))
     plan = plan_run(spec, RunOptions(workers=2), f"sqlite:///{tmp_path / 's.db'}")
     portable = pickle.loads(pickle.dumps(plan.portable(plan.device)))  # as a spawned process receives it
-    assert isinstance(portable, PortableStudyRunPlan) and portable.device == "cpu"
+    assert isinstance(portable, PortableStudyRunPlan) and portable.device == torch.device("cpu")
     calls.clear()
     out: list[Any] = []
-    workers_module._worker_main(
-        portable, "search", 1, SimpleNamespace(put=out.append)
-    )  # the worker's whole path
+    # the worker's whole path
+    workers_module._worker_main(portable, "search", 1, SimpleNamespace(put=out.append))
     assert out == [(None, "")]  # the stage done: no stop reason
-    assert calls == Counter(load_task=1), (
-        calls
-    )  # the task's tensors are all it loads; no check, no resolution
-    assert Study.open("tiny", plan.storage_url).optuna_study.trials[0].state.name == "COMPLETE"
+    # the task's tensors are all it loads; no check, no resolution
+    assert calls == Counter(load_task=1), calls
+    assert Study.open("tiny", plan.storage_url).optuna_study.trials[0].state is TrialState.COMPLETE
 
 
 def test_the_plan_holds_the_final_spec_the_device_and_the_deadline(tmp_path):

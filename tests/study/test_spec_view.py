@@ -36,9 +36,8 @@ def test_unset_keys_a_run_works_out_show_their_resolved_values(created_study, tm
     units = spec.finalists.seeds * spec.finalists.folds
     assert stored["finalists.budget"]["value"] == f"{units} runs a layout (seeds x folds)"
     task_input = optuna.load_study(study_name="tiny", storage=url).user_attrs[INPUT_ATTR]
-    assert (
-        stored["latency.seq_len"]["value"] == task_input["spec"]["seq_len"] > 0
-    )  # as the task fed the model
+    # as the task fed the model
+    assert stored["latency.seq_len"]["value"] == task_input["spec"]["seq_len"] > 0
     other = f"sqlite:///{tmp_path / 'elsewhere.db'}"  # a file shown for another storage: that storage's
     from_file = {row["key"]: row for row in resolved_spec(str(path), other)["keys"]}
     assert from_file["storage"]["value"] == other and from_file["artifacts"]["value"] == str(

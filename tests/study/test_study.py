@@ -42,7 +42,14 @@ from explorer.errors import (
 from explorer.layout import unit_seed
 from explorer.measure import fit as real_fit
 from explorer.spec import load_spec
-from explorer.storage import FINALIST_BASE, is_bookkeeping, load_records, load_retimings, open_storage
+from explorer.storage import (
+    DONE_STATES,
+    FINALIST_BASE,
+    is_bookkeeping,
+    load_records,
+    load_retimings,
+    open_storage,
+)
 from explorer.study import ArtifactStore, RunOptions, StopReason, Study
 from tests.fixtures import plan_study, write_tiny_spec as write_spec
 
@@ -62,7 +69,7 @@ def keys(study: optuna.Study, role: str = "search") -> list[tuple]:
     """The configuration of every finished trial of a role (with its seed and horizon for finalists)."""
     out = []
     for r in load_records(study):
-        if r.role == role and r.state in ("COMPLETE", "PRUNED"):
+        if r.role == role and r.state in DONE_STATES:
             out.append((r.key, r.seed, r.epochs_planned) if role == "finalist" else (r.key,))
     return out
 
@@ -131,7 +138,7 @@ def test_nan_and_oom_fail_one_trial_and_the_study_goes_on(tmp_path, sqlite_url, 
     monkeypatch.setattr(evaluate_module, "fit", flaky_fit)
     study = plan_study(load_spec(write_spec(tmp_path, n_trials=2, epochs=1)), sqlite_url).study
     api.run(study)
-    failed = [r for r in load_records(study.optuna_study) if r.state == "FAIL"]
+    failed = [r for r in load_records(study.optuna_study) if r.state is TrialState.FAIL]
     assert [r.fail_reason.split(":")[0] for r in failed] == [
         "diverged",
         "out of memory on cpu while training",
@@ -399,9 +406,8 @@ def _sigkill_then_resume(tmp_path: Path, url: str, name: str, total: int, kill_a
         victim = _wait_for(
             lambda: _running_after_latency(name, url, kill_after_done), proc, "a running trial"
         )
-        _wait_for(
-            lambda: _heartbeat_landed(url, victim._trial_id), proc, "its heartbeat"
-        )  # then kill at once
+        # then kill at once
+        _wait_for(lambda: _heartbeat_landed(url, victim._trial_id), proc, "its heartbeat")
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -417,9 +423,9 @@ def _sigkill_then_resume(tmp_path: Path, url: str, name: str, total: int, kill_a
     assert "stopped the" not in resume.stderr, resume.stderr
     study = optuna.load_study(study_name=name, storage=url)
     killed = [r for r in load_records(study) if r.number == victim.number][0]
-    assert killed.state == "FAIL" and "heartbeats" in killed.fail_reason
+    assert killed.state is TrialState.FAIL and "heartbeats" in killed.fail_reason
     retried = [r for r in load_records(study) if r.retry_of == victim.number]
-    assert retried and retried[0].state in ("COMPLETE", "PRUNED") and retried[0].seed == killed.seed
+    assert retried and retried[0].state in DONE_STATES and retried[0].seed == killed.seed
     assert len(finished(study)) == total
     after = {t.number: t.values for t in study.get_trials(states=(TrialState.COMPLETE,))}
     assert all(after[n] == v for n, v in before.items())
@@ -605,7 +611,7 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     one_head_knee = set(plan.knee.config.heads) == {1}
     assert "knee" in labels and ("1 head" in labels or one_head_knee)
     every = [r for r in load_records(study.optuna_study) if r.role == "finalist"]
-    assert all(r.state == "COMPLETE" for r in every) and len(every) == summary.finalists.done
+    assert all(r.state is TrialState.COMPLETE for r in every) and len(every) == summary.finalists.done
     # the horizon check tests a verdict: a stage that ended undecided queued none of its runs
     if summary.finalists.reason in (StopReason.BUDGET, StopReason.MINUTES):
         assert not any(r.purpose == "horizon check" for r in every)
@@ -673,9 +679,8 @@ def test_finalists_start_on_paired_units_spend_the_rest_where_it_decides_and_con
     queued, reason = doc["finalist_runs_queued"], doc["finalists"]["reason"]
     # exit 6 only where nothing could be queued and the answer is not decided (the stop reason says why)
     assert result.exit_code == (6 if queued == 0 and reason is not None else 0), result.stderr
-    seen = {
-        r.number for r in every
-    }  # a confirm that moves the answer checks its new deciding comparisons too
+    # a confirm that moves the answer checks its new deciding comparisons too
+    seen = {r.number for r in every}
     checks = sum(
         r.purpose == "horizon check" and r.number not in seen
         for r in load_records(study.optuna_study, roles=("finalist",))

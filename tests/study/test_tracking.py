@@ -16,6 +16,7 @@ import urllib.request
 import optuna
 import pytest
 from click.testing import CliRunner
+from optuna.trial import TrialState
 
 import explorer
 from explorer.cli import main
@@ -30,7 +31,14 @@ mlflow = pytest.importorskip("mlflow")
 
 def _study(tmp_path, monkeypatch, uri: str, apart: bool = False):
     url = f"sqlite:///{tmp_path / 'study.db'}"
-    make_study(6, storage=url, name="tracked", finalists=2, states={"PRUNED": 2, "FAIL": 1}, apart=apart)
+    make_study(
+        6,
+        storage=url,
+        name="tracked",
+        finalists=2,
+        states={TrialState.PRUNED: 2, TrialState.FAIL: 1},
+        apart=apart,
+    )
     monkeypatch.setenv(MLFLOW_ENV, uri)
     study = optuna.load_study(study_name="tracked", storage=url)
     return study, Study.open("tracked", url).spec
@@ -54,7 +62,9 @@ def test_every_finished_trial_is_one_run_with_its_heads_and_finalists_group_unde
     assert result["error"] is None and result["not_logged"] == []
     client, runs = _runs(uri)
     trials = {int(r.data.tags["explorer.trial"]): r for r in runs if "explorer.trial" in r.data.tags}
-    finished = [t for t in study.trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL")]
+    finished = [
+        t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    ]
     numbers = [t.number for t in finished]
     if apart:
         companion = optuna.load_study(study_name="tracked/finalists", storage=study._storage)
@@ -62,7 +72,7 @@ def test_every_finished_trial_is_one_run_with_its_heads_and_finalists_group_unde
         numbers += [FINALIST_BASE + t.number for t in companion.trials]
         assert trials[FINALIST_BASE].data.tags["explorer.optuna_trial"] == "tracked/finalists#0"
     assert sorted(trials) == sorted(numbers)
-    search = [t for t in finished if t.user_attrs["role"] == "search" and t.state.name == "COMPLETE"]
+    search = [t for t in finished if t.user_attrs["role"] == "search" and t.state is TrialState.COMPLETE]
     first = trials[search[0].number]
     heads = search[0].user_attrs["heads"]
     assert first.data.params["heads"] == ",".join(map(str, heads))
@@ -109,7 +119,9 @@ def test_an_unreachable_tracking_server_costs_one_warning_and_the_study_records_
         result = sync_trials(study, spec, warned=warned)
         sync_trials(study, spec, warned=warned)  # a second stage of the same command: no second warning
     assert result["error"] and "127.0.0.1:9" in result["uri"]
-    finished = [t.number for t in study.trials if t.state.name in ("COMPLETE", "PRUNED", "FAIL")]
+    finished = [
+        t.number for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    ]
     assert result["not_logged"] == finished
     assert study.user_attrs["tracking"]["not_logged"] == finished
     assert len([r for r in caplog.records if "MLflow" in r.getMessage()]) == 1
@@ -170,9 +182,8 @@ def test_a_server_down_after_a_sync_keeps_what_was_logged_and_the_answer_warns_o
     assert again["error"] == "ConnectionError: refused"
     assert again["not_logged"] == [] and again["logged"] == first["logged"]  # as the last sync found them
     lines = [r.getMessage() for r in caplog.records if "MLflow" in r.getMessage()]
-    assert (
-        len(lines) == 2 and "and the answer not logged" in lines[1]
-    )  # one per command: the sync, the report
+    # one per command: the sync, the report
+    assert len(lines) == 2 and "and the answer not logged" in lines[1]
 
 
 def test_a_report_that_logs_what_an_outage_left_clears_the_studys_record_of_it(tmp_path, monkeypatch):
@@ -229,7 +240,7 @@ def test_a_tracked_study_run_and_report_log_trials_finalists_and_the_answer(tmp_
     roles = [r.data.tags["explorer.role"] for r in runs]
     study = optuna.load_study(study_name="tiny", storage="sqlite:///studies/tiny.db")
     finals = optuna.load_study(study_name="tiny/finalists", storage="sqlite:///studies/tiny.db")
-    finished = [t for t in study.trials + finals.trials if t.state.name == "COMPLETE"]
+    finished = [t for t in study.trials + finals.trials if t.state is TrialState.COMPLETE]
     assert roles.count("search") == sum(t.user_attrs["role"] == "search" for t in finished) == 2
     assert roles.count("finalist") == sum(t.user_attrs["role"] == "finalist" for t in finished) > 0
     assert roles.count("answer") == 1 and roles.count("layout") >= 1

@@ -61,7 +61,7 @@ def test_a_trial_stores_its_architecture_and_measurements(tmp_path, one_thread):
     # the objective values are the last validation accuracy and the measured latency
     assert t.values == [a["history"][-1], a["latency_ms"]] == [a["val_accuracy"], a["latency"]["median_ms"]]
     (record,) = load_records(plan.study.optuna_study)
-    assert record.key == arch_key(point.config, point.lr) and record.state == "COMPLETE"
+    assert record.key == arch_key(point.config, point.lr) and record.state is TrialState.COMPLETE
 
 
 def test_a_trial_over_budget_is_pruned_before_any_training(tmp_path, monkeypatch):

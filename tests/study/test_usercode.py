@@ -10,6 +10,7 @@ from pathlib import Path
 import optuna
 import pytest
 from click.testing import CliRunner
+from optuna.trial import TrialState
 
 from explorer.cli import main
 from explorer.errors import SpecError
@@ -192,9 +193,8 @@ def test_two_spawned_workers_import_module_references_from_the_working_directory
 
     shutil.copy(MODELS, tmp_path / "mymodels.py")
     spec = user_spec(tmp_path, task="loader", build="mymodels:good", n_trials=3, epochs=1)
-    env = {
-        k: v for k, v in os.environ.items() if k != "PYTHONPATH"
-    }  # the modules are found from the cwd alone
+    # the modules are found from the cwd alone
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     done = subprocess.run(
         [
             sys.executable,
@@ -217,7 +217,7 @@ def test_two_spawned_workers_import_module_references_from_the_working_directory
     )
     assert done.returncode == 0, done.stderr[-3000:]
     study = optuna.load_study(study_name="mine", storage=f"sqlite:///{tmp_path}/w.db")
-    done_trials = [t for t in study.trials if t.state.name == "COMPLETE"]
+    done_trials = [t for t in study.trials if t.state is TrialState.COMPLETE]
     assert len(done_trials) == 3 and study.user_attrs["code"]["task"]["ref"] == "loader:load"
 
 

@@ -41,7 +41,7 @@ def test_one_worker_works_in_this_process_with_the_context_it_is_given(tmp_path,
     progress = run_stage(plan, Role.SEARCH, 2, on_progress=seen.append)
     assert (progress.done, progress.total, progress.note, progress.reason) == (2, 2, "", None)
     records = load_records(study.optuna_study)
-    assert [r.state for r in records] == ["COMPLETE", "COMPLETE"] and len({r.key for r in records}) == 2
+    assert [r.state for r in records] == [TrialState.COMPLETE] * 2 and len({r.key for r in records}) == 2
     assert seen[0].done == 0 and seen[-1].done == 2  # progress reported from the start to the end
     assert all(r.device.endswith("2 threads)") for r in records)  # --threads while the worker trains...
     assert torch.get_num_threads() == 1  # ... and given back after
@@ -86,8 +86,8 @@ def test_forked_workers_see_the_commands_environment_as_it_is_now(tmp_path, monk
     study = plan_study(spec, f"sqlite:///{tmp_path / 's.db'}").study
     progress = run_stage(plan_run(study, RunOptions(workers=2, poll_interval=0.2)), Role.SEARCH, 2)
     assert progress.done == 2 and [r.state for r in load_records(study.optuna_study)] == [
-        "COMPLETE",
-        "COMPLETE",
+        TrialState.COMPLETE,
+        TrialState.COMPLETE,
     ]
 
 
