@@ -551,8 +551,35 @@ def test_progress_is_a_bar_on_a_terminal_and_one_plain_line_a_stage_elsewhere(mo
         assert "\r" not in err
         assert err.splitlines()[1:] == [
             "q search: 4/4 trials | 12 epochs | 1 running | best val 0.500 | pruned 0 | failed 0",
-            "q finalists: 2/2 trials | 6 epochs | 1 running | best val 0.500 | pruned 0 | failed 0 | decided",
+            "q finalists: 2 runs done of at most 2 | 6 epochs | 1 running | best val 0.500 | pruned 0 | failed 0 "
+            "| decided",
         ]
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["log", "terminal"])
+def test_finalists_decided_short_of_their_budget_end_as_decided_not_as_a_bar_stopped_part_way(
+    monkeypatch, capsys, terminal
+):
+    """Their total is a budget the stage stops short of once the answer is decided: the last line says the runs
+    done of at most that many, and decided; no share of the budget that reads as an aborted stage."""
+    from explorer.cli._common import ProgressBars
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    metric = types.SimpleNamespace(name="val_accuracy")
+    bars = ProgressBars(as_json=False)
+    bars.start(
+        types.SimpleNamespace(
+            name="q", masked_url="sqlite:///q.db", spec=types.SimpleNamespace(metric=metric)
+        )
+    )
+    bars.on_stage("finalist", 15)
+    for done in range(7):
+        bars.on_progress(_progress(done, 15, "finalist", 0 if done == 6 else 4))
+    bars.close()
+    err = capsys.readouterr().err
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "6 runs done of at most 15" in last and "| decided" in last, last
+    assert "6/15" not in err and "40%" not in err
 
 
 def test_the_timing_step_is_one_line_not_a_bar(monkeypatch, capsys):
@@ -564,8 +591,10 @@ def test_the_timing_step_is_one_line_not_a_bar(monkeypatch, capsys):
     bars.start(types.SimpleNamespace(name="q", masked_url="sqlite:///q.db"))
     bars.on_stage(Step.TIMING, 6)
     bars.on_progress(_progress(1, 6))  # no bar to move
+    bars.on_stage(Step.TIMING, 6)  # the rounds timed again (a busy machine): more of the same step
     bars.close()
     assert capsys.readouterr().err.splitlines() == [
         "study 'q' in sqlite:///q.db",
         "timing: 6 measurements in interleaved rounds, no training running",
+        "timing: 6 more measurements in interleaved rounds, no training running",
     ]
