@@ -598,3 +598,28 @@ def test_the_timing_step_is_one_line_not_a_bar(monkeypatch, capsys):
         "timing: 6 measurements in interleaved rounds, no training running",
         "timing: 6 more measurements in interleaved rounds, no training running",
     ]
+
+
+def test_json_gives_each_trial_number_with_the_label_people_read(tmp_path):
+    """status and export --json name a trial by explorer's number (what --trial takes) and, beside it, as Optuna's
+    tools and the report name it: NAME#4, NAME/finalists#12 (never 1,000,000,012 alone)."""
+    from explorer.storage import FINALIST_BASE, trial_label
+    from tests.fixtures import make_study
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    make_study(12, storage=url, name="lab", finalists=3, apart=True)
+    run = CliRunner()
+    status = run.invoke(main, ["study", "status", "lab", "--storage", url, "--json"])
+    assert status.exit_code == 0, status.output
+    best = json.loads(status.stdout)["best"]
+    assert best and all(r["trial"] == trial_label("lab", r["number"]) for r in best)
+    assert any(r["number"] >= FINALIST_BASE and r["trial"].startswith("lab/finalists#") for r in best)
+    out = tmp_path / "answer.json"
+    exported = run.invoke(
+        main, ["export", "lab", "--storage", url, "--trial", "answer", "--out", str(out), "--json"]
+    )
+    assert exported.exit_code == 0, exported.output
+    doc = json.loads(exported.stdout)
+    assert doc["trial"] >= FINALIST_BASE and doc["trial_label"] == trial_label("lab", doc["trial"])
+    source = json.loads(out.read_text())["source"]
+    assert source["trial"] == doc["trial"] and source["trial_label"] == doc["trial_label"]
