@@ -180,9 +180,9 @@ def _log_run(
     if r is not None:
         stamp = _ms(r.completed) or _ms(r.started) or 0
         metrics = [Metric(k, v, stamp, step) for k, v, step in _metrics(r)]
-        params = [Param(k, str(v)) for k, v in _params(r).items()]
+        own = [Param(k, str(v)) for k, v in _params(r).items()]
         extra = [RunTag("mlflow.note.content", r.fail_reason)] if r.fail_reason else []
-        client.log_batch(rid, metrics=metrics, params=params, tags=extra)
+        client.log_batch(rid, metrics=metrics, params=own, tags=extra)
         client.set_terminated(rid, status=_STATUS.get(r.state, "FINISHED"), end_time=_ms(r.completed))
     else:
         client.set_terminated(rid, status="FINISHED")
