@@ -198,4 +198,6 @@ def test_no_page_names_a_date_or_a_commit(page):
 def test_the_date_and_commit_check_can_fail():
     assert DATE_OR_COMMIT.findall("recorded 2026-12-05 04:06") == ["2026-12-05"]
     assert DATE_OR_COMMIT.findall("at commit 8b76815") == ["8b76815"]
-    assert not DATE_OR_COMMIT.findall("16,16 at 97.08%, 1,527 images, [method.md](method.md#4-what-the-rule-costs)")
+    assert not DATE_OR_COMMIT.findall(
+        "16,16 at 97.08%, 1,527 images, [method.md](method.md#4-what-the-rule-costs)"
+    )
