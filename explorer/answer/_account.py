@@ -7,6 +7,7 @@ import shlex
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from optuna.trial import TrialState
 
@@ -38,6 +39,7 @@ class StudyAccount:
     trial_time_s: float
     reproduce: str
     resume: str
+    reproduce_from: str = ""  # where ``reproduce`` runs, in words (" from the folder that holds lm.toml")
 
 
 def _fail_kind(reason: str | None) -> str:
@@ -84,7 +86,8 @@ def study_account(
     wall = (max(ends) - min(starts)).total_seconds() if starts and ends else 0.0
     where = f" --storage {shlex.quote(storage)}" if storage else ""
     resume = f"explorer study resume {shlex.quote(spec.name)}{where}"
-    reproduce = f"explorer study run {shlex.quote(spec_path)}{where}" if spec_path else resume
+    shown, reproduce_from = _portable(spec_path) if spec_path else ("", "")
+    reproduce = f"explorer study run {shlex.quote(shown)}{where}" if spec_path else resume
     return StudyAccount(
         name=spec.name,
         task=task_label or spec.task.name,
@@ -106,4 +109,15 @@ def study_account(
         trial_time_s=sum(r.duration_s or 0.0 for r in records),
         reproduce=reproduce,
         resume=resume,
+        reproduce_from=reproduce_from,
     )
+
+
+def _portable(spec_path: str) -> tuple[str, str]:
+    """The spec file as a reproduce command names it, and from where it runs: a relative path as given (from the
+    folder the study was started in), an absolute one by its name alone (from the folder that holds it), so a
+    report names no folder of the machine it ran on."""
+    path = PurePath(spec_path)
+    if not path.is_absolute():
+        return spec_path, " from the folder the study was started in"
+    return path.name, f" from the folder that holds {path.name}"

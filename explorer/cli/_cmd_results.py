@@ -304,6 +304,7 @@ def heads(
             {
                 "study": name,
                 "trial": r.trial,
+                "trial_label": trial_label(name, r.trial),
                 "heads": list(r.heads),
                 "heads_needed": list(r.heads_needed),
                 "layout": list(r.layout.heads),

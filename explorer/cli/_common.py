@@ -342,6 +342,7 @@ class ProgressBars:
         self._status = ""  # its progress, as the bar's text says it
         self._rounds = 0  # the finalist rounds a line was printed for
         self._logged = time.monotonic()  # when the last line was printed
+        self._timing = False  # the last step announced was a timing one (the next is said as more of it)
 
     def start(self, study: Study, notice: str = "") -> None:
         self.study, self.notice = study, notice
@@ -380,13 +381,28 @@ class ProgressBars:
             if self.notice:
                 note(self.notice)
         if stage == Step.TIMING:
-            note(f"timing: {total} measurements in interleaved rounds, no training running")
+            # timing that follows timing (decoding, then the forward pass; rounds on a busy machine again) is
+            # said as more of the same, not as a second start
+            more = " more" if self._timing else ""
+            self._timing = True
+            note(f"timing: {total}{more} measurements in interleaved rounds, no training running")
             return
+        self._timing = False
         desc = f"{self.opened.name} {'search' if stage == Role.SEARCH else 'finalists'}"
         if not sys.stderr.isatty():
             self._stage = (desc, total)
             return
-        self._bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
+        if stage == Role.SEARCH:
+            self._bar = tqdm(total=total, desc=desc, unit="trial", file=sys.stderr, dynamic_ncols=True)
+            return
+        # the finalists' total is a budget the stage stops short of once the answer is decided: no percentage
+        self._bar = tqdm(
+            total=total,
+            desc=desc,
+            file=sys.stderr,
+            dynamic_ncols=True,
+            bar_format="{desc}: {n_fmt} runs done of at most {total_fmt} [{elapsed}{postfix}]",
+        )
 
     def _log_line(self, p: Any) -> None:
         """Without a terminal: a line for each finalist round the stage finishes (runs done, comparisons still
@@ -430,7 +446,12 @@ class ProgressBars:
             decision = f" | a decision needs ~{p.median_to_decide} more runs ({p.to_decide} in 80%)"
         status = f"{p.epochs} epochs | {p.running} running | {best} | pruned {p.pruned} | failed {p.failed}{decision}"
         if self._bar is None:
-            self._status = f"{min(p.done, p.total)}/{p.total} trials | {status}"
+            done = (
+                f"{min(p.done, p.total)}/{p.total} trials"
+                if p.stage == Role.SEARCH
+                else f"{p.done} runs done of at most {p.total}"
+            )
+            self._status = f"{done} | {status}"
             self._log_line(p)
             return
         self._bar.n = min(p.done, p.total)

@@ -28,8 +28,8 @@ from explorer.output._fmt import (
     runs_text,
     score_diff_text,
 )
-from explorer.output._kv_sections import is_modern, modern_headline, saving_blocks
-from explorer.output._render import Block, Bold, Bullets, Code, Heading, Para, Table
+from explorer.output._kv_sections import is_modern, layout_phrase, modern_figures, saving_blocks
+from explorer.output._render import Block, Bold, Bullets, Code, Figure, Heading, Para, Table
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TimingKind, TrialRecord
 
@@ -58,78 +58,115 @@ def _units_text(ans: Answer) -> str:
     return f"{span} paired runs a layout"
 
 
-def _headline(ans: Answer, spec: StudySpec) -> list[Block]:
+def _lead(ans: Answer, spec: StudySpec) -> Para:
+    """The report's first paragraph, for a reader who knows no statistics: what to use, how sure, what it gains
+    against the most accurate layout and, while the answer is open, what deciding it costs."""
+    rec, best = ans.recommended, ans.best
+    assert rec is not None
+    modern = is_modern(ans, spec)
+    c = rec.config
+    use = f"{layout_phrase(rec) if modern else f'{heads(c.heads)} heads per layer'}"
+    if ans.evidence is not Evidence.FINALISTS:
+        return Para(
+            [
+                Bold(f"Provisional: {use}"),
+                f" for the base model d_model {c.d_model}, {c.n_layers} layers: the knee of the search's "
+                f"quality/latency front ({runs_text(rec, ans.evidence)} per architecture). Nothing was retrained on "
+                "paired runs, so no probability is stated.",
+            ]
+        )
+    assert best is not None
+    margin = margin_text(rec.metric, ans.margin)
+    head = Bold(f"Use {use}" if ans.decided else f"Not decided yet: {use} so far")
+    spans: list[Any] = [
+        head,
+        f" (d_model {c.d_model}, {c.n_layers} layers). How sure: the paired runs give probability "
+        f"{prob(ans.confidence)} that no other finalist beats it by more than {margin} of validation "
+        f"{'bits per byte' if is_bpb(rec.metric) else 'accuracy'} (the study asks {_asked(ans)}). ",
+    ]
+    nxt = ans.next_faster
+    if ans.contradicted:
+        assert ans.check is not None
+        spans.append(
+            f"Runs trained {ans.check.long} epochs instead of {ans.check.epochs} contradict that verdict "
+            "(the horizon check below). "
+        )
+    elif ans.decided:
+        spans.append(
+            "No finalist is faster. "
+            if nxt is None
+            else f"The next faster layout, {_layout(nxt.arch, modern)}, is shown to fall short of that "
+            f"({_VERDICT_WORDS[nxt.verdict]}). "
+        )
+    elif ans.placed and nxt is not None:
+        spans.append(
+            f"The next faster layout, {_layout(nxt.arch, modern)}, is {_VERDICT_WORDS[nxt.verdict]}. "
+        )
+    if rec.key == best.key:
+        spans.append("What it gains: it is the most accurate layout itself. ")
+    else:
+        vs = next(x.versus_best for x in ans.verdicts if x.arch.key == rec.key)
+        ratio = next(x.latency_ratio for x in ans.verdicts if x.arch.key == best.key)
+        diff = "" if vs is None else f", at {score_diff_text(rec.metric, vs)} ({_level(ans)} interval)"
+        spans.append(
+            f"What it gains: the answer is {num(ratio, '.2f')}x faster than the most accurate layout, "
+            f"{_layout(best, modern)}{diff}. "
+        )
+    return Para(_trimmed(spans + _cost_spans(ans, spec)))
+
+
+def _trimmed(spans: list[Any]) -> list[Any]:
+    """``spans`` without the space after their last sentence."""
+    return spans[:-1] + [spans[-1].rstrip()] if spans and isinstance(spans[-1], str) else spans
+
+
+def _asked(ans: Answer) -> str:
+    """The probability the rule asks, ``1 - risk``, as a percentage."""
+    return f"{num(100 * (1 - ans.risk), '.3g')}%"
+
+
+def _figures_para(ans: Answer, spec: StudySpec) -> list[Block]:
+    """The answer's own figures: its shape, quality, latency and size, each as computed over its runs."""
     rec = ans.recommended
     assert rec is not None
     if is_modern(ans, spec):
-        return [Para(modern_headline(ans, spec))]
+        return [Para([Bold("The answer's figures:"), modern_figures(ans, spec)])]
     c = rec.config
-    if ans.evidence is not Evidence.FINALISTS:
-        return [
-            Para(
-                [
-                    Bold(f"Provisional: {heads(c.heads)} heads per layer"),
-                    f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}): the knee of "
-                    f"the search's accuracy/latency front, {quality_text(rec)} validation accuracy "
-                    f"({runs_text(rec, ans.evidence)}), {latency_text(rec)} per batch of {spec.latency.batch_size}. "
-                    "Nothing was retrained on paired runs, so no probability is stated.",
-                ],
-            )
-        ]
-    rounds = rec.latency.n
+    quality = "Cross-validated accuracy" if ans.evidence is Evidence.FINALISTS else "Validation accuracy"
     return [
         Para(
             [
-                Bold(f"Use {heads(c.heads)} heads per layer"),
-                f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule): "
-                + claim(ans)
-                + f" Cross-validated accuracy {quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% "
-                f"interval), {pct(rec.test_quality)}% test accuracy (mean over its runs), {latency_text(rec)} per batch of "
-                f"{spec.latency.batch_size} (median of {rounds} timing{'s' * (rounds != 1)}; 95% interval for a new "
-                f"timing), {rec.params:,} parameters.",
+                Bold("The answer's figures:"),
+                f" d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}, {c.family} schedule). {quality} "
+                f"{quality_text(rec)} ({runs_text(rec, ans.evidence)}; 95% interval), {pct(rec.test_quality)}% test "
+                f"accuracy (mean over its runs), {latency_text(rec)} per batch of {spec.latency.batch_size} (median "
+                f"of {rec.latency.n} timing{'s' * (rec.latency.n != 1)}; 95% interval for a new timing), "
+                f"{rec.params:,} parameters.",
             ],
         )
     ]
 
 
-def _trade_off(ans: Answer, spec: StudySpec) -> list[Block]:
-    """The trade-off, first: the answer against the best, and the next faster layout with what would decide it."""
-    modern = is_modern(ans, spec)
-    rec, best = ans.recommended, ans.best
-    assert rec is not None and best is not None
-    by_key = {c.arch.key: c for c in ans.verdicts}
-    spans: list[Any] = [Bold("The trade-off: ")]
-    if rec.key == best.key:
-        spans.append(f"{_layout(rec, modern)} is also the most accurate layout. ")
-    else:
-        b = by_key[best.key]
-        vs = by_key[rec.key].versus_best
-        diff = (
-            "" if vs is None else f", {score_diff_text(rec.metric, vs)} against it ({_level(ans)} interval)"
-        )
-        spans.append(
-            f"the answer is {num(b.latency_ratio, '.2f')}x faster than the most accurate layout, "
-            f"{_layout(best, modern)}{diff}. "
-        )
+def _next_faster(ans: Answer, spec: StudySpec) -> list[Block]:
+    """The layout just faster than the answer, and what would decide it."""
     nxt = ans.next_faster
     if nxt is None:
-        spans.append("No finalist is faster. ")
-        return [Para(spans + _cost_spans(ans, spec))]
-    spans.append(
-        f"The next faster layout, {_layout(nxt.arch, modern)}, is {num(1 / nxt.latency_ratio, '.2f')}x "
-        f"faster, within the margin with probability {prob(nxt.p_within)} ({_VERDICT_WORDS[nxt.verdict]}"
+        return []
+    spans: list[Any] = [
+        f"The next faster layout, {_layout(nxt.arch, is_modern(ans, spec))}, is {num(1 / nxt.latency_ratio, '.2f')}x "
+        f"faster than the answer, within the margin with probability {prob(nxt.p_within)} ({_VERDICT_WORDS[nxt.verdict]}"
         + (
             f": the best beats it by more than {_edge_words(ans)} with probability {prob(nxt.p_edge)}"
             if nxt.verdict is Verdict.EDGE
             else ""
         )
-        + "). "
-    )
+        + "). ",
+    ]
     if nxt.verdict is Verdict.UNDECIDED and nxt.units_needed is not None:
         spans.append(
-            f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured spread. "
+            f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured spread."
         )
-    return [Para(spans + _cost_spans(ans, spec))]
+    return [Para(spans)]
 
 
 def _edge_words(ans: Answer) -> str:
@@ -139,28 +176,24 @@ def _edge_words(ans: Answer) -> str:
 
 
 def _cost_spans(ans: Answer, spec: StudySpec) -> list[Any]:
-    """Whether the answer is decided and, when not, what a decision costs at the study's pace."""
+    """While the answer is open, what deciding it costs at the study's pace (:meth:`Answer.cost_text`), and the
+    command that runs it."""
     if ans.decided:
         return []
-    budget = f"The stage's budget is {ans.budget} runs" + (
-        f" or {num(ans.minutes, 'g')} minutes" if ans.minutes is not None else ""
-    )
     if ans.contradicted:
         assert ans.check is not None
-        long = ans.check.long
         return [
-            f"{budget}. Not decided: the verdict does not hold at {long} epochs. A study whose grid trains that "
-            "long: ",
+            f"What deciding costs: a study whose grid trains {ans.check.long} epochs: ",
             Code(ans.check.longer_study(spec.name)),
-            ". ",
+            ".",
         ]
     cost = ans.cost_text()
     if ans.to_decide is None:
-        return [f"{budget}. Not decided: {cost}. "]
+        return [f"What deciding costs: {cost}."]
     return [
-        f"{budget}. Not decided: {cost}: ",
+        f"What deciding costs: {cost}; ",
         Code(f"explorer confirm {spec.name} --until-decided --budget {ans.to_decide}"),
-        " runs them where the answer is still open. ",
+        " runs them.",
     ]
 
 
@@ -168,32 +201,42 @@ def _level(ans: Answer) -> str:
     return f"{num(100 * (1 - 2 * ans.risk), '.3g')}%"
 
 
-def _class_paragraph(ans: Answer, spec: StudySpec) -> list[Block]:
+def _groups(ans: Answer, spec: StudySpec) -> list[Block]:
+    """The other finalists by verdict, as the table beside states them."""
     modern = is_modern(ans, spec)
     groups: dict[Verdict, list[Candidate]] = {}
     rec = ans.recommended.key if ans.recommended else None
     for c in ans.verdicts:
         if c.arch.key != rec:  # the answer is the lead's, not one of the others
             groups.setdefault(c.verdict, []).append(c)
+    zone = "[answer] settle: the stage's budget is spent" if ans.settled else "[answer] edge"
     spans: list[Any] = []
     for verdict, words in (
         (Verdict.WITHIN, "Also within the margin (slower): "),
         (Verdict.UNDECIDED, "Undecided: "),
-        (Verdict.EDGE, "At the margin's edge: "),
+        (Verdict.EDGE, f"At the margin's edge ({zone}): "),
         (Verdict.UNTESTED, "Not tested (faster than the first layout not placed within): "),
         (Verdict.BEYOND, "Beyond the margin: "),
     ):
         if groups.get(verdict):
             spans += [Bold(words), ", ".join(_layout(c.arch, modern) for c in groups[verdict]) + ". "]
-    asked = f"{num(100 * (1 - ans.risk), '.3g')}%"
-    spans.append(
-        "Each layout's probability of lying within the margin of the best is computed jointly over every other "
-        f"finalist (a multivariate t posterior of the paired differences on the units they share, {_units_text(ans)}, "
-        "flat prior), so layouts that rise and fall together on the same units are charged once; it is never "
-        "stated below one minus the sum of the pairwise probabilities. A layout is within the margin when that "
-        f"probability reaches {asked}, beyond it when the best beats it by more than the margin with that "
-        f"probability (its {_level(ans)} paired interval against the best lies wholly below minus the margin)"
-    )
+    return [Para(_trimmed(spans))] if spans else []
+
+
+def reading_blocks(ans: Answer) -> list[Block]:
+    """How to read this report: what the verdicts, the probabilities and the answer's rule mean, said once."""
+    if ans.evidence is not Evidence.FINALISTS or ans.recommended is None:
+        return []
+    spans: list[Any] = [
+        "Each finalist layout was trained on the same paired units (the same data, order and seed for every "
+        "layout), so layouts are compared unit by unit. Each layout's probability of lying within the margin of "
+        "the most accurate (the best) is computed jointly over every other finalist (a multivariate t posterior "
+        f"of the paired differences on the units they share, {_units_text(ans)}, flat prior), so layouts that "
+        "rise and fall together on the same units are charged once; it is never stated below one minus the sum "
+        f"of the pairwise probabilities. A layout is within the margin when that probability reaches "
+        f"{_asked(ans)}, beyond it when the best beats it by more than the margin with that probability (its "
+        f"{_level(ans)} paired interval against the best lies wholly below minus the margin)"
+    ]
     if ans.edge > 0 and ans.best is not None:
         zone = (
             "the indifference zone once the stage's budget was spent, [answer] settle; [answer] edge while it "
@@ -214,7 +257,16 @@ def _class_paragraph(ans: Answer, spec: StudySpec) -> list[Block]:
         "the first faster layout not placed within ends the sequence and the faster ones are not tested. The "
         "answer is decided once that layout is beyond the margin or at its edge."
     )
-    return [Para(spans)]
+    return [
+        Heading(2, "How to read this report"),
+        Para(spans),
+        Para(
+            [
+                f"The answer's confidence is the {ans.confidence_method}. The method in full, with the evidence "
+                "for each of its choices: docs/method.md in explorer's documentation."
+            ]
+        ),
+    ]
 
 
 def _verdict_row(c: Candidate, ans: Answer, modern: bool) -> dict[str, Any]:
@@ -240,7 +292,8 @@ def _confidence(ans: Answer) -> list[Block]:
         Para(
             [
                 Bold(f"Confidence: {prob(ans.confidence)}"),
-                f" that the answer is within the margin of the best: the {ans.confidence_method}.",
+                f" that the answer is within the margin of the best: it is {claim(ans)} How this is computed: "
+                "How to read this report, below.",
             ],
         )
     ]
@@ -325,19 +378,28 @@ def _per_base(ans: Answer) -> list[Block]:
     ]
 
 
+_TRADE_OFF = "The trade-off: each finalist's paired difference from the most accurate layout, by latency."
+
+
 def answer_blocks(ans: Answer, spec: StudySpec) -> list[Block]:
-    """The answer section: headline, class, verdicts, confidence, collapsed runs, alternatives, notes."""
+    """The answer section: first the lead (what to use, how sure, what it gains, what deciding costs), the
+    trade-off figure and every finalist's verdict; then the answer's figures, the next faster layout, the
+    confidence, collapsed runs, the alternatives and notes."""
     b: list[Block] = [Heading(2, "The answer")]
+    figure = [Figure("evidence", _TRADE_OFF)] if ans.evidence is Evidence.FINALISTS else []
     if ans.recommended is None:
         why = ans.no_answer or "; ".join(ans.notes)
         b.append(Para([Bold("No answer: "), why + "."]))
-        return b + [Para([Bold("Note: "), n + "."]) for n in ans.notes if n != why]
+        return b + [Para([Bold("Note: "), n + "."]) for n in ans.notes if n != why] + figure
     modern = is_modern(ans, spec)
-    b.extend(_headline(ans, spec))
+    b.append(_lead(ans, spec))
+    b.extend(figure)
     if ans.evidence is Evidence.FINALISTS:
-        b.extend(_trade_off(ans, spec))
-        b.extend(_class_paragraph(ans, spec))
         b.append(Table(pd.DataFrame([_verdict_row(c, ans, modern) for c in ans.verdicts])))
+        b.extend(_groups(ans, spec))
+    b.extend(_figures_para(ans, spec))
+    if ans.evidence is Evidence.FINALISTS:
+        b.extend(_next_faster(ans, spec))
     b.extend(_confidence(ans))
     b.extend(_collapsed(ans, modern))
     b.extend(saving_blocks(ans, spec))

@@ -61,14 +61,19 @@ def evidence_figure(ans: Answer, batch: int) -> Figure:
             ",".join(map(str, c.arch.heads)), (x, y), textcoords="offset points", xytext=(6, 6), fontsize=8
         )
     ax.axhline(-ans.margin * scale, color="C2", ls="--", lw=1)
+    # the margin's label outside the axes, on the right, where no layout's label reaches: the x range leaves
+    # room inside for the labels beside the points
+    ax.margins(x=0.12)
     ax.text(
-        ax.get_xlim()[0],
+        1.01,
         -ans.margin * scale,
-        " minus the margin",
-        va="bottom",
+        "minus the\nmargin",
+        transform=ax.get_yaxis_transform(),
+        va="center",
         ha="left",
         fontsize=8,
         color="C2",
+        clip_on=False,
     )
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.set_xscale("log")
@@ -132,7 +137,8 @@ def curves_figure(ans: Answer, records: Sequence[TrialRecord]) -> Figure:
     lo, hi = np.percentile(means, 20), top  # the part of the curves where layouts differ
     pad = max(0.5, 0.15 * abs(hi - lo))
     ax.set_ylim(*sorted((lo - pad, hi + pad)) if not bpb else sorted((hi - pad, lo + pad)))
-    ax.legend(fontsize=8, loc="lower right" if not bpb else "upper right", ncol=2)
+    # outside the axes, right of them: the curves keep the whole plot
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     note = (
         f"mean over each layout's runs at the grid's {max(c.epochs for c in curves)} epochs (band: lowest to highest run); dot: the "
         "first epoch within one standard error of the mean curve's best"

@@ -56,7 +56,7 @@ from explorer.model import (
 from explorer.output._hf_export import hf_config, write_hf_config, write_hf_model
 from explorer.output._result_folders import as_user_made
 from explorer.spec import StudySpec
-from explorer.storage import Retiming, TrialRecord
+from explorer.storage import Retiming, TrialRecord, trial_label
 from explorer.study import ArtifactStore, trained_model
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ def run_config_of(record: TrialRecord, spec: StudySpec, storage: str | None = No
             "study": spec.name,
             "storage": storage,
             "trial": record.number,
+            "trial_label": trial_label(spec.name, record.number),
             "role": record.role,
             "val_accuracy": record.val_accuracy,
             "test_accuracy": record.test_accuracy,
@@ -163,6 +164,7 @@ class ExportResult:
             "study": study,
             "answer": None if self.answer is None else self.answer.to_dict(),
             "trial": self.record.number,
+            "trial_label": trial_label(study, self.record.number),
             "heads": list(self.record.heads),
             "format": self.format,
             "out": str(self.path),

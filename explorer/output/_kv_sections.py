@@ -8,9 +8,9 @@ key/value heads or head widths, or one that measures decoding; a classic classif
 
 from __future__ import annotations
 
-from explorer.answer import Answer, Architecture, Contrast, CostAxis, Evidence, attention_kind
-from explorer.output._fmt import claim, heads, is_bpb, latency_text, mib, pct, quality_text, runs_text
-from explorer.output._render import Block, Bold, Para, Span
+from explorer.answer import Answer, Architecture, Contrast, CostAxis, attention_kind
+from explorer.output._fmt import heads, is_bpb, latency_text, mib, pct, quality_text, runs_text
+from explorer.output._render import Block, Bold, Para
 from explorer.spec import StudySpec
 
 
@@ -39,8 +39,8 @@ def layout_phrase(a: Architecture) -> str:
     return f"{heads(c.heads)} heads per layer with {heads(c.kv_per_layer)} key/value heads ({kind})"
 
 
-def modern_headline(ans: Answer, spec: StudySpec) -> list[Span]:
-    """The recommendation's paragraph: layout, quality, latency, decoding and cache, parameters."""
+def modern_figures(ans: Answer, spec: StudySpec) -> str:
+    """The answer's own figures: layout, quality, latency, decoding and cache, parameters."""
     rec = ans.recommended
     assert rec is not None
     c = rec.config
@@ -55,7 +55,7 @@ def modern_headline(ans: Answer, spec: StudySpec) -> list[Span]:
         f"{pct(rec.test_quality)}% test accuracy"
     )
     text = (
-        f" for the base model d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}{width}, {c.family} "
+        f" {layout_phrase(rec)}, d_model {c.d_model}, {c.n_layers} layers (d_k {heads(c.d_k)}{width}, {c.family} "
         f"schedule): {quality}; {latency_text(rec)} per forward batch of {spec.latency.batch_size} (median of "
         f"{rec.latency.n} timing{'s' * (rec.latency.n != 1)}; 95% interval for a new timing)"
     )
@@ -66,10 +66,7 @@ def modern_headline(ans: Answer, spec: StudySpec) -> list[Span]:
             f"{'s' * (d.batch_size != 1)} against a key/value cache of {d.context} positions, which holds "
             f"{mib(rec.kv_cache_bytes)} MiB"
         )
-    text += f"; {rec.params:,} parameters."
-    if ans.evidence is Evidence.FINALISTS:
-        text += " It is " + claim(ans)
-    return [Bold(f"Use {layout_phrase(rec)}"), text]
+    return text + f"; {rec.params:,} parameters."
 
 
 def _mha(ans: Answer) -> Contrast | None:

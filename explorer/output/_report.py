@@ -13,7 +13,7 @@ import dataclasses
 import datetime as dt
 import math
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from explorer.answer import (
     Answer,
     CostAxis,
     Evidence,
+    StudyAccount,
     answer,
     architecture_table,
     architectures,
@@ -39,7 +40,7 @@ from explorer.answer import (
 )
 from explorer.errors import NoCompletedTrialsError
 from explorer.output import _plots as plots, _study_plots as study_plots
-from explorer.output._answer_sections import answer_blocks, check_blocks, evidence_blocks
+from explorer.output._answer_sections import answer_blocks, check_blocks, evidence_blocks, reading_blocks
 from explorer.output._evidence_plots import curves_figure, evidence_figure
 from explorer.output._fmt import heads, num, quality_column, quality_value
 from explorer.output._inputs import input_blocks
@@ -130,19 +131,10 @@ def _content(
     verdicts = rules_of_thumb(evidence, data.bench, ans.grid, ans.candidates, ans.margin)
     if searches_kv(records):
         verdicts.append(gqa_rule(evidence, data.retimings))
-    b = _opening(data, ans, acct, search)
+    b = _opening(data, acct)
     answer_section = answer_blocks(ans, spec)
     lead = next((blk for blk in answer_section if isinstance(blk, Para)), None)
     b.extend(answer_section)
-    if ans.evidence is Evidence.FINALISTS:
-        b.append(
-            Figure(
-                "evidence",
-                "The trade-off: every finalist's paired difference from the most accurate "
-                "layout against its latency relative to it, the margin drawn and the answer "
-                "starred: the runs the answer rests on.",
-            )
-        )
     b.extend(evidence_blocks(ans, spec, records, data.retimings))
     if ans.evidence is Evidence.FINALISTS:
         b.append(
@@ -153,6 +145,7 @@ def _content(
             )
         )
         b.extend(check_blocks(ans))
+    b.extend(reading_blocks(ans))
     b.extend(_search_blocks(data, search))
     b.extend(early_stopping_blocks(acct, spec, records))
     if data.bench:
@@ -166,7 +159,7 @@ def _content(
     b.extend(rules_blocks(verdicts, spec.metric))
     if spec.task.name == "relations":
         b.extend(relations_blocks(records, int(spec.task.options.get("n_relations", 2)), ans.recommended))
-    b.extend(account_blocks(acct))
+    b.extend(account_blocks(acct, _study_blocks(data, ans, acct, search)))
     finals = (
         architecture_table(ans.candidates) if ans.evidence is Evidence.FINALISTS else search.table.iloc[:0]
     )
@@ -235,24 +228,9 @@ def _figures(data: ReportInput, ans: Answer, search: _SearchTables) -> dict[str,
     return figures
 
 
-def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -> list[Block]:
-    spec, records = data.spec, data.records
-    devices = ", ".join(acct.devices) or "an unrecorded device"
-    searched = {r.key for r in records if r.role == Role.SEARCH and r.state in DONE_STATES and r.key}
-    runs = sum(r.role == Role.FINALIST and r.finished for r in records)
-    b: list[Block] = [Heading(1, f"Head-count report: {spec.name}")]
-    b.append(
-        Para(
-            [
-                f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
-                f"{spec.task.epochs} epochs ({search.count} ran them all, {acct.stopped_early} stopped at a rung, "
-                f"{acct.over_budget} over budget); {len(ans.candidates) if ans.evidence is Evidence.FINALISTS else 0} "
-                f"finalist layouts trained in {runs} paired runs. Generated "
-                f"{dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."
-            ],
-        )
-    )
-    b.extend(input_blocks(spec, data.task_input))
+def _opening(data: ReportInput, acct: StudyAccount) -> list[Block]:
+    """The title and, for a study still running, that it is partial: the answer follows at once."""
+    b: list[Block] = [Heading(1, f"Head-count report: {data.spec.name}")]
     if acct.partial:
         b.append(
             Para(
@@ -265,6 +243,42 @@ def _opening(data: ReportInput, ans: Answer, acct: Any, search: _SearchTables) -
             )
         )
     return b
+
+
+def _study_blocks(data: ReportInput, ans: Answer, acct: StudyAccount, search: _SearchTables) -> list[Block]:
+    """What the study ran: its task and device, the search's architectures, the finalist runs (those the answer
+    rests on, and what the others were for), when the report was written, and what the task fed the model."""
+    spec, records = data.spec, data.records
+    devices = ", ".join(acct.devices) or "an unrecorded device"
+    searched = {r.key for r in records if r.role == Role.SEARCH and r.state in DONE_STATES and r.key}
+    finals = ans.evidence is Evidence.FINALISTS
+    text = (
+        f"Task {acct.task} on {devices}: {len(searched)} architectures searched, one run each of up to "
+        f"{spec.task.epochs} epochs ({search.count} ran them all, {acct.stopped_early} stopped at a rung, "
+        f"{acct.over_budget} over budget); "
+        + (_finalist_runs_text(records, ans) if finals else "no finalist layouts trained")
+        + f". Generated {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}."
+    )
+    return [Para([text]), *input_blocks(spec, data.task_input)]
+
+
+def _finalist_runs_text(records: Sequence[TrialRecord], ans: Answer) -> str:
+    """The finalist runs in words: the paired runs the answer rests on (the count its Evidence section gives),
+    then what each other finished finalist run was: another horizon's (the pilot's, the horizon check's), a
+    collapsed run set apart, or one of a layout outside the budgets."""
+    finished = [r for r in records if r.role == Role.FINALIST and r.finished]
+    grid = finished if ans.horizon is None else [r for r in at_horizon(finished, ans.horizon)]
+    paired = sum(a.n for a in ans.candidates)
+    parts = [
+        (len(finished) - len(grid), "at another horizon (the horizon pilot and check)"),
+        (len(ans.collapsed), "collapsed and reported apart"),
+    ]
+    parts.append((len(finished) - paired - sum(n for n, _ in parts), "of layouts outside the budgets"))
+    others = "; ".join(f"{n} {what}" for n, what in parts if n > 0)
+    return (
+        f"{len(ans.candidates)} finalist layouts trained in {len(finished)} runs: the {paired} paired runs the "
+        "answer rests on" + (f", and {others}" if others else "")
+    )
 
 
 def _search_blocks(data: ReportInput, search: _SearchTables) -> list[Block]:

@@ -195,17 +195,20 @@ def early_stopping_blocks(acct: StudyAccount, spec: StudySpec, records: Sequence
     ]
 
 
-def account_blocks(acct: StudyAccount) -> list[Block]:
+def account_blocks(acct: StudyAccount, study: Sequence[Block] = ()) -> list[Block]:
+    """The study account: ``study`` (what it ran, in a paragraph), then its trials by role and state, time and
+    status, and the commands that reproduce and resume it."""
     s = ", ".join(f"{k} {v}" for k, v in sorted(acct.search_states.items()))
     f = ", ".join(f"{k} {v}" for k, v in sorted(acct.finalist_states.items())) or "none"
     closed = ", ".join(f"{k} {v}" for k, v in sorted(acct.closed.items())) or "none"
     failed = ", ".join(f"{k} {v}" for k, v in sorted(acct.failed.items())) or "none"
     return [
         Heading(2, "Study account"),
+        *study,
         Bullets(
             [
                 f"Task: {acct.task}; device(s): {', '.join(acct.devices) or 'not recorded'}",
-                f"Search trials (total {acct.search_total}): {s}; finalist runs: {f}",
+                f"Search trials (total {acct.search_total}): {s}; finalist runs (every horizon): {f}",
                 f"Over budget, pruned untrained: {acct.over_budget}; stopped early at a rung: {acct.stopped_early}",
                 f"Architectures the sampler proposed again and the search skipped without training: "
                 f"{acct.proposals_rejected}; trials given an untaken architecture at random after that: {acct.fallbacks}",
@@ -217,6 +220,6 @@ def account_blocks(acct: StudyAccount) -> list[Block]:
                 "Files: trials.csv (every trial), architectures.csv (per architecture and role), pareto.csv, *.png",
             ],
         ),
-        Para(["Reproduce, or resume this study from its database:"]),
-        Code(f"{acct.reproduce}\n{acct.resume}"),
+        Para([f"Reproduce it{acct.reproduce_from}, or resume this study from its database:"]),
+        Code(acct.reproduce if acct.reproduce == acct.resume else f"{acct.reproduce}\n{acct.resume}"),
     ]

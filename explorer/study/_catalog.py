@@ -20,6 +20,7 @@ from explorer.storage import (
     keeps_finalists_inside,
     open_storage,
     parent_name,
+    trial_label,
 )
 from explorer.study._study import Study
 
@@ -101,6 +102,7 @@ def study_status(name: str, storage_url: str | None = None, best: int = 5) -> di
         "best": [
             {
                 "number": r.number,
+                "trial": trial_label(name, r.number),
                 "role": r.role,
                 "d_model": r.config.d_model if r.config else None,
                 "heads": list(r.heads),

@@ -11,8 +11,10 @@ only trials without a run are logged.
 Each trial's run has the layout as params (``heads`` and ``heads_layer0..``, ``d_k``, ``d_model``,
 ``n_layers``, ``family``, ``kv_heads``, ``lr``, ``seed``, ``fold``), the validation metric of every epoch (step =
 epoch), its latency and parameter count as metrics, and its Optuna state as the tag ``explorer.state`` (a trial
-that stopped early is FINISHED in MLflow, tagged PRUNED). A finalist run is a child (``mlflow.parentRunId``) of
-one run per layout, ``finalist 4,4``.
+that stopped early is FINISHED in MLflow, tagged PRUNED); its name is the trial as a person reads it
+(``trial tiny#3 4,4``, ``trial tiny/finalists#12 4,4 seed 7``). A finalist run is a child (``mlflow.parentRunId``)
+of one run per layout, ``finalist 4,4``, which has the layout's params (those its runs share) and its evidence as
+metrics. A study without an answer logs no answer run.
 """
 
 from __future__ import annotations
@@ -38,9 +40,9 @@ from explorer.storage import (
     TrialRecord,
     load_records,
     load_retimings,
-    local_number,
     mask_url,
     sqlite_path,
+    trial_label,
 )
 from explorer.study._study import TRACKING_ATTR
 
@@ -142,19 +144,46 @@ def _metrics(r: TrialRecord) -> list[tuple[str, float, int]]:
     return out + [(k, float(v), 0) for k, v in final.items() if v is not None]
 
 
-def _log_run(client: Any, experiment_id: str, name: str, tags: dict[str, str], r: TrialRecord | None) -> str:
-    """Create one finished run with ``tags`` and, for a trial, its params and metrics; return its id."""
+_RUN_PARAMS = ("role", "seed", "lr", "fold", "epochs", "purpose")  # a run's own, not its layout's
+
+
+def _layout_params(records: Sequence[TrialRecord]) -> dict[str, dict[str, Any]]:
+    """Each finalist layout's params for its parent run: those every one of its runs shares, less what is a
+    run's own (seed, fold, horizon), so a user filters the layouts by heads, d_model, d_k..."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if r.role is not Role.FINALIST:
+            continue
+        mine = {k: v for k, v in _params(r).items() if k not in _RUN_PARAMS}
+        layout = _layout(r)
+        held = out.setdefault(layout, mine)
+        out[layout] = {k: v for k, v in held.items() if mine.get(k) == v}
+    return out
+
+
+def _log_run(
+    client: Any,
+    experiment_id: str,
+    name: str,
+    tags: dict[str, str],
+    r: TrialRecord | None,
+    params: dict[str, Any] | None = None,
+) -> str:
+    """Create one finished run with ``tags`` and, for a trial, its params and metrics (else ``params``, a
+    layout's); return its id."""
     from mlflow.entities import Metric, Param, RunTag
 
     start = _ms(r.started) if r is not None else None
     run = client.create_run(experiment_id, start_time=start, tags=tags, run_name=name)
     rid = run.info.run_id
+    if r is None and params:
+        client.log_batch(rid, params=[Param(k, str(v)) for k, v in params.items()])
     if r is not None:
         stamp = _ms(r.completed) or _ms(r.started) or 0
         metrics = [Metric(k, v, stamp, step) for k, v, step in _metrics(r)]
-        params = [Param(k, str(v)) for k, v in _params(r).items()]
+        own = [Param(k, str(v)) for k, v in _params(r).items()]
         extra = [RunTag("mlflow.note.content", r.fail_reason)] if r.fail_reason else []
-        client.log_batch(rid, metrics=metrics, params=params, tags=extra)
+        client.log_batch(rid, metrics=metrics, params=own, tags=extra)
         client.set_terminated(rid, status=_STATUS.get(r.state, "FINISHED"), end_time=_ms(r.completed))
     else:
         client.set_terminated(rid, status="FINISHED")
@@ -162,9 +191,9 @@ def _log_run(client: Any, experiment_id: str, name: str, tags: dict[str, str], r
 
 
 def _trial_tags(study: str, r: TrialRecord) -> dict[str, str]:
-    where, local = local_number(study, r.number)  # a finalist run: its number in the companion study
     tags = {f"{_TAG}study": study, f"{_TAG}trial": str(r.number), f"{_TAG}role": r.role}
-    tags[f"{_TAG}optuna_trial"] = f"{where}#{local}"
+    # as a person reads it (a finalist run: its number in the companion study), the name of its run too
+    tags[f"{_TAG}optuna_trial"] = trial_label(study, r.number)
     tags |= {f"{_TAG}state": r.state.name, f"{_TAG}layout": _layout(r)}
     if r.label:
         tags[f"{_TAG}label"] = r.label
@@ -193,6 +222,7 @@ def _sync(
         if run.data.tags.get(f"{_TAG}role") == "layout"
     }
     evidence = {run.info.run_id: run.data.metrics.get("runs") for run in have}
+    layout_params = _layout_params(records)
     for r in records:
         if str(r.number) in done:
             continue
@@ -201,13 +231,15 @@ def _sync(
             layout = _layout(r)
             if layout not in parents:
                 ptags = {f"{_TAG}study": study, f"{_TAG}role": "layout", f"{_TAG}layout": layout}
-                parents[layout] = _log_run(client, experiment_id, f"finalist {layout}", ptags, None)
+                parents[layout] = _log_run(
+                    client, experiment_id, f"finalist {layout}", ptags, None, layout_params.get(layout)
+                )
             tags["mlflow.parentRunId"] = parents[layout]
-            name = f"trial {r.number} {layout} seed {r.seed}" + (
+            name = f"trial {tags[f'{_TAG}optuna_trial']} {layout} seed {r.seed}" + (
                 f" fold {r.fold}" if r.fold is not None else ""
             )
         else:
-            name = f"trial {r.number} {_layout(r)}"
+            name = f"trial {tags[f'{_TAG}optuna_trial']} {_layout(r)}"
         _log_run(client, experiment_id, name, tags, r)
         logged.append(r.number)
     for layout, metrics in _layout_evidence(records if grid is None else grid, retimings).items():
@@ -291,6 +323,9 @@ def sync_trials(
         "logged_now": len(logged),
         "logged": [r.number for r in finished if str(r.number) in held],
         "not_logged": missing,
+        # the same trials as a person reads them (NAME#4, NAME/finalists#12), beside explorer's numbers
+        "logged_trials": [trial_label(spec.name, r.number) for r in finished if str(r.number) in held],
+        "not_logged_trials": [trial_label(spec.name, n) for n in missing],
         "error": error,
         "at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }
@@ -340,7 +375,7 @@ def log_answer(
     after logging any trial not logged yet; its note is the report's opening. ``keep`` is given the sync's
     result when it differs from the study's ``tracking`` record (none yet, the outage it records is over, or a
     new one began), to store it: the study is open to read. Returns the run id, or None when the study is not tracked
-    or MLflow failed (then one warning; nothing else changes)."""
+    or MLflow failed (then one warning; nothing else changes), or there is no answer (the trials are logged)."""
     uri = tracking_uri(spec.tracking)
     if uri is None:
         return None
@@ -350,7 +385,11 @@ def log_answer(
         keep(synced)
     if synced is not None and synced["error"] is not None:  # said once, answer included
         return None
-    heads = None if ans.recommended is None else ans.recommended.heads
+    if (
+        ans.recommended is None
+    ):  # nothing to log as the answer: the trials are logged, no empty run beside them
+        return None
+    heads = ans.recommended.heads
     try:
         with _quick_failures():
             from mlflow.entities import Metric, Param
@@ -361,15 +400,14 @@ def log_answer(
             md = next((p for p in files if p.name == "report.md"), None)
             if md is not None:
                 tags["mlflow.note.content"] = md.read_text(encoding="utf-8")[:5000]
-            if heads:
-                tags[f"{_TAG}layout"] = ",".join(map(str, heads))
+            tags[f"{_TAG}layout"] = ",".join(map(str, heads))
             run = client.create_run(experiment_id, tags=tags, run_name="answer")
             rid = run.info.run_id
             stamp = int(dt.datetime.now(dt.timezone.utc).timestamp() * 1000)
             client.log_batch(
                 rid,
                 metrics=[Metric(k, v, stamp, 0) for k, v in answer_metrics(ans).items()],
-                params=[Param(f"heads_layer{i}", str(h)) for i, h in enumerate(heads or ())],
+                params=[Param(f"heads_layer{i}", str(h)) for i, h in enumerate(heads)],
             )
             for path in files:
                 client.log_artifact(

@@ -551,8 +551,35 @@ def test_progress_is_a_bar_on_a_terminal_and_one_plain_line_a_stage_elsewhere(mo
         assert "\r" not in err
         assert err.splitlines()[1:] == [
             "q search: 4/4 trials | 12 epochs | 1 running | best val 0.500 | pruned 0 | failed 0",
-            "q finalists: 2/2 trials | 6 epochs | 1 running | best val 0.500 | pruned 0 | failed 0 | decided",
+            "q finalists: 2 runs done of at most 2 | 6 epochs | 1 running | best val 0.500 | pruned 0 | failed 0 "
+            "| decided",
         ]
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["log", "terminal"])
+def test_finalists_decided_short_of_their_budget_end_as_decided_not_as_a_bar_stopped_part_way(
+    monkeypatch, capsys, terminal
+):
+    """Their total is a budget the stage stops short of once the answer is decided: the last line says the runs
+    done of at most that many, and decided; no share of the budget that reads as an aborted stage."""
+    from explorer.cli._common import ProgressBars
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: terminal)
+    metric = types.SimpleNamespace(name="val_accuracy")
+    bars = ProgressBars(as_json=False)
+    bars.start(
+        types.SimpleNamespace(
+            name="q", masked_url="sqlite:///q.db", spec=types.SimpleNamespace(metric=metric)
+        )
+    )
+    bars.on_stage("finalist", 15)
+    for done in range(7):
+        bars.on_progress(_progress(done, 15, "finalist", 0 if done == 6 else 4))
+    bars.close()
+    err = capsys.readouterr().err
+    last = err.replace("\r", "\n").strip().splitlines()[-1]
+    assert "6 runs done of at most 15" in last and "| decided" in last, last
+    assert "6/15" not in err and "40%" not in err
 
 
 def test_the_timing_step_is_one_line_not_a_bar(monkeypatch, capsys):
@@ -564,10 +591,12 @@ def test_the_timing_step_is_one_line_not_a_bar(monkeypatch, capsys):
     bars.start(types.SimpleNamespace(name="q", masked_url="sqlite:///q.db"))
     bars.on_stage(Step.TIMING, 6)
     bars.on_progress(_progress(1, 6))  # no bar to move
+    bars.on_stage(Step.TIMING, 6)  # the rounds timed again (a busy machine): more of the same step
     bars.close()
     assert capsys.readouterr().err.splitlines() == [
         "study 'q' in sqlite:///q.db",
         "timing: 6 measurements in interleaved rounds, no training running",
+        "timing: 6 more measurements in interleaved rounds, no training running",
     ]
 
 
@@ -627,3 +656,28 @@ def test_confirm_and_resume_default_to_the_workers_of_the_studys_last_run():
     assert workers("--stored", "2", "--workers", "1") == 1  # given: kept
     assert workers() == 1  # nothing stored: the default
     assert workers("--stored", "100000") == 1  # above the limit now: the default stands
+
+
+def test_json_gives_each_trial_number_with_the_label_people_read(tmp_path):
+    """status and export --json name a trial by explorer's number (what --trial takes) and, beside it, as Optuna's
+    tools and the report name it: NAME#4, NAME/finalists#12 (never 1,000,000,012 alone)."""
+    from explorer.storage import FINALIST_BASE, trial_label
+    from tests.fixtures import make_study
+
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    make_study(12, storage=url, name="lab", finalists=3, apart=True)
+    run = CliRunner()
+    status = run.invoke(main, ["study", "status", "lab", "--storage", url, "--json"])
+    assert status.exit_code == 0, status.output
+    best = json.loads(status.stdout)["best"]
+    assert best and all(r["trial"] == trial_label("lab", r["number"]) for r in best)
+    assert any(r["number"] >= FINALIST_BASE and r["trial"].startswith("lab/finalists#") for r in best)
+    out = tmp_path / "answer.json"
+    exported = run.invoke(
+        main, ["export", "lab", "--storage", url, "--trial", "answer", "--out", str(out), "--json"]
+    )
+    assert exported.exit_code == 0, exported.output
+    doc = json.loads(exported.stdout)
+    assert doc["trial"] >= FINALIST_BASE and doc["trial_label"] == trial_label("lab", doc["trial"])
+    source = json.loads(out.read_text())["source"]
+    assert source["trial"] == doc["trial"] and source["trial_label"] == doc["trial_label"]

@@ -91,3 +91,46 @@ def test_every_figure_renders_and_an_empty_table_says_so(tmp_path):
     assert legend[-3:] == ["search front (2)", "finalists: mean over seeds,\n95% intervals", "recommended"]
     assert "over budget (1)" in legend
     assert figures["empty"].axes[0].texts[0].get_text() == "no architecture finished its search budget"
+
+
+def test_the_margins_label_and_the_curves_legend_cover_no_layout():
+    """The trade-off figure's "minus the margin" beside no layout's label, even for a layout at the fastest end
+    just below the margin (where a label at the left edge of the axes fell on it); the learning curves' legend
+    outside the axes the curves fill."""
+    import dataclasses
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from explorer.answer import answer
+    from explorer.output._evidence_plots import curves_figure, evidence_figure
+    from explorer.spec import spec_from_dict
+    from explorer.storage import load_records
+    from tests.fixtures import make_study
+
+    study = make_study(30, finalists=3)
+    records = load_records(study)
+    ans = answer(records, spec_from_dict(study.user_attrs["spec"]))
+    rival = next(c for c in ans.verdicts if c.arch.key != ans.best.key)
+    low = -ans.margin * 1.02  # just below the margin, at the fastest end
+    near = dataclasses.replace(
+        rival,
+        latency_ratio=0.5 * min(c.latency_ratio for c in ans.verdicts),
+        versus_best=dataclasses.replace(rival.versus_best, diff=low, low=low - 0.01, high=low + 0.01),
+    )
+    moved = dataclasses.replace(ans, verdicts=tuple(near if c is rival else c for c in ans.verdicts))
+    fig = evidence_figure(moved, 64)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    ax = fig.axes[0]
+    label = next(t for t in ax.texts if "margin" in t.get_text())
+    names = [t for t in ax.texts if t is not label]
+    assert len(names) == len(ans.verdicts)
+    box = label.get_window_extent(renderer)
+    for name in names:
+        assert not box.overlaps(name.get_window_extent(renderer)), name.get_text()
+
+    fig = curves_figure(ans, records)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    ax = fig.axes[0]
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1

@@ -341,3 +341,52 @@ def test_json_commands_parse_and_runs_carry_metrics_with_an_mlflow_server_over_h
     assert {"val_accuracy", "latency_ms", "probability", "decided"} <= set(answer.data.metrics)
     assert all("runs" in r.data.metrics for r in runs if r.data.tags["explorer.role"] == "layout")
     assert "report.md" in {a.path for a in client.list_artifacts(answer.info.run_id)}
+
+
+def test_runs_are_named_as_people_read_trials_layouts_carry_params_and_no_answer_logs_no_run(
+    tmp_path, monkeypatch
+):
+    """Run names give the trial as Optuna's tools and the report name it (tracked/finalists#3), not explorer's
+    internal number; each layout's parent run has the layout's params, so runs filter by heads; a study with no
+    answer logs its trials and no empty answer run; the tracking record names its trials the same way."""
+    import dataclasses
+
+    from explorer.storage import trial_label
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    study, spec = _study(tmp_path, monkeypatch, uri, apart=True)
+    result = sync_trials(study, spec)
+    assert result["logged_trials"] == [trial_label("tracked", n) for n in result["logged"]]
+    assert result["not_logged_trials"] == []
+    client, runs = _runs(uri)
+    finals = [r for r in runs if r.data.tags["explorer.role"] == "finalist"]
+    assert finals and all(r.info.run_name.startswith("trial tracked/finalists#") for r in finals)
+    assert not any(str(FINALIST_BASE)[:4] in r.info.run_name for r in runs)
+    search = next(r for r in runs if r.data.tags["explorer.role"] == "search")
+    assert search.info.run_name.startswith(f"trial tracked#{search.data.tags['explorer.trial']} ")
+    parents = [r for r in runs if r.data.tags["explorer.role"] == "layout"]
+    assert parents
+    for parent in parents:
+        layout = parent.data.tags["explorer.layout"]
+        assert parent.data.params["heads"] == layout
+        assert [parent.data.params[f"heads_layer{i}"] for i in range(len(layout.split(",")))] == layout.split(
+            ","
+        )
+        assert {"d_model", "n_layers", "d_k"} <= set(parent.data.params)
+        assert "seed" not in parent.data.params  # a run's own, not its layout's
+    found = explorer.recommend("tracked", f"sqlite:///{tmp_path / 'study.db'}")
+    none = dataclasses.replace(found, recommended=None, no_answer="nothing learned")
+    assert log_answer(study, spec, none, []) is None
+    client, after = _runs(uri)
+    assert not [r for r in after if r.data.tags["explorer.role"] == "answer"] and len(after) == len(runs)
+
+
+def test_an_outage_names_the_trials_it_left_unlogged_as_people_read_them(tmp_path, monkeypatch):
+    from explorer.storage import trial_label
+
+    study, spec = _study(tmp_path, monkeypatch, "http://127.0.0.1:9", apart=True)
+    result = sync_trials(study, spec)
+    assert result["not_logged"] and result["not_logged_trials"] == [
+        trial_label("tracked", n) for n in result["not_logged"]
+    ]
+    assert any(label.startswith("tracked/finalists#") for label in result["not_logged_trials"])
