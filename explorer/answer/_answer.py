@@ -69,9 +69,8 @@ class Answer:
     candidates: tuple[Architecture, ...]  # what it was chosen among (feasible, within budgets)
     front: tuple[Architecture, ...]  # their accuracy/latency front, fastest first
     contrasts: tuple[Contrast, ...]
-    confidence: (
-        float | None
-    )  # probability that the answer is within the margin of the best (None: not measured)
+    # probability that the answer is within the margin of the best (None: not measured)
+    confidence: float | None
     confidence_method: str
     per_base: tuple[tuple[int, int, Architecture], ...]  # (d_model, n_layers, the knee there), search level
     search: Picks

@@ -155,12 +155,8 @@ no_bench_option = click.option(
     is_flag=True,
     help="Skip the once-per-study attention bench this time (spec: bench = false).",
 )
-TRIAL_NAMES = (
-    "answer",
-    "knee",
-    "most-accurate",
-    "fastest",
-)  # explorer.answer._pick.PICK_NAMES, torch-free
+# explorer.answer._pick.PICK_NAMES, torch-free
+TRIAL_NAMES = ("answer", "knee", "most-accurate", "fastest")
 
 
 def _trial(ctx: click.Context, param: click.Parameter, value: str) -> str:

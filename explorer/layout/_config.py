@@ -314,11 +314,12 @@ class LatencyConfig:
     )
     # seconds of timed runs (torch.utils.benchmark.Timer.blocked_autorange)
     min_run_time: float = key(0.3, "seconds of timing per measurement", cap=RUN_TIME_S)
+    # onnxruntime: exported to ONNX, run by ONNX Runtime
     runtime: str = key(
         "eager",
         "`eager`, `compile` (torch.compile) or `onnxruntime` (onnx extra): time what you ship",
         choices=LATENCY_RUNTIMES,
-    )  # onnxruntime: exported to ONNX, run by ONNX Runtime
+    )
     # None: the task's
     seq_len: int | None = key(
         None, "positions per timed example: the deployment shape", shown="the task's", cap=SEQ_LEN

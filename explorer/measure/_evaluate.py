@@ -371,6 +371,7 @@ def train_planned(
     loaded = load_task(task, **options)
     if decode is not None and not loaded.spec.causal:
         raise ConfigError(f"--decode-context needs a language-model task such as --task text, not {task!r}.")
+    # before anything is built: a model this machine cannot hold is one line, not a traceback
     check_model_fits(
         cfg,
         loaded.spec,
@@ -378,7 +379,7 @@ def train_planned(
         infer_batch=latency.batch_size,
         device=device,
         decode_context=None if decode is None else decode.context,
-    )  # before anything is built: a model this machine cannot hold is one line, not a traceback
+    )
     builder = None if build is None and hf is None else _checked_builder(build, hf, cfg, loaded, decode)
 
     def each_epoch(stats: EpochStats) -> bool:

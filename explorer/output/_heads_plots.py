@@ -1,7 +1,7 @@
 """Figures of the per-head analysis (explorer.measure._probe, explorer.analysis._heads): importance, masking curves, attention maps, statistics.
 
 Each function takes the tables and arrays that explorer.analysis._heads computes and returns a matplotlib Figure (no
-pyplot state), in the style of explorer/plots.py.
+pyplot state), in the style of explorer/output/_plots.py.
 """
 
 from __future__ import annotations

@@ -43,7 +43,6 @@ from explorer.output._result_folders import as_user_made
 from explorer.spec import StudySpec
 from explorer.storage import TrialRecord
 
-CONFIG_FAMILIES = ("vit", "bert", "llama")  # the stock families a config-only export describes
 
 
 def nearest_uniform(values: Sequence[int], ok: Callable[[int], bool] = lambda v: True) -> int:

@@ -56,13 +56,14 @@ class EarlyStoppingSpec:
     reduction: int = key(
         2, "rungs at `min_epochs`, `min_epochs * reduction`, ... below `[task] epochs`", lo=2, cap=EPOCHS
     )
+    # a false stop: a trial stopped at a rung, yet as good as its peers
     alpha: float = key(
         0.05,
         "a trial's chance of a false stop over all its rungs (see "
         "[method.md](method.md#5-early-stopping-that-counts-seed-noise))",
         lo=1e-6,
         hi=1.0,
-    )  # stopped, yet as good as its peers
+    )
 
     def rungs(self, epochs: int) -> tuple[int, ...]:
         """The epochs at which a trial of ``epochs`` planned epochs may stop (none when disabled)."""

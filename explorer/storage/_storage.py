@@ -145,7 +145,7 @@ def _open(
     """:func:`_connect`, with every way it fails as one :class:`StorageError` sentence."""
     with warnings.catch_warnings():
         # heartbeat_interval and the retry callback are marked experimental in Optuna 5.0; we rely on them
-        # on purpose (tests/test_storage.py kills a worker for real), so the warning only adds noise.
+        # on purpose (tests/storage/test_storage.py kills a worker for real), so the warning only adds noise.
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         try:
             return _connect(url, parsed, masked, file, new_file, readonly, options)

@@ -45,7 +45,6 @@ from torch import nn
 
 from explorer.errors import ConfigError, DataError, StorageError
 from explorer.storage import (
-    ARTIFACTS_ENV,
     FINALIST_BASE,
     check_artifact_location,
     companion_name,
@@ -60,10 +59,8 @@ from explorer.study._study import Study
 
 log = logging.getLogger(__name__)
 
-ARTIFACT_DIR_ENV = ARTIFACTS_ENV  # the name this module exported before artifacts went through Optuna
-DEFAULT_MAX_BYTES = (
-    200 * 2**20
-)  # 200 MiB per study: thousands of small encoders, a few dozen ViT-S sized ones
+# 200 MiB per study: thousands of small encoders, a few dozen ViT-S sized ones
+DEFAULT_MAX_BYTES = 200 * 2**20
 WEIGHTS_KEY = "explorer:weights:"  # + trial number (5 digits): the index entry of a trial's weights
 FIGURE_KEY = "explorer:file:"  # + file name: a study-level file (a report figure), replaced in place
 LOCATION_ATTR = "artifacts"  # study user attr: where the latest run wrote (for people and optuna-dashboard)

@@ -194,9 +194,8 @@ class Study:
             return self.optuna_study
         self.close()
         view = Study.open_at(self.name, self.url, write=True, spec=self.spec).optuna_study
-        object.__setattr__(
-            self, "optuna_study", view
-        )  # frozen: its meaning is unchanged, only its connection
+        # frozen: its meaning is unchanged, only its connection
+        object.__setattr__(self, "optuna_study", view)
         self.__dict__.pop("_finalists", None)  # the companion, loaded again through the writable storage
         return view
 

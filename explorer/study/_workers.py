@@ -142,12 +142,13 @@ class _StopRules:
             self.failures + 1 if trial.state == TrialState.FAIL and not is_bookkeeping(trial) else 0
         )
         self.duplicates = self.duplicates + 1 if closed is Closure.DUPLICATE else 0
+        # a space of one architecture proposes it again and again: no sampler says "exhausted" there
         covered = (
             closed is Closure.DUPLICATE
             and self.exhaustible
             and self.stage == Role.SEARCH
             and len(live_trials(study, Role.SEARCH)) >= self.space_size
-        )  # a space of one architecture proposes it again and again: no sampler says "exhausted" there
+        )
         if closed is Closure.EXHAUSTED or covered:
             self.reason = StopReason.EXHAUSTED
             self.note = (
