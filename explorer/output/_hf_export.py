@@ -44,7 +44,6 @@ from explorer.spec import StudySpec
 from explorer.storage import TrialRecord
 
 
-
 def nearest_uniform(values: Sequence[int], ok: Callable[[int], bool] = lambda v: True) -> int:
     """The value of ``values`` (one allowed by ``ok``) with the least total |log2| distance to all of them."""
     candidates = sorted({v for v in values if ok(v)}) or sorted(set(values))
