@@ -47,7 +47,7 @@ from explorer.answer import (
     rule_times,
     stage_outlook,
 )
-from explorer.storage import Role, TimingKind
+from explorer.storage import Role, TimingKind, role_of, trials_of
 from explorer.study._progress import OnStage, Step, StopReason, stage_progress
 from explorer.study._retime import retime, search_configs
 from explorer.study._run_plan import StudyRunPlan
@@ -244,7 +244,10 @@ def next_round(
     run_plan: StudyRunPlan, plan: FinalistPlan, times: np.ndarray, spend: Spending, finals: Progress
 ) -> tuple[int, Progress | None]:
     """Queue the next round where the answer is open: its runs, or how the stage stops instead (decided: the
-    progress as it is; past the deadline or the budget with a deciding round left: that reason)."""
+    progress as it is; past the deadline or the budget with a deciding round left: that reason). Commands on
+    several machines share one study's rounds: each plans the same round from the same records, the first
+    queues it, and every command's workers take its runs from the one queue (a run is claimed once, so none is
+    trained twice)."""
     study, spec = run_plan.study, run_plan.spec
     records = study.records(Role.FINALIST)
     if spend.minutes is not None and time.monotonic() >= spend.deadline:
@@ -253,8 +256,9 @@ def next_round(
         note = f"not decided when the stage's {spend.minutes:g} minutes were spent"
         return 0, dataclasses.replace(finals, reason=StopReason.MINUTES, note=note)
     left = spend.budget - grid_runs(plan, study)
-    queued = enqueue_runs(study, next_runs(plan, records, spec, times, left))
-    if queued:
+    round_ = next_runs(plan, records, spec, times, left)
+    queued = enqueue_runs(study, round_)
+    if queued or (round_ and _in_flight(study)):  # queued now, or by another command on the study: shared
         return queued, None
     need = next_round_size(plan, records, spec, times)
     if not need:  # decided
@@ -315,6 +319,12 @@ def grid_runs(plan: FinalistPlan, study: Study) -> int:
     """The grid's runs, finished or running: what the stage's budget counts (the pilot's runs at other horizons
     and the horizon check's are not the rule's spending)."""
     return sum(r.state is not TrialState.FAIL for r in plan.grid(study.records(Role.FINALIST)))
+
+
+def _in_flight(study: Study) -> bool:
+    """Whether a finalist run of the study is queued or running (here or in another command)."""
+    live = (TrialState.WAITING, TrialState.RUNNING)
+    return any(role_of(t) is Role.FINALIST for t, _ in trials_of(study.optuna_study, states=live))
 
 
 def _reporting(last: RoundOutlook, on_progress: OnProgress | None) -> OnProgress | None:

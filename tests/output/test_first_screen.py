@@ -9,6 +9,7 @@ import dataclasses
 import re
 
 import pytest
+from optuna.trial import TrialState
 
 from explorer.answer import Evidence
 from explorer.output import ReportInput, write_report
@@ -41,7 +42,8 @@ def _horizon_data(long_gap: float) -> ReportInput:
 
 STUDIES = {
     "undecided": lambda: data_of(
-        make_study(80, states={"FAIL": 3, "PRUNED": 5}, bench=BENCH, finalists=3), "sqlite:///x.db"
+        make_study(80, states={TrialState.FAIL: 3, TrialState.PRUNED: 5}, bench=BENCH, finalists=3),
+        "sqlite:///x.db",
     ),
     "decided": lambda: data_of(make_study(40, finalists=6, noise=0.002)),
     "contradicted": lambda: _horizon_data(0.03),
