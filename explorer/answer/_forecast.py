@@ -11,6 +11,8 @@ pairing and its correlation are kept. A simulated study ends when the rule decid
 take it past :data:`CAP_BUDGETS` times the stage's budget (then it is counted as not decided). The forecast is
 the median and the 80th percentile of the runs the simulated studies took (not-decided ones counted as taking
 more than any budget), and the share that decided at all; the runs turn into minutes at the stage's measured pace.
+The simulations keep the rule's ``edge``: the wider ``[answer] settle`` zone a stage takes once its budget is spent
+is not assumed, so a budget the forecast names is never short for that reason.
 
 Everything is seeded from the grid itself, so a study read twice forecasts the same figures.
 """
@@ -109,8 +111,9 @@ def forecast(
     draws: int = DRAWS,
 ) -> Forecast | None:
     """The forecast (see the module docstring) for the grid ``scores`` (layouts x units in unit order, higher is
-    better, NaN where not run; ``ran`` marks the cells run, set-apart ones too) and ``times``, under ``rule``; ``budget``: the stage's budget of runs (the cap is :data:`CAP_BUDGETS` of it). None: fewer than two
-    units a layout, so no spread to draw from."""
+    better, NaN where not run; ``ran`` marks the cells run, set-apart ones too) and ``times``, under ``rule``;
+    ``budget``: the stage's budget of runs (the cap is :data:`CAP_BUDGETS` of it). None: fewer than two units a
+    layout, so no spread to draw from."""
     counts = (~np.isnan(scores)).sum(axis=1)
     if not scores.size or counts.min() < 2:
         return None
