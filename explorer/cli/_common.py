@@ -413,16 +413,7 @@ class ProgressBars:
                 outlook = "decided"
             else:
                 outlook = f"{p.open_comparisons} comparison(s) open"
-                if p.to_decide is not None:
-                    took = (
-                        f", about {p.minutes_to_decide:.0f} minutes"
-                        if p.minutes_to_decide is not None
-                        else ""
-                    )
-                    outlook += (
-                        f"; a decision needs about {p.median_to_decide} more runs ({p.to_decide} in 80% of "
-                        f"simulated continuations{took})"
-                    )
+                outlook += _cost_words(p)
             note(f"{desc}: round {p.rounds}: {p.done} runs done | {outlook}")
         elif now - self._logged < LOG_EVERY_S:
             return
@@ -453,6 +444,22 @@ class ProgressBars:
         self._bar.n = min(p.done, p.total)
         self._bar.set_postfix_str(status)
         self._bar.refresh()
+
+
+def _cost_words(p: Any) -> str:
+    """What deciding costs after a finalist round, as the forecast put it ("" before one exists)."""
+    if p.to_decide:
+        took = f", about {p.minutes_to_decide:.0f} minutes" if p.minutes_to_decide is not None else ""
+        return (
+            f"; a decision needs about {p.median_to_decide} more runs ({p.to_decide} in 80% of simulated "
+            f"continuations of the stage{took})"
+        )
+    if p.decided_share is not None and p.forecast_cap is not None and p.open_comparisons:
+        return (
+            f"; no affordable budget decides it ({p.decided_share:.0%} of simulated continuations of the stage "
+            f"decided within {p.forecast_cap:,} more runs)"
+        )
+    return ""
 
 
 def _storage_flag(study: Study) -> str:
@@ -526,12 +533,7 @@ def with_progress(run: Callable[[ProgressBars], Any], as_json: bool, study: Stud
     elif f is not None and f.reason is StopReason.HORIZON:  # more runs here cannot decide: say what can
         note(f"finalists: {f.note}")
     elif f is not None and f.reason in (StopReason.BUDGET, StopReason.MINUTES):  # undecided: say the cost
-        cost = (
-            f"; a decision needs about {f.median_to_decide} more runs ({f.to_decide} in 80% of simulated "
-            "continuations of the stage)"
-            if f.to_decide
-            else ""
-        )
+        cost = _cost_words(f)
         # what decides it, as the report names it (else the next round, which moves it)
         runs = f.to_decide or (f.need if f.reason is StopReason.BUDGET else None)
         budget = f" --budget {runs}" if runs else ""

@@ -131,6 +131,8 @@ class RoundOutlook:
             median_to_decide=0 if o.open == 0 else None if found is None else found.median,
             minutes_to_decide=None if found is None else found.minutes(o.runs),
             open_comparisons=o.open,
+            decided_share=None if found is None else found.decided_share,
+            forecast_cap=None if found is None else found.cap,
             rounds=self.rounds,
         )
 

@@ -64,6 +64,9 @@ class Progress:
     median_to_decide: int | None = None
     minutes_to_decide: float | None = None
     open_comparisons: int | None = None
+    # ... and the share of those continuations that decided within ``forecast_cap`` more runs (None: no forecast)
+    decided_share: float | None = None
+    forecast_cap: int | None = None
     rounds: int = 0  # the finalist rounds this command has finished
 
 

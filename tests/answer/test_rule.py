@@ -73,7 +73,10 @@ def test_runs_go_where_they_decide_and_stop_once_decided():
     chosen = next_layouts(d)
     assert 1 in chosen and 0 in chosen and 2 not in chosen
     cells = next_cells(scores, times, RULE, left=100)
-    assert {i for i, _ in cells} == set(chosen) and {u for _, u in cells} == {3, 4}  # paired, on the same units
+    assert {i for i, _ in cells} == set(chosen) and {u for _, u in cells} == {
+        3,
+        4,
+    }  # paired, on the same units
     assert all({u for j, u in cells if j == i} == {3, 4} for i in chosen)
     short = next_cells(scores, times, RULE, left=len(chosen))
     assert sorted(short) == [(i, 3) for i in chosen]  # a round that does not fit shrinks to fewer units

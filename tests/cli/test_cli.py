@@ -582,6 +582,47 @@ def test_finalists_decided_short_of_their_budget_end_as_decided_not_as_a_bar_sto
     assert "6/15" not in err and "40%" not in err
 
 
+def test_off_a_terminal_the_finalist_stage_prints_a_line_a_round_with_what_deciding_costs(
+    monkeypatch, capsys
+):
+    """A log (not a terminal) shows motion: each finished round is one line with the runs done, the comparisons
+    still open and the forecast of what deciding costs (or that no affordable budget decides it)."""
+    import dataclasses
+
+    from explorer.cli._common import ProgressBars
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False)
+    metric = types.SimpleNamespace(name="val_accuracy")
+    bars = ProgressBars(as_json=False)
+    bars.start(
+        types.SimpleNamespace(
+            name="q", masked_url="sqlite:///q.db", spec=types.SimpleNamespace(metric=metric)
+        )
+    )
+    bars.on_stage("finalist", 30)
+    bars.on_progress(_progress(3, 30, "finalist"))  # a run finished inside a round: no line
+    forecast = dict(median_to_decide=12, minutes_to_decide=7.0, decided_share=0.95, forecast_cap=240)
+    bars.on_progress(
+        dataclasses.replace(_progress(9, 30, "finalist", 20), open_comparisons=1, rounds=1, **forecast)
+    )
+    bars.on_progress(
+        dataclasses.replace(_progress(9, 30, "finalist", 20), open_comparisons=1, rounds=1, **forecast)
+    )
+    unaffordable = dict(decided_share=0.4, forecast_cap=240)
+    bars.on_progress(
+        dataclasses.replace(_progress(13, 30, "finalist"), open_comparisons=2, rounds=2, **unaffordable)
+    )
+    bars.on_progress(dataclasses.replace(_progress(17, 30, "finalist", 0), open_comparisons=0, rounds=3))
+    lines = capsys.readouterr().err.splitlines()[1:]
+    assert lines == [
+        "q finalists: round 1: 9 runs done | 1 comparison(s) open; a decision needs about 12 more runs (20 in 80% "
+        "of simulated continuations of the stage, about 7 minutes)",
+        "q finalists: round 2: 13 runs done | 2 comparison(s) open; no affordable budget decides it (40% of "
+        "simulated continuations of the stage decided within 240 more runs)",
+        "q finalists: round 3: 17 runs done | decided",
+    ]
+
+
 def test_the_timing_step_is_one_line_not_a_bar(monkeypatch, capsys):
     from explorer.cli._common import ProgressBars
     from explorer.study import Step
