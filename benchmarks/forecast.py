@@ -14,9 +14,11 @@ Each study starts as the finalist stage does, every layout on its first units, t
   them; a run whose recorded units end before it decides is censored (scored only when it had already spent more
   than the forecast named: then it missed whatever came next).
 
-Per setting: the studies scored, the share decided within the forecast's 80th percentile (**within P80**), the
-share within its median, the share that decided at all within the cap, and the median of the runs spent against
-the median forecast.
+Per setting: the studies scored; the share whose forecast named a budget; of those, the share decided within the
+forecast's 80th percentile (**within P80**, the figure the target is for) and within its median; of the studies
+whose forecast named none ("no affordable budget decides it"), the share that indeed did not decide within the
+cap; over all studies, the share decided within the budget named (none named: a miss) and the share that decided
+at all within the cap; and the median of the runs spent against the median forecast.
 
     python -m benchmarks.forecast --record benchmarks/forecast.md
 """
@@ -81,20 +83,27 @@ def one(
 def summarize(studies: list[dict[str, Any]]) -> dict[str, Any]:
     """The scores of a setting's studies (see the module docstring)."""
     scored = [s for s in studies if not s["censored"] or s["spent"] > (s["forecast"].likely or 0)]
+    named = [s for s in scored if s["forecast"].likely is not None]
+    unaffordable = [s for s in scored if s["forecast"].likely is None]
 
-    def within(s: dict[str, Any], runs: int | None) -> bool:
-        return s["decided"] and runs is not None and s["spent"] <= runs
+    def share(group: list[dict[str, Any]], hit: Any) -> float:
+        return float(np.mean([hit(s) for s in group])) if group else float("nan")
 
-    n = len(scored)
+    def within(runs: Any) -> Any:
+        return lambda s: s["decided"] and runs(s) is not None and s["spent"] <= runs(s)
+
     return {
-        "n": n,
-        "censored": len(studies) - n,
-        "p80": float(np.mean([within(s, s["forecast"].likely) for s in scored])) if n else float("nan"),
-        "p50": float(np.mean([within(s, s["forecast"].median) for s in scored])) if n else float("nan"),
-        "decided": float(np.mean([s["decided"] for s in scored])) if n else float("nan"),
+        "n": len(scored),
+        "censored": len(studies) - len(scored),
+        "named": share(scored, lambda s: s["forecast"].likely is not None),
+        "p80": share(named, within(lambda s: s["forecast"].likely)),
+        "p50": share(named, within(lambda s: s["forecast"].median)),
+        "unaffordable_right": share(unaffordable, lambda s: not s["decided"]),
+        "all_p80": share(scored, within(lambda s: s["forecast"].likely)),
+        "decided": share(scored, lambda s: s["decided"]),
         "spent": float(np.median([s["spent"] for s in scored if s["decided"]] or [np.nan])),
-        "median": float(np.median([s["forecast"].median or np.nan for s in scored] or [np.nan])),
-        "likely": float(np.median([s["forecast"].likely or np.nan for s in scored] or [np.nan])),
+        "median": float(np.nanmedian([s["forecast"].median or np.nan for s in named] or [np.nan])),
+        "likely": float(np.nanmedian([s["forecast"].likely or np.nan for s in named] or [np.nan])),
     }
 
 
@@ -175,8 +184,11 @@ def main() -> None:
         [
             "studies",
             "scored (censored)",
+            "a budget named",
             "within P80",
             "within median",
+            "unaffordable, and undecided within the cap",
+            "within P80, all",
             "decided",
             "runs spent (median)",
             "forecast median / P80 (median)",
@@ -185,15 +197,18 @@ def main() -> None:
             (
                 label,
                 f"{r['n']} ({r['censored']})",
+                pct(r["named"]),
                 pct(r["p80"]),
                 pct(r["p50"]),
+                pct(r["unaffordable_right"]),
+                pct(r["all_p80"]),
                 pct(r["decided"]),
                 num(r["spent"]),
                 f"{num(r['median'])} / {num(r['likely'])}",
             )
             for label, r in rows
         ],
-        "lrrrrrr",
+        "lrrrrrrrrr",
     )
     block = (
         f"## {stamp()}\n\n"
