@@ -164,7 +164,8 @@ def _next_faster(ans: Answer, spec: StudySpec) -> list[Block]:
     ]
     if nxt.verdict is Verdict.UNDECIDED and nxt.units_needed is not None:
         spans.append(
-            f"About {nxt.units_needed} paired runs of it and the best would decide it, from its measured spread."
+            f"At its measured gap and spread this comparison alone would be settled at about {nxt.units_needed} "
+            "paired units; the gap moves as runs come in, so what deciding costs is the forecast above."
         )
     return [Para(spans)]
 
