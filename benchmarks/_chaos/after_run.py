@@ -21,12 +21,14 @@ CONFIRM_BUDGET = 8
 NARROW = "ladder = false\n\n[answer]\nmargin = 0.2\n"
 
 
-def confirm_after_kill(folder: Path, env: dict[str, str], storage: str, url: str | None) -> Outcome:
+def confirm_after_kill(
+    folder: Path, env: dict[str, str], storage: str, url: str | None, budget: int = CONFIRM_BUDGET
+) -> Outcome:
     """A finished search; `explorer confirm NAME --until-decided --budget N` (its finalists the knee and the
     reference layouts, a margin narrow enough to leave the answer open) killed with SIGKILL once two finalist runs
     of it have finished and another trains; then the same command again. Its closing summary ("finalists: N
     runs of a budget of M") must be what the storage holds, nothing lost or duplicated."""
-    out = Outcome(f"SIGKILL of confirm --until-decided --budget {CONFIRM_BUDGET}, then it again", storage)
+    out = Outcome(f"SIGKILL of confirm --until-decided --budget {budget}, then it again", storage)
     work, name, url = new_study(folder, f"confirm-{storage}", "conf", url)
     spec = write_tiny_spec(
         work, name, n_trials=3, epochs=4, early=False, finalists=True, references=True, extra=NARROW
@@ -34,7 +36,7 @@ def confirm_after_kill(folder: Path, env: dict[str, str], storage: str, url: str
     r = Runner(work, env)
     ran = r.run("study", "run", str(spec), "--storage", url, "--no-finalists")
     out.notes.append(f"the search exited {ran.returncode}: {last_message(ran.stderr)}")
-    command = ("confirm", name, "--storage", url, "--until-decided", "--budget", str(CONFIRM_BUDGET))
+    command = ("confirm", name, "--storage", url, "--until-decided", "--budget", str(budget))
     proc = r.start(*command)
     hit = wait_for(lambda: _finalists_done(name, url) >= 2 and running(name, url, "finalist"), proc, "a run")
     if hit:
@@ -73,20 +75,22 @@ from explorer.storage import Role
 from explorer.study import Study
 from explorer.study._retime import retime
 
-name, url = sys.argv[1], sys.argv[2]
+name, url, batches = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3:]]
 study = Study.open(name, url, write=True)
 configs = {r.key: r.config for r in study.records(Role.FINALIST) if r.key and r.config}
 first = 1 + max(t.round for t in study.retimings())
-for more in (3, 6):
+for more in batches:
     got = retime(study, sorted(configs.items()), first + more, torch.device("cpu"))
     print(len(got), len(study.retimings()), flush=True)
 """
 
 
-def retime_after_run(folder: Path, env: dict[str, str], storage: str, url: str | None) -> Outcome:
+def retime_after_run(
+    folder: Path, env: dict[str, str], storage: str, url: str | None, batches: tuple[int, ...] = (3, 6)
+) -> Outcome:
     """A finished run with its finalists; then, while a reader polls the study from another process (as
-    optuna-dashboard does), two batches of 3 re-timing rounds added through explorer.study (each round a fresh
-    process) and `explorer study resume`. What retime() returned and Study.retimings() read must be what the
+    optuna-dashboard does), re-timing rounds added through explorer.study up to each of ``batches`` rounds past
+    the run's (default: 3, then 3 more; each round a fresh process), then `explorer study resume`. What retime() returned and Study.retimings() read must be what the
     storage holds, with no re-timing round stored twice and the file whole."""
     out = Outcome("re-timing rounds added after a run, a reader polling", storage)
     work, name, url = new_study(folder, f"retime-after-{storage}", "reti", url)
@@ -98,7 +102,11 @@ def retime_after_run(folder: Path, env: dict[str, str], storage: str, url: str |
     stop = work / "stop-reading"
     reader = start_reader(r, url, stop)
     added = subprocess.run(
-        [sys.executable, "-c", RETIMER, name, url], cwd=work, env=r.env, capture_output=True, text=True
+        [sys.executable, "-c", RETIMER, name, url, *map(str, batches)],
+        cwd=work,
+        env=r.env,
+        capture_output=True,
+        text=True,
     )
     r.stderr.append(added.stderr)
     after = [len(load_retimings(load(name, url)))]
