@@ -15,10 +15,14 @@ killed trial goes stale in seconds, and then reads the study back through Optuna
 
 Scenarios: SIGKILL of a single-worker run while the study is being created (round 0 as soon as the database
 file appears, later rounds as soon as the study's row exists, after 0, 10, 20... ms), mid-trial, during the last
-trial, during the finalist stage, during the finalists' re-timing and during the horizon check, each followed by
-`explorer study resume` (and `study run SPEC` again, as a
-user would, when the kill left no study to resume); a reader polling the study from another process (as optuna-dashboard does) while
-`study run` writes it, on SQLite and on PostgreSQL; SIGKILL of one of 2 workers; Ctrl-C (SIGINT to the process group, as a terminal sends it) with 1
+trial, during the finalist stage, during the finalists' re-timing and during the horizon check (a study whose
+grid decides at once, killed once a run of its check is RUNNING; each round a study seed of its own), each
+followed by `explorer study resume` (and `study run SPEC` again, as a user would, when the kill left no study to
+resume); `explorer confirm NAME --until-decided --budget 8` killed mid-run and run again, its summary against the
+storage; re-timing rounds added after a finished run through explorer.study while a reader holds the study
+open, what retime() and Study.retimings() read against the storage (these two on SQLite and on PostgreSQL); a
+reader polling the study from another process (as optuna-dashboard does) while `study run` writes it, on SQLite
+and on PostgreSQL; SIGKILL of one of 2 workers; Ctrl-C (SIGINT to the process group, as a terminal sends it) with 1
 and 2 workers; two separate `study run` commands started together on a new SQLite file and on the PostgreSQL
 test server (EXPLORER_TEST_POSTGRES_URL; skipped with a note when unset); `explorer report --out` onto folders
 holding a user's file; and a list of bad inputs, each checked for exactly one `error:` line on stderr, a non-zero
@@ -27,7 +31,7 @@ their content so a journal-mode switch on opening does not count).
 
 Usage: python -m benchmarks.chaos [--record benchmarks/chaos.md] [--only NAME ...] [--keep DIR]
 
-The parts: benchmarks/_chaos/ (processes, audit, kills, bad_input, record).
+The parts: benchmarks/_chaos/ (processes, audit, kills, after_run, bad_input, record).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from typing import Any
 
 import optuna
 
+from benchmarks._chaos.after_run import confirm_after_kill, retime_after_run
 from benchmarks._chaos.audit import Outcome
 from benchmarks._chaos.bad_input import bad_inputs, report_onto_user_files
 from benchmarks._chaos.kills import ctrl_c, kill_one_of_two, kill_single, race, reader_while_writing
@@ -59,6 +64,8 @@ SCENARIOS = (
     "finalists",
     "retime",
     "horizon",
+    "confirm",
+    "retime-after",
     "reader",
     "workers",
     "ctrlc",
@@ -76,7 +83,10 @@ def main() -> None:
     ap.add_argument("--record", type=Path, help="Append the results to this markdown file.")
     ap.add_argument("--only", nargs="+", choices=SCENARIOS, help="Run only these scenarios.")
     ap.add_argument(
-        "--rounds", type=int, default=2, help="Rounds of the racing and study-creation scenarios."
+        "--rounds",
+        type=int,
+        default=2,
+        help="Rounds of the racing, study-creation and horizon-check scenarios.",
     )
     ap.add_argument("--keep", type=Path, help="Work in this folder and keep it (default: a temporary one).")
     args = ap.parse_args()
@@ -116,7 +126,20 @@ def main() -> None:
         step("last", lambda: kill_single(folder, env, "during the last trial", "last"))
         step("finalists", lambda: kill_single(folder, env, "during the finalist stage", "finalists"))
         step("retime", lambda: kill_single(folder, env, "during re-timing", "retime"))
-        step("horizon", lambda: kill_single(folder, env, "during the horizon check", "horizon"))
+        step(
+            "horizon",
+            lambda: kill_single(folder, env, "during the horizon check", "horizon", rounds=args.rounds),
+        )
+
+        def both(case: Callable[..., Outcome]) -> Callable[[], list[Outcome]]:
+            """A case on SQLite, and on PostgreSQL where the test server is named."""
+            return lambda: (
+                [case(folder, env, "sqlite", None)]
+                + ([case(folder, env, "postgres", pg_url)] if pg_url else [])
+            )
+
+        step("confirm", both(confirm_after_kill))
+        step("retime-after", both(retime_after_run))
 
         def readers() -> list[Outcome]:
             got = [reader_while_writing(folder, env, "sqlite", None)]

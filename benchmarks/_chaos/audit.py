@@ -30,6 +30,9 @@ class Outcome:
     tracebacks: int = 0
     corrupt: int = 0  # SQLite files whose PRAGMA integrity_check is not "ok"
     misreported: int = 0  # commands whose own summary differs from what the storage holds
+    caught: int = (
+        0  # rounds whose kill landed where the scenario aims (its stage seen running in the storage)
+    )
     notes: list[str] = field(default_factory=list)
 
     def add(self, **counts: int) -> None:
