@@ -267,7 +267,7 @@ def next_round(
         return 0, finals
     took = minutes_text(need, finalist_pace(records))  # undecided, and the budget left cannot hold the round
     note = (
-        f"not decided: the next round that decides needs {need} runs"
+        f"not decided: the next round that decides needs {need} run{'s' * (need != 1)}"
         + (f" ({took})" if took else "")
         + f" and {max(0, left)} of the budget are left"
     )
