@@ -245,20 +245,23 @@ def next_round(
 ) -> tuple[int, Progress | None]:
     """Queue the next round where the answer is open: its runs, or how the stage stops instead (decided: the
     progress as it is; past the deadline or the budget with a deciding round left: that reason). Commands on
-    several machines share one study's rounds: each plans the same round from the same records, the first
-    queues it, and every command's workers take its runs from the one queue (a run is claimed once, so none is
-    trained twice)."""
+    several machines share one study's rounds: a round is planned only once the last has finished everywhere,
+    from the same records in every command, so the first to plan queues it; a command that finds a round in
+    flight (another command queued it meanwhile) joins it rather than planning on part of its results or
+    counting its queued runs against its own budget. Every command's workers take the runs from the one queue
+    (a run is claimed once, so none is trained twice)."""
     study, spec = run_plan.study, run_plan.spec
-    records = study.records(Role.FINALIST)
     if spend.minutes is not None and time.monotonic() >= spend.deadline:
-        if not next_round_size(plan, records, spec, times):
+        if not next_round_size(plan, study.records(Role.FINALIST), spec, times):
             return 0, finals
         note = f"not decided when the stage's {spend.minutes:g} minutes were spent"
         return 0, dataclasses.replace(finals, reason=StopReason.MINUTES, note=note)
+    if _in_flight(study):  # a round another command queued since this one's last ended: run it too
+        return 0, None
+    records = study.records(Role.FINALIST)
     left = spend.budget - grid_runs(plan, study)
-    round_ = next_runs(plan, records, spec, times, left)
-    queued = enqueue_runs(study, round_)
-    if queued or (round_ and _in_flight(study)):  # queued now, or by another command on the study: shared
+    queued = enqueue_runs(study, next_runs(plan, records, spec, times, left))
+    if queued or _in_flight(study):  # queued here, or by another command planning the same round at once
         return queued, None
     need = next_round_size(plan, records, spec, times)
     if not need:  # decided
