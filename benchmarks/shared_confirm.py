@@ -84,10 +84,17 @@ class Arm:
 
 
 def build(
-    folder: Path, url: str, name: str, final_epochs: int, first_budget: int, env: dict[str, str]
+    folder: Path,
+    url: str,
+    name: str,
+    final_epochs: int,
+    first_budget: int,
+    margin: float,
+    env: dict[str, str],
 ) -> None:
     """The undecided tiny study ``name`` at ``url``: 8 search trials, the finalists trained ``final_epochs``
-    epochs on their first 2 units, the stage's budget ``first_budget`` runs."""
+    epochs on their first 2 units, the stage's budget ``first_budget`` runs, the answer's margin ``margin``
+    accuracy points (wider than the default 1: the tiny models' units spread by several points)."""
     spec = write_tiny_spec(
         folder,
         name,
@@ -95,7 +102,7 @@ def build(
         epochs=2,
         finalists=True,
         references=True,
-        extra=f"start = 2\nbudget = {first_budget}\n",
+        extra=f"start = 2\nbudget = {first_budget}\n\n[answer]\nmargin = {margin}\n",
     )
     text = spec.read_text()
     spec.write_text(text.replace("epochs = 4\npilot", f"epochs = {final_epochs}\npilot"))
@@ -188,6 +195,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=60, help="each confirm's --budget (runs)")
     ap.add_argument("--final-epochs", type=int, default=12, help="epochs of a finalist run")
     ap.add_argument("--first-budget", type=int, default=8, help="the study's own finalist budget (runs)")
+    ap.add_argument("--margin", type=float, default=5.0, help="the answer's margin, accuracy points")
     ap.add_argument("--record", type=Path, help="append the results to this markdown file")
     ap.add_argument("--note", default="", help="a line for the record (other work running, ...)")
     args = ap.parse_args()
@@ -202,7 +210,7 @@ def main() -> None:
         env = explorer_env(Path(tmp) / "cache")
         try:
             t0 = time.perf_counter()
-            build(Path(tmp), url, made[0], args.final_epochs, args.first_budget, env)
+            build(Path(tmp), url, made[0], args.final_epochs, args.first_budget, args.margin, env)
             setup = time.perf_counter() - t0
             for rep in range(args.repeats):
                 order = ("one", "two") if rep % 2 == 0 else ("two", "one")
@@ -246,7 +254,7 @@ def main() -> None:
         f"- load average (1 min) before/after: {load_text(load_before, load_after)}",
         f"- command: `{command(omit=('--storage', '--note'))}` (PostgreSQL {server_version(url)} on this machine)",
         f"- commit: {commit()}",
-        f"- study: tiny digits, {args.final_epochs} epochs a finalist run, built in {setup:.0f} s; each confirm "
+        f"- study: tiny digits, {args.final_epochs} epochs a finalist run, margin {args.margin:g} points, built in {setup:.0f} s; each confirm "
         f"`--until-decided --budget {args.budget} --workers 1`",
         *([f"- note: {args.note}"] if args.note else []),
         "",
