@@ -81,6 +81,7 @@ class Arm:
     paired: bool
     decided: bool
     summary: bool
+    units: str = ""  # each layout's units, for a failure's message
 
 
 def build(
@@ -183,6 +184,7 @@ def audit(url: str, name: str, arm: str, seconds: float, results: list[Any]) -> 
         paired,
         api.recommend(name, url).decided,
         bool(done) and max(done) == len(finished),
+        "; ".join(f"{k}: {sorted(us)}" for k, us in sorted(units.items())),
     )
 
 
