@@ -226,7 +226,8 @@ def rounds(
     study = run_plan.study
     done = grid_runs(plan, study)
     added = enqueue_runs(study, plan.runs if fixed_grid else plan.runs[: max(0, spend.budget - done)])
-    last, joined = RoundOutlook(), 0
+    # the runs another command queued and this one's workers take part in count as a round joined
+    last, joined = RoundOutlook(), int(not added and _in_flight(study))
     while True:
         finals = run_stage(run_plan, Role.FINALIST, spend.budget, _reporting(last, on_progress))
         if finals.reason is not None or fixed_grid:
