@@ -209,7 +209,7 @@ def main() -> None:
     arms: list[Arm] = []
     made = [f"{tag}-base"]
     with tempfile.TemporaryDirectory() as tmp:
-        env = explorer_env(Path(tmp) / "cache")
+        env = explorer_env(Path(tmp) / "cache", EXPLORER_ARTIFACTS=str(Path(tmp) / "artifacts"))
         try:
             t0 = time.perf_counter()
             build(Path(tmp), url, made[0], args.final_epochs, args.first_budget, args.margin, env)

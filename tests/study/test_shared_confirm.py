@@ -16,12 +16,15 @@ from tests.fixtures import write_tiny_spec
 @pytest.mark.slow
 def test_two_confirm_commands_share_one_study(tmp_path, postgres_url, study_name):
     spec = write_tiny_spec(tmp_path, study_name, n_trials=4, epochs=2, finalists=True, extra="start = 2\n")
-    built = CliRunner().invoke(main, ["study", "run", str(spec), "--storage", postgres_url])
+    weights = {"EXPLORER_ARTIFACTS": str(tmp_path / "artifacts")}  # the runs' weights, not in the checkout
+    built = CliRunner().invoke(main, ["study", "run", str(spec), "--storage", postgres_url], env=weights)
     assert built.exit_code == 0, built.stderr
     # the stage's budget (2 runs a layout) trains every layout on the first 2 units and leaves the answer open
     assert not explorer.recommend(study_name, postgres_url).decided
     first = _finalist_runs(study_name, postgres_url)
-    _, results = confirm(postgres_url, study_name, 12, explorer_env(tmp_path / "cache"), commands=2)
+    _, results = confirm(
+        postgres_url, study_name, 12, explorer_env(tmp_path / "cache", **weights), commands=2
+    )
     found = audit(postgres_url, study_name, "two", 0.0, results)
     assert found.runs > first  # the commands ran rounds of their own
     # each round queued once: the commands together queued only what the study holds beyond its first runs
