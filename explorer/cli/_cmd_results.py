@@ -255,8 +255,10 @@ def confirm(
         as_json,
         study,
     )
-    if until_decided and summary.added == 0 and summary.undecided:
-        sys.exit(EXIT_NOT_DECIDED)  # nothing could be queued: the line above says what the next round needs
+    if until_decided and summary.added == 0 and summary.joined == 0 and summary.undecided:
+        # nothing could be queued (nor run in another command's rounds): the line above says what the next
+        # round needs
+        sys.exit(EXIT_NOT_DECIDED)
 
 
 @click.command()

@@ -492,6 +492,7 @@ def summary_doc(study: Study, summary: Any) -> dict[str, Any]:
         "search": _progress_doc(summary.search),
         "finalists": None if summary.finalists is None else _progress_doc(summary.finalists),
         "finalist_runs_queued": summary.added,
+        "finalist_rounds_joined": summary.joined,  # rounds another command on the study queued, run here too
         "tracking": study.user_attrs.get("tracking"),  # the last MLflow sync, when the study is tracked
         "next": f"explorer report {study.name}{_storage_flag(study)}",
     }

@@ -10,11 +10,16 @@ Taking a queued trial is made exclusive the same way (:func:`pop_waiting`). Optu
 reading it and then marking it RUNNING, relying on ``SELECT ... FOR UPDATE``, which SQLite ignores: two workers
 could take the same queued finalist run, train it twice, and the second to finish crashed on "Cannot tell a
 COMPLETE trial". A worker now changes the row only where it is still WAITING, in one statement.
+
+Planning a round of the finalist stage and queuing it is made exclusive on PostgreSQL (:func:`round_lock`), so
+commands on several machines that finish a round together queue the next once rather than each queuing it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+from collections.abc import Iterator
 
 import optuna
 import sqlalchemy as sa
@@ -143,3 +148,27 @@ def pop_waiting(study: optuna.Study) -> int | None:
         if taken == 1:
             return trial_id
     return None
+
+
+_ROUND_LOCK = 0x45585052  # the first key of the round lock (PostgreSQL advisory locks take two int4 keys)
+
+
+@contextlib.contextmanager
+def round_lock(study: optuna.Study) -> Iterator[None]:
+    """Hold the study's round lock while planning and queuing a round of the finalist stage: on PostgreSQL a
+    session advisory lock on (a constant, the study's id), which one command at a time holds and the server lets
+    go when its connection ends (a command killed while holding it blocks nobody). Elsewhere (SQLite: one machine)
+    nothing is held; a run queued twice there is still trained once (its claim)."""
+    database = rdb_storage(storage_of(study))
+    if database is None or database.engine.dialect.name != "postgresql":
+        yield
+        return
+    keys = {"a": _ROUND_LOCK, "b": study_id_of(study)}
+    with database.engine.connect() as conn:
+        conn.execute(sa.text("SELECT pg_advisory_lock(:a, :b)"), keys)
+        conn.commit()
+        try:
+            yield
+        finally:
+            conn.execute(sa.text("SELECT pg_advisory_unlock(:a, :b)"), keys)
+            conn.commit()

@@ -48,6 +48,7 @@ from explorer.answer import (
     stage_outlook,
 )
 from explorer.storage import Role, TimingKind, role_of, trials_of
+from explorer.study._claims import round_lock
 from explorer.study._progress import OnStage, Step, StopReason, stage_progress
 from explorer.study._retime import retime, search_configs
 from explorer.study._run_plan import StudyRunPlan
@@ -74,13 +75,15 @@ class FinalistRequest:
 
 @dataclass(frozen=True)
 class StageResult:
-    """How the stage ended: its progress, its plan, the runs this command queued and the finished runs outside
-    the grid (the pilot's other horizons, the check's)."""
+    """How the stage ended: its progress, its plan, the runs this command queued, the finished runs outside
+    the grid (the pilot's other horizons, the check's) and the rounds another command queued that this one ran
+    too."""
 
     finals: Progress
     plan: FinalistPlan
     added: int = 0
     horizon_runs: int = 0
+    joined: int = 0
 
 
 @dataclass(frozen=True)
@@ -154,14 +157,14 @@ def run_finalist_stage(
         return StageResult(stopped, plan)
     plan = plan.at(horizon)
     spend = Spending.of(plan, grid_runs(plan, study), request, started, run_plan.spec.finalists.minutes)
-    finals, last, added = rounds(run_plan, plan, times, spend, request.seeds is not None, on_progress)
+    finals, last, added, joined = rounds(run_plan, plan, times, spend, request.seeds is not None, on_progress)
     if finals.reason is None:  # decided: the deciding comparisons again, trained twice as long
         finals = horizon_check(run_plan, plan, times, spend, finals, _reporting(last, on_progress))
     if finals.reason in (None, *UNDECIDED_STOPS) and request.seeds is None:
         finals = horizon_stop(study, finals)
     records = study.records(Role.FINALIST)
     outside = sum(r.finished for r in records) - sum(r.finished for r in plan.grid(records))
-    return StageResult(finals, plan, added, outside)
+    return StageResult(finals, plan, added, outside, joined)
 
 
 def retimed_plan(
@@ -219,17 +222,18 @@ def rounds(
     spend: Spending,
     fixed_grid: bool,
     on_progress: OnProgress | None,
-) -> tuple[Progress, RoundOutlook, int]:
+) -> tuple[Progress, RoundOutlook, int, int]:
     """Every layout's first units (a fixed grid: every unit), then rounds until :func:`next_round` stops them;
-    with how the last ended, its outlook, and the runs queued."""
+    with how the last ended, its outlook, the runs queued and the rounds of another command joined."""
     study = run_plan.study
     done = grid_runs(plan, study)
     added = enqueue_runs(study, plan.runs if fixed_grid else plan.runs[: max(0, spend.budget - done)])
-    last = RoundOutlook()
+    # the runs another command queued and this one's workers take part in count as a round joined
+    last, joined = RoundOutlook(), int(not added and _in_flight(study))
     while True:
         finals = run_stage(run_plan, Role.FINALIST, spend.budget, _reporting(last, on_progress))
         if finals.reason is not None or fixed_grid:
-            return finals, last, added
+            return finals, last, added, joined
         last = RoundOutlook(
             stage_outlook(plan, study.records(Role.FINALIST), run_plan.spec, times), last.rounds + 1
         )
@@ -238,8 +242,8 @@ def rounds(
             on_progress(finals)
         queued, stop = next_round(run_plan, plan, times, spend, finals)
         if stop is not None:
-            return stop, last, added
-        added += queued
+            return stop, last, added, joined
+        added, joined = added + queued, joined + (queued == 0)  # nothing queued, no stop: a round joined
 
 
 def next_round(
@@ -247,20 +251,24 @@ def next_round(
 ) -> tuple[int, Progress | None]:
     """Queue the next round where the answer is open: its runs, or how the stage stops instead (decided: the
     progress as it is; past the deadline or the budget with a deciding round left: that reason). Commands on
-    several machines share one study's rounds: each plans the same round from the same records, the first
-    queues it, and every command's workers take its runs from the one queue (a run is claimed once, so none is
-    trained twice)."""
+    several machines share one study's rounds: a round is planned only once the last has finished everywhere,
+    by one command at a time (:func:`explorer.study._claims.round_lock`), so the first to plan queues it; a
+    command that finds a round in flight (another command queued it meanwhile) joins it rather than planning on
+    part of its results or counting its queued runs against its own budget. Every command's workers take the
+    runs from the one queue (a run is claimed once, so none is trained twice)."""
     study, spec = run_plan.study, run_plan.spec
-    records = study.records(Role.FINALIST)
     if spend.minutes is not None and time.monotonic() >= spend.deadline:
-        if not next_round_size(plan, records, spec, times):
+        if not next_round_size(plan, study.records(Role.FINALIST), spec, times):
             return 0, finals
         note = f"not decided when the stage's {spend.minutes:g} minutes were spent"
         return 0, dataclasses.replace(finals, reason=StopReason.MINUTES, note=note)
-    left = spend.budget - grid_runs(plan, study)
-    round_ = next_runs(plan, records, spec, times, left)
-    queued = enqueue_runs(study, round_)
-    if queued or (round_ and _in_flight(study)):  # queued now, or by another command on the study: shared
+    with round_lock(study.stage_study(Role.FINALIST)):  # one command at a time plans and queues a round
+        if _in_flight(study):  # a round another command queued since this one's last ended: run it too
+            return 0, None
+        records = study.records(Role.FINALIST)
+        left = spend.budget - grid_runs(plan, study)
+        queued = enqueue_runs(study, next_runs(plan, records, spec, times, left))
+    if queued:
         return queued, None
     need = next_round_size(plan, records, spec, times)
     if not need:  # decided
@@ -287,8 +295,10 @@ def horizon_check(
     study = run_plan.study
     records = study.records(Role.FINALIST)
     assert plan.horizon is not None, "the check runs on a plan at its chosen horizon"
-    if not enqueue_runs(study, check_runs(plan, records, run_plan.spec, times, plan.horizon)):
-        return finals
+    with round_lock(study.stage_study(Role.FINALIST)):  # queued once where several commands decide together
+        queued = enqueue_runs(study, check_runs(plan, records, run_plan.spec, times, plan.horizon))
+    if not queued and not _in_flight(study):  # nothing to check, or checked: another command's check runs
+        return finals  # are waited for as this command's own
     checked = run_stage(run_plan, Role.FINALIST, spend.budget, on_progress)
     if checked.reason is not None:
         return checked

@@ -55,6 +55,7 @@ class RunSummary:
     plan: FinalistPlan | None
     added: int  # finalist runs queued by this run
     horizon_runs: int = 0  # finished finalist runs outside the grid: the pilot's other horizons, the check's
+    joined: int = 0  # rounds another command queued on the study that this run's workers ran too
 
     @property
     def complete(self) -> bool:
@@ -126,7 +127,7 @@ def run_planned(
 
 
 def _summary(search: Progress, stage: StageResult) -> RunSummary:
-    return RunSummary(search, stage.finals, stage.plan, stage.added, stage.horizon_runs)
+    return RunSummary(search, stage.finals, stage.plan, stage.added, stage.horizon_runs, stage.joined)
 
 
 def _record_bench(plan: StudyRunPlan) -> bool:
