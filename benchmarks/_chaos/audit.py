@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import sqlite3
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,20 +41,36 @@ class Outcome:
             setattr(self, k, getattr(self, k) + v)
 
 
+_STORAGES: dict[str, optuna.storages.BaseStorage] = {}
+
+
 def load(name: str, url: str) -> optuna.Study:
-    return optuna.load_study(study_name=name, storage=url)
+    """The study, read through one storage per URL for this process: the chaos cases poll a study many times a
+    second, and a storage made from a URL on each read would keep a connection pool open per read (a PostgreSQL
+    server then runs out of connections)."""
+    if url not in _STORAGES:
+        _STORAGES[url] = optuna.storages.RDBStorage(url) if "://" in url else url  # type: ignore[assignment]
+    return optuna.load_study(study_name=name, storage=_STORAGES[url])
 
 
-def finished_snapshot(name: str, url: str) -> dict[int, tuple]:
-    """number -> (values, params) of every finished trial (empty when the study cannot be read)."""
-    try:
-        study = load(name, url)
-    except Exception:
-        return {}
-    return {
-        base + t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True))
-        for t, base in trials_of(study, states=DONE_STATES)
-    }
+def finished_snapshot(name: str, url: str, tries: int = 5) -> dict[int, tuple]:
+    """number -> (values, params) of every finished trial (empty when the study does not exist yet). A read that
+    fails (a server short of connections while many commands run) is tried again, a second apart, rather than
+    taken for an empty study: an empty snapshot after a resume would count every trial as lost."""
+    for attempt in range(tries):
+        try:
+            study = load(name, url)
+            return {
+                base + t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True))
+                for t, base in trials_of(study, states=DONE_STATES)
+            }
+        except KeyError:  # no such study (yet)
+            return {}
+        except Exception:
+            if attempt == tries - 1:
+                raise
+            time.sleep(1.0)
+    return {}
 
 
 def running(name: str, url: str, role: str, at_least_done: int = 0) -> bool:
