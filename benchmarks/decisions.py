@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,25 @@ def score(
     }
 
 
+def simulated_studies(
+    pool: dict[str, Any], mean: np.ndarray, n: int, seed: int
+) -> Iterator[tuple[Callable[[int, int], float], np.ndarray]]:
+    """``n`` simulated studies of the pooled ladder with true means ``mean``: each a ``draw(layout, unit)`` that
+    draws a unit's scores once from the pool's covariance (clipped to [0, 1], so the pairing is kept), and the
+    timing rounds of one recorded run drawn at random. Use each study's draws before taking the next."""
+    rng = np.random.default_rng(seed)
+    chol = np.linalg.cholesky(pool["cov"] + 1e-12 * np.eye(len(mean)))
+    for _ in range(n):
+        cols: dict[int, np.ndarray] = {}
+
+        def draw(i: int, u: int, cols: dict[int, np.ndarray] = cols) -> float:
+            if u not in cols:
+                cols[u] = np.clip(mean + chol @ rng.standard_normal(len(mean)), 0.0, 1.0)
+            return float(cols[u][i])
+
+        yield draw, pool["rounds"][rng.integers(len(pool["rounds"]))]
+
+
 def simulated(
     rule: Rule,
     pool: dict[str, Any],
@@ -247,18 +267,8 @@ def simulated(
     tie: float,
     seed: int,
 ) -> dict[str, float]:
-    rng = np.random.default_rng(seed)
-    chol = np.linalg.cholesky(pool["cov"] + 1e-12 * np.eye(len(mean)))
     answers, stated, spent, decided = [], [], [], []
-    for _ in range(n):
-        cols: dict[int, np.ndarray] = {}
-
-        def draw(i: int, u: int, cols: dict[int, np.ndarray] = cols) -> float:
-            if u not in cols:
-                cols[u] = np.clip(mean + chol @ rng.standard_normal(len(mean)), 0.0, 1.0)
-            return float(cols[u][i])
-
-        times = pool["rounds"][rng.integers(len(pool["rounds"]))]
+    for draw, times in simulated_studies(pool, mean, n, seed):
         a, p, s, ok = run_rule(rule, draw, len(mean), times, budget, margin, tie)
         answers.append(a)
         stated.append(p)

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import append_record, command, commit, machine, markdown_table, stamp
-from benchmarks.decisions import ladder_pool, load_runs, matrix
+from benchmarks.decisions import ladder_pool, load_runs, matrix, simulated_studies
 from explorer.answer._forecast import CAP_BUDGETS, forecast
 from explorer.answer._rule import Rule, decide, next_cells
 
@@ -108,18 +108,8 @@ def summarize(studies: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def simulated(pool: dict[str, Any], mean: np.ndarray, rule: Rule, n: int, seed: int) -> list[dict[str, Any]]:
-    rng = np.random.default_rng(seed)
-    chol = np.linalg.cholesky(pool["cov"] + 1e-12 * np.eye(len(mean)))
     out = []
-    for _ in range(n):
-        cols: dict[int, np.ndarray] = {}
-
-        def draw(i: int, u: int, cols: dict[int, np.ndarray] = cols) -> float:
-            if u not in cols:
-                cols[u] = np.clip(mean + chol @ rng.standard_normal(len(mean)), 0.0, 1.0)
-            return float(cols[u][i])
-
-        times = pool["rounds"][rng.integers(len(pool["rounds"]))]
+    for draw, times in simulated_studies(pool, mean, n, seed):
         study = one(draw, len(mean), times, rule)
         if study is not None:
             out.append(study)
