@@ -14,7 +14,8 @@ more than any budget), and the share that decided at all; the runs turn into min
 The simulations keep the rule's ``edge``: the wider ``[answer] settle`` zone a stage takes once its budget is spent
 is not assumed, so a budget the forecast names is never short for that reason.
 
-Everything is seeded from the grid itself, so a study read twice forecasts the same figures.
+Everything is seeded from the grid itself, its layouts taken in an order of their own figures, so a study read
+twice, or by the stage and by the answer, forecasts the same figures.
 """
 
 from __future__ import annotations
@@ -120,6 +121,12 @@ def forecast(
     cap = max(1, CAP_BUDGETS * budget)
     if decide(scores, times, rule).decided:
         return Forecast((0.0,), cap, pace_s)
+    # the layouts in an order of their own figures: the stage and the answer list them in different orders, and a
+    # forecast is a function of the grid, not of its order
+    order = sorted(
+        range(len(scores)), key=lambda i: (np.nan_to_num(scores[i], nan=-1.0).tobytes(), times[i].tobytes())
+    )
+    scores, times, ran = scores[order], times[order], ran[order]
     rng = np.random.default_rng(_seed(scores, times))
     k = len(scores)
     means = np.nanmean(scores, axis=1)

@@ -111,3 +111,12 @@ def test_studies_that_go_on_decide_within_the_forecast_budget_about_as_often_as_
             spent += len(cells)
         hits += found.likely is not None and spent <= found.likely
     assert 0.55 <= hits / n <= 1.0, hits
+
+
+def test_a_forecast_does_not_depend_on_the_order_of_the_layouts():
+    """The stage and the answer list the finalists in different orders; both must forecast the same figures."""
+    scores = grid([0.96, 0.955, 0.94], 0.008, 3, seed=7)
+    order = [2, 0, 1]
+    a = forecast(scores, TIMES, ~np.isnan(scores), RULE, 60)
+    b = forecast(scores[order], TIMES[order], ~np.isnan(scores[order]), RULE, 60)
+    assert a is not None and a == b
