@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import append_record, command, commit, machine, markdown_table, stamp
-from benchmarks.decisions import ladder_pool, load_runs, matrix, simulated_studies
+from benchmarks.decisions import ladder_pool, load_runs, matrix, simulated_studies, with_horizon_units
 from explorer.answer._forecast import CAP_BUDGETS, forecast
 from explorer.answer._rule import Rule, decide, next_cells
 
@@ -132,11 +132,20 @@ def main() -> None:
     ap.add_argument("--entries", type=int, nargs="+", default=[1, 2], help="calibration.json entries to pool")
     ap.add_argument("--runs", type=int, default=40, help="simulated studies per setting")
     ap.add_argument("--settings", nargs="+", help="simulated settings whose label starts with one of these")
+    ap.add_argument(
+        "--horizon",
+        type=Path,
+        help="the truth: the ladder's units of this benchmarks/horizon.py record (its last entry) at --epochs "
+        "alone (the quickstart's at its grid's horizon); latencies from the recorded runs",
+    )
+    ap.add_argument("--epochs", type=int, help="with --horizon: the horizon whose runs are the truth")
     ap.add_argument("--record", type=Path)
     args = ap.parse_args()
     t0 = time.perf_counter()
     runs = load_runs(args.entries)
     pool = ladder_pool(runs)
+    if args.horizon:
+        pool = with_horizon_units(pool, args.horizon, args.epochs, only=True)
     names = pool["names"]
     i4, i8, i16 = names.index("4,4"), names.index("8,8"), names.index("16,16")
     margin, tie = 0.01, 0.05
@@ -159,7 +168,7 @@ def main() -> None:
         every += studies
         rows.append((f"simulated: {label}", summarize(studies)))
         print(f"{label}: done at {time.perf_counter() - t0:.0f} s", flush=True)
-    grown = [t for t in runs if len(t["units"]) >= 10]
+    grown = [] if args.horizon else [t for t in runs if len(t["units"]) >= 10]
     if grown:
         rows.append((f"recorded runs grown to 10 units ({len(grown)})", summarize(recorded(grown, rule))))
     rows.append(("every simulated study", summarize(every)))
@@ -206,7 +215,13 @@ def main() -> None:
         f"{commit()}. The product's rule (margin 1 point, risk 5%, latency tie 5%, edge {EDGE:g} of the margin, "
         f"{START} first units, rounds of at least {STEP}); the forecast taken once every layout has its first "
         f"units, its cap {CAP_BUDGETS} x a budget of {BUDGET_UNITS} units a layout; {args.runs} simulated studies "
-        f"per setting (a setting whose first units already decide is left out).\n\n{table}\n"
+        f"per setting (a setting whose first units already decide is left out)"
+        + (
+            f"; truth: the ladder's {pool['units']} units at {args.epochs} epochs in {args.horizon}"
+            if args.horizon
+            else ""
+        )
+        + f".\n\n{table}\n"
     )
     print(block)
     append_record(

@@ -22,6 +22,7 @@ from explorer.measurements import QUALITY_METRICS, QualityMetric
 from explorer.storage import Retiming, Role, TrialRecord
 
 NOT_ENOUGH = "not enough data"
+NOT_APPLICABLE = "not applicable"  # the study's space cannot hold both sides of the rule
 ALPHA = 0.05
 MIN_ARCHS = 2  # architectures needed on each side of a comparison
 

@@ -9,7 +9,9 @@ values neither one-sided test rejects, so a verdict never contradicts its interv
 answer.
 A rule whose two sides are not both among the finalists is "not enough data", and says which side is missing:
 the search's single short runs (one seed, stopped at rungs) are not used to judge it, because at the epochs
-they share, architectures are not told apart from seed noise.
+they share, architectures are not told apart from seed noise. A rule whose two sides the study's space cannot
+both hold at one width and depth (more than 16 heads at d_model 64 with d_k >= 4) is "not applicable", and says
+why.
 
 A study without finalist runs (the stage switched off) is read on its search instead: architectures (seeds
 averaged) within strata of equal width and depth, at the last epoch every compared one trained
@@ -31,6 +33,7 @@ from typing import Any
 from explorer.analysis._groups import (
     ALPHA,
     MIN_ARCHS,
+    NOT_APPLICABLE,
     NOT_ENOUGH,
     evidence,
     group_comparison,
@@ -74,6 +77,7 @@ class Evidence:
     grid: Grid | None = None
     archs: Sequence[Architecture] = ()
     margin: float = 0.01  # the answer's margin: what "brings little" means for the 8-16 heads rule
+    space: Sequence[ModelConfig] = ()  # every layout the study's space holds (empty: not known)
 
     @property
     def on_finalists(self) -> bool:
@@ -110,14 +114,48 @@ def _harm_rule(
     if ev.on_finalists:
         u = unit_comparison(ev.grid, ev.archs, good, bad, strata, level=1 - 2 * ALPHA)
         if u is None:
-            return _not_on_finalists(rule, ev, good, bad, names)
+            return _not_on_finalists(rule, ev, good, bad, names, strata)
         text = unit_evidence(u, *names, records_metric(ev.records))
         if u.p_greater <= ALPHA:
             return RuleVerdict(rule, "supported", text, u)
         if u.p_less <= ALPHA:
             return RuleVerdict(rule, "contradicted", text + "; the reverse holds", u)
         return RuleVerdict(rule, _no_difference_bound(u.diff.bound, records_metric(ev.records)), text, u)
+    why = _outside_space(ev, good, bad, names, strata)
+    if why is not None:
+        return _not_applicable(rule, why)
     return _harm_rule_on_search(rule, ev.records, good, bad, names, strata)
+
+
+def _outside_space(
+    ev: Evidence,
+    good: Callable[[ModelConfig], bool],
+    bad: Callable[[ModelConfig], bool],
+    names: tuple[str, str],
+    strata: Callable[[ModelConfig], tuple[Any, ...]],
+) -> str | None:
+    """Why the space cannot test the rule (no stratum holds layouts of both sides), or None when it can or the
+    space is not known."""
+    if not ev.space:
+        return None
+    sides: dict[tuple[Any, ...], tuple[bool, bool]] = {}
+    for c in ev.space:
+        a, b = sides.get(strata(c), (False, False))
+        sides[strata(c)] = (a or good(c), b or bad(c))
+    if any(a and b for a, b in sides.values()):
+        return None
+    widths = "/".join(map(str, sorted({c.d_model for c in ev.space})))
+    most = max(max(c.heads) for c in ev.space)
+    floor = min(c.min_dk for c in ev.space)
+    limits = f"at most {most} heads a layer at d_model {widths} with d_k >= {floor}"
+    has_good, has_bad = any(a for a, _ in sides.values()), any(b for _, b in sides.values())
+    if has_good and has_bad:
+        return f"the space never holds layouts with {names[0]} and with {names[1]} at one width and depth ({limits})"
+    return f"the space holds no layout with {names[1] if has_good else names[0]} ({limits})"
+
+
+def _not_applicable(rule: str, why: str) -> RuleVerdict:
+    return RuleVerdict(rule, NOT_APPLICABLE, why)
 
 
 def _not_on_finalists(
@@ -126,7 +164,11 @@ def _not_on_finalists(
     good: Callable[[ModelConfig], bool],
     bad: Callable[[ModelConfig], bool],
     names: tuple[str, str],
+    strata: Callable[[ModelConfig], tuple[Any, ...]] = lambda c: (c.d_model, c.n_layers),
 ) -> RuleVerdict:
+    why = _outside_space(ev, good, bad, names, strata)
+    if why is not None:
+        return _not_applicable(rule, why)
     n_a = sum(good(a.config) for a in ev.archs)
     n_b = sum(bad(a.config) for a in ev.archs)
     return RuleVerdict(
@@ -181,6 +223,11 @@ def _few_heads_rule(ev: Evidence) -> RuleVerdict:
         if metric.direction == "maximize"
         else f"{ev.margin:.3g} bits per byte"
     )
+    why = _outside_space(
+        ev, more, usual, ("more than 16 heads", "8-16 heads"), lambda c: (c.d_model, c.n_layers)
+    )
+    if why is not None:
+        return _not_applicable(rule, why)
     if ev.on_finalists:
         u = unit_comparison(ev.grid, ev.archs, more, usual)
         if u is None:
@@ -246,10 +293,12 @@ def rules_of_thumb(
     grid: Grid | None = None,
     archs: Sequence[Architecture] = (),
     margin: float = 0.01,
+    space: Sequence[ModelConfig] = (),
 ) -> list[RuleVerdict]:
     """Check the tutorial's rules of thumb on the finalists' ``grid`` of ``archs`` (the answer's evidence), or on
-    the search where the study has no finalist runs (see the module docstring), and on its bench table."""
-    ev = Evidence(records, grid, archs, margin)
+    the search where the study has no finalist runs (see the module docstring), and on its bench table; a rule
+    the layouts of ``space`` (every one the study's space holds, when given) cannot test is "not applicable"."""
+    ev = Evidence(records, grid, archs, margin, space)
 
     def multi(c: ModelConfig) -> bool:
         return min(c.heads) >= 2

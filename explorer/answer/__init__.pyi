@@ -23,6 +23,7 @@ from ._finalists import (
 from ._forecast import Forecast as Forecast
 from ._horizon import (
     Horizon as Horizon,
+    HorizonBy as HorizonBy,
     at_horizon as at_horizon,
     choose_horizon as choose_horizon,
     curve_plateaued as curve_plateaued,

@@ -127,9 +127,12 @@ class Answer:
                 f"the stage decided within {f.cap:,} more runs, fewer than the 80% a budget is named for"
             )
         took = minutes_text(f.likely, self.pace_s)
+        median = "" if f.median is None else minutes_text(f.median, self.pace_s)
         return (
-            f"a decision needs about {f.median} more runs (the median of {f.draws} simulated continuations of the "
-            f"stage), {f.likely} in 80% of them" + (f", {took} at this study's pace" if took else "")
+            f"a decision needs about {f.median} more runs"
+            + (f" ({median})" if median else "")
+            + f", the median of {f.draws} simulated continuations of the stage; {f.likely} in 80% of them"
+            + (f" ({took} at this study's pace)" if took else "")
         )
 
     @property
@@ -261,7 +264,16 @@ def _horizon_dict(h: Horizon) -> dict[str, Any]:
         "cap": h.cap,
         "capped": h.capped,
         "doublings": [
-            {"short": d.short, "long": d.long, "pairs": len(d.gains), "gain": d.mean, "lower": d.lower}
+            {
+                "short": d.short,
+                "long": d.long,
+                "by": d.by.value,  # "gain": each run's gain; "comparison": the change of a paired difference
+                "pairs": len(d.gains),
+                "mean": d.mean,
+                "lower": d.lower,
+                "upper": d.upper,
+                "doubled": d.gained,
+            }
             for d in h.doublings
         ],
     }

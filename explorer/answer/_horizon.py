@@ -4,10 +4,16 @@ runs train longer.
 **The horizon.** Every grid run trains the same fixed schedule (warm-up, then cosine decay to zero) of the stage's
 *horizon*, so paired runs differ only in their layout. The horizon starts at ``[finalists] epochs``; a *pilot*
 trains the most accurate and the fastest finalist layouts (by the search and the re-timing) on the grid's first
-units at the horizon and at twice it. While twice as long gains (beyond the noise: the one-sided 95% lower bound of
-the mean paired gain, a t bound over the pilot's layout-unit pairs, lies above zero; or by more than the answer's
-edge on average, a gain that could move a verdict) the horizon doubles, up to ``[finalists] horizon_cap``; the
-first horizon whose doubling gains neither is the grid's.
+units at the horizon and at twice it. The grid measures paired comparisons, not accuracy itself, so by default
+(``[finalists] horizon_by = "comparison"``) the horizon doubles while twice as long changes the comparison: per
+unit, the change of the paired difference between the pilot's layouts, whose two-sided 90% t interval (each bound
+a one-sided 95% test) excludes zero. A doubling that lifts every layout alike changes no comparison, and the
+horizon check below still tests the deciding verdicts at twice the horizon. With ``horizon_by = "gain"`` the
+horizon doubles while twice as long gains (beyond the noise: the one-sided 95% lower bound of the mean paired
+gain, a t bound over the pilot's layout-unit pairs, lies above zero; or by more than the answer's edge on average,
+a gain that could move a verdict). Either way up to ``[finalists] horizon_cap``; the first horizon whose doubling
+does neither is the grid's. With one pilot layout (the most accurate is the fastest) there is no comparison, and
+``comparison`` keeps the first horizon.
 A pilot run at that horizon is a grid run as well, and its runs at twice it serve the horizon check.
 
 **Each run.** A run *plateaued* when the best validation value of the last quarter of its schedule beats the best
@@ -26,8 +32,9 @@ Everything here is a pure function of the study's records, so the stage, a resum
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 
 import numpy as np
 import numpy.typing as npt
@@ -59,14 +66,25 @@ def _t_bounds(x: npt.NDArray[np.float64], level: float, sided: int = 2) -> tuple
     return float(mean - q * se), float(mean + q * se)
 
 
+class HorizonBy(str, Enum):
+    """What a doubling of the horizon must change for the pilot to take it."""
+
+    COMPARISON = "comparison"  # the paired difference between the pilot's layouts
+    GAIN = "gain"  # any pilot layout's accuracy
+
+
 @dataclass(frozen=True)
 class Doubling:
-    """One step of the pilot: the paired gains of training ``long`` epochs instead of ``short``."""
+    """One step of the pilot: what training ``long`` epochs instead of ``short`` changed, one value per pair.
+
+    By ``COMPARISON`` the values are, per unit, the change of each pilot layout's paired difference from the
+    first (by key); by ``GAIN``, each (layout, unit) pair's gain. Long minus short, higher is better."""
 
     short: int
     long: int
-    gains: tuple[float, ...]  # long minus short, higher is better, one per (pilot layout, unit) pair
-    edge: float = 0.0  # a mean gain above this is worth training for, whatever its noise (the answer's edge)
+    gains: tuple[float, ...]
+    edge: float = 0.0  # by GAIN: a mean gain above this is worth training for, whatever its noise (the edge)
+    by: HorizonBy = HorizonBy.GAIN
 
     @property
     def mean(self) -> float:
@@ -74,13 +92,21 @@ class Doubling:
 
     @property
     def lower(self) -> float:
-        """The one-sided 95% lower bound of the mean gain (-inf with fewer than two pairs)."""
+        """The one-sided 95% lower bound of the mean (-inf with fewer than two pairs)."""
         return _t_bounds(np.array(self.gains), PILOT_LEVEL, sided=1)[0]
 
     @property
+    def upper(self) -> float:
+        """The one-sided 95% upper bound of the mean (inf with fewer than two pairs)."""
+        return _t_bounds(np.array(self.gains), PILOT_LEVEL, sided=1)[1]
+
+    @property
     def gained(self) -> bool:
-        """Twice as long gained: beyond the noise, or by more than the edge on average (a gain the size of the
-        indifference zone can move a verdict, shown or not)."""
+        """Twice as long changed what the grid measures, so the pilot doubles: by ``COMPARISON``, the change of
+        the comparison beyond the noise either way; by ``GAIN``, a gain beyond the noise, or above the edge on
+        average (a gain the size of the indifference zone can move a verdict, shown or not)."""
+        if self.by is HorizonBy.COMPARISON:
+            return self.lower > 0 or self.upper < 0
         return self.lower > 0 or self.mean > self.edge
 
 
@@ -115,6 +141,8 @@ def choose_horizon(records: Sequence[TrialRecord], spec: StudySpec) -> Horizon:
     if not pilots:  # no pilot yet; none at all when it is off or the cap leaves nothing to double
         return Horizon(first, not fs.pilot or 2 * first > cap, (), cap, False)
     cells = sorted({(r.key, r.seed) for r in pilots})  # the pilot's layouts on its units
+    keys = sorted({str(k) for k, _ in cells})
+    by = HorizonBy(fs.horizon_by)
     # every run of a cell but the check's (a grid run at a horizon the pilot tries counts, as in a study whose
     # grid ran before pilots); a failed run ends its cell with no score: the doubling is judged on the pairs both
     # horizons finished
@@ -134,13 +162,25 @@ def choose_horizon(records: Sequence[TrialRecord], spec: StudySpec) -> Horizon:
         gains = []
         for k, s in cells:
             short, long = done[k, s, h], done[k, s, 2 * h]
-            if short is not None and long is not None:
+            if short is None or long is None:
+                continue
+            if by is HorizonBy.GAIN:
                 gains.append(long - short)
-        doublings.append(Doubling(h, 2 * h, tuple(gains), edge))
+            elif k != keys[0] and (ref := _pair(done, keys[0], s, h)) is not None:
+                gains.append((long - ref[1]) - (short - ref[0]))  # the comparison with the first layout
+        doublings.append(Doubling(h, 2 * h, tuple(gains), edge, by))
         if not doublings[-1].gained:
             break
         h *= 2
     return Horizon(h, True, tuple(doublings), cap, True)
+
+
+def _pair(
+    done: Mapping[tuple[str | None, int | None, int | None], float | None], key: str, seed: int | None, h: int
+) -> tuple[float, float] | None:
+    """``key``'s scores on unit ``seed`` at ``h`` and at ``2 h`` (None: either is missing or failed)."""
+    short, long = done.get((key, seed, h)), done.get((key, seed, 2 * h))
+    return None if short is None or long is None else (short, long)
 
 
 def at_horizon(records: Sequence[TrialRecord], horizon: Horizon) -> list[TrialRecord]:

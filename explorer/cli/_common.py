@@ -450,8 +450,9 @@ def _cost_words(p: Any) -> str:
     """What deciding costs after a finalist round, as the forecast put it ("" before one exists)."""
     if p.to_decide:
         took = f", about {p.minutes_to_decide:.0f} minutes" if p.minutes_to_decide is not None else ""
+        median = f", about {p.median_minutes:.0f} minutes" if p.median_minutes is not None else ""
         return (
-            f"; a decision needs about {p.median_to_decide} more runs ({p.to_decide} in 80% of simulated "
+            f"; a decision needs about {p.median_to_decide} more runs{median} ({p.to_decide} in 80% of simulated "
             f"continuations of the stage{took})"
         )
     if p.decided_share is not None and p.forecast_cap is not None and p.open_comparisons:

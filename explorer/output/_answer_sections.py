@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from explorer.answer import Answer, Architecture, Candidate, Contrast, CostAxis, Evidence, Verdict
+from explorer.answer import Answer, Architecture, Candidate, Contrast, CostAxis, Evidence, HorizonBy, Verdict
 from explorer.measurements import QualityMetric
 from explorer.output._fmt import (
     claim,
@@ -437,6 +437,18 @@ def _horizon_text(ans: Answer, bpb: bool) -> str:
     else:
         steps = []
         for d in h.doublings:  # a gain in bits per byte is bits saved
+            if d.by is HorizonBy.COMPARISON:
+                steps.append(
+                    f"{d.long} epochs instead of {d.short} changed the paired difference between the pilot's "
+                    f"layouts by {_pct(d.mean, bpb)} {unit} on average over {len(d.gains)} units (90% interval "
+                    f"{_pct(d.lower, bpb)} to {_pct(d.upper, bpb)}): "
+                    + (
+                        "a change beyond the noise, so the horizon doubled"
+                        if d.gained
+                        else "no change beyond the noise"
+                    )
+                )
+                continue
             steps.append(
                 f"{d.long} epochs instead of {d.short} gained {_pct(d.mean, bpb)} {unit} on average over "
                 f"{len(d.gains)} layout-unit pairs (one-sided 95% lower bound {_pct(d.lower, bpb)}): "
@@ -447,10 +459,19 @@ def _horizon_text(ans: Answer, bpb: bool) -> str:
                     "on average (the answer's edge)"
                 )
             )
+        by_comparison = any(d.by is HorizonBy.COMPARISON for d in h.doublings)
         out += (
             ", the horizon a pilot chose: the most accurate and the fastest finalist layouts trained the first "
-            "units at the horizon and at twice it, and the horizon doubled while twice as long gained (beyond the "
-            "noise, or by more than the answer's edge on average); " + "; ".join(steps) + "."
+            "units at the horizon and at twice it, and the horizon doubled while twice as long "
+            + (
+                "changed the comparison between them beyond the noise (the grid measures comparisons; a doubling "
+                "that lifts every layout alike changes none)"
+                if by_comparison
+                else "gained (beyond the noise, or by more than the answer's edge on average)"
+            )
+            + ("; " if steps else "")
+            + "; ".join(steps)
+            + "."
         )
         if h.capped:
             last = h.doublings[-1]

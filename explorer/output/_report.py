@@ -39,6 +39,7 @@ from explorer.answer import (
     trials_table,
 )
 from explorer.errors import NoCompletedTrialsError
+from explorer.layout import ModelConfig
 from explorer.output import _plots as plots, _study_plots as study_plots
 from explorer.output._answer_sections import answer_blocks, check_blocks, evidence_blocks, reading_blocks
 from explorer.output._evidence_plots import curves_figure, evidence_figure
@@ -47,7 +48,7 @@ from explorer.output._inputs import input_blocks
 from explorer.output._render import Block, Bold, Code, Figure, Heading, Para, Table, html_page, markdown
 from explorer.output._result_folders import OutputFolder
 from explorer.output._sections import account_blocks, early_stopping_blocks, relations_blocks, rules_blocks
-from explorer.spec import StudySpec
+from explorer.spec import SearchSpace, StudySpec
 from explorer.storage import DONE_STATES, Retiming, Role, TrialRecord, trial_label
 
 
@@ -117,6 +118,18 @@ def write_report(data: ReportInput, out_dir: str | Path, force: bool = False) ->
     return ReportPaths(*paths, answer=data.answer, opening=opening)
 
 
+SPACE_LISTED = (
+    5_000  # a larger space is not listed for the rules of thumb (they say "not enough data" instead)
+)
+
+
+def space_layouts(spec: StudySpec) -> list[ModelConfig]:
+    """Every layout the spec's space holds, so a rule of thumb it cannot test says so; empty above
+    ``SPACE_LISTED`` layouts."""
+    space = SearchSpace(spec.space)
+    return list(space.enumerate_configs()) if space.size() <= SPACE_LISTED else []
+
+
 def _content(
     data: ReportInput,
 ) -> tuple[list[Block], dict[str, Callable[[], Any]], dict[str, pd.DataFrame], Para | None]:
@@ -128,7 +141,7 @@ def _content(
     acct = study_account(records, spec, storage=data.storage, closed=data.closed, spec_path=data.spec_path)
     # the rules read the finalists' grid runs, not the pilot's other horizons nor the horizon check's
     evidence = records if ans.horizon is None else at_horizon(records, ans.horizon)
-    verdicts = rules_of_thumb(evidence, data.bench, ans.grid, ans.candidates, ans.margin)
+    verdicts = rules_of_thumb(evidence, data.bench, ans.grid, ans.candidates, ans.margin, space_layouts(spec))
     if searches_kv(records):
         verdicts.append(gqa_rule(evidence, data.retimings))
     b = _opening(data, acct)

@@ -6,7 +6,8 @@ replicates, each cutting the task's labelled examples into ``folds`` stratified 
 (:func:`explorer.data._folds.fold_task`), each fold trained once per layout with one seed that every layout
 shares. Every grid run trains the same fixed schedule (warm-up, then cosine decay) of the stage's *horizon*, so
 no run is longer or shorter than another for reasons of its own; the horizon is ``epochs``, doubled while a pilot
-shows that training twice as long still gains (:mod:`explorer.answer._horizon`), up to ``horizon_cap``. Once the
+shows that training twice as long changes the comparison between its layouts (or, with ``horizon_by = "gain"``,
+still gains; :mod:`explorer.answer._horizon`), up to ``horizon_cap``. Once the
 answer is decided, its deciding comparisons train again at twice the horizon on ``check_units`` units.
 
 The runs are spent where they decide (:func:`explorer.answer._rule.next_cells`): every finalist first trains on
@@ -68,16 +69,23 @@ class FinalistsSpec:
     epochs: int | None = key(
         None,
         "the first horizon: every finalist run trains a fixed schedule of this many epochs (warm-up, then cosine "
-        "decay), doubled while the pilot shows that twice as long still gains (`pilot`)",
+        "decay), doubled while the pilot shows that twice as long changes what the grid measures (`pilot`)",
         shown="`2 x [task] epochs`",
         cap=EPOCHS,
     )
     pilot: bool = key(
         True,
         "before the grid, the most accurate and the fastest finalist layouts train the first units at the horizon "
-        "and at twice it; while twice as long gains (beyond the noise: a one-sided 95% paired t bound above zero; "
-        "or by more than [answer] edge on average) the horizon doubles, up to `horizon_cap`; `false`: every run "
-        "trains `epochs`",
+        "and at twice it, and the horizon doubles (up to `horizon_cap`) while twice as long changes what the "
+        "grid measures (`horizon_by`); `false`: every run trains `epochs`",
+    )
+    horizon_by: str = key(
+        "comparison",
+        "what a doubling must change for the pilot to take it: `comparison`, the paired difference between the "
+        "pilot's layouts (a two-sided 90% paired t interval of its change that excludes zero: longer runs rank "
+        "them differently); `gain`, any layout's accuracy (a one-sided 95% paired t bound of the gain above "
+        "zero, or a mean gain above [answer] edge)",
+        choices=("comparison", "gain"),
     )
     # None: 4 x the first horizon (within the epochs limit)
     horizon_cap: int | None = key(

@@ -133,6 +133,7 @@ class RoundOutlook:
             to_decide=o.runs,
             median_to_decide=0 if o.open == 0 else None if found is None else found.median,
             minutes_to_decide=None if found is None else found.minutes(o.runs),
+            median_minutes=None if found is None else found.minutes(found.median),
             open_comparisons=o.open,
             decided_share=None if found is None else found.decided_share,
             forecast_cap=None if found is None else found.cap,

@@ -63,6 +63,7 @@ class Progress:
     to_decide: int | None = None
     median_to_decide: int | None = None
     minutes_to_decide: float | None = None
+    median_minutes: float | None = None  # the median's minutes at the stage's pace
     open_comparisons: int | None = None
     # ... and the share of those continuations that decided within ``forecast_cap`` more runs (None: no forecast)
     decided_share: float | None = None

@@ -190,3 +190,42 @@ def test_merged_heads_must_be_at_least_the_minimum_speedup_faster():
     assert verdicts(study(), bench(10.0 / (MIN_SPEEDUP + 0.02)))["Mergedheads"].verdict == "supported"
     below = verdicts(study(), bench(10.0 / (MIN_SPEEDUP - 0.02)))["Mergedheads"]
     assert below.verdict.startswith("no difference larger than")  # faster, outside the spread, but not enough
+
+
+def _space(heads, d_model=64, min_dk=4, families=("uniform", "increasing", "decreasing")):
+    from explorer.output._report import space_layouts
+    from explorer.spec import spec_from_dict
+
+    spec = spec_from_dict(
+        {
+            "name": "s",
+            "n_trials": 4,
+            "task": {"name": "digits"},
+            "latency": {"device": "cpu"},
+            "space": {
+                "d_model": [d_model],
+                "n_layers": [2],
+                "heads": list(heads),
+                "min_dk": min_dk,
+                "families": list(families),
+            },
+        }
+    )
+    return space_layouts(spec)
+
+
+def test_a_rule_the_space_cannot_test_is_not_applicable_and_says_why():
+    small = _space([1, 2, 4, 8, 16])  # at most 16 heads at d_model 64 with d_k >= 4
+    v = {x.rule.split()[0]: x for x in rules.rules_of_thumb(study(), None, space=small)}
+    assert v["8-16"].verdict == "not applicable"
+    assert v["8-16"].evidence == (
+        "the space holds no layout with more than 16 heads (at most 16 heads a layer at d_model 64 with d_k >= 4)"
+    )
+    assert v["One"].verdict == "supported"  # the space holds both sides: judged as before
+    uniform = _space([1, 2, 4, 8, 16], families=("uniform",))
+    v = {x.rule.split()[0]: x for x in rules.rules_of_thumb(study(), None, space=uniform)}
+    assert v["More"].verdict == "not applicable" and "increasing" in v["More"].evidence
+    # a space with room for more than 16 heads is judged, not set aside
+    wide = _space([8, 16, 32], d_model=128)
+    v = {x.rule.split()[0]: x for x in rules.rules_of_thumb(study(), None, space=wide)}
+    assert v["8-16"].verdict != "not applicable"

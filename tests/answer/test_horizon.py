@@ -24,8 +24,18 @@ SPEC = spec_from_dict(
         "task": {"name": "digits", "epochs": 5},
         "latency": {"device": "cpu"},
         "space": {"d_model": [64], "n_layers": [2], "heads": [2, 8]},
-        "finalists": {"epochs": 10, "horizon_cap": 40, "folds": 5, "seeds": 2, "check_units": 3},
+        "finalists": {
+            "epochs": 10,
+            "horizon_cap": 40,
+            "folds": 5,
+            "seeds": 2,
+            "check_units": 3,
+            "horizon_by": "gain",
+        },
     }
+)
+BY_COMPARISON = dataclasses.replace(
+    SPEC, finalists=dataclasses.replace(SPEC.finalists, horizon_by="comparison")
 )
 LAYOUTS = {(2, 2): 1.0, (8, 8): 2.0}  # heads -> latency (ms)
 
@@ -46,15 +56,16 @@ def run(n, heads, acc, epochs, unit, purpose=Purpose.GRID, state=TrialState.COMP
     )
 
 
-def pilot(gains, units=3, start=1000, noise=0.002):
-    """Pilot runs of both layouts on ``units`` units: each horizon 10 * 2**k ends ``gains[k]`` above the one
-    before it (gains[0] is the first horizon's accuracy above 0.80), with a little unit-to-unit noise."""
+def pilot(gains, units=3, start=1000, noise=0.002, layouts=LAYOUTS):
+    """Pilot runs of ``layouts`` on ``units`` units: each horizon 10 * 2**k ends ``gains[k]`` above the one
+    before it (gains[0] is the first horizon's accuracy above 0.80; a dict gives each layout its own gains), with
+    a little unit-to-unit noise."""
     rng = np.random.default_rng(0)
     out, n = [], start
-    for heads in LAYOUTS:
+    for heads in layouts:
         for u in range(units):
             acc = 0.80 + rng.normal(0, 0.01)
-            for k, gain in enumerate(gains):
+            for k, gain in enumerate(gains[heads] if isinstance(gains, dict) else gains):
                 acc += gain + rng.normal(0, noise)
                 out.append(run(n, heads, acc, 10 * 2**k, u, Purpose.PILOT))
                 n += 1
@@ -88,6 +99,41 @@ def test_a_mean_gain_above_the_edge_doubles_the_horizon_though_the_noise_hides_i
     assert not small.doublings[0].gained and small.epochs == 10
     # the answer's edge: a quarter of the 1-point margin
     assert small.doublings[0].edge == pytest.approx(0.0025)
+
+
+def test_by_comparison_a_doubling_that_lifts_both_layouts_alike_keeps_the_first_horizon():
+    h = choose_horizon(pilot([0.0, 0.03, 0.0], noise=0.002), BY_COMPARISON)  # both gain 3 points at 20
+    assert h.chosen and h.epochs == 10 and len(h.doublings) == 1 and not h.doublings[0].gained
+    d = h.doublings[0]
+    assert len(d.gains) == 3 and d.lower < 0 < d.upper  # one change of the comparison a unit, around zero
+    # under "gain" the same runs double: every layout gained
+    assert choose_horizon(pilot([0.0, 0.03, 0.0], noise=0.002), SPEC).epochs == 20
+
+
+def test_by_comparison_a_doubling_that_changes_the_difference_doubles_either_way():
+    closer = {(2, 2): [0.0, 0.03, 0.0], (8, 8): [0.0, 0.0, 0.0]}  # 2,2 catches up at 20, 40 changes nothing
+    h = choose_horizon(pilot(closer, noise=0.002), BY_COMPARISON)
+    assert h.chosen and h.epochs == 20 and [d.gained for d in h.doublings] == [True, False]
+    assert abs(h.doublings[0].mean) == pytest.approx(0.03, abs=0.006)
+    apart = {(2, 2): [0.0, 0.0, 0.0], (8, 8): [0.0, 0.03, 0.0]}  # the gap widens: the sign does not matter
+    assert choose_horizon(pilot(apart, noise=0.002), BY_COMPARISON).epochs == 20
+
+
+def test_by_comparison_one_pilot_layout_has_no_comparison_and_keeps_the_first_horizon():
+    alone = choose_horizon(pilot([0.0, 0.03, 0.0], layouts={(8, 8): 2.0}), BY_COMPARISON)
+    assert alone.chosen and alone.epochs == 10 and alone.doublings[0].gains == ()
+
+
+def test_the_spec_refuses_an_unknown_horizon_criterion():
+    with pytest.raises(SpecError, match="horizon_by"):
+        spec_from_dict(
+            {
+                "name": "h",
+                "task": {"name": "digits"},
+                "space": {"d_model": [64], "n_layers": [2], "heads": [2, 8]},
+                "finalists": {"horizon_by": "accuracy"},
+            }
+        )
 
 
 def test_no_gain_keeps_the_first_horizon_and_a_gain_at_the_cap_is_said_to_be_capped():

@@ -601,7 +601,9 @@ def test_off_a_terminal_the_finalist_stage_prints_a_line_a_round_with_what_decid
     )
     bars.on_stage("finalist", 30)
     bars.on_progress(_progress(3, 30, "finalist"))  # a run finished inside a round: no line
-    forecast = dict(median_to_decide=12, minutes_to_decide=7.0, decided_share=0.95, forecast_cap=240)
+    forecast = dict(
+        median_to_decide=12, median_minutes=4.2, minutes_to_decide=7.0, decided_share=0.95, forecast_cap=240
+    )
     bars.on_progress(
         dataclasses.replace(_progress(9, 30, "finalist", 20), open_comparisons=1, rounds=1, **forecast)
     )
@@ -615,8 +617,8 @@ def test_off_a_terminal_the_finalist_stage_prints_a_line_a_round_with_what_decid
     bars.on_progress(dataclasses.replace(_progress(17, 30, "finalist", 0), open_comparisons=0, rounds=3))
     lines = capsys.readouterr().err.splitlines()[1:]
     assert lines == [
-        "q finalists: round 1: 9 runs done | 1 comparison(s) open; a decision needs about 12 more runs (20 in 80% "
-        "of simulated continuations of the stage, about 7 minutes)",
+        "q finalists: round 1: 9 runs done | 1 comparison(s) open; a decision needs about 12 more runs, about 4 "
+        "minutes (20 in 80% of simulated continuations of the stage, about 7 minutes)",
         "q finalists: round 2: 13 runs done | 2 comparison(s) open; no affordable budget decides it (40% of "
         "simulated continuations of the stage decided within 240 more runs)",
         "q finalists: round 3: 17 runs done | decided",

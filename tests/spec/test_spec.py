@@ -304,7 +304,12 @@ def test_unknown_key_in_a_file(tmp_path):
 
 def test_committed_specs_exist():
     names = {p.relative_to(ROOT).as_posix() for p in COMMITTED}
-    assert {"studies/quickstart.toml", "studies/gpu-vit.toml", "studies/relations.toml"} <= names
+    assert {
+        "studies/quickstart.toml",
+        "studies/digits-long.toml",
+        "studies/gpu-vit.toml",
+        "studies/relations.toml",
+    } <= names
     assert "examples/vit/vit.toml" in names
 
 
@@ -324,6 +329,12 @@ def test_committed_specs_say_what_they_promise():
     assert len(quick.space.d_model) == 1 and len(quick.space.n_layers) == 1 and len(quick.space.heads) >= 5
     assert quick.finalists.enabled and quick.finalists.units >= 5 and quick.finalists.folds >= 5
     assert quick.finalists.references and quick.answer.margin == 1.0
+    # its grid's horizon is the one where longer runs stop changing the comparisons; the second example asks the
+    # same question of the same model at the horizon that still gains
+    assert quick.finalists.horizon_by == "comparison" and quick.finalists.pilot
+    long = load_spec(STUDIES / "digits-long.toml")
+    assert long.finalists.horizon_by == "gain"
+    assert (long.space, long.task, long.answer) == (quick.space, quick.task, quick.answer)
     # the ladder: every head count of the space at the base, so re-runs compare the same layouts
     assert quick.finalists.ladder
     bad = quick.to_dict() | {"finalists": quick.to_dict()["finalists"] | {"ladder": "yes"}}
