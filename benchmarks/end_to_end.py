@@ -71,7 +71,7 @@ def run_stamped(cmd: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, 
 
 FIRST_COST = re.compile(
     r"finalists: round \d+: (\d+) runs done \| .*?a decision needs about (\d+) more runs"
-    r"(?:, about (\d+) minutes)? \((\d+) in 80%"
+    r"(?:, about (\d+) (minutes|s))? \((\d+) in 80%"
 )
 DECIDED = re.compile(r"finalists: round \d+: (\d+) runs done \| decided")
 
@@ -84,7 +84,7 @@ class FirstCost:
     done: int
     median: int
     likely: int  # the 80th percentile
-    minutes: int | None  # the median's
+    minutes: float | None  # the median's
     runs_after: int | None
     minutes_after: float | None
 
@@ -100,7 +100,8 @@ def first_cost(stamped: list[tuple[float, str]]) -> FirstCost | None:
     for t, line in stamped:
         m = FIRST_COST.search(line)
         if m:
-            done, median, likely = int(m.group(1)), int(m.group(2)), int(m.group(4))
+            done, median, likely = int(m.group(1)), int(m.group(2)), int(m.group(5))
+            minutes = None if m.group(3) is None else int(m.group(3)) / (60 if m.group(4) == "s" else 1)
             end = next(
                 ((u, int(d.group(1))) for u, x in stamped if u >= t and (d := DECIDED.search(x))), None
             )
@@ -108,7 +109,7 @@ def first_cost(stamped: list[tuple[float, str]]) -> FirstCost | None:
                 done,
                 median,
                 likely,
-                int(m.group(3)) if m.group(3) else None,
+                minutes,
                 None if end is None else end[1] - done,
                 None if end is None else (end[0] - t) / 60,
             )
@@ -199,7 +200,9 @@ def seeds_block(args: argparse.Namespace, outcomes: list[Outcome]) -> str:
             f"{o.seconds / 60:.1f}",
             "none printed"
             if c is None
-            else f"{c.median} more runs ({c.likely} in 80%), about {c.minutes} min, after {c.done}",
+            else f"{c.median} more runs ({c.likely} in 80%)"
+            + ("" if c.minutes is None else f", about {c.minutes:.1f} min")
+            + f", after {c.done}",
             "" if c is None or c.runs_after is None else f"{c.runs_after} runs, {c.minutes_after:.1f} min",
             "" if c is None or c.ratio is None else f"{c.ratio:.2f}",
         ]
@@ -322,7 +325,7 @@ def run_once(args: argparse.Namespace, seed: int | None) -> tuple[str, Outcome]:
         )
         block += (
             f"\nThe cost first printed: {cost.median} more runs ({cost.likely} in 80%)"
-            + (f", about {cost.minutes} minutes" if cost.minutes is not None else "")
+            + (f", about {cost.minutes:.1f} minutes" if cost.minutes is not None else "")
             + f", after {cost.done} finalist runs; {said}\n"
         )
     return block, Outcome(seed, bool(doc.get("decided")), total, cost)

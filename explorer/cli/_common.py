@@ -446,11 +446,16 @@ class ProgressBars:
         self._bar.refresh()
 
 
+def _about(minutes: float) -> str:
+    """``minutes`` in words: whole minutes from a minute and a half, else seconds."""
+    return f"about {minutes:.0f} minutes" if minutes >= 1.5 else f"about {minutes * 60:.0f} s"
+
+
 def _cost_words(p: Any) -> str:
     """What deciding costs after a finalist round, as the forecast put it ("" before one exists)."""
     if p.to_decide:
-        took = f", about {p.minutes_to_decide:.0f} minutes" if p.minutes_to_decide is not None else ""
-        median = f", about {p.median_minutes:.0f} minutes" if p.median_minutes is not None else ""
+        took = f", {_about(p.minutes_to_decide)}" if p.minutes_to_decide is not None else ""
+        median = f", {_about(p.median_minutes)}" if p.median_minutes is not None else ""
         return (
             f"; a decision needs about {p.median_to_decide} more runs{median} ({p.to_decide} in 80% of simulated "
             f"continuations of the stage{took})"
