@@ -10,7 +10,7 @@ import pytest
 from optuna.trial import TrialState
 
 from benchmarks.synthetic import N_VAL
-from explorer.answer import answer, at_horizon, choose_horizon, curve_plateaued, learning_curves
+from explorer.answer import HorizonBy, answer, at_horizon, choose_horizon, curve_plateaued, learning_curves
 from explorer.answer._horizon import Horizon, check_horizon, run_plateaued, unplateaued
 from explorer.errors import SpecError
 from explorer.layout import Purpose, unit_seed
@@ -104,6 +104,7 @@ def test_a_mean_gain_above_the_edge_doubles_the_horizon_though_the_noise_hides_i
 def test_by_comparison_a_doubling_that_lifts_both_layouts_alike_keeps_the_first_horizon():
     h = choose_horizon(pilot([0.0, 0.03, 0.0], noise=0.002), BY_COMPARISON)  # both gain 3 points at 20
     assert h.chosen and h.epochs == 10 and len(h.doublings) == 1 and not h.doublings[0].gained
+    assert h.doublings[0].by is HorizonBy.COMPARISON
     d = h.doublings[0]
     assert len(d.gains) == 3 and d.lower < 0 < d.upper  # one change of the comparison a unit, around zero
     # under "gain" the same runs double: every layout gained
