@@ -82,7 +82,7 @@ class FinalistsSpec:
     horizon_by: str = key(
         "comparison",
         "what a doubling must change for the pilot to take it: `comparison`, the paired difference between the "
-        "pilot's layouts (a two-sided 90% paired t interval of its change that excludes zero: longer runs rank "
+        "pilot's layouts (a two-sided 90% paired t interval of its change that excludes zero: longer runs compare "
         "them differently); `gain`, any layout's accuracy (a one-sided 95% paired t bound of the gain above "
         "zero, or a mean gain above [answer] edge)",
         choices=("comparison", "gain"),
