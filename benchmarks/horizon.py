@@ -16,6 +16,11 @@ each horizon the record gives:
 
     python -m benchmarks.horizon --units 5 --horizons 20 40 80 160 --jobs 2 --record benchmarks/horizon.md
     python -m benchmarks.horizon --replay benchmarks/horizon.json --record benchmarks/horizon.md
+    python -m benchmarks.horizon --units 12 --horizons 40 --folds 3 --record benchmarks/horizon.md
+
+``--folds`` cuts the labelled images into that many folds instead of the spec's (fewer folds: a larger
+evaluation split, fewer training images): what a quickstart with other folds would rank and how noisy its units
+are. The paired spread of each layout's difference from 16,16 is recorded beside the means.
 
 Each run uses one CPU thread; ``--jobs 2`` runs two at a time on a 2-core machine. Raw runs: ``horizon.json``.
 """
@@ -51,19 +56,31 @@ MARGIN = 0.01  # the quickstart's margin, one accuracy point
 RISK = 0.05
 
 
-def _train(job: tuple[int, int, int]) -> dict[str, Any]:
-    """Train the ladder layout ``heads`` on unit ``u`` of the quickstart's grid for ``epochs`` epochs."""
+def _spec(folds: int | None) -> Any:
+    """The quickstart's spec, its finalists' folds set to ``folds`` (None: as the spec has them)."""
+    import dataclasses
+
+    from explorer.spec import load_spec
+
+    spec = load_spec(SPEC)
+    if folds is None:
+        return spec
+    return dataclasses.replace(spec, finalists=dataclasses.replace(spec.finalists, folds=folds))
+
+
+def _train(job: tuple[int, int, int, int | None]) -> dict[str, Any]:
+    """Train the ladder layout ``heads`` on unit ``u`` of the quickstart's grid (its finalists' folds set to
+    ``folds``, None: the spec's) for ``epochs`` epochs."""
     import torch
 
     from explorer.answer._finalists import unit_at
     from explorer.data import fold_task, load_task
     from explorer.layout import ModelConfig, TrainConfig
     from explorer.measure import fit
-    from explorer.spec import load_spec
 
     torch.set_num_threads(1)
-    heads, u, epochs = job
-    spec = load_spec(SPEC)
+    heads, u, epochs, folds = job
+    spec = _spec(folds)
     unit = unit_at(spec, u)
     task = fold_task(load_task(spec.task.name, **spec.task.options), unit.fold, unit.folds, unit.fold_seed)
     config = ModelConfig(
@@ -83,6 +100,7 @@ def _train(job: tuple[int, int, int]) -> dict[str, Any]:
         "epochs": epochs,
         "val": result.val_accuracy,
         "val_size": len(task.val[1]),
+        "folds": unit.folds,
         "history": [s.val_accuracy for s in result.history],
         "seconds": time.perf_counter() - t0,
     }
@@ -124,7 +142,8 @@ def score(runs: list[dict[str, Any]]) -> list[str]:
             lo, hi = _bounds(d, 1 - 2 * RISK)
             verdict = "within" if hi < MARGIN else "beyond" if lo > MARGIN else "open"
             cells.append(
-                f"{100 * np.nanmean(g[i]):.2f} ({100 * d.mean():+.2f} [{100 * lo:.2f}, {100 * hi:.2f}], {verdict})"
+                f"{100 * np.nanmean(g[i]):.2f} ({100 * d.mean():+.2f} [{100 * lo:.2f}, {100 * hi:.2f}], {verdict}; "
+                f"spread {100 * np.nanstd(d, ddof=1):.2f})"
             )
         tau = stats.kendalltau(g.mean(axis=1), longest).statistic
         flat = [_plateaued(r) for r in runs if r["epochs"] == h]
@@ -169,7 +188,8 @@ def score(runs: list[dict[str, Any]]) -> list[str]:
     return [
         f"Each cell: the layout's mean cross-validated accuracy over {len(units)} units (%), then how far it lies "
         "below 16,16 (paired by unit, points) with its 90% t interval and whether that interval places it within "
-        "the 1-point margin, beyond it, or neither (open).",
+        "the 1-point margin, beyond it, or neither (open); then the standard deviation of that difference over the "
+        "units (its paired spread, points).",
         "",
         table,
         "",
@@ -184,6 +204,7 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=5)
     parser.add_argument("--horizons", type=int, nargs="+", default=[20, 40, 80, 160])
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--folds", type=int, help="the finalists' folds (default: the spec's)")
     parser.add_argument("--replay", type=Path, help="score the runs of a recorded entry (no training)")
     parser.add_argument("--record", type=Path)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "horizon.json")
@@ -194,17 +215,24 @@ def main() -> None:
         runs = json.loads(args.replay.read_text())[-1]["runs"]
     else:
         jobs = [
-            (k, u, h) for h in sorted(args.horizons, reverse=True) for u in range(args.units) for k in LADDER
+            (k, u, h, args.folds)
+            for h in sorted(args.horizons, reverse=True)
+            for u in range(args.units)
+            for k in LADDER
         ]
         with cf.ProcessPoolExecutor(args.jobs) as pool:
             runs = list(pool.map(_train, jobs))
         append_json(args.json, {"commit": commit(), "runs": runs})
     body = score(runs)
+    units = sorted({r["unit"] for r in runs})
+    folds = runs[0].get("folds", _spec(None).finalists.folds)
+    val_size = runs[0]["val_size"]
     facts = [
         f"machine: {machine()}; load average before/after {load_text(before, os.getloadavg()[0])}",
         f"commit {commit()}; {time.time() - t0:.0f} s; one CPU thread a run, {args.jobs} at a time",
-        f"the quickstart's ladder at d_model 64, 2 layers, on units 0-{args.units - 1} of its grid (5 folds of the "
-        f"1,527 labelled digits); raw runs: {os.path.relpath(args.replay or args.json, ROOT)}",
+        f"the quickstart's ladder at d_model 64, 2 layers, on units 0-{len(units) - 1} of its grid ({folds} folds of "
+        f"the 1,527 labelled digits, {val_size} images evaluated a unit); raw runs: "
+        f"{os.path.relpath(args.replay or args.json, ROOT)}",
     ]
     block = record_block("the ladder at several horizons", facts, body)
     append_record(

@@ -46,7 +46,9 @@ the layouts' timings (layouts x re-timing rounds):
    risk) gets as many units again first (:func:`_catch_up`), alone when the open comparison itself already has
    the units that decide it. A round never exceeds the
    runs left: a round that does not fit shrinks (fewer units, then only the layouts the nearest decision needs),
-   and :func:`smallest_round` says how many runs the next decisive round needs when none fits.
+   and :func:`smallest_round` says how many runs the next decisive round needs when none fits. Every run of a
+   round is on a unit another layout shares (the pairing): one that would be alone gets the best beside it (the
+   best, its likeliest rival).
 
 With an edge, every comparison ends: once a paired interval is narrower than the edge, the layout is within the
 margin, beyond it or at its edge (:func:`forced_units`), so the number of runs a decision can take is bounded.
@@ -521,10 +523,32 @@ def round_plans(
         plans += [_cells(core, _have(filled, core) + e, filled) for e in range(extra, 0, -1)]
     behind = _catch_up(decision, filled, rule.step, h)
     if behind and need is not None and need <= h:  # the focus layouts have what decides them: only the
-        return [behind]  # rivals that hold them back need runs
-    if behind:  # else every round first brings those rivals up, then the focus layouts
+        plans = [behind]  # rivals that hold them back need runs
+    elif behind:  # else every round first brings those rivals up, then the focus layouts
         plans = [behind + [c for c in p if c not in behind] for p in plans] + [behind]
-    return [p for p in plans if p]
+    paired = [_paired(p, filled, decision) for p in plans if p]
+    return sorted({tuple(p): p for p in paired}.values(), key=len, reverse=True)  # largest first, once each
+
+
+def _paired(
+    cells: list[tuple[int, int]], filled: npt.NDArray[np.bool_], decision: Decision
+) -> list[tuple[int, int]]:
+    """``cells`` with a partner on every unit only one layout would have run, counting the round: a run no
+    other layout shares informs no paired comparison (the best alone on new units, a round cut to fit the runs
+    left). The partner is the best, or for the best the rival most likely to beat it by more than the margin."""
+    rows, cols = np.array(cells).T
+    union = np.zeros((filled.shape[0], max(filled.shape[1], int(cols.max()) + 1)), dtype=bool)
+    union[:, : filled.shape[1]] = filled
+    union[rows, cols] = True
+    alone = np.unique(cols[union[:, cols].sum(axis=0) == 1])
+    if not alone.size:
+        return cells
+    risks = decision.risks[decision.best].copy()
+    risks[decision.best] = -1.0
+    rival = int(np.argmax(risks))
+    lone = np.argmax(union[:, alone], axis=0)  # the one layout on each such unit
+    partner = np.where(lone == decision.best, rival, decision.best)
+    return cells + list(zip(partner.tolist(), alone.tolist(), strict=True))
 
 
 def _catch_up(

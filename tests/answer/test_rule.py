@@ -258,3 +258,28 @@ def test_a_rival_closed_on_few_units_that_holds_a_placement_back_gets_units_and_
         scores[i, u] = (0.94 if i == 2 else 0.945) + unit[u] + rng.normal(0, 0.015)
     after = decide(scores, times, RULE.with_edge(MARGIN / 2))
     assert after.decided and after.answer == 1  # 8,8 placed within, the next faster layout closed
+
+
+def test_every_run_a_round_queues_is_on_a_unit_another_layout_shares():
+    # ragged grids of every shape the stage meets: a round (or a fallback cut to fit the runs left) that put a
+    # layout alone on a unit, the best alone on new units say, would spend runs no paired comparison can use
+    from explorer.answer._rule import round_plans
+
+    rng = np.random.default_rng(0)
+    rule = Rule(1.0, 0.05, 0.05, edge=0.25)
+    rounds = 0
+    for _ in range(300):
+        layouts, units = int(rng.integers(2, 6)), int(rng.integers(3, 8))
+        scores = rng.normal(0, 1.5, layouts)[:, None] + rng.normal(0, rng.uniform(0.3, 3), (layouts, units))
+        for i in range(layouts):
+            scores[i, rng.integers(3, units + 1) :] = np.nan
+        times = np.sort(rng.uniform(1, 3, layouts))[::-1, None] * np.ones((layouts, 3))
+        filled = ~np.isnan(scores)
+        for plan in round_plans(scores, times, rule):
+            rounds += 1
+            for u in {u for _, u in plan}:
+                on = {i for i, v in plan if v == u} | (
+                    set(np.flatnonzero(filled[:, u])) if u < units else set()
+                )
+                assert len(on) >= 2, (scores.round(1).tolist(), plan)
+    assert rounds > 300  # the grids left rounds to plan

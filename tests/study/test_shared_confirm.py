@@ -32,7 +32,8 @@ def test_two_confirm_commands_share_one_study(tmp_path, postgres_url, study_name
     # a run queued twice would close as a duplicate, not a record
     assert queued == _finalist_runs(study_name, postgres_url) - first, results
     assert found.twice == 0  # no (layout, seed, horizon) finished twice
-    assert found.paired  # every layout on the grid's first units; every later unit run by several layouts
+    # every layout on the grid's first units; every later unit run by several layouts
+    assert found.paired, found.units
     assert found.summary  # the last command's summary counts the runs the storage holds
     for code, doc in results:
         finals = doc["finalists"]
