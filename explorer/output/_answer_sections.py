@@ -210,7 +210,7 @@ def _groups(ans: Answer, spec: StudySpec) -> list[Block]:
     for c in ans.verdicts:
         if c.arch.key != rec:  # the answer is the lead's, not one of the others
             groups.setdefault(c.verdict, []).append(c)
-    zone = "[answer] settle: the stage's budget is spent" if ans.settled else "[answer] edge"
+    zone = "[answer] settle: the stage's runs or minutes are spent" if ans.settled else "[answer] edge"
     spans: list[Any] = []
     for verdict, words in (
         (Verdict.WITHIN, "Also within the margin (slower): "),
@@ -240,8 +240,8 @@ def reading_blocks(ans: Answer) -> list[Block]:
     ]
     if ans.edge > 0 and ans.best is not None:
         zone = (
-            "the indifference zone once the stage's budget was spent, [answer] settle; [answer] edge while it "
-            "lasted"
+            "the indifference zone once the stage's runs or minutes were spent, [answer] settle; [answer] edge "
+            "while it lasted"
             if ans.settled
             else "the indifference zone, [answer] edge"
         )
