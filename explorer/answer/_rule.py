@@ -527,7 +527,7 @@ def round_plans(
     elif behind:  # else every round first brings those rivals up, then the focus layouts
         plans = [behind + [c for c in p if c not in behind] for p in plans] + [behind]
     paired = [_paired(p, filled, decision) for p in plans if p]
-    return sorted({tuple(p): p for p in paired}.values(), key=len, reverse=True)  # largest first, once each
+    return list({tuple(p): p for p in paired}.values())  # in their order, each once
 
 
 def _paired(
@@ -536,6 +536,8 @@ def _paired(
     """``cells`` with a partner on every unit only one layout would have run, counting the round: a run no
     other layout shares informs no paired comparison (the best alone on new units, a round cut to fit the runs
     left). The partner is the best, or for the best the rival most likely to beat it by more than the margin."""
+    if len(filled) < 2:
+        return cells
     rows, cols = np.array(cells).T
     union = np.zeros((filled.shape[0], max(filled.shape[1], int(cols.max()) + 1)), dtype=bool)
     union[:, : filled.shape[1]] = filled
