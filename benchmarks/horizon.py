@@ -16,11 +16,14 @@ each horizon the record gives:
 
     python -m benchmarks.horizon --units 5 --horizons 20 40 80 160 --jobs 2 --record benchmarks/horizon.md
     python -m benchmarks.horizon --replay benchmarks/horizon.json --record benchmarks/horizon.md
-    python -m benchmarks.horizon --units 12 --horizons 40 --folds 3 --record benchmarks/horizon.md
+    python -m benchmarks.horizon --units 12 --horizons 40 --folds 3 --json benchmarks/horizon_folds.json \
+        --record benchmarks/horizon.md
 
 ``--folds`` cuts the labelled images into that many folds instead of the spec's (fewer folds: a larger
 evaluation split, fewer training images): what a quickstart with other folds would rank and how noisy its units
-are. The paired spread of each layout's difference from 16,16 is recorded beside the means.
+are. Its runs go to a file of their own (``--json``): the decision and forecast benchmarks take the last entry of
+``horizon.json`` as the quickstart's truth. The paired spread of each layout's difference from 16,16 is recorded
+beside the means.
 
 Each run uses one CPU thread; ``--jobs 2`` runs two at a time on a 2-core machine. Raw runs: ``horizon.json``.
 """
