@@ -227,14 +227,13 @@ def main() -> None:
             runs = list(pool.map(_train, jobs))
         append_json(args.json, {"commit": commit(), "runs": runs})
     body = score(runs)
-    units = sorted({r["unit"] for r in runs})
-    folds = runs[0].get("folds", _spec(None).finalists.folds)
-    val_size = runs[0]["val_size"]
+    units = len({r["unit"] for r in runs})
+    folds = runs[0].get("folds") or _spec(None).finalists.folds  # entries before --folds: the spec's
     facts = [
         f"machine: {machine()}; load average before/after {load_text(before, os.getloadavg()[0])}",
         f"commit {commit()}; {time.time() - t0:.0f} s; one CPU thread a run, {args.jobs} at a time",
-        f"the quickstart's ladder at d_model 64, 2 layers, on units 0-{len(units) - 1} of its grid ({folds} folds of "
-        f"the 1,527 labelled digits, {val_size} images evaluated a unit); raw runs: "
+        f"the quickstart's ladder at d_model 64, 2 layers, on units 0-{units - 1} of its grid ({folds} folds of "
+        f"the 1,527 labelled digits, {runs[0]['val_size']} images evaluated a unit); raw runs: "
         f"{os.path.relpath(args.replay or args.json, ROOT)}",
     ]
     block = record_block("the ladder at several horizons", facts, body)
