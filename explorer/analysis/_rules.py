@@ -49,7 +49,7 @@ from explorer.answer import (
     quality_margin,
     unit_comparison,
 )
-from explorer.layout import ModelConfig
+from explorer.layout import SCHEDULE_FAMILIES, ModelConfig
 from explorer.measurements import QualityMetric
 from explorer.storage import TrialRecord
 
@@ -148,6 +148,11 @@ def _outside_space(
     most = max(max(c.heads) for c in ev.space)
     floor = min(c.min_dk for c in ev.space)
     limits = f"at most {most} heads a layer at d_model {widths} with d_k >= {floor}"
+    families = [f for f in SCHEDULE_FAMILIES if any(c.family == f for c in ev.space)]
+    if (
+        len(families) < len(SCHEDULE_FAMILIES) - 1
+    ):  # "free" aside, a space short of a schedule says which it has
+        limits += f", {'/'.join(families)} schedules only"
     has_good, has_bad = any(a for a, _ in sides.values()), any(b for _, b in sides.values())
     if has_good and has_bad:
         return f"the space never holds layouts with {names[0]} and with {names[1]} at one width and depth ({limits})"
