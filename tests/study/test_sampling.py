@@ -15,9 +15,8 @@ STUDIES = Path(__file__).resolve().parents[2] / "studies"
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
-def schedules(**changes) -> StudySpec:
-    """The digits study with per-layer schedules (25 layouts), ``changes`` set."""
-    return spec_from_dict(load_spec(STUDIES / "digits-long.toml").to_dict() | changes)
+def quickstart(**changes) -> StudySpec:
+    return spec_from_dict(load_spec(STUDIES / "quickstart.toml").to_dict() | changes)
 
 
 def keys_of(study: optuna.Study, space: SearchSpace) -> list[str]:
@@ -30,7 +29,7 @@ def keys_of(study: optuna.Study, space: SearchSpace) -> list[str]:
 
 @pytest.mark.parametrize("sampler", ["tpe", "random", "qmc", "nsga2"])
 def test_no_architecture_twice_until_the_space_is_covered(sampler):
-    spec = schedules(sampler=sampler)
+    spec = quickstart(sampler=sampler)
     space = SearchSpace(spec.space)
     study = optuna.create_study(directions=spec.directions(), sampler=make_sampler(spec, 1))
 
@@ -40,7 +39,7 @@ def test_no_architecture_twice_until_the_space_is_covered(sampler):
 
     study.optimize(objective, n_trials=space.size())
     keys = keys_of(study, space)
-    assert len(set(keys)) == len(keys) == space.size()  # every architecture, each once
+    assert len(set(keys)) == len(keys) == space.size()  # all 36 architectures, each once
     proposals = [t.user_attrs["proposal"] for t in study.get_trials()]
     assert set(proposals) <= {"sampler", "random", "unevaluated"}
     assert all(t.user_attrs["rejected"] >= 0 for t in study.get_trials())
@@ -53,7 +52,7 @@ class Stubborn(optuna.samplers.BaseSampler):
         self.params = params
 
     def infer_relative_search_space(self, study, trial):
-        return dict(SearchSpace(schedules().space).distributions)
+        return dict(SearchSpace(quickstart().space).distributions)
 
     def sample_relative(self, study, trial, search_space):
         return dict(self.params)
@@ -63,7 +62,7 @@ class Stubborn(optuna.samplers.BaseSampler):
 
 
 def test_repeated_proposals_are_counted_and_replaced_by_an_untaken_architecture():
-    spec = schedules()
+    spec = quickstart()
     space = SearchSpace(spec.space)
     first = next(space.points())
     sampler = UniqueSampler(Stubborn(first.params), space, seed=0, retries=5)
@@ -77,7 +76,7 @@ def test_repeated_proposals_are_counted_and_replaced_by_an_untaken_architecture(
 
 
 def test_enqueued_trials_keep_their_own_parameters():
-    spec = schedules()
+    spec = quickstart()
     space = SearchSpace(spec.space)
     study = optuna.create_study(directions=spec.directions(), sampler=make_sampler(spec, 1))
     point = list(space.points())[7]
@@ -96,12 +95,12 @@ def test_make_sampler_wraps_the_named_sampler():
         "qmc": optuna.samplers.QMCSampler,
     }
     for name, cls in classes.items():
-        sampler = make_sampler(schedules(sampler=name))
+        sampler = make_sampler(quickstart(sampler=name))
         assert isinstance(sampler, UniqueSampler) and type(sampler.base) is cls
 
 
 def test_streams_are_reproducible_and_differ():
-    spec = schedules(sampler="random")
+    spec = quickstart(sampler="random")
     space = SearchSpace(spec.space)
 
     def first_keys(*stream: int) -> list[str]:
@@ -114,14 +113,14 @@ def test_streams_are_reproducible_and_differ():
 
 
 def test_nsga2_population_scales_with_the_budget():
-    assert make_sampler(schedules(sampler="nsga2", n_trials=16)).base._population_size == 8
-    assert make_sampler(schedules(sampler="nsga2", n_trials=1000)).base._population_size == 50
+    assert make_sampler(quickstart(sampler="nsga2", n_trials=16)).base._population_size == 8
+    assert make_sampler(quickstart(sampler="nsga2", n_trials=1000)).base._population_size == 50
 
 
 def test_tpe_reads_pruned_trials_with_learning_curves_in_a_multi_objective_study():
     # every trial stores its per-epoch quality as intermediate values, and early stopping prunes some: a
     # multi-objective TPE ranks those by study.direction, which a multi-objective study refuses to give
-    spec = schedules(sampler="tpe")
+    spec = quickstart(sampler="tpe")
     space = SearchSpace(spec.space)
     study = optuna.create_study(directions=spec.directions(), sampler=make_sampler(spec, 1))
 
