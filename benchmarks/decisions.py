@@ -134,20 +134,24 @@ def ladder_pool(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def with_horizon_units(
-    pool: dict[str, Any], path: Path, epochs: int | None, only: bool = False
+    pool: dict[str, Any], paths: list[Path], epochs: int | None, only: bool = False
 ) -> dict[str, Any]:
-    """``pool`` with the ladder's complete units at ``epochs`` from a benchmarks/horizon.py record (its last
-    entry) added to its columns, or (``only``) in place of them (the mean and covariance recomputed; latencies
-    and timing rounds unchanged)."""
+    """``pool`` with the ladder's complete units at ``epochs`` from benchmarks/horizon.py records (the last entry
+    of each) added to its columns, or (``only``) in place of them (the mean and covariance recomputed; latencies
+    and timing rounds unchanged). A unit is a record's study seed and unit index (runs recorded before
+    ``--seeds``: the spec's seed, 0)."""
     if epochs is None:
         raise SystemExit("--horizon needs --epochs")
-    runs = json.loads(path.read_text())[-1]["runs"]
-    by = {(r["heads"], r["unit"]): r["val"] for r in runs if r["epochs"] == epochs}
+    by: dict[tuple[int, Any], float] = {}
+    for path in paths:
+        for r in json.loads(path.read_text())[-1]["runs"]:
+            if r["epochs"] == epochs:
+                by[r["heads"], (r.get("seed", 0), r["unit"])] = r["val"]
     heads = [int(n.split(",")[0]) for n in pool["names"]]
     units = sorted({u for _, u in by})
     extra = [[by[h, u] for h in heads] for u in units if all((h, u) in by for h in heads)]
     if not extra:
-        raise SystemExit(f"{path}: no complete unit of the ladder at {epochs} epochs")
+        raise SystemExit(f"{', '.join(map(str, paths))}: no complete unit of the ladder at {epochs} epochs")
     cols = np.array(extra).T if only else np.concatenate([pool["columns"], np.array(extra).T], axis=1)
     return pool | {"mean": cols.mean(axis=1), "cov": np.cov(cols), "units": cols.shape[1], "columns": cols}
 
@@ -424,7 +428,8 @@ def main() -> None:
     ap.add_argument(
         "--horizon",
         type=Path,
-        help="also pool the ladder's units of this benchmarks/horizon.py record (its last entry) at --epochs",
+        nargs="+",
+        help="also pool the ladder's units of these benchmarks/horizon.py records (the last entry of each) at --epochs",
     )
     ap.add_argument("--epochs", type=int, help="with --horizon: the horizon whose runs are pooled")
     ap.add_argument(
@@ -502,9 +507,9 @@ def main() -> None:
         [
             f"## Decision rules scored against the pooled truth of {len(runs)} recorded runs"
             + (
-                f": the ladder's {args.epochs}-epoch runs of {args.horizon} alone"
+                f": the ladder's {args.epochs}-epoch runs of {' and '.join(map(str, args.horizon))} alone"
                 if args.horizon and args.horizon_only
-                else f" and the ladder's {args.epochs}-epoch runs of {args.horizon}"
+                else f" and the ladder's {args.epochs}-epoch runs of {' and '.join(map(str, args.horizon))}"
                 if args.horizon
                 else ""
             ),

@@ -135,8 +135,9 @@ def main() -> None:
     ap.add_argument(
         "--horizon",
         type=Path,
-        help="the truth: the ladder's units of this benchmarks/horizon.py record (its last entry) at --epochs "
-        "alone (the quickstart's at its grid's horizon); latencies from the recorded runs",
+        nargs="+",
+        help="the truth: the ladder's units of these benchmarks/horizon.py records (the last entry of each) at "
+        "--epochs alone (the quickstart's at its grid's horizon); latencies from the recorded runs",
     )
     ap.add_argument("--epochs", type=int, help="with --horizon: the horizon whose runs are the truth")
     ap.add_argument("--record", type=Path)
@@ -217,7 +218,8 @@ def main() -> None:
         f"units, its cap {CAP_BUDGETS} x a budget of {BUDGET_UNITS} units a layout; {args.runs} simulated studies "
         f"per setting (a setting whose first units already decide is left out)"
         + (
-            f"; truth: the ladder's {pool['units']} units at {args.epochs} epochs in {args.horizon}"
+            f"; truth: the ladder's {pool['units']} units at {args.epochs} epochs in "
+            f"{' and '.join(map(str, args.horizon))}"
             if args.horizon
             else ""
         )

@@ -18,8 +18,12 @@ each horizon the record gives:
     python -m benchmarks.horizon --replay benchmarks/horizon.json --record benchmarks/horizon.md
     python -m benchmarks.horizon --units 12 --horizons 40 --folds 3 --json benchmarks/horizon_folds.json \
         --record benchmarks/horizon.md
+    python -m benchmarks.horizon --units 5 --horizons 40 --seeds 1 2 3 4 --json benchmarks/horizon_seeds.json \
+        --record benchmarks/horizon.md
 
-``--folds`` cuts the labelled images into that many folds instead of the spec's (fewer folds: a larger
+``--seeds`` trains the units of studies with those seeds instead (each study seed draws its own fold splits and
+initial seeds; default: the spec's seed alone), and the record then adds each layout's difference from 16,16 by
+study seed: how far one study's units may sit from another's. ``--folds`` cuts the labelled images into that many folds instead of the spec's (fewer folds: a larger
 evaluation split, fewer training images): what a quickstart with other folds would rank and how noisy its units
 are. Its runs go to a file of their own (``--json``): the decision and forecast benchmarks take the last entry of
 ``horizon.json`` as the quickstart's truth. The paired spread of each layout's difference from 16,16 is recorded
@@ -59,21 +63,24 @@ MARGIN = 0.01  # the quickstart's margin, one accuracy point
 RISK = 0.05
 
 
-def _spec(folds: int | None) -> Any:
-    """The quickstart's spec, its finalists' folds set to ``folds`` (None: as the spec has them)."""
+def _spec(folds: int | None, seed: int | None = None) -> Any:
+    """The quickstart's spec, its finalists' folds set to ``folds`` (None: as the spec has them) and its seed to
+    ``seed`` (None: the spec's)."""
     import dataclasses
 
     from explorer.spec import load_spec
 
     spec = load_spec(SPEC)
+    if seed is not None:
+        spec = dataclasses.replace(spec, seed=seed)
     if folds is None:
         return spec
     return dataclasses.replace(spec, finalists=dataclasses.replace(spec.finalists, folds=folds))
 
 
-def _train(job: tuple[int, int, int, int | None]) -> dict[str, Any]:
+def _train(job: tuple[int, int, int, int | None, int | None]) -> dict[str, Any]:
     """Train the ladder layout ``heads`` on unit ``u`` of the quickstart's grid (its finalists' folds set to
-    ``folds``, None: the spec's) for ``epochs`` epochs."""
+    ``folds``, None: the spec's; the study's seed ``seed``, None: the spec's) for ``epochs`` epochs."""
     import torch
 
     from explorer.answer._finalists import unit_at
@@ -82,8 +89,8 @@ def _train(job: tuple[int, int, int, int | None]) -> dict[str, Any]:
     from explorer.measure import fit
 
     torch.set_num_threads(1)
-    heads, u, epochs, folds = job
-    spec = _spec(folds)
+    heads, u, epochs, folds, seed = job
+    spec = _spec(folds, seed)
     unit = unit_at(spec, u)
     task = fold_task(load_task(spec.task.name, **spec.task.options), unit.fold, unit.folds, unit.fold_seed)
     config = ModelConfig(
@@ -104,6 +111,7 @@ def _train(job: tuple[int, int, int, int | None]) -> dict[str, Any]:
         "val": result.val_accuracy,
         "val_size": len(task.val[1]),
         "folds": unit.folds,
+        "seed": spec.seed,
         "history": [s.val_accuracy for s in result.history],
         "seconds": time.perf_counter() - t0,
     }
@@ -126,8 +134,8 @@ def _bounds(d: np.ndarray, level: float) -> tuple[float, float]:
 def score(runs: list[dict[str, Any]]) -> list[str]:
     """The record's tables from the raw runs."""
     horizons = sorted({r["epochs"] for r in runs})
-    units = sorted({r["unit"] for r in runs})
-    acc = {(r["heads"], r["unit"], r["epochs"]): r["val"] for r in runs}
+    units = sorted({_unit(r) for r in runs})
+    acc = {(r["heads"], _unit(r), r["epochs"]): r["val"] for r in runs}
 
     def grid(h: int) -> np.ndarray:  # [layouts, units]
         return np.array([[acc.get((k, u, h), np.nan) for u in units] for k in LADDER])
@@ -188,6 +196,21 @@ def score(runs: list[dict[str, Any]]) -> list[str]:
         ],
         gains,
     )
+    seeds = sorted({seed for seed, _ in units})
+    by_seed = []
+    if len(seeds) > 1:
+        g = grid(horizons[-1])
+        for seed in seeds:
+            cols = [j for j, (s, _) in enumerate(units) if s == seed]
+            diffs = [f"{100 * np.nanmean(g[-1, cols] - g[i, cols]):+.2f}" for i in range(len(LADDER) - 1)]
+            by_seed.append([seed, len(cols), *diffs])
+        by_seed = [
+            "",
+            f"By study seed, at {horizons[-1]} epochs: each layout's mean paired difference below 16,16 over that "
+            "seed's units (points):",
+            "",
+            markdown_table(["study seed", "units", *[f"{k},{k}" for k in LADDER[:-1]]], by_seed),
+        ]
     return [
         f"Each cell: the layout's mean cross-validated accuracy over {len(units)} units (%), then how far it lies "
         "below 16,16 (paired by unit, points) with its 90% t interval and whether that interval places it within "
@@ -199,7 +222,13 @@ def score(runs: list[dict[str, Any]]) -> list[str]:
         "The pilot's statistic over every layout (the stage's pilot uses two of them):",
         "",
         pilot,
+        *by_seed,
     ]
+
+
+def _unit(run: dict[str, Any]) -> tuple[int, int]:
+    """A run's unit: its study's seed (entries recorded before ``--seeds``: the spec's, 0) and its index."""
+    return run.get("seed", 0), run["unit"]
 
 
 def main() -> None:
@@ -208,6 +237,9 @@ def main() -> None:
     parser.add_argument("--horizons", type=int, nargs="+", default=[20, 40, 80, 160])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--folds", type=int, help="the finalists' folds (default: the spec's)")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", help="train the units of these study seeds (default: the spec's)"
+    )
     parser.add_argument("--replay", type=Path, help="score the runs of a recorded entry (no training)")
     parser.add_argument("--record", type=Path)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "horizon.json")
@@ -218,8 +250,9 @@ def main() -> None:
         runs = json.loads(args.replay.read_text())[-1]["runs"]
     else:
         jobs = [
-            (k, u, h, args.folds)
+            (k, u, h, args.folds, seed)
             for h in sorted(args.horizons, reverse=True)
+            for seed in args.seeds or [None]
             for u in range(args.units)
             for k in LADDER
         ]
@@ -228,11 +261,13 @@ def main() -> None:
         append_json(args.json, {"commit": commit(), "runs": runs})
     body = score(runs)
     units = len({r["unit"] for r in runs})
+    seeds = sorted({_unit(r)[0] for r in runs})
     folds = runs[0].get("folds") or _spec(None).finalists.folds  # entries before --folds: the spec's
     facts = [
         f"machine: {machine()}; load average before/after {load_text(before, os.getloadavg()[0])}",
         f"commit {commit()}; {time.time() - t0:.0f} s; one CPU thread a run, {args.jobs} at a time",
-        f"the quickstart's ladder at d_model 64, 2 layers, on units 0-{units - 1} of its grid ({folds} folds of "
+        f"the quickstart's ladder at d_model 64, 2 layers, on units 0-{units - 1} of its grid (study seed"
+        f"{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; {folds} folds of "
         f"the 1,527 labelled digits, {runs[0]['val_size']} images evaluated a unit); raw runs: "
         f"{os.path.relpath(args.replay or args.json, ROOT)}",
     ]
