@@ -21,12 +21,13 @@ each horizon the record gives:
     python -m benchmarks.horizon --units 5 --horizons 40 --seeds 1 2 3 4 --json benchmarks/horizon_seeds.json \
         --record benchmarks/horizon.md
 
-``--seeds`` trains the units of studies with those seeds instead (each study seed draws its own fold splits and
-initial seeds; default: the spec's seed alone), and the record then adds each layout's difference from 16,16 by
-study seed: how far one study's units may sit from another's. ``--folds`` cuts the labelled images into that many folds instead of the spec's (fewer folds: a larger
-evaluation split, fewer training images): what a quickstart with other folds would rank and how noisy its units
-are. Its runs go to a file of their own (``--json``): the decision and forecast benchmarks take the last entry of
-``horizon.json`` as the quickstart's truth. The paired spread of each layout's difference from 16,16 is recorded
+``--folds`` cuts the labelled images into that many folds instead of the spec's (fewer folds: a larger evaluation
+split, fewer training images): what a quickstart with other folds would rank and how noisy its units are.
+``--seeds`` trains the units of studies with those seeds instead (each study seed cuts its own folds and draws its
+own initial seeds; default: the spec's seed alone), and the record then gives each layout's difference from 16,16
+by study seed: how far one study's units may sit from another's. Either one's runs go to a file of their own
+(``--json``); the decision and forecast benchmarks take the last entry of each record they are given
+(``--horizon horizon.json horizon_seeds.json``) as the quickstart's truth. The paired spread of each layout's difference from 16,16 is recorded
 beside the means.
 
 Each run uses one CPU thread; ``--jobs 2`` runs two at a time on a 2-core machine. Raw runs: ``horizon.json``.
