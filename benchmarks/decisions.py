@@ -53,6 +53,7 @@ import numpy as np
 
 from benchmarks._earlier_rules import Variant, decide_as, next_cells_as
 from benchmarks.common import append_record, command, commit, machine, markdown_table, stamp
+from benchmarks.horizon import unit_key
 from explorer.answer._rule import Rule as Settings
 
 RECORDS = Path(__file__).with_name("calibration.json")
@@ -146,7 +147,7 @@ def with_horizon_units(
     for path in paths:
         for r in json.loads(path.read_text())[-1]["runs"]:
             if r["epochs"] == epochs:
-                by[r["heads"], (r.get("seed", 0), r["unit"])] = r["val"]
+                by[r["heads"], unit_key(r)] = r["val"]
     heads = [int(n.split(",")[0]) for n in pool["names"]]
     units = sorted({u for _, u in by})
     extra = [[by[h, u] for h in heads] for u in units if all((h, u) in by for h in heads)]

@@ -135,8 +135,8 @@ def _bounds(d: np.ndarray, level: float) -> tuple[float, float]:
 def score(runs: list[dict[str, Any]]) -> list[str]:
     """The record's tables from the raw runs."""
     horizons = sorted({r["epochs"] for r in runs})
-    units = sorted({_unit(r) for r in runs})
-    acc = {(r["heads"], _unit(r), r["epochs"]): r["val"] for r in runs}
+    units = sorted({unit_key(r) for r in runs})
+    acc = {(r["heads"], unit_key(r), r["epochs"]): r["val"] for r in runs}
 
     def grid(h: int) -> np.ndarray:  # [layouts, units]
         return np.array([[acc.get((k, u, h), np.nan) for u in units] for k in LADDER])
@@ -227,7 +227,7 @@ def score(runs: list[dict[str, Any]]) -> list[str]:
     ]
 
 
-def _unit(run: dict[str, Any]) -> tuple[int, int]:
+def unit_key(run: dict[str, Any]) -> tuple[int, int]:
     """A run's unit: its study's seed (entries recorded before ``--seeds``: the spec's, 0) and its index."""
     return run.get("seed", 0), run["unit"]
 
@@ -262,7 +262,7 @@ def main() -> None:
         append_json(args.json, {"commit": commit(), "runs": runs})
     body = score(runs)
     units = len({r["unit"] for r in runs})
-    seeds = sorted({_unit(r)[0] for r in runs})
+    seeds = sorted({unit_key(r)[0] for r in runs})
     folds = runs[0].get("folds") or _spec(None).finalists.folds  # entries before --folds: the spec's
     facts = [
         f"machine: {machine()}; load average before/after {load_text(before, os.getloadavg()[0])}",

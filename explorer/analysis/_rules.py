@@ -149,7 +149,8 @@ def _outside_space(
     floor = min(c.min_dk for c in ev.space)
     limits = f"at most {most} heads a layer at d_model {widths} with d_k >= {floor}"
     # a space short of a schedule family ("free" aside) says which families it holds
-    families = [f for f in SCHEDULE_FAMILIES if any(c.family == f for c in ev.space)]
+    held = {c.family for c in ev.space}
+    families = [f for f in SCHEDULE_FAMILIES if f in held]
     if len(families) < len(SCHEDULE_FAMILIES) - 1:
         limits += f", {'/'.join(families)} schedules only"
     has_good, has_bad = any(a for a, _ in sides.values()), any(b for _, b in sides.values())
