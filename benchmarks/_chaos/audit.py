@@ -10,11 +10,19 @@ import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 import optuna
 from optuna.trial import TrialState
 
-from explorer.storage import DONE_STATES, load_records, load_retimings, sqlite_path, trials_of
+from explorer.errors import EmptyStorageError
+from explorer.storage import (
+    DONE_STATES,
+    load_records,
+    load_retimings,
+    sqlite_path,
+    trials_of,
+)
 
 
 @dataclass
@@ -47,9 +55,16 @@ _STORAGES: dict[str, optuna.storages.BaseStorage] = {}
 def load(name: str, url: str) -> optuna.Study:
     """The study, read through one storage per URL for this process: the chaos cases poll a study many times a
     second, and a storage made from a URL on each read would keep a connection pool open per read (a PostgreSQL
-    server then runs out of connections)."""
+    server then runs out of connections). A SQLite file is opened ``mode=ro``, so a poll that comes before the
+    command it watches has made its database creates nothing: Optuna's own storage would create the file and its
+    tables in rollback-journal mode, and the command would then find a database it did not make and keep that
+    mode (its readers then hold up its heartbeats). Until the file holds Optuna's tables this raises, and the
+    pollers look again. (Not explorer's read-only storage: it opens a database no command is writing
+    ``immutable=1``, and a poller that keeps it would never see the next command's writes.)"""
     if url not in _STORAGES:
-        _STORAGES[url] = optuna.storages.RDBStorage(url) if "://" in url else url  # type: ignore[assignment]
+        file = sqlite_path(url)
+        where = url if file is None else f"sqlite:///file:{quote(str(file.resolve()))}?mode=ro&uri=true"
+        _STORAGES[url] = optuna.storages.RDBStorage(where)
     return optuna.load_study(study_name=name, storage=_STORAGES[url])
 
 
@@ -57,14 +72,17 @@ def finished_snapshot(name: str, url: str, tries: int = 5) -> dict[int, tuple]:
     """number -> (values, params) of every finished trial (empty when the study does not exist yet). A read that
     fails (a server short of connections while many commands run) is tried again, a second apart, rather than
     taken for an empty study: an empty snapshot after a resume would count every trial as lost."""
+    file = sqlite_path(url)
     for attempt in range(tries):
+        if file is not None and not file.exists():
+            return {}  # no database (yet)
         try:
             study = load(name, url)
             return {
                 base + t.number: (tuple(t.values or ()), json.dumps(t.params, sort_keys=True))
                 for t, base in trials_of(study, states=DONE_STATES)
             }
-        except KeyError:  # no such study (yet)
+        except (KeyError, EmptyStorageError):  # no such study, or no Optuna tables (yet)
             return {}
         except Exception:
             if attempt == tries - 1:

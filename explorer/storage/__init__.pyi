@@ -12,6 +12,7 @@ from ._companion import (
     trial_label as trial_label,
     trials_of as trials_of,
 )
+from ._heartbeat import fail_dead_trials as fail_dead_trials
 from ._locations import (
     ARTIFACTS_ENV as ARTIFACTS_ENV,
     STORAGE_ENV as STORAGE_ENV,

@@ -55,6 +55,15 @@ def trials_table() -> sa.Table:
     return models.TrialModel.__table__
 
 
+def heartbeats_table() -> sa.Table:
+    """Optuna's table of trial heartbeats. Uses ``optuna.storages._rdb.models``: a RUNNING trial whose worker died
+    before its first heartbeat landed has no row there, and Optuna's stale-trial check skips such a trial for
+    good (:func:`explorer.storage._heartbeat.fail_dead_trials` needs to find it)."""
+    from optuna.storages._rdb import models
+
+    return models.TrialHeartbeatModel.__table__
+
+
 def enqueued_params(trial: FrozenTrial) -> dict[str, Any] | None:
     """The parameters a queued trial was enqueued with (None: not enqueued). Uses ``fixed_params``, the system
     attribute that is Optuna's undocumented record of ``enqueue_trial``'s parameters: a sampler must see them

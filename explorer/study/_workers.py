@@ -19,14 +19,12 @@ import multiprocessing
 import os
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import optuna
 import torch
-from optuna.storages import fail_stale_trials
 from optuna.trial import TrialState
 
 from explorer.errors import ExplorerError
@@ -36,6 +34,7 @@ from explorer.storage import (
     Role,
     arch_key,
     closure_of,
+    fail_dead_trials,
     finalist_attrs,
     finalist_run,
     install_pop_waiting,
@@ -111,11 +110,9 @@ def _remaining(study: optuna.Study, stage: Role, total: int) -> tuple[int, int]:
 
 
 def _settle(study: optuna.Study, stage: Role, total: int) -> tuple[int, int]:
-    """:func:`_remaining`, after failing the stale trials (a dead worker's trial must not hold the total, nor be
-    waited for)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        fail_stale_trials(study)
+    """:func:`_remaining`, after failing the dead workers' trials (one must not hold the total, nor be waited
+    for)."""
+    fail_dead_trials(study)
     return _remaining(study, stage, total)
 
 

@@ -23,7 +23,7 @@ from optuna.trial import TrialState
 
 from explorer.errors import SpecError, StorageError
 from explorer.storage import check_study_name, default_storage_url, mask_url, open_storage, study_exists
-from explorer.storage._heartbeat import RetryStaleTrial
+from explorer.storage._heartbeat import RetryStaleTrial, fail_dead_trials
 from explorer.study import list_studies
 
 REPO = Path(__file__).resolve().parents[2]
@@ -368,6 +368,37 @@ def test_sigkilled_worker_trial_is_failed_and_retried(
     # explorer's callback gives the retry only what the trial is, says so, and records why the first one failed
     assert retried.user_attrs["retry_of"] == killed.number
     assert "heartbeats" in study.user_attrs[f"fail_reason:{killed.number}"]
+
+
+def test_a_trial_whose_worker_died_before_its_first_heartbeat_is_failed_and_retried(
+    storage_url: str, study_name: str, opened
+) -> None:
+    """A worker killed after it took a trial and before its heartbeat thread wrote once (benchmarks/chaos.py, a
+    kill during the horizon check) left the trial RUNNING with no heartbeat, which Optuna's stale check skips:
+    every resume then waited for it for good. Such a trial is failed once it has been seen without a heartbeat
+    for the grace period, and queued again; a trial whose heartbeat is stored is not."""
+    storage = opened(storage_url, heartbeat_interval=HEARTBEAT_S, grace_period=GRACE_S)
+    study = optuna.create_study(study_name=study_name, storage=storage)
+    x = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
+    orphan = study.ask(x)  # RUNNING, and nothing beats for it
+    beating = study.ask(x)
+
+    def check(at: float) -> list[TrialState]:
+        storage.record_heartbeat(beating._trial_id)  # as its worker's heartbeat thread does, every second
+        fail_dead_trials(study, clock=lambda: at)
+        return [t.state for t in study.trials]
+
+    assert check(100.0) == [TrialState.RUNNING] * 2  # just seen: it may be about to beat
+    assert check(100.0 + GRACE_S) == [TrialState.RUNNING] * 2  # not yet past the grace period
+    check(100.5 + GRACE_S)
+    dead, alive, retried = study.trials
+    assert dead.number == orphan.number and dead.state == TrialState.FAIL
+    assert alive.state == TrialState.RUNNING  # its heartbeat is fresh
+    assert retried.state == TrialState.WAITING and retried.params == dead.params
+    assert retried.user_attrs["retry_of"] == dead.number
+    assert "heartbeats" in study.user_attrs[f"fail_reason:{dead.number}"]
+    check(160.0)  # failed once: not failed or queued again
+    assert len(study.trials) == 3
 
 
 def test_a_second_command_stamping_a_new_sqlite_file_at_the_same_moment_is_retried(

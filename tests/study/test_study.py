@@ -368,9 +368,15 @@ def _running_after_latency(name: str, url: str, at_least_done: int):
     return running[0] if len(done) >= at_least_done and running else None
 
 
-def _both_running_with_heartbeats(name: str, url: str) -> bool:
-    running = [t for t in _trials_if_there(name, url) if t.state == TrialState.RUNNING]
-    return len(running) == 2 and all(_heartbeat_landed(url, t._trial_id) for t in running)
+def _both_stalled_with_heartbeats(name: str, url: str) -> bool:
+    """Two trials done and two running with their heartbeats stored: each worker has finished its first trial
+    (the stalling model holds every worker's second until the release) and runs its second, stalled, so
+    whichever worker is killed leaves a trial to retry. A worker still in its first, full-speed trial could
+    finish it between this check and the kill and be killed between two trials (seen in CI)."""
+    trials = _trials_if_there(name, url)
+    done = [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
+    running = [t for t in trials if t.state == TrialState.RUNNING]
+    return len(done) >= 2 and len(running) == 2 and all(_heartbeat_landed(url, t._trial_id) for t in running)
 
 
 def _heartbeat_landed(url: str, trial_id: int) -> bool:
@@ -464,9 +470,9 @@ def test_one_of_two_workers_killed_the_other_finishes_and_the_command_says_so_tr
     try:
         _wait_for(lambda: _running_after_latency("twokill", sqlite_url, 1), proc, "a running trial")
         workers = _wait_for(lambda: worker_pids(proc.pid), proc, "the worker processes")
-        # Kill only while both workers hold a running trial whose heartbeat is stored: whichever worker dies
-        # then leaves a trial to retry (killing one between two trials left nothing to retry, seen once in CI).
-        _wait_for(lambda: _both_running_with_heartbeats("twokill", sqlite_url), proc, "two running trials")
+        # Kill only while both workers hold a stalled trial whose heartbeat is stored: whichever worker dies
+        # then leaves a trial to retry (killing one between two trials left nothing to retry, seen in CI).
+        _wait_for(lambda: _both_stalled_with_heartbeats("twokill", sqlite_url), proc, "two stalled trials")
         os.kill(workers[0], signal.SIGKILL)
         release.touch()
         _, err = proc.communicate(timeout=900)
