@@ -20,6 +20,8 @@ each horizon the record gives:
         --record benchmarks/horizon.md
     python -m benchmarks.horizon --units 5 --horizons 40 --seeds 1 2 3 4 --json benchmarks/horizon_seeds.json \
         --record benchmarks/horizon.md
+    python -m benchmarks.horizon --units 6 --horizons 40 --base 32 2 2 --ladder 1 2 4 8 \
+        --json benchmarks/horizon_bases.json --record benchmarks/horizon.md
 
 ``--folds`` cuts the labelled images into that many folds instead of the spec's (fewer folds: a larger evaluation
 split, fewer training images): what a quickstart with other folds would rank and how noisy its units are.
@@ -30,6 +32,10 @@ by study seed: how far one study's units may sit from another's. Either one's ru
 (``--horizon horizon.json horizon_seeds.json``) as the quickstart's truth. The paired spread of each layout's difference from 16,16 is recorded
 beside the means.
 
+``--base D_MODEL LAYERS PATCH`` (with ``--ladder``, the head counts) trains another base model's uniform ladder on
+the same units: a candidate question for the quickstart, read as the quickstart's is (differences from the widest
+layout, their spread); its latency is not measured here.
+
 Each run uses one CPU thread; ``--jobs 2`` runs two at a time on a 2-core machine. Raw runs: ``horizon.json``.
 """
 
@@ -37,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import dataclasses
 import json
 import math
 import os
@@ -60,6 +67,27 @@ from benchmarks.common import (
 
 SPEC = ROOT / "studies" / "quickstart.toml"
 LADDER = (1, 2, 4, 8, 16)
+
+
+@dataclasses.dataclass(frozen=True)
+class Base:
+    """The base model a ladder is trained on: its width, depth, the digits patch (None: the spec's) and the
+    uniform head counts tried."""
+
+    d_model: int = 64
+    layers: int = 2
+    patch: int | None = None
+    ladder: tuple[int, ...] = LADDER
+
+
+QUICKSTART = Base()  # the quickstart's own base model; runs recorded before --base carry no "base" entry
+
+
+def base_of(run: dict[str, Any]) -> Base:
+    b = run.get("base")
+    return QUICKSTART if b is None else Base(b["d_model"], b["layers"], b["patch"], tuple(b["ladder"]))
+
+
 MARGIN = 0.01  # the quickstart's margin, one accuracy point
 RISK = 0.05
 
@@ -67,8 +95,6 @@ RISK = 0.05
 def _spec(folds: int | None, seed: int | None = None) -> Any:
     """The quickstart's spec, its finalists' folds set to ``folds`` (None: as the spec has them) and its seed to
     ``seed`` (None: the spec's)."""
-    import dataclasses
-
     from explorer.spec import load_spec
 
     spec = load_spec(SPEC)
@@ -79,9 +105,10 @@ def _spec(folds: int | None, seed: int | None = None) -> Any:
     return dataclasses.replace(spec, finalists=dataclasses.replace(spec.finalists, folds=folds))
 
 
-def _train(job: tuple[int, int, int, int | None, int | None]) -> dict[str, Any]:
+def _train(job: tuple[int, int, int, int | None, int | None, Base]) -> dict[str, Any]:
     """Train the ladder layout ``heads`` on unit ``u`` of the quickstart's grid (its finalists' folds set to
-    ``folds``, None: the spec's; the study's seed ``seed``, None: the spec's) for ``epochs`` epochs."""
+    ``folds``, None: the spec's; the study's seed ``seed``, None: the spec's) for ``epochs`` epochs, on the base
+    model ``base`` (its width, depth and digits patch)."""
     import torch
 
     from explorer.answer._finalists import unit_at
@@ -90,13 +117,14 @@ def _train(job: tuple[int, int, int, int | None, int | None]) -> dict[str, Any]:
     from explorer.measure import fit
 
     torch.set_num_threads(1)
-    heads, u, epochs, folds, seed = job
+    heads, u, epochs, folds, seed, base = job
     spec = _spec(folds, seed)
     unit = unit_at(spec, u)
-    task = fold_task(load_task(spec.task.name, **spec.task.options), unit.fold, unit.folds, unit.fold_seed)
+    options = {**spec.task.options, **({} if base.patch is None else {"patch": base.patch})}
+    task = fold_task(load_task(spec.task.name, **options), unit.fold, unit.folds, unit.fold_seed)
     config = ModelConfig(
-        d_model=spec.space.d_model[0],
-        heads=(heads,) * spec.space.n_layers[0],
+        d_model=base.d_model,
+        heads=(heads,) * base.layers,
         min_dk=1,
         mlp_ratio=spec.space.mlp_ratio[0],
         dropout=spec.space.dropout,
@@ -107,6 +135,7 @@ def _train(job: tuple[int, int, int, int | None, int | None]) -> dict[str, Any]:
     _, result = fit(config, task, cfg, torch.device("cpu"))
     return {
         "heads": heads,
+        **({} if base == QUICKSTART else {"base": dataclasses.asdict(base)}),
         "unit": u,
         "epochs": epochs,
         "val": result.val_accuracy,
@@ -136,21 +165,23 @@ def score(runs: list[dict[str, Any]]) -> list[str]:
     """The record's tables from the raw runs."""
     horizons = sorted({r["epochs"] for r in runs})
     units = sorted({unit_key(r) for r in runs})
+    ladder = sorted({r["heads"] for r in runs})
+    top = f"{ladder[-1]},{ladder[-1]}"  # every difference is from the widest layout
     acc = {(r["heads"], unit_key(r), r["epochs"]): r["val"] for r in runs}
 
     def grid(h: int) -> np.ndarray:  # [layouts, units]
-        return np.array([[acc.get((k, u, h), np.nan) for u in units] for k in LADDER])
+        return np.array([[acc.get((k, u, h), np.nan) for u in units] for k in ladder])
 
     longest = grid(horizons[-1]).mean(axis=1)
     rows = []
     for h in horizons:
         g = grid(h)
         cells = []
-        for i, k in enumerate(LADDER):
-            if k == 16:
+        for i, k in enumerate(ladder):
+            if k == ladder[-1]:
                 cells.append(f"{100 * np.nanmean(g[i]):.2f}")
                 continue
-            d = g[-1] - g[i]  # how far below 16,16, unit by unit
+            d = g[-1] - g[i]  # how far below the widest, unit by unit
             lo, hi = _bounds(d, 1 - 2 * RISK)
             verdict = "within" if hi < MARGIN else "beyond" if lo > MARGIN else "open"
             cells.append(
@@ -164,7 +195,7 @@ def score(runs: list[dict[str, Any]]) -> list[str]:
     table = markdown_table(
         [
             "epochs",
-            *[f"{k},{k}" for k in LADDER],
+            *[f"{k},{k}" for k in ladder],
             "Kendall tau vs longest",
             "runs plateaued",
             "s a run (median)",
@@ -203,18 +234,18 @@ def score(runs: list[dict[str, Any]]) -> list[str]:
         g = grid(horizons[-1])
         for seed in seeds:
             cols = [j for j, (s, _) in enumerate(units) if s == seed]
-            diffs = [f"{100 * np.nanmean(g[-1, cols] - g[i, cols]):+.2f}" for i in range(len(LADDER) - 1)]
+            diffs = [f"{100 * np.nanmean(g[-1, cols] - g[i, cols]):+.2f}" for i in range(len(ladder) - 1)]
             by_seed.append([seed, len(cols), *diffs])
         by_seed = [
             "",
-            f"By study seed, at {horizons[-1]} epochs: each layout's mean paired difference below 16,16 over that "
+            f"By study seed, at {horizons[-1]} epochs: each layout's mean paired difference below {top} over that "
             "seed's units (points):",
             "",
-            markdown_table(["study seed", "units", *[f"{k},{k}" for k in LADDER[:-1]]], by_seed),
+            markdown_table(["study seed", "units", *[f"{k},{k}" for k in ladder[:-1]]], by_seed),
         ]
     return [
         f"Each cell: the layout's mean cross-validated accuracy over {len(units)} units (%), then how far it lies "
-        "below 16,16 (paired by unit, points) with its 90% t interval and whether that interval places it within "
+        f"below {top} (paired by unit, points) with its 90% t interval and whether that interval places it within "
         "the 1-point margin, beyond it, or neither (open); then the standard deviation of that difference over the "
         "units (its paired spread, points).",
         "",
@@ -241,21 +272,35 @@ def main() -> None:
     parser.add_argument(
         "--seeds", type=int, nargs="+", help="train the units of these study seeds (default: the spec's)"
     )
+    parser.add_argument(
+        "--base",
+        nargs=3,
+        type=int,
+        metavar=("D_MODEL", "LAYERS", "PATCH"),
+        help="train another base model on the same units (default: the quickstart's, 64 2 2)",
+    )
+    parser.add_argument(
+        "--ladder", type=int, nargs="+", help=f"the head counts tried in every layer (default {LADDER})"
+    )
     parser.add_argument("--replay", type=Path, help="score the runs of a recorded entry (no training)")
     parser.add_argument("--record", type=Path)
     parser.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "horizon.json")
     args = parser.parse_args()
     before = os.getloadavg()[0]
     t0 = time.time()
+    base = QUICKSTART
+    if args.base or args.ladder:
+        d_model, layers, patch = args.base or (64, 2, 2)
+        base = Base(d_model, layers, None if args.base is None else patch, tuple(args.ladder or LADDER))
     if args.replay:
         runs = json.loads(args.replay.read_text())[-1]["runs"]
     else:
         jobs = [
-            (k, u, h, args.folds, seed)
+            (k, u, h, args.folds, seed, base)
             for h in sorted(args.horizons, reverse=True)
             for seed in args.seeds or [None]
             for u in range(args.units)
-            for k in LADDER
+            for k in base.ladder
         ]
         with cf.ProcessPoolExecutor(args.jobs) as pool:
             runs = list(pool.map(_train, jobs))
@@ -264,10 +309,18 @@ def main() -> None:
     units = len({r["unit"] for r in runs})
     seeds = sorted({unit_key(r)[0] for r in runs})
     folds = runs[0].get("folds") or _spec(None).finalists.folds  # entries before --folds: the spec's
+    trained = base_of(runs[0])
+    where = (
+        "the quickstart's ladder at d_model 64, 2 layers"
+        if trained == QUICKSTART
+        else f"the ladder {', '.join(map(str, trained.ladder))} heads a layer at d_model {trained.d_model}, "
+        f"{trained.layers} layer(s), digits patch {trained.patch or 'as the spec'} (another base model than the "
+        "quickstart's)"
+    )
     facts = [
         f"machine: {machine()}; load average before/after {load_text(before, os.getloadavg()[0])}",
         f"commit {commit()}; {time.time() - t0:.0f} s; one CPU thread a run, {args.jobs} at a time",
-        f"the quickstart's ladder at d_model 64, 2 layers, on units 0-{units - 1} of its grid (study seed"
+        f"{where}, on units 0-{units - 1} of the quickstart's grid (study seed"
         f"{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; {folds} folds of "
         f"the 1,527 labelled digits, {runs[0]['val_size']} images evaluated a unit); raw runs: "
         f"{os.path.relpath(args.replay or args.json, ROOT)}",
