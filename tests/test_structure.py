@@ -21,6 +21,7 @@ RANKS = {
     "model": 3,
     "data": 3,
     "spec": 4,
+    "pretrained": 4,
     "measure": 5,
     "answer": 5,
     "study": 6,

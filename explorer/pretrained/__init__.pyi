@@ -1,0 +1,7 @@
+"""The public surface of :mod:`explorer.pretrained` (read by type checkers, and by its __init__ at run time)."""
+
+from ._checkpoint import MODELING_FILE as MODELING_FILE, save_shrunk as save_shrunk
+from ._cost import HeadCost as HeadCost, head_cost as head_cost
+from ._layout import HeadLayout as HeadLayout, head_layout as head_layout
+from ._plan import HeadPlan as HeadPlan, check_plan as check_plan
+from ._surgery import shrink as shrink
