@@ -3,5 +3,10 @@
 from ._checkpoint import MODELING_FILE as MODELING_FILE, save_shrunk as save_shrunk
 from ._cost import HeadCost as HeadCost, head_cost as head_cost
 from ._layout import HeadLayout as HeadLayout, head_layout as head_layout
+from ._load import (
+    Checkpoint as Checkpoint,
+    inspect_checkpoint as inspect_checkpoint,
+    load_checkpoint as load_checkpoint,
+)
 from ._plan import HeadPlan as HeadPlan, check_plan as check_plan
 from ._surgery import shrink as shrink

@@ -1,0 +1,124 @@
+"""A trained transformers checkpoint read, checked and sized before its weights are loaded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from explorer.errors import ConfigError, LimitError
+from explorer.pretrained import Checkpoint, inspect_checkpoint, load_checkpoint
+
+transformers = pytest.importorskip("transformers")
+
+
+def _llama(folder: Path, vocab: int = 50) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        max_position_embeddings=64,
+    )
+    model = transformers.LlamaForCausalLM(config).eval()
+    model.save_pretrained(folder)
+    return model
+
+
+def _bert(folder: Path) -> torch.nn.Module:
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=50,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        max_position_embeddings=64,
+        num_labels=3,
+    )
+    model = transformers.BertForSequenceClassification(config).eval()
+    model.save_pretrained(folder)
+    return model
+
+
+@pytest.mark.parametrize("family", ["llama", "bert"])
+def test_a_checkpoint_is_read_from_its_config_and_weight_headers_then_loads_as_saved(
+    tmp_path: Path, family: str
+) -> None:
+    original = (_llama if family == "llama" else _bert)(tmp_path)
+    found = inspect_checkpoint(tmp_path)
+    assert isinstance(found, Checkpoint)
+    assert found.model_type == family and found.causal == (family == "llama")
+    assert (found.layers, found.heads, found.head_dim, found.hidden) == (2, 4, 8, 32)
+    assert found.kv_heads == (2 if family == "llama" else 4)
+    stored = sum(p.numel() for p in original.state_dict().values())
+    tied = family == "llama" and original.config.tie_word_embeddings
+    assert found.parameters == stored - (original.lm_head.weight.numel() if tied else 0)
+    assert found.weight_bytes == 4 * found.parameters  # float32
+    loaded = load_checkpoint(found)
+    ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(loaded(input_ids=ids).logits, original(input_ids=ids).logits)
+
+
+def test_a_path_that_is_not_a_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="no checkpoint at .*give the folder that save_pretrained wrote"):
+        inspect_checkpoint(tmp_path / "missing")
+    (tmp_path / "weights.safetensors").write_bytes(b"")
+    with pytest.raises(ConfigError, match="is a file, not a transformers checkpoint folder"):
+        inspect_checkpoint(tmp_path / "weights.safetensors")
+    with pytest.raises(ConfigError, match="holds no config.json, so it is not a transformers checkpoint"):
+        inspect_checkpoint(tmp_path)
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="is not valid JSON"):
+        inspect_checkpoint(tmp_path)
+
+
+def test_an_architecture_whose_heads_cannot_be_regrouped_is_named(tmp_path: Path) -> None:
+    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=4, vocab_size=50, n_positions=32)
+    transformers.GPT2LMHeadModel(config).save_pretrained(tmp_path)
+    with pytest.raises(
+        ConfigError, match=r"GPT2LMHeadModel \(model_type 'gpt2'\) .* cannot regroup; .*bert, llama"
+    ):
+        inspect_checkpoint(tmp_path)
+
+
+def test_pickled_weights_are_refused_without_being_read(tmp_path: Path) -> None:
+    _llama(tmp_path)
+    (tmp_path / "model.safetensors").unlink()
+    (tmp_path / "pytorch_model.bin").write_bytes(b"a pickle explorer must never open")
+    with pytest.raises(
+        ConfigError, match=r"only in pickle files \(pytorch_model.bin\).*safe_serialization=True"
+    ):
+        inspect_checkpoint(tmp_path)
+
+
+def test_a_corrupt_weight_file_is_refused_in_one_line(tmp_path: Path) -> None:
+    _llama(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"garbage")
+    with pytest.raises(ConfigError, match="is not a readable safetensors file"):
+        inspect_checkpoint(tmp_path)
+
+
+def test_a_checkpoint_too_large_for_this_machine_is_refused_before_loading_with_its_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _llama(tmp_path, vocab=8000)  # 0.5 million parameters: its recovery needs about 10 MB
+    monkeypatch.setenv("EXPLORER_MAX_MEMORY_MB", "1")
+    with pytest.raises(LimitError, match=r"checkpoint .* needs about .* but .* is available"):
+        inspect_checkpoint(tmp_path)
+
+
+def test_heads_that_do_not_divide_are_refused(tmp_path: Path) -> None:
+    _llama(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["num_key_value_heads"] = 3
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="4 query heads and 3 key/value heads, which do not divide them"):
+        inspect_checkpoint(tmp_path)
