@@ -10,39 +10,13 @@ import torch
 
 from explorer.errors import ConfigError, LimitError
 from explorer.pretrained import Checkpoint, inspect_checkpoint, load_checkpoint
+from tests.pretrained import tiny_models
 
 transformers = pytest.importorskip("transformers")
 
 
-def _llama(folder: Path, vocab: int = 50) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=vocab,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=8,
-        max_position_embeddings=64,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
-    model.save_pretrained(folder)
-    return model
-
-
-def _bert(folder: Path) -> torch.nn.Module:
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=50,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        max_position_embeddings=64,
-        num_labels=3,
-    )
-    model = transformers.BertForSequenceClassification(config).eval()
+def _saved(folder: Path, family: str, **settings) -> torch.nn.Module:
+    model = tiny_models.llama(**settings) if family == "llama" else tiny_models.bert(**settings)
     model.save_pretrained(folder)
     return model
 
@@ -51,7 +25,7 @@ def _bert(folder: Path) -> torch.nn.Module:
 def test_a_checkpoint_is_read_from_its_config_and_weight_headers_then_loads_as_saved(
     tmp_path: Path, family: str
 ) -> None:
-    original = (_llama if family == "llama" else _bert)(tmp_path)
+    original = _saved(tmp_path, family)
     found = inspect_checkpoint(tmp_path)
     assert isinstance(found, Checkpoint)
     assert found.model_type == family and found.causal == (family == "llama")
@@ -61,10 +35,7 @@ def test_a_checkpoint_is_read_from_its_config_and_weight_headers_then_loads_as_s
     tied = family == "llama" and original.config.tie_word_embeddings
     assert found.parameters == stored - (original.lm_head.weight.numel() if tied else 0)
     assert found.weight_bytes == 4 * found.parameters  # float32
-    loaded = load_checkpoint(found)
-    ids = torch.randint(0, 50, (2, 7), generator=torch.Generator().manual_seed(1))
-    with torch.no_grad():
-        assert torch.equal(loaded(input_ids=ids).logits, original(input_ids=ids).logits)
+    assert torch.equal(tiny_models.outputs(load_checkpoint(found)), tiny_models.outputs(original))
 
 
 def test_a_path_that_is_not_a_checkpoint_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -90,7 +61,7 @@ def test_an_architecture_whose_heads_cannot_be_regrouped_is_named(tmp_path: Path
 
 
 def test_pickled_weights_are_refused_without_being_read(tmp_path: Path) -> None:
-    _llama(tmp_path)
+    _saved(tmp_path, "llama")
     (tmp_path / "model.safetensors").unlink()
     (tmp_path / "pytorch_model.bin").write_bytes(b"a pickle explorer must never open")
     with pytest.raises(
@@ -100,7 +71,7 @@ def test_pickled_weights_are_refused_without_being_read(tmp_path: Path) -> None:
 
 
 def test_a_corrupt_weight_file_is_refused_in_one_line(tmp_path: Path) -> None:
-    _llama(tmp_path)
+    _saved(tmp_path, "llama")
     (tmp_path / "model.safetensors").write_bytes(b"garbage")
     with pytest.raises(ConfigError, match="is not a readable safetensors file"):
         inspect_checkpoint(tmp_path)
@@ -109,14 +80,14 @@ def test_a_corrupt_weight_file_is_refused_in_one_line(tmp_path: Path) -> None:
 def test_a_checkpoint_too_large_for_this_machine_is_refused_before_loading_with_its_size(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    _llama(tmp_path, vocab=8000)  # 0.5 million parameters: its recovery needs about 10 MB
+    _saved(tmp_path, "llama", vocab_size=8000)  # 0.5 million parameters: its recovery needs about 10 MB
     monkeypatch.setenv("EXPLORER_MAX_MEMORY_MB", "1")
     with pytest.raises(LimitError, match=r"checkpoint .* needs about .* but .* is available"):
         inspect_checkpoint(tmp_path)
 
 
 def test_heads_that_do_not_divide_are_refused(tmp_path: Path) -> None:
-    _llama(tmp_path)
+    _saved(tmp_path, "llama")
     config = json.loads((tmp_path / "config.json").read_text())
     config["num_key_value_heads"] = 3
     (tmp_path / "config.json").write_text(json.dumps(config))
