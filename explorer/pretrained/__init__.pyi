@@ -2,6 +2,12 @@
 
 from ._checkpoint import MODELING_FILE as MODELING_FILE, save_shrunk as save_shrunk
 from ._cost import HeadCost as HeadCost, head_cost as head_cost
+from ._importance import (
+    HeadImportance as HeadImportance,
+    global_plan as global_plan,
+    head_importance as head_importance,
+    plan_by_importance as plan_by_importance,
+)
 from ._layout import HeadLayout as HeadLayout, head_layout as head_layout
 from ._load import (
     Checkpoint as Checkpoint,
