@@ -31,6 +31,10 @@ from ._latency_cache import (
     result_age_s as result_age_s,
 )
 from ._model_bench import bench_model as bench_model
+from ._pretrained_latency import (
+    pretrained_decode_latency as pretrained_decode_latency,
+    pretrained_latency as pretrained_latency,
+)
 from ._probe import (
     attention_maps as attention_maps,
     attention_statistics as attention_statistics,

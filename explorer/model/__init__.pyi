@@ -28,6 +28,7 @@ from ._footprint import (
 from ._hfmodel import (
     HFBuilder as HFBuilder,
     HFModel as HFModel,
+    hf_decode_step as hf_decode_step,
     hf_inputs as hf_inputs,
     quiet_transformers as quiet_transformers,
     require_transformers as require_transformers,

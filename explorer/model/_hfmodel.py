@@ -231,21 +231,7 @@ class HFBuilder(ModelBuilder):
         """One decoding step of ``batch`` sequences against the class's own cache of ``context`` positions,
         filled by a prefill of random tokens; each call cuts the cache back to ``context`` first."""
         model = self.build(cfg, spec).to(device=device, dtype=dtype).eval().hf
-        prompt = torch.randint(spec.vocab_size, (batch, context)).to(device)
-        token = torch.randint(spec.vocab_size, (batch, 1)).to(device)
-        # transformers 5.x names the cache argument and output `cache` (`past_key_values` before, deprecated)
-        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        with torch.inference_mode():
-            cache = getattr(model(input_ids=prompt, use_cache=True), name)
-
-        def step() -> None:
-            extra = cache.get_seq_length() - context  # the token the previous step appended
-            if extra:
-                cache.crop(-extra)  # so every timed step decodes position `context` against the same cache
-            model(input_ids=token, use_cache=True, **{name: cache})
-
-        step.cache = cache  # type: ignore[attr-defined]  # for a check that the cache keeps its length
-        return step
+        return hf_decode_step(model, spec.vocab_size, batch, context, device)
 
 
 @functools.cache
@@ -265,3 +251,26 @@ def _check_keys(config_class: Any, family: HFFamily, config: dict[str, Any]) -> 
             raise ConfigError(
                 f"[model] config key {key!r} is not a {family.config_class} setting{hint}; fix or remove it."
             )
+
+
+def hf_decode_step(
+    model: Any, vocab_size: int, batch: int, context: int, device: torch.device
+) -> Callable[[], None]:
+    """One decoding step of ``batch`` sequences of the transformers causal LM ``model`` (on ``device``, in eval
+    mode) against its own cache of ``context`` positions, filled by a prefill of random tokens below
+    ``vocab_size``; each call cuts the cache back to ``context`` first."""
+    prompt = torch.randint(vocab_size, (batch, context)).to(device)
+    token = torch.randint(vocab_size, (batch, 1)).to(device)
+    # transformers 5.x names the cache argument and output `cache` (`past_key_values` before, deprecated)
+    name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    with torch.inference_mode():
+        cache = getattr(model(input_ids=prompt, use_cache=True), name)
+
+    def step() -> None:
+        extra = cache.get_seq_length() - context  # the token the previous step appended
+        if extra:
+            cache.crop(-extra)  # so every timed step decodes position `context` against the same cache
+        model(input_ids=token, use_cache=True, **{name: cache})
+
+    step.cache = cache  # type: ignore[attr-defined]  # for a check that the cache keeps its length
+    return step
