@@ -18,6 +18,7 @@ limit               default                what it bounds
 ``LAYOUTS``         1,000,000                architectures a search space expands to (counted, not listed)
 ``TRIALS``          1,000,000              a study's search trials (``n_trials``, ``--n-trials``)
 ``EPOCHS``          10,000                 epochs of one training run
+``STEPS``           100,000                optimizer steps of one recovery of a shrunk model
 ``SEQ_LEN``         65,536                 positions of one example (sequence length, decoding context)
 ``BATCH``           65,536                 examples in one batch (training, timing, benchmarks)
 ``VOCAB``           1,048,576              token ids (the vocabulary is the largest id + 1)
@@ -70,6 +71,7 @@ __all__ = [
     "MLP_WIDTH",
     "RUN_TIME_S",
     "SEQ_LEN",
+    "STEPS",
     "THREADS",
     "TRIALS",
     "VOCAB",
@@ -209,6 +211,7 @@ LAYOUTS = Limit(
 )
 TRIALS = Limit("TRIALS", 100_000, "search trials of one study")
 EPOCHS = Limit("EPOCHS", 10_000, "epochs of one training run")
+STEPS = Limit("STEPS", 100_000, "optimizer steps of one recovery of a shrunk model")
 SEQ_LEN = Limit("SEQ_LEN", 65_536, "positions of one example")
 BATCH = Limit("BATCH", 65_536, "examples in one batch")
 VOCAB = Limit("VOCAB", 2**20, "the embedding has one row per token id up to the largest")
@@ -232,6 +235,7 @@ LIMITS = (
     LAYOUTS,
     TRIALS,
     EPOCHS,
+    STEPS,
     SEQ_LEN,
     BATCH,
     VOCAB,

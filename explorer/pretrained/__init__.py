@@ -1,5 +1,6 @@
-"""Head surgery on a trained transformers model: a plan of the heads each layer keeps, the model cut to it, and a
-checkpoint ``from_pretrained`` loads (Llama causal LMs and BERT encoders).
+"""Head surgery on a trained transformers model: a plan of the heads each layer keeps, the model cut to it, its
+recovery by a short budget of distillation and training, and a checkpoint ``from_pretrained`` loads (Llama causal
+LMs and BERT encoders).
 
 The public names are listed in ``__init__.pyi`` and each is imported on first use."""
 

@@ -15,4 +15,13 @@ from ._load import (
     load_checkpoint as load_checkpoint,
 )
 from ._plan import HeadPlan as HeadPlan, check_plan as check_plan
+from ._recover import (
+    Examples as Examples,
+    Recovery as Recovery,
+    RecoveryResult as RecoveryResult,
+    accuracy as accuracy,
+    as_examples as as_examples,
+    distillation_gap as distillation_gap,
+    recover as recover,
+)
 from ._surgery import shrink as shrink
