@@ -16,7 +16,7 @@ limit               default                what it bounds
 ``HEADS``           4,096                  heads (and key/value heads) in one layer
 ``CANDIDATES``      256                    values in one list of a spec (``heads = [...]``, ``d_model``...)
 ``LAYOUTS``         1,000,000                architectures a search space expands to (counted, not listed)
-``TRIALS``          1,000,000              a study's search trials (``n_trials``, ``--n-trials``)
+``TRIALS``          100,000                a study's search trials (``n_trials``, ``--n-trials``)
 ``EPOCHS``          10,000                 epochs of one training run
 ``STEPS``           100,000                optimizer steps of one recovery of a shrunk model
 ``SEQ_LEN``         65,536                 positions of one example (sequence length, decoding context)
