@@ -21,6 +21,7 @@ from ._recover import (
     RecoveryResult as RecoveryResult,
     accuracy as accuracy,
     as_examples as as_examples,
+    cross_entropy as cross_entropy,
     distillation_gap as distillation_gap,
     recover as recover,
 )

@@ -538,3 +538,19 @@ def accuracy(model: nn.Module, examples: ExamplesLike, batch_size: int = EVAL_BA
             correct += ((predicted.argmax(dim=-1) == target).float() * weights).sum().item()
             count += weights.sum().item()
     return correct / count
+
+
+def cross_entropy(model: nn.Module, examples: ExamplesLike, batch_size: int = EVAL_BATCH) -> float:
+    """The model's mean cross-entropy on ``examples``, in nats: of each example's class for a classifier (its labels
+    needed), of the next token at every attended position for a causal LM (divided by ln 2: bits per token, the
+    text task's bits per byte). The model runs in eval mode, ``batch_size`` examples at a time."""
+    predicts = _predicts(model)
+    without_labels = "a classifier's cross-entropy needs labels and the examples have none; give labels."
+    data = _measured(model, examples, batch_size, predicts, without_labels)
+    total = count = 0.0
+    with torch.inference_mode(), _eval_mode(model):
+        for index in _chunks(len(data), batch_size):
+            batch = data.rows(index)
+            loss, n = _task_sum(_logits(model, batch, predicts), batch, predicts)
+            total, count = total + loss.item(), count + n.item()
+    return total / count

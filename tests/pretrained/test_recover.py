@@ -22,6 +22,7 @@ from explorer.pretrained import (  # noqa: E402
     RecoveryResult,
     accuracy,
     as_examples,
+    cross_entropy,
     distillation_gap,
     recover,
     shrink,
@@ -363,3 +364,19 @@ def test_a_teacher_the_student_was_not_cut_from_is_refused():
         recover(original, original, Examples(IDS))
     with pytest.raises(ConfigError, match="LlamaModel has no logits to recover"):
         distillation_gap(original.model, original, Examples(IDS))
+
+
+def test_the_cross_entropy_is_the_models_own_loss_for_both_families():
+    """A causal LM's mean next-token cross-entropy, and a classifier's on its labels, are what transformers'
+    own loss gives on one batch of all the examples; measured in batches of 3 they are the same."""
+    model = llama()
+    ids = tokens(8, 10, seed=3)
+    with torch.inference_mode():
+        own = model(input_ids=ids, labels=ids).loss.item()
+    assert cross_entropy(model, Examples(ids), batch_size=3) == pytest.approx(own, rel=1e-5)
+    classifier, _, held_out = bert_task()
+    with torch.inference_mode():
+        own = classifier(input_ids=held_out.input_ids, labels=held_out.labels).loss.item()
+    assert cross_entropy(classifier, held_out, batch_size=7) == pytest.approx(own, rel=1e-5)
+    with pytest.raises(ConfigError, match="cross-entropy needs labels"):
+        cross_entropy(classifier, Examples(held_out.input_ids))
