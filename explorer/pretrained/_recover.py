@@ -523,34 +523,44 @@ def distillation_gap(
     return total / count
 
 
+def _mean_over_predictions(
+    model: nn.Module,
+    examples: ExamplesLike,
+    batch_size: int,
+    what: str,
+    term: Callable[[torch.Tensor, Examples, _Predicts], tuple[torch.Tensor, torch.Tensor]],
+) -> float:
+    """``term``'s sum over the predictions that count, divided by their number, over ``examples`` read
+    ``batch_size`` at a time with the model in eval mode; ``what`` names the measure when labels are missing."""
+    predicts = _predicts(model)
+    without_labels = f"a classifier's {what} needs labels and the examples have none; give labels."
+    data = _measured(model, examples, batch_size, predicts, without_labels)
+    total = count = 0.0
+    with torch.inference_mode(), _eval_mode(model):
+        for index in _chunks(len(data), batch_size):
+            batch = data.rows(index)
+            value, n = term(_logits(model, batch, predicts), batch, predicts)
+            total, count = total + value.item(), count + n.item()
+    return total / count
+
+
+def _correct_sum(
+    logits: torch.Tensor, batch: Examples, predicts: _Predicts
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The predictions the largest logit gets right, summed over those that count, and their number."""
+    predicted, target, weights = _next(logits, batch, predicts)
+    return ((predicted.argmax(dim=-1) == target).float() * weights).sum(), weights.sum()
+
+
 def accuracy(model: nn.Module, examples: ExamplesLike, batch_size: int = EVAL_BATCH) -> float:
     """The fraction of ``examples``' predictions the model's largest logit gets right: the class of each example
     for a classifier (its labels needed), the next token at every attended position for a causal LM. The model
     runs in eval mode, ``batch_size`` examples at a time."""
-    predicts = _predicts(model)
-    without_labels = "a classifier's accuracy needs labels and the examples have none; give labels."
-    data = _measured(model, examples, batch_size, predicts, without_labels)
-    correct = count = 0.0
-    with torch.inference_mode(), _eval_mode(model):
-        for index in _chunks(len(data), batch_size):
-            batch = data.rows(index)
-            predicted, target, weights = _next(_logits(model, batch, predicts), batch, predicts)
-            correct += ((predicted.argmax(dim=-1) == target).float() * weights).sum().item()
-            count += weights.sum().item()
-    return correct / count
+    return _mean_over_predictions(model, examples, batch_size, "accuracy", _correct_sum)
 
 
 def cross_entropy(model: nn.Module, examples: ExamplesLike, batch_size: int = EVAL_BATCH) -> float:
     """The model's mean cross-entropy on ``examples``, in nats: of each example's class for a classifier (its labels
     needed), of the next token at every attended position for a causal LM (divided by ln 2: bits per token, the
     text task's bits per byte). The model runs in eval mode, ``batch_size`` examples at a time."""
-    predicts = _predicts(model)
-    without_labels = "a classifier's cross-entropy needs labels and the examples have none; give labels."
-    data = _measured(model, examples, batch_size, predicts, without_labels)
-    total = count = 0.0
-    with torch.inference_mode(), _eval_mode(model):
-        for index in _chunks(len(data), batch_size):
-            batch = data.rows(index)
-            loss, n = _task_sum(_logits(model, batch, predicts), batch, predicts)
-            total, count = total + loss.item(), count + n.item()
-    return total / count
+    return _mean_over_predictions(model, examples, batch_size, "cross-entropy", _task_sum)
