@@ -6,15 +6,16 @@ and bytes, without reading a tensor). Everything a user can get wrong is refused
 the problem and the fix, before anything is loaded:
 
 * a path that is not a folder, or a folder without ``config.json`` (not a transformers checkpoint);
-* an architecture whose attention explorer cannot regroup (named: Llama-family causal LMs and BERT encoders
-  are the ones it can);
+* an architecture whose attention explorer cannot regroup, or a class of a family it can whose checkpoint it
+  does not cut (both named: ``LlamaForCausalLM``, ``LlamaModel``, ``BertForSequenceClassification`` and
+  ``BertModel`` are the ones it can);
 * weights only in pickle files (``pytorch_model.bin``): explorer never unpickles a user's file, and a checkpoint
   re-saved with safetensors loads the same;
 * a checkpoint too large for this machine: loading it and recovering a pruned candidate from it (the original
   as the teacher, the candidate with its gradients and Adam's two moments) is estimated from the parameter
   count and refused with both sizes (:func:`explorer.limits.check_memory`).
 
-:func:`load_checkpoint` then loads it with its own ``AutoModelFor...`` class, from safetensors only, in eval mode.
+:func:`load_checkpoint` then loads it with the class that saved it, from safetensors only, in eval mode.
 """
 
 from __future__ import annotations
@@ -26,13 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from explorer.errors import ConfigError
-from explorer.limits import HEADS, LAYERS, check_file_size, check_memory
+from explorer.limits import D_MODEL, HEAD_DIM, HEADS, LAYERS, check_file_size, check_memory
 from explorer.model import quiet_transformers, require_transformers
 
-# model_type in config.json -> (whether it is a causal LM, the AutoModel class that loads it)
-FAMILIES: dict[str, tuple[bool, str]] = {
-    "llama": (True, "AutoModelForCausalLM"),
-    "bert": (False, "AutoModelForSequenceClassification"),
+# model_type in config.json -> whether it is a causal LM, and the classes (config.json's architectures) loaded:
+# those head surgery cuts and saves
+FAMILIES: dict[str, tuple[bool, tuple[str, ...]]] = {
+    "llama": (True, ("LlamaForCausalLM", "LlamaModel")),
+    "bert": (False, ("BertForSequenceClassification", "BertModel")),
 }
 # float32 copies a recovery holds: the original (teacher), the candidate, its gradients, Adam's two moments
 RECOVERY_COPIES = 5
@@ -54,11 +56,6 @@ class Checkpoint:
     hidden: int
     parameters: int  # stored parameters (tensors in the weight files)
     weight_bytes: int  # bytes of those tensors as stored
-
-    @property
-    def loader(self) -> str:
-        """The transformers Auto class that loads it."""
-        return FAMILIES[self.model_type][1]
 
 
 def inspect_checkpoint(path: str | Path) -> Checkpoint:
@@ -92,12 +89,20 @@ def inspect_checkpoint(path: str | Path) -> Checkpoint:
             f"{architecture} (model_type {model_type!r}) is an architecture whose attention heads explorer cannot "
             f"regroup; it can regroup {', '.join(sorted(FAMILIES))} checkpoints."
         )
-    causal, _ = FAMILIES[model_type]
+    causal, classes = FAMILIES[model_type]
+    if architecture not in classes:
+        raise ConfigError(
+            f"{str(folder)!r} holds a {architecture}, a class whose heads explorer does not cut; it cuts "
+            f"{', '.join(c for _, names in FAMILIES.values() for c in names)} checkpoints."
+        )
     layers = _count(config, "num_hidden_layers", LAYERS, config_file)
     heads = _count(config, "num_attention_heads", HEADS, config_file)
-    kv_heads = _count(config, "num_key_value_heads", HEADS, config_file) if causal else heads
-    hidden = _count(config, "hidden_size", None, config_file)
-    head_dim = config.get("head_dim") or hidden // heads
+    grouped = causal and config.get("num_key_value_heads") is not None  # absent: one key/value head a head
+    kv_heads = _count(config, "num_key_value_heads", HEADS, config_file) if grouped else heads
+    hidden = _count(config, "hidden_size", D_MODEL, config_file)
+    head_dim = (
+        _count(config, "head_dim", HEAD_DIM, config_file) if config.get("head_dim") else hidden // heads
+    )
     if heads % kv_heads:
         raise ConfigError(
             f"{str(config_file)!r} has {heads} query heads and {kv_heads} key/value heads, which do not divide "
@@ -126,12 +131,12 @@ def inspect_checkpoint(path: str | Path) -> Checkpoint:
 
 
 def load_checkpoint(checkpoint: Checkpoint) -> Any:
-    """The checkpoint's model, loaded by its own Auto class from safetensors alone (no remote code, no download),
-    in eval mode."""
+    """The checkpoint's model, loaded by the class that saved it from safetensors alone (no remote code, no
+    download), in eval mode."""
     transformers = require_transformers("loading a transformers checkpoint")
-    auto = getattr(transformers, checkpoint.loader)
+    model_class = getattr(transformers, checkpoint.architecture)
     with quiet_transformers():
-        model = auto.from_pretrained(
+        model = model_class.from_pretrained(
             checkpoint.path, local_files_only=True, trust_remote_code=False, use_safetensors=True
         )
     return model.eval()

@@ -60,6 +60,14 @@ def test_an_architecture_whose_heads_cannot_be_regrouped_is_named(tmp_path: Path
         inspect_checkpoint(tmp_path)
 
 
+def test_a_class_of_a_supported_family_that_is_not_cut_is_named(tmp_path: Path) -> None:
+    tiny_models.bert(model_class="BertForMaskedLM").save_pretrained(tmp_path)
+    with pytest.raises(
+        ConfigError, match="holds a BertForMaskedLM, a class whose heads explorer does not cut"
+    ):
+        inspect_checkpoint(tmp_path)
+
+
 def test_pickled_weights_are_refused_without_being_read(tmp_path: Path) -> None:
     _saved(tmp_path, "llama")
     (tmp_path / "model.safetensors").unlink()
