@@ -20,18 +20,7 @@ import torch
 import transformers
 
 from explorer.data import load_task
-
-
-def bits_per_byte(model: transformers.LlamaForCausalLM, ids: torch.Tensor, batch: int = 64) -> float:
-    """Mean next-byte cross-entropy over ``ids`` [windows, bytes], in bits."""
-    total = count = 0.0
-    with torch.inference_mode():
-        for start in range(0, len(ids), batch):
-            chunk = ids[start : start + batch]
-            n = chunk.numel() - len(chunk)  # every byte but each window's first is predicted
-            total += float(model(input_ids=chunk, labels=chunk).loss) * n
-            count += n
-    return total / count / math.log(2)
+from explorer.pretrained import cross_entropy
 
 
 def main() -> None:
@@ -77,7 +66,7 @@ def main() -> None:
     model.eval()
     model.save_pretrained(args.out)
     print(
-        f"saved {args.out}: held-out {bits_per_byte(model, val):.3f} bits per byte after {args.steps} steps "
+        f"saved {args.out}: held-out {cross_entropy(model, {'input_ids': val}) / math.log(2):.3f} bits per byte after {args.steps} steps "
         f"({time.perf_counter() - t0:.0f} s)"
     )
 
