@@ -212,7 +212,10 @@ def export(
 
     data = load(name, storage)
     masked = None if data.study.is_default_storage else data.study.masked_url
-    weights = format not in ("config", "hf") or (format == "hf" and data.study.spec.model.hf is not None)
+    weights = format not in ("config", "hf") or (
+        format == "hf"
+        and (data.study.spec.model.hf is not None or data.study.spec.model.pretrained is not None)
+    )
     store = artifact_store(data.study, artifacts) if weights else None
     if store is not None:  # weights are retrained or loaded into the study's own model code: unchanged
         check_code(data.study.user_attrs, data.study.spec)

@@ -42,7 +42,7 @@ from explorer.measure import (
 from explorer.model import ModelBuilder
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord
-from explorer.study import ArtifactStore, record_task, store_for, trained_model
+from explorer.study import ArtifactStore, model_builder, record_task, store_for, trained_model
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def analyse_heads(
     assert config is not None  # resolve_trial names only trials that built a model
     task = load_task(spec.task.name, **spec.task.options)
     store = store or store_for(storage_url, spec_location=spec.artifacts)
-    builder = spec.model.builder()
+    builder = model_builder(spec)
     if builder is not None:  # refused before any training: a model whose heads cannot be masked
         _check_maskable(spec, builder, config, task)
     if on_start is not None:

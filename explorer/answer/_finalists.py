@@ -194,10 +194,14 @@ def plan_finalists(
         : max(0, top - 1)
     ]
     notes: list[str] = []
-    if fs.references:
-        picks += _references(knee_arch, front, by_key, spec, cost, notes)
-    if fs.ladder:  # the same uniform layouts in every run of the study, whatever its search found
-        picks += _ladder(knee_arch.config, spec)
+    if spec.model.pretrained is not None:  # the original model always (so named), and cuts surgery can make
+        original, *cuts = _pretrained_picks(knee_arch, front, by_key, spec, cost)
+        picks = [original, *picks, *cuts]
+    else:
+        if fs.references:
+            picks += _references(knee_arch, front, by_key, spec, cost, notes)
+        if fs.ladder:  # the same uniform layouts in every run of the study, whatever its search found
+            picks += _ladder(knee_arch.config, spec)
     layouts = _layouts(picks, knee_arch)
     budget = fs.runs_budget(len(layouts))
     # the first units, as many as the budget holds for every layout (a budget of fewer units a layout than
@@ -251,6 +255,43 @@ def _references(
     if spec.space.kv_heads is not None:  # the two ends grouped-query attention sits between
         picks.append((with_kv(base, None), KV_REFERENCES[0]))
         picks.append((with_kv(base, 1), KV_REFERENCES[1]))
+    return picks
+
+
+def _cut(base: ModelConfig, spec: StudySpec, heads: int) -> ModelConfig:
+    """A trained checkpoint cut to ``heads`` heads in every layer, each of ``base``'s width, served by the most
+    key/value heads the space allows that divide them (all of them where the model groups none)."""
+    kv = spec.space.kv_heads
+    served = None if kv is None else max(k for k in kv if heads % k == 0)
+    return ModelConfig(
+        d_model=base.d_model,
+        heads=(heads,) * base.n_layers,
+        min_dk=base.min_dk,
+        mlp_ratio=base.mlp_ratio,
+        dropout=base.dropout,
+        attention=base.attention,
+        kv_heads=None if served is None else (served,) * base.n_layers,
+        head_dim=base.d_k,
+    )
+
+
+def _pretrained_picks(
+    knee_arch: Architecture, front: pd.DataFrame, by_key: dict[str, Architecture], spec: StudySpec, cost: str
+) -> list[_Pick]:
+    """For a trained checkpoint (``[model] pretrained``): the original model first (the space's most heads and
+    key/value heads, which the spec requires to be the checkpoint's own) always; with ``references``, the next
+    faster layout on the front; with ``ladder``, every head count of the space cut uniformly
+    (:func:`_cut`)."""
+    base, fs = knee_arch.config, spec.finalists
+    picks: list[_Pick] = [(_cut(base, spec, max(spec.space.heads)), "original")]
+    if fs.references:
+        faster = front[front[cost] < knee_arch.cost(cost_axis(spec)).estimate]  # type: ignore[union-attr]
+        if len(faster):
+            picks.append((by_key[faster["key"].iloc[-1]], "faster on the front"))
+    if fs.ladder:
+        picks += [
+            (_cut(base, spec, h), "1 head" if h == 1 else f"{h} heads") for h in sorted(spec.space.heads)
+        ]
     return picks
 
 

@@ -279,7 +279,12 @@ class _Steps:
         xb = xb.to(self.device, non_blocking=True)
         yb = yb.to(self.device, non_blocking=True)
         with autocast(self.device):
-            loss = _cross_entropy(self.model(xb), yb)
+            logits = self.model(xb)
+            loss = _cross_entropy(logits, yb)
+            # a model recovered from a trained one (explorer.pretrained) adds its distillation term
+            recovery = getattr(self.model, "recovery_loss", None)
+            if recovery is not None:
+                loss = recovery(xb, logits, loss)
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if self.cfg.grad_clip > 0:

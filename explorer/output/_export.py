@@ -53,11 +53,11 @@ from explorer.model import (
     quiet_torch,
     require_onnx,
 )
-from explorer.output._hf_export import hf_config, write_hf_config, write_hf_model
+from explorer.output._hf_export import hf_config, write_hf_config, write_hf_model, write_shrunk_model
 from explorer.output._result_folders import as_user_made
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord, trial_label
-from explorer.study import ArtifactStore, trained_model
+from explorer.study import ArtifactStore, model_builder, trained_model
 
 log = logging.getLogger(__name__)
 
@@ -231,16 +231,18 @@ def _export_hf_model(
     storage: str | None,
     retimings: Sequence[Retiming],
 ) -> ExportResult:
-    """The trained transformers model of a ``[model] hf`` study, saved for ``from_pretrained`` and checked
-    (:func:`explorer.output._hf_export.write_hf_model`)."""
+    """The trained transformers model of a ``[model] hf`` study, or the recovered cut of a ``[model] pretrained``
+    one, saved for ``from_pretrained`` and checked (:func:`explorer.output._hf_export.write_hf_model`,
+    :func:`~explorer.output._hf_export.write_shrunk_model`)."""
     if store is None:
         raise ValueError("exporting a model needs the study's artifact store")
     record = resolve_trial(records, spec, which, retimings)
     task = load_task(spec.task.name, **spec.task.options)
-    model = trained_model(spec.name, record, task, spec.latency, store, builder=spec.model.builder())
-    assert isinstance(model, HFModel)  # a [model] hf study's builder builds one
+    model = trained_model(spec.name, record, task, spec.latency, store, builder=model_builder(spec))
+    assert isinstance(model, HFModel)  # a [model] hf or pretrained study's builder builds one
     meta = _meta(record, records, spec, task.spec, "hf", storage)
-    path, diff, agreement, loader = write_hf_model(model, task, out, meta, PARITY_TOLERANCE)
+    write = write_hf_model if spec.model.pretrained is None else write_shrunk_model
+    path, diff, agreement, loader = write(model, task, out, meta, PARITY_TOLERANCE)
     return ExportResult(record, path, "hf", diff, len(task.test[0]), agreement, loader=loader)
 
 
@@ -258,8 +260,13 @@ def export_trial(
     masked storage URL recorded in the config, ``store`` where trained weights come from."""
     if fmt not in EXPORT_FORMATS:
         raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
-    if fmt == "hf" and spec.model.hf is not None:
+    if fmt == "hf" and (spec.model.hf is not None or spec.model.pretrained is not None):
         return _export_hf_model(records, spec, which, out, store, storage, retimings)
+    if spec.model.pretrained is not None and fmt in ("hf", "config"):
+        raise ConfigError(
+            f"a [model] pretrained study's layouts are cuts of its checkpoint, which a run config cannot rebuild; "
+            f"export the recovered model with --format hf (not {fmt})."
+        )
     if fmt == "hf":
         record = resolve_trial(records, spec, which)
         doc, lost = hf_config(record, spec, load_task(spec.task.name, **spec.task.options).spec)
@@ -277,7 +284,7 @@ def export_trial(
         raise ValueError("exporting a model needs the study's artifact store")
     log.info("exporting trial #%d of %s as %s to %s", record.number, spec.name, fmt, out)
     task = load_task(spec.task.name, **spec.task.options)
-    model = trained_model(spec.name, record, task, spec.latency, store, builder=spec.model.builder())
+    model = trained_model(spec.name, record, task, spec.latency, store, builder=model_builder(spec))
     X = task.test[0]
     with torch.inference_mode():
         reference = model(X).float()

@@ -246,3 +246,43 @@ def write_hf_model(
             as_user_made(f)  # safetensors writes its file private; the folder is meant to be shared
             os.replace(f, out / f.name)
     return out, diff, agreement, loader
+
+
+def write_shrunk_model(
+    model: HFModel, task: Task, out: str | Path, meta: dict[str, Any], tolerance: float
+) -> tuple[Path, float, float, str]:
+    """Save a trained checkpoint's cut (``[model] pretrained``; :func:`explorer.pretrained.save_shrunk`: per-layer
+    ``num_query_heads`` and ``num_kv_heads`` in config.json, with ``meta`` as its ``explorer`` entry, and the
+    modeling file ``from_pretrained(out, trust_remote_code=True)`` runs) into the folder ``out``, after loading it
+    back in a fresh model and comparing its logits on the test split with ``model``'s: a difference above
+    ``tolerance`` is an :class:`ExportMismatchError` and nothing is written. Returns what
+    :func:`write_hf_model` does."""
+    from explorer.pretrained import save_shrunk
+
+    transformers = require_transformers("exporting a trained checkpoint's cut")
+    out = _check_dir(Path(out))
+    family, spec = model.family, model.spec
+    X = task.test[0]
+    model.eval()
+    with torch.inference_mode():
+        reference = model(X).float()
+    model.hf.config.explorer = meta
+    loader = family.auto_class(spec.causal)
+    with tempfile.TemporaryDirectory(dir=_writable_ancestor(out), prefix=".explorer-hf-") as tmp:
+        staged = save_shrunk(model.hf, Path(tmp) / "model", tolerance=tolerance)
+        with quiet_transformers():
+            loaded = getattr(transformers, loader).from_pretrained(staged, trust_remote_code=True).eval()
+        extra = {"use_cache": False} if family.decoder else {}
+        with torch.inference_mode():
+            logits = loaded(**hf_inputs(X, spec, family), **extra).logits.float()
+        diff, agreement = logit_parity(logits, reference)
+        if not diff <= tolerance:
+            raise ExportMismatchError(
+                f"{loader}.from_pretrained reads back a model whose logits differ from explorer's by up to "
+                f"{diff:.3g} on the test split (tolerance {tolerance:g}); nothing was written."
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        for f in sorted(staged.iterdir()):
+            as_user_made(f)
+            os.replace(f, out / f.name)
+    return out, diff, agreement, f"{loader} (trust_remote_code=True)"

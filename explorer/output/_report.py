@@ -45,6 +45,7 @@ from explorer.output._answer_sections import answer_blocks, check_blocks, eviden
 from explorer.output._evidence_plots import curves_figure, evidence_figure
 from explorer.output._fmt import heads, num, quality_column, quality_value
 from explorer.output._inputs import input_blocks
+from explorer.output._pretrained_sections import pretrained_blocks
 from explorer.output._render import Block, Bold, Code, Figure, Heading, Para, Table, html_page, markdown
 from explorer.output._result_folders import OutputFolder
 from explorer.output._sections import account_blocks, early_stopping_blocks, relations_blocks, rules_blocks
@@ -159,6 +160,7 @@ def _content(
         )
         b.extend(check_blocks(ans))
     b.extend(reading_blocks(ans))
+    b.extend(pretrained_blocks(spec, ans))
     b.extend(_search_blocks(data, search))
     b.extend(early_stopping_blocks(acct, spec, records))
     if data.bench:

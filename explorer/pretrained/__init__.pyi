@@ -1,5 +1,10 @@
 """The public surface of :mod:`explorer.pretrained` (read by type checkers, and by its __init__ at run time)."""
 
+from ._builder import (
+    IMPORTANCE_EXAMPLES as IMPORTANCE_EXAMPLES,
+    PretrainedBuilder as PretrainedBuilder,
+    PretrainedModel as PretrainedModel,
+)
 from ._checkpoint import MODELING_FILE as MODELING_FILE, save_shrunk as save_shrunk
 from ._cost import HeadCost as HeadCost, head_cost as head_cost
 from ._importance import (

@@ -209,9 +209,13 @@ class AnswerSpec:
         return max(self.settle / 100.0 if maximize else self.settle, self.edge_for(maximize))
 
 
-def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> FinalistsSpec:
+def read_finalists(
+    data: Any, task: TaskSpec, stored: bool = False, fixed_split: bool = False
+) -> FinalistsSpec:
     """The ``[finalists]`` table. A stored spec of an older study (``stored``) may carry the plateau-training
-    keys, which are dropped; such a spec has no ``folds``, and keeps the task's fixed split (``folds = 1``)."""
+    keys, which are dropped; such a spec has no ``folds``, and keeps the task's fixed split (``folds = 1``).
+    ``fixed_split``: the model was trained before the study (``[model] pretrained``), on the task's training
+    split, so folds cut from it would validate on examples it learned: the fixed split is kept."""
     data = dict(data) if isinstance(data, dict) else data
     if isinstance(data, dict):
         legacy = [k for k in LEGACY_FINALIST_KEYS if k in data]
@@ -228,6 +232,13 @@ def read_finalists(data: Any, task: TaskSpec, stored: bool = False) -> Finalists
                 data["epochs"] = old_cap
     if isinstance(data, dict) and "folds" not in data and task.kind == "language_model":
         data = {**data, "folds": 1}  # a language model's contiguous text keeps its fixed split
+    if fixed_split and isinstance(data, dict):
+        if data.get("folds", 1) != 1 and not stored:
+            raise SpecError(
+                f"'folds' in [finalists] is {data['folds']!r}, and a [model] pretrained checkpoint has learned the "
+                "task's training split, which folds would validate on; remove folds (the fixed split is kept)."
+            )
+        data = {**data, "folds": 1}
     spec = read_table(FinalistsSpec, data, "[finalists]")
     if not stored:  # every finalist layout trains seeds x folds runs: counted before anything is queued
         TRIALS.check(

@@ -34,6 +34,7 @@ TASK_KINDS = {
 }
 TASK_NAMES = tuple(TASK_KINDS)
 MB = 10**6  # [budgets] max_kv_cache_mb counts megabytes of 10^6 bytes
+DISTILL = 0.5  # [model] distill with pretrained: half distillation from the original, half the task's loss
 
 
 @dataclass(frozen=True)
@@ -119,9 +120,32 @@ class ModelSpec:
         expected='a table such as { hidden_act = "gelu" }',
     )
 
+    # a local transformers checkpoint folder (explorer.pretrained)
+    pretrained: str | None = key(
+        None,
+        "a trained transformers checkpoint, the folder `save_pretrained` wrote (Llama or BERT, safetensors): each "
+        "layout is that model with its least important heads removed and its key/value heads mean-pooled into "
+        "groups, then recovered by the task's training; see [hf.md](hf.md)",
+    )
+    # the distillation term's weight in a pretrained candidate's recovery
+    distill: float | None = key(
+        None,
+        "with `pretrained`: the weight of distillation from the original model's predictions in each "
+        "candidate's training (KL at temperature 1); the task's loss gets 1 - distill",
+        lo=0.0,
+        hi=1.0,
+        shown="`0.5` with `pretrained`",
+    )
+
     def builder(self) -> ModelBuilder | None:
         """The model builder (:class:`explorer.model._usermodel.ModelBuilder` for ``build``,
-        :class:`explorer.model._hfmodel.HFBuilder` for ``hf``), or None for explorer's own (imports torch)."""
+        :class:`explorer.model._hfmodel.HFBuilder` for ``hf``), or None for explorer's own (imports torch). A
+        ``pretrained`` checkpoint's builder measures head importance on the study's task, so it is made with the
+        whole spec: :func:`explorer.study.model_builder`."""
+        if self.pretrained is not None:
+            raise SpecError(
+                "a [model] pretrained study's builder needs its task: make it with explorer.study.model_builder(spec)."
+            )
         if self.hf is not None:
             from explorer.model import HFBuilder
 
@@ -213,6 +237,19 @@ def read_model(data: Any, task: TaskSpec, decode: DecodeConfig | None) -> ModelS
     ``hf`` with its ``config`` (checked against the space by :mod:`explorer.spec._hf_check`)."""
     model = read_table(ModelSpec, data, "[model]")
     build, hf, config = model.build, model.hf, model.config
+    if model.pretrained is not None:
+        other = [name for name in ("build", "hf", "config") if isinstance(data, dict) and data.get(name)]
+        if other:
+            raise SpecError(
+                f"[model] has both pretrained and {other[0]}; keep one: a trained checkpoint, your function, or a "
+                "transformers model built from its config."
+            )
+        distill = DISTILL if model.distill is None else model.distill
+        return ModelSpec(pretrained=model.pretrained, distill=distill)  # checked by _pretrained_check
+    if model.distill is not None:
+        raise SpecError(
+            "'distill' in [model] weighs distillation from a trained model; add pretrained = \"PATH\" or remove it."
+        )
     if hf is not None:
         if build is not None:
             raise SpecError(

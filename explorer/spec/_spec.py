@@ -43,6 +43,7 @@ from explorer.spec._goals import (
 )
 from explorer.spec._hf_check import check_hf, space_defaults
 from explorer.spec._overrides import apply_overrides, key_sources, parse_override
+from explorer.spec._pretrained_check import check_pretrained, pretrained_defaults
 from explorer.spec._size_checks import check_layouts, check_raw
 from explorer.spec._study_spec import StudySpec
 from explorer.spec._toml import Table, is_list, is_number, read_table, table_keys
@@ -144,20 +145,23 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         "the top level",
         name=name,
         task=task,
-        space=_space(space_defaults(model, t.raw("space"))),
+        space=_space(pretrained_defaults(model, space_defaults(model, t.raw("space")), stored)),
         model=model,
         objectives=objectives,
         latency=_latency(t.raw("latency", {})),
         decode=decode,
         budgets=budgets,
         early_stopping=_early_stopping(t.raw("early_stopping", {}), task.epochs),
-        finalists=read_finalists(t.raw("finalists", {}), task, stored=stored),
+        finalists=read_finalists(
+            t.raw("finalists", {}), task, stored=stored, fixed_split=model.pretrained is not None
+        ),
         answer=read_answer(t.raw("answer", {}), task, stored=stored),
         tracking=read_tracking(t.raw("tracking", {})),
     )
     spec = dataclasses.replace(spec, artifacts=_artifacts(spec.artifacts))
     # what a transformers class cannot hold, before the space
     check_hf(spec.model, spec.space, task, spec.latency)
+    check_pretrained(spec.model, spec.space, task, stored)
     check_space(spec.space)  # an empty or impossible space is a spec error, found here
     if not stored:
         check_layouts(spec.space)

@@ -8,6 +8,7 @@ from ._artifacts import (
 from ._catalog import list_studies as list_studies, study_status as study_status
 from ._code_record import check_code as check_code
 from ._mlflow_tracking import log_answer as log_answer
+from ._model_builder import model_builder as model_builder
 from ._progress import Step as Step, StopReason as StopReason
 from ._retrain import record_task as record_task, trained_model as trained_model
 from ._run_options import WORKERS_ATTR as WORKERS_ATTR, RunOptions as RunOptions

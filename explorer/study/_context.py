@@ -23,6 +23,7 @@ from explorer.measure import resolve_device
 from explorer.model import ModelBuilder
 from explorer.spec import SearchSpace, StudySpec
 from explorer.study._artifacts import ArtifactStore
+from explorer.study._model_builder import model_builder
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,11 @@ def resolve_context(spec: StudySpec, device: str | None = None) -> RunContext:
     this machine does not have each fail here, before anything is written."""
     space = SearchSpace(spec.space)
     task = load_task(spec.task.name, **spec.task.options)
-    return RunContext(resolve_device(device or spec.latency.device), task, space, spec.model.builder())
+    return RunContext(resolve_device(device or spec.latency.device), task, space, model_builder(spec))
 
 
 def context_on(spec: StudySpec, device: torch.device) -> RunContext:
     """``spec``'s context on ``device``, resolved already by the command that checked the run (a re-timing
     round's process, or rounds timed in the command's own): nothing is checked again."""
     task = load_task(spec.task.name, **spec.task.options)
-    return RunContext(device, task, SearchSpace(spec.space), spec.model.builder())
+    return RunContext(device, task, SearchSpace(spec.space), model_builder(spec))

@@ -47,6 +47,7 @@ from explorer.storage import (
     sqlite_path,
 )
 from explorer.study._context import RunContext, context_on
+from explorer.study._model_builder import model_builder
 from explorer.study._study import Study
 
 # search architectures whose decoding is re-timed (the best ones, when there are more)
@@ -174,7 +175,7 @@ def _round_main(
             context = context_on(spec, device)
             inputs, builder = context.task.spec, context.builder
         else:
-            builder = spec.model.builder()
+            builder = model_builder(spec)
         configs = [(key, ModelConfig.from_dict(c), ks) for key, c, ks in todo]
         _time_round(study, r, configs, device, inputs, builder)
         out.put("")

@@ -27,6 +27,7 @@ from explorer.study._artifacts import ArtifactStore, artifact_store
 from explorer.study._capacity import check_study_fits
 from explorer.study._code_record import CODE_ATTR, check_code, code_record
 from explorer.study._context import RunContext, resolve_context
+from explorer.study._model_builder import model_builder
 from explorer.study._rerun import check_same_meaning, finished_search
 from explorer.study._run_options import RunOptions, check_total, check_total_reaches
 from explorer.study._study import Study
@@ -115,7 +116,7 @@ class PortableStudyRunPlan:
         study = Study.open_at(self.spec.name, self.storage_url, write=True, spec=self.spec)
         task = load_task(self.spec.task.name, **self.spec.task.options)
         store = artifact_store(study, self.artifacts)
-        context = RunContext(self.device, task, self.space, self.spec.model.builder())
+        context = RunContext(self.device, task, self.space, model_builder(self.spec))
         deadline = None if self.seconds_left is None else time.monotonic() + self.seconds_left
         return StudyRunPlan(
             study,

@@ -19,6 +19,7 @@ from explorer.data import Task
 from explorer.layout import ModelConfig
 from explorer.model import CHECK_BATCH, check_model
 from explorer.spec import SearchSpace, StudySpec
+from explorer.study._model_builder import model_builder
 
 INPUT_ATTR = "task_input"  # study user attribute: the task's input spec and description
 
@@ -38,7 +39,7 @@ def _door_layouts(spec: StudySpec) -> list[ModelConfig]:
 def check_user_model(spec: StudySpec, task: Task) -> None:
     """Check the spec's ``[model] build`` (if any) on a few layouts and one batch of ``task``; raise a
     ConfigError naming it."""
-    builder = spec.model.builder()
+    builder = model_builder(spec)
     if builder is not None:
         check_model(builder, _door_layouts(spec), task.spec, task.train[0][:CHECK_BATCH])
 
