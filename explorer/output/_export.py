@@ -262,10 +262,10 @@ def export_trial(
         raise ConfigError(f"unknown export format {fmt!r}; choose one of {', '.join(EXPORT_FORMATS)}.")
     if fmt == "hf" and (spec.model.hf is not None or spec.model.pretrained is not None):
         return _export_hf_model(records, spec, which, out, store, storage, retimings)
-    if spec.model.pretrained is not None and fmt in ("hf", "config"):
+    if spec.model.pretrained is not None and fmt in ("config", "state"):
         raise ConfigError(
-            f"a [model] pretrained study's layouts are cuts of its checkpoint, which a run config cannot rebuild; "
-            f"export the recovered model with --format hf (not {fmt})."
+            f"a [model] pretrained study's layouts are cuts of its checkpoint, which a run config cannot rebuild, so "
+            f"--format {fmt} cannot be loaded back; export the recovered model with --format hf (or pt2, onnx)."
         )
     if fmt == "hf":
         record = resolve_trial(records, spec, which)

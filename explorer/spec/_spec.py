@@ -35,6 +35,7 @@ from explorer.limits import check_file_size
 from explorer.spec._evidence_spec import read_answer, read_finalists
 from explorer.spec._fidelity import EarlyStoppingSpec
 from explorer.spec._goals import (
+    ModelSpec,
     read_budgets,
     read_decode,
     read_model,
@@ -121,6 +122,11 @@ def _artifacts(location: str | None) -> str | None:
         raise SpecError(f"'artifacts' at the top level: {exc}") from None
 
 
+def _raw_space(t: Table, model: ModelSpec) -> Any:
+    """The [space] table as written; a trained checkpoint's study may leave it out (the checkpoint fills it)."""
+    return t.raw("space", {}) if model.pretrained is not None else t.raw("space")
+
+
 def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpec:
     """Build and fully check a spec from a parsed TOML document, or (``stored``) from the
     :meth:`StudySpec.stored` dict of a study, possibly written by an older explorer.
@@ -145,7 +151,7 @@ def spec_from_dict(data: Mapping[str, Any], *, stored: bool = False) -> StudySpe
         "the top level",
         name=name,
         task=task,
-        space=_space(pretrained_defaults(model, space_defaults(model, t.raw("space")), stored)),
+        space=_space(pretrained_defaults(model, space_defaults(model, _raw_space(t, model)), stored)),
         model=model,
         objectives=objectives,
         latency=_latency(t.raw("latency", {})),

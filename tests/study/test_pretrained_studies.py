@@ -136,7 +136,7 @@ def test_a_checkpoint_study_weighs_the_original_and_exports_the_cut_it_trained(
     assert found["accuracy"] == pytest.approx(cut["test_accuracy"], abs=1e-6)  # what the study measured
 
 
-def test_a_checkpoint_study_refuses_a_run_config_export(tmp_path: Path) -> None:
+def test_a_checkpoint_study_refuses_an_export_a_run_config_would_rebuild(tmp_path: Path) -> None:
     folder = tiny_checkpoints.bert(tmp_path / "checkpoint")
     spec = tmp_path / "spec.toml"
     spec.write_text(
@@ -146,12 +146,10 @@ def test_a_checkpoint_study_refuses_a_run_config_export(tmp_path: Path) -> None:
     )
     where = ["--storage", f"sqlite:///{tmp_path}/s.db"]
     run("study", "run", str(spec), *where, "--artifacts", str(tmp_path / "art"))
-    result = CliRunner().invoke(
-        main, ["export", "pt-bert", *where, "--trial", "0", "--out", str(tmp_path / "r.json")]
-    )
-    assert (
-        result.exit_code != 0
-        and "--format hf" in result.stderr
-        and len(result.stderr.strip().splitlines()) == 1
-    )
-    assert not (tmp_path / "r.json").exists()
+    for fmt, out in (("config", "r.json"), ("state", "w.pt")):
+        result = CliRunner().invoke(
+            main, ["export", "pt-bert", *where, "--trial", "0", "--format", fmt, "--out", str(tmp_path / out)]
+        )
+        assert result.exit_code == 3, result.stderr
+        assert f"--format {fmt} cannot be loaded back" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / out).exists()
