@@ -119,7 +119,11 @@ def _merge_same(rows: Sequence[Contrast]) -> list[Contrast]:
 
 
 def _uniform_heads(base: ModelConfig, heads: int) -> ModelConfig | None:
-    """``base``'s width and depth with ``heads`` classic heads (d_k = d_model / heads) in every layer."""
+    """``base``'s width and depth with ``heads`` heads in every layer: classic heads (d_k = d_model / heads), or
+    where ``base``'s heads have one width of their own (a space with ``head_dim``, a trained checkpoint's), heads of
+    that width."""
+    if base.head_dim is not None and len(set(base.d_k)) == 1:
+        return ModelConfig(d_model=base.d_model, heads=(heads,) * base.n_layers, head_dim=base.d_k)
     if base.d_model % heads:
         return None
     return ModelConfig(d_model=base.d_model, heads=(heads,) * base.n_layers)

@@ -397,7 +397,9 @@ def _from_finalists(
     nxt = next_faster(verdicts, spec.answer.latency_tie)
     watched = {decision.answer, decision.best} | ({keys.index(nxt.arch.key)} if nxt else set())
     notes += _withheld(order, watched, times, spec.answer.latency_tie)
-    kv = spec.space.kv_heads is not None
+    # the ends grouped-query attention sits between, named where the finalists include them: a trained
+    # checkpoint's study does not add them (its cuts cannot have more key/value heads than the checkpoint)
+    kv = spec.space.kv_heads is not None and spec.model.pretrained is None
     measured = [
         a for a in order if (a.config.d_model, a.config.n_layers) == (rec.config.d_model, rec.config.n_layers)
     ]

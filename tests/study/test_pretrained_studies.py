@@ -105,7 +105,10 @@ def test_a_checkpoint_study_weighs_the_original_and_exports_the_cut_it_trained(
     original = [t for t in finalists if t["label"] == "original"]
     assert original and original[0]["heads"] == (4, 4)  # the original model is always weighed
     run("report", f"pt-{family}", *where, "--out", str(tmp_path / "report"))
-    assert "original" in (tmp_path / "report" / "report.md").read_text()
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "original" in report and "### The checkpoint's heads" in report
+    # a cut has at most the checkpoint's key/value heads: multi-head attention at 4 heads is no layout it weighs
+    assert "Against multi-head attention" not in report
     cut = next(t for t in finalists if t["label"] != "original" and t["state"] == "COMPLETE")
     exported = json.loads(
         run(
