@@ -46,6 +46,10 @@ IMPORTANCE_EXAMPLES = 512  # examples of the training split head importance is m
 # explorer's attention names -> transformers' implementations
 _ATTENTION = {"fused": "sdpa", "merged": "eager"}
 _PREDICT_BATCH = 64
+_STUDIED = (
+    "LlamaForCausalLM",
+    "BertForSequenceClassification",
+)  # the classes whose predictions a study scores
 
 
 class PretrainedModel(HFModel):
@@ -158,6 +162,11 @@ class PretrainedBuilder(ModelBuilder):
         """The task must be the kind the checkpoint was trained for, with tokens and classes it has."""
         c, config = self.checkpoint, self.original.config
         where = f"the checkpoint at {self.path!r} ({c.architecture})"
+        if c.architecture not in _STUDIED:
+            raise ConfigError(
+                f"{where} is a base model without a task head, and a study scores its predictions; give a "
+                f"{' or '.join(_STUDIED)} checkpoint."
+            )
         if spec.kind != "tokens":
             raise ConfigError(
                 f"{where} reads token ids, and this task feeds {spec.n_features} features a position; give a "

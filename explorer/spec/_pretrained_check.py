@@ -29,6 +29,10 @@ from explorer.spec._goals import ModelSpec, TaskSpec
 
 # model_type -> whether its model is a causal LM and whether it groups key/value heads (explorer.pretrained's)
 _FAMILIES = {"llama": (True, True), "bert": (False, False)}
+_STUDIED = (
+    "LlamaForCausalLM",
+    "BertForSequenceClassification",
+)  # the classes a study scores (their predictions)
 _FIX = "give the folder that save_pretrained wrote (config.json and model.safetensors)"
 
 
@@ -116,6 +120,12 @@ def check_pretrained(model: ModelSpec, space: SpaceSpec, task: TaskSpec, stored:
     sizes = checkpoint_sizes(config, path)
     causal, grouped = _FAMILIES[config["model_type"]]
     where = f"[model] pretrained ({config['model_type']}, {sizes['layers']} layers of {sizes['heads']} heads)"
+    architecture = (config.get("architectures") or ["?"])[0]
+    if architecture not in _STUDIED:
+        raise SpecError(
+            f"{where} is a {architecture}, and a study scores a model's predictions; give a "
+            f"{' or '.join(_STUDIED)} checkpoint (a base model without a task head cannot be scored)."
+        )
     lm = task.kind == "language_model"
     if causal and not lm:
         raise SpecError(

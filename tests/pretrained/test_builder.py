@@ -118,6 +118,16 @@ def test_a_task_the_checkpoint_was_not_trained_for_is_one_line(bert, llama) -> N
         bert.build(ModelConfig(d_model=16, heads=(8, 8), head_dim=(4, 4), mlp_ratio=2.0), relations.spec)
 
 
+def test_a_base_model_without_a_task_head_is_refused_by_name(tmp_path: Path) -> None:
+    from tests.pretrained.tiny_models import bert as tiny_bert
+
+    tiny_bert(model_class="BertModel").save_pretrained(tmp_path / "base")
+    builder = PretrainedBuilder.of(str(tmp_path / "base"), "relations", tiny_checkpoints.RELATIONS, 0.5)
+    relations = load_task("relations", **tiny_checkpoints.RELATIONS)
+    with pytest.raises(ConfigError, match="BertModel.* without a task head.*BertForSequenceClassification"):
+        builder.build(layout((4, 4)), relations.spec)
+
+
 def test_decoding_runs_on_a_cut_models_own_cache(llama) -> None:
     task = load_task("text", **tiny_checkpoints.TEXT)
     step = llama.decoder(layout((2, 2), (1, 1)), task.spec, 2, 8, torch.device("cpu"), torch.float32)

@@ -89,6 +89,14 @@ def test_the_checkpoint_gives_the_sizes_and_the_head_candidates(tmp_path: Path) 
         (LLAMA, "text", {"hf": "llama"}, {}, {}, ("both pretrained and hf",)),
         (BERT, "relations", {}, {"folds": 5}, {}, ("'folds' in [finalists] is 5", "training split")),
         (LLAMA, "text", {}, {}, {"attention": "serial"}, ("never a loop over heads",)),
+        (
+            BERT | {"architectures": ["BertModel"]},
+            "relations",
+            {},
+            {},
+            {},
+            ("BertModel", "without a task head"),
+        ),
     ],
 )
 def test_what_surgery_cannot_make_is_one_line(
