@@ -138,7 +138,8 @@ def export(
     if fmt == "hf" and result.loader:
         click.echo(
             f"wrote trial {trial_label(name, record.number)} (heads {heads_text(record.heads)}) to {result.path}/ "
-            f"(config.json, model.safetensors) for transformers.{result.loader}.from_pretrained({str(out)!r}); max "
+            f"(config.json, model.safetensors) for transformers.{result.loader}.from_pretrained({str(out)!r}"
+            f"{', trust_remote_code=True' if result.remote_code else ''}); max "
             f"|logit difference| from explorer's on {result.examples} test examples: {result.max_abs_diff:.2e} "
             f"(tolerance 1e-4), same prediction on {result.agreement:.1%}."
         )

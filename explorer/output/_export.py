@@ -158,6 +158,9 @@ class ExportResult:
     notes: tuple[str, ...] = ()  # hf: the layer values the stock config cannot express
     answer: Answer | None = None  # the study's answer, when the export named a pick of it
     loader: str = ""  # hf with weights: the transformers class whose from_pretrained loads the folder
+    remote_code: bool = (
+        False  # that from_pretrained needs trust_remote_code=True (a checkpoint's cut, per-layer heads)
+    )
 
     def to_dict(self, study: str) -> dict[str, Any]:
         return {
@@ -177,6 +180,7 @@ class ExportResult:
                 "not_in_stock_config": list(self.notes),
                 "weights": bool(self.loader),
                 "loads_with": self.loader or None,
+                "trust_remote_code": self.remote_code,
             }
             if self.format == "hf"
             else {}
@@ -243,7 +247,10 @@ def _export_hf_model(
     meta = _meta(record, records, spec, task.spec, "hf", storage)
     write = write_hf_model if spec.model.pretrained is None else write_shrunk_model
     path, diff, agreement, loader = write(model, task, out, meta, PARITY_TOLERANCE)
-    return ExportResult(record, path, "hf", diff, len(task.test[0]), agreement, loader=loader)
+    remote_code = spec.model.pretrained is not None
+    return ExportResult(
+        record, path, "hf", diff, len(task.test[0]), agreement, loader=loader, remote_code=remote_code
+    )
 
 
 def export_trial(

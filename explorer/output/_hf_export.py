@@ -256,7 +256,7 @@ def write_shrunk_model(
     modeling file ``from_pretrained(out, trust_remote_code=True)`` runs) into the folder ``out``, after loading it
     back in a fresh model and comparing its logits on the test split with ``model``'s: a difference above
     ``tolerance`` is an :class:`ExportMismatchError` and nothing is written. Returns what
-    :func:`write_hf_model` does."""
+    :func:`write_hf_model` does (the class loads it with ``trust_remote_code=True``)."""
     from explorer.pretrained import save_shrunk
 
     transformers = require_transformers("exporting a trained checkpoint's cut")
@@ -285,4 +285,4 @@ def write_shrunk_model(
         for f in sorted(staged.iterdir()):
             as_user_made(f)
             os.replace(f, out / f.name)
-    return out, diff, agreement, f"{loader} (trust_remote_code=True)"
+    return out, diff, agreement, loader
