@@ -60,6 +60,7 @@ pretrained = "{folder}"
 
 [space]
 lr = 1e-3
+heads = [2, 4]
 families = ["uniform"]
 {extra}
 [latency]
@@ -73,7 +74,7 @@ enabled = false
 [finalists]
 top = 1
 references = false
-ladder = false
+ladder = true
 seeds = 1
 epochs = 1
 timing_rounds = 1
