@@ -104,7 +104,7 @@ class StudyData:
     def report_input(self) -> ReportInput:
         from explorer.output import ReportInput
         from explorer.storage import closed_counts
-        from explorer.study import INPUT_ATTR
+        from explorer.study import CODE_ATTR, INPUT_ATTR
 
         attrs = self.study.user_attrs
         return ReportInput(
@@ -117,6 +117,7 @@ class StudyData:
             retimings=self.retimings,
             answer=self.answer,
             task_input=attrs.get(INPUT_ATTR),
+            code=attrs.get(CODE_ATTR),
         )
 
 

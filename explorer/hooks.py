@@ -9,6 +9,7 @@ it can import its neighbours.
 
 :func:`fingerprint` is the sha256 of the source files behind a reference (the named module's file and the file
 that defines the function): stored with a study, it tells a resume that the code changed since.
+:func:`checkpoint_digest` does the same for a trained checkpoint a study starts from (``[model] pretrained``).
 
 Every problem (no such file or module, an import that fails, no such function, not callable) is one
 :class:`ConfigError` naming the reference and the fix.
@@ -138,3 +139,16 @@ def fingerprint(ref: str, what: str) -> str:
     for f in sorted(files):
         h.update(f.read_bytes())
     return h.hexdigest()
+
+
+def checkpoint_digest(folder: str | Path) -> str:
+    """sha256 of a transformers checkpoint folder's ``config.json`` and safetensors weight files (their names and
+    bytes, in name order): what a study's cuts of it depend on."""
+    root = Path(folder).expanduser()
+    digest = hashlib.sha256()
+    for file in [*sorted(root.glob("*.safetensors")), root / "config.json"]:
+        digest.update(file.name.encode())
+        with file.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                digest.update(chunk)
+    return digest.hexdigest()

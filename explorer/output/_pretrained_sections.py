@@ -3,15 +3,20 @@ cut from, each head's importance as the cut measured it, and which heads the ans
 
 The importance is measured again here exactly as the study measured it (:attr:`PretrainedBuilder.importance`: the
 training split's first examples against the original's own predictions), so the table shows what chose the heads.
-Where the checkpoint is not on this machine (a report written elsewhere), the section says so and shows no scores.
+Where the checkpoint is not on this machine (a report written elsewhere), or its files differ from those the study
+recorded, the section says so and shows no scores.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
 
 import pandas as pd
 
 from explorer.answer import Answer
 from explorer.errors import ExplorerError
+from explorer.hooks import checkpoint_digest
 from explorer.output._fmt import heads
 from explorer.output._render import Block, Heading, Para, Table
 from explorer.pretrained import PretrainedBuilder
@@ -19,26 +24,27 @@ from explorer.spec import StudySpec
 from explorer.study import model_builder
 
 
-def pretrained_blocks(spec: StudySpec, ans: Answer) -> list[Block]:
+def pretrained_blocks(spec: StudySpec, ans: Answer, code: Mapping[str, Any] | None = None) -> list[Block]:
     """The checkpoint's heads: a paragraph and a table of importance by layer and head (nothing for a study that
-    does not start from a checkpoint)."""
+    does not start from a checkpoint). ``code``: the study's record of its checkpoint's sha256; a checkpoint
+    whose files differ now is not the one the study cut, and its scores are not shown."""
     if spec.model.pretrained is None:
         return []
     builder = model_builder(spec)
     assert isinstance(builder, PretrainedBuilder)  # a [model] pretrained spec's
+    where = spec.model.pretrained
     b: list[Block] = [Heading(3, "The checkpoint's heads")]
     try:
+        then = ((code or {}).get("checkpoint") or {}).get("sha256")
+        now = checkpoint_digest(where)
+        if then is not None and now != then:
+            why = f"has changed since the study cut it (sha256 {then[:12]} then, {now[:12]} now)"
+            return [*b, Para([f"The checkpoint at {where!r} {why}, so its heads' importance is not shown."])]
         importance = builder.importance
         checkpoint = builder.checkpoint
-    except ExplorerError as exc:
-        return [
-            *b,
-            Para(
-                [
-                    f"The checkpoint at {spec.model.pretrained!r} cannot be read here ({exc}), so its heads' importance is not shown."
-                ]
-            ),
-        ]
+    except (ExplorerError, OSError) as exc:
+        why = f"cannot be read here ({exc})"
+        return [*b, Para([f"The checkpoint at {where!r} {why}, so its heads' importance is not shown."])]
     kept = builder.plan(ans.recommended.config).keep if ans.recommended is not None else None
     normalized = importance.normalized()
     rows = []

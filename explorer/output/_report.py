@@ -68,6 +68,9 @@ class ReportInput:
         None  # the study's answer (explorer.answer._recommend.answer), when computed already
     )
     task_input: Mapping[str, Any] | None = None  # what the task fed the model, stored at creation
+    code: Mapping[str, Any] | None = (
+        None  # the study's record of its code and checkpoint (sha256), stored at creation
+    )
 
 
 @dataclass(frozen=True)
@@ -160,7 +163,7 @@ def _content(
         )
         b.extend(check_blocks(ans))
     b.extend(reading_blocks(ans))
-    b.extend(pretrained_blocks(spec, ans))
+    b.extend(pretrained_blocks(spec, ans, data.code))
     b.extend(_search_blocks(data, search))
     b.extend(early_stopping_blocks(acct, spec, records))
     if data.bench:

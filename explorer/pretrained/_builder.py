@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from explorer.errors import ConfigError
+from explorer.hooks import checkpoint_digest
 from explorer.layout import HF_FAMILIES, InputSpec, ModelConfig
 from explorer.model import HFModel, ModelBuilder, hf_decode_step, require_transformers
 from explorer.pretrained._importance import HeadImportance, head_importance, plan_by_importance
@@ -137,16 +138,11 @@ class PretrainedBuilder(ModelBuilder):
         """sha256 of what the candidates depend on: the checkpoint's files, the task the heads are chosen on, the
         distillation weight and the transformers release."""
         transformers = require_transformers(f"[model] pretrained = {self.path!r}")
-        digest = hashlib.sha256()
-        folder = self.checkpoint.path
-        for file in sorted(folder.glob("*.safetensors")) + [folder / "config.json"]:
-            digest.update(file.name.encode())
-            with file.open("rb") as f:
-                for chunk in iter(lambda: f.read(1 << 20), b""):
-                    digest.update(chunk)
-        text = f"|{self.task_name}|{self.task_options_json}|{self.distill!r}|transformers{transformers.__version__}"
-        digest.update(text.encode())
-        return digest.hexdigest()
+        text = (
+            f"{checkpoint_digest(self.checkpoint.path)}|{self.task_name}|{self.task_options_json}|"
+            f"{self.distill!r}|transformers{transformers.__version__}"
+        )
+        return hashlib.sha256(text.encode()).hexdigest()
 
     @functools.cached_property
     def original(self) -> Any:
@@ -180,9 +176,8 @@ class PretrainedBuilder(ModelBuilder):
                 f"{where} embeds {config.vocab_size} token ids and the task uses {spec.vocab_size}; give the task "
                 "the checkpoint was trained on."
             )
-        if (
-            c.model_type == "bert" and spec.seq_len > config.max_position_embeddings
-        ):  # Llama's rotary has no table
+        # a BERT's positions are a table; Llama's rotary positions have none
+        if c.model_type == "bert" and spec.seq_len > config.max_position_embeddings:
             raise ConfigError(
                 f"{where} has {config.max_position_embeddings} positions and the task's sequences are "
                 f"{spec.seq_len} long; give shorter sequences."

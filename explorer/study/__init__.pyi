@@ -6,7 +6,7 @@ from ._artifacts import (
     store_for as store_for,
 )
 from ._catalog import list_studies as list_studies, study_status as study_status
-from ._code_record import check_code as check_code
+from ._code_record import CODE_ATTR as CODE_ATTR, check_code as check_code
 from ._mlflow_tracking import log_answer as log_answer
 from ._model_builder import model_builder as model_builder
 from ._progress import Step as Step, StopReason as StopReason

@@ -1,5 +1,5 @@
-"""What a study records of its own code (the user's task function and model builder), and the check that it is
-unchanged; no torch, so the commands that only read a study check it too.
+"""What a study records of its own code (the user's task function and model builder, and a trained checkpoint it
+starts from), and the check that it is unchanged; no torch, so the commands that only read a study check it too.
 
 * :func:`code_record` is what the study stores about that code (user attribute ``code``): each reference and the
   sha256 of its source (:func:`explorer.hooks.fingerprint`).
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from explorer.errors import ConfigError, ExplorerError
-from explorer.hooks import fingerprint, is_reference
+from explorer.hooks import checkpoint_digest, fingerprint, is_reference
 from explorer.spec import StudySpec
 
 CODE_ATTR = "code"  # study user attribute: {"task" | "model": {"ref": ..., "sha256": ...}}
@@ -26,12 +26,19 @@ def _references(spec: StudySpec) -> dict[str, tuple[str, str]]:
         refs["task"] = (spec.task.name, "task")
     if spec.model.build is not None:
         refs["model"] = (spec.model.build, "model builder")
+    if spec.model.pretrained is not None:
+        refs["checkpoint"] = (spec.model.pretrained, "trained checkpoint")
     return refs
 
 
+def _digest(key: str, ref: str, what: str) -> str:
+    """The sha256 of a code reference's source, or of a trained checkpoint's files."""
+    return checkpoint_digest(ref) if key == "checkpoint" else fingerprint(ref, what)
+
+
 def code_record(spec: StudySpec) -> dict[str, dict[str, str]]:
-    """Each of the spec's code references with the sha256 of its source."""
-    return {k: {"ref": ref, "sha256": fingerprint(ref, what)} for k, (ref, what) in _references(spec).items()}
+    """Each of the spec's code references (and trained checkpoint) with the sha256 of its source (its files)."""
+    return {k: {"ref": ref, "sha256": _digest(k, ref, what)} for k, (ref, what) in _references(spec).items()}
 
 
 def check_code(stored: Mapping[str, Any], spec: StudySpec) -> None:
@@ -42,8 +49,8 @@ def check_code(stored: Mapping[str, Any], spec: StudySpec) -> None:
         if key not in record:
             continue
         try:
-            now = fingerprint(ref, what)
-        except ExplorerError as exc:
+            now = _digest(key, ref, what)
+        except (ExplorerError, OSError) as exc:
             raise ConfigError(
                 f"study {spec.name!r} was created with {what} {ref!r}, which cannot be loaded here: {exc}"
             ) from None

@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from explorer.api import trials
+from explorer.api import load, trials
 from explorer.cli import main
+from explorer.hooks import checkpoint_digest
 from explorer.pretrained import PretrainedBuilder
 from explorer.spec import load_spec
-from explorer.study import model_builder
+from explorer.study import CODE_ATTR, model_builder
 from tests.pretrained import tiny_checkpoints
 
 pytest.importorskip("transformers")
@@ -157,3 +158,21 @@ def test_a_checkpoint_study_refuses_an_export_a_run_config_would_rebuild(tmp_pat
         assert result.exit_code == 3, result.stderr
         assert f"--format {fmt} cannot be loaded back" in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / out).exists()
+
+
+def test_a_checkpoint_changed_since_the_study_is_refused_on_resume_and_named_in_the_report(
+    tmp_path: Path,
+) -> None:
+    folder = tiny_checkpoints.bert(tmp_path / "checkpoint")
+    spec = tmp_path / "spec.toml"
+    spec.write_text(spec_text("bert", folder).replace("[finalists]", "[finalists]\nenabled = false"))
+    where = ["--storage", f"sqlite:///{tmp_path}/s.db"]
+    run("study", "run", str(spec), *where, "--artifacts", str(tmp_path / "art"), "--set", "n_trials=1")
+    recorded = load("pt-bert", f"sqlite:///{tmp_path}/s.db").study.user_attrs[CODE_ATTR]["checkpoint"]
+    assert recorded["sha256"] == checkpoint_digest(folder)
+    config = folder / "config.json"
+    config.write_text(config.read_text().replace('"hidden_act": "gelu"', '"hidden_act": "relu"'))
+    resumed = CliRunner().invoke(main, ["study", "run", str(spec), *where, "--set", "n_trials=2"])
+    assert resumed.exit_code == 3 and "changed since the study was created" in resumed.stderr
+    run("report", "pt-bert", *where, "--out", str(tmp_path / "report"))
+    assert "has changed since the study cut it" in (tmp_path / "report" / "report.md").read_text()
