@@ -94,7 +94,12 @@ def _times(
 
 
 def _heads(a: Architecture) -> str:
-    return ",".join(map(str, a.config.heads))
+    """The layout's heads per layer, each with its key/value heads where they are fewer ("4/2,4/2"), so two layouts
+    that differ only in their key/value heads are told apart."""
+    c = a.config
+    if c.kv_heads is None:
+        return ",".join(map(str, c.heads))
+    return ",".join(f"{h}/{k}" for h, k in zip(c.heads, c.kv_per_layer, strict=True))
 
 
 def _learned(best: Architecture, chance: float, records: Sequence[TrialRecord]) -> bool:

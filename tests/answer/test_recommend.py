@@ -424,3 +424,14 @@ def test_once_the_stages_budget_is_spent_the_decision_settles_at_the_wider_edge(
 
     assert "[answer] settle" in str(answer_blocks(spent, spec))
     assert "[answer] settle" not in str(answer_blocks(running, spec))
+
+
+def test_a_note_names_two_layouts_that_differ_only_in_key_value_heads_apart():
+    from types import SimpleNamespace
+
+    from explorer.answer._recommend import _heads
+    from explorer.layout import ModelConfig
+
+    grouped = SimpleNamespace(config=ModelConfig(d_model=64, heads=(4, 4), kv_heads=(2, 2), head_dim=(8, 8)))
+    multi = SimpleNamespace(config=ModelConfig(d_model=64, heads=(4, 4), head_dim=(8, 8)))
+    assert (_heads(grouped), _heads(multi)) == ("4/2,4/2", "4,4")
