@@ -92,12 +92,19 @@ def _lead(ans: Answer, spec: StudySpec) -> Para:
             "(the horizon check below). "
         )
     elif ans.decided:
-        spans.append(
-            "No finalist is faster. "
-            if nxt is None
-            else f"The next faster layout, {_layout(nxt.arch, modern)}, is shown to fall short of that "
-            f"({_VERDICT_WORDS[nxt.verdict]}). "
-        )
+        if nxt is None:
+            spans.append("No finalist is faster. ")
+        elif nxt.verdict is Verdict.WITHIN:  # decided beside it: the re-timing could not tell it faster
+            spans.append(
+                f"The next faster layout, {_layout(nxt.arch, modern)}, is within the margin too, but the re-timing "
+                "rounds do not show it faster than the answer beyond the latency tie (they count as equally fast), so the "
+                "more accurate of the two is the answer. "
+            )
+        else:
+            spans.append(
+                f"The next faster layout, {_layout(nxt.arch, modern)}, is shown to fall short of that "
+                f"({_VERDICT_WORDS[nxt.verdict]}). "
+            )
     elif ans.placed and nxt is not None:
         spans.append(
             f"The next faster layout, {_layout(nxt.arch, modern)}, is {_VERDICT_WORDS[nxt.verdict]}. "
@@ -523,7 +530,9 @@ def check_blocks(ans: Answer) -> list[Block]:
         who = _arch(ans, s.layout)
         rows.append(
             {
-                "layout": heads(who.heads) if who else s.layout,
+                "layout": (kv_text(who) if who.config.kv_heads is not None else heads(who.heads))
+                if who
+                else s.layout,
                 "its verdict": _verdict_of(ans, s.layout),
                 "paired units": s.units,
                 f"below the best at {c.epochs} epochs [90%]": _interval(s.short, bpb),

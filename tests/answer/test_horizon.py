@@ -233,6 +233,16 @@ def test_the_check_holds_when_the_longer_runs_agree_and_fails_when_they_show_the
         grid_and_check(0.03, 0.001), h, keys[8, 8], [("next faster", keys[2, 2])], seeds, 0.01, 0.05
     )
     assert not nf.holds and nf.shifts[0].long[2] < 0.01
+    # a next faster layout within the margin at the horizon too (the re-timing could not tell it faster): the
+    # longer runs placing it further within agree with its verdict, and showing it beyond contradict it
+    tied = check_horizon(
+        grid_and_check(0.004, 0.001), h, keys[8, 8], [("next faster", keys[2, 2])], seeds, 0.01, 0.05
+    )
+    assert tied.holds
+    tied_beyond = check_horizon(
+        grid_and_check(0.004, 0.03), h, keys[8, 8], [("next faster", keys[2, 2])], seeds, 0.01, 0.05
+    )
+    assert not tied_beyond.holds
     missing = check_horizon(
         grid_and_check(0.004, 0.003)[:-2], h, keys[8, 8], [("answer", keys[2, 2])], seeds, 0.01, 0.05
     )
