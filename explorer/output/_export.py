@@ -158,9 +158,8 @@ class ExportResult:
     notes: tuple[str, ...] = ()  # hf: the layer values the stock config cannot express
     answer: Answer | None = None  # the study's answer, when the export named a pick of it
     loader: str = ""  # hf with weights: the transformers class whose from_pretrained loads the folder
-    remote_code: bool = (
-        False  # that from_pretrained needs trust_remote_code=True (a checkpoint's cut, per-layer heads)
-    )
+    # whether that from_pretrained needs trust_remote_code=True (a checkpoint's cut: per-layer heads)
+    remote_code: bool = False
 
     def to_dict(self, study: str) -> dict[str, Any]:
         return {
@@ -272,7 +271,7 @@ def export_trial(
     if spec.model.pretrained is not None and fmt in ("config", "state"):
         raise ConfigError(
             f"a [model] pretrained study's layouts are cuts of its checkpoint, which a run config cannot rebuild, so "
-            f"--format {fmt} cannot be loaded back; export the recovered model with --format hf (or pt2, onnx)."
+            f"--format {fmt} cannot be loaded back; export the recovered model with --format hf."
         )
     if fmt == "hf":
         record = resolve_trial(records, spec, which)
