@@ -53,7 +53,7 @@ from explorer.model import (
     quiet_torch,
     require_onnx,
 )
-from explorer.output._hf_export import hf_config, write_hf_config, write_hf_model, write_shrunk_model
+from explorer.output._hf_export import hf_config, write_hf_config, write_hf_model
 from explorer.output._result_folders import as_user_made
 from explorer.spec import StudySpec
 from explorer.storage import Retiming, TrialRecord, trial_label
@@ -236,7 +236,7 @@ def _export_hf_model(
 ) -> ExportResult:
     """The trained transformers model of a ``[model] hf`` study, or the recovered cut of a ``[model] pretrained``
     one, saved for ``from_pretrained`` and checked (:func:`explorer.output._hf_export.write_hf_model`,
-    :func:`~explorer.output._hf_export.write_shrunk_model`)."""
+    :func:`explorer.pretrained.save_shrunk` for a cut)."""
     if store is None:
         raise ValueError("exporting a model needs the study's artifact store")
     record = resolve_trial(records, spec, which, retimings)
@@ -244,9 +244,12 @@ def _export_hf_model(
     model = trained_model(spec.name, record, task, spec.latency, store, builder=model_builder(spec))
     assert isinstance(model, HFModel)  # a [model] hf or pretrained study's builder builds one
     meta = _meta(record, records, spec, task.spec, "hf", storage)
-    write = write_hf_model if spec.model.pretrained is None else write_shrunk_model
-    path, diff, agreement, loader = write(model, task, out, meta, PARITY_TOLERANCE)
-    remote_code = spec.model.pretrained is not None
+    remote_code = (
+        spec.model.pretrained is not None
+    )  # a checkpoint's cut: per-layer heads, its own modeling file
+    path, diff, agreement, loader = write_hf_model(
+        model, task, out, meta, PARITY_TOLERANCE, shrunk=remote_code
+    )
     return ExportResult(
         record, path, "hf", diff, len(task.test[0]), agreement, loader=loader, remote_code=remote_code
     )

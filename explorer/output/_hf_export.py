@@ -211,13 +211,15 @@ def write_hf_config(doc: dict[str, Any], out: str | Path) -> Path:
 
 
 def write_hf_model(
-    model: HFModel, task: Task, out: str | Path, meta: dict[str, Any], tolerance: float
+    model: HFModel, task: Task, out: str | Path, meta: dict[str, Any], tolerance: float, shrunk: bool = False
 ) -> tuple[Path, float, float, str]:
     """Save the trained transformers model inside ``model`` into the folder ``out`` (``save_pretrained``:
     config.json with ``meta`` as its ``explorer`` entry, model.safetensors), after loading it back with its
     ``AutoModelFor...`` class and comparing its logits on the test split with ``model``'s: a difference above
     ``tolerance`` is an :class:`ExportMismatchError` and nothing is written. Returns the folder, the largest
-    difference, the share of test examples with the same prediction and the class that loads it."""
+    difference, the share of test examples with the same prediction and the class that loads it. ``shrunk``: a
+    trained checkpoint's cut (``[model] pretrained``), written by :func:`explorer.pretrained.save_shrunk` (per-layer
+    ``num_query_heads`` and ``num_kv_heads``, and the modeling file ``trust_remote_code=True`` runs)."""
     transformers = require_transformers("exporting a Hugging Face model")
     out = Path(out)
     staging_parent = _writable_ancestor(out)
@@ -229,49 +231,15 @@ def write_hf_model(
     model.hf.config.explorer = meta
     loader = family.auto_class(spec.causal)
     with tempfile.TemporaryDirectory(dir=staging_parent, prefix=".explorer-hf-") as tmp:
+        staged = Path(tmp)
         with quiet_transformers():
-            model.hf.save_pretrained(tmp)
-            loaded = getattr(transformers, loader).from_pretrained(tmp).eval()
-        extra = {"use_cache": False} if family.decoder else {}
-        with torch.inference_mode():
-            logits = loaded(**hf_inputs(X, spec, family), **extra).logits.float()
-        diff, agreement = logit_parity(logits, reference)
-        if not diff <= tolerance:
-            raise ExportMismatchError(
-                f"{loader}.from_pretrained reads back a model whose logits differ from explorer's by up to "
-                f"{diff:.3g} on the test split (tolerance {tolerance:g}); nothing was written."
-            )
-        out.mkdir(parents=True, exist_ok=True)
-        for f in sorted(Path(tmp).iterdir()):
-            as_user_made(f)  # safetensors writes its file private; the folder is meant to be shared
-            os.replace(f, out / f.name)
-    return out, diff, agreement, loader
+            if shrunk:
+                from explorer.pretrained import save_shrunk
 
-
-def write_shrunk_model(
-    model: HFModel, task: Task, out: str | Path, meta: dict[str, Any], tolerance: float
-) -> tuple[Path, float, float, str]:
-    """Save a trained checkpoint's cut (``[model] pretrained``; :func:`explorer.pretrained.save_shrunk`: per-layer
-    ``num_query_heads`` and ``num_kv_heads`` in config.json, with ``meta`` as its ``explorer`` entry, and the
-    modeling file ``from_pretrained(out, trust_remote_code=True)`` runs) into the folder ``out``, after loading it
-    back in a fresh model and comparing its logits on the test split with ``model``'s: a difference above
-    ``tolerance`` is an :class:`ExportMismatchError` and nothing is written. Returns what
-    :func:`write_hf_model` does (the class loads it with ``trust_remote_code=True``)."""
-    from explorer.pretrained import save_shrunk
-
-    transformers = require_transformers("exporting a trained checkpoint's cut")
-    out = _check_dir(Path(out))
-    family, spec = model.family, model.spec
-    X = task.test[0]
-    model.eval()
-    with torch.inference_mode():
-        reference = model(X).float()
-    model.hf.config.explorer = meta
-    loader = family.auto_class(spec.causal)
-    with tempfile.TemporaryDirectory(dir=_writable_ancestor(out), prefix=".explorer-hf-") as tmp:
-        staged = save_shrunk(model.hf, Path(tmp) / "model", tolerance=tolerance)
-        with quiet_transformers():
-            loaded = getattr(transformers, loader).from_pretrained(staged, trust_remote_code=True).eval()
+                staged = save_shrunk(model.hf, staged / "model", tolerance=tolerance)
+            else:
+                model.hf.save_pretrained(staged)
+            loaded = getattr(transformers, loader).from_pretrained(staged, trust_remote_code=shrunk).eval()
         extra = {"use_cache": False} if family.decoder else {}
         with torch.inference_mode():
             logits = loaded(**hf_inputs(X, spec, family), **extra).logits.float()
@@ -283,6 +251,6 @@ def write_shrunk_model(
             )
         out.mkdir(parents=True, exist_ok=True)
         for f in sorted(staged.iterdir()):
-            as_user_made(f)
+            as_user_made(f)  # safetensors writes its file private; the folder is meant to be shared
             os.replace(f, out / f.name)
     return out, diff, agreement, loader
