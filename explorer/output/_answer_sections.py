@@ -14,6 +14,7 @@ from explorer.answer import Answer, Architecture, Candidate, Contrast, CostAxis,
 from explorer.measurements import QualityMetric
 from explorer.output._fmt import (
     claim,
+    epochs_text,
     heads,
     is_bpb,
     kv_text,
@@ -438,7 +439,7 @@ def _horizon_text(ans: Answer, bpb: bool) -> str:
     if h is None:
         return ""
     unit = "bits per byte" if bpb else "points"
-    out = f" Every grid run trained the same {h.epochs} epochs (linear warm-up, then cosine decay to zero)"
+    out = f" Every grid run trained the same {epochs_text(h.epochs)} (linear warm-up, then cosine decay to zero)"
     if not h.piloted:
         out += ", the spec's horizon (no pilot ran)."
     else:

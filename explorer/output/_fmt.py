@@ -83,8 +83,13 @@ def latency_text(a: Architecture, axis: CostAxis = CostAxis.LATENCY) -> str:
 
 def runs_text(a: Architecture, evidence: Evidence) -> str:
     if evidence is Evidence.FINALISTS:
-        return f"mean of {a.n} run{'s' * (a.n != 1)} of a fixed {a.epochs:.0f} epochs"
-    return f"one run of {a.epochs:.0f} epochs"
+        return f"mean of {a.n} run{'s' * (a.n != 1)} of a fixed {epochs_text(a.epochs)}"
+    return f"one run of {epochs_text(a.epochs)}"
+
+
+def epochs_text(epochs: float) -> str:
+    """``epochs`` as a count of epochs: "1 epoch", "40 epochs"."""
+    return f"{epochs:.0f} epoch{'s' * (round(epochs) != 1)}"
 
 
 def score_diff_text(metric: QualityMetric, d: PairedDifference) -> str:

@@ -20,3 +20,11 @@ def test_why_fewer_than_k_counts_the_runs_on_each_side_within_a_point_of_the_ans
         in text
     )  # 0.89 is not
     assert "explorer confirm NAME --seeds 3" in text  # one run per layout
+
+
+def test_a_count_of_epochs_is_singular_for_one():
+    from explorer.output._fmt import epochs_text
+
+    assert epochs_text(1) == "1 epoch"
+    assert epochs_text(40) == "40 epochs"
+    assert epochs_text(1.0) == "1 epoch"
