@@ -36,8 +36,10 @@ FAMILIES: dict[str, tuple[bool, tuple[str, ...]]] = {
     "llama": (True, ("LlamaForCausalLM", "LlamaModel")),
     "bert": (False, ("BertForSequenceClassification", "BertModel")),
 }
-# float32 copies a recovery holds: the original (teacher), the candidate, its gradients, Adam's two moments
-RECOVERY_COPIES = 5
+# float32 copies of the weights a study's recovery holds at its peak: the original (teacher), the candidate, its
+# gradients and Adam's two moments, and room for the activations and the runtime (a study recovering a
+# 136-million-parameter Llama on the text task held about 6.5 copies' worth in its one process, measured by RSS)
+RECOVERY_COPIES = 7
 _FLOAT32 = 4
 
 
@@ -112,7 +114,7 @@ def inspect_checkpoint(path: str | Path) -> Checkpoint:
     check_memory(
         parameters * _FLOAT32 * RECOVERY_COPIES,
         f"shrinking the {parameters:,}-parameter checkpoint at {str(folder)!r} (it and a recovering candidate "
-        "in float32, with gradients and Adam's moments)",
+        "in float32, with gradients, Adam's moments and activations)",
         "choose a smaller checkpoint",
     )
     return Checkpoint(

@@ -94,6 +94,19 @@ def test_a_checkpoint_too_large_for_this_machine_is_refused_before_loading_with_
         inspect_checkpoint(tmp_path)
 
 
+def test_the_memory_a_recovery_needs_counts_more_than_the_weights_and_the_optimizer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _saved(tmp_path, "llama", vocab_size=8000)
+    weights = inspect_checkpoint(tmp_path).parameters * 4
+    # room for the teacher, the candidate, its gradients and Adam's two moments, but not the activations
+    monkeypatch.setenv("EXPLORER_MAX_MEMORY_MB", str(6 * weights // 10**6))
+    with pytest.raises(LimitError, match=r"checkpoint .* needs about"):
+        inspect_checkpoint(tmp_path)
+    monkeypatch.setenv("EXPLORER_MAX_MEMORY_MB", str(8 * weights // 10**6))
+    assert inspect_checkpoint(tmp_path).parameters * 4 == weights
+
+
 def test_heads_that_do_not_divide_are_refused(tmp_path: Path) -> None:
     _saved(tmp_path, "llama")
     config = json.loads((tmp_path / "config.json").read_text())
