@@ -90,7 +90,9 @@ def _args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--spec", type=Path, required=True, help="the study's spec file ([model] pretrained)")
     ap.add_argument("--storage", help="where the finished study is (default: as explorer resolves it)")
-    ap.add_argument("--artifacts", help="where its trained weights are (default: where the study recorded them)")
+    ap.add_argument(
+        "--artifacts", help="where its trained weights are (default: where the study recorded them)"
+    )
     ap.add_argument("--json", type=Path, help="write what was measured here (JSON, overwritten)")
     ap.add_argument("--record", type=Path, help="append a dated markdown block to this record")
     return ap.parse_args(argv)
@@ -126,7 +128,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
     t0 = time.time()
     spec = load_spec(args.spec)
     if spec.model.pretrained is None:
-        refuse(f"{args.spec} is not a [model] pretrained study; give the spec of a study of a trained checkpoint.")
+        refuse(
+            f"{args.spec} is not a [model] pretrained study; give the spec of a study of a trained checkpoint."
+        )
     storage = resolve_storage_url(spec.name, args.storage, spec.storage)
     with tempfile.TemporaryDirectory(prefix="pretrained-export-") as tmp:
         folder = Path(tmp) / "export"
@@ -158,7 +162,9 @@ def run(args: argparse.Namespace, argv: Sequence[str]) -> dict[str, Any]:
         "export_check": {
             k: exported[k] for k in ("max_abs_logit_diff", "tolerance", "test_examples", "loads_with")
         },
-        "answer": {k: answer[k] for k in ("heads", "kv_heads", "quality", "quality_low", "quality_high", "runs")},
+        "answer": {
+            k: answer[k] for k in ("heads", "kv_heads", "quality", "quality_low", "quality_high", "runs")
+        },
         "decided": exported["answer"]["decided"],
         "exported_run": ran,
         "loaded": loaded,
@@ -190,7 +196,9 @@ def _block(doc: dict[str, Any]) -> str:
         ],
     ]
     table = markdown_table(
-        ["", f"val {metric} (mean [95%])", f"test {metric}", "val within the answer's interval"], rows, align="lrrl"
+        ["", f"val {metric} (mean [95%])", f"test {metric}", "val within the answer's interval"],
+        rows,
+        align="lrrl",
     )
     check = doc["export_check"]
     return (

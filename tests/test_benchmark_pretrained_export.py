@@ -70,7 +70,9 @@ def test_the_fresh_process_scores_a_language_model_as_explorer_does(tmp_path: Pa
 
 def test_a_spec_that_is_not_a_checkpoint_study_is_refused(tmp_path: Path, capsys) -> None:
     with pytest.raises(SystemExit) as exit_:
-        pretrained_export.main(["--spec", str(ROOT / "studies" / "quickstart.toml"), "--json", str(tmp_path / "x")])
+        pretrained_export.main(
+            ["--spec", str(ROOT / "studies" / "quickstart.toml"), "--json", str(tmp_path / "x")]
+        )
     assert exit_.value.code == 3
     assert "is not a [model] pretrained study" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
